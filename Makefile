@@ -1,0 +1,41 @@
+# The two commands of the README: `make demo` and `make test`. Everything else
+# is CMake; this file only chains install -> configure -> build -> run.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= 2
+CMAKE_FLAGS ?=
+ifeq ($(CI),true)
+  CMAKE_FLAGS += -DSCALEOUT_WERROR=ON
+endif
+DATA ?= /usr/share/datasets/fashion-mnist
+NP ?= 2
+
+.PHONY: all deps build demo test test-asan bench clean
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	scripts/demo.sh $(BUILD)/scaleout $(DATA) $(NP)
+
+test: build test-asan
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# Sanitizer build: the unit tests (not the long end-to-end runs) under ASan+UBSan.
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSCALEOUT_SANITIZE=ON -DSCALEOUT_WERROR=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
+
+bench: build
+	bench/run-all.sh $(BUILD)/scaleout
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

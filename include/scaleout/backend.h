@@ -1,0 +1,36 @@
+/* The compute-backend interface. A backend executes one node at a time for a
+ * model; it owns the activation and diff buffers (in whatever layout it likes:
+ * plain NCHW for ref, oneDNN's blocked nChw16c for onednn) and reads/writes the
+ * model's flat parameter and gradient buffers in PyTorch layout. */
+#ifndef SCALEOUT_BACKEND_H
+#define SCALEOUT_BACKEND_H
+#include <stdint.h>
+#include "scaleout/model.h"
+
+typedef struct so_backend_ops {
+    const char *name;
+    /* Plans layouts, allocates buffers, builds kernels/primitives for m->batch. */
+    int (*create)(so_model *m, void **state);
+    void (*destroy)(void *state);
+    /* x: n samples NCHW (n <= batch, the rest zero-filled by the backend);
+     * y: n labels or NULL. */
+    int (*set_input)(void *state, const float *x, const int32_t *y, int n);
+    /* Forward of one node (node >= 1). The loss node sets m->loss (mean over n). */
+    int (*forward)(void *state, int node, int training);
+    /* Backward of one node: parameter gradients into m->grads (add when
+     * m->accumulate_grads), input diffs written or accumulated as
+     * so_graph_diff_accumulate says; diffs of the graph input are skipped. */
+    int (*backward)(void *state, int node);
+    /* Copies node's output as plain NCHW float, batch x C x H x W. */
+    int (*read_output)(void *state, int node, float *dst);
+    /* Parameters or running stats changed outside backward. May be NULL. */
+    void (*params_changed)(void *state);
+} so_backend_ops;
+
+extern const so_backend_ops so_backend_ref;
+extern const so_backend_ops so_backend_onednn;
+
+/* "ref" or "onednn"; NULL if unknown. */
+const so_backend_ops *so_backend_find(const char *name);
+
+#endif

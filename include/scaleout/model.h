@@ -1,0 +1,70 @@
+/* A trainable model: a finalized graph, its flat parameter / gradient / state
+ * buffers, and one backend instance sized for a batch. Parameters and
+ * gradients each live in ONE contiguous aligned float array in PyTorch layout;
+ * nodes hold offsets into them, so the optimizer is one vector loop, gradient
+ * buckets are slices, and a checkpoint is one write. */
+#ifndef SCALEOUT_MODEL_H
+#define SCALEOUT_MODEL_H
+#include <stddef.h>
+#include <stdint.h>
+#include "scaleout/graph.h"
+#include "scaleout/rng.h"
+
+struct so_backend_ops;
+
+/* Called during backward right after node `node` has written its parameter
+ * gradients grads[param_off .. param_off+nparam). Nodes arrive in reverse
+ * topological order; the data-parallel trainer starts communication here. */
+typedef void (*so_grad_ready_fn)(void *arg, int node, size_t param_off, size_t nparam);
+
+typedef struct so_model {
+    so_graph *g;                 /* owned */
+    int batch;                   /* samples per forward (backend buffers are sized for it) */
+    float *params, *grads, *bufs;
+    size_t nparams, nbufs;
+    int accumulate_grads;        /* backward adds into grads instead of overwriting */
+    so_rng rng;                  /* dropout masks */
+    float loss;                  /* mean loss of the last training/eval forward */
+    int nvalid;                  /* valid samples in the last forward (<= batch) */
+    const struct so_backend_ops *be;
+    void *bs;                    /* backend state */
+    so_grad_ready_fn on_grad;
+    void *on_grad_arg;
+    int timing;                  /* 1: accumulate per-node times below */
+    double *t_fwd, *t_bwd;       /* seconds per node, summed while timing */
+} so_model;
+
+/* Takes ownership of the finalized graph `g` (destroyed on failure too),
+ * allocates the buffers, initialises parameters from `seed` (He for ReLU
+ * networks, Glorot otherwise; biases 0; batchnorm gamma 1, beta 0, running
+ * var 1) and creates the backend ("ref" or "onednn") for `batch` samples. */
+int so_model_create(so_graph *g, const char *backend, int batch, uint64_t seed, so_model **out);
+void so_model_destroy(so_model *m);
+
+/* Re-initialises parameters and state; per-tensor RNG streams, so the result
+ * depends only on the seed and the tensor's node index. */
+void so_model_init_params(so_model *m, uint64_t seed);
+
+/* x: n samples of the input shape, NCHW float; y: n labels in [0, classes) or
+ * NULL (no loss). n <= batch; missing samples are treated as zeros and not
+ * counted in the loss. training selects batch statistics and dropout. */
+int so_model_forward(so_model *m, const float *x, const int32_t *y, int n, int training);
+
+/* Backward of the last training forward: writes (or adds, see
+ * accumulate_grads) the gradient of the mean loss into m->grads. */
+int so_model_backward(so_model *m);
+
+/* Logits of the last forward: batch x classes, row-major. */
+int so_model_logits(so_model *m, float *out);
+/* Number of the first n samples whose argmax logit equals y. */
+int so_model_correct(so_model *m, const int32_t *y, int n, int *correct);
+/* Output of any node, plain NCHW (batch x C x H x W). */
+int so_model_node_output(so_model *m, int node, float *out);
+
+/* Must be called after parameters or state change outside backward (optimizer
+ * step, checkpoint load), so backends drop cached weight reorders. */
+void so_model_params_changed(so_model *m);
+
+void so_model_set_grad_ready(so_model *m, so_grad_ready_fn fn, void *arg);
+
+#endif

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian packages scaleout needs to build, test and benchmark.
+# Idempotent: packages already present are skipped, and apt-get runs only when
+# something is missing. Uses sudo when not root.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libdnnl-dev zlib1g-dev libcmocka-dev
+  openmpi-bin libopenmpi-dev
+  dataset-fashion-mnist
+  clang libclang-rt-dev
+  python3-torch python3-torchvision
+  gnuplot-nox
+)
+# Optional extras (MPICH variant, profiling, browser tests) are asked for with
+# SCALEOUT_DEPS_EXTRA="mpich libmpich-dev ..." so the default set stays small.
+read -r -a EXTRA <<< "${SCALEOUT_DEPS_EXTRA:-}"
+
+missing=()
+for p in "${PACKAGES[@]}" "${EXTRA[@]}"; do
+  [ -n "$p" ] || continue
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  SUDO="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

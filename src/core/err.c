@@ -1,0 +1,35 @@
+/* Per-thread error message storage behind so_err()/so_errmsg(). Thread-local
+ * so the loader's prefetch thread and the communication thread never clobber
+ * the training thread's message. */
+#include "scaleout/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static _Thread_local char errbuf[512];
+
+int so_err(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *so_errmsg(void) { return errbuf; }
+
+const char *so_strerror(int code)
+{
+    switch (code) {
+    case SO_OK: return "ok";
+    case SO_EINVAL: return "invalid argument";
+    case SO_EIO: return "I/O error";
+    case SO_EFORMAT: return "malformed file";
+    case SO_ENOMEM: return "out of memory";
+    case SO_EBACKEND: return "backend failure";
+    case SO_EUNSUP: return "unsupported";
+    case SO_ECOMM: return "communication failure";
+    default: return "unknown error";
+    }
+}

@@ -1,0 +1,210 @@
+/* The model: flat parameter/gradient/state buffers, initialisation, and the
+ * executor that walks the graph forward and backward through a backend,
+ * calling the gradients-ready hook after each node with parameters. */
+#include "scaleout/model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scaleout/backend.h"
+#include "scaleout/err.h"
+#include "scaleout/mem.h"
+#include "scaleout/timer.h"
+
+const so_backend_ops *so_backend_find(const char *name)
+{
+    if (!name || !strcmp(name, "onednn"))
+        return &so_backend_onednn;
+    if (!strcmp(name, "ref"))
+        return &so_backend_ref;
+    return NULL;
+}
+
+static int uses_relu(const so_graph *g)
+{
+    for (int i = 1; i < so_graph_size(g); i++) {
+        const so_node *nd = so_graph_node(g, i);
+        if (nd->op == SO_OP_RELU || nd->a.relu)
+            return 1;
+    }
+    return 0;
+}
+
+/* He (Kaiming) normal for ReLU networks: std = sqrt(2 / fan_in); Glorot
+ * uniform otherwise: limit = sqrt(6 / (fan_in + fan_out)). */
+static void init_weight(float *w, const so_tensor_desc *t, int relu, so_rng *r)
+{
+    if (relu) {
+        float std = sqrtf(2.0f / (float)t->fan_in);
+        for (size_t k = 0; k < t->count; k++)
+            w[k] = std * so_rng_normal(r);
+    } else {
+        float lim = sqrtf(6.0f / (float)(t->fan_in + t->fan_out));
+        for (size_t k = 0; k < t->count; k++)
+            w[k] = lim * (2.0f * so_rng_uniform(r) - 1.0f);
+    }
+}
+
+void so_model_init_params(so_model *m, uint64_t seed)
+{
+    const so_graph *g = m->g;
+    int relu = uses_relu(g);
+    for (int i = 1; i < so_graph_size(g); i++) {
+        so_tensor_desc t[4];
+        int nt = so_node_tensors(g, i, t);
+        int is_bn = so_graph_node(g, i)->op == SO_OP_BATCHNORM;
+        for (int k = 0; k < nt; k++) {
+            float *dst = t[k].is_buffer ? m->bufs + t[k].off : m->params + t[k].off;
+            float fill = 0.0f;
+            if (!strcmp(t[k].suffix, "weight") && !is_bn) {
+                so_rng r;
+                so_rng_seed(&r, so_rng_derive(seed, (uint64_t)i));
+                init_weight(dst, &t[k], relu, &r);
+                continue;
+            }
+            if ((is_bn && !strcmp(t[k].suffix, "weight")) || !strcmp(t[k].suffix, "running_var"))
+                fill = 1.0f;
+            for (size_t e = 0; e < t[k].count; e++)
+                dst[e] = fill;
+        }
+    }
+    so_rng_seed(&m->rng, so_rng_derive(seed, 0xd50));
+    so_model_params_changed(m);
+}
+
+int so_model_create(so_graph *g, const char *backend, int batch, uint64_t seed, so_model **out)
+{
+    *out = NULL;
+    const so_backend_ops *be = so_backend_find(backend);
+    if (!be) {
+        so_graph_destroy(g);
+        return so_err(SO_EINVAL, "--backend: unknown backend '%s' (use onednn or ref)", backend);
+    }
+    if (batch < 1) {
+        so_graph_destroy(g);
+        return so_err(SO_EINVAL, "batch size %d must be >= 1", batch);
+    }
+    so_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        so_graph_destroy(g);
+        return so_err(SO_ENOMEM, "out of memory creating model");
+    }
+    m->g = g;
+    m->batch = batch;
+    m->nparams = so_graph_nparams(g);
+    m->nbufs = so_graph_nbufs(g);
+    m->params = so_alloc(m->nparams * sizeof(float));
+    m->grads = so_alloc(m->nparams * sizeof(float));
+    m->bufs = so_alloc(m->nbufs * sizeof(float));
+    m->t_fwd = calloc((size_t)so_graph_size(g), sizeof(double));
+    m->t_bwd = calloc((size_t)so_graph_size(g), sizeof(double));
+    int rc = 0;
+    if (!m->params || !m->grads || !m->bufs || !m->t_fwd || !m->t_bwd)
+        rc = so_err(SO_ENOMEM, "out of memory for %zu parameters", m->nparams);
+    if (!rc) {
+        m->be = be;
+        rc = be->create(m, &m->bs);
+    }
+    if (rc) {
+        m->be = NULL; /* nothing to destroy on the backend side */
+        so_model_destroy(m);
+        return rc;
+    }
+    so_model_init_params(m, seed);
+    *out = m;
+    return 0;
+}
+
+void so_model_destroy(so_model *m)
+{
+    if (!m)
+        return;
+    if (m->be && m->bs)
+        m->be->destroy(m->bs);
+    so_free(m->params);
+    so_free(m->grads);
+    so_free(m->bufs);
+    free(m->t_fwd);
+    free(m->t_bwd);
+    so_graph_destroy(m->g);
+    free(m);
+}
+
+int so_model_forward(so_model *m, const float *x, const int32_t *y, int n, int training)
+{
+    if (n < 1 || n > m->batch)
+        return so_err(SO_EINVAL, "forward of %d samples on a model sized for %d", n, m->batch);
+    int rc = m->be->set_input(m->bs, x, y, n);
+    if (rc)
+        return rc;
+    m->nvalid = n;
+    int last = so_graph_size(m->g) - (y ? 0 : 1); /* no labels: stop at the logits */
+    for (int i = 1; i < last; i++) {
+        double t0 = m->timing ? so_now() : 0;
+        rc = m->be->forward(m->bs, i, training);
+        if (rc)
+            return rc;
+        if (m->timing)
+            m->t_fwd[i] += so_now() - t0;
+    }
+    return 0;
+}
+
+int so_model_backward(so_model *m)
+{
+    for (int i = so_graph_size(m->g) - 1; i >= 1; i--) {
+        double t0 = m->timing ? so_now() : 0;
+        int rc = m->be->backward(m->bs, i);
+        if (rc)
+            return rc;
+        if (m->timing)
+            m->t_bwd[i] += so_now() - t0;
+        const so_node *nd = so_graph_node(m->g, i);
+        if (nd->nparam && m->on_grad)
+            m->on_grad(m->on_grad_arg, i, nd->param_off, nd->nparam);
+    }
+    return 0;
+}
+
+int so_model_node_output(so_model *m, int node, float *out)
+{
+    if (node < 1 || node >= so_graph_size(m->g))
+        return so_err(SO_EINVAL, "no node %d", node);
+    return m->be->read_output(m->bs, node, out);
+}
+
+int so_model_logits(so_model *m, float *out) { return so_model_node_output(m, so_graph_logits(m->g), out); }
+
+int so_model_correct(so_model *m, const int32_t *y, int n, int *correct)
+{
+    int k = so_graph_classes(m->g);
+    float *logits = malloc((size_t)m->batch * (size_t)k * sizeof *logits);
+    if (!logits)
+        return so_err(SO_ENOMEM, "out of memory for logits");
+    int rc = so_model_logits(m, logits);
+    int hits = 0;
+    for (int s = 0; !rc && s < n; s++) {
+        const float *row = logits + (size_t)s * k;
+        int best = 0;
+        for (int c = 1; c < k; c++)
+            if (row[c] > row[best])
+                best = c;
+        hits += best == y[s];
+    }
+    free(logits);
+    *correct = hits;
+    return rc;
+}
+
+void so_model_params_changed(so_model *m)
+{
+    if (m->be && m->be->params_changed)
+        m->be->params_changed(m->bs);
+}
+
+void so_model_set_grad_ready(so_model *m, so_grad_ready_fn fn, void *arg)
+{
+    m->on_grad = fn;
+    m->on_grad_arg = arg;
+}
