@@ -26,40 +26,62 @@ typedef struct {
 
 typedef struct so_optim so_optim;
 
-/* Sets the PyTorch defaults for `kind`. */
+/* Sets the PyTorch defaults for `kind` (momentum 0.9 for the momentum kinds,
+ * 0 otherwise; no weight decay; eps = the kind's default). */
 void so_optim_defaults(so_optim_config *c, so_optim_kind kind);
-/* "sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw". */
+/* "sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw";
+ * SO_EINVAL naming the choices otherwise. */
 int so_optim_parse(const char *name, so_optim_kind *kind);
 const char *so_optim_name(so_optim_kind kind);
 
-/* Optimizer for n parameters; state buffers zeroed. */
+/* Optimizer for n parameters; state buffers zeroed, in one aligned allocation
+ * owned by the optimizer. SO_EINVAL if a hyper-parameter is out of range
+ * (momentum, betas, alpha in [0,1); weight_decay, eps >= 0), SO_ENOMEM. */
 int so_optim_create(const so_optim_config *c, size_t n, so_optim **out);
-void so_optim_destroy(so_optim *o);
-/* One update of p[0..n) with gradient g at learning rate lr. */
+void so_optim_destroy(so_optim *o); /* accepts NULL */
+/* One update of p[0..n) with gradient g at learning rate lr: a single
+ * branch-free vector loop; allocates nothing. */
 void so_optim_step(so_optim *o, float *p, const float *g, float lr);
 /* The optimizer state for checkpoints: `nslots` buffers of n floats each,
- * plus the step counter. slot(i) returns buffer i. */
+ * plus the step counter. slot(i) returns buffer i (NULL if out of range).
+ * Slots: momentum, nesterov: [b]; adagrad: [sum g^2]; rmsprop: [v];
+ * adam, adamw: [m, v]; sgd: none. */
 int so_optim_nslots(const so_optim *o);
 float *so_optim_slot(so_optim *o, int i);
 long so_optim_steps(const so_optim *o);
 void so_optim_set_steps(so_optim *o, long steps);
 
-/* ---- learning-rate schedules ---- */
+/* ---- learning-rate schedules ----
+ * lr(step) for 0-based optimizer steps. A linear warm-up (Goyal et al. 2017)
+ * comes first: lr = base_lr * (warmup_start + (1 - warmup_start) * step / warmup_steps)
+ * for step < warmup_steps, so step 0 uses warmup_start*base_lr and step
+ * warmup_steps is the first at base_lr. Then the main schedule:
+ *   constant: base_lr
+ *   step:     base_lr * gamma^floor(step / step_size), counted from step 0 like
+ *             the ImageNet recipe (decay at epoch 30/60/80 regardless of warm-up)
+ *   cosine:   min_lr + (base_lr - min_lr) (1 + cos(pi t / T)) / 2 with
+ *             t = step - warmup_steps, T = total_steps - warmup_steps; min_lr
+ *             from total_steps on. */
 typedef enum { SO_LR_CONSTANT, SO_LR_STEP, SO_LR_COSINE } so_lr_kind;
 
 typedef struct {
     so_lr_kind kind;
     float base_lr;
-    long warmup_steps;   /* linear warm-up from warmup_start*base_lr to base_lr (Goyal et al.) */
-    float warmup_start;  /* fraction of base_lr at step 0 of warm-up (default 0.1... set by caller) */
+    long warmup_steps;   /* linear warm-up from warmup_start*base_lr to base_lr (Goyal et al.); 0 = none */
+    float warmup_start;  /* fraction of base_lr at step 0 of warm-up, in [0,1] (set by caller; Goyal: 0.1) */
     long step_size;      /* step decay: multiply by gamma every step_size steps */
     float gamma;
     long total_steps;    /* cosine: anneal to min_lr at total_steps */
     float min_lr;
 } so_lr_schedule;
 
-/* "constant", "step", "cosine". */
+/* "constant", "step", "cosine"; SO_EINVAL naming the choices otherwise. */
 int so_lr_parse(const char *name, so_lr_kind *kind);
+const char *so_lr_name(so_lr_kind kind);
+/* 0 if the schedule is usable; SO_EINVAL with a message naming the bad field
+ * (base_lr <= 0, warmup_start outside [0,1], step_size < 1 or gamma <= 0 for
+ * step decay, total_steps <= warmup_steps or min_lr outside [0,base_lr] for cosine). */
+int so_lr_check(const so_lr_schedule *s);
 /* Learning rate to use for optimizer step `step` (0-based). */
 float so_lr_at(const so_lr_schedule *s, long step);
 

@@ -1,5 +1,198 @@
-/* Placeholder: the reference backend is being written. */
-#include "scaleout/backend.h"
+/* The reference backend ("--backend ref"): state, buffer planning, input and
+ * output copies and the per-op dispatch. Kernels are plain C loops on NCHW
+ * float tensors in ref_*.c; they are the ground truth the oneDNN backend is
+ * compared against, so clarity wins over speed everywhere. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref_internal.h"
 #include "scaleout/err.h"
-static int create(so_model *m, void **st) { (void)m; (void)st; return so_err(SO_EUNSUP, "ref backend not built yet"); }
-const so_backend_ops so_backend_ref = {.name = "ref", .create = create};
+#include "scaleout/mem.h"
+
+/* Kernel table indexed by op; SO_OP_INPUT never runs. */
+static const struct {
+    ref_fwd_fn fwd;
+    ref_bwd_fn bwd;
+} kernels[SO_OP_COUNT] = {
+    [SO_OP_DENSE] = {ref_dense_forward, ref_dense_backward},
+    [SO_OP_CONV] = {ref_conv_forward, ref_conv_backward},
+    [SO_OP_MAXPOOL] = {ref_maxpool_forward, ref_maxpool_backward},
+    [SO_OP_AVGPOOL] = {ref_avgpool_forward, ref_avgpool_backward},
+    [SO_OP_GAP] = {ref_gap_forward, ref_gap_backward},
+    [SO_OP_RELU] = {ref_relu_forward, ref_relu_backward},
+    [SO_OP_TANH] = {ref_tanh_forward, ref_tanh_backward},
+    [SO_OP_SIGMOID] = {ref_sigmoid_forward, ref_sigmoid_backward},
+    [SO_OP_BATCHNORM] = {ref_bn_forward, ref_bn_backward},
+    [SO_OP_DROPOUT] = {ref_dropout_forward, ref_dropout_backward},
+    [SO_OP_FLATTEN] = {ref_flatten_forward, ref_flatten_backward},
+    [SO_OP_ADD] = {ref_add_forward, ref_add_backward},
+    [SO_OP_CONCAT] = {ref_concat_forward, ref_concat_backward},
+    [SO_OP_SOFTMAX_XENT] = {ref_loss_forward, ref_loss_backward},
+};
+
+float *ref_dx(ref_state *s, int i, int slot)
+{
+    if (!so_graph_needs_diff(s->g, i, slot))
+        return NULL;
+    const so_node *nd = ref_node(s, i);
+    float *dx = s->diff[nd->inputs[slot]];
+    if (!so_graph_diff_accumulate(s->g, i, slot))
+        memset(dx, 0, (size_t)s->batch * ref_numel(ref_in_shape(s, i, slot)) * sizeof *dx);
+    return dx;
+}
+
+float *ref_dw(ref_state *s, int i)
+{
+    const so_node *nd = ref_node(s, i);
+    float *dw = s->m->grads + nd->param_off;
+    if (!s->m->accumulate_grads)
+        memset(dw, 0, nd->nparam * sizeof *dw);
+    return dw;
+}
+
+static void ref_destroy(void *state)
+{
+    ref_state *s = state;
+    if (!s)
+        return;
+    int nn = so_graph_size(s->g);
+    for (int i = 0; i < nn; i++) {
+        if (s->act)
+            so_free(s->act[i]);
+        if (s->diff)
+            so_free(s->diff[i]);
+        if (s->aux)
+            so_free(s->aux[i]);
+        if (s->argmax)
+            so_free(s->argmax[i]);
+    }
+    free(s->act);
+    free(s->diff);
+    free(s->aux);
+    free(s->argmax);
+    so_free(s->labels);
+    free(s);
+}
+
+/* Per-node scratch sizes: dropout keeps its scales, batchnorm its batch
+ * statistics, maxpool the argmax of every output; 0 for the rest. */
+static size_t aux_floats(const ref_state *s, int i)
+{
+    const so_node *nd = ref_node(s, i);
+    if (nd->op == SO_OP_DROPOUT)
+        return (size_t)s->batch * ref_numel(nd->out);
+    if (nd->op == SO_OP_BATCHNORM)
+        return 2 * (size_t)nd->out.c;
+    return 0;
+}
+
+/* Allocates every buffer of node i once; nothing is allocated per step. */
+static int alloc_node(ref_state *s, int i)
+{
+    const so_node *nd = ref_node(s, i);
+    size_t bytes = (size_t)s->batch * ref_numel(nd->out) * sizeof(float);
+    s->act[i] = so_alloc(bytes);
+    if (!s->act[i])
+        return -1;
+    if (i > 0 && !(s->diff[i] = so_alloc(bytes)))
+        return -1;
+    size_t na = aux_floats(s, i);
+    if (na && !(s->aux[i] = so_alloc(na * sizeof(float))))
+        return -1;
+    if (nd->op == SO_OP_MAXPOOL && !(s->argmax[i] = so_alloc(bytes)))
+        return -1; /* int32 per output: same size as the floats */
+    return 0;
+}
+
+static int ref_create(so_model *m, void **state)
+{
+    *state = NULL;
+    ref_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return so_err(SO_ENOMEM, "ref backend: out of memory");
+    s->m = m;
+    s->g = m->g;
+    s->batch = m->batch;
+    s->n = m->batch;
+    size_t nn = (size_t)so_graph_size(m->g);
+    s->act = calloc(nn, sizeof *s->act);
+    s->diff = calloc(nn, sizeof *s->diff);
+    s->aux = calloc(nn, sizeof *s->aux);
+    s->argmax = calloc(nn, sizeof *s->argmax);
+    s->labels = so_alloc((size_t)m->batch * sizeof *s->labels);
+    int bad = !s->act || !s->diff || !s->aux || !s->argmax || !s->labels;
+    for (size_t i = 0; !bad && i < nn; i++)
+        bad = alloc_node(s, (int)i) != 0;
+    if (bad) {
+        ref_destroy(s);
+        return so_err(SO_ENOMEM, "ref backend: out of memory for activations of batch %d", m->batch);
+    }
+    *state = s;
+    return 0;
+}
+
+static int ref_set_input(void *state, const float *x, const int32_t *y, int n)
+{
+    ref_state *s = state;
+    if (n < 1 || n > s->batch)
+        return so_err(SO_EINVAL, "ref backend: %d samples for a batch of %d", n, s->batch);
+    int k = so_graph_classes(s->g);
+    for (int r = 0; y && r < n; r++)
+        if (y[r] < 0 || y[r] >= k)
+            return so_err(SO_EINVAL, "label %d of sample %d is not in [0,%d)", (int)y[r], r, k);
+    size_t per = ref_numel(so_graph_input_shape(s->g));
+    memcpy(s->act[0], x, (size_t)n * per * sizeof(float));
+    memset(s->act[0] + (size_t)n * per, 0, (size_t)(s->batch - n) * per * sizeof(float));
+    memset(s->labels, 0, (size_t)s->batch * sizeof *s->labels);
+    if (y)
+        memcpy(s->labels, y, (size_t)n * sizeof *y);
+    s->n = n;
+    return 0;
+}
+
+static int check_node(const ref_state *s, int node)
+{
+    if (node < 1 || node >= so_graph_size(s->g))
+        return so_err(SO_EINVAL, "ref backend: no node %d", node);
+    return 0;
+}
+
+static int ref_forward(void *state, int node, int training)
+{
+    ref_state *s = state;
+    int rc = check_node(s, node);
+    if (rc)
+        return rc;
+    s->training = training;
+    return kernels[ref_node(s, node)->op].fwd(s, node, training);
+}
+
+static int ref_backward(void *state, int node)
+{
+    ref_state *s = state;
+    int rc = check_node(s, node);
+    if (rc)
+        return rc;
+    return kernels[ref_node(s, node)->op].bwd(s, node);
+}
+
+static int ref_read_output(void *state, int node, float *dst)
+{
+    ref_state *s = state;
+    int rc = check_node(s, node);
+    if (rc)
+        return rc;
+    memcpy(dst, s->act[node], (size_t)s->batch * ref_numel(ref_node(s, node)->out) * sizeof *dst);
+    return 0;
+}
+
+const so_backend_ops so_backend_ref = {
+    .name = "ref",
+    .create = ref_create,
+    .destroy = ref_destroy,
+    .set_input = ref_set_input,
+    .forward = ref_forward,
+    .backward = ref_backward,
+    .read_output = ref_read_output,
+    .params_changed = NULL, /* ref reads the flat buffers directly every time */
+};

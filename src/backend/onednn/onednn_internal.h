@@ -1,0 +1,165 @@
+/* Private interface of the oneDNN backend: the per-node tensor record, the
+ * per-op operations table and the helpers every op file shares (primitive and
+ * reorder creation with a shared user scratchpad, checked execution, cached
+ * weight reorders, gradient stores, diff write-or-accumulate targets). */
+#ifndef SO_ONEDNN_INTERNAL_H
+#define SO_ONEDNN_INTERNAL_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include <oneapi/dnnl/dnnl.h>
+
+#include "scaleout/backend.h"
+#include "scaleout/graph.h"
+#include "scaleout/model.h"
+
+typedef struct od_state od_state;
+
+/* What one op kind does. create() must call od_tensor_alloc() for its node
+ * once it knows the output layout; it may leave a partly built private
+ * struct behind on failure: destroy() is always called on it. */
+typedef struct {
+    int (*create)(od_state *s, int node);
+    int (*forward)(od_state *s, int node, int training);
+    int (*backward)(od_state *s, int node);
+    void (*destroy)(void *priv);
+    void (*invalidate)(void *priv); /* drop cached weight reorders; may be NULL */
+} od_op;
+
+/* A primitive with its descriptor (kept for queries; both may be NULL). */
+typedef struct {
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_t p;
+} od_prim;
+
+/* One node's activation and its diff: same layout `md` (oneDNN's choice,
+ * usually nChw16c), so diffs can be added elementwise without reorders. */
+typedef struct {
+    dnnl_memory_desc_t md;
+    size_t bytes;
+    float *buf, *dbuf;           /* activation, diff (dbuf NULL for the input) */
+    dnnl_memory_t mem, dmem;
+    dnnl_memory_t acc;           /* md over s->scratch: staging for accumulated diffs */
+    const od_op *op;
+    void *priv;
+    od_prim rd;                  /* reorder to plain NCHW for read_output */
+    dnnl_memory_t rd_user;       /* plain NCHW, handle set per read */
+} od_tensor;
+
+struct od_state {
+    so_model *m;
+    const so_graph *g;
+    dnnl_engine_t eng;
+    dnnl_stream_t strm;
+    od_tensor *t;
+    int n;
+    float *scratch;              /* accumulate staging, largest activation */
+    size_t scratch_bytes;
+    void *pad;                   /* oneDNN user scratchpad shared by all primitives */
+    size_t pad_bytes;
+    dnnl_memory_t pad_mem;
+    int32_t *labels;             /* batch labels (padded rows 0) */
+    int nvalid;
+    int has_labels;
+};
+
+/* ---- op tables (one per file) ---- */
+extern const od_op od_op_conv, od_op_dense, od_op_maxpool, od_op_avgpool, od_op_gap,
+    od_op_eltwise, od_op_bn, od_op_dropout, od_op_flatten, od_op_add, od_op_concat,
+    od_op_loss;
+
+/* ---- errors ---- */
+int od_fail(od_state *s, int node, const char *what, dnnl_status_t st);
+#define OD_CHECK(s, node, what, call)                                                            \
+    do {                                                                                         \
+        dnnl_status_t st_ = (call);                                                              \
+        if (st_ != dnnl_success)                                                                 \
+            return od_fail((s), (node), (what), st_);                                            \
+    } while (0)
+
+/* ---- memory descriptors and memories ---- */
+/* md for node `i`'s output as plain NCHW (batch x C x H x W). */
+void od_md_plain(const od_state *s, int i, dnnl_memory_desc_t *md);
+/* 4-D md with format tag (any, abcd, ...). */
+void od_md_4d(dnnl_memory_desc_t *md, int64_t n, int64_t c, int64_t h, int64_t w, dnnl_format_tag_t tag);
+void od_md_1d(dnnl_memory_desc_t *md, int64_t n);
+/* Sets node's layout, allocates its activation (and diff unless the input). */
+int od_tensor_alloc(od_state *s, int node, const dnnl_memory_desc_t *md);
+/* Memory object over caller-owned `ptr`. */
+int od_mem_wrap(od_state *s, int node, const dnnl_memory_desc_t *md, void *ptr, dnnl_memory_t *out);
+/* Zeroed aligned buffer sized for md plus a memory object over it. */
+int od_mem_alloc(od_state *s, int node, const dnnl_memory_desc_t *md, float **buf, dnnl_memory_t *out);
+void od_mem_free(dnnl_memory_t *mem, float **buf);
+int od_md_equal(const dnnl_memory_desc_t *a, const dnnl_memory_desc_t *b);
+
+/* ---- primitives ---- */
+/* Attributes with the user scratchpad, optional fused ReLU and optional sum
+ * post-op (dst += result). The caller destroys the attr. */
+int od_attr(od_state *s, int node, int relu, int sum, dnnl_primitive_attr_t *out);
+/* Primitive from an op descriptor; `hint` is the forward pd for backward. */
+int od_prim_init(od_state *s, int node, const char *what, const void *op_desc, int relu,
+                 const_dnnl_primitive_desc_t hint, od_prim *out);
+/* Reorder src_md -> dst_md; sum != 0 makes it dst += src. */
+int od_reorder_init(od_state *s, int node, const char *what, const dnnl_memory_desc_t *src_md,
+                    const dnnl_memory_desc_t *dst_md, int sum, od_prim *out);
+/* Tracks the scratchpad needs of an already created pd. */
+int od_pad_note(od_state *s, int node, const_dnnl_primitive_desc_t pd);
+void od_prim_fini(od_prim *p);
+/* Copy of a md queried from a pd (which: dnnl_query_*_md, index 0). */
+dnnl_memory_desc_t od_query_md(const od_prim *p, dnnl_query_t which);
+/* Executes with the shared scratchpad added to args (nargs <= 14). */
+int od_exec(od_state *s, int node, const char *what, const od_prim *p, int nargs,
+            const dnnl_exec_arg_t *args);
+int od_reorder_exec(od_state *s, int node, const char *what, const od_prim *p, dnnl_memory_t src,
+                    dnnl_memory_t dst);
+
+/* ---- cached weight reorders (flat PyTorch layout -> primitive layout) ---- */
+typedef struct {
+    dnnl_memory_t user, mem;
+    float *buf;                  /* NULL when the primitive takes the user layout */
+    od_prim reorder;
+    int valid;
+} od_wcache;
+int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, float *user,
+                   const dnnl_memory_desc_t *prim_md, od_wcache *c);
+/* The weights in primitive layout, reordering only when invalidated. */
+int od_wcache_get(od_state *s, int node, od_wcache *c, dnnl_memory_t *out);
+void od_wcache_fini(od_wcache *c);
+
+/* ---- weight gradients (primitive layout -> flat PyTorch layout) ---- */
+typedef struct {
+    dnnl_memory_t diff, user;
+    float *buf;
+    od_prim write, add;
+} od_gradw;
+int od_gradw_init(od_state *s, int node, const dnnl_memory_desc_t *prim_md,
+                  const dnnl_memory_desc_t *user_md, float *grad, od_gradw *g);
+/* Writes or adds (m->accumulate_grads) the primitive's result into the grads. */
+int od_gradw_store(od_state *s, int node, od_gradw *g);
+void od_gradw_fini(od_gradw *g);
+
+/* ---- input diffs ---- */
+/* Where node's backward writes the diff of input `slot`: the input's diff
+ * buffer, or the scratch when it must be added (or is not needed at all). */
+dnnl_memory_t od_diff_target(od_state *s, int node, int slot);
+/* Adds the scratch into the input's diff when od_diff_target staged it. */
+void od_diff_finish(od_state *s, int node, int slot);
+
+/* ---- small parallel loops ---- */
+void od_vec_add(float *dst, const float *src, size_t n);
+void od_vec_store(float *dst, const float *src, size_t n, int add); /* dst = or += src */
+void od_vec_relu(float *x, size_t n);
+/* d = out > 0 ? d : 0 */
+void od_vec_relu_bwd(float *d, const float *out, size_t n);
+
+/* In-place ReLU backward on node's own diff using its output (fused ReLU). */
+int od_relu_bwd_init(od_state *s, int node, od_prim *out);
+int od_relu_bwd_exec(od_state *s, int node, const od_prim *p);
+
+static inline const so_node *od_node(const od_state *s, int i) { return so_graph_node(s->g, i); }
+static inline od_tensor *od_in(od_state *s, int node, int slot)
+{
+    return &s->t[od_node(s, node)->inputs[slot]];
+}
+
+#endif

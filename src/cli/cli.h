@@ -1,0 +1,33 @@
+/* Shared pieces of the scaleout command line: the table-driven option parser
+ * (one table per subcommand drives parsing, validation and --help), and the
+ * subcommand entry points. Exit codes: 0 ok, 1 runtime failure, 2 bad input. */
+#ifndef SCALEOUT_CLI_H
+#define SCALEOUT_CLI_H
+#include <stdio.h>
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_HELP = 3 };
+
+typedef enum { OPT_INT, OPT_LONG, OPT_FLOAT, OPT_STR, OPT_FLAG, OPT_CHOICE } cli_opt_type;
+
+typedef struct {
+    const char *name;        /* without the leading "--" */
+    cli_opt_type type;
+    void *dst;               /* int*, long*, float*, const char**, int* (flag: set to 1) */
+    const char *meta;        /* placeholder in --help, e.g. "N" */
+    const char *help;
+    double min, max;         /* numeric range (ignored when min > max) */
+    const char *const *choices; /* OPT_CHOICE: NULL-terminated list; dst is const char** */
+} cli_opt;
+
+/* Parses argv[0..argc) against opts (values as "--name V" or "--name=V").
+ * Prints one line to stderr naming the flag and the problem on error and
+ * returns CLI_USAGE; prints help and returns CLI_HELP for -h/--help. */
+int cli_parse(const char *cmd, const char *summary, const cli_opt *opts, int argc, char **argv);
+void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opts);
+/* One-line error "scaleout CMD: message" to stderr; returns code. */
+int cli_error(const char *cmd, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+int cmd_train(int argc, char **argv);
+int cmd_models(int argc, char **argv);
+
+#endif

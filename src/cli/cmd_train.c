@@ -1,0 +1,304 @@
+/* `scaleout train`: builds a zoo model, loads data, trains on one process or
+ * as one rank of an MPI job, prints progress (rank 0) and writes the --json
+ * summary. All validation happens before training starts; bad input exits 2. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "dist.h"
+#include "progress.h"
+#include "scaleout/err.h"
+#include "scaleout/json.h"
+#include "scaleout/mem.h"
+#include "scaleout/threads.h"
+#include "scaleout/train.h"
+#include "scaleout/zoo.h"
+
+typedef struct {
+    const char *model, *dataset, *data_dir, *optimizer, *schedule, *backend, *json, *progress, *scale_lr;
+    int batch, epochs, threads, eval_every, accumulate, no_overlap, prefetch, augment, no_pin, synthetic_n;
+    long steps, seed;
+    float lr, momentum, weight_decay, warmup_epochs, step_epochs, gamma, bucket_mb, first_bucket_mb;
+} train_args;
+
+static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
+static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
+static const char *const schedules[] = {"constant", "step", "cosine", NULL};
+static const char *const backends[] = {"onednn", "ref", NULL};
+static const char *const progress_modes[] = {"auto", "bar", "plain", "none", NULL};
+static const char *const scalings[] = {"none", "linear", NULL};
+
+#define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
+
+static int parse(train_args *a, int argc, char **argv)
+{
+    *a = (train_args){.model = "lenet5", .dataset = "fashion-mnist", .data_dir = "/usr/share/datasets/fashion-mnist",
+                      .optimizer = "momentum", .schedule = "constant", .backend = "onednn", .progress = "auto",
+                      .scale_lr = "none", .batch = 64, .epochs = 1, .threads = 1, .eval_every = 1, .accumulate = 1,
+                      .prefetch = 4, .synthetic_n = 0, .seed = 42, .lr = 0.01f, .momentum = 0.9f,
+                      .step_epochs = 30, .gamma = 0.1f, .bucket_mb = 25, .first_bucket_mb = 1};
+    const cli_opt opts[] = {
+        {"model", OPT_STR, &a->model, "NAME", "model from the zoo", 0, -1, NULL},
+        {"dataset", OPT_CHOICE, &a->dataset, "NAME", "data set", 0, -1, datasets},
+        {"data-dir", OPT_STR, &a->data_dir, "DIR", "directory of the data set files", 0, -1, NULL},
+        {"batch-size", OPT_INT, &a->batch, "N", "samples per step on each rank", 1, 1 << 20, NULL},
+        {"epochs", OPT_INT, &a->epochs, "N", "epochs to train", 1, 1 << 20, NULL},
+        {"steps", OPT_LONG, &a->steps, "N", "optimizer steps (overrides --epochs; 0 = use epochs)", 0, 1e15, NULL},
+        {"optimizer", OPT_CHOICE, &a->optimizer, "NAME", "optimizer", 0, -1, optimizers},
+        {"lr", OPT_FLOAT, &a->lr, "X", "base learning rate", 0, 1e6, NULL},
+        {"momentum", OPT_FLOAT, &a->momentum, "X", "momentum (momentum, nesterov)", 0, 1, NULL},
+        {"weight-decay", OPT_FLOAT, &a->weight_decay, "X", "weight decay", 0, 1e3, NULL},
+        {"lr-schedule", OPT_CHOICE, &a->schedule, "NAME", "learning-rate schedule", 0, -1, schedules},
+        {"warmup-epochs", OPT_FLOAT, &a->warmup_epochs, "X", "linear warm-up length in epochs", 0, 1e6, NULL},
+        {"lr-step-epochs", OPT_FLOAT, &a->step_epochs, "X", "step schedule: epochs between decays", 1e-3, 1e6, NULL},
+        {"lr-gamma", OPT_FLOAT, &a->gamma, "X", "step schedule: decay factor", 0, 1, NULL},
+        {"scale-lr", OPT_CHOICE, &a->scale_lr, "RULE", "scale lr with the number of ranks (Goyal et al.)", 0, -1, scalings},
+        {"seed", OPT_LONG, &a->seed, "N", "random seed (same seed, same bits)", 0, 9.2e18, NULL},
+        {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
+        {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
+        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, backends},
+        {"eval-every", OPT_INT, &a->eval_every, "N", "evaluate every N epochs (0 = at the end, -1 = never)", -1, 1 << 20, NULL},
+        {"augment", OPT_FLAG, &a->augment, NULL, "random crop (pad 4) and horizontal flip", 0, -1, NULL},
+        {"prefetch", OPT_INT, &a->prefetch, "N", "batches prepared ahead on a background thread", 0, 64, NULL},
+        {"synthetic-samples", OPT_INT, &a->synthetic_n, "N", "synthetic data set size (default: 32 batches)", 0, 1 << 30, NULL},
+        {"bucket-mb", OPT_FLOAT, &a->bucket_mb, "MB", "gradient bucket size in MiB", 0.001, 4096, NULL},
+        {"first-bucket-mb", OPT_FLOAT, &a->first_bucket_mb, "MB", "first (small) gradient bucket in MiB", 0.001, 4096, NULL},
+        {"no-overlap", OPT_FLAG, &a->no_overlap, NULL, "allreduce after backward instead of during it", 0, -1, NULL},
+        {"accumulate", OPT_INT, &a->accumulate, "K", "micro-batches per optimizer step", 1, 1 << 16, NULL},
+        {"json", OPT_STR, &a->json, "FILE", "write a machine-readable summary", 0, -1, NULL},
+        {"progress", OPT_CHOICE, &a->progress, "MODE", "progress display", 0, -1, progress_modes},
+        {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
+    return cli_parse("train", SUMMARY, opts, argc, argv);
+}
+
+/* Everything that must be equal on all ranks, as key=value lines; its hash is
+ * compared at start-up and the first differing key is reported. */
+static void config_text(const train_args *a, const so_graph *g, char *buf, size_t len)
+{
+    so_shape in = so_graph_input_shape(g);
+    snprintf(buf, len,
+             "version=%s\nmodel=%s\ninput=%dx%dx%d\nclasses=%d\nparams=%zu\nbackend=%s\ndataset=%s\n"
+             "batch=%d\nepochs=%d\nsteps=%ld\noptimizer=%s\nlr=%g\nmomentum=%g\nweight_decay=%g\n"
+             "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\n",
+             SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
+             a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum, a->weight_decay,
+             a->schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment);
+}
+
+typedef struct {
+    so_dataset *train, *test;
+    so_graph *g;
+    so_model *m;
+    so_optim *opt;
+    so_loader *ltrain, *ltest;
+} job;
+
+static void job_free(job *j)
+{
+    so_loader_destroy(j->ltrain);
+    so_loader_destroy(j->ltest);
+    so_optim_destroy(j->opt);
+    so_model_destroy(j->m);
+    so_graph_destroy(j->g);
+    so_dataset_destroy(j->train);
+    so_dataset_destroy(j->test);
+}
+
+static int load_data(const train_args *a, job *j)
+{
+    if (strcmp(a->dataset, "synthetic") != 0) {
+        int rc = so_dataset_load(a->dataset, a->data_dir, 1, &j->train);
+        return rc ? rc : so_dataset_load(a->dataset, a->data_dir, 0, &j->test);
+    }
+    const so_zoo_entry *z = so_zoo_find(a->model);
+    if (!z)
+        return so_err(SO_EINVAL, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    int n = a->synthetic_n ? a->synthetic_n : 32 * a->batch;
+    return so_dataset_synthetic(n, z->c, z->h, z->w, z->classes, (uint64_t)a->seed, &j->train);
+}
+
+static int build(const train_args *a, const so_dist *d, job *j)
+{
+    int rc = load_data(a, j);
+    if (rc)
+        return rc;
+    const so_dataset *ds = j->train;
+    rc = so_zoo_build(a->model, ds->c, ds->h, ds->w, ds->classes, &j->g);
+    if (rc)
+        return rc;
+    so_graph *g = j->g;
+    j->g = NULL; /* the model owns it from here */
+    rc = so_model_create(g, a->backend, a->batch, (uint64_t)a->seed, &j->m);
+    so_optim_config oc;
+    so_optim_kind kind;
+    if (!rc && !(rc = so_optim_parse(a->optimizer, &kind))) {
+        so_optim_defaults(&oc, kind);
+        oc.momentum = a->momentum;
+        oc.weight_decay = a->weight_decay;
+        rc = so_optim_create(&oc, j->m->nparams, &j->opt);
+    }
+    int rank = d ? d->rank : 0, world = d ? d->world : 1;
+    so_loader_config lc = {.batch = a->batch, .shuffle = 1, .drop_last = 1, .augment = a->augment,
+                           .pad = 4, .prefetch = a->prefetch, .seed = (uint64_t)a->seed, .rank = rank, .world = world};
+    if (!rc)
+        rc = so_loader_create(ds, &lc, &j->ltrain);
+    lc.shuffle = lc.drop_last = lc.augment = 0;
+    if (!rc && j->test)
+        rc = so_loader_create(j->test, &lc, &j->ltest);
+    return rc;
+}
+
+static void train_config(const train_args *a, const job *j, int world, so_train_config *c)
+{
+    so_train_defaults(c);
+    long spe = so_loader_steps(j->ltrain) / a->accumulate;
+    c->epochs = a->epochs;
+    c->steps = a->steps;
+    c->eval_every = a->eval_every;
+    c->accumulate = a->accumulate;
+    c->overlap = !a->no_overlap;
+    c->bucket_bytes = (size_t)(a->bucket_mb * 1048576.0);
+    c->first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0);
+    so_lr_parse(a->schedule, &c->lr.kind);
+    c->lr.base_lr = a->lr * (strcmp(a->scale_lr, "linear") ? 1.0f : (float)world);
+    c->lr.warmup_steps = (long)(a->warmup_epochs * spe);
+    c->lr.warmup_start = 1.0f / (float)(world > 1 ? world : 10);
+    c->lr.step_size = (long)(a->step_epochs * spe);
+    if (c->lr.step_size < 1)
+        c->lr.step_size = 1;
+    c->lr.gamma = a->gamma;
+    c->lr.total_steps = a->steps ? a->steps : (long)a->epochs * spe;
+}
+
+static void write_json(FILE *f, const train_args *a, const job *j, const so_train_result *r, int world)
+{
+    so_json js;
+    so_json_init(&js, f, 1);
+    so_json_obj_begin(&js, NULL);
+    so_json_obj_begin(&js, "config");
+    so_json_str(&js, "model", a->model);
+    so_json_str(&js, "dataset", a->dataset);
+    so_json_str(&js, "backend", a->backend);
+    so_json_int(&js, "batch_size", a->batch);
+    so_json_int(&js, "global_batch_size", (int64_t)a->batch * a->accumulate * world);
+    so_json_int(&js, "world_size", world);
+    so_json_int(&js, "threads", a->threads);
+    so_json_int(&js, "epochs", a->epochs);
+    so_json_int(&js, "steps", a->steps);
+    so_json_str(&js, "optimizer", a->optimizer);
+    so_json_num(&js, "lr", a->lr);
+    so_json_num(&js, "momentum", a->momentum);
+    so_json_num(&js, "weight_decay", a->weight_decay);
+    so_json_str(&js, "lr_schedule", a->schedule);
+    so_json_num(&js, "warmup_epochs", a->warmup_epochs);
+    so_json_int(&js, "seed", a->seed);
+    so_json_int(&js, "parameters", (int64_t)j->m->nparams);
+    so_json_num(&js, "flops_per_sample", so_graph_flops(j->m->g));
+    so_json_str(&js, "version", SCALEOUT_VERSION);
+    so_json_str(&js, "git", SCALEOUT_GIT);
+    so_json_obj_end(&js);
+    so_json_arr_begin(&js, "epochs");
+    for (int e = 0; e < r->nepochs; e++) {
+        const so_epoch_stats *s = &r->epochs[e];
+        so_json_obj_begin(&js, NULL);
+        so_json_int(&js, "epoch", s->epoch + 1);
+        so_json_num(&js, "loss", s->loss);
+        if (s->test_accuracy >= 0) {
+            so_json_num(&js, "test_accuracy", s->test_accuracy);
+            so_json_num(&js, "test_loss", s->test_loss);
+        }
+        so_json_num(&js, "seconds", s->seconds);
+        so_json_num(&js, "images_per_sec", s->images_per_sec);
+        so_json_obj_end(&js);
+    }
+    so_json_arr_end(&js);
+    so_json_int(&js, "steps", r->steps);
+    so_json_num(&js, "images_per_sec", r->images_per_sec);
+    so_json_num(&js, "final_loss", r->final_loss);
+    if (r->test_accuracy >= 0)
+        so_json_num(&js, "test_accuracy", r->test_accuracy);
+    else
+        so_json_null(&js, "test_accuracy");
+    so_json_num(&js, "wall_seconds", r->wall_seconds);
+    so_json_num(&js, "data_wait_seconds", r->data_wait);
+    so_json_obj_begin(&js, "phase_seconds");
+    so_json_num(&js, "data_wait", r->data_wait);
+    so_json_num(&js, "forward", r->forward);
+    so_json_num(&js, "backward", r->backward);
+    so_json_num(&js, "comm_exposed", r->comm_exposed);
+    so_json_num(&js, "optimizer", r->optimizer);
+    so_json_obj_end(&js);
+    so_json_int(&js, "gradient_buckets", r->nbuckets);
+    so_json_int(&js, "peak_rss_bytes", (int64_t)so_peak_rss());
+    so_json_obj_end(&js);
+}
+
+static int finish(const train_args *a, const job *j, const so_train_result *r, int rank, int world)
+{
+    if (rank != 0)
+        return CLI_OK;
+    double flops = so_graph_flops(j->m->g) * 3.0; /* forward + backward ~ 3x forward */
+    printf("trained %ld steps in %.1f s: %.0f images/sec (%.1f GFLOP/s model), final loss %.4f", r->steps,
+           r->wall_seconds, r->images_per_sec, r->images_per_sec * flops * 1e-9, r->final_loss);
+    if (r->test_accuracy >= 0)
+        printf(", test accuracy %.4f", r->test_accuracy);
+    printf("\n");
+    if (!a->json)
+        return CLI_OK;
+    FILE *f = fopen(a->json, "w");
+    if (!f)
+        return cli_error("train", CLI_USAGE, "--json: cannot write '%s'", a->json);
+    write_json(f, a, j, r, world);
+    if (fclose(f) != 0)
+        return cli_error("train", CLI_FAIL, "--json: error writing '%s'", a->json);
+    return CLI_OK;
+}
+
+/* Library errors caused by the user's input (files, flags) exit 2; others 1. */
+static int exit_code(int rc) { return rc == SO_EINVAL || rc == SO_EIO || rc == SO_EFORMAT ? CLI_USAGE : CLI_FAIL; }
+
+int cmd_train(int argc, char **argv)
+{
+    train_args a;
+    int rc = parse(&a, argc, argv);
+    if (rc)
+        return rc == CLI_HELP ? CLI_OK : rc;
+    if (!so_zoo_find(a.model))
+        return cli_error("train", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a.model);
+    dist_handle *dh = NULL;
+    if ((rc = dist_open(&dh)))
+        return cli_error("train", CLI_FAIL, "%s", so_errmsg());
+    const so_dist *d = dist_get(dh);
+    int rank = d ? d->rank : 0, world = d ? d->world : 1;
+    job j = {0};
+    so_train_result r = {0};
+    rc = so_threads_set(a.threads, !a.no_pin);
+    if (!rc)
+        rc = build(&a, d, &j);
+    /* Set-up errors are agreed on by all ranks, so a failure on one rank ends
+     * every rank cleanly instead of leaving the others in a collective. */
+    if ((rc = dist_agree(dh, "train", rc ? exit_code(rc) : 0, so_errmsg())))
+        goto out;
+    char cfg[2048];
+    config_text(&a, j.m->g, cfg, sizeof cfg);
+    if ((rc = dist_check_config(dh, "train", cfg)))
+        goto out;
+    so_train_config tc;
+    train_config(&a, &j, world, &tc);
+    progress_state ps;
+    progress_init(&ps, a.progress, rank);
+    if (rank == 0 && ps.enabled)
+        printf("training %s (%zu parameters, %.3g GFLOPs/sample) on %s, %d rank(s) x batch %d, %d thread(s)\n",
+               a.model, j.m->nparams, so_graph_flops(j.m->g) * 1e-9, a.dataset, world, a.batch, a.threads);
+    rc = so_train(j.m, j.opt, j.ltrain, j.ltest, &tc, d, progress_update, &ps, &r);
+    if (rc)
+        rc = dist_fail(dh, "train", exit_code(rc), so_errmsg());
+    else
+        rc = finish(&a, &j, &r, rank, world);
+out:
+    so_train_result_free(&r);
+    job_free(&j);
+    dist_close(dh);
+    return rc;
+}

@@ -1,0 +1,26 @@
+/* The CLI's bridge between the training loop's so_dist hooks and the MPI
+ * comm module. Without MPI (not built, or not launched by mpirun/srun) every
+ * function degrades to the single-process behaviour. */
+#ifndef SCALEOUT_CLI_DIST_H
+#define SCALEOUT_CLI_DIST_H
+#include "scaleout/train.h"
+
+typedef struct dist_handle dist_handle;
+
+/* Starts MPI when the process was launched by an MPI launcher. */
+int dist_open(dist_handle **out);
+/* The hooks for so_train, or NULL for a single process. */
+const so_dist *dist_get(dist_handle *h);
+/* Every rank passes its set-up status (0 or an exit code) and message; if any
+ * rank failed, the failing ranks print their message and all return the
+ * largest code. Returns 0 when all ranks are fine. */
+int dist_agree(dist_handle *h, const char *cmd, int code, const char *msg);
+/* Compares the configuration text across ranks; on mismatch rank 0 prints the
+ * first differing key and every rank returns 2. */
+int dist_check_config(dist_handle *h, const char *cmd, const char *config);
+/* A failure during training on this rank: prints it and, with more than one
+ * rank, aborts the job (the other ranks may be inside a collective). */
+int dist_fail(dist_handle *h, const char *cmd, int code, const char *msg);
+void dist_close(dist_handle *h);
+
+#endif

@@ -1,0 +1,281 @@
+/* The training loop (see train.h): per step, K micro-batches of forward and
+ * backward, gradient buckets handed to the dist hooks as soon as backward has
+ * produced them, one wait, then one optimizer loop over the flat buffers.
+ * Every phase is timed so reports can say where the time goes. */
+#include "scaleout/train.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "buckets.h"
+#include "scaleout/err.h"
+#include "scaleout/timer.h"
+
+void so_train_defaults(so_train_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->epochs = 1;
+    c->lr.kind = SO_LR_CONSTANT;
+    c->lr.base_lr = 0.01f;
+    c->lr.gamma = 0.1f;
+    c->lr.warmup_start = 0.1f;
+    c->bucket_bytes = 25u << 20;
+    c->first_bucket_bytes = 1u << 20;
+    c->overlap = 1;
+    c->accumulate = 1;
+    c->throughput_skip = 10;
+}
+
+/* State shared with the gradients-ready hook during backward. */
+typedef struct {
+    so_model *m;
+    const so_dist *d;
+    so_bucket_plan plan;
+    int live;   /* submit from inside backward (overlap, last micro-batch) */
+    int err;
+} grad_hook;
+
+static int submit_bucket(grad_hook *h, int b)
+{
+    so_bucket bk = h->plan.b[b];
+    return h->d->grad_submit(h->d->ctx, h->m->grads + bk.lo, bk.hi - bk.lo, b);
+}
+
+static void on_grad_ready(void *arg, int node, size_t off, size_t n)
+{
+    grad_hook *h = arg;
+    (void)off;
+    (void)n;
+    int b = h->plan.closes[node];
+    if (h->live && b >= 0 && !h->err)
+        h->err = submit_bucket(h, b);
+}
+
+typedef struct {
+    so_model *m;
+    so_optim *opt;
+    so_loader *train;
+    const so_train_config *c;
+    const so_dist *d;
+    grad_hook hook;
+    so_train_result *r;
+    long step;          /* global optimizer step */
+    double img_time;    /* seconds of steps counted for throughput */
+    double img_count;
+    double all_time, all_count; /* every step: the fallback for runs shorter than the skip */
+} trainer;
+
+/* One optimizer step of K micro-batches. Returns 1 if a step ran, 0 at the
+ * end of the epoch, negative on error. */
+static int train_step(trainer *t, double *loss_out)
+{
+    so_model *m = t->m;
+    so_train_result *r = t->r;
+    int K = t->c->accumulate;
+    double loss = 0;
+    for (int k = 0; k < K; k++) {
+        const float *x;
+        const int32_t *y;
+        int n;
+        double t0 = so_now();
+        int got = so_loader_next(t->train, &x, &y, &n);
+        double t1 = so_now();
+        r->data_wait += t1 - t0;
+        if (got <= 0)
+            return got;
+        m->accumulate_grads = k > 0;
+        int rc = so_model_forward(m, x, y, n, 1);
+        double t2 = so_now();
+        r->forward += t2 - t1;
+        t->hook.live = t->d && t->c->overlap && k == K - 1;
+        if (!rc)
+            rc = so_model_backward(m);
+        r->backward += so_now() - t2;
+        if (rc || (rc = t->hook.err))
+            return rc;
+        loss += m->loss;
+    }
+    if (t->d) {
+        for (int b = 0; !t->c->overlap && b < t->hook.plan.n; b++) {
+            int rc = submit_bucket(&t->hook, b);
+            if (rc)
+                return rc;
+        }
+        double waited = 0;
+        int rc = t->d->grad_wait(t->d->ctx, &waited);
+        if (rc)
+            return rc;
+        r->comm_exposed += waited;
+    }
+    double t3 = so_now();
+    if (K > 1)
+        for (size_t i = 0; i < m->nparams; i++)
+            m->grads[i] *= 1.0f / (float)K;
+    so_optim_step(t->opt, m->params, m->grads, so_lr_at(&t->c->lr, t->step));
+    so_model_params_changed(m);
+    r->optimizer += so_now() - t3;
+    *loss_out = loss / K;
+    return 1;
+}
+
+static int reduce_mean(const so_dist *d, double *v)
+{
+    if (!d)
+        return 0;
+    int rc = d->sum(d->ctx, v, 1);
+    *v /= d->world;
+    return rc;
+}
+
+int so_evaluate(so_model *m, so_loader *test, const so_dist *d, double *accuracy, double *loss)
+{
+    int rc = so_loader_start_epoch(test, 0);
+    double sums[3] = {0, 0, 0}; /* correct, samples, loss x samples */
+    const float *x;
+    const int32_t *y;
+    int n, got;
+    while (!rc && (got = so_loader_next(test, &x, &y, &n)) > 0) {
+        int correct = 0;
+        rc = so_model_forward(m, x, y, n, 0);
+        if (!rc)
+            rc = so_model_correct(m, y, n, &correct);
+        sums[0] += correct;
+        sums[1] += n;
+        sums[2] += (double)m->loss * n;
+    }
+    if (!rc && got < 0)
+        rc = got;
+    if (!rc && d)
+        rc = d->sum(d->ctx, sums, 3);
+    *accuracy = sums[1] > 0 ? sums[0] / sums[1] : 0;
+    *loss = sums[1] > 0 ? sums[2] / sums[1] : 0;
+    return rc;
+}
+
+static int record_step(trainer *t, double seconds)
+{
+    so_train_result *r = t->r;
+    if (r->nstep_seconds % 1024 == 0) {
+        double *grown = realloc(r->step_seconds, (size_t)(r->nstep_seconds + 1024) * sizeof *grown);
+        if (!grown)
+            return so_err(SO_ENOMEM, "out of memory recording step times");
+        r->step_seconds = grown;
+    }
+    r->step_seconds[r->nstep_seconds++] = seconds;
+    int world = t->d ? t->d->world : 1;
+    double images = (double)t->m->batch * t->c->accumulate * world;
+    t->all_time += seconds;
+    t->all_count += images;
+    if (t->step >= t->c->throughput_skip) {
+        t->img_time += seconds;
+        t->img_count += images;
+    }
+    return 0;
+}
+
+static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loader *test,
+                     so_progress_fn progress, void *arg)
+{
+    so_epoch_stats *es = &t->r->epochs[t->r->nepochs];
+    *es = (so_epoch_stats){.epoch = epoch, .test_accuracy = -1};
+    int rc = so_loader_start_epoch(t->train, epoch);
+    long spe = so_loader_steps(t->train) / t->c->accumulate;
+    double start = so_now(), loss_sum = 0;
+    long s = 0;
+    int world = t->d ? t->d->world : 1;
+    while (!rc && s < spe && t->step < max_steps) {
+        double t0 = so_now(), loss = 0;
+        int got = train_step(t, &loss);
+        if (got <= 0) {
+            rc = got;
+            break;
+        }
+        rc = record_step(t, so_now() - t0);
+        loss_sum += loss;
+        s++;
+        t->step++;
+        double el = so_now() - start;
+        so_progress p = {epoch, epochs, s, spe, loss_sum / s,
+                         el > 0 ? (double)s * t->m->batch * t->c->accumulate * world / el : 0, el, NULL};
+        if (progress && !rc)
+            progress(arg, &p);
+    }
+    if (rc)
+        return rc;
+    es->seconds = so_now() - start;
+    es->loss = s ? loss_sum / s : 0;
+    es->images_per_sec = es->seconds > 0 ? (double)s * t->m->batch * t->c->accumulate * world / es->seconds : 0;
+    rc = reduce_mean(t->d, &es->loss);
+    int last = t->step >= max_steps || epoch == epochs - 1;
+    int ev = t->c->eval_every;
+    if (!rc && test && ev >= 0 && (last || (ev > 0 && (epoch + 1) % ev == 0)))
+        rc = so_evaluate(t->m, test, t->d, &es->test_accuracy, &es->test_loss);
+    t->r->nepochs++;
+    if (progress && !rc) {
+        so_progress p = {epoch, epochs, s, spe, es->loss, es->images_per_sec, es->seconds, es};
+        progress(arg, &p);
+    }
+    return rc;
+}
+
+static int trainer_setup(trainer *t)
+{
+    const so_train_config *c = t->c;
+    if (c->accumulate < 1)
+        return so_err(SO_EINVAL, "--accumulate: %d must be >= 1", c->accumulate);
+    long spe = so_loader_steps(t->train) / c->accumulate;
+    if (spe < 1)
+        return so_err(SO_EINVAL, "an epoch has %d batches per rank, fewer than --accumulate %d",
+                      so_loader_steps(t->train), c->accumulate);
+    int rc = so_bucket_plan_build(t->m->g, c->first_bucket_bytes, c->bucket_bytes, &t->hook.plan);
+    if (rc)
+        return rc;
+    t->hook.m = t->m;
+    t->hook.d = t->d;
+    t->r->nbuckets = t->hook.plan.n;
+    if (t->d) {
+        so_model_set_grad_ready(t->m, on_grad_ready, &t->hook);
+        rc = t->d->bcast(t->d->ctx, t->m->params, t->m->nparams);
+        if (!rc && t->m->nbufs)
+            rc = t->d->bcast(t->d->ctx, t->m->bufs, t->m->nbufs);
+        so_model_params_changed(t->m);
+    }
+    return rc;
+}
+
+int so_train(so_model *m, so_optim *opt, so_loader *train, so_loader *test, const so_train_config *c,
+             const so_dist *dist, so_progress_fn progress, void *progress_arg, so_train_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->test_accuracy = -1;
+    trainer t = {.m = m, .opt = opt, .train = train, .c = c, .d = dist, .r = out};
+    int rc = trainer_setup(&t);
+    long spe = so_loader_steps(train) / (c->accumulate > 0 ? c->accumulate : 1);
+    long max_steps = c->steps > 0 ? c->steps : (long)c->epochs * spe;
+    int epochs = spe > 0 ? (int)((max_steps + spe - 1) / spe) : 0;
+    if (!rc && !(out->epochs = calloc((size_t)epochs + 1, sizeof *out->epochs)))
+        rc = so_err(SO_ENOMEM, "out of memory for epoch statistics");
+    double start = so_now();
+    for (int e = 0; !rc && e < epochs; e++)
+        rc = run_epoch(&t, e, epochs, max_steps, test, progress, progress_arg);
+    out->wall_seconds = so_now() - start;
+    out->steps = t.step;
+    out->images_per_sec = t.img_time > 0 ? t.img_count / t.img_time
+                          : t.all_time > 0 ? t.all_count / t.all_time : 0;
+    if (out->nepochs) {
+        out->final_loss = out->epochs[out->nepochs - 1].loss;
+        for (int e = out->nepochs - 1; e >= 0 && out->test_accuracy < 0; e--)
+            out->test_accuracy = out->epochs[e].test_accuracy;
+    }
+    out->comm_total = out->comm_exposed;
+    so_model_set_grad_ready(m, NULL, NULL);
+    so_bucket_plan_free(&t.hook.plan);
+    return rc;
+}
+
+void so_train_result_free(so_train_result *r)
+{
+    free(r->epochs);
+    free(r->step_seconds);
+    memset(r, 0, sizeof *r);
+}

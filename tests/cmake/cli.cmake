@@ -1,0 +1,2 @@
+# Command-line behaviour tests.
+so_add_script_test(cli_train cli_train.sh LABELS cli TIMEOUT 300)
