@@ -9,7 +9,7 @@ PACKAGES=(
   libdnnl-dev zlib1g-dev libcmocka-dev
   openmpi-bin libopenmpi-dev
   dataset-fashion-mnist
-  clang libclang-rt-dev
+  clang libclang-rt-dev libomp-dev
   python3-torch python3-torchvision
   gnuplot-nox
 )

@@ -171,7 +171,47 @@ static void train_config(const train_args *a, const job *j, int world, so_train_
     c->lr.total_steps = a->steps ? a->steps : (long)a->epochs * spe;
 }
 
-static void write_json(FILE *f, const train_args *a, const job *j, const so_train_result *r, int world)
+static int report(const train_args *a, const job *j, const so_train_result *r, int world, const double *ranks);
+
+/* Per-rank phase figures, gathered on every rank (index rank*RANK_FIELDS). */
+enum { RK_COMPUTE, RK_COMM_EXPOSED, RK_COMM_OVERLAPPED, RK_DATA_WAIT, RK_IMAGES_PER_SEC, RANK_FIELDS };
+
+static double *gather_ranks(const so_dist *d, const so_train_result *r, double comm_total, int batch)
+{
+    int world = d ? d->world : 1, rank = d ? d->rank : 0;
+    double *v = calloc((size_t)world * RANK_FIELDS, sizeof *v);
+    if (!v)
+        return NULL;
+    double *mine = v + (size_t)rank * RANK_FIELDS;
+    mine[RK_COMPUTE] = r->forward + r->backward + r->optimizer;
+    mine[RK_COMM_EXPOSED] = r->comm_exposed;
+    mine[RK_COMM_OVERLAPPED] = comm_total > r->comm_exposed ? comm_total - r->comm_exposed : 0;
+    mine[RK_DATA_WAIT] = r->data_wait;
+    mine[RK_IMAGES_PER_SEC] = r->wall_seconds > 0 ? (double)r->steps * batch / r->wall_seconds : 0;
+    if (d && d->sum(d->ctx, v, world * RANK_FIELDS)) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static void write_ranks(so_json *js, const double *v, int world)
+{
+    static const char *names[RANK_FIELDS] = {"compute_seconds", "comm_exposed_seconds", "comm_overlapped_seconds",
+                                             "data_wait_seconds", "images_per_sec"};
+    so_json_arr_begin(js, "ranks");
+    for (int k = 0; v && k < world; k++) {
+        so_json_obj_begin(js, NULL);
+        so_json_int(js, "rank", k);
+        for (int f = 0; f < RANK_FIELDS; f++)
+            so_json_num(js, names[f], v[k * RANK_FIELDS + f]);
+        so_json_obj_end(js);
+    }
+    so_json_arr_end(js);
+}
+
+static void write_json(FILE *f, const train_args *a, const job *j, const so_train_result *r, int world,
+                       const double *ranks)
 {
     so_json js;
     so_json_init(&js, f, 1);
@@ -228,28 +268,46 @@ static void write_json(FILE *f, const train_args *a, const job *j, const so_trai
     so_json_num(&js, "backward", r->backward);
     so_json_num(&js, "comm_exposed", r->comm_exposed);
     so_json_num(&js, "optimizer", r->optimizer);
+    so_json_num(&js, "comm_total", r->comm_total);
     so_json_obj_end(&js);
     so_json_int(&js, "gradient_buckets", r->nbuckets);
+    write_ranks(&js, ranks, world);
     so_json_int(&js, "peak_rss_bytes", (int64_t)so_peak_rss());
     so_json_obj_end(&js);
 }
 
-static int finish(const train_args *a, const job *j, const so_train_result *r, int rank, int world)
+static int finish(const train_args *a, const job *j, const so_train_result *r, const so_dist *d)
 {
-    if (rank != 0)
-        return CLI_OK;
+    int rank = d ? d->rank : 0, world = d ? d->world : 1;
+    double *ranks = gather_ranks(d, r, r->comm_total, a->batch * a->accumulate);
+    int rc = rank == 0 ? report(a, j, r, world, ranks) : CLI_OK;
+    free(ranks);
+    return rc;
+}
+
+static int report(const train_args *a, const job *j, const so_train_result *r, int world, const double *ranks)
+{
     double flops = so_graph_flops(j->m->g) * 3.0; /* forward + backward ~ 3x forward */
     printf("trained %ld steps in %.1f s: %.0f images/sec (%.1f GFLOP/s model), final loss %.4f", r->steps,
            r->wall_seconds, r->images_per_sec, r->images_per_sec * flops * 1e-9, r->final_loss);
     if (r->test_accuracy >= 0)
         printf(", test accuracy %.4f", r->test_accuracy);
     printf("\n");
+    if (world > 1 && ranks) {
+        double comm = 0, hidden = 0;
+        for (int k = 0; k < world; k++) {
+            comm += ranks[k * RANK_FIELDS + RK_COMM_EXPOSED] + ranks[k * RANK_FIELDS + RK_COMM_OVERLAPPED];
+            hidden += ranks[k * RANK_FIELDS + RK_COMM_OVERLAPPED];
+        }
+        printf("communication: %.3f s per rank, %.0f%% overlapped with backward (%d gradient buckets)\n",
+               comm / world, comm > 0 ? 100 * hidden / comm : 0, r->nbuckets);
+    }
     if (!a->json)
         return CLI_OK;
     FILE *f = fopen(a->json, "w");
     if (!f)
         return cli_error("train", CLI_USAGE, "--json: cannot write '%s'", a->json);
-    write_json(f, a, j, r, world);
+    write_json(f, a, j, r, world, ranks);
     if (fclose(f) != 0)
         return cli_error("train", CLI_FAIL, "--json: error writing '%s'", a->json);
     return CLI_OK;
@@ -294,8 +352,10 @@ int cmd_train(int argc, char **argv)
     rc = so_train(j.m, j.opt, j.ltrain, j.ltest, &tc, d, progress_update, &ps, &r);
     if (rc)
         rc = dist_fail(dh, "train", exit_code(rc), so_errmsg());
-    else
-        rc = finish(&a, &j, &r, rank, world);
+    else {
+        dist_comm_seconds(dh, &r.comm_total);
+        rc = finish(&a, &j, &r, d);
+    }
 out:
     so_train_result_free(&r);
     job_free(&j);

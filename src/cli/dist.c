@@ -1,38 +1,119 @@
-/* Single-process implementation of dist.h (used when MPI is not built in or
- * the process was not started by an MPI launcher). */
+/* The CLI's bridge from the trainer's so_dist hooks to the comm module (see
+ * dist.h). MPI starts only when a launcher started this process (mpirun,
+ * mpiexec or srun set PMI/PMIx/Open MPI variables), so a plain `scaleout
+ * train` never pays for MPI start-up and works where MPI is absent. */
 #include "dist.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
+#include "scaleout/err.h"
+#include "scaleout/log.h"
+
+#ifdef SCALEOUT_HAVE_MPI
+#include "scaleout/comm.h"
+#include "scaleout/comm_async.h"
+#endif
 
 struct dist_handle {
-    int unused;
+    so_dist d;
+    int active;
+#ifdef SCALEOUT_HAVE_MPI
+    so_comm *comm;
+    so_async *async;
+#endif
 };
 
 static dist_handle single;
 
-int dist_open(dist_handle **out)
+#ifdef SCALEOUT_HAVE_MPI
+static int launched_by_mpi(void)
 {
-    *out = &single;
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_STEP_NUM_TASKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i]))
+            return 1;
     return 0;
 }
 
-const so_dist *dist_get(dist_handle *h)
+static int grad_submit(void *ctx, float *buf, size_t count, int bucket)
 {
-    (void)h;
-    return NULL;
+    dist_handle *h = ctx;
+    return so_async_submit(h->async, buf, count, SO_REDUCE_AVG, bucket);
 }
+
+static int grad_wait(void *ctx, double *waited) { return so_async_wait_all(((dist_handle *)ctx)->async, 0, waited); }
+
+static int sum(void *ctx, double *v, int n)
+{
+    return so_comm_allreduce_double(((dist_handle *)ctx)->comm, v, (size_t)n, SO_REDUCE_SUM);
+}
+
+static int max(void *ctx, double *v, int n)
+{
+    return so_comm_allreduce_double(((dist_handle *)ctx)->comm, v, (size_t)n, SO_REDUCE_MAX);
+}
+
+static int bcast(void *ctx, float *buf, size_t count) { return so_comm_bcast(((dist_handle *)ctx)->comm, buf, count, 0); }
+
+static int open_mpi(dist_handle *h)
+{
+    int rc = so_comm_init(NULL, NULL, &h->comm);
+    if (rc)
+        return rc;
+    h->d = (so_dist){so_comm_rank(h->comm), so_comm_size(h->comm), h, grad_submit, grad_wait, sum, max, bcast};
+    so_log_set_rank(h->d.rank);
+    rc = so_async_create(h->comm, SO_ALLREDUCE_MPI, &h->async);
+    if (rc)
+        so_comm_abort(h->comm, CLI_FAIL, so_errmsg());
+    h->active = 1;
+    return 0;
+}
+#endif
+
+int dist_open(dist_handle **out)
+{
+    *out = &single;
+#ifdef SCALEOUT_HAVE_MPI
+    if (launched_by_mpi())
+        return open_mpi(&single);
+#endif
+    return 0;
+}
+
+const so_dist *dist_get(dist_handle *h) { return h->active ? &h->d : NULL; }
 
 int dist_agree(dist_handle *h, const char *cmd, int code, const char *msg)
 {
-    (void)h;
-    return code ? cli_error(cmd, code, "%s", msg) : 0;
+    if (code)
+        cli_error(cmd, code, "%s", msg);
+    if (!h->active)
+        return code;
+    double worst = code;
+    if (h->d.max(h->d.ctx, &worst, 1))
+        return dist_fail(h, cmd, CLI_FAIL, so_errmsg());
+    if (!code && worst > 0 && h->d.rank == 0)
+        fprintf(stderr, "scaleout %s: stopping: set-up failed on another rank (see its message)\n", cmd);
+    return (int)worst;
 }
 
 int dist_check_config(dist_handle *h, const char *cmd, const char *config)
 {
-    (void)h;
+    if (!h->active)
+        return 0;
+#ifdef SCALEOUT_HAVE_MPI
+    char msg[512];
+    int rc = so_comm_check_config(h->comm, config, msg, sizeof msg);
+    if (rc == SO_EINVAL) {
+        if (h->d.rank == 0)
+            cli_error(cmd, CLI_USAGE, "%s", msg);
+        return CLI_USAGE;
+    }
+    if (rc)
+        return dist_fail(h, cmd, CLI_FAIL, so_errmsg());
+#endif
     (void)cmd;
     (void)config;
     return 0;
@@ -40,8 +121,39 @@ int dist_check_config(dist_handle *h, const char *cmd, const char *config)
 
 int dist_fail(dist_handle *h, const char *cmd, int code, const char *msg)
 {
+#ifdef SCALEOUT_HAVE_MPI
+    if (h->active && h->d.world > 1) {
+        char line[600];
+        snprintf(line, sizeof line, "scaleout %s: %s", cmd, msg);
+        so_comm_abort(h->comm, code, line);
+    }
+#endif
     (void)h;
     return cli_error(cmd, code, "%s", msg);
 }
 
-void dist_close(dist_handle *h) { (void)h; }
+int dist_comm_seconds(dist_handle *h, double *comm_s)
+{
+    *comm_s = 0;
+#ifdef SCALEOUT_HAVE_MPI
+    if (h->active) {
+        so_async_totals t;
+        so_async_get_totals(h->async, &t);
+        *comm_s = t.comm_s;
+    }
+#endif
+    (void)h;
+    return 0;
+}
+
+void dist_close(dist_handle *h)
+{
+#ifdef SCALEOUT_HAVE_MPI
+    if (h->active) {
+        so_async_destroy(h->async);
+        so_comm_finalize(h->comm);
+        h->active = 0;
+    }
+#endif
+    (void)h;
+}

@@ -21,6 +21,8 @@ int dist_check_config(dist_handle *h, const char *cmd, const char *config);
 /* A failure during training on this rank: prints it and, with more than one
  * rank, aborts the job (the other ranks may be inside a collective). */
 int dist_fail(dist_handle *h, const char *cmd, int code, const char *msg);
+/* Seconds the communication engine spent in collectives (0 without MPI). */
+int dist_comm_seconds(dist_handle *h, double *comm_s);
 void dist_close(dist_handle *h);
 
 #endif

@@ -1,0 +1,95 @@
+#!/usr/bin/python3
+"""Single-process training throughput: scaleout vs PyTorch (Debian torch 1.13,
+CPU, same oneDNN), side by side and interleaved in one run because this
+machine is shared and noisy. For each row and repeat it runs scaleout, then
+PyTorch, with synthetic data, same model, batch, threads and optimizer.
+Prints medians (min-max), the ratio, model-FLOP utilisation and peak memory.
+
+    /usr/bin/python3 bench/train_vs_pytorch.py --bin build/scaleout [--repeat 3] [--rows lenet5:64:1,...]
+MFU = images/s x 3 x forward FLOPs per sample / (250 GFLOP/s x threads):
+the fp32 FMA peak of one of this machine's cores (AVX-512, 2 FMA pipes, ~3.9 GHz).
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEAK_PER_CORE = 250e9
+
+# model, batch, threads, timed steps (warm-up 10 more). Matches the foundation issue's table.
+ROWS = [
+    ("lenet5", 64, 1, 300), ("lenet5", 256, 1, 100), ("resnet20", 64, 1, 30), ("resnet20", 128, 1, 20),
+    ("mlp", 256, 1, 200), ("resnet50", 16, 1, 5), ("vgg16", 8, 1, 3),
+    ("lenet5", 64, 2, 300), ("lenet5", 256, 2, 100), ("resnet20", 64, 2, 30), ("resnet20", 128, 2, 20),
+    ("mlp", 256, 2, 200), ("resnet50", 16, 2, 5), ("vgg16", 8, 2, 3),
+]
+
+
+def run_scaleout(binary, model, batch, threads, steps, flops):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [binary, "train", "--model", model, "--dataset", "synthetic", "--batch-size", str(batch),
+               "--steps", str(steps + 10), "--threads", str(threads), "--optimizer", "momentum",
+               "--lr", "0.01", "--eval-every", "-1", "--progress", "none", "--json", f.name]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        r = json.load(open(f.name))
+        flops[model] = r["config"]["flops_per_sample"]
+        return r["images_per_sec"], r["peak_rss_bytes"]
+
+
+def run_torch(model, batch, threads, steps):
+    env = dict(os.environ)
+    if threads > 1:
+        env["OMP_PROC_BIND"] = "true"  # PyTorch's best 2-thread setting here
+    cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py"), "--model", model, "--batch", str(batch),
+           "--steps", str(steps), "--threads", str(threads)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    return r["images_per_sec"], r["peak_rss_bytes"]
+
+
+def fmt(vals):
+    return f"{statistics.median(vals):,.1f} ({min(vals):,.1f}-{max(vals):,.1f})"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default="build/scaleout")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rows", help="comma list of model:batch:threads[:steps]")
+    ap.add_argument("--json", help="write the raw results here")
+    a = ap.parse_args()
+    rows = ROWS
+    if a.rows:
+        rows = []
+        for r in a.rows.split(","):
+            p = r.split(":")
+            rows.append((p[0], int(p[1]), int(p[2]), int(p[3]) if len(p) > 3 else 20))
+    flops, results = {}, []
+    print(f"{'model':9} {'batch':>5} {'thr':>3} | {'scaleout img/s':>26} | {'PyTorch img/s':>26} | "
+          f"{'ratio':>5} | {'MFU so':>6} {'MFU pt':>6} | {'RSS so MB':>9} {'RSS pt MB':>9}")
+    for model, batch, threads, steps in rows:
+        so, pt, so_rss, pt_rss = [], [], 0, 0
+        for _ in range(a.repeat):
+            v, rss = run_scaleout(a.bin, model, batch, threads, steps, flops)
+            so.append(v)
+            so_rss = max(so_rss, rss)
+            v, rss = run_torch(model, batch, threads, steps)
+            pt.append(v)
+            pt_rss = max(pt_rss, rss)
+        peak = PEAK_PER_CORE * threads
+        mfu = lambda v: 100 * statistics.median(v) * 3 * flops[model] / peak
+        ratio = statistics.median(so) / statistics.median(pt)
+        print(f"{model:9} {batch:5} {threads:3} | {fmt(so):>26} | {fmt(pt):>26} | {ratio:5.2f} | "
+              f"{mfu(so):5.1f}% {mfu(pt):5.1f}% | {so_rss / 2**20:9.0f} {pt_rss / 2**20:9.0f}", flush=True)
+        results.append(dict(model=model, batch=batch, threads=threads, scaleout=so, pytorch=pt, ratio=ratio,
+                            scaleout_rss=so_rss, pytorch_rss=pt_rss, flops_per_sample=flops[model]))
+    if a.json:
+        json.dump(results, open(a.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
