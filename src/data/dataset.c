@@ -156,27 +156,33 @@ out:
     return rc;
 }
 
+/* path = dir/name; an over-long path is an error rather than a silent truncation. */
+static int join_path(char *path, size_t size, const char *dir, const char *name)
+{
+    if ((size_t)snprintf(path, size, "%s/%s", dir, name) >= size)
+        return so_err(SO_EIO, "%s/%s: path too long", dir, name);
+    return 0;
+}
+
 static int load_cifar(so_dataset *d, const char *dir, int train)
 {
-    char path[PATH_MAX], sub[PATH_MAX];
-    const char *first = train ? "data_batch_1.bin" : "test_batch.bin";
+    char path[PATH_MAX], sub[PATH_MAX], name[32];
+    int rc;
     /* Accept the directory the tarball extracts to as well as its parent. */
-    snprintf(path, sizeof path, "%s/%s", dir, first);
-    snprintf(sub, sizeof sub, "%s/cifar-10-batches-bin", dir);
+    if ((rc = join_path(path, sizeof path, dir, train ? "data_batch_1.bin" : "test_batch.bin")) ||
+        (rc = join_path(sub, sizeof sub, dir, "cifar-10-batches-bin")))
+        return rc;
     if (access(path, F_OK) != 0 && access(sub, F_OK) == 0)
         dir = sub;
     d->c = 3;
     d->h = d->w = 32;
-    int files = train ? 5 : 1;
-    for (int i = 1; i <= files; i++) {
-        if (train)
-            snprintf(path, sizeof path, "%s/data_batch_%d.bin", dir, i);
-        else
-            snprintf(path, sizeof path, "%s/test_batch.bin", dir);
+    for (int i = 1; i <= (train ? 5 : 1); i++) {
+        snprintf(name, sizeof name, train ? "data_batch_%d.bin" : "test_batch.bin", i);
+        if ((rc = join_path(path, sizeof path, dir, name)))
+            return rc;
         if (access(path, F_OK) != 0)
             return so_err(SO_EIO, "%s: %s", path, strerror(errno));
-        int rc = append_cifar(d, path);
-        if (rc)
+        if ((rc = append_cifar(d, path)))
             return rc;
     }
     return 0;

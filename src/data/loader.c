@@ -73,30 +73,32 @@ static void copy_sample(const so_loader *l, int i, float *out)
     }
 }
 
-/* Value of channel c at (y, x) of sample base, or the padding value outside.
+/* Random crop (offsets dy, dx in [0, 2*pad]) of the zero-padded image, then
+ * an optional horizontal flip: out(y, x) = padded(y + dy, (flip ? w-1-x : x) + dx).
  * Padding is a black pixel (0) before normalisation, as torchvision's
  * RandomCrop(padding=4) pads before Normalize; synthetic values pad with 0. */
-static float pixel_at(const so_loader *l, int i, int c, int y, int x)
-{
-    const so_dataset *d = l->d;
-    int inside = y >= 0 && y < d->h && x >= 0 && x < d->w;
-    size_t off = (size_t)i * l->sample + ((size_t)c * d->h + (size_t)(inside ? y : 0)) * d->w + (inside ? x : 0);
-    if (d->values)
-        return inside ? d->values[off] : 0.0f;
-    return l->lut[c][inside ? d->pixels[off] : 0];
-}
-
-/* Random crop (offsets dy, dx in [0, 2*pad]) of the zero-padded image, then
- * an optional horizontal flip: out(y, x) = padded(y + dy, (flip ? w-1-x : x) + dx). */
 static void augment_sample(const so_loader *l, int i, int pad, int dy, int dx, int flip, float *out)
 {
     const so_dataset *d = l->d;
-    for (int c = 0; c < d->c; c++)
-        for (int y = 0; y < d->h; y++)
+    size_t hw = (size_t)d->h * d->w;
+    for (int c = 0; c < d->c; c++) {
+        const float *lut = d->values ? NULL : l->lut[c];
+        const float *vsrc = d->values ? d->values + (size_t)i * l->sample + c * hw : NULL;
+        const uint8_t *psrc = d->values ? NULL : d->pixels + (size_t)i * l->sample + c * hw;
+        float padv = lut ? lut[0] : 0.0f;
+        for (int y = 0; y < d->h; y++, out += d->w) {
+            int sy = y + dy - pad;
             for (int x = 0; x < d->w; x++) {
                 int sx = (flip ? d->w - 1 - x : x) + dx - pad;
-                *out++ = pixel_at(l, i, c, y + dy - pad, sx);
+                if (sy < 0 || sy >= d->h || sx < 0 || sx >= d->w)
+                    out[x] = padv;
+                else if (lut)
+                    out[x] = lut[psrc[(size_t)sy * d->w + sx]];
+                else
+                    out[x] = vsrc[(size_t)sy * d->w + sx];
             }
+        }
+    }
 }
 
 static int crop_pad(const so_loader *l)
@@ -329,14 +331,17 @@ int so_loader_start_epoch(so_loader *l, int epoch)
     for (int k = 0; k < l->count; k++)
         l->idx[k] = l->perm[l->cfg.rank + (size_t)k * l->cfg.world];
     l->epoch = epoch;
+    if (!l->has_thread) {
+        l->consumed = 0;
+        return 0;
+    }
+    /* Reset the ring under the lock: the idle producer may still wake spuriously. */
+    pthread_mutex_lock(&l->mu);
     l->consumed = l->produced = 0;
     l->head = l->filled = l->held = 0;
-    if (l->has_thread) {
-        pthread_mutex_lock(&l->mu);
-        l->active = 1;
-        pthread_cond_signal(&l->to_producer);
-        pthread_mutex_unlock(&l->mu);
-    }
+    l->active = 1;
+    pthread_cond_signal(&l->to_producer);
+    pthread_mutex_unlock(&l->mu);
     return 0;
 }
 
@@ -405,10 +410,5 @@ double so_loader_wait_seconds(const so_loader *l)
 {
     if (!l)
         return 0.0;
-    if (!l->has_thread)
-        return l->wait;
-    pthread_mutex_lock((pthread_mutex_t *)&l->mu);
-    double w = l->wait;
-    pthread_mutex_unlock((pthread_mutex_t *)&l->mu);
-    return w;
+    return l->wait; /* written only by the consumer thread, inside next() */
 }

@@ -36,6 +36,8 @@ static void bn_stats(ref_state *s, int i, int training)
     float *mean = s->aux[i], *invstd = s->aux[i] + sh.c;
     float *rmean = s->m->bufs + nd->buf_off, *rvar = rmean + sh.c;
     double cnt = (double)s->n * sh.h * sh.w, mom = nd->a.momentum;
+    /* Channels are independent; ~10 flops per element, hence the lower bar. */
+#pragma omp parallel for schedule(static) if (cnt * sh.c > REF_PAR_WORK / 8)
     for (int c = 0; c < sh.c; c++) {
         if (!training) {
             mean[c] = rmean[c];
@@ -116,9 +118,12 @@ static void channel_dx(const ref_state *s, int i, int c, const float *dy, double
 
 int ref_bn_backward(ref_state *s, int i)
 {
-    int nc = ref_node(s, i)->out.c;
+    so_shape sh = ref_node(s, i)->out;
+    int nc = sh.c;
     const float *dy = ref_out_diff(s, i);
     float *dw = ref_dw(s, i), *dx = ref_dx(s, i, 0);
+    /* Channels are independent: each writes its own gradients and dx planes. */
+#pragma omp parallel for schedule(static) if ((double)s->n * ref_numel(sh) > REF_PAR_WORK / 8)
     for (int c = 0; c < nc; c++) {
         double dbeta, dgamma;
         channel_grads(s, i, c, dy, &dbeta, &dgamma);

@@ -55,7 +55,8 @@ int ref_conv_forward(ref_state *s, int i, int training)
     float *y = s->act[i];
     size_t plane = (size_t)g.oh * g.ow, inplane = (size_t)g.h * g.w;
     long nplanes = (long)s->batch * g.oc;
-#pragma omp parallel for schedule(static)
+    double work = (double)nplanes * plane * g.cin_g * g.kh * g.kw;
+#pragma omp parallel for schedule(static) if (work > REF_PAR_WORK)
     for (long p = 0; p < nplanes; p++) {
         int n = (int)(p / g.oc), oc = (int)(p % g.oc), grp = oc / g.cout_g;
         float *yp = y + (size_t)p * plane;
@@ -100,7 +101,8 @@ static void conv_bwd_data(const ref_state *s, const conv_geom *g, const float *d
 {
     size_t plane = (size_t)g->oh * g->ow, inplane = (size_t)g->h * g->w;
     long nplanes = (long)s->batch * g->c;
-#pragma omp parallel for schedule(static)
+    double work = (double)s->batch * g->oc * plane * g->cin_g * g->kh * g->kw;
+#pragma omp parallel for schedule(static) if (work > REF_PAR_WORK)
     for (long p = 0; p < nplanes; p++) {
         int n = (int)(p / g->c), ic = (int)(p % g->c), grp = ic / g->cin_g;
         const float *dyg = dy + ((size_t)n * g->oc + (size_t)grp * g->cout_g) * plane;
@@ -139,7 +141,8 @@ static void conv_bwd_weights(const ref_state *s, const conv_geom *g, const float
 {
     size_t plane = (size_t)g->oh * g->ow;
     float *db = dw + (size_t)g->oc * g->cin_g * g->kh * g->kw;
-#pragma omp parallel for schedule(static)
+    double work = (double)s->batch * g->oc * plane * g->cin_g * g->kh * g->kw;
+#pragma omp parallel for schedule(static) if (work > REF_PAR_WORK)
     for (int oc = 0; oc < g->oc; oc++) {
         int grp = oc / g->cout_g;
         float *wk = dw + (size_t)oc * g->cin_g * g->kh * g->kw;

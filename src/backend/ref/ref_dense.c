@@ -14,7 +14,7 @@ int ref_dense_forward(ref_state *s, int i, int training)
     int f = in_features(s, i), out = nd->out.c;
     const float *x = ref_in(s, i, 0), *w = ref_params(s, i), *b = w + (size_t)out * f;
     float *y = s->act[i];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)s->batch * out * f > REF_PAR_WORK)
     for (int n = 0; n < s->batch; n++) {
         const float *xn = x + (size_t)n * f;
         for (int o = 0; o < out; o++) {
@@ -34,7 +34,7 @@ int ref_dense_forward(ref_state *s, int i, int training)
 static void dense_bwd_weights(const ref_state *s, int f, int out, const float *x, const float *dy, float *dw)
 {
     float *db = dw + (size_t)out * f;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)s->batch * out * f > REF_PAR_WORK)
     for (int o = 0; o < out; o++) {
         float *wo = dw + (size_t)o * f;
         for (int n = 0; n < s->batch; n++) {
@@ -50,7 +50,7 @@ static void dense_bwd_weights(const ref_state *s, int f, int out, const float *x
 /* dx[n] += sum_o dy[n][o] W[o]: one sample per iteration. */
 static void dense_bwd_data(const ref_state *s, int f, int out, const float *w, const float *dy, float *dx)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)s->batch * out * f > REF_PAR_WORK)
     for (int n = 0; n < s->batch; n++) {
         float *dxn = dx + (size_t)n * f;
         for (int o = 0; o < out; o++) {

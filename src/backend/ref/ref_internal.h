@@ -24,6 +24,10 @@ typedef struct ref_state {
     int32_t *labels;  /* (batch); rows >= n are 0 and ignored */
 } ref_state;
 
+/* Multiply-adds below which a kernel stays serial: a parallel region costs
+ * microseconds (more when the cores are shared), tiny test layers far less. */
+#define REF_PAR_WORK 200000.0
+
 /* One kernel pair per op; forward gets the mode, backward follows the last forward. */
 typedef int (*ref_fwd_fn)(ref_state *s, int node, int training);
 typedef int (*ref_bwd_fn)(ref_state *s, int node);

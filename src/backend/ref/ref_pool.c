@@ -57,7 +57,7 @@ int ref_maxpool_forward(ref_state *s, int i, int training)
     pool_geom g = geom(s, i);
     long nplanes = (long)s->batch * ref_node(s, i)->out.c;
     const float *x = ref_in(s, i, 0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)nplanes * g.h * g.w > REF_PAR_WORK)
     for (long p = 0; p < nplanes; p++)
         maxpool_plane(&g, x + (size_t)p * g.h * g.w, s->act[i] + (size_t)p * g.oh * g.ow,
                       s->argmax[i] + (size_t)p * g.oh * g.ow);
@@ -74,7 +74,7 @@ int ref_maxpool_backward(ref_state *s, int i)
     size_t plane = (size_t)g.oh * g.ow;
     const float *dy = s->diff[i];
     const int32_t *arg = s->argmax[i];
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)nplanes * g.h * g.w > REF_PAR_WORK)
     for (long p = 0; p < nplanes; p++)
         for (size_t k = 0; k < plane; k++)
             dx[(size_t)p * g.h * g.w + arg[(size_t)p * plane + k]] += dy[(size_t)p * plane + k];
@@ -118,7 +118,7 @@ int ref_avgpool_forward(ref_state *s, int i, int training)
     pool_geom g = geom(s, i);
     long nplanes = (long)s->batch * ref_node(s, i)->out.c;
     const float *x = ref_in(s, i, 0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)nplanes * g.h * g.w > REF_PAR_WORK)
     for (long p = 0; p < nplanes; p++)
         avgpool_plane(&g, x + (size_t)p * g.h * g.w, s->act[i] + (size_t)p * g.oh * g.ow);
     return 0;
@@ -131,7 +131,7 @@ int ref_avgpool_backward(ref_state *s, int i)
         return 0;
     pool_geom g = geom(s, i);
     long nplanes = (long)s->batch * ref_node(s, i)->out.c;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((double)nplanes * g.h * g.w > REF_PAR_WORK)
     for (long p = 0; p < nplanes; p++)
         avgpool_plane_bwd(&g, s->diff[i] + (size_t)p * g.oh * g.ow, dx + (size_t)p * g.h * g.w);
     return 0;

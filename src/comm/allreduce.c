@@ -1,0 +1,74 @@
+/* The allreduce selector: a table from so_allreduce_algo to the algorithm's
+ * function (one file each, same signature, see comm_internal.h), the name
+ * table behind --allreduce / SCALEOUT_ALLREDUCE, and the shared argument checks
+ * and AVG scaling so each algorithm only implements SUM, MAX and MIN. */
+#include "comm_internal.h"
+
+#include "scaleout/err.h"
+
+#include <string.h>
+
+static const struct {
+    const char *name;
+    so_allreduce_fn *fn;
+} algos[SO_ALLREDUCE_COUNT] = {
+    [SO_ALLREDUCE_MPI] = {"mpi", so_allreduce_mpi},
+};
+
+const char *so_allreduce_algo_name(so_allreduce_algo algo)
+{
+    return (unsigned)algo < SO_ALLREDUCE_COUNT ? algos[algo].name : NULL;
+}
+
+int so_allreduce_algo_parse(const char *name, so_allreduce_algo *out)
+{
+    for (int i = 0; i < SO_ALLREDUCE_COUNT; i++)
+        if (name && strcmp(name, algos[i].name) == 0) {
+            *out = (so_allreduce_algo)i;
+            return 0;
+        }
+    return so_err(SO_EINVAL, "unknown allreduce algorithm '%s' (have: mpi)", name ? name : "");
+}
+
+int so_comm_set_allreduce_algo(so_comm *c, so_allreduce_algo algo)
+{
+    if ((unsigned)algo >= SO_ALLREDUCE_COUNT)
+        return so_err(SO_EINVAL, "invalid allreduce algorithm %d", (int)algo);
+    c->algo = algo;
+    return 0;
+}
+
+int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, size_t count,
+                     so_reduce_op op, MPI_Comm comm, so_waiter *w)
+{
+    if ((unsigned)algo >= SO_ALLREDUCE_COUNT)
+        return so_err(SO_EINVAL, "invalid allreduce algorithm %d", (int)algo);
+    if ((unsigned)op > SO_REDUCE_MIN)
+        return so_err(SO_EINVAL, "invalid reduce op %d", (int)op);
+    if (count == 0)
+        return 0;
+    if (!send || !recv)
+        return so_err(SO_EINVAL, "allreduce of %zu floats with a NULL buffer", count);
+    int rc = algos[algo].fn(send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, comm, w);
+    if (rc || op != SO_REDUCE_AVG)
+        return rc;
+    int size;
+    int mrc = MPI_Comm_size(comm, &size);
+    if (mrc != MPI_SUCCESS)
+        return so_mpi_err(mrc, "MPI_Comm_size");
+    /* Multiply by 1/size (not divide): one rounding per element, same on every rank. */
+    float scale = 1.0f / (float)size;
+    for (size_t i = 0; i < count; i++)
+        recv[i] *= scale;
+    return 0;
+}
+
+int so_comm_allreduce(so_comm *c, const float *send, float *recv, size_t count, so_reduce_op op)
+{
+    int rc = so_comm_check_idle(c);
+    if (rc)
+        return rc;
+    so_waiter w;
+    so_waiter_init(&w, c, "allreduce");
+    return so_allreduce_run(c->algo, send, recv, count, op, c->world, &w);
+}

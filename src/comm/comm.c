@@ -1,0 +1,298 @@
+/* so_comm: MPI start-up and shutdown, the fatal-error hook, node topology and
+ * the blocking helpers (bcast, counter reductions, barrier) of the training
+ * thread. Every MPI call's return code is checked: communicators are set to
+ * MPI_ERRORS_RETURN, so errors come back as SO_ECOMM instead of killing us.
+ *
+ * Thread level: MPI_THREAD_SERIALIZED. After start-up one background thread
+ * (the async engine, Horovod-style) makes the MPI calls of the gradient
+ * allreduces, and the training thread makes the start-up / evaluation ones
+ * (config check, bcast of initial weights, eval counters). They never overlap:
+ * the engine calls MPI only while it has outstanding requests (async_busy > 0,
+ * set by submit on the training thread and cleared after the engine's last MPI
+ * call, with acquire/release ordering), and every so_comm_* collective refuses
+ * to run while async_busy > 0 (so_comm_check_idle). So at most one thread is
+ * inside MPI at a time, which is exactly SERIALIZED. MULTIPLE would also work
+ * but makes Open MPI take locks on every call and is not needed. FUNNELED is
+ * not enough: the engine thread is not the thread that called MPI_Init. */
+#include "comm_internal.h"
+
+#include "scaleout/err.h"
+#include "scaleout/log.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_STALL_WARNING_S 60.0
+#define DEFAULT_TIMEOUT_S 300.0
+
+/* Checks an MPI call: on failure sets the message and jumps to out. */
+#define MPI_TRY(call)                                                                   \
+    do {                                                                                \
+        int mpi_rc_ = (call);                                                           \
+        if (mpi_rc_ != MPI_SUCCESS) {                                                   \
+            rc = so_mpi_err(mpi_rc_, #call);                                            \
+            goto out;                                                                   \
+        }                                                                               \
+    } while (0)
+
+/* Reads a positive-or-zero number of seconds from env var `name`, else `def`. */
+static double env_seconds(const char *name, double def)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return def;
+    char *end;
+    double v = strtod(s, &end);
+    if (*end || v < 0) {
+        so_log(SO_LOG_WARN, "ignoring %s=%s (want seconds >= 0)", name, s);
+        return def;
+    }
+    return v;
+}
+
+/* Starts MPI if needed and checks the thread level. */
+static int start_mpi(int *argc, char ***argv, int *owns)
+{
+    int rc = 0, inited = 0, provided = MPI_THREAD_SINGLE;
+    MPI_TRY(MPI_Initialized(&inited));
+    if (!inited) {
+        MPI_TRY(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+        *owns = 1;
+    } else {
+        MPI_TRY(MPI_Query_thread(&provided));
+    }
+    MPI_TRY(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    if (provided < MPI_THREAD_SERIALIZED)
+        rc = so_err(SO_EUNSUP, "the MPI library provides thread level %d, scaleout needs "
+                               "MPI_THREAD_SERIALIZED (%d) for its communication thread",
+                    provided, MPI_THREAD_SERIALIZED);
+out:
+    return rc;
+}
+
+/* Reads the allreduce override from SCALEOUT_ALLREDUCE. */
+static void read_env(so_comm *c)
+{
+    c->stall_warning_s = env_seconds("SCALEOUT_STALL_WARNING", DEFAULT_STALL_WARNING_S);
+    c->timeout_s = env_seconds("SCALEOUT_COMM_TIMEOUT", DEFAULT_TIMEOUT_S);
+    const char *algo = getenv("SCALEOUT_ALLREDUCE");
+    if (algo && *algo && so_allreduce_algo_parse(algo, &c->algo))
+        so_log(SO_LOG_WARN, "ignoring SCALEOUT_ALLREDUCE=%s: %s", algo, so_errmsg());
+}
+
+/* Frees a communicator we created, if any. */
+static int free_comm(MPI_Comm *m)
+{
+    if (*m == MPI_COMM_NULL)
+        return 0;
+    int rc = MPI_Comm_free(m);
+    *m = MPI_COMM_NULL;
+    return rc == MPI_SUCCESS ? 0 : so_mpi_err(rc, "MPI_Comm_free");
+}
+
+int so_comm_init(int *argc, char ***argv, so_comm **out)
+{
+    *out = NULL;
+    so_comm *c = calloc(1, sizeof *c);
+    if (!c)
+        return so_err(SO_ENOMEM, "so_comm_init: out of memory");
+    c->world = c->node = c->cross = MPI_COMM_NULL;
+    c->algo = SO_ALLREDUCE_MPI;
+    atomic_init(&c->async_busy, 0);
+    int rc = start_mpi(argc, argv, &c->owns_mpi);
+    if (rc)
+        goto out;
+    MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &c->world));
+    MPI_TRY(MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN));
+    MPI_TRY(MPI_Comm_rank(c->world, &c->rank));
+    MPI_TRY(MPI_Comm_size(c->world, &c->size));
+    so_log_set_rank(c->size > 1 ? c->rank : -1);
+    read_env(c);
+    rc = so_comm_set_ranks_per_node(c, 0);
+out:
+    if (rc) {
+        free_comm(&c->cross);
+        free_comm(&c->node);
+        free_comm(&c->world);
+        free(c); /* MPI stays up: the caller aborts through so_comm_abort(NULL, ...) */
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+int so_comm_finalize(so_comm *c)
+{
+    if (!c)
+        return 0;
+    int rc = free_comm(&c->cross);
+    int rc2 = free_comm(&c->node);
+    int rc3 = free_comm(&c->world);
+    if (!rc)
+        rc = rc2 ? rc2 : rc3;
+    if (c->owns_mpi) {
+        int mrc = MPI_Finalize();
+        if (mrc != MPI_SUCCESS && !rc)
+            rc = so_mpi_err(mrc, "MPI_Finalize");
+    }
+    free(c);
+    return rc;
+}
+
+_Noreturn void so_comm_abort(so_comm *c, int code, const char *msg)
+{
+    int inited = 0, finalized = 0, rank = c ? c->rank : -1;
+    if (!c && MPI_Initialized(&inited) == MPI_SUCCESS && inited)
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "[rank %d] fatal: %s\n", rank, msg ? msg : "(no message)");
+    fflush(stderr);
+    fflush(stdout);
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized)
+        MPI_Abort(c ? c->world : MPI_COMM_WORLD, code ? code : 1);
+    _exit(code ? code : 1); /* MPI_Abort does not return; this is for no-MPI and safety */
+}
+
+int so_comm_rank(const so_comm *c) { return c->rank; }
+int so_comm_size(const so_comm *c) { return c->size; }
+
+void so_comm_set_timeouts(so_comm *c, double stall_warning_s, double timeout_s)
+{
+    c->stall_warning_s = stall_warning_s;
+    c->timeout_s = timeout_s;
+}
+
+int so_comm_check_idle(const so_comm *c)
+{
+    if (atomic_load_explicit(&c->async_busy, memory_order_acquire) > 0)
+        return so_err(SO_EINVAL, "collective called while an async engine has outstanding "
+                                 "requests: call so_async_wait_all first");
+    return 0;
+}
+
+/* Two ints broadcast from the node leader: node id and node count. */
+static int share_node_ids(so_comm *c)
+{
+    int rc = 0, ids[2] = {0, 0};
+    if (c->topo.node_rank == 0) {
+        MPI_TRY(MPI_Comm_rank(c->cross, &ids[0]));
+        MPI_TRY(MPI_Comm_size(c->cross, &ids[1]));
+    }
+    MPI_TRY(MPI_Bcast(ids, 2, MPI_INT, 0, c->node));
+    c->topo.node_id = ids[0];
+    c->topo.num_nodes = ids[1];
+out:
+    return rc;
+}
+
+int so_comm_set_ranks_per_node(so_comm *c, int ranks_per_node)
+{
+    if (ranks_per_node < 0)
+        return so_err(SO_EINVAL, "ranks per node must be >= 0, got %d", ranks_per_node);
+    int rc = so_comm_check_idle(c);
+    if (rc)
+        return rc;
+    if ((rc = free_comm(&c->cross)) || (rc = free_comm(&c->node)))
+        return rc;
+    if (ranks_per_node > 0)
+        MPI_TRY(MPI_Comm_split(c->world, c->rank / ranks_per_node, c->rank, &c->node));
+    else
+        MPI_TRY(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL,
+                                    &c->node));
+    MPI_TRY(MPI_Comm_rank(c->node, &c->topo.node_rank));
+    MPI_TRY(MPI_Comm_size(c->node, &c->topo.node_size));
+    /* Ranks keyed by world rank, so leaders (and each cross comm) are ordered by node. */
+    MPI_TRY(MPI_Comm_split(c->world, c->topo.node_rank, c->rank, &c->cross));
+    c->topo.ranks_per_node = ranks_per_node;
+    rc = share_node_ids(c);
+out:
+    return rc;
+}
+
+void so_comm_node_info(const so_comm *c, so_comm_node *out) { *out = c->topo; }
+
+/* ---- blocking helpers: non-blocking MPI + the watched wait ------------------- */
+
+int so_comm_bcast_bytes(so_comm *c, void *buf, size_t nbytes, int root)
+{
+    if (root < 0 || root >= c->size)
+        return so_err(SO_EINVAL, "bcast root %d out of range (size %d)", root, c->size);
+    int rc = so_comm_check_idle(c);
+    so_waiter w;
+    so_waiter_init(&w, c, "bcast");
+    for (size_t off = 0; !rc && off < nbytes; off += SO_MPI_CHUNK) {
+        size_t n = nbytes - off < SO_MPI_CHUNK ? nbytes - off : SO_MPI_CHUNK;
+        MPI_Request req;
+        MPI_TRY(MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, root, c->world, &req));
+        rc = so_waiter_wait(&w, 1, &req);
+    }
+out:
+    return rc;
+}
+
+int so_comm_bcast(so_comm *c, float *buf, size_t count, int root)
+{
+    if (count > SIZE_MAX / sizeof *buf)
+        return so_err(SO_EINVAL, "bcast count %zu too large", count);
+    return so_comm_bcast_bytes(c, buf, count * sizeof *buf, root);
+}
+
+/* In-place allreduce of n elements of `type`, watched. n fits an int (counters). */
+static int small_allreduce(so_comm *c, void *vals, size_t n, MPI_Datatype type, MPI_Op op,
+                           const char *what)
+{
+    if (n > INT_MAX)
+        return so_err(SO_EINVAL, "%s: %zu values is too many for a counter reduction", what, n);
+    int rc = so_comm_check_idle(c);
+    if (rc || n == 0)
+        return rc;
+    so_waiter w;
+    so_waiter_init(&w, c, what);
+    MPI_Request req;
+    MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, vals, (int)n, type, op, c->world, &req));
+    rc = so_waiter_wait(&w, 1, &req);
+out:
+    return rc;
+}
+
+/* The MPI_Op of a reduction (AVG reduces with a sum). */
+static MPI_Op mpi_op(so_reduce_op op)
+{
+    return op == SO_REDUCE_MAX ? MPI_MAX : op == SO_REDUCE_MIN ? MPI_MIN : MPI_SUM;
+}
+
+int so_comm_allreduce_i64(so_comm *c, int64_t *vals, size_t n, so_reduce_op op)
+{
+    if (op != SO_REDUCE_SUM && op != SO_REDUCE_MAX && op != SO_REDUCE_MIN)
+        return so_err(SO_EINVAL, "allreduce_i64 supports sum, max and min (op %d)", (int)op);
+    return small_allreduce(c, vals, n, MPI_INT64_T, mpi_op(op), "allreduce_i64");
+}
+
+int so_comm_allreduce_double(so_comm *c, double *vals, size_t n, so_reduce_op op)
+{
+    if ((unsigned)op > SO_REDUCE_MIN)
+        return so_err(SO_EINVAL, "allreduce_double: invalid op %d", (int)op);
+    int rc = small_allreduce(c, vals, n, MPI_DOUBLE, mpi_op(op), "allreduce_double");
+    if (!rc && op == SO_REDUCE_AVG)
+        for (size_t i = 0; i < n; i++)
+            vals[i] /= c->size;
+    return rc;
+}
+
+int so_comm_barrier(so_comm *c)
+{
+    int rc = so_comm_check_idle(c);
+    if (rc)
+        return rc;
+    so_waiter w;
+    so_waiter_init(&w, c, "barrier");
+    MPI_Request req;
+    MPI_TRY(MPI_Ibarrier(c->world, &req));
+    rc = so_waiter_wait(&w, 1, &req);
+out:
+    return rc;
+}

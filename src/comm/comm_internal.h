@@ -1,0 +1,68 @@
+/* Private to libscaleout_comm: the so_comm struct, the watched wait every
+ * collective blocks in, and the one signature all allreduce algorithms share
+ * (one file per algorithm, like MPICH's coll/allreduce/allreduce_intra_*.c). */
+#ifndef SCALEOUT_COMM_INTERNAL_H
+#define SCALEOUT_COMM_INTERNAL_H
+
+#include "scaleout/comm.h"
+
+#include <mpi.h>
+#include <stdatomic.h>
+
+struct so_comm {
+    MPI_Comm world;  /* dup of MPI_COMM_WORLD: our traffic never matches the caller's */
+    MPI_Comm node;   /* ranks of this node */
+    MPI_Comm cross;  /* ranks with the same node_rank on every node; leaders comm on node_rank 0 */
+    int rank, size;
+    so_comm_node topo;
+    int owns_mpi;    /* so_comm_init called MPI_Init_thread, so finalize calls MPI_Finalize */
+    double stall_warning_s, timeout_s;
+    so_allreduce_algo algo;
+    atomic_int async_busy; /* requests outstanding in async engines (they own MPI meanwhile) */
+};
+
+/* A watched wait. Collectives post non-blocking operations and wait here, so
+ * every wait honours the stall warning and timeout. Fields are set by the caller;
+ * `what` names the operation in messages. on_stall (optional) runs on every poll
+ * once the stall warning has passed (first = 1 on the first call): the async
+ * engine uses it to exchange stall reports. */
+typedef struct so_waiter {
+    double stall_warning_s, timeout_s; /* <= 0: never */
+    const char *what;
+    void (*on_stall)(struct so_waiter *w, double elapsed_s, int first);
+    void *ctx;
+    int timed_out; /* set when so_waiter_wait returned because of the timeout */
+} so_waiter;
+
+/* Waits for n requests. 0 when all completed; SO_ECOMM on an MPI error or when
+ * the timeout passed (w->timed_out = 1, requests still active). w == NULL:
+ * plain MPI_Waitall, no watchdog. Polls MPI_Testall with backoff (see wait.c). */
+int so_waiter_wait(so_waiter *w, int n, MPI_Request *reqs);
+
+/* Fills a waiter with c's timeouts and no hook. */
+void so_waiter_init(so_waiter *w, const so_comm *c, const char *what);
+
+/* so_err(SO_ECOMM, "<call>: <MPI error string>"). */
+int so_mpi_err(int mpi_rc, const char *call);
+
+/* SO_EINVAL if an async engine currently owns MPI (main-thread calls must wait). */
+int so_comm_check_idle(const so_comm *c);
+
+/* MPI counts are int: operations on size_t counts go in chunks of this many. */
+#define SO_MPI_CHUNK ((size_t)1 << 30)
+
+/* ---- allreduce algorithms -------------------------------------------------------
+ * Shared contract: recv = op over the ranks of `comm` of send, count > 0 floats,
+ * send == recv means in place, op is SUM, MAX or MIN (the dispatcher turns AVG
+ * into SUM and scales). Every blocking wait goes through so_waiter_wait(w, ...).
+ * Returns 0 or SO_ECOMM with a message. */
+typedef int so_allreduce_fn(const float *send, float *recv, size_t count, so_reduce_op op,
+                            MPI_Comm comm, so_waiter *w);
+
+so_allreduce_fn so_allreduce_mpi;
+
+/* Validates and dispatches to the algorithm, applies AVG scaling; count 0 is a no-op. */
+int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, size_t count,
+                     so_reduce_op op, MPI_Comm comm, so_waiter *w);
+
+#endif

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Fuzz smoke test for the data parsers: configures a clang build of the
+# libFuzzer targets under the ctest binary dir, seeds each with a valid tiny
+# input, runs it for FUZZ_SECONDS (20) and fails on any crash. Exits 77 (skip)
+# where clang or libFuzzer is not available.
+set -euo pipefail
+
+src=${SCALEOUT_SOURCE_DIR:?SCALEOUT_SOURCE_DIR is not set}
+work=${SCALEOUT_FUZZ_DIR:-$PWD/fuzz-run}
+secs=${FUZZ_SECONDS:-20}
+build=$work/build
+
+if ! command -v clang >/dev/null; then
+  echo "SKIP: clang not found"; exit 77
+fi
+if ! echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n){(void)d;(void)n;return 0;}' |
+     clang -x c -fsanitize=fuzzer - -o "${TMPDIR:-/tmp}/so_fuzz_probe.$$" 2>/dev/null; then
+  echo "SKIP: clang cannot link -fsanitize=fuzzer"; exit 77
+fi
+rm -f "${TMPDIR:-/tmp}/so_fuzz_probe.$$"
+
+mkdir -p "$work"
+CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
+  { cat "$work/configure.log"; exit 1; }
+cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar >"$work/build.log" 2>&1 ||
+  { cat "$work/build.log"; exit 1; }
+
+# Seed corpora: a valid 2-image 3x2 IDX image file, its label file, the same
+# gzipped, and one valid CIFAR record.
+rm -rf "$work/corpus"
+mkdir -p "$work/corpus/idx" "$work/corpus/cifar"
+printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x02abcdefghijkl' >"$work/corpus/idx/images"
+printf '\x00\x00\x08\x01\x00\x00\x00\x02\x07\x03' >"$work/corpus/idx/labels"
+gzip -c "$work/corpus/idx/images" >"$work/corpus/idx/images.gz"
+{ printf '\x06'; head -c 3072 /dev/zero | tr '\0' '\x80'; } >"$work/corpus/cifar/record"
+
+status=0
+for target in idx cifar; do
+  echo "== fuzz_$target for ${secs}s"
+  mkdir -p "$work/artifacts/$target"
+  if ! (cd "$work" && "$build/fuzz/fuzz_$target" -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 \
+          -artifact_prefix="$work/artifacts/$target/" "$work/corpus/$target" >"$work/fuzz_$target.log" 2>&1); then
+    echo "FAIL: fuzz_$target found a crash (artifacts in $work/artifacts/$target):"
+    tail -n 40 "$work/fuzz_$target.log"
+    status=1
+  else
+    grep -E '^(stat::number_of_executed_units|Done)' "$work/fuzz_$target.log" || tail -n 3 "$work/fuzz_$target.log"
+  fi
+done
+exit $status

@@ -1,0 +1,213 @@
+/* MPI tests of libscaleout_comm's blocking side: allreduce ops and sizes, bcast,
+ * counter reductions, node emulation and the configuration check.
+ * Run as `mpiexec -n NP test_comm NP`. Not cmocka: a failed cmocka assert
+ * leaves the test on one rank only and the others hang in the next collective,
+ * so every rank runs every check, records failures and goes on; rank 0 prints
+ * the totals over all ranks and every rank exits non-zero if anything failed. */
+#include "scaleout/comm.h"
+#include "scaleout/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_rank, g_size, g_pass, g_fail;
+
+/* Records one check; on failure prints rank, place and the formatted detail. */
+static void check(int ok, const char *file, int line, const char *fmt, ...)
+{
+    if (ok) {
+        g_pass++;
+        return;
+    }
+    g_fail++;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[rank %d] FAIL %s:%d: %s\n", g_rank, file, line, msg);
+}
+#define CHECK(cond, ...) check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+#define CHECK_RC(call)                                                                    \
+    do {                                                                                  \
+        int rc_ = (call);                                                                 \
+        CHECK(rc_ == 0, "%s returned %d: %s", #call, rc_, so_errmsg());                   \
+    } while (0)
+
+/* Rank r's input element i: small integers, so every sum is exact. */
+static float input(int r, size_t i, so_reduce_op op)
+{
+    if (op == SO_REDUCE_MAX || op == SO_REDUCE_MIN)
+        return (float)((int)((r * 7 + i * 3) % 11) - 5);
+    return (float)((r + 1) * (int)(i % 13 + 1));
+}
+
+/* The exact expected result of element i, computed the way the library does it. */
+static float expected(size_t i, so_reduce_op op)
+{
+    float acc = input(0, i, op);
+    for (int r = 1; r < g_size; r++) {
+        float v = input(r, i, op);
+        if (op == SO_REDUCE_MAX)
+            acc = v > acc ? v : acc;
+        else if (op == SO_REDUCE_MIN)
+            acc = v < acc ? v : acc;
+        else
+            acc += v;
+    }
+    return op == SO_REDUCE_AVG ? acc * (1.0f / (float)g_size) : acc;
+}
+
+static void test_allreduce(so_comm *c)
+{
+    static const size_t counts[] = {0, 1, 7, 65537};
+    static const char *names[] = {"sum", "avg", "max", "min"};
+    float *send = malloc(65537 * sizeof *send), *recv = malloc(65537 * sizeof *recv);
+    for (int k = 0; k < 4; k++)
+        for (int op = SO_REDUCE_SUM; op <= SO_REDUCE_MIN; op++)
+            for (int inplace = 0; inplace < 2; inplace++) {
+                size_t n = counts[k], bad = 0;
+                for (size_t i = 0; i < n; i++)
+                    send[i] = recv[i] = input(g_rank, i, (so_reduce_op)op);
+                int rc = so_comm_allreduce(c, inplace ? recv : send, recv, n, (so_reduce_op)op);
+                CHECK_RC(rc);
+                for (size_t i = 0; i < n; i++)
+                    bad += recv[i] != expected(i, (so_reduce_op)op);
+                CHECK(bad == 0, "allreduce %s count %zu %s: %zu wrong elements", names[op], n,
+                      inplace ? "in-place" : "out-of-place", bad);
+            }
+    free(send);
+    free(recv);
+}
+
+static void test_bcast(so_comm *c)
+{
+    int root = g_size - 1;
+    float buf[1000];
+    for (int i = 0; i < 1000; i++)
+        buf[i] = (float)(g_rank * 1000 + i);
+    CHECK_RC(so_comm_bcast(c, buf, 1000, root));
+    int bad = 0;
+    for (int i = 0; i < 1000; i++)
+        bad += buf[i] != (float)(root * 1000 + i);
+    CHECK(bad == 0, "bcast float from %d: %d wrong", root, bad);
+    char text[32];
+    snprintf(text, sizeof text, "hello from %d", g_rank);
+    CHECK_RC(so_comm_bcast_bytes(c, text, sizeof text, 0));
+    CHECK(strcmp(text, "hello from 0") == 0, "bcast bytes got '%s'", text);
+    CHECK(so_comm_bcast(c, buf, 1, g_size) == SO_EINVAL, "bcast with root out of range accepted");
+}
+
+static void test_counters(so_comm *c)
+{
+    int64_t v[3] = {g_rank + 1, ((int64_t)1 << 40) + g_rank, g_rank};
+    CHECK_RC(so_comm_allreduce_i64(c, v, 3, SO_REDUCE_SUM));
+    int64_t s = g_size;
+    CHECK(v[0] == s * (s + 1) / 2 && v[1] == s * ((int64_t)1 << 40) + s * (s - 1) / 2,
+          "i64 sum %lld %lld", (long long)v[0], (long long)v[1]);
+    int64_t m[2] = {g_rank, g_rank};
+    CHECK_RC(so_comm_allreduce_i64(c, m, 1, SO_REDUCE_MAX));
+    CHECK_RC(so_comm_allreduce_i64(c, m + 1, 1, SO_REDUCE_MIN));
+    CHECK(m[0] == g_size - 1 && m[1] == 0, "i64 max/min %lld %lld", (long long)m[0], (long long)m[1]);
+    CHECK(so_comm_allreduce_i64(c, m, 1, SO_REDUCE_AVG) == SO_EINVAL, "i64 avg accepted");
+    double d[2] = {g_rank, 0.5 * g_rank};
+    CHECK_RC(so_comm_allreduce_double(c, d, 2, SO_REDUCE_AVG));
+    CHECK(d[0] == (g_size - 1) / 2.0 && d[1] == (g_size - 1) / 4.0, "double avg %g %g", d[0], d[1]);
+    CHECK_RC(so_comm_barrier(c));
+}
+
+/* Checks the topology after so_comm_set_ranks_per_node(k). */
+static void check_nodes(so_comm *c, int k)
+{
+    CHECK_RC(so_comm_set_ranks_per_node(c, k));
+    so_comm_node t;
+    so_comm_node_info(c, &t);
+    int per = k ? k : g_size; /* one real machine in these tests */
+    int node = g_rank / per, nodes = (g_size + per - 1) / per;
+    int node_size = g_size - node * per < per ? g_size - node * per : per;
+    CHECK(t.node_id == node && t.num_nodes == nodes && t.node_rank == g_rank % per &&
+              t.node_size == node_size && t.ranks_per_node == k,
+          "K=%d: node %d/%d rank %d size %d, want %d/%d %d %d", k, t.node_id, t.num_nodes,
+          t.node_rank, t.node_size, node, nodes, g_rank % per, node_size);
+}
+
+static void test_nodes(so_comm *c)
+{
+    check_nodes(c, 2);
+    check_nodes(c, 1);
+    check_nodes(c, 3);
+    check_nodes(c, 0);
+    CHECK(so_comm_set_ranks_per_node(c, -1) == SO_EINVAL, "negative ranks per node accepted");
+}
+
+/* Runs the config check with `text` and expects rc, and every phrase in the message. */
+static void expect_config(so_comm *c, const char *text, int want_rc, const char *const *phrases)
+{
+    char err[512];
+    int rc = so_comm_check_config(c, text, err, sizeof err);
+    CHECK(rc == want_rc, "config check returned %d (want %d): %s", rc, want_rc, err);
+    for (; phrases && *phrases; phrases++)
+        CHECK(strstr(err, *phrases) != NULL, "config message '%s' lacks '%s'", err, *phrases);
+}
+
+static void test_config(so_comm *c)
+{
+    const char *base = "model=lenet5\nbatch=64\noptimizer=sgd\nseed=1\n";
+    char err[8] = "junk";
+    CHECK_RC(so_comm_check_config(c, base, err, sizeof err));
+    CHECK(err[0] == '\0', "errbuf not cleared on success");
+    if (g_size < 2)
+        return;
+    char last[32];
+    snprintf(last, sizeof last, "rank %d", g_size - 1);
+    const char *batch_msg[] = {"batch=64 on rank 0", "batch=32", last, NULL};
+    expect_config(c, g_rank == g_size - 1 ? "model=lenet5\nbatch=32\noptimizer=sgd\nseed=1\n" : base,
+                  SO_EINVAL, batch_msg);
+    /* Several ranks differ: the lowest one is named; a missing key is named too. */
+    const char *seed_msg[] = {"seed=1 on rank 0", "no 'seed'", "rank 1", NULL};
+    expect_config(c, g_rank >= 1 ? "model=lenet5\nbatch=64\noptimizer=sgd\n" : base, SO_EINVAL,
+                  seed_msg);
+    const char *extra_msg[] = {"no 'lr' on rank 0", "lr=0.1", NULL};
+    expect_config(c, g_rank == 1 ? "model=lenet5\nbatch=64\noptimizer=sgd\nseed=1\nlr=0.1\n" : base,
+                  SO_EINVAL, extra_msg);
+    CHECK_RC(so_comm_check_config(c, base, err, sizeof err)); /* still in step afterwards */
+}
+
+static void test_algo_names(void)
+{
+    so_allreduce_algo a = SO_ALLREDUCE_COUNT;
+    CHECK(so_allreduce_algo_parse("mpi", &a) == 0 && a == SO_ALLREDUCE_MPI, "parse mpi");
+    CHECK(so_allreduce_algo_parse("ring-nope", &a) == SO_EINVAL, "unknown algorithm accepted");
+    CHECK(strcmp(so_allreduce_algo_name(SO_ALLREDUCE_MPI), "mpi") == 0, "name of mpi");
+    CHECK(so_allreduce_algo_name(SO_ALLREDUCE_COUNT) == NULL, "name of an invalid algorithm");
+}
+
+int main(int argc, char **argv)
+{
+    so_comm *c;
+    int rc = so_comm_init(&argc, &argv, &c);
+    if (rc)
+        so_comm_abort(NULL, 1, so_errmsg());
+    g_rank = so_comm_rank(c);
+    g_size = so_comm_size(c);
+    /* A launcher of the other MPI starts NP singletons of size 1: catch it. */
+    int want = argc > 1 ? atoi(argv[1]) : g_size;
+    CHECK(g_size == want, "MPI size %d, expected %d (mpiexec of another MPI?)", g_size, want);
+    so_comm_set_timeouts(c, 10, 60);
+    test_algo_names();
+    test_allreduce(c);
+    test_bcast(c);
+    test_counters(c);
+    test_nodes(c);
+    test_config(c);
+    int64_t t[2] = {g_pass, g_fail};
+    if (so_comm_allreduce_i64(c, t, 2, SO_REDUCE_SUM))
+        so_comm_abort(c, 1, so_errmsg());
+    if (g_rank == 0)
+        printf("test_comm np=%d: %lld passed, %lld failed (checks over all ranks)\n", g_size,
+               (long long)t[0], (long long)t[1]);
+    so_comm_finalize(c);
+    return t[1] ? 1 : 0;
+}

@@ -1,0 +1,206 @@
+/* MPI tests of the async engine. `test_comm_async NP` checks that buckets
+ * submitted from a loop give the same bits as blocking allreduces, plus the
+ * stats. `test_comm_async NP watchdog` and `... kill` are failure drills driven
+ * by tests/comm_expect_fail.sh: rank 1 skips a bucket / dies, and the job must
+ * end non-zero with a message naming the stuck collective or the lost rank. */
+#include "scaleout/comm.h"
+#include "scaleout/comm_async.h"
+#include "scaleout/err.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NBUCKETS 50
+
+static int g_rank, g_size, g_pass, g_fail;
+
+/* Records one check; see test_comm.c for why this is not cmocka. */
+static void check(int ok, const char *file, int line, const char *fmt, ...)
+{
+    if (ok) {
+        g_pass++;
+        return;
+    }
+    g_fail++;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "[rank %d] FAIL %s:%d: %s\n", g_rank, file, line, msg);
+}
+#define CHECK(cond, ...) check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+#define CHECK_RC(call)                                                                    \
+    do {                                                                                  \
+        int rc_ = (call);                                                                 \
+        CHECK(rc_ == 0, "%s returned %d: %s", #call, rc_, so_errmsg());                   \
+    } while (0)
+
+/* Bucket i's size: varied, with an empty one and one over 64 Ki. */
+static size_t bucket_count(int i)
+{
+    return i == 20 ? 0 : i == 10 ? 65537 : (size_t)((i * 7919) % 5000 + 1);
+}
+
+/* Fills bucket i with rank-dependent small integers (exact sums). */
+static void fill(float *b, size_t n, int i, int round)
+{
+    for (size_t k = 0; k < n; k++)
+        b[k] = (float)((g_rank + 1) * (int)((k + (size_t)i + (size_t)round) % 17) - 8);
+}
+
+/* One round: reference by blocking allreduce, then the same buckets through the engine. */
+static void run_round(so_comm *c, so_async *a, float **buf, float **ref, int round)
+{
+    for (int i = 0; i < NBUCKETS; i++) {
+        fill(buf[i], bucket_count(i), i, round);
+        fill(ref[i], bucket_count(i), i, round);
+        CHECK_RC(so_comm_allreduce(c, ref[i], ref[i], bucket_count(i), (so_reduce_op)(i % 4)));
+    }
+    for (int i = 0; i < NBUCKETS; i++)
+        CHECK_RC(so_async_submit(a, buf[i], bucket_count(i), (so_reduce_op)(i % 4), i));
+    double waited = -1;
+    CHECK_RC(so_async_wait_all(a, 60, &waited));
+    CHECK(waited >= 0, "waited %g", waited);
+    int bad = 0;
+    for (int i = 0; i < NBUCKETS; i++)
+        bad += memcmp(buf[i], ref[i], bucket_count(i) * sizeof(float)) != 0;
+    CHECK(bad == 0, "round %d: %d of %d buckets differ from blocking allreduce", round, bad, NBUCKETS);
+}
+
+/* The round's stats: submission order, consecutive seq, sane times and sizes. */
+static void check_stats(so_async *a, int round)
+{
+    const so_async_stat *s;
+    size_t n;
+    so_async_stats(a, &s, &n);
+    CHECK(n == NBUCKETS, "stats has %zu entries", n);
+    int bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        bad += s[i].tag != (int)i || s[i].seq != (uint64_t)(round * NBUCKETS) + i;
+        bad += s[i].count != bucket_count((int)i) || s[i].bytes != s[i].count * sizeof(float);
+        bad += !(s[i].t_queued <= s[i].t_started && s[i].t_started <= s[i].t_finished);
+        bad += i > 0 && s[i].t_started < s[i - 1].t_finished; /* one at a time, in order */
+    }
+    CHECK(bad == 0, "round %d: %d bad stat fields", round, bad);
+}
+
+static void test_engine(so_comm *c)
+{
+    float *buf[NBUCKETS], *ref[NBUCKETS];
+    for (int i = 0; i < NBUCKETS; i++) {
+        buf[i] = malloc((bucket_count(i) + 1) * sizeof(float));
+        ref[i] = malloc((bucket_count(i) + 1) * sizeof(float));
+    }
+    so_async *a;
+    CHECK_RC(so_async_create(c, SO_ALLREDUCE_MPI, &a));
+    for (int round = 0; round < 3; round++) {
+        run_round(c, a, buf, ref, round);
+        check_stats(a, round);
+    }
+    so_async_totals t;
+    so_async_get_totals(a, &t);
+    CHECK(t.requests == 3 * NBUCKETS, "totals: %llu requests", (unsigned long long)t.requests);
+    double w = -1;
+    CHECK_RC(so_async_wait_all(a, 1, &w)); /* nothing outstanding: returns at once */
+    CHECK(so_async_submit(a, buf[0], 1, (so_reduce_op)9, 0) == SO_EINVAL, "bad op accepted");
+    so_async_destroy(a);
+    so_async_destroy(NULL);
+    for (int i = 0; i < NBUCKETS; i++) {
+        free(buf[i]);
+        free(ref[i]);
+    }
+}
+
+/* While the engine owns MPI, a main-thread collective must be refused, not
+ * race it. Rank 0 submits 0.3 s late, so the others' request is surely
+ * outstanding when they try; only they test (a local check, no MPI call). */
+static void test_busy_guard(so_comm *c)
+{
+    if (g_size < 2)
+        return;
+    so_async *a;
+    if (so_async_create(c, SO_ALLREDUCE_MPI, &a))
+        so_comm_abort(c, 1, so_errmsg());
+    float x[4] = {1, 1, 1, 1};
+    if (g_rank == 0)
+        nanosleep(&(struct timespec){0, 300000000L}, NULL);
+    CHECK_RC(so_async_submit(a, x, 4, SO_REDUCE_SUM, 0));
+    if (g_rank != 0)
+        CHECK(so_comm_barrier(c) == SO_EINVAL, "main-thread barrier accepted while the engine is busy");
+    CHECK_RC(so_async_wait_all(a, 30, NULL));
+    CHECK(x[0] == (float)g_size && x[3] == (float)g_size, "busy-guard allreduce gave %g", x[0]);
+    CHECK_RC(so_comm_barrier(c)); /* allowed again once wait_all returned */
+    so_async_destroy(a);
+}
+
+/* Submits `nb` buckets of 1000 floats (skipping `skip`), then waits. */
+static void drill_round(so_async *a, float *bufs, int nb, int skip)
+{
+    for (int i = 0; i < nb; i++)
+        if (i != skip && so_async_submit(a, bufs + (size_t)i * 1000, 1000, SO_REDUCE_SUM, i))
+            fprintf(stderr, "[rank %d] submit failed: %s\n", g_rank, so_errmsg());
+    if (so_async_wait_all(a, 0, NULL))
+        fprintf(stderr, "[rank %d] wait_all failed: %s\n", g_rank, so_errmsg());
+}
+
+/* Failure drills. watchdog: rank 1 skips the last bucket of round 2 and hangs,
+ * the others' engines must abort after the 3 s timeout. kill: rank 1 dies by
+ * SIGKILL at round 2. Returns only if the job was NOT ended (a test failure). */
+static int drill(so_comm *c, int kill_mode)
+{
+    so_comm_set_timeouts(c, 1.0, kill_mode ? 5.0 : 3.0);
+    float *bufs = calloc(8 * 1000, sizeof *bufs);
+    so_async *a;
+    if (so_async_create(c, SO_ALLREDUCE_MPI, &a))
+        so_comm_abort(c, 1, so_errmsg());
+    for (int round = 0; round < 4; round++) {
+        int victim = g_rank == 1 && round == 2;
+        if (victim && kill_mode) {
+            fprintf(stderr, "[rank 1] drill: raising SIGKILL\n");
+            raise(SIGKILL);
+        }
+        drill_round(a, bufs, 8, victim ? 7 : -1);
+        if (victim) {
+            fprintf(stderr, "[rank 1] drill: skipped bucket 7, now hanging\n");
+            sleep(120);
+        }
+    }
+    fprintf(stderr, "[rank %d] drill: the job survived rank 1's failure\n", g_rank);
+    so_async_destroy(a);
+    free(bufs);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    so_comm *c;
+    if (so_comm_init(&argc, &argv, &c))
+        so_comm_abort(NULL, 1, so_errmsg());
+    g_rank = so_comm_rank(c);
+    g_size = so_comm_size(c);
+    int want = argc > 1 ? atoi(argv[1]) : g_size;
+    const char *mode = argc > 2 ? argv[2] : "";
+    CHECK(g_size == want, "MPI size %d, expected %d (mpiexec of another MPI?)", g_size, want);
+    if (strcmp(mode, "watchdog") == 0 || strcmp(mode, "kill") == 0) {
+        int rc = g_size >= 2 ? drill(c, mode[0] == 'k') : 1;
+        so_comm_finalize(c);
+        return rc;
+    }
+    so_comm_set_timeouts(c, 10, 60);
+    test_engine(c);
+    test_busy_guard(c);
+    int64_t t[2] = {g_pass, g_fail};
+    if (so_comm_allreduce_i64(c, t, 2, SO_REDUCE_SUM))
+        so_comm_abort(c, 1, so_errmsg());
+    if (g_rank == 0)
+        printf("test_comm_async np=%d: %lld passed, %lld failed (checks over all ranks)\n", g_size,
+               (long long)t[0], (long long)t[1]);
+    so_comm_finalize(c);
+    return t[1] ? 1 : 0;
+}
