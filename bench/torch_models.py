@@ -5,6 +5,7 @@ one to one. Used by tests/test_torch_models.sh and the PyTorch benchmark.
 
     /usr/bin/python3 bench/torch_models.py            # "name count" for every zoo model
     /usr/bin/python3 bench/torch_models.py --keys resnet50   # state_dict keys and shapes
+    /usr/bin/python3 bench/torch_models.py --keys all        # "model key shape", every model
 """
 import sys
 
@@ -168,9 +169,13 @@ def param_count(m):
 
 def main(argv):
     if len(argv) >= 2 and argv[0] == "--keys":
-        for key, t in build(argv[1]).state_dict().items():
-            if not key.endswith("num_batches_tracked"):
-                print(key, ",".join(str(d) for d in t.shape))
+        # "--keys all": "model key shape" for every model (tests/data/zoo_keys.txt)
+        names = list(DEFAULTS) if argv[1] == "all" else [argv[1]]
+        for name in names:
+            for key, t in build(name).state_dict().items():
+                if not key.endswith("num_batches_tracked"):
+                    shape = ",".join(str(d) for d in t.shape)
+                    print(*(([name] if argv[1] == "all" else []) + [key, shape]))
         return 0
     # default and --check: one "name count" line per model (tests/data/zoo_params.txt)
     for name in DEFAULTS:

@@ -19,8 +19,8 @@ typedef struct {
     so_optim_kind kind;
     float momentum;      /* momentum / nesterov (default 0.9) */
     float weight_decay;  /* 0 = off */
-    float beta1, beta2;  /* Adam(W): 0.9, 0.999 */
-    float alpha;         /* RMSProp smoothing: 0.99 */
+    double beta1, beta2; /* Adam(W): 0.9, 0.999. Double like torch's Python floats: */
+    double alpha;        /* RMSProp: 0.99.  1 - beta is formed before rounding to float */
     float eps;           /* 0 = the kind's PyTorch default */
 } so_optim_config;
 
@@ -36,7 +36,8 @@ const char *so_optim_name(so_optim_kind kind);
 
 /* Optimizer for n parameters; state buffers zeroed, in one aligned allocation
  * owned by the optimizer. SO_EINVAL if a hyper-parameter is out of range
- * (momentum, betas, alpha in [0,1); weight_decay, eps >= 0), SO_ENOMEM. */
+ * (momentum, betas, alpha in [0,1), nesterov momentum > 0; weight_decay,
+ * eps >= 0), SO_ENOMEM. */
 int so_optim_create(const so_optim_config *c, size_t n, so_optim **out);
 void so_optim_destroy(so_optim *o); /* accepts NULL */
 /* One update of p[0..n) with gradient g at learning rate lr: a single

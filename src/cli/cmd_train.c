@@ -17,6 +17,8 @@
 
 typedef struct {
     const char *model, *dataset, *data_dir, *optimizer, *schedule, *backend, *json, *progress, *scale_lr;
+    const char *dump_params, *allreduce;
+    float stall_warning, comm_timeout;
     int batch, epochs, threads, eval_every, accumulate, no_overlap, prefetch, augment, no_pin, synthetic_n;
     long steps, seed;
     float lr, momentum, weight_decay, warmup_epochs, step_epochs, gamma, bucket_mb, first_bucket_mb;
@@ -37,7 +39,8 @@ static int parse(train_args *a, int argc, char **argv)
                       .optimizer = "momentum", .schedule = "constant", .backend = "onednn", .progress = "auto",
                       .scale_lr = "none", .batch = 64, .epochs = 1, .threads = 1, .eval_every = 1, .accumulate = 1,
                       .prefetch = 4, .synthetic_n = 0, .seed = 42, .lr = 0.01f, .momentum = 0.9f,
-                      .step_epochs = 30, .gamma = 0.1f, .bucket_mb = 25, .first_bucket_mb = 1};
+                      .step_epochs = 30, .gamma = 0.1f, .bucket_mb = 25, .first_bucket_mb = 1,
+                      .allreduce = "mpi", .stall_warning = 60, .comm_timeout = 300};
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "model from the zoo", 0, -1, NULL},
         {"dataset", OPT_CHOICE, &a->dataset, "NAME", "data set", 0, -1, datasets},
@@ -66,7 +69,11 @@ static int parse(train_args *a, int argc, char **argv)
         {"first-bucket-mb", OPT_FLOAT, &a->first_bucket_mb, "MB", "first (small) gradient bucket in MiB", 0.001, 4096, NULL},
         {"no-overlap", OPT_FLAG, &a->no_overlap, NULL, "allreduce after backward instead of during it", 0, -1, NULL},
         {"accumulate", OPT_INT, &a->accumulate, "K", "micro-batches per optimizer step", 1, 1 << 16, NULL},
+        {"allreduce", OPT_STR, &a->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
+        {"stall-warning", OPT_FLOAT, &a->stall_warning, "S", "report a collective stuck this long (0 = off)", 0, 1e9, NULL},
+        {"comm-timeout", OPT_FLOAT, &a->comm_timeout, "S", "abort the job when a collective is stuck this long (0 = off)", 0, 1e9, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write a machine-readable summary", 0, -1, NULL},
+        {"dump-params", OPT_STR, &a->dump_params, "FILE", "write the final parameters as raw float32 (rank 0)", 0, -1, NULL},
         {"progress", OPT_CHOICE, &a->progress, "MODE", "progress display", 0, -1, progress_modes},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     return cli_parse("train", SUMMARY, opts, argc, argv);
@@ -285,6 +292,15 @@ static int finish(const train_args *a, const job *j, const so_train_result *r, c
     return rc;
 }
 
+static int dump_params(const char *path, const so_model *m)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    size_t n = fwrite(m->params, sizeof(float), m->nparams, f);
+    return (fclose(f) != 0 || n != m->nparams) ? -1 : 0;
+}
+
 static int report(const train_args *a, const job *j, const so_train_result *r, int world, const double *ranks)
 {
     double flops = so_graph_flops(j->m->g) * 3.0; /* forward + backward ~ 3x forward */
@@ -302,6 +318,8 @@ static int report(const train_args *a, const job *j, const so_train_result *r, i
         printf("communication: %.3f s per rank, %.0f%% overlapped with backward (%d gradient buckets)\n",
                comm / world, comm > 0 ? 100 * hidden / comm : 0, r->nbuckets);
     }
+    if (a->dump_params && dump_params(a->dump_params, j->m))
+        return cli_error("train", CLI_USAGE, "--dump-params: cannot write '%s'", a->dump_params);
     if (!a->json)
         return CLI_OK;
     FILE *f = fopen(a->json, "w");
@@ -325,7 +343,8 @@ int cmd_train(int argc, char **argv)
     if (!so_zoo_find(a.model))
         return cli_error("train", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a.model);
     dist_handle *dh = NULL;
-    if ((rc = dist_open(&dh)))
+    dist_options dopt = {a.stall_warning, a.comm_timeout, a.allreduce};
+    if ((rc = dist_open(&dopt, &dh)))
         return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     const so_dist *d = dist_get(dh);
     int rank = d ? d->rank : 0, world = d ? d->world : 1;

@@ -58,14 +58,19 @@ static int max(void *ctx, double *v, int n)
 
 static int bcast(void *ctx, float *buf, size_t count) { return so_comm_bcast(((dist_handle *)ctx)->comm, buf, count, 0); }
 
-static int open_mpi(dist_handle *h)
+static int open_mpi(const dist_options *o, dist_handle *h)
 {
     int rc = so_comm_init(NULL, NULL, &h->comm);
     if (rc)
         return rc;
+    so_allreduce_algo algo = SO_ALLREDUCE_MPI;
+    if (o && o->allreduce && so_allreduce_algo_parse(o->allreduce, &algo))
+        so_comm_abort(h->comm, CLI_USAGE, so_errmsg());
+    if (o)
+        so_comm_set_timeouts(h->comm, o->stall_warning, o->comm_timeout);
     h->d = (so_dist){so_comm_rank(h->comm), so_comm_size(h->comm), h, grad_submit, grad_wait, sum, max, bcast};
     so_log_set_rank(h->d.rank);
-    rc = so_async_create(h->comm, SO_ALLREDUCE_MPI, &h->async);
+    rc = so_async_create(h->comm, algo, &h->async);
     if (rc)
         so_comm_abort(h->comm, CLI_FAIL, so_errmsg());
     h->active = 1;
@@ -73,13 +78,14 @@ static int open_mpi(dist_handle *h)
 }
 #endif
 
-int dist_open(dist_handle **out)
+int dist_open(const dist_options *o, dist_handle **out)
 {
     *out = &single;
 #ifdef SCALEOUT_HAVE_MPI
     if (launched_by_mpi())
-        return open_mpi(&single);
+        return open_mpi(o, &single);
 #endif
+    (void)o;
     return 0;
 }
 

@@ -7,8 +7,14 @@
 
 typedef struct dist_handle dist_handle;
 
+typedef struct {
+    double stall_warning;   /* seconds before a stuck collective is reported (<= 0: off) */
+    double comm_timeout;    /* seconds before a stuck collective aborts the job (<= 0: off) */
+    const char *allreduce;  /* algorithm name for gradient buckets ("mpi", ...) */
+} dist_options;
+
 /* Starts MPI when the process was launched by an MPI launcher. */
-int dist_open(dist_handle **out);
+int dist_open(const dist_options *o, dist_handle **out);
 /* The hooks for so_train, or NULL for a single process. */
 const so_dist *dist_get(dist_handle *h);
 /* Every rank passes its set-up status (0 or an exit code) and message; if any

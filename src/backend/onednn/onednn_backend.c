@@ -1,5 +1,193 @@
-/* Placeholder: the oneDNN backend is being written. */
-#include "scaleout/backend.h"
+/* The oneDNN backend: builds every primitive and buffer once for m->batch,
+ * keeps activations in the blocked layouts oneDNN picks (nChw16c...) from
+ * layer to layer, and converts to plain NCHW only at the edges (set_input,
+ * flatten, read_output). Op files hold the per-op primitives. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/onednn/onednn_internal.h"
 #include "scaleout/err.h"
-static int create(so_model *m, void **st) { (void)m; (void)st; return so_err(SO_EUNSUP, "onednn backend not built yet"); }
-const so_backend_ops so_backend_onednn = {.name = "onednn", .create = create};
+#include "scaleout/mem.h"
+
+static const od_op *op_table(so_op op)
+{
+    switch (op) {
+    case SO_OP_CONV: return &od_op_conv;
+    case SO_OP_DENSE: return &od_op_dense;
+    case SO_OP_MAXPOOL: return &od_op_maxpool;
+    case SO_OP_AVGPOOL: return &od_op_avgpool;
+    case SO_OP_GAP: return &od_op_gap;
+    case SO_OP_RELU:
+    case SO_OP_TANH:
+    case SO_OP_SIGMOID: return &od_op_eltwise;
+    case SO_OP_BATCHNORM: return &od_op_bn;
+    case SO_OP_DROPOUT: return &od_op_dropout;
+    case SO_OP_FLATTEN: return &od_op_flatten;
+    case SO_OP_ADD: return &od_op_add;
+    case SO_OP_CONCAT: return &od_op_concat;
+    case SO_OP_SOFTMAX_XENT: return &od_op_loss;
+    default: return NULL;
+    }
+}
+
+static void destroy(void *state)
+{
+    od_state *s = state;
+    if (!s)
+        return;
+    for (int i = 0; s->t && i < s->n; i++) {
+        od_tensor *t = &s->t[i];
+        if (t->op && t->priv)
+            t->op->destroy(t->priv);
+        od_prim_fini(&t->rd);
+        od_mem_free(&t->rd_user, NULL);
+        od_mem_free(&t->acc, NULL);
+        od_mem_free(&t->mem, &t->buf);
+        od_mem_free(&t->dmem, &t->dbuf);
+    }
+    free(s->t);
+    od_mem_free(&s->pad_mem, NULL);
+    so_free(s->pad);
+    so_free(s->scratch);
+    so_free(s->labels);
+    if (s->strm)
+        dnnl_stream_destroy(s->strm);
+    if (s->eng)
+        dnnl_engine_destroy(s->eng);
+    free(s);
+}
+
+/* The per-node read-back reorder and the accumulate staging view. */
+static int tensor_finish(od_state *s, int i)
+{
+    od_tensor *t = &s->t[i];
+    dnnl_memory_desc_t plain;
+    od_md_plain(s, i, &plain);
+    int rc = od_reorder_init(s, i, "output reorder", &t->md, &plain, 0, &t->rd);
+    if (!rc)
+        rc = od_mem_wrap(s, i, &plain, DNNL_MEMORY_NONE, &t->rd_user);
+    if (!rc)
+        rc = od_mem_wrap(s, i, &t->md, s->scratch, &t->acc);
+    return rc;
+}
+
+static int build(od_state *s)
+{
+    dnnl_memory_desc_t md;
+    od_md_plain(s, 0, &md);
+    int rc = od_tensor_alloc(s, 0, &md); /* the graph input stays plain NCHW */
+    for (int i = 1; !rc && i < s->n; i++) {
+        s->t[i].op = op_table(od_node(s, i)->op);
+        if (!s->t[i].op)
+            return so_err(SO_EUNSUP, "onednn: node %s has unsupported op %s", od_node(s, i)->name,
+                          so_op_name(od_node(s, i)->op));
+        rc = s->t[i].op->create(s, i);
+    }
+    if (!rc) {
+        s->scratch = so_alloc(s->scratch_bytes);
+        s->labels = so_alloc((size_t)s->m->batch * sizeof *s->labels);
+        if (!s->scratch || !s->labels)
+            return so_err(SO_ENOMEM, "out of memory for the onednn scratch buffers");
+    }
+    for (int i = 0; !rc && i < s->n; i++)
+        rc = tensor_finish(s, i);
+    if (!rc) {
+        dnnl_memory_desc_t pmd;
+        dnnl_dims_t d = {(int64_t)(s->pad_bytes ? s->pad_bytes : 1)};
+        OD_CHECK(s, -1, "scratchpad desc", dnnl_memory_desc_init_by_tag(&pmd, 1, d, dnnl_u8, dnnl_a));
+        s->pad = so_alloc(s->pad_bytes);
+        if (!s->pad)
+            return so_err(SO_ENOMEM, "out of memory for a %zu-byte oneDNN scratchpad", s->pad_bytes);
+        rc = od_mem_wrap(s, -1, &pmd, s->pad, &s->pad_mem);
+    }
+    return rc;
+}
+
+static int create(so_model *m, void **state)
+{
+    *state = NULL;
+    od_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return so_err(SO_ENOMEM, "out of memory for the onednn backend");
+    s->m = m;
+    s->g = m->g;
+    s->n = so_graph_size(m->g);
+    s->t = calloc((size_t)s->n, sizeof *s->t);
+    int rc = s->t ? 0 : so_err(SO_ENOMEM, "out of memory for the onednn backend");
+    dnnl_status_t st = dnnl_success;
+    if (!rc)
+        st = dnnl_engine_create(&s->eng, dnnl_cpu, 0);
+    if (!rc && st == dnnl_success)
+        st = dnnl_stream_create(&s->strm, s->eng, dnnl_stream_default_flags);
+    if (!rc && st != dnnl_success)
+        rc = od_fail(s, -1, "engine/stream creation", st);
+    if (!rc)
+        rc = build(s);
+    if (rc) {
+        destroy(s);
+        return rc;
+    }
+    *state = s;
+    return 0;
+}
+
+/* Copies n samples (zero-filling the rest) and checks the labels. */
+static int set_input(void *state, const float *x, const int32_t *y, int n)
+{
+    od_state *s = state;
+    size_t per = s->t[0].bytes / (size_t)s->m->batch;
+    int k = so_graph_classes(s->g);
+    for (int i = 0; y && i < n; i++)
+        if (y[i] < 0 || y[i] >= k)
+            return so_err(SO_EINVAL, "label %d of sample %d is not in [0, %d)", (int)y[i], i, k);
+    memcpy(s->t[0].buf, x, per * (size_t)n);
+    memset((char *)s->t[0].buf + per * (size_t)n, 0, per * (size_t)(s->m->batch - n));
+    memset(s->labels, 0, (size_t)s->m->batch * sizeof *s->labels);
+    if (y)
+        memcpy(s->labels, y, (size_t)n * sizeof *y);
+    s->has_labels = y != NULL;
+    s->nvalid = n;
+    return 0;
+}
+
+static int forward(void *state, int node, int training)
+{
+    od_state *s = state;
+    return s->t[node].op->forward(s, node, training);
+}
+
+static int backward(void *state, int node)
+{
+    od_state *s = state;
+    return s->t[node].op->backward(s, node);
+}
+
+static int read_output(void *state, int node, float *dst)
+{
+    od_state *s = state;
+    od_tensor *t = &s->t[node];
+    OD_CHECK(s, node, "output handle", dnnl_memory_set_data_handle(t->rd_user, dst));
+    int rc = od_reorder_exec(s, node, "output reorder", &t->rd, t->mem, t->rd_user);
+    if (!rc)
+        OD_CHECK(s, node, "stream wait", dnnl_stream_wait(s->strm));
+    return rc;
+}
+
+static void params_changed(void *state)
+{
+    od_state *s = state;
+    for (int i = 1; i < s->n; i++)
+        if (s->t[i].op && s->t[i].op->invalidate && s->t[i].priv)
+            s->t[i].op->invalidate(s->t[i].priv);
+}
+
+const so_backend_ops so_backend_onednn = {
+    .name = "onednn",
+    .create = create,
+    .destroy = destroy,
+    .set_input = set_input,
+    .forward = forward,
+    .backward = backward,
+    .read_output = read_output,
+    .params_changed = params_changed,
+};

@@ -102,6 +102,8 @@ int od_prim_init(od_state *s, int node, const char *what, const void *op_desc, i
 /* Reorder src_md -> dst_md; sum != 0 makes it dst += src. */
 int od_reorder_init(od_state *s, int node, const char *what, const dnnl_memory_desc_t *src_md,
                     const dnnl_memory_desc_t *dst_md, int sum, od_prim *out);
+/* Creates the primitive of an already created out->pd (made with od_attr). */
+int od_prim_finish(od_state *s, int node, const char *what, od_prim *out);
 /* Tracks the scratchpad needs of an already created pd. */
 int od_pad_note(od_state *s, int node, const_dnnl_primitive_desc_t pd);
 void od_prim_fini(od_prim *p);
@@ -142,6 +144,8 @@ void od_gradw_fini(od_gradw *g);
 /* Where node's backward writes the diff of input `slot`: the input's diff
  * buffer, or the scratch when it must be added (or is not needed at all). */
 dnnl_memory_t od_diff_target(od_state *s, int node, int slot);
+/* 1 when that target is the scratch (s->scratch) rather than the input's diff. */
+int od_diff_staged(od_state *s, int node, int slot);
 /* Adds the scratch into the input's diff when od_diff_target staged it. */
 void od_diff_finish(od_state *s, int node, int slot);
 

@@ -1,0 +1,210 @@
+/* Convolution (PyTorch Conv2d: OIHW weights, groups, symmetric padding,
+ * optional bias, optional fused ReLU as an eltwise post-op). oneDNN chooses
+ * the activation and weight layouts; the flat OIHW weights are reordered into
+ * the primitive's layout once per parameter change, and weight gradients are
+ * reordered back into the flat OIHW grads. */
+#include <stdlib.h>
+
+#include "backend/onednn/onednn_internal.h"
+#include "scaleout/err.h"
+
+typedef struct {
+    od_prim fwd, bwd_data, bwd_w, relu_bwd;
+    od_wcache w_fwd, w_bwd;      /* w_bwd unused when bwd_data reads w_fwd's layout */
+    int w_bwd_shared;
+    dnnl_memory_t bias;          /* into m->params */
+    od_gradw gw;
+    float *db;                   /* diff bias (out) */
+    dnnl_memory_t db_mem;
+} od_conv;
+
+typedef struct {
+    dnnl_memory_desc_t w_any, w_user, b, d_any;
+    dnnl_dims_t strides, pad;
+    size_t wcount;
+} conv_geom;
+
+static void conv_geometry(od_state *s, int node, conv_geom *cg)
+{
+    const so_node *nd = od_node(s, node);
+    const so_attrs *a = &nd->a;
+    so_shape is = od_node(s, nd->inputs[0])->out;
+    int64_t g = a->groups;
+    if (g > 1) {
+        dnnl_dims_t wd = {g, a->out / g, is.c / g, a->kh, a->kw};
+        dnnl_memory_desc_init_by_tag(&cg->w_any, 5, wd, dnnl_f32, dnnl_format_tag_any);
+        dnnl_memory_desc_init_by_tag(&cg->w_user, 5, wd, dnnl_f32, dnnl_goihw);
+    } else {
+        od_md_4d(&cg->w_any, a->out, is.c, a->kh, a->kw, dnnl_format_tag_any);
+        od_md_4d(&cg->w_user, a->out, is.c, a->kh, a->kw, dnnl_oihw);
+    }
+    od_md_1d(&cg->b, a->out);
+    /* Channel counts that are not a multiple of 16 (LeNet's 6) would be padded
+     * to 16 in the blocked layout, and oneDNN 2.6 has no jit convolution that
+     * reads such a padded blocked source: the next layer fell back to its
+     * reference kernel (2.5 s per step). Plain nchw keeps both on jit/gemm
+     * (nhwc does not: a nchw -> nhwc convolution is ref-only too). The same
+     * holds for the data gradient of a convolution reading such a source. */
+    int small = a->out % 16 || (is.c % 16 && so_graph_needs_diff(s->g, node, 0));
+    od_md_4d(&cg->d_any, s->m->batch, a->out, nd->out.h, nd->out.w, small ? dnnl_nchw : dnnl_format_tag_any);
+    cg->strides[0] = a->sh;
+    cg->strides[1] = a->sw;
+    cg->pad[0] = a->ph;
+    cg->pad[1] = a->pw;
+    cg->wcount = (size_t)a->out * (size_t)(is.c / g) * (size_t)(a->kh * a->kw);
+}
+
+static int create_fwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
+{
+    const so_node *nd = od_node(s, node);
+    od_tensor *in = od_in(s, node, 0);
+    dnnl_convolution_desc_t cd;
+    OD_CHECK(s, node, "convolution forward desc",
+             dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_direct,
+                                                &in->md, &cg->w_any, nd->a.bias ? &cg->b : NULL,
+                                                &cg->d_any, cg->strides, cg->pad, cg->pad));
+    int rc = od_prim_init(s, node, "convolution forward", &cd, nd->a.relu, NULL, &c->fwd);
+    dnnl_memory_desc_t dst = od_query_md(&c->fwd, dnnl_query_dst_md);
+    dnnl_memory_desc_t w = od_query_md(&c->fwd, dnnl_query_weights_md);
+    if (!rc)
+        rc = od_tensor_alloc(s, node, &dst);
+    if (!rc)
+        rc = od_wcache_init(s, node, &cg->w_user, s->m->params + nd->param_off, &w, &c->w_fwd);
+    if (!rc && nd->a.bias)
+        rc = od_mem_wrap(s, node, &cg->b, s->m->params + nd->param_off + cg->wcount, &c->bias);
+    return rc;
+}
+
+static int create_bwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
+{
+    const so_node *nd = od_node(s, node);
+    od_tensor *in = od_in(s, node, 0), *t = &s->t[node];
+    dnnl_convolution_desc_t cd;
+    OD_CHECK(s, node, "convolution backward weights desc",
+             dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, &in->md, &cg->w_any,
+                                                         nd->a.bias ? &cg->b : NULL, &t->md,
+                                                         cg->strides, cg->pad, cg->pad));
+    int rc = od_prim_init(s, node, "convolution backward weights", &cd, 0, c->fwd.pd, &c->bwd_w);
+    dnnl_memory_desc_t dw = od_query_md(&c->bwd_w, dnnl_query_diff_weights_md);
+    if (!rc)
+        rc = od_gradw_init(s, node, &dw, &cg->w_user, s->m->grads + nd->param_off, &c->gw);
+    if (!rc && nd->a.bias)
+        rc = od_mem_alloc(s, node, &cg->b, &c->db, &c->db_mem);
+    if (!rc && nd->a.relu)
+        rc = od_relu_bwd_init(s, node, &c->relu_bwd);
+    /* The first convolution of a network needs no data gradient: skip it. */
+    if (rc || !so_graph_needs_diff(s->g, node, 0))
+        return rc;
+    OD_CHECK(s, node, "convolution backward data desc",
+             dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &in->md, &cg->w_any,
+                                                      &t->md, cg->strides, cg->pad, cg->pad));
+    rc = od_prim_init(s, node, "convolution backward data", &cd, 0, c->fwd.pd, &c->bwd_data);
+    if (rc)
+        return rc;
+    dnnl_memory_desc_t wf = od_query_md(&c->fwd, dnnl_query_weights_md);
+    dnnl_memory_desc_t wb = od_query_md(&c->bwd_data, dnnl_query_weights_md);
+    c->w_bwd_shared = od_md_equal(&wf, &wb);
+    if (!c->w_bwd_shared)
+        rc = od_wcache_init(s, node, &cg->w_user, s->m->params + nd->param_off, &wb, &c->w_bwd);
+    return rc;
+}
+
+static int conv_create(od_state *s, int node)
+{
+    od_conv *c = calloc(1, sizeof *c);
+    if (!c)
+        return so_err(SO_ENOMEM, "out of memory for node %s", od_node(s, node)->name);
+    s->t[node].priv = c;
+    conv_geom cg;
+    conv_geometry(s, node, &cg);
+    int rc = create_fwd(s, node, c, &cg);
+    if (!rc)
+        rc = create_bwd(s, node, c, &cg);
+    return rc;
+}
+
+/* dst = conv(src, W) + b, ReLU'd when fused: (N,C,H,W) -> (N,out,OH,OW). */
+static int conv_forward(od_state *s, int node, int training)
+{
+    (void)training;
+    od_conv *c = s->t[node].priv;
+    dnnl_memory_t w;
+    int rc = od_wcache_get(s, node, &c->w_fwd, &w);
+    if (rc)
+        return rc;
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, od_in(s, node, 0)->mem},
+                            {DNNL_ARG_WEIGHTS, w},
+                            {DNNL_ARG_DST, s->t[node].mem},
+                            {DNNL_ARG_BIAS, c->bias}};
+    return od_exec(s, node, "convolution forward", &c->fwd, c->bias ? 4 : 3, a);
+}
+
+static int conv_bwd_weights(od_state *s, int node, od_conv *c)
+{
+    const so_node *nd = od_node(s, node);
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, od_in(s, node, 0)->mem},
+                            {DNNL_ARG_DIFF_DST, s->t[node].dmem},
+                            {DNNL_ARG_DIFF_WEIGHTS, c->gw.diff},
+                            {DNNL_ARG_DIFF_BIAS, c->db_mem}};
+    int rc = od_exec(s, node, "convolution backward weights", &c->bwd_w, c->db_mem ? 4 : 3, a);
+    if (!rc)
+        rc = od_gradw_store(s, node, &c->gw);
+    if (!rc && c->db) {
+        size_t wcount = nd->nparam - (size_t)nd->a.out;
+        od_vec_store(s->m->grads + nd->param_off + wcount, c->db, (size_t)nd->a.out,
+                     s->m->accumulate_grads);
+    }
+    return rc;
+}
+
+static int conv_bwd_data(od_state *s, int node, od_conv *c)
+{
+    dnnl_memory_t w;
+    int rc = od_wcache_get(s, node, c->w_bwd_shared ? &c->w_fwd : &c->w_bwd, &w);
+    if (rc)
+        return rc;
+    dnnl_exec_arg_t a[3] = {{DNNL_ARG_DIFF_DST, s->t[node].dmem},
+                            {DNNL_ARG_WEIGHTS, w},
+                            {DNNL_ARG_DIFF_SRC, od_diff_target(s, node, 0)}};
+    rc = od_exec(s, node, "convolution backward data", &c->bwd_data, 3, a);
+    if (!rc)
+        od_diff_finish(s, node, 0);
+    return rc;
+}
+
+static int conv_backward(od_state *s, int node)
+{
+    od_conv *c = s->t[node].priv;
+    int rc = 0;
+    if (c->relu_bwd.p)
+        rc = od_relu_bwd_exec(s, node, &c->relu_bwd);
+    if (!rc && c->bwd_data.p)
+        rc = conv_bwd_data(s, node, c);
+    if (!rc)
+        rc = conv_bwd_weights(s, node, c);
+    return rc;
+}
+
+static void conv_invalidate(void *priv)
+{
+    od_conv *c = priv;
+    c->w_fwd.valid = 0;
+    c->w_bwd.valid = 0;
+}
+
+static void conv_destroy(void *priv)
+{
+    od_conv *c = priv;
+    od_prim_fini(&c->fwd);
+    od_prim_fini(&c->bwd_data);
+    od_prim_fini(&c->bwd_w);
+    od_prim_fini(&c->relu_bwd);
+    od_wcache_fini(&c->w_fwd);
+    od_wcache_fini(&c->w_bwd);
+    od_mem_free(&c->bias, NULL);
+    od_gradw_fini(&c->gw);
+    od_mem_free(&c->db_mem, &c->db);
+    free(c);
+}
+
+const od_op od_op_conv = {conv_create, conv_forward, conv_backward, conv_destroy, conv_invalidate};

@@ -1,0 +1,178 @@
+/* Dense layer (PyTorch Linear on the flattened input) as a oneDNN inner
+ * product that consumes the producer's blocked 4-D activation directly: the
+ * flat (out, C*H*W) weights are (out, C, H, W) in OIHW order, so the same
+ * cached-reorder scheme as convolution applies and no flatten copy is needed.
+ * Output: (N, out) plain, seen as (N, out, 1, 1) NCHW by consumers. */
+#include <stdlib.h>
+
+#include "backend/onednn/onednn_internal.h"
+#include "scaleout/err.h"
+
+typedef struct {
+    od_prim fwd, bwd_data, bwd_w, relu_bwd;
+    od_wcache w_fwd, w_bwd;
+    int w_bwd_shared;
+    dnnl_memory_t bias, dst2, ddst2; /* dst2/ddst2: 2-D views of the node's buffers */
+    od_gradw gw;
+    float *db;
+    dnnl_memory_t db_mem;
+} od_dense;
+
+typedef struct {
+    dnnl_memory_desc_t w_any, w_user, b, d2;
+    size_t wcount;
+} dense_geom;
+
+static void dense_geometry(od_state *s, int node, dense_geom *dg)
+{
+    const so_node *nd = od_node(s, node);
+    so_shape is = od_node(s, nd->inputs[0])->out;
+    dnnl_dims_t d2 = {s->m->batch, nd->a.out};
+    od_md_4d(&dg->w_any, nd->a.out, is.c, is.h, is.w, dnnl_format_tag_any);
+    od_md_4d(&dg->w_user, nd->a.out, is.c, is.h, is.w, dnnl_oihw);
+    od_md_1d(&dg->b, nd->a.out);
+    dnnl_memory_desc_init_by_tag(&dg->d2, 2, d2, dnnl_f32, dnnl_nc);
+    dg->wcount = (size_t)nd->a.out * (size_t)is.c * (size_t)is.h * (size_t)is.w;
+}
+
+static int create_fwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
+{
+    const so_node *nd = od_node(s, node);
+    od_tensor *in = od_in(s, node, 0), *t = &s->t[node];
+    dnnl_inner_product_desc_t ip;
+    OD_CHECK(s, node, "inner product forward desc",
+             dnnl_inner_product_forward_desc_init(&ip, dnnl_forward_training, &in->md, &dg->w_any,
+                                                  &dg->b, &dg->d2));
+    int rc = od_prim_init(s, node, "inner product forward", &ip, nd->a.relu, NULL, &d->fwd);
+    dnnl_memory_desc_t plain, w = od_query_md(&d->fwd, dnnl_query_weights_md);
+    od_md_plain(s, node, &plain);
+    if (!rc)
+        rc = od_tensor_alloc(s, node, &plain);
+    if (!rc)
+        rc = od_mem_wrap(s, node, &dg->d2, t->buf, &d->dst2);
+    if (!rc)
+        rc = od_mem_wrap(s, node, &dg->d2, t->dbuf, &d->ddst2);
+    if (!rc)
+        rc = od_wcache_init(s, node, &dg->w_user, s->m->params + nd->param_off, &w, &d->w_fwd);
+    if (!rc)
+        rc = od_mem_wrap(s, node, &dg->b, s->m->params + nd->param_off + dg->wcount, &d->bias);
+    return rc;
+}
+
+static int create_bwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
+{
+    const so_node *nd = od_node(s, node);
+    od_tensor *in = od_in(s, node, 0);
+    dnnl_inner_product_desc_t ip;
+    OD_CHECK(s, node, "inner product backward weights desc",
+             dnnl_inner_product_backward_weights_desc_init(&ip, &in->md, &dg->w_any, &dg->b, &dg->d2));
+    int rc = od_prim_init(s, node, "inner product backward weights", &ip, 0, d->fwd.pd, &d->bwd_w);
+    dnnl_memory_desc_t dw = od_query_md(&d->bwd_w, dnnl_query_diff_weights_md);
+    if (!rc)
+        rc = od_gradw_init(s, node, &dw, &dg->w_user, s->m->grads + nd->param_off, &d->gw);
+    if (!rc)
+        rc = od_mem_alloc(s, node, &dg->b, &d->db, &d->db_mem);
+    if (!rc && nd->a.relu)
+        rc = od_relu_bwd_init(s, node, &d->relu_bwd);
+    if (rc || !so_graph_needs_diff(s->g, node, 0))
+        return rc;
+    OD_CHECK(s, node, "inner product backward data desc",
+             dnnl_inner_product_backward_data_desc_init(&ip, &in->md, &dg->w_any, &dg->d2));
+    rc = od_prim_init(s, node, "inner product backward data", &ip, 0, d->fwd.pd, &d->bwd_data);
+    if (rc)
+        return rc;
+    dnnl_memory_desc_t wf = od_query_md(&d->fwd, dnnl_query_weights_md);
+    dnnl_memory_desc_t wb = od_query_md(&d->bwd_data, dnnl_query_weights_md);
+    d->w_bwd_shared = od_md_equal(&wf, &wb);
+    if (!d->w_bwd_shared)
+        rc = od_wcache_init(s, node, &dg->w_user, s->m->params + nd->param_off, &wb, &d->w_bwd);
+    return rc;
+}
+
+static int dense_create(od_state *s, int node)
+{
+    od_dense *d = calloc(1, sizeof *d);
+    if (!d)
+        return so_err(SO_ENOMEM, "out of memory for node %s", od_node(s, node)->name);
+    s->t[node].priv = d;
+    dense_geom dg;
+    dense_geometry(s, node, &dg);
+    int rc = create_fwd(s, node, d, &dg);
+    if (!rc)
+        rc = create_bwd(s, node, d, &dg);
+    return rc;
+}
+
+/* (N, C,H,W any layout) x (out, C*H*W)^T + b -> (N, out). */
+static int dense_forward(od_state *s, int node, int training)
+{
+    (void)training;
+    od_dense *d = s->t[node].priv;
+    dnnl_memory_t w;
+    int rc = od_wcache_get(s, node, &d->w_fwd, &w);
+    if (rc)
+        return rc;
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, od_in(s, node, 0)->mem},
+                            {DNNL_ARG_WEIGHTS, w},
+                            {DNNL_ARG_BIAS, d->bias},
+                            {DNNL_ARG_DST, d->dst2}};
+    return od_exec(s, node, "inner product forward", &d->fwd, 4, a);
+}
+
+static int dense_backward(od_state *s, int node)
+{
+    od_dense *d = s->t[node].priv;
+    const so_node *nd = od_node(s, node);
+    int rc = 0;
+    if (d->relu_bwd.p)
+        rc = od_relu_bwd_exec(s, node, &d->relu_bwd);
+    if (!rc && d->bwd_data.p) {
+        dnnl_memory_t w;
+        rc = od_wcache_get(s, node, d->w_bwd_shared ? &d->w_fwd : &d->w_bwd, &w);
+        dnnl_exec_arg_t a[3] = {{DNNL_ARG_DIFF_DST, d->ddst2},
+                                {DNNL_ARG_WEIGHTS, w},
+                                {DNNL_ARG_DIFF_SRC, od_diff_target(s, node, 0)}};
+        if (!rc)
+            rc = od_exec(s, node, "inner product backward data", &d->bwd_data, 3, a);
+        if (!rc)
+            od_diff_finish(s, node, 0);
+    }
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, od_in(s, node, 0)->mem},
+                            {DNNL_ARG_DIFF_DST, d->ddst2},
+                            {DNNL_ARG_DIFF_WEIGHTS, d->gw.diff},
+                            {DNNL_ARG_DIFF_BIAS, d->db_mem}};
+    if (!rc)
+        rc = od_exec(s, node, "inner product backward weights", &d->bwd_w, 4, a);
+    if (!rc)
+        rc = od_gradw_store(s, node, &d->gw);
+    if (!rc)
+        od_vec_store(s->m->grads + nd->param_off + nd->nparam - (size_t)nd->a.out, d->db,
+                     (size_t)nd->a.out, s->m->accumulate_grads);
+    return rc;
+}
+
+static void dense_invalidate(void *priv)
+{
+    od_dense *d = priv;
+    d->w_fwd.valid = 0;
+    d->w_bwd.valid = 0;
+}
+
+static void dense_destroy(void *priv)
+{
+    od_dense *d = priv;
+    od_prim_fini(&d->fwd);
+    od_prim_fini(&d->bwd_data);
+    od_prim_fini(&d->bwd_w);
+    od_prim_fini(&d->relu_bwd);
+    od_wcache_fini(&d->w_fwd);
+    od_wcache_fini(&d->w_bwd);
+    od_mem_free(&d->bias, NULL);
+    od_mem_free(&d->dst2, NULL);
+    od_mem_free(&d->ddst2, NULL);
+    od_gradw_fini(&d->gw);
+    od_mem_free(&d->db_mem, &d->db);
+    free(d);
+}
+
+const od_op od_op_dense = {dense_create, dense_forward, dense_backward, dense_destroy, dense_invalidate};

@@ -1,0 +1,129 @@
+/* The model zoo table and so_zoo_build: look the name up, let the family
+ * builder append its layers, then add the loss, fuse ReLUs and finalize, with
+ * every error message prefixed by the model's name. */
+#include "scaleout/zoo.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "models/zoo_internal.h"
+#include "scaleout/err.h"
+
+/* Display order: small Fashion-MNIST models, ImageNet classics, then ResNets. */
+static const so_zoo_entry entries[] = {
+    {"mlp", "MLP 784-1024-1024-10, ReLU", 1, 28, 28, 10},
+    {"lenet5", "LeNet-5 (ReLU, max pooling)", 1, 28, 28, 10},
+    {"smallcnn", "2x(conv-bn-relu x2, maxpool) 32/64 ch, dense 128, dropout", 1, 28, 28, 10},
+    {"alexnet", "AlexNet (torchvision), 224x224 input", 3, 224, 224, 1000},
+    {"vgg11", "VGG-11 (torchvision, no BN)", 3, 224, 224, 1000},
+    {"vgg16", "VGG-16 (torchvision, no BN)", 3, 224, 224, 1000},
+    {"vgg19", "VGG-19 (torchvision, no BN)", 3, 224, 224, 1000},
+    {"resnet20", "ResNet-20 for CIFAR (He et al.), projection shortcuts", 3, 32, 32, 10},
+    {"resnet32", "ResNet-32 for CIFAR (He et al.), projection shortcuts", 3, 32, 32, 10},
+    {"resnet56", "ResNet-56 for CIFAR (He et al.), projection shortcuts", 3, 32, 32, 10},
+    {"resnet110", "ResNet-110 for CIFAR (He et al.), projection shortcuts", 3, 32, 32, 10},
+    {"resnet18", "ResNet-18 (torchvision)", 3, 224, 224, 1000},
+    {"resnet34", "ResNet-34 (torchvision)", 3, 224, 224, 1000},
+    {"resnet50", "ResNet-50 (torchvision v1.5)", 3, 224, 224, 1000},
+    {"resnet101", "ResNet-101 (torchvision v1.5)", 3, 224, 224, 1000},
+};
+#define NMODELS ((int)(sizeof entries / sizeof entries[0]))
+
+/* Builder of entries[i]; a family builder reads its variant from the name. */
+static const so_zoo_builder builders[] = {
+    so_zoo_build_mlp,          so_zoo_build_lenet5,       so_zoo_build_smallcnn,     so_zoo_build_alexnet,
+    so_zoo_build_vgg,          so_zoo_build_vgg,          so_zoo_build_vgg,          so_zoo_build_resnet_cifar,
+    so_zoo_build_resnet_cifar, so_zoo_build_resnet_cifar, so_zoo_build_resnet_cifar, so_zoo_build_resnet,
+    so_zoo_build_resnet,       so_zoo_build_resnet,       so_zoo_build_resnet,
+};
+_Static_assert(sizeof builders / sizeof builders[0] == sizeof entries / sizeof entries[0],
+               "one builder per zoo entry");
+
+const so_zoo_entry *so_zoo_list(int *n)
+{
+    *n = NMODELS;
+    return entries;
+}
+
+const so_zoo_entry *so_zoo_find(const char *name)
+{
+    for (int i = 0; name && i < NMODELS; i++)
+        if (!strcmp(entries[i].name, name))
+            return &entries[i];
+    return NULL;
+}
+
+/* Re-issues the current message with the model's name in front. */
+static int prefixed(int rc, const char *model)
+{
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", so_errmsg());
+    return so_err(rc, "%s: %s", model, msg);
+}
+
+int so_zoo_build(const char *name, int c, int h, int w, int classes, so_graph **out)
+{
+    *out = NULL;
+    const so_zoo_entry *e = so_zoo_find(name);
+    if (!e) {
+        char known[512] = "";
+        for (int i = 0; i < NMODELS; i++)
+            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", entries[i].name);
+        return so_err(SO_EINVAL, "unknown model '%s' (known: %s)", name ? name : "(null)", known);
+    }
+    if (classes < 2)
+        return so_err(SO_EINVAL, "%s: classes = %d; a classifier needs at least 2", name, classes);
+    so_graph *g = so_graph_create(c, h, w);
+    if (!g)
+        return so_err(SO_ENOMEM, "%s: out of memory", name);
+    int rc = builders[e - entries](g, name, classes);
+    if (rc > 0)
+        rc = so_g_loss(g, rc);
+    if (rc > 0)
+        rc = so_graph_fuse(g);
+    if (rc >= 0)
+        rc = so_graph_finalize(g);
+    if (rc < 0) {
+        so_graph_destroy(g);
+        return prefixed(rc, name);
+    }
+    *out = g;
+    return 0;
+}
+
+/* ---- helpers shared by the families ---- */
+
+int so_zoo_conv_bn(so_graph *g, int in, const char *conv, const char *bn, int out, int k, int stride, int pad,
+                   int relu)
+{
+    int x = so_g_conv(g, in, conv, out, k, stride, pad, 0);
+    x = so_g_bn(g, x, bn);
+    return relu ? so_g_relu(g, x) : x;
+}
+
+int so_zoo_adaptive_avgpool(so_graph *g, int in, int oh, int ow, const char *hint)
+{
+    if (in < 0)
+        return in;
+    so_shape s0 = so_graph_input_shape(g), s = so_graph_node(g, in)->out;
+    if (s.h == oh && s.w == ow)
+        return in;
+    if (s.h % oh || s.w % ow)
+        return so_err(SO_EINVAL,
+                      "input %dx%d: the features end in a %dx%d map, but the classifier's adaptive pool "
+                      "needs %dx%d or a whole multiple (use %s input)",
+                      s0.h, s0.w, s.h, s.w, oh, ow, hint);
+    so_attrs a = {.kh = s.h / oh, .kw = s.w / ow, .sh = s.h / oh, .sw = s.w / ow};
+    return so_graph_add(g, SO_OP_AVGPOOL, NULL, &in, 1, &a);
+}
+
+int so_zoo_check_subsample(so_graph *g, int in, const char *where)
+{
+    if (in < 0)
+        return in;
+    so_shape s0 = so_graph_input_shape(g), s = so_graph_node(g, in)->out;
+    if (s.h < 2 || s.w < 2)
+        return so_err(SO_EINVAL, "input %dx%d is too small: %s would subsample a %dx%d feature map", s0.h, s0.w,
+                      where, s.h, s.w);
+    return 0;
+}

@@ -1,0 +1,247 @@
+/* Optimizers: one update rule per function, each a single branch-free loop over
+ * the flat parameter buffer, written in the operation order of torch.optim 1.13
+ * (single-tensor path) so float results agree with PyTorch to a few ulps.
+ * State lives in one aligned allocation, `nslots` buffers of n floats. */
+#include "scaleout/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scaleout/err.h"
+#include "scaleout/mem.h"
+
+struct so_optim {
+    so_optim_config c;   /* with eps resolved to the kind's default */
+    size_t n;
+    size_t stride;       /* floats between slots: n rounded up to SO_ALIGN */
+    int nslots;
+    long steps;          /* completed steps; Adam's bias correction uses steps+1 */
+    float *state;        /* nslots * stride floats, zeroed */
+};
+
+static const struct {
+    const char *name;
+    int nslots;
+    float eps; /* torch.optim default */
+} kinds[] = {
+    [SO_OPT_SGD] = {"sgd", 0, 0.0f},
+    [SO_OPT_MOMENTUM] = {"momentum", 1, 0.0f},
+    [SO_OPT_NESTEROV] = {"nesterov", 1, 0.0f},
+    [SO_OPT_ADAGRAD] = {"adagrad", 1, 1e-10f},
+    [SO_OPT_RMSPROP] = {"rmsprop", 1, 1e-8f},
+    [SO_OPT_ADAM] = {"adam", 2, 1e-8f},
+    [SO_OPT_ADAMW] = {"adamw", 2, 1e-8f},
+};
+#define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
+
+void so_optim_defaults(so_optim_config *c, so_optim_kind kind)
+{
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->momentum = (kind == SO_OPT_MOMENTUM || kind == SO_OPT_NESTEROV) ? 0.9f : 0.0f;
+    c->beta1 = 0.9;
+    c->beta2 = 0.999;
+    c->alpha = 0.99;
+    c->eps = (kind >= 0 && (int)kind < NKINDS) ? kinds[kind].eps : 0.0f;
+}
+
+int so_optim_parse(const char *name, so_optim_kind *kind)
+{
+    for (int k = 0; name && k < NKINDS; k++)
+        if (!strcmp(name, kinds[k].name)) {
+            *kind = (so_optim_kind)k;
+            return 0;
+        }
+    return so_err(SO_EINVAL, "unknown optimizer '%s' (choose sgd, momentum, nesterov, adagrad, rmsprop, adam, adamw)",
+                  name ? name : "(null)");
+}
+
+const char *so_optim_name(so_optim_kind kind)
+{
+    return (kind >= 0 && (int)kind < NKINDS) ? kinds[kind].name : "?";
+}
+
+/* 1 if x is in [0,1): momentum, betas and alpha; NaN fails. */
+static int unit(double x) { return x >= 0.0 && x < 1.0; }
+
+static int check_config(const so_optim_config *c)
+{
+    if (c->kind < 0 || (int)c->kind >= NKINDS)
+        return so_err(SO_EINVAL, "unknown optimizer kind %d", (int)c->kind);
+    const char *k = kinds[c->kind].name;
+    if (!(c->weight_decay >= 0.0f))
+        return so_err(SO_EINVAL, "%s: weight_decay %g must be >= 0", k, (double)c->weight_decay);
+    if (!(c->eps >= 0.0f))
+        return so_err(SO_EINVAL, "%s: eps %g must be >= 0", k, (double)c->eps);
+    if ((c->kind == SO_OPT_MOMENTUM || c->kind == SO_OPT_NESTEROV) && !unit(c->momentum))
+        return so_err(SO_EINVAL, "%s: momentum %g must be in [0,1)", k, (double)c->momentum);
+    if (c->kind == SO_OPT_NESTEROV && c->momentum == 0.0f) /* torch refuses it too */
+        return so_err(SO_EINVAL, "nesterov: needs momentum > 0");
+    if ((c->kind == SO_OPT_ADAM || c->kind == SO_OPT_ADAMW) && !(unit(c->beta1) && unit(c->beta2)))
+        return so_err(SO_EINVAL, "%s: betas (%g, %g) must be in [0,1)", k, c->beta1, c->beta2);
+    if (c->kind == SO_OPT_RMSPROP && !unit(c->alpha))
+        return so_err(SO_EINVAL, "%s: alpha %g must be in [0,1)", k, c->alpha);
+    return 0;
+}
+
+int so_optim_create(const so_optim_config *c, size_t n, so_optim **out)
+{
+    *out = NULL;
+    int rc = check_config(c);
+    if (rc)
+        return rc;
+    so_optim *o = calloc(1, sizeof *o);
+    if (!o)
+        return so_err(SO_ENOMEM, "optimizer: out of memory");
+    o->c = *c;
+    if (o->c.eps == 0.0f)
+        o->c.eps = kinds[c->kind].eps;
+    o->n = n;
+    size_t per_line = SO_ALIGN / sizeof(float);
+    o->stride = (n + per_line - 1) / per_line * per_line; /* every slot starts aligned */
+    o->nslots = kinds[c->kind].nslots;
+    o->state = so_alloc((size_t)o->nslots * o->stride * sizeof(float));
+    if (!o->state) {
+        free(o);
+        return so_err(SO_ENOMEM, "%s: cannot allocate %d state buffers of %zu floats", kinds[c->kind].name,
+                      kinds[c->kind].nslots, n);
+    }
+    *out = o;
+    return 0;
+}
+
+void so_optim_destroy(so_optim *o)
+{
+    if (!o)
+        return;
+    so_free(o->state);
+    free(o);
+}
+
+/* ---- update rules; g' = g + wd p is torch's L2 term (exact no-op for wd = 0) ---- */
+
+/* torch SGD without momentum: p += -lr g'. */
+static void step_sgd(size_t n, float *restrict p, const float *restrict g, float lr, float wd)
+{
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i] + wd * p[i];
+        p[i] = p[i] + -lr * d;
+    }
+}
+
+/* torch SGD with momentum, dampening 0: b = mu b + g' (b starts at 0, so the
+ * first step gives b = g' exactly as torch's clone(g')); plain p += -lr b,
+ * Nesterov p += -lr (g' + mu b). `nest` is 0 or 1 and selects arithmetically. */
+static void step_momentum(size_t n, float *restrict p, const float *restrict g, float *restrict b, float lr,
+                          float wd, float mu, float nest)
+{
+    float keep = 1.0f - nest; /* weight of b alone in the update */
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i] + wd * p[i];
+        float bi = b[i] * mu + d;
+        b[i] = bi;
+        p[i] = p[i] + -lr * (keep * bi + nest * (d + mu * bi));
+    }
+}
+
+/* torch Adagrad (lr_decay 0, initial accumulator 0): s += g'^2; p += -lr g'/(sqrt(s)+eps). */
+static void step_adagrad(size_t n, float *restrict p, const float *restrict g, float *restrict s, float lr,
+                         float wd, float eps)
+{
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i] + wd * p[i];
+        float si = s[i] + d * d;
+        s[i] = si;
+        p[i] = p[i] + -lr * (d / (sqrtf(si) + eps));
+    }
+}
+
+/* torch RMSprop (not centered, no momentum): v = a v + (1-a) g'^2; p += -lr g'/(sqrt(v)+eps). */
+static void step_rmsprop(size_t n, float *restrict p, const float *restrict g, float *restrict v, float lr,
+                         float wd, double alpha_d, float eps)
+{
+    float alpha = (float)alpha_d, one_minus = (float)(1.0 - alpha_d);
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i] + wd * p[i];
+        float vi = v[i] * alpha + one_minus * (d * d);
+        v[i] = vi;
+        p[i] = p[i] + -lr * (d / (sqrtf(vi) + eps));
+    }
+}
+
+/* torch Adam / AdamW: p *= decay (AdamW: 1 - lr wd, Adam: 1); g' = g + l2 p
+ * (Adam: wd, AdamW: 0); m = b1 m + (1-b1) g'; v = b2 v + (1-b2) g'^2;
+ * p += -(lr/bc1) m / (sqrt(v)/sqrt(bc2) + eps). The scalars are hoisted by the caller. */
+typedef struct {
+    float decay, l2, b1, c1, b2, c2, step_size, bc2_sqrt, eps;
+} adam_scalars;
+
+static void step_adam(size_t n, float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
+                      adam_scalars k)
+{
+    for (size_t i = 0; i < n; i++) {
+        float pi = p[i] * k.decay;
+        float d = g[i] + k.l2 * pi;
+        float mi = m[i] * k.b1 + k.c1 * d;
+        float vi = v[i] * k.b2 + k.c2 * (d * d);
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = pi + -k.step_size * (mi / (sqrtf(vi) / k.bc2_sqrt + k.eps));
+    }
+}
+
+/* Bias corrections in double, as torch computes them in Python, then rounded
+ * once to float like the scalar arguments of torch's kernels. */
+static adam_scalars adam_setup(const so_optim_config *c, long t, float lr)
+{
+    int w = c->kind == SO_OPT_ADAMW;
+    double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
+    return (adam_scalars){
+        .decay = w ? (float)(1.0 - (double)lr * c->weight_decay) : 1.0f,
+        .l2 = w ? 0.0f : c->weight_decay,
+        .b1 = (float)c->beta1,
+        .c1 = (float)(1.0 - c->beta1),
+        .b2 = (float)c->beta2,
+        .c2 = (float)(1.0 - c->beta2),
+        .step_size = (float)((double)lr / bc1),
+        .bc2_sqrt = (float)sqrt(bc2),
+        .eps = c->eps,
+    };
+}
+
+void so_optim_step(so_optim *o, float *p, const float *g, float lr)
+{
+    const so_optim_config *c = &o->c;
+    float *s0 = o->state, *s1 = o->state + o->stride;
+    o->steps++;
+    switch (c->kind) {
+    case SO_OPT_SGD:
+        step_sgd(o->n, p, g, lr, c->weight_decay);
+        break;
+    case SO_OPT_MOMENTUM:
+    case SO_OPT_NESTEROV:
+        step_momentum(o->n, p, g, s0, lr, c->weight_decay, c->momentum, c->kind == SO_OPT_NESTEROV ? 1.0f : 0.0f);
+        break;
+    case SO_OPT_ADAGRAD:
+        step_adagrad(o->n, p, g, s0, lr, c->weight_decay, c->eps);
+        break;
+    case SO_OPT_RMSPROP:
+        step_rmsprop(o->n, p, g, s0, lr, c->weight_decay, c->alpha, c->eps);
+        break;
+    case SO_OPT_ADAM:
+    case SO_OPT_ADAMW:
+        step_adam(o->n, p, g, s0, s1, adam_setup(c, o->steps, lr));
+        break;
+    }
+}
+
+int so_optim_nslots(const so_optim *o) { return o->nslots; }
+
+float *so_optim_slot(so_optim *o, int i)
+{
+    return (i >= 0 && i < o->nslots) ? o->state + (size_t)i * o->stride : NULL;
+}
+
+long so_optim_steps(const so_optim *o) { return o->steps; }
+void so_optim_set_steps(so_optim *o, long steps) { o->steps = steps; }

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Data-parallel training under MPI (issue: mpirun -np N scaleout train):
+#  - equivalence: K steps at batch B on 1 rank == 2 ranks at B/2 == 4 ranks at B/4 (1e-5 relative)
+#  - bucket size and overlap on/off do not change the result (bitwise)
+#  - mismatched configurations, empty shards and a killed rank end the job with a message
+# Usage: cli_dp.sh path/to/scaleout
+set -u
+bin=$1
+src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+mpirun=$src/scripts/mpirun.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+data=(--dataset synthetic --synthetic-samples 2048)
+[ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && data=(--dataset fashion-mnist)
+common=(train --model lenet5 "${data[@]}" --steps 15 --eval-every -1 --progress none --seed 7)
+
+run() { # run NP OUT args...: trains and dumps parameters to $tmp/OUT.bin
+  local np=$1 out=$2; shift 2
+  "$mpirun" -np "$np" "$bin" "${common[@]}" --dump-params "$tmp/$out.bin" "$@" >"$tmp/$out.log" 2>&1 ||
+    { bad "np=$np $*: exit $?: $(tail -3 "$tmp/$out.log")"; return 1; }
+}
+
+compare() { # compare A B TOL: max |a-b| <= TOL * max |a| (TOL 0 = bitwise)
+  /usr/bin/python3 - "$tmp/$1.bin" "$tmp/$2.bin" "$3" <<'PY'
+import sys, array
+a, b = array.array("f"), array.array("f")
+a.frombytes(open(sys.argv[1], "rb").read()); b.frombytes(open(sys.argv[2], "rb").read())
+tol = float(sys.argv[3])
+assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
+if tol == 0:
+    sys.exit(0 if a.tobytes() == b.tobytes() else 1)
+scale = max(abs(x) for x in a)
+err = max(abs(x - y) for x, y in zip(a, b))
+print(f"max abs diff {err:.3g} = {err / scale:.3g} relative")
+sys.exit(0 if err <= tol * scale else 1)
+PY
+}
+
+for be in onednn ref; do
+  run 1 "$be-1" --batch-size 64 --backend "$be" && run 2 "$be-2" --batch-size 32 --backend "$be" &&
+    run 4 "$be-4" --batch-size 16 --backend "$be" || continue
+  for np in 2 4; do
+    if compare "$be-1" "$be-$np" 1e-5; then ok; else bad "$be: 1 rank x 64 != $np ranks x $((64 / np))"; fi
+  done
+done
+
+run 2 bucket-big --batch-size 32 --bucket-mb 25 &&
+  run 2 bucket-small --batch-size 32 --bucket-mb 0.01 --first-bucket-mb 0.01 &&
+  run 2 no-overlap --batch-size 32 --bucket-mb 0.01 --first-bucket-mb 0.01 --no-overlap &&
+  { compare bucket-big bucket-small 0 && compare bucket-big no-overlap 0 && ok ||
+      bad "bucket size / overlap changed the parameters"; }
+grep -q "gradient buckets" "$tmp/bucket-small.log" && ok || bad "no communication summary printed"
+
+# Different configurations on the two ranks: every rank stops with exit 2, one message naming the key.
+"$mpirun" -np 1 "$bin" "${common[@]}" --batch-size 64 : -np 1 "$bin" "${common[@]}" --batch-size 32 \
+  >"$tmp/mismatch.log" 2>&1
+st=$?
+if [ $st -eq 2 ] && grep -q "batch=64 on rank 0 but batch=32 on rank 1" "$tmp/mismatch.log"; then ok
+else bad "config mismatch: exit $st: $(tail -3 "$tmp/mismatch.log")"; fi
+
+# More ranks than samples: a clear set-up error, exit 2.
+"$mpirun" -np 4 "$bin" train --model lenet5 --dataset synthetic --synthetic-samples 3 --steps 1 --progress none \
+  >"$tmp/empty.log" 2>&1
+st=$?
+if [ $st -eq 2 ] && grep -q "fewer than" "$tmp/empty.log"; then ok; else bad "empty shard: exit $st: $(cat "$tmp/empty.log")"; fi
+
+# kill -9 of one rank mid-training: the job ends (bounded), not a hang.
+"$mpirun" -np 2 "$bin" train --model lenet5 --dataset synthetic --steps 100000 --progress none --eval-every -1 \
+  --comm-timeout 20 >"$tmp/kill.log" 2>&1 &
+job=$!
+victim=
+for _ in $(seq 100); do # the last scaleout rank process (not mpiexec, whose command line matches too)
+  for pid in $(pgrep -f "train --model lenet5 --dataset synthetic --steps 100000"); do
+    [ "$(cat /proc/"$pid"/comm 2>/dev/null)" = scaleout ] && victim=$pid
+  done
+  [ -n "$victim" ] && break
+  sleep 0.2
+done
+sleep 2
+kill -9 "$victim" 2>/dev/null
+start=$(date +%s)
+while kill -0 $job 2>/dev/null && [ $(($(date +%s) - start)) -lt 60 ]; do sleep 0.5; done
+if kill -0 $job 2>/dev/null; then
+  bad "job still running 60 s after kill -9 of one rank"
+  pkill -9 -f "$bin train --model lenet5 --dataset synthetic --steps 100000"
+else
+  wait $job
+  st=$?
+  if [ $st -ne 0 ] && grep -Eqi "signal 9|killed|timed out|lost" "$tmp/kill.log"; then ok
+  else bad "killed rank: exit $st, message: $(tail -5 "$tmp/kill.log")"; fi
+fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

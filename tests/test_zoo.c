@@ -1,0 +1,267 @@
+/* Model zoo tests: every model builds with its default input and has exactly
+ * the parameter count of its PyTorch definition; tensor names and shapes equal
+ * the PyTorch state_dicts (ResNet-50: torchvision's); FLOPs match published figures;
+ * bad requests fail with messages that name the model. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scaleout/err.h"
+#include "scaleout/zoo.h"
+
+/* Parameter counts (trainable; BN running stats excluded) at the default input
+ * and classes. Source: /usr/bin/python3 bench/torch_models.py (torch 1.13,
+ * torchvision 0.14): torchvision.models.<name>() for alexnet, vgg*, resnet18..101,
+ * the twins defined there for the rest. Same numbers as tests/data/zoo_params.txt. */
+static const struct {
+    const char *name;
+    size_t params;
+} torch_params[] = {
+    {"mlp", 1863690},        {"lenet5", 61706},         {"smallcnn", 468010},     {"alexnet", 61100840},
+    {"vgg11", 132863336},    {"vgg16", 138357544},      {"vgg19", 143667240},     {"resnet20", 272474},
+    {"resnet32", 466906},    {"resnet56", 855770},      {"resnet110", 1730714},   {"resnet18", 11689512},
+    {"resnet34", 21797672},  {"resnet50", 25557032},    {"resnet101", 44549160},
+};
+#define NMODELS ((int)(sizeof torch_params / sizeof torch_params[0]))
+
+/* Path of a file in tests/data: $SCALEOUT_SOURCE_DIR (set by ctest) or the
+ * source directory compiled in by tests/cmake/zoo.cmake. */
+static FILE *open_data(const char *file)
+{
+    const char *dir = getenv("SCALEOUT_SOURCE_DIR");
+    char path[1024];
+    if (dir)
+        snprintf(path, sizeof path, "%s/tests/data/%s", dir, file);
+    else
+        snprintf(path, sizeof path, "%s/%s", SO_TEST_DATA, file);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    return f;
+}
+
+static so_graph *build_default(const char *name)
+{
+    const so_zoo_entry *e = so_zoo_find(name);
+    assert_non_null(e);
+    so_graph *g = NULL;
+    int rc = so_zoo_build(name, e->c, e->h, e->w, e->classes, &g);
+    if (rc)
+        fail_msg("%s: %s", name, so_errmsg());
+    return g;
+}
+
+static void test_list_and_find(void **state)
+{
+    (void)state;
+    int n = 0;
+    const so_zoo_entry *list = so_zoo_list(&n);
+    assert_int_equal(n, NMODELS);
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(list[i].name, torch_params[i].name); /* display order = table order */
+        assert_ptr_equal(so_zoo_find(list[i].name), &list[i]);
+        assert_true(list[i].description && list[i].description[0]);
+    }
+    assert_null(so_zoo_find("resnet51"));
+    assert_null(so_zoo_find(NULL));
+}
+
+/* Builds every model at its default input: parameter counts equal PyTorch's,
+ * the loss has `classes` logits, every ReLU was fused (each follows a conv,
+ * dense, BN or add with no other consumer), and parameterised nodes carry
+ * distinct PyTorch module names, not generated ones. */
+static void test_param_counts(void **state)
+{
+    (void)state;
+    for (int m = 0; m < NMODELS; m++) {
+        so_graph *g = build_default(torch_params[m].name);
+        if (so_graph_nparams(g) != torch_params[m].params)
+            fail_msg("%s: %zu parameters, torch has %zu", torch_params[m].name, so_graph_nparams(g),
+                     torch_params[m].params);
+        assert_int_equal(so_graph_classes(g), so_zoo_find(torch_params[m].name)->classes);
+        for (int i = 1; i < so_graph_size(g); i++) {
+            const so_node *nd = so_graph_node(g, i);
+            assert_int_not_equal(nd->op, SO_OP_RELU);
+            if (!nd->nparam)
+                continue;
+            /* generated names are "<op><index>"; "conv1" is also a real module name, so
+             * only dense/batchnorm prefixes prove a missing name; duplicates are wrong too */
+            if (!strncmp(nd->name, "dense", 5) || !strncmp(nd->name, "batchnorm", 9))
+                fail_msg("%s: node %d has the generated name %s", torch_params[m].name, i, nd->name);
+            for (int j = 1; j < i; j++)
+                if (!strcmp(so_graph_node(g, j)->name, nd->name))
+                    fail_msg("%s: nodes %d and %d are both named %s", torch_params[m].name, j, i, nd->name);
+        }
+        so_graph_destroy(g);
+    }
+}
+
+/* tests/data/zoo_params.txt is what bench/torch_models.py prints; the shell
+ * test test_torch_models.sh checks torch reproduces it, this checks it agrees
+ * with the table above, so C, file and torch are one chain. */
+static void test_params_file(void **state)
+{
+    (void)state;
+    FILE *f = open_data("zoo_params.txt");
+    char name[64];
+    size_t count;
+    int m = 0;
+    while (fscanf(f, "%63s %zu", name, &count) == 2) {
+        assert_true(m < NMODELS);
+        assert_string_equal(name, torch_params[m].name);
+        assert_int_equal(count, torch_params[m].params);
+        m++;
+    }
+    fclose(f);
+    assert_int_equal(m, NMODELS);
+}
+
+/* Compares g's tensors, in node order, as "[model ]name.suffix d0,d1,.." with
+ * the next lines of f; returns how many matched (fails on any difference). */
+static int compare_keys(const so_graph *g, FILE *f, const char *model)
+{
+    char want[256], got[256];
+    int lines = 0;
+    for (int i = 1; i < so_graph_size(g); i++) {
+        so_tensor_desc t[4];
+        int nt = so_node_tensors(g, i, t);
+        for (int k = 0; k < nt; k++) {
+            int len = snprintf(got, sizeof got, "%s%s%s.%s ", model ? model : "", model ? " " : "",
+                               so_graph_node(g, i)->name, t[k].suffix);
+            for (int d = 0; d < t[k].ndim; d++)
+                len += snprintf(got + len, sizeof got - (size_t)len, "%s%lld", d ? "," : "", (long long)t[k].dims[d]);
+            if (!fgets(want, sizeof want, f))
+                fail_msg("torch has fewer tensors; extra: %s", got);
+            want[strcspn(want, "\n")] = 0;
+            if (strcmp(got, want))
+                fail_msg("tensor %d: got '%s', torch '%s'", lines, got, want);
+            lines++;
+        }
+    }
+    return lines;
+}
+
+/* Every tensor of resnet50, in node order, as "name.suffix d0,d1,.." equals the
+ * torchvision state_dict (keys and shapes, num_batches_tracked excluded) dumped
+ * by `bench/torch_models.py --keys resnet50` into tests/data/resnet50_keys.txt. */
+static void test_resnet50_names(void **state)
+{
+    (void)state;
+    so_graph *g = build_default("resnet50");
+    FILE *f = open_data("resnet50_keys.txt");
+    assert_int_equal(compare_keys(g, f, NULL), 267); /* 161 parameters + 2 x 53 BN buffers */
+    char extra[256];
+    if (fgets(extra, sizeof extra, f))
+        fail_msg("torchvision has more tensors, next: %s", extra);
+    fclose(f);
+    so_graph_destroy(g);
+}
+
+/* The same for every model against its PyTorch twin at the default input
+ * (`bench/torch_models.py --keys all` -> tests/data/zoo_keys.txt): names,
+ * order and shapes agree, so a state_dict loads into either side by name. */
+static void test_all_names(void **state)
+{
+    (void)state;
+    FILE *f = open_data("zoo_keys.txt");
+    for (int m = 0; m < NMODELS; m++) {
+        so_graph *g = build_default(torch_params[m].name);
+        assert_true(compare_keys(g, f, torch_params[m].name) > 0);
+        so_graph_destroy(g);
+    }
+    char extra[256];
+    if (fgets(extra, sizeof extra, f))
+        fail_msg("zoo_keys.txt has more tensors, next: %s", extra);
+    fclose(f);
+}
+
+/* Forward FLOPs per sample (2 per multiply-add, convs and dense layers) against
+ * torchvision's documented GMACs (0.14 docs "GFLOPS" column, which counts MACs). */
+static void test_flops(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        double gmacs;
+    } ref[] = {{"resnet50", 4.09}, {"resnet18", 1.81}, {"resnet101", 7.80}, {"vgg16", 15.47}, {"alexnet", 0.71}};
+    for (size_t i = 0; i < sizeof ref / sizeof ref[0]; i++) {
+        so_graph *g = build_default(ref[i].name);
+        double f = so_graph_flops(g), want = 2e9 * ref[i].gmacs;
+        if (fabs(f - want) > 0.02 * want)
+            fail_msg("%s: %.4g FLOPs, expected %.4g +- 2%%", ref[i].name, f, want);
+        so_graph_destroy(g);
+    }
+    so_graph *g = build_default("resnet50"); /* the brief's figure: ~8.2 GFLOPs */
+    assert_true(fabs(so_graph_flops(g) - 8.2e9) < 0.02 * 8.2e9);
+    so_graph_destroy(g);
+}
+
+/* Non-default inputs and classes re-size the layers that depend on them. */
+static void test_other_shapes(void **state)
+{
+    (void)state;
+    so_graph *g = NULL;
+    assert_int_equal(so_zoo_build("resnet18", 3, 64, 64, 100, &g), 0);
+    assert_int_equal(so_graph_nparams(g), 11689512 - (512 * 1000 + 1000) + (512 * 100 + 100));
+    assert_int_equal(so_graph_classes(g), 100);
+    so_graph_destroy(g);
+    assert_int_equal(so_zoo_build("mlp", 3, 32, 32, 10, &g), 0);
+    assert_int_equal(so_graph_nparams(g), 1863690 - 784 * 1024 + 3072 * 1024);
+    so_graph_destroy(g);
+    assert_int_equal(so_zoo_build("resnet20", 3, 32, 32, 100, &g), 0);
+    assert_int_equal(so_graph_nparams(g), 272474 + 90 * 64 + 90);
+    so_graph_destroy(g);
+    /* smallcnn on 3x32x32: conv1 has 3x the weights, fc1 sees 64*8*8 */
+    assert_int_equal(so_zoo_build("smallcnn", 3, 32, 32, 10, &g), 0);
+    assert_int_equal(so_graph_nparams(g), 468010 + 2 * 288 + 64 * (64 - 49) * 128);
+    so_graph_destroy(g);
+}
+
+/* Asserts so_zoo_build fails with SO_EINVAL, out stays NULL, and the message
+ * contains each of the given fragments. */
+static void expect_error(const char *name, int c, int h, int w, int classes, const char *frag1, const char *frag2)
+{
+    so_graph *g = (so_graph *)&g;
+    assert_int_equal(so_zoo_build(name, c, h, w, classes, &g), SO_EINVAL);
+    assert_null(g);
+    const char *msg = so_errmsg();
+    if (!strstr(msg, frag1) || (frag2 && !strstr(msg, frag2)))
+        fail_msg("message '%s' lacks '%s'/'%s'", msg, frag1, frag2 ? frag2 : "");
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    expect_error("resnet51", 3, 224, 224, 1000, "unknown model 'resnet51'", "resnet50");
+    expect_error(NULL, 3, 224, 224, 1000, "unknown model", NULL);
+    expect_error("resnet50", 3, 8, 8, 1000, "resnet50: ", "too small");
+    expect_error("resnet20", 3, 2, 2, 10, "resnet20: ", "too small");
+    expect_error("alexnet", 3, 64, 64, 1000, "alexnet: ", "224x224");
+    expect_error("alexnet", 3, 448, 448, 1000, "alexnet: ", "13x13");
+    expect_error("vgg16", 3, 32, 32, 10, "vgg16: ", "224x224");
+    expect_error("lenet5", 1, 8, 8, 10, "lenet5: ", "does not fit");
+    expect_error("mlp", 1, 28, 28, 1, "mlp: ", "classes");
+    expect_error("smallcnn", 0, 28, 28, 10, "smallcnn: ", "not positive");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_list_and_find),
+        cmocka_unit_test(test_param_counts),
+        cmocka_unit_test(test_params_file),
+        cmocka_unit_test(test_resnet50_names),
+        cmocka_unit_test(test_all_names),
+        cmocka_unit_test(test_flops),
+        cmocka_unit_test(test_other_shapes),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
