@@ -2,6 +2,7 @@
 # is CMake; this file only chains install -> configure -> build -> run.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+MPICH_BUILD ?= build-mpich
 JOBS ?= 2
 CMAKE_FLAGS ?=
 ifeq ($(CI),true)
@@ -10,7 +11,7 @@ endif
 DATA ?= /usr/share/datasets/fashion-mnist
 NP ?= 2
 
-.PHONY: all deps build demo test test-asan bench clean
+.PHONY: all deps build demo test test-asan test-mpich bench clean
 
 all: build
 
@@ -24,7 +25,7 @@ build: deps
 demo: build
 	scripts/demo.sh $(BUILD)/scaleout $(DATA) $(NP)
 
-test: build test-asan
+test: build test-asan test-mpich
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Sanitizer build: the unit tests (not the long end-to-end runs) under ASan+UBSan.
@@ -34,8 +35,15 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
 
+# The MPI layer and data-parallel tests again against MPICH instead of Open MPI.
+test-mpich: deps
+	cmake -S . -B $(MPICH_BUILD) -DCMAKE_BUILD_TYPE=Release -DSCALEOUT_WERROR=ON \
+	  -DMPI_C_COMPILER=/usr/bin/mpicc.mpich >/dev/null
+	cmake --build $(MPICH_BUILD) -j $(JOBS)
+	ctest --test-dir $(MPICH_BUILD) --output-on-failure -L mpi
+
 bench: build
 	bench/run-all.sh $(BUILD)/scaleout
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(MPICH_BUILD)

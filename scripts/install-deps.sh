@@ -7,7 +7,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config
   libdnnl-dev zlib1g-dev libcmocka-dev
-  openmpi-bin libopenmpi-dev
+  openmpi-bin libopenmpi-dev mpich libmpich-dev
   dataset-fashion-mnist
   clang libclang-rt-dev libomp-dev
   python3-torch python3-torchvision

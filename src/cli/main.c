@@ -14,6 +14,8 @@ typedef struct {
 static const command commands[] = {
     {"train", cmd_train, "train a model (one process, or every rank under mpirun)"},
     {"models", cmd_models, "list the model zoo with parameter counts and GFLOPs"},
+    {"bench", cmd_bench_coll, "time collectives: bench allreduce|reduce-scatter|allgather|bcast (mpirun)"},
+    {"tune", cmd_tune, "measure allreduce algorithms and write the table auto uses (mpirun)"},
 };
 
 static void usage(FILE *f)
@@ -37,7 +39,6 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].run(argc - 2, argv + 2);
-    fprintf(stderr, "scaleout: unknown command '%s'\n", argv[1]);
-    usage(stderr);
+    fprintf(stderr, "scaleout: unknown command '%s' (see scaleout --help)\n", argv[1]);
     return CLI_USAGE;
 }

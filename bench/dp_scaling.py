@@ -1,0 +1,73 @@
+#!/usr/bin/python3
+"""Data-parallel scaling on this machine: scaleout np=1 vs np=2 (1 thread per
+rank, synthetic data, per-rank batch fixed = weak scaling) beside PyTorch DDP
+with gloo at np=1 and np=2, interleaved in one run. Prints medians (min-max),
+speedup np2/np1, scaling efficiency, the ratio to DDP, and the share of
+communication hidden behind backward (from scaleout's --json).
+
+    /usr/bin/python3 bench/dp_scaling.py --bin build/scaleout [--repeat 3] [--rows lenet5:64:300,...]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+ROWS = [("lenet5", 64, 300), ("resnet20", 64, 30), ("resnet50", 16, 4)]
+
+
+def scaleout(binary, model, batch, steps, np):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [os.path.join(ROOT, "scripts/mpirun.sh"), "-np", str(np), binary, "train", "--model", model,
+               "--dataset", "synthetic", "--batch-size", str(batch), "--steps", str(steps + 10),
+               "--eval-every", "-1", "--progress", "none", "--json", f.name]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        r = json.load(open(f.name))
+    ranks = r.get("ranks", [])
+    comm = sum(k["comm_exposed_seconds"] + k["comm_overlapped_seconds"] for k in ranks)
+    hidden = sum(k["comm_overlapped_seconds"] for k in ranks)
+    return r["images_per_sec"], (100 * hidden / comm if comm > 0 else None)
+
+
+def ddp(model, batch, steps, np):
+    cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_ddp.py"), "--model", model, "--batch", str(batch),
+           "--np", str(np), "--steps", str(steps)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["images_per_sec"]
+
+
+def med(v):
+    return f"{statistics.median(v):,.1f} ({min(v):,.1f}-{max(v):,.1f})"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build/scaleout"))
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rows")
+    a = ap.parse_args()
+    rows = ROWS if not a.rows else [(p[0], int(p[1]), int(p[2])) for p in (r.split(":") for r in a.rows.split(","))]
+    print(f"{'model':9} {'batch':>5} | {'scaleout np1':>24} {'scaleout np2':>24} {'speedup':>7} {'eff':>5} "
+          f"{'overlap':>7} | {'DDP np1':>22} {'DDP np2':>22} {'speedup':>7} | {'np2 vs DDP':>10}")
+    for model, batch, steps in rows:
+        s1, s2, d1, d2, ov = [], [], [], [], []
+        for _ in range(a.repeat):
+            s1.append(scaleout(a.bin, model, batch, steps, 1)[0])
+            v, o = scaleout(a.bin, model, batch, steps, 2)
+            s2.append(v)
+            if o is not None:
+                ov.append(o)
+            d1.append(ddp(model, batch, steps, 1))
+            d2.append(ddp(model, batch, steps, 2))
+        m = statistics.median
+        sp, dsp = m(s2) / m(s1), m(d2) / m(d1)
+        print(f"{model:9} {batch:5} | {med(s1):>24} {med(s2):>24} {sp:7.2f} {sp / 2:5.2f} "
+              f"{(f'{m(ov):.0f}%' if ov else '-'):>7} | {med(d1):>22} {med(d2):>22} {dsp:7.2f} | "
+              f"{m(s2) / m(d2):10.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

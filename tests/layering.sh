@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Checks the layering rules of docs/ARCHITECTURE.md on the sources:
+# the engine (nn, backend, models, optim, data, train, core) never includes MPI,
+# and comm never includes the neural-network or data headers.
+set -u
+src=${SCALEOUT_SOURCE_DIR:?}/src
+pass=0 fail=0
+check() { # check DESCRIPTION PATTERN DIRS...
+  local what=$1 pat=$2; shift 2
+  local hits
+  hits=$(grep -rEn "^[[:space:]]*#[[:space:]]*include[[:space:]]*[<\"]($pat)" "$@" 2>/dev/null)
+  if [ -n "$hits" ]; then fail=$((fail + 1)); echo "FAIL: $what:"; echo "$hits"; else pass=$((pass + 1)); fi
+}
+check "engine includes MPI" "mpi\.h|scaleout/comm" "$src/core" "$src/nn" "$src/backend" "$src/models" \
+  "$src/optim" "$src/data" "$src/train"
+check "comm includes NN code" "scaleout/(graph|model|backend|zoo|optim|data|train)\.h" "$src/comm"
+check "library code includes CLI headers" "cli\.h|dist\.h|progress\.h" "$src/core" "$src/nn" "$src/backend" \
+  "$src/models" "$src/optim" "$src/data" "$src/train" "$src/comm"
+# Libraries never exit: only the CLI decides (abort paths go through so_comm_abort / MPI_Abort).
+hits=$(grep -rEn "\bexit[[:space:]]*\(" "$src/core" "$src/nn" "$src/backend" "$src/models" "$src/optim" "$src/data" \
+  "$src/train" 2>/dev/null)
+if [ -n "$hits" ]; then fail=$((fail + 1)); echo "FAIL: library calls exit():"; echo "$hits"; else pass=$((pass + 1)); fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
