@@ -55,6 +55,10 @@ run 2 bucket-big --batch-size 32 --bucket-mb 25 &&
       bad "bucket size / overlap changed the parameters"; }
 grep -q "gradient buckets" "$tmp/bucket-small.log" && ok || bad "no communication summary printed"
 
+# Gradient accumulation: 2 micro-batches of 16 per step == one batch of 32.
+run 2 accumulate --batch-size 16 --accumulate 2 &&
+  { compare bucket-big accumulate 1e-5 && ok || bad "--accumulate 2 x 16 differs from batch 32"; }
+
 # Different configurations on the two ranks: every rank stops with exit 2, one message naming the key.
 "$mpirun" -np 1 "$bin" "${common[@]}" --batch-size 64 : -np 1 "$bin" "${common[@]}" --batch-size 32 \
   >"$tmp/mismatch.log" 2>&1

@@ -32,9 +32,16 @@ typedef enum {
     SO_REDUCE_MIN
 } so_reduce_op;
 
-/* Allreduce algorithms: one file per algorithm in src/comm/allreduce_<name>.c. */
+/* Allreduce algorithms: one file per algorithm in src/comm/allreduce_<name>.c
+ * (docs/COLLECTIVES.md has phases, costs and the tuning-file format). */
 typedef enum {
-    SO_ALLREDUCE_MPI, /* the MPI library's own MPI_Iallreduce */
+    SO_ALLREDUCE_MPI,          /* the MPI library's own MPI_Iallreduce */
+    SO_ALLREDUCE_RING,         /* reduce-scatter + allgather ring, segmented */
+    SO_ALLREDUCE_RD,           /* recursive doubling: small messages */
+    SO_ALLREDUCE_RABENSEIFNER, /* recursive halving + recursive doubling */
+    SO_ALLREDUCE_TREE,         /* binomial reduce + binomial broadcast */
+    SO_ALLREDUCE_HIER,         /* node shared-memory window + leaders' allreduce */
+    SO_ALLREDUCE_AUTO,         /* per message size: tuning table, else the cost model */
     SO_ALLREDUCE_COUNT
 } so_allreduce_algo;
 
@@ -93,7 +100,7 @@ void so_comm_node_info(const so_comm *c, so_comm_node *out);
 
 /* Selects the algorithm so_comm_allreduce uses (default mpi, or SCALEOUT_ALLREDUCE). */
 int so_comm_set_allreduce_algo(so_comm *c, so_allreduce_algo algo);
-/* "mpi", ...; NULL for an invalid value. */
+/* "mpi", "ring", "rd", "rabenseifner", "tree", "hier", "auto"; NULL for an invalid value. */
 const char *so_allreduce_algo_name(so_allreduce_algo algo);
 /* Parses a name from so_allreduce_algo_name; SO_EINVAL for unknown names. */
 int so_allreduce_algo_parse(const char *name, so_allreduce_algo *out);
@@ -112,6 +119,123 @@ int so_comm_allreduce_i64(so_comm *c, int64_t *vals, size_t n, so_reduce_op op);
 int so_comm_allreduce_double(so_comm *c, double *vals, size_t n, so_reduce_op op);
 
 int so_comm_barrier(so_comm *c);
+
+/* ---- more collectives: reduce-scatter, allgather, broadcast algorithms ---------
+ * Vectors of `count` floats are cut into size() blocks as evenly as possible:
+ * the first count % p blocks are one element longer (so_comm_block). Block i
+ * belongs to rank i. Same watchdog contract as above; count may be 0. */
+
+/* Block i of count floats over p ranks: elements [*off, *off + *len). */
+void so_comm_block(size_t count, int p, int i, size_t *off, size_t *len);
+
+typedef enum { SO_RS_MPI, SO_RS_RING, SO_RS_COUNT } so_rs_algo;
+typedef enum { SO_AG_MPI, SO_AG_RING, SO_AG_COUNT } so_ag_algo;
+typedef enum { SO_BCAST_MPI, SO_BCAST_BINOMIAL, SO_BCAST_PIPELINE, SO_BCAST_COUNT } so_bcast_algo;
+
+/* recv (block-rank floats) = op over ranks of block `rank` of send (count
+ * floats). In place when recv == send + block offset (NCCL's convention);
+ * send is not modified otherwise. AVG scales the block by 1/size. */
+int so_comm_reduce_scatter(so_comm *c, so_rs_algo algo, const float *send, float *recv, size_t count,
+                           so_reduce_op op);
+/* recv (count floats) = every rank's block; this rank's block comes from send
+ * (block-rank floats). In place when send == recv + block offset. */
+int so_comm_allgather(so_comm *c, so_ag_algo algo, const float *send, float *recv, size_t count);
+/* Broadcast of count floats from root, in place, with a chosen algorithm. */
+int so_comm_bcast_algo(so_comm *c, so_bcast_algo algo, float *buf, size_t count, int root);
+
+/* Generic access for drivers such as the benchmark: a collective kind and an
+ * algorithm index within it (so_allreduce_algo, so_rs_algo, ...), or
+ * SO_COLL_REFERENCE: the MPI library's BLOCKING call (MPI_Allreduce,
+ * MPI_Reduce_scatter, MPI_Allgatherv, MPI_Bcast) with no watchdog -- what OSU
+ * measures, the baseline every algorithm is compared with. Counts < 2^31. */
+typedef enum {
+    SO_COLL_ALLREDUCE,
+    SO_COLL_REDUCE_SCATTER,
+    SO_COLL_ALLGATHER,
+    SO_COLL_BCAST,
+    SO_COLL_KINDS
+} so_coll_kind;
+#define SO_COLL_REFERENCE (-1)
+
+const char *so_coll_kind_name(so_coll_kind kind); /* "allreduce", "reduce-scatter", ... */
+int so_coll_algo_count(so_coll_kind kind);         /* valid indices are 0 .. count-1 */
+/* The algorithm's name ("ring", ...; "MPI_Allreduce" etc. for the reference); NULL if invalid. */
+const char *so_coll_algo_name(so_coll_kind kind, int algo);
+int so_coll_algo_parse(so_coll_kind kind, const char *name, int *out);
+/* Runs one collective. Buffers as the typed call of that kind: allreduce and
+ * bcast use count floats in recv (bcast: in place in recv from `root`);
+ * reduce-scatter / allgather as above. op is ignored by allgather / bcast. */
+int so_comm_coll(so_comm *c, so_coll_kind kind, int algo, const float *send, float *recv,
+                 size_t count, so_reduce_op op, int root);
+
+/* ---- cost model, tuning table and `auto` ---------------------------------------
+ * Model of one allreduce of n bytes on p ranks with algorithm A:
+ *     t = a_A(p) alpha_A + n (b_A(p) beta_A + g_A(p) gamma)
+ * with the textbook coefficients (ring a = 2(p-1), b = 2(p-1)/p, g = (p-1)/p;
+ * rd a = b = g = lg p; Rabenseifner a = 2 lg p, b = 2(p-1)/p, g = (p-1)/p;
+ * non-powers of two add the fold-in/out steps; docs/COLLECTIVES.md has all).
+ * alpha_A (s per step) and beta_A (s per byte moved) are fitted per algorithm
+ * by `scaleout tune`; gamma (s per byte reduced) is measured locally.
+ * Without a table, built-in values for one shared-memory node are used. */
+typedef struct {
+    double alpha, beta; /* seconds, seconds per byte */
+    int valid;          /* fitted (0: built-in default) */
+} so_comm_fit;
+
+#define SO_TUNING_MAX_RULES 64
+typedef struct {
+    int version;        /* 1 */
+    int p;              /* process count the table was measured with */
+    int ranks_per_node; /* layout it was measured with (0 = real nodes) */
+    double gamma;       /* seconds per byte reduced */
+    so_comm_fit fit[SO_ALLREDUCE_AUTO]; /* per concrete algorithm */
+    int nrules;         /* `max_bytes algo` lines, ascending max_bytes */
+    struct {
+        uint64_t max_bytes; /* UINT64_MAX: no limit */
+        so_allreduce_algo algo;
+    } rule[SO_TUNING_MAX_RULES];
+} so_comm_tuning;
+
+/* Built-in table: default fits, no rules. */
+void so_comm_tuning_default(so_comm_tuning *t);
+/* Reads / writes the text format of docs/COLLECTIVES.md. SO_EIO / SO_EFORMAT. */
+int so_comm_tuning_load(const char *path, so_comm_tuning *t);
+int so_comm_tuning_save(const so_comm_tuning *t, const char *path);
+
+/* The table `auto` uses in this process (copied; NULL = back to the built-in
+ * model). Without a call, the file named by SCALEOUT_TUNING is loaded on the
+ * first `auto` allreduce. Every rank must use the same table (the choice must
+ * agree). Call between collectives. */
+int so_comm_set_tuning(const so_comm_tuning *t);
+
+/* Predicted seconds of one allreduce of `bytes` on p ranks (ranks_per_node as
+ * in so_comm_set_ranks_per_node, 0 = one real node holds them all) with algo,
+ * from t (NULL: the active table, else built-in). For SO_ALLREDUCE_AUTO the
+ * prediction of the algorithm auto picks. The trainer can minimise
+ * sum over buckets of predict(bucket bytes) - overlap to pick the bucket size
+ * and the algorithm together. */
+double so_comm_predict(so_allreduce_algo algo, size_t bytes, int p, int ranks_per_node,
+                       const so_comm_tuning *t);
+/* The algorithm `auto` picks: the table's rules when t->p == p and its layout
+ * matches, else the argmin of so_comm_predict over the concrete algorithms. */
+so_allreduce_algo so_comm_select(size_t bytes, int p, int ranks_per_node, const so_comm_tuning *t);
+
+/* Weighted least squares of alpha and beta (relative error, so small and
+ * large sizes count alike) for algo from n measurements (bytes[i], secs[i])
+ * on p ranks, with gamma fixed. SO_EINVAL when n < 2. */
+int so_comm_fit_model(so_allreduce_algo algo, int p, int ranks_per_node, double gamma,
+                      const size_t *bytes, const double *secs, int n, so_comm_fit *out);
+
+/* Times `iters` runs of a collective after `warmup` untimed ones, a barrier
+ * before the timed batch; *secs = this rank's mean seconds per run. Buffers
+ * as so_comm_coll. Collective. */
+int so_comm_time_coll(so_comm *c, so_coll_kind kind, int algo, const float *send, float *recv,
+                      size_t count, int root, int warmup, int iters, double *secs);
+
+/* Local measurements (one rank, no communication): memcpy bandwidth in
+ * bytes/s over a `bytes` buffer, and gamma (s per byte) of the float sum. */
+double so_comm_memcpy_bw(size_t bytes);
+double so_comm_reduce_gamma(size_t bytes);
 
 /* ---- configuration check ------------------------------------------------------ */
 

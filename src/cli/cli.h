@@ -29,5 +29,12 @@ int cli_error(const char *cmd, int code, const char *fmt, ...) __attribute__((fo
 
 int cmd_train(int argc, char **argv);
 int cmd_models(int argc, char **argv);
+int cmd_bench_coll(int argc, char **argv); /* bench allreduce|reduce-scatter|allgather|bcast */
+int cmd_tune(int argc, char **argv);
+
+/* Bytes with an optional K/M/G (binary) suffix; 0 or -1. */
+int cli_parse_bytes(const char *s, size_t *out);
+/* Rewrites OSU-style short flags in argv (map: {"-m", "--message-size"}, ..., {NULL, NULL}). */
+void cli_short_aliases(int argc, char **argv, const char *const map[][2]);
 
 #endif

@@ -1,8 +1,10 @@
 /* The allreduce selector: a table from so_allreduce_algo to the algorithm's
  * function (one file each, same signature, see comm_internal.h), the name
- * table behind --allreduce / SCALEOUT_ALLREDUCE, and the shared argument checks
- * and AVG scaling so each algorithm only implements SUM, MAX and MIN. */
-#include "comm_internal.h"
+ * table behind --allreduce / SCALEOUT_ALLREDUCE, the resolution of `auto`
+ * (tune.c), and the shared argument checks and AVG scaling so each algorithm
+ * only implements SUM, MAX and MIN. */
+#include "coll_internal.h"
+#include "tune_internal.h"
 
 #include "scaleout/err.h"
 
@@ -13,7 +15,25 @@ static const struct {
     so_allreduce_fn *fn;
 } algos[SO_ALLREDUCE_COUNT] = {
     [SO_ALLREDUCE_MPI] = {"mpi", so_allreduce_mpi},
+    [SO_ALLREDUCE_RING] = {"ring", so_allreduce_ring},
+    [SO_ALLREDUCE_RD] = {"rd", so_allreduce_rd},
+    [SO_ALLREDUCE_RABENSEIFNER] = {"rabenseifner", so_allreduce_rabenseifner},
+    [SO_ALLREDUCE_TREE] = {"tree", so_allreduce_tree},
+    [SO_ALLREDUCE_HIER] = {"hier", so_allreduce_hier},
+    [SO_ALLREDUCE_AUTO] = {"auto", NULL}, /* resolved per call by so_tuning_pick */
 };
+
+so_allreduce_fn *so_allreduce_fn_of(so_allreduce_algo algo)
+{
+    return (unsigned)algo < SO_ALLREDUCE_AUTO ? algos[algo].fn : NULL;
+}
+
+so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes)
+{
+    /* Leaders talk through MPI: latency-bound below ~64 KiB, bandwidth-bound above. */
+    (void)nodes;
+    return bytes <= (64 << 10) ? SO_ALLREDUCE_RD : SO_ALLREDUCE_RABENSEIFNER;
+}
 
 const char *so_allreduce_algo_name(so_allreduce_algo algo)
 {
@@ -27,7 +47,7 @@ int so_allreduce_algo_parse(const char *name, so_allreduce_algo *out)
             *out = (so_allreduce_algo)i;
             return 0;
         }
-    return so_err(SO_EINVAL, "unknown allreduce algorithm '%s' (have: mpi)", name ? name : "");
+    return so_err(SO_EINVAL, "unknown allreduce algorithm '%s' (have: auto, ring, rd, rabenseifner, tree, hier, mpi)", name ? name : "");
 }
 
 int so_comm_set_allreduce_algo(so_comm *c, so_allreduce_algo algo)
@@ -49,13 +69,15 @@ int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, siz
         return 0;
     if (!send || !recv)
         return so_err(SO_EINVAL, "allreduce of %zu floats with a NULL buffer", count);
-    int rc = algos[algo].fn(send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, comm, w);
-    if (rc || op != SO_REDUCE_AVG)
-        return rc;
     int size;
     int mrc = MPI_Comm_size(comm, &size);
     if (mrc != MPI_SUCCESS)
         return so_mpi_err(mrc, "MPI_Comm_size");
+    if (algo == SO_ALLREDUCE_AUTO)
+        algo = so_tuning_pick(count * sizeof *send, size, so_shm_ranks_per_node(comm));
+    int rc = algos[algo].fn(send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, comm, w);
+    if (rc || op != SO_REDUCE_AVG)
+        return rc;
     /* Multiply by 1/size (not divide): one rounding per element, same on every rank. */
     float scale = 1.0f / (float)size;
     for (size_t i = 0; i < count; i++)

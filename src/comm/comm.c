@@ -208,7 +208,8 @@ int so_comm_set_ranks_per_node(so_comm *c, int ranks_per_node)
     /* Ranks keyed by world rank, so leaders (and each cross comm) are ordered by node. */
     MPI_TRY(MPI_Comm_split(c->world, c->topo.node_rank, c->rank, &c->cross));
     c->topo.ranks_per_node = ranks_per_node;
-    rc = share_node_ids(c);
+    if (!(rc = share_node_ids(c)))
+        rc = so_shm_set_ranks_per_node(c->world, ranks_per_node);
 out:
     return rc;
 }

@@ -61,6 +61,9 @@ typedef int so_allreduce_fn(const float *send, float *recv, size_t count, so_red
 
 so_allreduce_fn so_allreduce_mpi;
 
+/* Records the emulated ranks-per-node on comm for the hierarchical algorithms (shm.c). */
+int so_shm_set_ranks_per_node(MPI_Comm comm, int ranks_per_node);
+
 /* Validates and dispatches to the algorithm, applies AVG scaling; count 0 is a no-op. */
 int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, size_t count,
                      so_reduce_op op, MPI_Comm comm, so_waiter *w);

@@ -1,0 +1,442 @@
+/* `scaleout bench allreduce|reduce-scatter|allgather|bcast`: the collective
+ * benchmark, with OSU Micro-Benchmarks / nccl-tests conventions: one driver,
+ * one small descriptor per collective (bus-bandwidth factor, check data),
+ * columns time / algbw / busbw / #wrong, and every algorithm interleaved per
+ * size against the MPI library's own blocking call in the same run. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "scaleout/err.h"
+#include "scaleout/json.h"
+
+#ifdef SCALEOUT_HAVE_MPI
+#include "scaleout/comm.h"
+#endif
+
+#define MAX_SIZES 64
+#define MAX_ALGOS 16
+
+int cli_parse_bytes(const char *s, size_t *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double mul = 1;
+    if (end == s || v < 0)
+        return -1;
+    switch (*end) {
+    case 'k': case 'K': mul = 1024.0; end++; break;
+    case 'm': case 'M': mul = 1048576.0; end++; break;
+    case 'g': case 'G': mul = 1073741824.0; end++; break;
+    default: break;
+    }
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end || v * mul > 1e12)
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+/* "-m 4:64M" style short flags of OSU onto the long names of the option table. */
+void cli_short_aliases(int argc, char **argv, const char *const map[][2])
+{
+    for (int i = 0; i < argc; i++)
+        for (int k = 0; map[k][0]; k++)
+            if (!strcmp(argv[i], map[k][0]))
+                argv[i] = (char *)map[k][1];
+}
+
+#ifndef SCALEOUT_HAVE_MPI
+int cmd_bench_coll(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return cli_error("bench", CLI_FAIL, "this build has no MPI (configure with -DSCALEOUT_MPI=ON)");
+}
+#else
+
+/* One collective: its name, kind and nccl-tests bus-bandwidth factor. */
+typedef struct {
+    const char *name;
+    so_coll_kind kind;
+    double (*busbw)(int n);
+} coll_desc;
+
+static double bw_allreduce(int n) { return 2.0 * (n - 1) / n; }
+static double bw_scatter(int n) { return (double)(n - 1) / n; }
+static double bw_one(int n) { (void)n; return 1.0; }
+
+static const coll_desc descs[] = {
+    {"allreduce", SO_COLL_ALLREDUCE, bw_allreduce},
+    {"reduce-scatter", SO_COLL_REDUCE_SCATTER, bw_scatter},
+    {"allgather", SO_COLL_ALLGATHER, bw_scatter},
+    {"bcast", SO_COLL_BCAST, bw_one},
+};
+
+typedef struct {
+    const char *range, *sizes, *algo, *json, *csv, *tuning;
+    int warmup, iters, rpn, check;
+} bench_opts;
+
+typedef struct {
+    so_comm *c;
+    const coll_desc *d;
+    int rank, size;
+    float *send, *recv;
+} bench_ctx;
+
+/* Parses -m MIN:MAX (doubling) or --sizes a,b,c into sizes[]; returns the count or -1. */
+static int make_sizes(const bench_opts *o, size_t *sizes)
+{
+    int n = 0;
+    if (o->sizes) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", o->sizes);
+        for (char *t = strtok(buf, ","); t; t = strtok(NULL, ","))
+            if (n == MAX_SIZES || cli_parse_bytes(t, &sizes[n++]))
+                return -1;
+        return n;
+    }
+    char lo[64], *hi;
+    snprintf(lo, sizeof lo, "%s", o->range);
+    if (!(hi = strchr(lo, ':')))
+        return -1;
+    *hi++ = 0;
+    size_t a, b;
+    if (cli_parse_bytes(lo, &a) || cli_parse_bytes(hi, &b) || a == 0 || b < a)
+        return -1;
+    for (size_t s = a; s <= b && n < MAX_SIZES; s *= 2)
+        sizes[n++] = s;
+    return n;
+}
+
+/* Check data: value of element i on rank r, and what the result must hold. */
+static float in_val(int r, size_t i) { return (float)((r + 1) * (int)(i % 13 + 1)); }
+
+static void fill(bench_ctx *b, size_t count)
+{
+    size_t off, len;
+    so_comm_block(count, b->size, b->rank, &off, &len);
+    for (size_t i = 0; i < count; i++) {
+        switch (b->d->kind) {
+        case SO_COLL_ALLGATHER: b->recv[i] = -1; break;
+        case SO_COLL_BCAST: b->recv[i] = b->rank == 0 ? (float)(i % 977 + 1) : -1; break;
+        default: b->send[i] = in_val(b->rank, i); b->recv[i] = -1;
+        }
+    }
+    if (b->d->kind == SO_COLL_ALLGATHER)
+        for (size_t i = 0; i < len; i++)
+            b->send[i] = (float)((off + i) % 1000 + 1);
+}
+
+static size_t count_wrong(bench_ctx *b, size_t count)
+{
+    size_t off, len, bad = 0;
+    float tri = (float)(b->size * (b->size + 1) / 2);
+    so_comm_block(count, b->size, b->rank, &off, &len);
+    switch (b->d->kind) {
+    case SO_COLL_ALLREDUCE:
+        for (size_t i = 0; i < count; i++)
+            bad += b->recv[i] != tri * (float)(i % 13 + 1);
+        break;
+    case SO_COLL_REDUCE_SCATTER:
+        for (size_t i = 0; i < len; i++)
+            bad += b->recv[i] != tri * (float)((off + i) % 13 + 1);
+        break;
+    case SO_COLL_ALLGATHER:
+        for (size_t i = 0; i < count; i++)
+            bad += b->recv[i] != (float)(i % 1000 + 1);
+        break;
+    default:
+        for (size_t i = 0; i < count; i++)
+            bad += b->recv[i] != (float)(i % 977 + 1);
+    }
+    return bad;
+}
+
+/* Default iteration count: enough to time small sizes, bounded for big ones. */
+static int auto_iters(size_t bytes)
+{
+    double n = (double)(256 << 20) / (double)(bytes ? bytes : 1);
+    return n > 1000 ? 1000 : n < 10 ? 10 : (int)n;
+}
+
+typedef struct {
+    int algo;
+    double sum_s; /* this rank's seconds over `runs` */
+    int runs;
+    double avg, mn, mx; /* across ranks, seconds per run */
+    int64_t wrong;
+} algo_result;
+
+/* Runs and times every algorithm at one size, interleaved: round 0 in list
+ * order, round 1 reversed, so slow drift of the core placement hits all alike. */
+static int run_size(bench_ctx *b, const bench_opts *o, size_t bytes, algo_result *res, int nalgo)
+{
+    size_t count = bytes / sizeof(float) ? bytes / sizeof(float) : 1;
+    int iters = o->iters > 0 ? o->iters : auto_iters(bytes);
+    int warm = o->warmup >= 0 ? o->warmup : (iters / 10 > 2 ? iters / 10 : 2);
+    for (int k = 0; k < nalgo; k++) {
+        res[k].sum_s = 0;
+        res[k].runs = 0;
+        res[k].wrong = 0;
+        if (o->check) {
+            fill(b, count);
+            int rc = so_comm_coll(b->c, b->d->kind, res[k].algo, b->send, b->recv, count, SO_REDUCE_SUM, 0);
+            if (rc)
+                return rc;
+            res[k].wrong = (int64_t)count_wrong(b, count);
+        }
+    }
+    for (int round = 0; round < 2; round++)
+        for (int j = 0; j < nalgo; j++) {
+            algo_result *r = &res[round ? nalgo - 1 - j : j];
+            int n = round ? iters - iters / 2 : iters / 2;
+            double s;
+            if (n <= 0)
+                continue;
+            int rc = so_comm_time_coll(b->c, b->d->kind, r->algo, b->send, b->recv, count, 0,
+                                       round ? 0 : warm, n, &s);
+            if (rc)
+                return rc;
+            r->sum_s += s * n;
+            r->runs += n;
+        }
+    for (int k = 0; k < nalgo; k++) {
+        double t = res[k].sum_s / res[k].runs, v[3] = {t, t, -t};
+        int64_t wr = res[k].wrong;
+        int rc = so_comm_allreduce_double(b->c, v, 1, SO_REDUCE_SUM);
+        if (!rc)
+            rc = so_comm_allreduce_double(b->c, v + 1, 2, SO_REDUCE_MAX);
+        if (!rc)
+            rc = so_comm_allreduce_i64(b->c, &wr, 1, SO_REDUCE_SUM);
+        if (rc)
+            return rc;
+        res[k].avg = v[0] / b->size;
+        res[k].mx = v[1];
+        res[k].mn = -v[2];
+        res[k].wrong = wr;
+    }
+    return 0;
+}
+
+/* One output row, to stdout, JSON and CSV. */
+typedef struct {
+    FILE *csv;
+    so_json js;
+    int json;
+} sinks;
+
+static void emit(bench_ctx *b, sinks *s, size_t bytes, const algo_result *r, double ref_avg,
+                 double pred, int check)
+{
+    const char *name = so_coll_algo_name(b->d->kind, r->algo);
+    double algbw = (double)bytes / r->avg * 1e-9, busbw = algbw * b->d->busbw(b->size);
+    double ratio = ref_avg > 0 ? ref_avg / r->avg : NAN, err = pred > 0 ? (pred / r->avg - 1) * 100 : NAN;
+    printf("%12zu %-18s %11.2f %11.2f %11.2f %8.3f %8.3f", bytes, name, r->avg * 1e6, r->mn * 1e6,
+           r->mx * 1e6, algbw, busbw);
+    if (check)
+        printf(" %7lld", (long long)r->wrong);
+    if (ref_avg > 0)
+        printf(" %7.2fx", ratio);
+    if (pred > 0)
+        printf(" %10.2f %+6.0f%%", pred * 1e6, err);
+    printf("\n");
+    if (s->csv)
+        fprintf(s->csv, "%s,%d,%zu,%s,%.4f,%.4f,%.4f,%.5f,%.5f,%lld,%.4f,%.4f\n", b->d->name, b->size,
+                bytes, name, r->avg * 1e6, r->mn * 1e6, r->mx * 1e6, algbw, busbw, (long long)r->wrong,
+                ratio, pred * 1e6);
+    if (s->json) {
+        so_json_obj_begin(&s->js, NULL);
+        so_json_int(&s->js, "bytes", (int64_t)bytes);
+        so_json_str(&s->js, "algo", name);
+        so_json_num(&s->js, "avg_us", r->avg * 1e6);
+        so_json_num(&s->js, "min_us", r->mn * 1e6);
+        so_json_num(&s->js, "max_us", r->mx * 1e6);
+        so_json_num(&s->js, "algbw_gbs", algbw);
+        so_json_num(&s->js, "busbw_gbs", busbw);
+        so_json_int(&s->js, "wrong", r->wrong);
+        so_json_num(&s->js, "speedup_vs_mpi", ratio);
+        so_json_num(&s->js, "model_us", pred > 0 ? pred * 1e6 : NAN);
+        so_json_obj_end(&s->js);
+    }
+}
+
+static void header(bench_ctx *b, const bench_opts *o, double ref, double memcpy_bw, int model)
+{
+    so_comm_node nd;
+    so_comm_node_info(b->c, &nd);
+    printf("# scaleout bench %s: %d ranks, %d node(s) (ranks-per-node %d), out of place, float sum\n",
+           b->d->name, b->size, nd.num_nodes, o->rpn);
+    printf("# memcpy bandwidth (one rank, 64 MiB): %.2f GB/s; busbw = algbw * %.3f\n", memcpy_bw * 1e-9,
+           b->d->busbw(b->size));
+    printf("# %10s %-18s %11s %11s %11s %8s %8s", "size(B)", "algorithm", "avg(us)", "min(us)", "max(us)",
+           "algbw", "busbw");
+    if (o->check)
+        printf(" %7s", "#wrong");
+    if (ref)
+        printf(" %8s", "vs_mpi");
+    if (model)
+        printf(" %10s %7s", "model(us)", "err");
+    printf("\n");
+}
+
+static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int nsizes,
+                     algo_result *res, int nalgo, sinks *s)
+{
+    size_t maxb = 0;
+    for (int i = 0; i < nsizes; i++)
+        maxb = sizes[i] > maxb ? sizes[i] : maxb;
+    size_t maxc = maxb / sizeof(float) + 1;
+    b->send = malloc(maxc * sizeof(float));
+    b->recv = malloc(maxc * sizeof(float));
+    if (!b->send || !b->recv)
+        return so_err(SO_ENOMEM, "bench: out of memory for %zu bytes", maxb);
+    memset(b->send, 0, maxc * sizeof(float));
+    memset(b->recv, 0, maxc * sizeof(float));
+    double bw = b->rank == 0 ? so_comm_memcpy_bw(64 << 20) : 0;
+    int model = b->d->kind == SO_COLL_ALLREDUCE;
+    if (b->rank == 0)
+        header(b, o, res[0].algo == SO_COLL_REFERENCE && nalgo > 1, bw, model);
+    int64_t wrong = 0;
+    for (int i = 0; i < nsizes; i++) {
+        int rc = run_size(b, o, sizes[i], res, nalgo);
+        if (rc)
+            return rc;
+        double ref = res[0].algo == SO_COLL_REFERENCE && nalgo > 1 ? res[0].avg : 0, best = INFINITY;
+        int bi = -1;
+        for (int k = 0; k < nalgo; k++) {
+            wrong += res[k].wrong;
+            double pred = model && res[k].algo >= 0
+                              ? so_comm_predict((so_allreduce_algo)res[k].algo, sizes[i], b->size, o->rpn, NULL)
+                              : 0;
+            if (b->rank == 0)
+                emit(b, s, sizes[i], &res[k], ref, pred, o->check);
+            if (res[k].algo > 0 && !(model && res[k].algo == SO_ALLREDUCE_AUTO) && res[k].avg < best) {
+                best = res[k].avg;
+                bi = k;
+            }
+        }
+        if (b->rank == 0 && ref > 0 && bi >= 0)
+            printf("# %zu B: best scaleout algorithm %s, %.2fx the speed of %s\n", sizes[i],
+                   so_coll_algo_name(b->d->kind, res[bi].algo), ref / best,
+                   so_coll_algo_name(b->d->kind, SO_COLL_REFERENCE));
+        fflush(stdout);
+    }
+    return wrong ? 1 : 0;
+}
+
+/* The algorithm list: one name, or the reference followed by every algorithm. */
+static int make_algos(const coll_desc *d, const char *name, algo_result *res)
+{
+    int n = 0;
+    if (strcmp(name, "all") == 0) {
+        res[n++].algo = SO_COLL_REFERENCE;
+        for (int a = 0; a < so_coll_algo_count(d->kind) && n < MAX_ALGOS; a++)
+            res[n++].algo = a;
+        return n;
+    }
+    int a;
+    if (so_coll_algo_parse(d->kind, name, &a))
+        return -1;
+    res[0].algo = a;
+    return 1;
+}
+
+static int bench_main(const coll_desc *d, const bench_opts *o, const size_t *sizes, int nsizes)
+{
+    bench_ctx b = {0};
+    b.d = d;
+    algo_result res[MAX_ALGOS];
+    int nalgo = make_algos(d, o->algo, res);
+    if (nalgo < 0)
+        return cli_error("bench", CLI_USAGE, "--algo: %s", so_errmsg());
+    so_comm_tuning t;
+    if (o->tuning && so_comm_tuning_load(o->tuning, &t))
+        return cli_error("bench", CLI_USAGE, "--tuning: %s", so_errmsg());
+    if (so_comm_init(NULL, NULL, &b.c))
+        so_comm_abort(NULL, CLI_FAIL, so_errmsg());
+    b.rank = so_comm_rank(b.c);
+    b.size = so_comm_size(b.c);
+    if (o->tuning)
+        so_comm_set_tuning(&t);
+    if (so_comm_set_ranks_per_node(b.c, o->rpn))
+        so_comm_abort(b.c, CLI_FAIL, so_errmsg());
+    sinks s = {0};
+    if (b.rank == 0 && o->csv && !(s.csv = fopen(o->csv, "w")))
+        so_comm_abort(b.c, CLI_FAIL, "cannot write the --csv file");
+    FILE *jf = NULL;
+    if (b.rank == 0 && o->json) {
+        if (!(jf = fopen(o->json, "w")))
+            so_comm_abort(b.c, CLI_FAIL, "cannot write the --json file");
+        so_json_init(&s.js, jf, 1);
+        s.json = 1;
+        so_json_obj_begin(&s.js, NULL);
+        so_json_str(&s.js, "collective", d->name);
+        so_json_int(&s.js, "ranks", b.size);
+        so_json_int(&s.js, "ranks_per_node", o->rpn);
+        so_json_arr_begin(&s.js, "results");
+    }
+    if (s.csv)
+        fprintf(s.csv, "collective,ranks,bytes,algo,avg_us,min_us,max_us,algbw_gbs,busbw_gbs,wrong,speedup_vs_mpi,model_us\n");
+    int rc = bench_run(&b, o, sizes, nsizes, res, nalgo, &s);
+    if (rc < 0)
+        so_comm_abort(b.c, CLI_FAIL, so_errmsg());
+    if (s.json) {
+        so_json_arr_end(&s.js);
+        so_json_obj_end(&s.js);
+        fputc('\n', jf);
+        fclose(jf);
+    }
+    if (s.csv)
+        fclose(s.csv);
+    if (rc && b.rank == 0)
+        fprintf(stderr, "scaleout bench: wrong results (see #wrong)\n");
+    free(b.send);
+    free(b.recv);
+    so_comm_finalize(b.c);
+    return rc ? CLI_FAIL : CLI_OK;
+}
+
+int cmd_bench_coll(int argc, char **argv)
+{
+    const coll_desc *d = NULL;
+    for (size_t i = 0; argc > 0 && i < sizeof descs / sizeof *descs; i++)
+        if (!strcmp(argv[0], descs[i].name))
+            d = &descs[i];
+    if (!d)
+        return cli_error("bench", CLI_USAGE, "%s (choose allreduce, reduce-scatter, allgather or bcast)",
+                         argc > 0 ? "unknown collective" : "missing collective");
+    bench_opts o = {"4:64M", NULL, "all", NULL, NULL, NULL, -1, 0, 0, 0};
+    const cli_opt opts[] = {
+        {"message-size", OPT_STR, &o.range, "MIN:MAX", "sizes in bytes, doubling (-m; K/M/G suffixes)", 0, -1, NULL},
+        {"sizes", OPT_STR, &o.sizes, "A,B,..", "explicit list of sizes instead of -m", 0, -1, NULL},
+        {"warmup", OPT_INT, &o.warmup, "N", "untimed runs per size and algorithm (-x; -1 = auto)", -1, 1e6, NULL},
+        {"iterations", OPT_INT, &o.iters, "N", "timed runs per size and algorithm (-i; 0 = auto)", 0, 1e7, NULL},
+        {"algo", OPT_STR, &o.algo, "NAME", "one algorithm, or all (with the MPI reference)", 0, -1, NULL},
+        {"ranks-per-node", OPT_INT, &o.rpn, "K", "emulate nodes of K ranks (0 = real nodes)", 0, 1e6, NULL},
+        {"check", OPT_FLAG, &o.check, NULL, "verify results (exit 1 if any is wrong)", 0, -1, NULL},
+        {"tuning", OPT_STR, &o.tuning, "FILE", "tuning table for auto and the model column", 0, -1, NULL},
+        {"json", OPT_STR, &o.json, "FILE", "also write the results as JSON", 0, -1, NULL},
+        {"csv", OPT_STR, &o.csv, "FILE", "also write the results as CSV", 0, -1, NULL},
+        {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
+    static const char *const aliases[][2] = {
+        {"-m", "--message-size"}, {"-x", "--warmup"}, {"-i", "--iterations"}, {NULL, NULL}};
+    cli_short_aliases(argc - 1, argv + 1, aliases);
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "bench %s", d->name);
+    int rc = cli_parse(cmd, "Times a collective for every message size (OSU / nccl-tests style); run under mpirun.",
+                       opts, argc - 1, argv + 1);
+    if (rc)
+        return rc == CLI_HELP ? CLI_OK : rc;
+    size_t sizes[MAX_SIZES];
+    int nsizes = make_sizes(&o, sizes);
+    if (nsizes <= 0)
+        return cli_error(cmd, CLI_USAGE, "bad sizes '%s' (want MIN:MAX or a,b,c in bytes, K/M/G suffixes)",
+                         o.sizes ? o.sizes : o.range);
+    return bench_main(d, &o, sizes, nsizes);
+}
+#endif

@@ -1,0 +1,163 @@
+/* `scaleout tune`: measures every allreduce algorithm over a size sweep on
+ * this machine and process layout, fits the alpha-beta model per algorithm
+ * (gamma measured locally), and writes the tuning table `auto` reads
+ * (--tuning / SCALEOUT_TUNING; format in docs/COLLECTIVES.md). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "scaleout/err.h"
+
+#ifdef SCALEOUT_HAVE_MPI
+#include "scaleout/comm.h"
+#endif
+
+#ifndef SCALEOUT_HAVE_MPI
+int cmd_tune(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    return cli_error("tune", CLI_FAIL, "this build has no MPI (configure with -DSCALEOUT_MPI=ON)");
+}
+#else
+
+#define NALGO SO_ALLREDUCE_AUTO
+#define MAX_SIZES 40
+
+typedef struct {
+    const char *out, *range;
+    int rpn, iters;
+} tune_opts;
+
+/* Mean seconds per allreduce across ranks for every (size, algorithm),
+ * algorithms interleaved per size. */
+static int measure(so_comm *c, const tune_opts *o, const size_t *sizes, int ns, double t[][NALGO])
+{
+    size_t maxc = sizes[ns - 1] / sizeof(float) + 1;
+    float *send = calloc(maxc, sizeof *send), *recv = calloc(maxc, sizeof *recv);
+    int rc = send && recv ? 0 : so_err(SO_ENOMEM, "tune: out of memory");
+    for (int i = 0; i < ns && !rc; i++) {
+        size_t count = sizes[i] / sizeof(float) ? sizes[i] / sizeof(float) : 1;
+        double n = (double)(64 << 20) / (double)sizes[i];
+        int iters = o->iters > 0 ? o->iters : n > 300 ? 300 : n < 5 ? 5 : (int)n;
+        for (int a = 0; a < NALGO && !rc; a++) {
+            double s = 0;
+            rc = so_comm_time_coll(c, SO_COLL_ALLREDUCE, a, send, recv, count, 0, 2, iters, &s);
+            if (!rc)
+                rc = so_comm_allreduce_double(c, &s, 1, SO_REDUCE_AVG);
+            t[i][a] = s;
+        }
+    }
+    free(send);
+    free(recv);
+    return rc;
+}
+
+/* Rules from the fastest algorithm per size; neighbouring sizes with the same
+ * winner merge; the last rule has no limit. */
+static void make_rules(so_comm_tuning *tab, const size_t *sizes, int ns, double t[][NALGO])
+{
+    tab->nrules = 0;
+    for (int i = 0; i < ns; i++) {
+        int best = 0;
+        for (int a = 1; a < NALGO; a++)
+            if (t[i][a] < t[i][best])
+                best = a;
+        if (tab->nrules && tab->rule[tab->nrules - 1].algo == (so_allreduce_algo)best)
+            tab->rule[tab->nrules - 1].max_bytes = sizes[i];
+        else if (tab->nrules < SO_TUNING_MAX_RULES) {
+            tab->rule[tab->nrules].max_bytes = sizes[i];
+            tab->rule[tab->nrules++].algo = (so_allreduce_algo)best;
+        }
+    }
+    if (tab->nrules)
+        tab->rule[tab->nrules - 1].max_bytes = UINT64_MAX;
+}
+
+static void report(const so_comm_tuning *tab, const size_t *sizes, int ns, double t[][NALGO])
+{
+    printf("# scaleout tune: p=%d ranks_per_node=%d gamma=%.3e s/B (%.2f GB/s reduce)\n", tab->p,
+           tab->ranks_per_node, tab->gamma, 1e-9 / tab->gamma);
+    printf("# %-14s %12s %14s %18s\n", "algorithm", "alpha(us)", "beta(ns/B)", "1/beta(GB/s)");
+    for (int a = 0; a < NALGO; a++)
+        printf("  %-14s %12.3f %14.5f %18.2f\n", so_allreduce_algo_name((so_allreduce_algo)a),
+               tab->fit[a].alpha * 1e6, tab->fit[a].beta * 1e9, tab->fit[a].beta > 0 ? 1e-9 / tab->fit[a].beta : 0);
+    printf("# %10s", "size(B)");
+    for (int a = 0; a < NALGO; a++)
+        printf(" %14s", so_allreduce_algo_name((so_allreduce_algo)a));
+    printf("   (measured us / model error)\n");
+    for (int i = 0; i < ns; i++) {
+        printf("  %10zu", sizes[i]);
+        for (int a = 0; a < NALGO; a++) {
+            double pr = so_comm_predict((so_allreduce_algo)a, sizes[i], tab->p, tab->ranks_per_node, tab);
+            printf(" %8.1f %+4.0f%%", t[i][a] * 1e6, (pr / t[i][a] - 1) * 100);
+        }
+        printf("\n");
+    }
+}
+
+int cmd_tune(int argc, char **argv)
+{
+    tune_opts o = {"scaleout.tune", "4:16M", 0, 0};
+    const cli_opt opts[] = {
+        {"out", OPT_STR, &o.out, "FILE", "where to write the tuning table", 0, -1, NULL},
+        {"message-size", OPT_STR, &o.range, "MIN:MAX", "size sweep in bytes, doubling (-m)", 0, -1, NULL},
+        {"ranks-per-node", OPT_INT, &o.rpn, "K", "emulate nodes of K ranks (0 = real nodes)", 0, 1e6, NULL},
+        {"iterations", OPT_INT, &o.iters, "N", "timed runs per size and algorithm (-i; 0 = auto)", 0, 1e6, NULL},
+        {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
+    static const char *const aliases[][2] = {{"-m", "--message-size"}, {"-i", "--iterations"}, {NULL, NULL}};
+    cli_short_aliases(argc, argv, aliases);
+    int rc = cli_parse("tune", "Measures every allreduce algorithm, fits the cost model and writes the "
+                               "table `--allreduce auto` uses; run under mpirun with the job's layout.",
+                       opts, argc, argv);
+    if (rc)
+        return rc == CLI_HELP ? CLI_OK : rc;
+    char lo[64], *hi;
+    size_t a, b, sizes[MAX_SIZES];
+    int ns = 0;
+    snprintf(lo, sizeof lo, "%s", o.range);
+    if (!(hi = strchr(lo, ':')) || (*hi++ = 0, cli_parse_bytes(lo, &a)) || cli_parse_bytes(hi, &b) || !a || b < a)
+        return cli_error("tune", CLI_USAGE, "--message-size: want MIN:MAX in bytes, got '%s'", o.range);
+    for (size_t s = a; s <= b && ns < MAX_SIZES; s *= 2)
+        sizes[ns++] = s;
+    so_comm *c;
+    if (so_comm_init(NULL, NULL, &c))
+        so_comm_abort(NULL, CLI_FAIL, so_errmsg());
+    if (so_comm_set_ranks_per_node(c, o.rpn))
+        so_comm_abort(c, CLI_FAIL, so_errmsg());
+    so_comm_tuning tab;
+    so_comm_tuning_default(&tab);
+    tab.p = so_comm_size(c);
+    tab.ranks_per_node = o.rpn;
+    tab.gamma = so_comm_reduce_gamma(16 << 20);
+    /* Every rank must hold the same table: rank 0's gamma decides. */
+    if (so_comm_bcast_bytes(c, &tab.gamma, sizeof tab.gamma, 0))
+        so_comm_abort(c, CLI_FAIL, so_errmsg());
+    double (*t)[NALGO] = calloc(MAX_SIZES, sizeof *t);
+    if (!t || measure(c, &o, sizes, ns, t))
+        so_comm_abort(c, CLI_FAIL, t ? so_errmsg() : "out of memory");
+    for (int k = 0; k < NALGO; k++) {
+        size_t by[MAX_SIZES];
+        double se[MAX_SIZES];
+        for (int i = 0; i < ns; i++)
+            by[i] = sizes[i], se[i] = t[i][k];
+        if (tab.p > 1)
+            so_comm_fit_model((so_allreduce_algo)k, tab.p, o.rpn, tab.gamma, by, se, ns, &tab.fit[k]);
+    }
+    make_rules(&tab, sizes, ns, t);
+    rc = CLI_OK;
+    if (so_comm_rank(c) == 0) {
+        report(&tab, sizes, ns, t);
+        if (so_comm_tuning_save(&tab, o.out)) {
+            fprintf(stderr, "scaleout tune: %s\n", so_errmsg());
+            rc = CLI_FAIL;
+        } else {
+            printf("# wrote %s\n", o.out);
+        }
+    }
+    free(t);
+    so_comm_finalize(c);
+    return rc;
+}
+#endif

@@ -1,0 +1,177 @@
+/* Private to libscaleout_comm: the pieces every hand-written collective
+ * shares -- block partitions, vectorised reduction kernels, the spinning
+ * watched wait, segmented exchange-and-reduce, the fold-in/fold-out of
+ * non-power-of-two process counts, the node shared-memory context and the
+ * per-collective algorithm signatures (one file per algorithm). */
+#ifndef SCALEOUT_COLL_INTERNAL_H
+#define SCALEOUT_COLL_INTERNAL_H
+
+#include "comm_internal.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Tags of our point-to-point traffic. Every collective runs on a duplicated
+ * communicator, and all ranks run the same collectives in the same order, so
+ * one tag per algorithm only guards against mixing phases of one call. */
+enum {
+    SO_TAG_RING = 0x5c01,
+    SO_TAG_RD,
+    SO_TAG_RAB,
+    SO_TAG_TREE,
+    SO_TAG_FOLD,
+    SO_TAG_RS,
+    SO_TAG_AG,
+    SO_TAG_BCAST
+};
+
+/* Checks an MPI call inside a function with `int rc` and an `out:` label. */
+#define SO_MPI_TRY(call)                                                                \
+    do {                                                                                \
+        int mpi_rc_ = (call);                                                           \
+        if (mpi_rc_ != MPI_SUCCESS) {                                                   \
+            rc = so_mpi_err(mpi_rc_, #call);                                            \
+            goto out;                                                                   \
+        }                                                                               \
+    } while (0)
+
+/* MPICH's MPI_STATUSES_IGNORE trips GCC's -Wstringop-overflow on
+ * MPI_Testall (see wait.c, pmodels/mpich#5687). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define SO_IGNORE_STATUSES_BEGIN \
+    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wstringop-overflow\"")
+#define SO_IGNORE_STATUSES_END _Pragma("GCC diagnostic pop")
+#else
+#define SO_IGNORE_STATUSES_BEGIN
+#define SO_IGNORE_STATUSES_END
+#endif
+
+/* ---- block partition ----------------------------------------------------------
+ * count elements in p blocks as even as possible: the first count % p blocks
+ * are one longer. Block i is [off, off + len). Same rule everywhere (and in
+ * so_comm_block), so reduce-scatter output feeds allgather input. */
+static inline void so_blk(size_t count, int p, int i, size_t *off, size_t *len)
+{
+    size_t q = count / (size_t)p, r = count % (size_t)p, ui = (size_t)i;
+    *len = q + (ui < r);
+    *off = ui * q + (ui < r ? ui : r);
+}
+
+/* ---- reduction kernels (coll_util.c): written so -O3 -march=native vectorises them.
+ * op is SUM, MAX or MIN. dst may alias a (not b) element for element. */
+void so_reduce_acc(float *dst, const float *src, size_t n, so_reduce_op op); /* dst = dst op src */
+void so_reduce_out(float *dst, const float *a, const float *b, size_t n, so_reduce_op op); /* dst = a op b */
+
+/* memcpy of n floats with non-temporal stores (ends with a store fence):
+ * for buffers another core reads next (coll_util.c explains why). */
+void so_copy_nt(float *dst, const float *src, size_t n);
+
+/* ---- waits -------------------------------------------------------------------
+ * so_coll_wait: spins on MPI_Testall (yielding the core when ranks outnumber
+ * cores) for up to the spin budget, then falls back to so_waiter_wait, whose
+ * backoff keeps a core free and whose timeout covers a lost peer. Collectives
+ * spin first because a ring or halving step of a few us would otherwise be
+ * noticed one backoff sleep late, at every step. */
+int so_coll_wait(so_waiter *w, int n, MPI_Request *reqs);
+/* 1 when this node runs more ranks than it has cores: waits must yield. */
+int so_coll_oversubscribed(void);
+/* Spin budget (seconds) before a wait starts sleeping (SCALEOUT_COLL_SPIN_US). */
+double so_coll_spin_s(void);
+
+/* Sends sn floats from sbuf to dst and receives rn floats from src, through
+ * one watched wait. Messages are cut into segments by a rule of their length
+ * only (the same as so_xchg_reduce's), so a so_sendrecv on one side matches a
+ * so_xchg_reduce on the other. dst / src may be MPI_PROC_NULL. Buffers must
+ * not overlap. */
+int so_sendrecv(const float *sbuf, size_t sn, int dst, float *rbuf, size_t rn, int src, int tag,
+                MPI_Comm comm, so_waiter *w);
+
+/* Sends sn floats from sbuf to dst while receiving rn floats from src and
+ * combining them as out[i] = a[i] op in[i], in segments of so_coll_seg()
+ * floats so the reduction of one segment overlaps the arrival of the next.
+ * out may equal a; neither may overlap sbuf (the send is still in flight).
+ * dst / src may be MPI_PROC_NULL (then rn floats are still required of src
+ * unless src is MPI_PROC_NULL, in which case out is left alone). */
+int so_xchg_reduce(const float *sbuf, size_t sn, int dst, float *out, const float *a, size_t rn,
+                   int src, so_reduce_op op, int tag, MPI_Comm comm, so_waiter *w);
+/* Pipeline segment (floats) of so_xchg_reduce and the ring (SCALEOUT_COLL_SEG bytes). */
+size_t so_coll_seg(void);
+
+/* ---- non-power-of-two process counts: fold-in / fold-out ----------------------
+ * p = p2 + rem with p2 the largest power of two <= p. Ranks below 2*rem pair
+ * up: the even one sends its vector to the odd one (which reduces it) and sits
+ * out; the core algorithm runs on p2 "new ranks"; at the end the odd one sends
+ * the result back. Cost: two extra steps (alpha + n beta each) on 2*rem ranks. */
+typedef struct {
+    int p, rank, p2, rem;
+    int newrank; /* -1: this rank sits out */
+} so_fold;
+
+void so_fold_init(so_fold *f, int p, int rank);
+/* Real rank of a new rank. */
+static inline int so_fold_real(const so_fold *f, int nr) { return nr < f->rem ? 2 * nr + 1 : nr + f->rem; }
+/* Fold-in: afterwards recv holds this rank's (possibly pre-reduced) vector on
+ * participating ranks; *cur is where the core algorithm reads its first step
+ * (send, or recv when something was written there). */
+int so_fold_in(so_fold *f, const float *send, float *recv, size_t count, so_reduce_op op,
+               const float **cur, MPI_Comm comm, so_waiter *w);
+/* Fold-out: the odd partner sends the result back to the sitting-out rank. */
+int so_fold_out(so_fold *f, float *recv, size_t count, MPI_Comm comm, so_waiter *w);
+
+/* ---- node shared-memory context (shm.c) ------------------------------------------
+ * Cached on a communicator as an attribute: the ranks of this (possibly
+ * emulated) node, one MPI-3 shared window with a flag line and data areas per
+ * rank, and the leaders communicator. Created on first use (collective). */
+typedef struct so_shm {
+    MPI_Comm node;    /* this node's ranks (emulated node within the real one) */
+    MPI_Comm leaders; /* node_rank 0 of every node; MPI_COMM_NULL on other ranks */
+    int q, r;         /* node size, node rank */
+    int nodes;        /* number of nodes */
+    int yield;        /* ranks outnumber cores: polls yield the core */
+    MPI_Win win;
+    size_t small_n;   /* floats per small-message buffer (two per rank) */
+    size_t chunk_n;   /* floats per pipeline chunk (contribution and result areas) */
+    _Atomic uint64_t **flag; /* [q] each rank's step counter, own cache line */
+    float **small;    /* [q] 2 * small_n floats: double-buffered small messages */
+    float **contrib;  /* [q] chunk_n floats: the slices rank j hands to the others */
+    float **result;   /* [q] chunk_n floats: rank j's reduced slice of the chunk */
+    uint64_t epoch;   /* steps this rank has signalled (same count on every rank) */
+    uint64_t calls;   /* small-message calls: picks the small buffer */
+} so_shm;
+
+/* The context of comm (created on first use: collective over comm, waits
+ * through w). Freed with the communicator (attribute delete callback). */
+int so_shm_get(MPI_Comm comm, so_waiter *w, so_shm **out);
+/* The ranks-per-node recorded on comm (0 = real nodes). */
+int so_shm_ranks_per_node(MPI_Comm comm);
+/* so_shm_set_ranks_per_node (comm_internal.h) records the emulated layout on
+ * comm for contexts created later on it and its duplicates, and drops comm's
+ * cached context (collective when one exists). */
+/* Signals this rank's next step and waits until every node rank signalled it:
+ * a barrier over shared memory, watched by w. Writes before it are visible to
+ * every node rank after it (release / acquire). */
+int so_shm_barrier(so_shm *s, so_waiter *w);
+
+/* ---- algorithm signatures (count > 0, op SUM/MAX/MIN, checked by the dispatcher) -- */
+so_allreduce_fn so_allreduce_ring, so_allreduce_rd, so_allreduce_rabenseifner, so_allreduce_tree,
+    so_allreduce_hier;
+
+/* Reduce-scatter of count floats: rank i receives block i (so_blk) in recv;
+ * in place when recv == send + block offset. */
+typedef int so_rs_fn(const float *send, float *recv, size_t count, so_reduce_op op, MPI_Comm comm,
+                     so_waiter *w);
+/* Allgather into count floats: rank i contributes block i from send; in place
+ * when send == recv + block offset. */
+typedef int so_ag_fn(const float *send, float *recv, size_t count, MPI_Comm comm, so_waiter *w);
+typedef int so_bcast_fn(float *buf, size_t count, int root, MPI_Comm comm, so_waiter *w);
+
+so_rs_fn so_reduce_scatter_mpi, so_reduce_scatter_ring;
+so_ag_fn so_allgather_mpi, so_allgather_ring;
+so_bcast_fn so_bcast_mpi, so_bcast_binomial, so_bcast_pipeline;
+
+/* The p2p algorithm hier uses among node leaders for `bytes` (never hier/auto/mpi). */
+so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes);
+/* The function of a concrete algorithm (not AUTO). */
+so_allreduce_fn *so_allreduce_fn_of(so_allreduce_algo algo);
+
+#endif

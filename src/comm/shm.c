@@ -1,0 +1,267 @@
+/* The node shared-memory context behind the hierarchical collectives: the
+ * (possibly emulated) node communicator, one MPI-3 shared window holding a
+ * step counter and data areas per rank, and a flag barrier over it. Cached on
+ * the communicator as an attribute (MPICH caches its node sub-communicators
+ * the same way), so a collective pays the set-up once per communicator. */
+#include "coll_internal.h"
+
+#include "scaleout/err.h"
+#include "scaleout/log.h"
+#include "scaleout/timer.h"
+
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FLAG_BYTES 256          /* the step counter's own cache lines (no false sharing) */
+#define DEFAULT_SMALL (64 << 10) /* bytes: one barrier, every rank reduces everything */
+#define DEFAULT_CHUNK (512 << 10) /* bytes: per pipeline chunk, stays in the 2 MiB L2 */
+
+static int ctx_key = MPI_KEYVAL_INVALID, rpn_key = MPI_KEYVAL_INVALID;
+
+static void shm_free(so_shm *s)
+{
+    if (!s)
+        return;
+    if (s->win != MPI_WIN_NULL) {
+        MPI_Win_unlock_all(s->win);
+        MPI_Win_free(&s->win);
+    }
+    if (s->leaders != MPI_COMM_NULL)
+        MPI_Comm_free(&s->leaders);
+    if (s->node != MPI_COMM_NULL)
+        MPI_Comm_free(&s->node);
+    free(s->flag);
+    free(s->small);
+    free(s->contrib);
+    free(s->result);
+    free(s);
+}
+
+/* Attribute delete callback: runs when the communicator is freed (collective). */
+static int ctx_delete(MPI_Comm comm, int key, void *val, void *extra)
+{
+    (void)comm, (void)key, (void)extra;
+    shm_free(val);
+    return MPI_SUCCESS;
+}
+
+static int make_keys(void)
+{
+    int rc = 0;
+    /* SERIALIZED: one thread in MPI at a time, so this lazy set-up cannot race. */
+    if (ctx_key == MPI_KEYVAL_INVALID)
+        SO_MPI_TRY(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, ctx_delete, &ctx_key, NULL));
+    /* The ranks-per-node value is stored in the pointer itself; MPI_COMM_DUP_FN
+     * copies it to duplicates (the async engine's communicator). */
+    if (rpn_key == MPI_KEYVAL_INVALID)
+        SO_MPI_TRY(MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &rpn_key, NULL));
+out:
+    return rc;
+}
+
+int so_shm_set_ranks_per_node(MPI_Comm comm, int ranks_per_node)
+{
+    int rc = make_keys(), flag = 0;
+    void *val;
+    if (rc)
+        return rc;
+    SO_MPI_TRY(MPI_Comm_set_attr(comm, rpn_key, (void *)(intptr_t)ranks_per_node));
+    SO_MPI_TRY(MPI_Comm_get_attr(comm, ctx_key, &val, &flag));
+    if (flag)
+        SO_MPI_TRY(MPI_Comm_delete_attr(comm, ctx_key));
+out:
+    return rc;
+}
+
+int so_shm_ranks_per_node(MPI_Comm comm)
+{
+    void *val;
+    int flag = 0;
+    if (make_keys() || MPI_Comm_get_attr(comm, rpn_key, &val, &flag) != MPI_SUCCESS || !flag)
+        return 0;
+    return (int)(intptr_t)val;
+}
+
+/* A byte count from the environment, else def; a multiple of 64 bytes. */
+static size_t env_bytes(const char *name, size_t def)
+{
+    const char *v = getenv(name);
+    char *end;
+    unsigned long long n = v && *v ? strtoull(v, &end, 10) : 0;
+    if (!v || !*v || *end || n < 64 || n > ((size_t)1 << 30))
+        return def;
+    return (size_t)n & ~(size_t)63;
+}
+
+/* Splits comm into nodes (shared memory, cut by the emulated ranks-per-node). */
+static int split_nodes(MPI_Comm comm, so_shm *s, so_waiter *w)
+{
+    int rc = 0, rank, rpn = so_shm_ranks_per_node(comm), ids[2] = {0, 0};
+    MPI_Comm shared = MPI_COMM_NULL;
+    MPI_Request req;
+    SO_MPI_TRY(MPI_Comm_rank(comm, &rank));
+    SO_MPI_TRY(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared));
+    if (rpn > 0) {
+        SO_MPI_TRY(MPI_Comm_split(shared, rank / rpn, rank, &s->node));
+        SO_MPI_TRY(MPI_Comm_free(&shared));
+    } else {
+        s->node = shared;
+    }
+    shared = MPI_COMM_NULL;
+    SO_MPI_TRY(MPI_Comm_size(s->node, &s->q));
+    SO_MPI_TRY(MPI_Comm_rank(s->node, &s->r));
+    SO_MPI_TRY(MPI_Comm_split(comm, s->r == 0 ? 0 : MPI_UNDEFINED, rank, &s->leaders));
+    if (s->r == 0)
+        SO_MPI_TRY(MPI_Comm_size(s->leaders, &ids[0]));
+    /* Sizes must agree across the node; node rank 0's environment decides. */
+    ids[1] = (int)(env_bytes("SCALEOUT_SHM_CHUNK", DEFAULT_CHUNK) / 64);
+    int small = (int)(env_bytes("SCALEOUT_SHM_SMALL", DEFAULT_SMALL) / 64);
+    int all[3] = {ids[0], ids[1], small};
+    SO_MPI_TRY(MPI_Ibcast(all, 3, MPI_INT, 0, s->node, &req));
+    if ((rc = so_coll_wait(w, 1, &req)))
+        goto out;
+    s->nodes = all[0];
+    s->chunk_n = (size_t)all[1] * 64 / sizeof(float);
+    s->small_n = (size_t)all[2] * 64 / sizeof(float);
+out:
+    if (shared != MPI_COMM_NULL)
+        MPI_Comm_free(&shared);
+    return rc;
+}
+
+/* Allocates the window and finds every rank's areas in it. */
+static int map_window(so_shm *s, so_waiter *w)
+{
+    int rc = 0;
+    MPI_Info info = MPI_INFO_NULL;
+    size_t data = (2 * s->small_n + 2 * s->chunk_n) * sizeof(float);
+    size_t bytes = (FLAG_BYTES + data + 4095) & ~(size_t)4095;
+    char *base;
+    s->flag = calloc((size_t)s->q, sizeof *s->flag);
+    s->small = calloc((size_t)s->q, sizeof *s->small);
+    s->contrib = calloc((size_t)s->q, sizeof *s->contrib);
+    s->result = calloc((size_t)s->q, sizeof *s->result);
+    if (!s->flag || !s->small || !s->contrib || !s->result)
+        return so_err(SO_ENOMEM, "shared-memory context: out of memory");
+    SO_MPI_TRY(MPI_Info_create(&info));
+    SO_MPI_TRY(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
+    SO_MPI_TRY(MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, s->node, &base, &s->win));
+    atomic_init((_Atomic uint64_t *)base, 0);
+    for (int j = 0; j < s->q; j++) {
+        MPI_Aint sz;
+        int disp;
+        char *b;
+        SO_MPI_TRY(MPI_Win_shared_query(s->win, j, &sz, &disp, &b));
+        s->flag[j] = (_Atomic uint64_t *)b;
+        s->small[j] = (float *)(b + FLAG_BYTES);
+        s->contrib[j] = s->small[j] + 2 * s->small_n;
+        s->result[j] = s->contrib[j] + s->chunk_n;
+    }
+    /* A passive-target epoch for the window's life: the standard's condition
+     * for direct load/store; ordering itself comes from the C11 atomics. */
+    SO_MPI_TRY(MPI_Win_lock_all(MPI_MODE_NOCHECK, s->win));
+    MPI_Request req;
+    SO_MPI_TRY(MPI_Ibarrier(s->node, &req)); /* every counter is zeroed before use */
+    rc = so_coll_wait(w, 1, &req);
+out:
+    if (info != MPI_INFO_NULL)
+        MPI_Info_free(&info);
+    return rc;
+}
+
+int so_shm_get(MPI_Comm comm, so_waiter *w, so_shm **out)
+{
+    int rc = make_keys(), flag = 0;
+    void *val;
+    if (rc)
+        return rc;
+    SO_MPI_TRY(MPI_Comm_get_attr(comm, ctx_key, &val, &flag));
+    if (flag) {
+        *out = val;
+        return 0;
+    }
+    so_shm *s = calloc(1, sizeof *s);
+    if (!s)
+        return so_err(SO_ENOMEM, "shared-memory context: out of memory");
+    s->node = s->leaders = MPI_COMM_NULL;
+    s->win = MPI_WIN_NULL;
+    if ((rc = split_nodes(comm, s, w)) || (rc = map_window(s, w))) {
+        shm_free(s);
+        return rc;
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    s->yield = cpus > 0 && s->q > cpus;
+    int mrc = MPI_Comm_set_attr(comm, ctx_key, s);
+    if (mrc != MPI_SUCCESS) {
+        shm_free(s);
+        return so_mpi_err(mrc, "MPI_Comm_set_attr");
+    }
+    *out = s;
+out:
+    return rc;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Slow path of the barrier: waits for rank j's counter to reach target,
+ * spinning, then yielding / sleeping, honouring w's stall warning and timeout. */
+static int wait_flag(so_shm *s, int j, uint64_t target, so_waiter *w)
+{
+    double t0 = 0, budget = so_coll_spin_s();
+    long ns = 1000;
+    int warned = 0;
+    for (unsigned it = 1; atomic_load_explicit(s->flag[j], memory_order_acquire) < target; it++) {
+        if (s->yield)
+            sched_yield(); /* the rank we wait for may need this core */
+        else
+            cpu_relax();
+        if (it & 255)
+            continue;
+        double now = so_now();
+        if (t0 == 0)
+            t0 = now;
+        double el = now - t0;
+        if (w && w->timeout_s > 0 && el >= w->timeout_s) {
+            w->timed_out = 1;
+            return so_err(SO_ECOMM, "%s timed out after %.1f s waiting for node rank %d",
+                          w->what ? w->what : "shared-memory step", el, j);
+        }
+        if (w && w->stall_warning_s > 0 && el >= w->stall_warning_s) {
+            if (!warned)
+                so_log(SO_LOG_WARN, "%s has not completed after %.1f s: waiting for node rank %d",
+                       w->what ? w->what : "shared-memory step", el, j);
+            if (w->on_stall)
+                w->on_stall(w, el, !warned);
+            warned = 1;
+        }
+        if (el > budget) { /* long wait: give the core back, like so_waiter_wait */
+            struct timespec ts = {0, ns};
+            nanosleep(&ts, NULL);
+            ns = ns * 2 > 100000 ? 100000 : ns * 2;
+        }
+    }
+    return 0;
+}
+
+int so_shm_barrier(so_shm *s, so_waiter *w)
+{
+    uint64_t target = ++s->epoch;
+    atomic_store_explicit(s->flag[s->r], target, memory_order_release);
+    for (int j = 0; j < s->q; j++) {
+        if (j == s->r || atomic_load_explicit(s->flag[j], memory_order_acquire) >= target)
+            continue;
+        int rc = wait_flag(s, j, target, w);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}

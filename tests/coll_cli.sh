@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# CLI tests of `scaleout bench` and `scaleout tune`: bench --check --algo all
+# at np 2 and 3 (every algorithm correct, exit 0), tune writing a table that
+# auto then reads, and bad flags exiting 2 with a one-line message.
+# Usage: coll_cli.sh SCALEOUT_BINARY MPIRUN_SH
+set -uo pipefail
+bin="$1"
+mpirun="$2"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+ok() { echo "ok: $*"; }
+bad() { echo "FAIL: $*"; fail=1; }
+
+for np in 2 3; do
+  if bash "$mpirun" -np "$np" "$bin" bench allreduce --check --algo all --sizes 4,12,4100,1M+4 \
+       --csv "$tmp/b$np.csv" >"$tmp/b$np.out" 2>&1; then
+    bad "bench accepted a malformed size list"
+  fi
+  if bash "$mpirun" -np "$np" "$bin" bench allreduce --check --algo all -m 4:1M -i 3 -x 1 \
+       --csv "$tmp/b$np.csv" --json "$tmp/b$np.json" >"$tmp/b$np.out" 2>&1; then
+    ok "bench allreduce --check --algo all np $np"
+  else
+    bad "bench allreduce np $np"; cat "$tmp/b$np.out"
+  fi
+  # 19 sizes x 8 algorithms (reference + 7) rows, every #wrong 0.
+  rows=$(tail -n +2 "$tmp/b$np.csv" | wc -l)
+  wrong=$(tail -n +2 "$tmp/b$np.csv" | awk -F, '$10 != 0' | wc -l)
+  [ "$rows" -eq 152 ] && [ "$wrong" -eq 0 ] && ok "csv rows $rows, none wrong" || bad "csv rows $rows wrong $wrong"
+  grep -q '"speedup_vs_mpi"' "$tmp/b$np.json" && ok "json written" || bad "json missing"
+done
+for coll in reduce-scatter allgather bcast; do
+  bash "$mpirun" -np 3 "$bin" bench "$coll" --check --algo all --sizes 4,1000,65540 -i 2 >"$tmp/c.out" 2>&1 \
+    && ok "bench $coll --check np 3" || { bad "bench $coll"; cat "$tmp/c.out"; }
+done
+
+# tune -> table -> auto reads it (bench --tuning and SCALEOUT_TUNING).
+if bash "$mpirun" -np 2 "$bin" tune --out "$tmp/t.tune" -m 4:64K -i 3 >"$tmp/t.out" 2>&1 &&
+   head -1 "$tmp/t.tune" | grep -q '^scaleout-tuning v1 p=2 ranks_per_node=0 gamma='; then
+  ok "tune wrote a table"
+else
+  bad "tune"; cat "$tmp/t.out"
+fi
+grep -q '^fit ring alpha=' "$tmp/t.tune" && grep -q '^\* ' "$tmp/t.tune" && ok "table has fits and rules" || bad "table content"
+SCALEOUT_TUNING="$tmp/t.tune" bash "$mpirun" -np 2 "$bin" bench allreduce --check --algo auto -m 4:64K -i 2 \
+  >"$tmp/a.out" 2>&1 && ! grep -q "ignoring SCALEOUT_TUNING" "$tmp/a.out" && ok "auto reads SCALEOUT_TUNING" || { bad "auto with table"; cat "$tmp/a.out"; }
+bash "$mpirun" -np 2 "$bin" bench allreduce --check --algo auto --tuning "$tmp/t.tune" --sizes 4,100K -i 2 \
+  >"$tmp/a.out" 2>&1 && ok "bench --tuning" || { bad "bench --tuning"; cat "$tmp/a.out"; }
+
+# Bad input exits 2 with one line (no MPI needed to reject it).
+for args in "bench allreduce --bogus" "bench allreduce -m 8:4" "bench allreduce --algo nope" \
+            "bench gather" "bench" "tune --ranks-per-node -1" "tune -m x:y" "bench bcast -i abc"; do
+  # shellcheck disable=SC2086
+  "$bin" $args >"$tmp/e.out" 2>&1
+  rc=$?
+  lines=$(wc -l <"$tmp/e.out")
+  [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && ok "'$args' exits 2" || { bad "'$args' exit $rc, $lines lines"; cat "$tmp/e.out"; }
+done
+exit $fail
