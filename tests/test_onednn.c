@@ -151,6 +151,24 @@ static int b_dense_chain(so_graph *g)
     int b = so_g_tanh(g, so_g_dense(g, a, "fc2", 12));
     return head(g, b);
 }
+/* LeNet-5's convolutions (1->6 pad 2, 6->16): the backend's direct
+ * small-channel kernel, feeding plain 2x2 max pooling. */
+static int b_lenet(so_graph *g)
+{
+    int a = so_g_maxpool(g, so_g_relu(g, so_g_conv(g, 0, "c1", 6, 5, 1, 2, 1)), 2, 2, 0);
+    int b = so_g_maxpool(g, so_g_relu(g, so_g_conv(g, a, "c2", 16, 5, 1, 0, 1)), 2, 2, 0);
+    return head(g, so_g_relu(g, so_g_dense(g, so_g_flatten(g, b), "fc", 12)));
+}
+/* Direct kernel on a rectangular input: no bias, padding 1 and 2 with 5x5
+ * kernels, an odd-sized 2x2 pooling input, and a stride-2 convolution
+ * (oneDNN's path) reading the direct kernel's plain output. */
+static int b_dconv_rect(so_graph *g)
+{
+    int a = so_g_conv(g, 0, "c1", 5, 5, 1, 1, 0);
+    int b = so_g_relu(g, so_g_conv(g, a, "c2", 7, 5, 1, 2, 1));
+    int c = so_g_conv(g, so_g_maxpool(g, b, 2, 2, 0), "c3", 6, 3, 2, 1, 1);
+    return head(g, c);
+}
 
 static const tcase cases[] = {
     {"conv", 3, 8, 8, b_conv, 0, 0},
@@ -175,6 +193,10 @@ static const tcase cases[] = {
     {"dense_chain", 3, 4, 4, b_dense_chain, 1, 0},
     {"partial_batch", 3, 8, 8, b_conv_relu, 1, 3},
     {"partial_batch_bn", 3, 6, 6, b_residual, 1, 3},
+    {"lenet", 1, 28, 28, b_lenet, 1, 0},
+    {"lenet_unfused", 1, 28, 28, b_lenet, 0, 0},
+    {"partial_batch_lenet", 1, 28, 28, b_lenet, 1, 3},
+    {"dconv_rect", 3, 11, 9, b_dconv_rect, 1, 0},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 

@@ -24,6 +24,15 @@ typedef struct {
     size_t wcount;
 } conv_geom;
 
+/* Channel counts for which oneDNN 2.6 has no blocked jit kernel (see
+ * conv_geometry): plain NCHW and im2col+gemm, or the backend's direct kernel. */
+static int small_channels(od_state *s, int node)
+{
+    const so_node *nd = od_node(s, node);
+    so_shape is = od_node(s, nd->inputs[0])->out;
+    return nd->a.out % 16 || (is.c % 16 && so_graph_needs_diff(s->g, node, 0));
+}
+
 static void conv_geometry(od_state *s, int node, conv_geom *cg)
 {
     const so_node *nd = od_node(s, node);
@@ -45,7 +54,7 @@ static void conv_geometry(od_state *s, int node, conv_geom *cg)
      * reference kernel (2.5 s per step). Plain nchw keeps both on jit/gemm
      * (nhwc does not: a nchw -> nhwc convolution is ref-only too). The same
      * holds for the data gradient of a convolution reading such a source. */
-    int small = a->out % 16 || (is.c % 16 && so_graph_needs_diff(s->g, node, 0));
+    int small = small_channels(s, node);
     od_md_4d(&cg->d_any, s->m->batch, a->out, nd->out.h, nd->out.w, small ? dnnl_nchw : dnnl_format_tag_any);
     cg->strides[0] = a->sh;
     cg->strides[1] = a->sw;
@@ -111,6 +120,12 @@ static int create_bwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
 
 static int conv_create(od_state *s, int node)
 {
+    /* Small channel counts on a plain source: oneDNN only has im2col+gemm
+     * there, the backend's own direct kernel is several times faster. */
+    if (small_channels(s, node) && od_dconv_applies(s, node)) {
+        s->t[node].op = &od_op_dconv;
+        return od_op_dconv.create(s, node);
+    }
     od_conv *c = calloc(1, sizeof *c);
     if (!c)
         return so_err(SO_ENOMEM, "out of memory for node %s", od_node(s, node)->name);

@@ -28,7 +28,14 @@ static void dense_geometry(od_state *s, int node, dense_geom *dg)
     const so_node *nd = od_node(s, node);
     so_shape is = od_node(s, nd->inputs[0])->out;
     dnnl_dims_t d2 = {s->m->batch, nd->a.out};
-    od_md_4d(&dg->w_any, nd->a.out, is.c, is.h, is.w, dnnl_format_tag_any);
+    /* On a plain source (LeNet's, after the direct convolution and plain max
+     * pooling) oneDNN's own weight choice costs two reorders per step (ihwo
+     * for gemm:jit, blocked for brgemm); gemm:jit on the OIHW user layout needs
+     * none and ran LeNet's three layers in 0.38 instead of 0.85 ms per step. */
+    dnnl_memory_desc_t plain;
+    od_md_plain(s, nd->inputs[0], &plain);
+    int plain_src = od_md_equal(&od_in(s, node, 0)->md, &plain);
+    od_md_4d(&dg->w_any, nd->a.out, is.c, is.h, is.w, plain_src ? dnnl_oihw : dnnl_format_tag_any);
     od_md_4d(&dg->w_user, nd->a.out, is.c, is.h, is.w, dnnl_oihw);
     od_md_1d(&dg->b, nd->a.out);
     dnnl_memory_desc_init_by_tag(&dg->d2, 2, d2, dnnl_f32, dnnl_nc);

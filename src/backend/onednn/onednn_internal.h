@@ -67,6 +67,10 @@ struct od_state {
 extern const od_op od_op_conv, od_op_dense, od_op_maxpool, od_op_avgpool, od_op_gap,
     od_op_eltwise, od_op_bn, od_op_dropout, od_op_flatten, od_op_add, od_op_concat,
     od_op_loss;
+/* Direct small-channel convolution (onednn_dconv.c) and the rule choosing it
+ * over oneDNN's gemm fallback for a conv node. */
+extern const od_op od_op_dconv;
+int od_dconv_applies(od_state *s, int node);
 
 /* ---- errors ---- */
 int od_fail(od_state *s, int node, const char *what, dnnl_status_t st);
