@@ -16,13 +16,14 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-ROWS = [("lenet5", 64, 300), ("resnet20", 64, 30), ("resnet50", 16, 4)]
+ROWS = [("lenet5", 64, 300, 10), ("resnet20", 64, 30, 5), ("resnet50", 16, 3, 1)]  # model, batch, steps, warm-up
 
 
-def scaleout(binary, model, batch, steps, np):
+def scaleout(binary, model, batch, steps, warmup, np):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [os.path.join(ROOT, "scripts/mpirun.sh"), "-np", str(np), binary, "train", "--model", model,
-               "--dataset", "synthetic", "--batch-size", str(batch), "--steps", str(steps + 10),
+               "--dataset", "synthetic", "--batch-size", str(batch), "--steps", str(steps + warmup),
+               "--warmup-steps", str(warmup),
                "--eval-every", "-1", "--progress", "none", "--json", f.name]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         r = json.load(open(f.name))
@@ -32,9 +33,9 @@ def scaleout(binary, model, batch, steps, np):
     return r["images_per_sec"], (100 * hidden / comm if comm > 0 else None)
 
 
-def ddp(model, batch, steps, np):
+def ddp(model, batch, steps, warmup, np):
     cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_ddp.py"), "--model", model, "--batch", str(batch),
-           "--np", str(np), "--steps", str(steps)]
+           "--np", str(np), "--steps", str(steps), "--warmup", str(warmup)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])["images_per_sec"]
 
@@ -47,21 +48,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/scaleout"))
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--rows")
+    ap.add_argument("--rows", help="comma list of model:batch:steps:warmup")
     a = ap.parse_args()
-    rows = ROWS if not a.rows else [(p[0], int(p[1]), int(p[2])) for p in (r.split(":") for r in a.rows.split(","))]
+    rows = ROWS if not a.rows else [(p[0], int(p[1]), int(p[2]), int(p[3]))
+                                    for p in (r.split(":") for r in a.rows.split(","))]
     print(f"{'model':9} {'batch':>5} | {'scaleout np1':>24} {'scaleout np2':>24} {'speedup':>7} {'eff':>5} "
           f"{'overlap':>7} | {'DDP np1':>22} {'DDP np2':>22} {'speedup':>7} | {'np2 vs DDP':>10}")
-    for model, batch, steps in rows:
+    for model, batch, steps, warmup in rows:
         s1, s2, d1, d2, ov = [], [], [], [], []
         for _ in range(a.repeat):
-            s1.append(scaleout(a.bin, model, batch, steps, 1)[0])
-            v, o = scaleout(a.bin, model, batch, steps, 2)
+            s1.append(scaleout(a.bin, model, batch, steps, warmup, 1)[0])
+            v, o = scaleout(a.bin, model, batch, steps, warmup, 2)
             s2.append(v)
             if o is not None:
                 ov.append(o)
-            d1.append(ddp(model, batch, steps, 1))
-            d2.append(ddp(model, batch, steps, 2))
+            d1.append(ddp(model, batch, steps, warmup, 1))
+            d2.append(ddp(model, batch, steps, warmup, 2))
         m = statistics.median
         sp, dsp = m(s2) / m(s1), m(d2) / m(d1)
         print(f"{model:9} {batch:5} | {med(s1):>24} {med(s2):>24} {sp:7.2f} {sp / 2:5.2f} "

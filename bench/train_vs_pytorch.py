@@ -20,19 +20,20 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEAK_PER_CORE = 250e9
 
-# model, batch, threads, timed steps (warm-up 10 more). Matches the foundation issue's table.
+# model, batch, threads, timed steps, warm-up steps. Matches the foundation issue's table.
 ROWS = [
-    ("lenet5", 64, 1, 300), ("lenet5", 256, 1, 100), ("resnet20", 64, 1, 30), ("resnet20", 128, 1, 20),
-    ("mlp", 256, 1, 200), ("resnet50", 16, 1, 5), ("vgg16", 8, 1, 3),
-    ("lenet5", 64, 2, 300), ("lenet5", 256, 2, 100), ("resnet20", 64, 2, 30), ("resnet20", 128, 2, 20),
-    ("mlp", 256, 2, 200), ("resnet50", 16, 2, 5), ("vgg16", 8, 2, 3),
+    ("lenet5", 64, 1, 300, 10), ("lenet5", 256, 1, 100, 10), ("resnet20", 64, 1, 30, 5),
+    ("resnet20", 128, 1, 20, 5), ("mlp", 256, 1, 200, 10), ("resnet50", 16, 1, 4, 2), ("vgg16", 8, 1, 3, 2),
+    ("lenet5", 64, 2, 300, 10), ("lenet5", 256, 2, 100, 10), ("resnet20", 64, 2, 30, 5),
+    ("resnet20", 128, 2, 20, 5), ("mlp", 256, 2, 200, 10), ("resnet50", 16, 2, 4, 2), ("vgg16", 8, 2, 3, 2),
 ]
 
 
-def run_scaleout(binary, model, batch, threads, steps, flops):
+def run_scaleout(binary, model, batch, threads, steps, warmup, flops):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [binary, "train", "--model", model, "--dataset", "synthetic", "--batch-size", str(batch),
-               "--steps", str(steps + 10), "--threads", str(threads), "--optimizer", "momentum",
+               "--steps", str(steps + warmup), "--warmup-steps", str(warmup), "--threads", str(threads),
+               "--optimizer", "momentum",
                "--lr", "0.01", "--eval-every", "-1", "--progress", "none", "--json", f.name]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         r = json.load(open(f.name))
@@ -40,12 +41,12 @@ def run_scaleout(binary, model, batch, threads, steps, flops):
         return r["images_per_sec"], r["peak_rss_bytes"]
 
 
-def run_torch(model, batch, threads, steps):
+def run_torch(model, batch, threads, steps, warmup):
     env = dict(os.environ)
     if threads > 1:
         env["OMP_PROC_BIND"] = "true"  # PyTorch's best 2-thread setting here
     cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py"), "--model", model, "--batch", str(batch),
-           "--steps", str(steps), "--threads", str(threads)]
+           "--steps", str(steps), "--warmup", str(warmup), "--threads", str(threads)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     r = json.loads(out.strip().splitlines()[-1])
     return r["images_per_sec"], r["peak_rss_bytes"]
@@ -59,7 +60,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", default="build/scaleout")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--rows", help="comma list of model:batch:threads[:steps]")
+    ap.add_argument("--rows", help="comma list of model:batch:threads[:steps[:warmup]]")
     ap.add_argument("--json", help="write the raw results here")
     a = ap.parse_args()
     rows = ROWS
@@ -67,17 +68,17 @@ def main():
         rows = []
         for r in a.rows.split(","):
             p = r.split(":")
-            rows.append((p[0], int(p[1]), int(p[2]), int(p[3]) if len(p) > 3 else 20))
+            rows.append((p[0], int(p[1]), int(p[2]), int(p[3]) if len(p) > 3 else 20, int(p[4]) if len(p) > 4 else 10))
     flops, results = {}, []
     print(f"{'model':9} {'batch':>5} {'thr':>3} | {'scaleout img/s':>26} | {'PyTorch img/s':>26} | "
           f"{'ratio':>5} | {'MFU so':>6} {'MFU pt':>6} | {'RSS so MB':>9} {'RSS pt MB':>9}")
-    for model, batch, threads, steps in rows:
+    for model, batch, threads, steps, warmup in rows:
         so, pt, so_rss, pt_rss = [], [], 0, 0
         for _ in range(a.repeat):
-            v, rss = run_scaleout(a.bin, model, batch, threads, steps, flops)
+            v, rss = run_scaleout(a.bin, model, batch, threads, steps, warmup, flops)
             so.append(v)
             so_rss = max(so_rss, rss)
-            v, rss = run_torch(model, batch, threads, steps)
+            v, rss = run_torch(model, batch, threads, steps, warmup)
             pt.append(v)
             pt_rss = max(pt_rss, rss)
         peak = PEAK_PER_CORE * threads

@@ -20,6 +20,7 @@ typedef struct {
     const char *dump_params, *allreduce;
     float stall_warning, comm_timeout;
     int batch, epochs, threads, eval_every, accumulate, no_overlap, prefetch, augment, no_pin, synthetic_n;
+    int warmup_steps;
     long steps, seed;
     float lr, momentum, weight_decay, warmup_epochs, step_epochs, gamma, bucket_mb, first_bucket_mb;
 } train_args;
@@ -38,7 +39,7 @@ static int parse(train_args *a, int argc, char **argv)
     *a = (train_args){.model = "lenet5", .dataset = "fashion-mnist", .data_dir = "/usr/share/datasets/fashion-mnist",
                       .optimizer = "momentum", .schedule = "constant", .backend = "onednn", .progress = "auto",
                       .scale_lr = "none", .batch = 64, .epochs = 1, .threads = 1, .eval_every = 1, .accumulate = 1,
-                      .prefetch = 4, .synthetic_n = 0, .seed = 42, .lr = 0.01f, .momentum = 0.9f,
+                      .prefetch = 4, .synthetic_n = 0, .warmup_steps = 10, .seed = 42, .lr = 0.01f, .momentum = 0.9f,
                       .step_epochs = 30, .gamma = 0.1f, .bucket_mb = 25, .first_bucket_mb = 1,
                       .allreduce = "mpi", .stall_warning = 60, .comm_timeout = 300};
     const cli_opt opts[] = {
@@ -72,6 +73,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"allreduce", OPT_STR, &a->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"stall-warning", OPT_FLOAT, &a->stall_warning, "S", "report a collective stuck this long (0 = off)", 0, 1e9, NULL},
         {"comm-timeout", OPT_FLOAT, &a->comm_timeout, "S", "abort the job when a collective is stuck this long (0 = off)", 0, 1e9, NULL},
+        {"warmup-steps", OPT_INT, &a->warmup_steps, "N", "first steps left out of images/sec", 0, 1 << 30, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write a machine-readable summary", 0, -1, NULL},
         {"dump-params", OPT_STR, &a->dump_params, "FILE", "write the final parameters as raw float32 (rank 0)", 0, -1, NULL},
         {"progress", OPT_CHOICE, &a->progress, "MODE", "progress display", 0, -1, progress_modes},
@@ -164,6 +166,7 @@ static void train_config(const train_args *a, const job *j, int world, so_train_
     c->steps = a->steps;
     c->eval_every = a->eval_every;
     c->accumulate = a->accumulate;
+    c->throughput_skip = a->warmup_steps;
     c->overlap = !a->no_overlap;
     c->bucket_bytes = (size_t)(a->bucket_mb * 1048576.0);
     c->first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0);
