@@ -17,23 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static int g_rank, g_size, g_pass, g_fail, g_quick;
-
-static void check(int ok, const char *file, int line, const char *fmt, ...)
-{
-    if (ok) {
-        g_pass++;
-        return;
-    }
-    g_fail++;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "[rank %d] FAIL %s:%d: %s\n", g_rank, file, line, msg);
-}
-#define CHECK(cond, ...) check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+#include "mpi_check.h"
+static int g_quick; /* argv[2] == "quick": fewer large cases (np 7/8 on 2 cores) */
 
 /* 840 = lcm(1..8): 840 * 1000 + 1 floats (3.2 MiB) is divisible by no p in 2..8. */
 #define BIG 840001

@@ -12,29 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int g_rank, g_size, g_pass, g_fail;
-
-/* Records one check; on failure prints rank, place and the formatted detail. */
-static void check(int ok, const char *file, int line, const char *fmt, ...)
-{
-    if (ok) {
-        g_pass++;
-        return;
-    }
-    g_fail++;
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "[rank %d] FAIL %s:%d: %s\n", g_rank, file, line, msg);
-}
-#define CHECK(cond, ...) check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
-#define CHECK_RC(call)                                                                    \
-    do {                                                                                  \
-        int rc_ = (call);                                                                 \
-        CHECK(rc_ == 0, "%s returned %d: %s", #call, rc_, so_errmsg());                   \
-    } while (0)
+#include "mpi_check.h"
 
 /* Rank r's input element i: small integers, so every sum is exact. */
 static float input(int r, size_t i, so_reduce_op op)

@@ -25,15 +25,6 @@ enum {
     SO_TAG_BCAST
 };
 
-/* Checks an MPI call inside a function with `int rc` and an `out:` label. */
-#define SO_MPI_TRY(call)                                                                \
-    do {                                                                                \
-        int mpi_rc_ = (call);                                                           \
-        if (mpi_rc_ != MPI_SUCCESS) {                                                   \
-            rc = so_mpi_err(mpi_rc_, #call);                                            \
-            goto out;                                                                   \
-        }                                                                               \
-    } while (0)
 
 /* MPICH's MPI_STATUSES_IGNORE trips GCC's -Wstringop-overflow on
  * MPI_Testall (see wait.c, pmodels/mpich#5687). */

@@ -28,15 +28,6 @@
 #define DEFAULT_STALL_WARNING_S 60.0
 #define DEFAULT_TIMEOUT_S 300.0
 
-/* Checks an MPI call: on failure sets the message and jumps to out. */
-#define MPI_TRY(call)                                                                   \
-    do {                                                                                \
-        int mpi_rc_ = (call);                                                           \
-        if (mpi_rc_ != MPI_SUCCESS) {                                                   \
-            rc = so_mpi_err(mpi_rc_, #call);                                            \
-            goto out;                                                                   \
-        }                                                                               \
-    } while (0)
 
 /* Reads a positive-or-zero number of seconds from env var `name`, else `def`. */
 static double env_seconds(const char *name, double def)
@@ -57,14 +48,14 @@ static double env_seconds(const char *name, double def)
 static int start_mpi(int *argc, char ***argv, int *owns)
 {
     int rc = 0, inited = 0, provided = MPI_THREAD_SINGLE;
-    MPI_TRY(MPI_Initialized(&inited));
+    SO_MPI_TRY(MPI_Initialized(&inited));
     if (!inited) {
-        MPI_TRY(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+        SO_MPI_TRY(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
         *owns = 1;
     } else {
-        MPI_TRY(MPI_Query_thread(&provided));
+        SO_MPI_TRY(MPI_Query_thread(&provided));
     }
-    MPI_TRY(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    SO_MPI_TRY(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     if (provided < MPI_THREAD_SERIALIZED)
         rc = so_err(SO_EUNSUP, "the MPI library provides thread level %d, scaleout needs "
                                "MPI_THREAD_SERIALIZED (%d) for its communication thread",
@@ -105,10 +96,10 @@ int so_comm_init(int *argc, char ***argv, so_comm **out)
     int rc = start_mpi(argc, argv, &c->owns_mpi);
     if (rc)
         goto out;
-    MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &c->world));
-    MPI_TRY(MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN));
-    MPI_TRY(MPI_Comm_rank(c->world, &c->rank));
-    MPI_TRY(MPI_Comm_size(c->world, &c->size));
+    SO_MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &c->world));
+    SO_MPI_TRY(MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN));
+    SO_MPI_TRY(MPI_Comm_rank(c->world, &c->rank));
+    SO_MPI_TRY(MPI_Comm_size(c->world, &c->size));
     so_log_set_rank(c->size > 1 ? c->rank : -1);
     read_env(c);
     rc = so_comm_set_ranks_per_node(c, 0);
@@ -179,10 +170,10 @@ static int share_node_ids(so_comm *c)
 {
     int rc = 0, ids[2] = {0, 0};
     if (c->topo.node_rank == 0) {
-        MPI_TRY(MPI_Comm_rank(c->cross, &ids[0]));
-        MPI_TRY(MPI_Comm_size(c->cross, &ids[1]));
+        SO_MPI_TRY(MPI_Comm_rank(c->cross, &ids[0]));
+        SO_MPI_TRY(MPI_Comm_size(c->cross, &ids[1]));
     }
-    MPI_TRY(MPI_Bcast(ids, 2, MPI_INT, 0, c->node));
+    SO_MPI_TRY(MPI_Bcast(ids, 2, MPI_INT, 0, c->node));
     c->topo.node_id = ids[0];
     c->topo.num_nodes = ids[1];
 out:
@@ -199,14 +190,14 @@ int so_comm_set_ranks_per_node(so_comm *c, int ranks_per_node)
     if ((rc = free_comm(&c->cross)) || (rc = free_comm(&c->node)))
         return rc;
     if (ranks_per_node > 0)
-        MPI_TRY(MPI_Comm_split(c->world, c->rank / ranks_per_node, c->rank, &c->node));
+        SO_MPI_TRY(MPI_Comm_split(c->world, c->rank / ranks_per_node, c->rank, &c->node));
     else
-        MPI_TRY(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL,
+        SO_MPI_TRY(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL,
                                     &c->node));
-    MPI_TRY(MPI_Comm_rank(c->node, &c->topo.node_rank));
-    MPI_TRY(MPI_Comm_size(c->node, &c->topo.node_size));
+    SO_MPI_TRY(MPI_Comm_rank(c->node, &c->topo.node_rank));
+    SO_MPI_TRY(MPI_Comm_size(c->node, &c->topo.node_size));
     /* Ranks keyed by world rank, so leaders (and each cross comm) are ordered by node. */
-    MPI_TRY(MPI_Comm_split(c->world, c->topo.node_rank, c->rank, &c->cross));
+    SO_MPI_TRY(MPI_Comm_split(c->world, c->topo.node_rank, c->rank, &c->cross));
     c->topo.ranks_per_node = ranks_per_node;
     if (!(rc = share_node_ids(c)))
         rc = so_shm_set_ranks_per_node(c->world, ranks_per_node);
@@ -228,7 +219,7 @@ int so_comm_bcast_bytes(so_comm *c, void *buf, size_t nbytes, int root)
     for (size_t off = 0; !rc && off < nbytes; off += SO_MPI_CHUNK) {
         size_t n = nbytes - off < SO_MPI_CHUNK ? nbytes - off : SO_MPI_CHUNK;
         MPI_Request req;
-        MPI_TRY(MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, root, c->world, &req));
+        SO_MPI_TRY(MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, root, c->world, &req));
         rc = so_waiter_wait(&w, 1, &req);
     }
 out:
@@ -254,7 +245,7 @@ static int small_allreduce(so_comm *c, void *vals, size_t n, MPI_Datatype type, 
     so_waiter w;
     so_waiter_init(&w, c, what);
     MPI_Request req;
-    MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, vals, (int)n, type, op, c->world, &req));
+    SO_MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, vals, (int)n, type, op, c->world, &req));
     rc = so_waiter_wait(&w, 1, &req);
 out:
     return rc;
@@ -292,7 +283,7 @@ int so_comm_barrier(so_comm *c)
     so_waiter w;
     so_waiter_init(&w, c, "barrier");
     MPI_Request req;
-    MPI_TRY(MPI_Ibarrier(c->world, &req));
+    SO_MPI_TRY(MPI_Ibarrier(c->world, &req));
     rc = so_waiter_wait(&w, 1, &req);
 out:
     return rc;

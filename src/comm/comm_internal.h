@@ -68,4 +68,14 @@ int so_shm_set_ranks_per_node(MPI_Comm comm, int ranks_per_node);
 int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, size_t count,
                      so_reduce_op op, MPI_Comm comm, so_waiter *w);
 
+/* Checks an MPI call inside a function with `int rc` and an `out:` label. */
+#define SO_MPI_TRY(call)                                                                \
+    do {                                                                                \
+        int mpi_rc_ = (call);                                                           \
+        if (mpi_rc_ != MPI_SUCCESS) {                                                   \
+            rc = so_mpi_err(mpi_rc_, #call);                                            \
+            goto out;                                                                   \
+        }                                                                               \
+    } while (0)
+
 #endif
