@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "scaleout/comm.h"
 #include "scaleout/err.h"
 
 static int g_rank, g_size, g_pass, g_fail;
@@ -32,5 +33,30 @@ static void check(int ok, const char *file, int line, const char *fmt, ...)
         int rc_ = (call);                                                                 \
         CHECK(rc_ == 0, "%s returned %d: %s", #call, rc_, so_errmsg());                   \
     } while (0)
+
+/* Rank r's element i of the reduction tests: small integers, so every sum is
+ * exact in any order and results can be compared bit for bit. */
+static inline float input(int r, size_t i, so_reduce_op op)
+{
+    if (op == SO_REDUCE_MAX || op == SO_REDUCE_MIN)
+        return (float)((int)((r * 7 + i * 3) % 11) - 5);
+    return (float)((r + 1) * (int)(i % 13 + 1));
+}
+
+/* The exact result of element i over g_size ranks, computed as the library does. */
+static inline float expected(size_t i, so_reduce_op op)
+{
+    float acc = input(0, i, op);
+    for (int r = 1; r < g_size; r++) {
+        float v = input(r, i, op);
+        if (op == SO_REDUCE_MAX)
+            acc = v > acc ? v : acc;
+        else if (op == SO_REDUCE_MIN)
+            acc = v < acc ? v : acc;
+        else
+            acc += v;
+    }
+    return op == SO_REDUCE_AVG ? acc * (1.0f / (float)g_size) : acc;
+}
 
 #endif

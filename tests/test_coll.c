@@ -26,23 +26,6 @@ static const size_t counts[] = {0, 1, 2, 3, 7, 1023, 65537, BIG};
 #define NCOUNTS (sizeof counts / sizeof *counts)
 static const char *op_names[] = {"sum", "avg", "max", "min"};
 
-/* Rank r's element i: small integers, so every sum is exact in any order. */
-static float input(int r, size_t i, so_reduce_op op)
-{
-    if (op == SO_REDUCE_MAX || op == SO_REDUCE_MIN)
-        return (float)((int)((r * 7 + i * 3) % 11) - 5);
-    return (float)((r + 1) * (int)(i % 13 + 1));
-}
-
-static float expected(size_t i, so_reduce_op op)
-{
-    float acc = input(0, i, op);
-    for (int r = 1; r < g_size; r++) {
-        float v = input(r, i, op);
-        acc = op == SO_REDUCE_MAX ? fmaxf(acc, v) : op == SO_REDUCE_MIN ? fminf(acc, v) : acc + v;
-    }
-    return op == SO_REDUCE_AVG ? acc * (1.0f / (float)g_size) : acc;
-}
 
 static float *g_send, *g_recv;
 

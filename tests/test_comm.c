@@ -14,29 +14,6 @@
 
 #include "mpi_check.h"
 
-/* Rank r's input element i: small integers, so every sum is exact. */
-static float input(int r, size_t i, so_reduce_op op)
-{
-    if (op == SO_REDUCE_MAX || op == SO_REDUCE_MIN)
-        return (float)((int)((r * 7 + i * 3) % 11) - 5);
-    return (float)((r + 1) * (int)(i % 13 + 1));
-}
-
-/* The exact expected result of element i, computed the way the library does it. */
-static float expected(size_t i, so_reduce_op op)
-{
-    float acc = input(0, i, op);
-    for (int r = 1; r < g_size; r++) {
-        float v = input(r, i, op);
-        if (op == SO_REDUCE_MAX)
-            acc = v > acc ? v : acc;
-        else if (op == SO_REDUCE_MIN)
-            acc = v < acc ? v : acc;
-        else
-            acc += v;
-    }
-    return op == SO_REDUCE_AVG ? acc * (1.0f / (float)g_size) : acc;
-}
 
 static void test_allreduce(so_comm *c)
 {

@@ -26,16 +26,6 @@ enum {
 };
 
 
-/* MPICH's MPI_STATUSES_IGNORE trips GCC's -Wstringop-overflow on
- * MPI_Testall (see wait.c, pmodels/mpich#5687). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define SO_IGNORE_STATUSES_BEGIN \
-    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wstringop-overflow\"")
-#define SO_IGNORE_STATUSES_END _Pragma("GCC diagnostic pop")
-#else
-#define SO_IGNORE_STATUSES_BEGIN
-#define SO_IGNORE_STATUSES_END
-#endif
 
 /* ---- block partition ----------------------------------------------------------
  * count elements in p blocks as even as possible: the first count % p blocks

@@ -25,18 +25,6 @@
 #include <stdio.h>
 #include <time.h>
 
-/* MPICH defines MPI_STATUSES_IGNORE as (MPI_Status *)1 and annotates the
- * statuses array, so GCC >= 11 warns "accessing 20 bytes in a region of size 0"
- * on every MPI_Testall/MPI_Waitall that ignores statuses (pmodels/mpich#5687,
- * won't fix; HDF5 silences it the same way). Only these two calls are affected. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define SO_IGNORE_STATUSES_BEGIN \
-    _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wstringop-overflow\"")
-#define SO_IGNORE_STATUSES_END _Pragma("GCC diagnostic pop")
-#else
-#define SO_IGNORE_STATUSES_BEGIN
-#define SO_IGNORE_STATUSES_END
-#endif
 
 #define SPIN_S 20e-6
 #define BACKOFF_MIN_NS 5000L
