@@ -12,7 +12,8 @@ enum {
     SO_ENOMEM = -4,   /* allocation failed */
     SO_EBACKEND = -5, /* the compute backend (oneDNN) failed */
     SO_EUNSUP = -6,   /* valid request this build does not support */
-    SO_ECOMM = -7     /* communication failed or timed out */
+    SO_ECOMM = -7,    /* communication failed or timed out */
+    SO_STOP = 1       /* not an error: a hook asked training to stop cleanly */
 };
 
 /* Sets the thread's message (printf format) and returns `code`, so callers can

@@ -17,6 +17,10 @@ struct so_backend_ops;
  * topological order; the data-parallel trainer starts communication here. */
 typedef void (*so_grad_ready_fn)(void *arg, int node, size_t param_off, size_t nparam);
 
+/* Called after each node's forward (backward = 0) or backward (1) with its
+ * start and end times (so_now): per-layer timelines. */
+typedef void (*so_node_span_fn)(void *arg, int node, int backward, double t0, double t1);
+
 typedef struct so_model {
     so_graph *g;                 /* owned */
     int batch;                   /* samples per forward (backend buffers are sized for it) */
@@ -32,6 +36,8 @@ typedef struct so_model {
     void *on_grad_arg;
     int timing;                  /* 1: accumulate per-node times below */
     double *t_fwd, *t_bwd;       /* seconds per node, summed while timing */
+    so_node_span_fn on_node;     /* per-node spans (NULL: off, costs one branch per node) */
+    void *on_node_arg;
 } so_model;
 
 /* Takes ownership of the finalized graph `g` (destroyed on failure too),

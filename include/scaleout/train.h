@@ -28,6 +28,42 @@ typedef struct so_dist {
     int (*bcast)(void *ctx, float *buf, size_t count);
 } so_dist;
 
+/* Spans of time the trainer reports after they end (profilers, timelines).
+ * id: the micro-batch for DATA/FORWARD/BACKWARD, 0 otherwise. */
+typedef enum {
+    SO_SPAN_DATA,        /* waiting for the loader */
+    SO_SPAN_FORWARD,
+    SO_SPAN_BACKWARD,    /* includes submitting gradient buckets */
+    SO_SPAN_COMM_WAIT,   /* blocked on the last gradient bucket (exposed communication) */
+    SO_SPAN_OPTIMIZER,
+    SO_SPAN_EVAL,
+    SO_SPAN_STEP,        /* one whole optimizer step */
+    SO_SPAN_KINDS
+} so_span_kind;
+
+/* Where training stands after an optimizer step: enough to checkpoint and
+ * later continue bit for bit (the loader is deterministic in (seed, epoch,
+ * step), the LR schedule in step, the optimizer keeps its own step count). */
+typedef struct {
+    long step;            /* optimizer steps done (global, counted from 0 at the very start) */
+    int epoch;            /* epoch of the NEXT step */
+    long epoch_step;      /* steps of that epoch already done (0 right after an epoch ends) */
+    int epoch_end;        /* 1 when this step ended an epoch (after its evaluation) */
+    long steps_per_epoch;
+    so_model *m;
+    so_optim *opt;
+} so_train_state;
+
+/* Optional observers; every member may be NULL. The library calls them from
+ * the training thread only. */
+typedef struct so_train_hooks {
+    void *arg;
+    void (*span)(void *arg, so_span_kind kind, long step, int id, double t0, double t1);
+    /* After every optimizer step (after evaluation at an epoch end). A
+     * non-zero return stops training with that code (SO_STOP: stop cleanly). */
+    int (*step_end)(void *arg, const so_train_state *s);
+} so_train_hooks;
+
 typedef struct {
     int epochs;               /* used when steps == 0 */
     long steps;               /* total optimizer steps (0 = epochs x steps per epoch) */
@@ -38,6 +74,10 @@ typedef struct {
     int overlap;              /* submit buckets during backward (1) or after it (0) */
     int accumulate;           /* micro-batches per optimizer step (>= 1) */
     int throughput_skip;      /* first steps excluded from images/sec (warm-up) */
+    long start_step;          /* resume: optimizer steps already done (parameters, optimizer
+                                 state and model RNG restored by the caller) */
+    int no_initial_bcast;     /* resume: every rank already holds the same state */
+    const so_train_hooks *hooks;
 } so_train_config;
 
 /* Fills the defaults above (25 MiB / 1 MiB buckets, overlap on, 1 micro-batch, skip 10). */
@@ -66,7 +106,8 @@ typedef void (*so_progress_fn)(void *arg, const so_progress *p);
 typedef struct {
     so_epoch_stats *epochs;
     int nepochs;
-    long steps;               /* optimizer steps taken */
+    long steps;               /* optimizer steps taken by this call (not counting start_step) */
+    int stopped;              /* a step_end hook returned SO_STOP */
     double images_per_sec;    /* global, after throughput_skip steps */
     double final_loss;
     double test_accuracy;     /* last evaluation, -1 if none */

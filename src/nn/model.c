@@ -131,6 +131,15 @@ void so_model_destroy(so_model *m)
     free(m);
 }
 
+static void node_timed(so_model *m, int node, int backward, double t0)
+{
+    double t1 = so_now();
+    if (m->timing)
+        (backward ? m->t_bwd : m->t_fwd)[node] += t1 - t0;
+    if (m->on_node)
+        m->on_node(m->on_node_arg, node, backward, t0, t1);
+}
+
 int so_model_forward(so_model *m, const float *x, const int32_t *y, int n, int training)
 {
     if (n < 1 || n > m->batch)
@@ -140,26 +149,28 @@ int so_model_forward(so_model *m, const float *x, const int32_t *y, int n, int t
         return rc;
     m->nvalid = n;
     int last = so_graph_size(m->g) - (y ? 0 : 1); /* no labels: stop at the logits */
+    int timed = m->timing || m->on_node;
     for (int i = 1; i < last; i++) {
-        double t0 = m->timing ? so_now() : 0;
+        double t0 = timed ? so_now() : 0;
         rc = m->be->forward(m->bs, i, training);
         if (rc)
             return rc;
-        if (m->timing)
-            m->t_fwd[i] += so_now() - t0;
+        if (timed)
+            node_timed(m, i, 0, t0);
     }
     return 0;
 }
 
 int so_model_backward(so_model *m)
 {
+    int timed = m->timing || m->on_node;
     for (int i = so_graph_size(m->g) - 1; i >= 1; i--) {
-        double t0 = m->timing ? so_now() : 0;
+        double t0 = timed ? so_now() : 0;
         int rc = m->be->backward(m->bs, i);
         if (rc)
             return rc;
-        if (m->timing)
-            m->t_bwd[i] += so_now() - t0;
+        if (timed)
+            node_timed(m, i, 1, t0);
         const so_node *nd = so_graph_node(m->g, i);
         if (nd->nparam && m->on_grad)
             m->on_grad(m->on_grad_arg, i, nd->param_off, nd->nparam);

@@ -65,6 +65,13 @@ typedef struct {
     double all_time, all_count; /* every step: the fallback for runs shorter than the skip */
 } trainer;
 
+static void span(const trainer *t, so_span_kind kind, int id, double t0, double t1)
+{
+    const so_train_hooks *h = t->c->hooks;
+    if (h && h->span)
+        h->span(h->arg, kind, t->step, id, t0, t1);
+}
+
 /* One optimizer step of K micro-batches. Returns 1 if a step ran, 0 at the
  * end of the epoch, negative on error. */
 static int train_step(trainer *t, double *loss_out)
@@ -83,14 +90,18 @@ static int train_step(trainer *t, double *loss_out)
         r->data_wait += t1 - t0;
         if (got <= 0)
             return got;
+        span(t, SO_SPAN_DATA, k, t0, t1);
         m->accumulate_grads = k > 0;
         int rc = so_model_forward(m, x, y, n, 1);
         double t2 = so_now();
         r->forward += t2 - t1;
+        span(t, SO_SPAN_FORWARD, k, t1, t2);
         t->hook.live = t->d && t->c->overlap && k == K - 1;
         if (!rc)
             rc = so_model_backward(m);
-        r->backward += so_now() - t2;
+        double t3 = so_now();
+        r->backward += t3 - t2;
+        span(t, SO_SPAN_BACKWARD, k, t2, t3);
         if (rc || (rc = t->hook.err))
             return rc;
         loss += m->loss;
@@ -101,11 +112,12 @@ static int train_step(trainer *t, double *loss_out)
             if (rc)
                 return rc;
         }
-        double waited = 0;
+        double waited = 0, w0 = so_now();
         int rc = t->d->grad_wait(t->d->ctx, &waited);
         if (rc)
             return rc;
         r->comm_exposed += waited;
+        span(t, SO_SPAN_COMM_WAIT, 0, w0, so_now());
     }
     double t3 = so_now();
     if (K > 1)
@@ -113,7 +125,9 @@ static int train_step(trainer *t, double *loss_out)
             m->grads[i] *= 1.0f / (float)K;
     so_optim_step(t->opt, m->params, m->grads, so_lr_at(&t->c->lr, t->step));
     so_model_params_changed(m);
-    r->optimizer += so_now() - t3;
+    double t4 = so_now();
+    r->optimizer += t4 - t3;
+    span(t, SO_SPAN_OPTIMIZER, 0, t3, t4);
     *loss_out = loss / K;
     return 1;
 }
@@ -166,9 +180,34 @@ static int record_step(trainer *t, double seconds)
     double images = (double)t->m->batch * t->c->accumulate * world;
     t->all_time += seconds;
     t->all_count += images;
-    if (t->step >= t->c->throughput_skip) {
+    if (t->step - t->c->start_step >= t->c->throughput_skip) {
         t->img_time += seconds;
         t->img_count += images;
+    }
+    return 0;
+}
+
+static int step_end(trainer *t, int epoch, long s, long spe, int epoch_end)
+{
+    const so_train_hooks *h = t->c->hooks;
+    if (!h || !h->step_end)
+        return 0;
+    so_train_state st = {t->step, epoch_end ? epoch + 1 : epoch, epoch_end ? 0 : s, epoch_end, spe, t->m, t->opt};
+    return h->step_end(h->arg, &st);
+}
+
+/* Consumes the batches of steps already done in this epoch (resume): the
+ * loader's shuffle and augmentation depend only on (seed, epoch, step), so
+ * the next batch is the one an uninterrupted run would see. */
+static int skip_batches(trainer *t, long steps)
+{
+    const float *x;
+    const int32_t *y;
+    int n;
+    for (long b = 0; b < steps * t->c->accumulate; b++) {
+        int got = so_loader_next(t->train, &x, &y, &n);
+        if (got <= 0)
+            return got < 0 ? got : so_err(SO_EINVAL, "resume position is past the end of the epoch");
     }
     return 0;
 }
@@ -180,8 +219,11 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
     *es = (so_epoch_stats){.epoch = epoch, .test_accuracy = -1};
     int rc = so_loader_start_epoch(t->train, epoch);
     long spe = so_loader_steps(t->train) / t->c->accumulate;
+    long s = t->step - (long)epoch * spe; /* > 0 only when resuming mid-epoch */
+    long s0 = s;
+    if (!rc && s > 0)
+        rc = skip_batches(t, s);
     double start = so_now(), loss_sum = 0;
-    long s = 0;
     int world = t->d ? t->d->world : 1;
     while (!rc && s < spe && t->step < max_steps) {
         double t0 = so_now(), loss = 0;
@@ -190,31 +232,41 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
             rc = got;
             break;
         }
-        rc = record_step(t, so_now() - t0);
+        double t1 = so_now();
+        rc = record_step(t, t1 - t0);
         loss_sum += loss;
         s++;
         t->step++;
-        double el = so_now() - start;
-        so_progress p = {epoch, epochs, s, spe, loss_sum / s,
-                         el > 0 ? (double)s * t->m->batch * t->c->accumulate * world / el : 0, el, NULL};
+        span(t, SO_SPAN_STEP, 0, t0, t1);
+        double el = t1 - start;
+        so_progress p = {epoch, epochs, s, spe, loss_sum / (s - s0),
+                         el > 0 ? (double)(s - s0) * t->m->batch * t->c->accumulate * world / el : 0, el, NULL};
         if (progress && !rc)
             progress(arg, &p);
+        if (!rc && s < spe && t->step < max_steps)
+            rc = step_end(t, epoch, s, spe, 0);
     }
     if (rc)
         return rc;
+    long done = s - s0;
     es->seconds = so_now() - start;
-    es->loss = s ? loss_sum / s : 0;
-    es->images_per_sec = es->seconds > 0 ? (double)s * t->m->batch * t->c->accumulate * world / es->seconds : 0;
+    es->loss = done ? loss_sum / done : 0;
+    es->images_per_sec = es->seconds > 0 ? (double)done * t->m->batch * t->c->accumulate * world / es->seconds : 0;
     rc = reduce_mean(t->d, &es->loss);
     int last = t->step >= max_steps || epoch == epochs - 1;
     int ev = t->c->eval_every;
-    if (!rc && test && ev >= 0 && (last || (ev > 0 && (epoch + 1) % ev == 0)))
+    if (!rc && test && ev >= 0 && (last || (ev > 0 && (epoch + 1) % ev == 0))) {
+        double e0 = so_now();
         rc = so_evaluate(t->m, test, t->d, &es->test_accuracy, &es->test_loss);
+        span(t, SO_SPAN_EVAL, 0, e0, so_now());
+    }
     t->r->nepochs++;
     if (progress && !rc) {
         so_progress p = {epoch, epochs, s, spe, es->loss, es->images_per_sec, es->seconds, es};
         progress(arg, &p);
     }
+    if (!rc && done > 0)
+        rc = step_end(t, epoch, s, spe, s == spe);
     return rc;
 }
 
@@ -233,8 +285,9 @@ static int trainer_setup(trainer *t)
     t->hook.m = t->m;
     t->hook.d = t->d;
     t->r->nbuckets = t->hook.plan.n;
-    if (t->d) {
+    if (t->d)
         so_model_set_grad_ready(t->m, on_grad_ready, &t->hook);
+    if (t->d && !c->no_initial_bcast) {
         rc = t->d->bcast(t->d->ctx, t->m->params, t->m->nparams);
         if (!rc && t->m->nbufs)
             rc = t->d->bcast(t->d->ctx, t->m->bufs, t->m->nbufs);
@@ -248,18 +301,25 @@ int so_train(so_model *m, so_optim *opt, so_loader *train, so_loader *test, cons
 {
     memset(out, 0, sizeof *out);
     out->test_accuracy = -1;
-    trainer t = {.m = m, .opt = opt, .train = train, .c = c, .d = dist, .r = out};
+    trainer t = {.m = m, .opt = opt, .train = train, .c = c, .d = dist, .r = out, .step = c->start_step};
     int rc = trainer_setup(&t);
     long spe = so_loader_steps(train) / (c->accumulate > 0 ? c->accumulate : 1);
     long max_steps = c->steps > 0 ? c->steps : (long)c->epochs * spe;
     int epochs = spe > 0 ? (int)((max_steps + spe - 1) / spe) : 0;
+    if (!rc && c->start_step < 0)
+        rc = so_err(SO_EINVAL, "resume step %ld is negative", c->start_step);
     if (!rc && !(out->epochs = calloc((size_t)epochs + 1, sizeof *out->epochs)))
         rc = so_err(SO_ENOMEM, "out of memory for epoch statistics");
     double start = so_now();
-    for (int e = 0; !rc && e < epochs; e++)
+    int first = spe > 0 ? (int)(c->start_step / spe) : 0;
+    for (int e = first; !rc && e < epochs && t.step < max_steps; e++)
         rc = run_epoch(&t, e, epochs, max_steps, test, progress, progress_arg);
+    if (rc == SO_STOP) {
+        out->stopped = 1;
+        rc = 0;
+    }
     out->wall_seconds = so_now() - start;
-    out->steps = t.step;
+    out->steps = t.step - c->start_step;
     out->images_per_sec = t.img_time > 0 ? t.img_count / t.img_time
                           : t.all_time > 0 ? t.all_count / t.all_time : 0;
     if (out->nepochs) {
