@@ -58,6 +58,9 @@ static int max(void *ctx, double *v, int n)
 
 static int bcast(void *ctx, float *buf, size_t count) { return so_comm_bcast(((dist_handle *)ctx)->comm, buf, count, 0); }
 
+so_comm *dist_comm(dist_handle *h) { return h && h->active ? h->comm : NULL; }
+so_async *dist_async(dist_handle *h) { return h && h->active ? h->async : NULL; }
+
 static int open_mpi(const dist_options *o, dist_handle *h)
 {
     int rc = so_comm_init(NULL, NULL, &h->comm);

@@ -31,4 +31,13 @@ int dist_fail(dist_handle *h, const char *cmd, int code, const char *msg);
 int dist_comm_seconds(dist_handle *h, double *comm_s);
 void dist_close(dist_handle *h);
 
+#ifdef SCALEOUT_HAVE_MPI
+#include "scaleout/comm.h"
+#include "scaleout/comm_async.h"
+/* The communicator and gradient engine behind the hooks (NULL for a single
+ * process), for CLI features that need more than so_dist offers. */
+so_comm *dist_comm(dist_handle *h);
+so_async *dist_async(dist_handle *h);
+#endif
+
 #endif
