@@ -56,6 +56,11 @@ void so_async_destroy(so_async *a);
  * count has been seen before. SO_EINVAL for a bad op, SO_ENOMEM. */
 int so_async_submit(so_async *a, float *buf, size_t count, so_reduce_op op, int tag);
 
+/* The same for an in-place SUM of doubles, always with the MPI library's own
+ * allreduce (small statistics vectors, e.g. synchronised batchnorm, where
+ * float sums across ranks would lose the digits a cancellation needs). */
+int so_async_submit_sum_double(so_async *a, double *buf, size_t count, int tag);
+
 /* Blocks until every submitted request has completed. *waited_s (may be NULL)
  * receives the seconds spent blocked. timeout_s <= 0 waits without limit (the
  * engine's watchdog still bounds a stuck collective); otherwise SO_ECOMM after

@@ -21,6 +21,11 @@ typedef void (*so_grad_ready_fn)(void *arg, int node, size_t param_off, size_t n
  * start and end times (so_now): per-layer timelines. */
 typedef void (*so_node_span_fn)(void *arg, int node, int backward, double t0, double t1);
 
+/* Sums v[0..n) element-wise over all data-parallel replicas, in place; may be
+ * called in the middle of backward. Set by the trainer for synchronised batch
+ * normalisation (statistics over the global batch); NULL = per-replica. */
+typedef int (*so_allsum_fn)(void *arg, double *v, int n);
+
 typedef struct so_model {
     so_graph *g;                 /* owned */
     int batch;                   /* samples per forward (backend buffers are sized for it) */
@@ -38,6 +43,8 @@ typedef struct so_model {
     double *t_fwd, *t_bwd;       /* seconds per node, summed while timing */
     so_node_span_fn on_node;     /* per-node spans (NULL: off, costs one branch per node) */
     void *on_node_arg;
+    so_allsum_fn bn_allsum;      /* synchronised batchnorm (NULL: off) */
+    void *bn_allsum_arg;
 } so_model;
 
 /* Takes ownership of the finalized graph `g` (destroyed on failure too),

@@ -26,6 +26,9 @@ typedef struct so_dist {
     int (*max)(void *ctx, double *v, int n);
     /* Broadcast from rank 0, in place. */
     int (*bcast)(void *ctx, float *buf, size_t count);
+    /* Blocking element-wise sum over ranks, in place, callable while gradient
+     * buckets are in flight (synchronised batchnorm). May be NULL. */
+    int (*allsum)(void *ctx, double *v, size_t count);
 } so_dist;
 
 /* Spans of time the trainer reports after they end (profilers, timelines).
@@ -77,6 +80,7 @@ typedef struct {
     long start_step;          /* resume: optimizer steps already done (parameters, optimizer
                                  state and model RNG restored by the caller) */
     int no_initial_bcast;     /* resume: every rank already holds the same state */
+    int sync_bn;              /* batchnorm statistics over the global batch (needs dist->allsum) */
     const so_train_hooks *hooks;
 } so_train_config;
 

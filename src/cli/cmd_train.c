@@ -20,7 +20,7 @@ typedef struct {
     const char *dump_params, *allreduce;
     float stall_warning, comm_timeout;
     int batch, epochs, threads, eval_every, accumulate, no_overlap, prefetch, augment, no_pin, synthetic_n;
-    int warmup_steps;
+    int warmup_steps, sync_bn;
     long steps, seed;
     float lr, momentum, weight_decay, warmup_epochs, step_epochs, gamma, bucket_mb, first_bucket_mb;
 } train_args;
@@ -70,6 +70,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"first-bucket-mb", OPT_FLOAT, &a->first_bucket_mb, "MB", "first (small) gradient bucket in MiB", 0.001, 4096, NULL},
         {"no-overlap", OPT_FLAG, &a->no_overlap, NULL, "allreduce after backward instead of during it", 0, -1, NULL},
         {"accumulate", OPT_INT, &a->accumulate, "K", "micro-batches per optimizer step", 1, 1 << 16, NULL},
+        {"sync-bn", OPT_FLAG, &a->sync_bn, NULL, "batchnorm statistics over the global batch (SyncBatchNorm)", 0, -1, NULL},
         {"allreduce", OPT_STR, &a->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"stall-warning", OPT_FLOAT, &a->stall_warning, "S", "report a collective stuck this long (0 = off)", 0, 1e9, NULL},
         {"comm-timeout", OPT_FLOAT, &a->comm_timeout, "S", "abort the job when a collective is stuck this long (0 = off)", 0, 1e9, NULL},
@@ -89,10 +90,10 @@ static void config_text(const train_args *a, const so_graph *g, char *buf, size_
     snprintf(buf, len,
              "version=%s\nmodel=%s\ninput=%dx%dx%d\nclasses=%d\nparams=%zu\nbackend=%s\ndataset=%s\n"
              "batch=%d\nepochs=%d\nsteps=%ld\noptimizer=%s\nlr=%g\nmomentum=%g\nweight_decay=%g\n"
-             "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\n",
+             "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n",
              SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
              a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum, a->weight_decay,
-             a->schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment);
+             a->schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn);
 }
 
 typedef struct {
@@ -168,6 +169,7 @@ static void train_config(const train_args *a, const job *j, int world, so_train_
     c->accumulate = a->accumulate;
     c->throughput_skip = a->warmup_steps;
     c->overlap = !a->no_overlap;
+    c->sync_bn = a->sync_bn;
     c->bucket_bytes = (size_t)(a->bucket_mb * 1048576.0);
     c->first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0);
     so_lr_parse(a->schedule, &c->lr.kind);
@@ -234,6 +236,7 @@ static void write_json(FILE *f, const train_args *a, const job *j, const so_trai
     so_json_int(&js, "global_batch_size", (int64_t)a->batch * a->accumulate * world);
     so_json_int(&js, "world_size", world);
     so_json_int(&js, "threads", a->threads);
+    so_json_bool(&js, "sync_bn", a->sync_bn);
     so_json_int(&js, "epochs", a->epochs);
     so_json_int(&js, "steps", a->steps);
     so_json_str(&js, "optimizer", a->optimizer);

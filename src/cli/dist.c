@@ -58,6 +58,16 @@ static int max(void *ctx, double *v, int n)
 
 static int bcast(void *ctx, float *buf, size_t count) { return so_comm_bcast(((dist_handle *)ctx)->comm, buf, count, 0); }
 
+/* Through the gradient engine, behind the buckets already queued: the MPI
+ * thread level is SERIALIZED, so the training thread may not call MPI while
+ * the engine is busy. Waiting for it waits for those buckets too. */
+static int allsum(void *ctx, double *v, size_t count)
+{
+    dist_handle *h = ctx;
+    int rc = so_async_submit_sum_double(h->async, v, count, -1);
+    return rc ? rc : so_async_wait_all(h->async, 0, NULL);
+}
+
 so_comm *dist_comm(dist_handle *h) { return h && h->active ? h->comm : NULL; }
 so_async *dist_async(dist_handle *h) { return h && h->active ? h->async : NULL; }
 
@@ -71,7 +81,7 @@ static int open_mpi(const dist_options *o, dist_handle *h)
         so_comm_abort(h->comm, CLI_USAGE, so_errmsg());
     if (o)
         so_comm_set_timeouts(h->comm, o->stall_warning, o->comm_timeout);
-    h->d = (so_dist){so_comm_rank(h->comm), so_comm_size(h->comm), h, grad_submit, grad_wait, sum, max, bcast};
+    h->d = (so_dist){so_comm_rank(h->comm), so_comm_size(h->comm), h, grad_submit, grad_wait, sum, max, bcast, allsum};
     so_log_set_rank(h->d.rank);
     rc = so_async_create(h->comm, algo, &h->async);
     if (rc)

@@ -6,6 +6,22 @@
  * Non-blocking so the wait goes through the watchdog (so_waiter_wait). */
 #include "comm_internal.h"
 
+/* In-place SUM of doubles (small statistics vectors: synchronised batchnorm). */
+int so_allreduce_mpi_double(double *buf, size_t count, MPI_Comm comm, so_waiter *w)
+{
+    for (size_t off = 0; off < count; off += SO_MPI_CHUNK) {
+        int n = (int)(count - off < SO_MPI_CHUNK ? count - off : SO_MPI_CHUNK);
+        MPI_Request req;
+        int mrc = MPI_Iallreduce(MPI_IN_PLACE, buf + off, n, MPI_DOUBLE, MPI_SUM, comm, &req);
+        if (mrc != MPI_SUCCESS)
+            return so_mpi_err(mrc, "MPI_Iallreduce");
+        int rc = so_waiter_wait(w, 1, &req);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 int so_allreduce_mpi(const float *send, float *recv, size_t count, so_reduce_op op,
                      MPI_Comm comm, so_waiter *w)
 {

@@ -27,6 +27,7 @@
 /* What the engine thread needs besides the public stat of a request. */
 typedef struct {
     float *buf;
+    double *dbuf;             /* a double SUM request (buf NULL) */
     double warn_s, timeout_s; /* the comm's values at submit time */
 } pending;
 
@@ -162,13 +163,15 @@ static void timeout_message(const so_async *a, const so_waiter *w, char *msg, si
 /* ---- the engine thread ------------------------------------------------------------- */
 
 /* Runs one request; any failure aborts the job (peers would hang otherwise). */
-static void run_request(so_async *a, float *buf, double warn_s, double timeout_s)
+static void run_request(so_async *a, const pending *p)
 {
+    double warn_s = p->warn_s, timeout_s = p->timeout_s;
     reset_reports(a, a->cur.seq);
     snprintf(a->what, sizeof a->what, "allreduce #%llu (tag %d, %zu floats)",
              (unsigned long long)a->cur.seq, a->cur.tag, a->cur.count);
     so_waiter w = {warn_s, timeout_s, a->what, on_stall, a, 0};
-    int rc = so_allreduce_run(a->algo, buf, buf, a->cur.count, a->cur.op, a->mcomm, &w);
+    int rc = p->dbuf ? so_allreduce_mpi_double(p->dbuf, a->cur.count, a->mcomm, &w)
+                     : so_allreduce_run(a->algo, p->buf, p->buf, a->cur.count, a->cur.op, a->mcomm, &w);
     if (!rc)
         return;
     char msg[1024];
@@ -188,7 +191,7 @@ static void engine_step(so_async *a)
     a->cur = a->stats[i];
     pthread_mutex_unlock(&a->mu);
 
-    run_request(a, p.buf, p.warn_s, p.timeout_s);
+    run_request(a, &p);
     double t = so_now();
 
     pthread_mutex_lock(&a->mu);
@@ -332,12 +335,8 @@ void so_async_destroy(so_async *a)
     free(a);
 }
 
-int so_async_submit(so_async *a, float *buf, size_t count, so_reduce_op op, int tag)
+static int enqueue(so_async *a, float *buf, double *dbuf, size_t count, so_reduce_op op, int tag)
 {
-    if ((unsigned)op > SO_REDUCE_MIN)
-        return so_err(SO_EINVAL, "async submit: invalid reduce op %d", (int)op);
-    if (!buf && count)
-        return so_err(SO_EINVAL, "async submit: NULL buffer for %zu floats", count);
     double t = so_now();
     int rc = 0;
     pthread_mutex_lock(&a->mu);
@@ -347,14 +346,31 @@ int so_async_submit(so_async *a, float *buf, size_t count, so_reduce_op op, int 
     }
     if (a->n == a->cap && (rc = grow(a)))
         goto out;
-    a->stats[a->n] = (so_async_stat){a->seq_next++, tag, op, count, count * sizeof(float), t, 0, 0};
-    a->pend[a->n] = (pending){buf, a->comm->stall_warning_s, a->comm->timeout_s};
+    size_t bytes = count * (dbuf ? sizeof(double) : sizeof(float));
+    a->stats[a->n] = (so_async_stat){a->seq_next++, tag, op, count, bytes, t, 0, 0};
+    a->pend[a->n] = (pending){buf, dbuf, a->comm->stall_warning_s, a->comm->timeout_s};
     a->n++;
     atomic_fetch_add_explicit(&a->comm->async_busy, 1, memory_order_relaxed);
     pthread_cond_signal(&a->work_cv);
 out:
     pthread_mutex_unlock(&a->mu);
     return rc;
+}
+
+int so_async_submit(so_async *a, float *buf, size_t count, so_reduce_op op, int tag)
+{
+    if ((unsigned)op > SO_REDUCE_MIN)
+        return so_err(SO_EINVAL, "async submit: invalid reduce op %d", (int)op);
+    if (!buf && count)
+        return so_err(SO_EINVAL, "async submit: NULL buffer for %zu floats", count);
+    return enqueue(a, buf, NULL, count, op, tag);
+}
+
+int so_async_submit_sum_double(so_async *a, double *buf, size_t count, int tag)
+{
+    if (!buf && count)
+        return so_err(SO_EINVAL, "async submit: NULL buffer for %zu doubles", count);
+    return enqueue(a, NULL, buf, count, SO_REDUCE_SUM, tag);
 }
 
 /* Absolute CLOCK_MONOTONIC time `s` seconds from now. */

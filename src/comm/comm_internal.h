@@ -65,6 +65,7 @@ so_allreduce_fn so_allreduce_mpi;
 int so_shm_set_ranks_per_node(MPI_Comm comm, int ranks_per_node);
 
 /* Validates and dispatches to the algorithm, applies AVG scaling; count 0 is a no-op. */
+int so_allreduce_mpi_double(double *buf, size_t count, MPI_Comm comm, so_waiter *w);
 int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, size_t count,
                      so_reduce_op op, MPI_Comm comm, so_waiter *w);
 

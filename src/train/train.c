@@ -270,9 +270,21 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
     return rc;
 }
 
+static int bn_allsum(void *arg, double *v, int n)
+{
+    const so_dist *d = arg;
+    return d->allsum(d->ctx, v, (size_t)n);
+}
+
 static int trainer_setup(trainer *t)
 {
     const so_train_config *c = t->c;
+    if (c->sync_bn && t->d && !t->d->allsum)
+        return so_err(SO_EUNSUP, "--sync-bn: this communication layer has no in-flight allreduce");
+    if (c->sync_bn && t->d && t->d->world > 1) {
+        t->m->bn_allsum = bn_allsum;
+        t->m->bn_allsum_arg = (void *)t->d;
+    }
     if (c->accumulate < 1)
         return so_err(SO_EINVAL, "--accumulate: %d must be >= 1", c->accumulate);
     long spe = so_loader_steps(t->train) / c->accumulate;
@@ -329,6 +341,7 @@ int so_train(so_model *m, so_optim *opt, so_loader *train, so_loader *test, cons
     }
     out->comm_total = out->comm_exposed;
     so_model_set_grad_ready(m, NULL, NULL);
+    m->bn_allsum = NULL;
     so_bucket_plan_free(&t.hook.plan);
     return rc;
 }

@@ -4,7 +4,12 @@
  * gradients, when not accumulating) point straight into the flat buffers;
  * a fused ReLU uses dnnl_fuse_norm_relu and its workspace. A partial batch
  * (n < batch valid samples) takes statistics over the n samples only, with
- * primitives built for n over the first n rows of the same buffers. */
+ * primitives built for n over the first n rows of the same buffers.
+ * Synchronised (m->bn_allsum set, torch.nn.SyncBatchNorm): we sum the batch
+ * statistics over ranks and run the forward with them as global stats; the
+ * backward runs oneDNN's (local) backward and then corrects dx by the
+ * difference between local and global means of dy and dy*xhat. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +34,11 @@ typedef struct {
     dnnl_memory_t gscale, gshift;      /* into m->grads: written directly unless accumulating */
     float *mean, *var, *ws, *dscale, *dshift;
     dnnl_memory_t mean_mem, var_mem, ws_mem, dscale_mem, dshift_mem;
+    od_prim sync_train;                /* forward_training with use_global_stats */
+    double *sync_v;                    /* allsum payload */
+    float *sync_a, *sync_b;            /* dx correction terms */
+    double sync_count;                 /* elements per channel in the global batch */
+    int synced;                        /* the last training forward was synchronised */
 } od_bn;
 
 static int bn_mems(od_state *s, int node, od_bn *b)
@@ -245,10 +255,128 @@ static int bn_backward_part(od_state *s, int node, od_bn *b, int acc)
     return rc;
 }
 
+/* running = (1-m)*running + m*batch over `count` elements per channel. */
+static void bn_update_running_n(od_state *s, int node, od_bn *b, double n)
+{
+    const so_node *nd = od_node(s, node);
+    float unbias = n > 1 ? (float)(n / (n - 1)) : 1.0f, mom = nd->a.momentum;
+    float *rm = s->m->bufs + nd->buf_off, *rv = rm + nd->out.c;
+    for (int c = 0; c < nd->out.c; c++) {
+        rm[c] = (1.0f - mom) * rm[c] + mom * b->mean[c];
+        rv[c] = (1.0f - mom) * rv[c] + mom * b->var[c] * unbias;
+    }
+}
+
+static int sync_setup(od_state *s, int node, od_bn *b)
+{
+    const so_node *nd = od_node(s, node);
+    size_t c = (size_t)nd->out.c;
+    b->sync_v = malloc((2 * c + 1) * sizeof(double));
+    b->sync_a = malloc(2 * c * sizeof(float));
+    if (!b->sync_v || !b->sync_a)
+        return so_err(SO_ENOMEM, "out of memory for synchronised batchnorm %s", nd->name);
+    b->sync_b = b->sync_a + c;
+    unsigned flags = dnnl_use_scale | dnnl_use_shift | dnnl_use_global_stats | (nd->a.relu ? dnnl_fuse_norm_relu : 0u);
+    dnnl_batch_normalization_desc_t bd;
+    OD_CHECK(s, node, "batchnorm sync forward desc",
+             dnnl_batch_normalization_forward_desc_init(&bd, dnnl_forward_training, &od_in(s, node, 0)->md, nd->a.eps,
+                                                        flags));
+    OD_CHECK(s, node, "batchnorm sync forward", dnnl_primitive_desc_create(&b->sync_train.pd, &bd, NULL, s->eng, NULL));
+    OD_CHECK(s, node, "batchnorm sync forward", dnnl_primitive_create(&b->sync_train.p, b->sync_train.pd));
+    if (nd->a.relu) {
+        dnnl_memory_desc_t ws = od_query_md(&b->sync_train, dnnl_query_workspace_md);
+        dnnl_memory_desc_t ws_local = od_query_md(&b->train, dnnl_query_workspace_md);
+        if (!dnnl_memory_desc_equal(&ws, &ws_local))
+            return so_err(SO_EUNSUP, "synchronised batchnorm %s: workspace layouts differ", nd->name);
+    }
+    return 0;
+}
+
+/* Global mean and variance: one allsum of [sum x C][sum x^2 C][count], in
+ * double so E[x^2] - E[x]^2 keeps its digits. */
+static int bn_global_stats(od_state *s, int node, od_bn *b, double *count)
+{
+    const so_node *nd = od_node(s, node);
+    int c = nd->out.c;
+    od_tensor *in = od_in(s, node, 0);
+    for (int k = 0; k < c; k++)
+        b->mean[k] = 0;
+    int rc = od_chan_sums(&in->md, in->buf, s->nvalid, b->mean, b->sync_v, b->sync_v + c);
+    if (rc)
+        return rc;
+    b->sync_v[2 * c] = (double)s->nvalid * nd->out.h * nd->out.w;
+    if ((rc = s->m->bn_allsum(s->m->bn_allsum_arg, b->sync_v, 2 * c + 1)))
+        return rc;
+    double cnt = b->sync_v[2 * c];
+    for (int k = 0; k < c; k++) {
+        double mu = b->sync_v[k] / cnt, var = b->sync_v[c + k] / cnt - mu * mu;
+        b->mean[k] = (float)mu;
+        b->var[k] = (float)(var > 0 ? var : 0);
+    }
+    *count = cnt;
+    return 0;
+}
+
+static int bn_forward_sync(od_state *s, int node, od_bn *b)
+{
+    double cnt = 0;
+    int rc = b->sync_v ? 0 : sync_setup(s, node, b);
+    if (!rc)
+        rc = bn_global_stats(s, node, b, &cnt);
+    if (rc)
+        return rc;
+    od_tensor *in = od_in(s, node, 0);
+    dnnl_exec_arg_t a[7] = {{DNNL_ARG_SRC, in->mem},        {DNNL_ARG_DST, s->t[node].mem},
+                            {DNNL_ARG_SCALE, b->scale},     {DNNL_ARG_SHIFT, b->shift},
+                            {DNNL_ARG_MEAN, b->mean_mem},   {DNNL_ARG_VARIANCE, b->var_mem},
+                            {DNNL_ARG_WORKSPACE, b->ws_mem}};
+    rc = od_exec(s, node, "batchnorm sync forward", &b->sync_train, b->ws_mem ? 7 : 6, a);
+    if (rc)
+        return rc;
+    if (s->nvalid < s->m->batch)
+        zero_tail(s, &s->t[node], s->t[node].buf, s->nvalid);
+    bn_update_running_n(s, node, b, cnt);
+    b->sync_count = cnt;
+    b->synced = 1;
+    return 0;
+}
+
+/* oneDNN's backward used the local means of dy and dy*xhat over all `batch`
+ * rows; swap them for the global ones: dx += a[c] + b[c] * x. */
+static int bn_backward_sync_fix(od_state *s, int node, od_bn *b, const float *lshift, const float *lscale)
+{
+    const so_node *nd = od_node(s, node);
+    int c = nd->out.c;
+    for (int k = 0; k < c; k++) {
+        b->sync_v[k] = lshift[k];
+        b->sync_v[c + k] = lscale[k];
+    }
+    int rc = s->m->bn_allsum(s->m->bn_allsum_arg, b->sync_v, 2 * c);
+    if (rc || !so_graph_needs_diff(s->g, node, 0))
+        return rc;
+    const float *gamma = s->m->params + nd->param_off;
+    double nl = (double)s->m->batch * nd->out.h * nd->out.w, ng = b->sync_count;
+    for (int k = 0; k < c; k++) {
+        double invstd = 1.0 / sqrt((double)b->var[k] + nd->a.eps), k0 = gamma[k] * invstd;
+        double db = lshift[k] / nl - b->sync_v[k] / ng, dg = lscale[k] / nl - b->sync_v[c + k] / ng;
+        b->sync_a[k] = (float)(k0 * (db - b->mean[k] * invstd * dg));
+        b->sync_b[k] = (float)(k0 * invstd * dg);
+    }
+    od_tensor *in = od_in(s, node, 0);
+    float *dx = od_diff_staged(s, node, 0) ? s->scratch : in->dbuf;
+    rc = od_chan_axpb(&in->md, in->buf, dx, s->nvalid, b->sync_a, b->sync_b);
+    if (!rc && s->nvalid < s->m->batch)
+        zero_tail(s, in, dx, s->nvalid);
+    return rc;
+}
+
 static int bn_forward(od_state *s, int node, int training)
 {
     od_bn *b = s->t[node].priv;
     b->used_part = 0;
+    b->synced = 0;
+    if (training && s->m->bn_allsum)
+        return bn_forward_sync(s, node, b);
     if (training && s->nvalid < s->m->batch) {
         int rc = bn_forward_part(s, node, b);
         if (rc <= 0)
@@ -286,6 +414,10 @@ static int bn_backward(od_state *s, int node)
                              {DNNL_ARG_WORKSPACE, b->ws_mem}};
     int rc = b->used_part ? bn_backward_part(s, node, b, acc)
                           : od_exec(s, node, "batchnorm backward", &b->bwd, b->ws_mem ? 10 : 9, a);
+    if (!rc && b->synced) {
+        float *base = s->m->grads + nd->param_off;
+        rc = bn_backward_sync_fix(s, node, b, acc ? b->dshift : base + nd->out.c, acc ? b->dscale : base);
+    }
     if (rc)
         return rc;
     od_diff_finish(s, node, 0);
@@ -301,6 +433,9 @@ static void bn_destroy(void *priv)
 {
     od_bn *b = priv;
     part_fini(&b->part);
+    od_prim_fini(&b->sync_train);
+    free(b->sync_v);
+    free(b->sync_a);
     od_prim_fini(&b->train);
     od_prim_fini(&b->eval);
     od_prim_fini(&b->bwd);

@@ -155,6 +155,10 @@ void od_diff_finish(od_state *s, int node, int slot);
 
 /* ---- small parallel loops ---- */
 void od_vec_add(float *dst, const float *src, size_t n);
+/* Per-channel loops in any 4-D layout with at most one channel block of <= 16
+ * (SO_EUNSUP otherwise), over rows [0, n) (onednn_chan.c). */
+int od_chan_sums(const dnnl_memory_desc_t *md, const float *x, int n, const float *shift, double *s1, double *s2);
+int od_chan_axpb(const dnnl_memory_desc_t *md, const float *x, float *y, int n, const float *a, const float *b);
 void od_vec_store(float *dst, const float *src, size_t n, int add); /* dst = or += src */
 void od_vec_relu(float *x, size_t n);
 /* d = out > 0 ? d : 0 */

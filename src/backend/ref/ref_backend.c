@@ -82,7 +82,7 @@ static size_t aux_floats(const ref_state *s, int i)
     if (nd->op == SO_OP_DROPOUT)
         return (size_t)s->batch * ref_numel(nd->out);
     if (nd->op == SO_OP_BATCHNORM)
-        return 2 * (size_t)nd->out.c;
+        return 2 * (size_t)nd->out.c + 1; /* mean, invstd, element count */
     return 0;
 }
 
