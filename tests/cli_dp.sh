@@ -98,7 +98,7 @@ else
   else bad "killed rank: exit $st, message: $(tail -5 "$tmp/kill.log")"; fi
 fi
 
-# Synchronised batchnorm: ResNet-20 on 2 ranks x 8 == 1 rank x 16 with
+# Synchronised batchnorm: ResNet-20 on 2 ranks x 8 and 4 x 4 == 1 rank x 16 with
 # --sync-bn (ref backend: order-independent double sums; 1e-4 leaves room for
 # a rare ReLU input that lands on 0 one way and not the other; the
 # oneDNN path is checked at a smaller size in test_syncbn); without it the
@@ -107,12 +107,15 @@ bn=(train --model resnet20 --dataset synthetic --synthetic-samples 64 --steps 3 
   --backend ref --eval-every -1 --progress none --seed 7)
 for mode in sync plain; do
   flag=(); [ $mode = sync ] && flag=(--sync-bn)
-  for np in 1 2; do
+  nps="1 2 4"; [ $mode = plain ] && nps="1 2"
+  for np in $nps; do
     "$mpirun" -np $np "$bin" "${bn[@]}" "${flag[@]}" --batch-size $((16 / np)) --dump-params "$tmp/bn-$mode-$np.bin" \
       >"$tmp/bn-$mode-$np.log" 2>&1 || bad "sync-bn $mode np=$np: $(tail -3 "$tmp/bn-$mode-$np.log")"
   done
 done
-if compare bn-sync-1 bn-sync-2 1e-4; then ok; else bad "--sync-bn: 1 rank x 16 != 2 ranks x 8"; fi
+for np in 2 4; do
+  if compare bn-sync-1 bn-sync-$np 1e-4; then ok; else bad "--sync-bn: 1 rank x 16 != $np ranks x $((16 / np))"; fi
+done
 if compare bn-plain-1 bn-plain-2 1e-3 >/dev/null; then bad "without --sync-bn the runs should differ"; else ok; fi
 
 echo "$pass passed, $fail failed"
