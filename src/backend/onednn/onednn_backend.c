@@ -43,8 +43,11 @@ static void destroy(void *state)
         od_mem_free(&t->rd_user, NULL);
         od_mem_free(&t->acc, NULL);
         od_mem_free(&t->mem, &t->buf);
-        od_mem_free(&t->dmem, &t->dbuf);
+        od_mem_free(&t->dmem, NULL); /* dbuf belongs to the diff pool */
     }
+    for (int b = 0; b < s->ndblocks; b++)
+        so_free(s->dblocks[b].buf);
+    free(s->dblocks);
     free(s->t);
     od_mem_free(&s->pad_mem, NULL);
     so_free(s->pad);

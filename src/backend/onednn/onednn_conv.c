@@ -157,11 +157,15 @@ static int conv_forward(od_state *s, int node, int training)
 static int conv_bwd_weights(od_state *s, int node, od_conv *c)
 {
     const so_node *nd = od_node(s, node);
+    dnnl_memory_t dw;
+    int rc = od_gradw_target(s, node, &c->gw, &dw);
+    if (rc)
+        return rc;
     dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, od_in(s, node, 0)->mem},
                             {DNNL_ARG_DIFF_DST, s->t[node].dmem},
-                            {DNNL_ARG_DIFF_WEIGHTS, c->gw.diff},
+                            {DNNL_ARG_DIFF_WEIGHTS, dw},
                             {DNNL_ARG_DIFF_BIAS, c->db_mem}};
-    int rc = od_exec(s, node, "convolution backward weights", &c->bwd_w, c->db_mem ? 4 : 3, a);
+    rc = od_exec(s, node, "convolution backward weights", &c->bwd_w, c->db_mem ? 4 : 3, a);
     if (!rc)
         rc = od_gradw_store(s, node, &c->gw);
     if (!rc && c->db) {

@@ -2,7 +2,10 @@
  * product that consumes the producer's blocked 4-D activation directly: the
  * flat (out, C*H*W) weights are (out, C, H, W) in OIHW order, so the same
  * cached-reorder scheme as convolution applies and no flatten copy is needed.
- * Output: (N, out) plain, seen as (N, out, 1, 1) NCHW by consumers. */
+ * Output: (N, out) plain, seen as (N, out, 1, 1) NCHW by consumers.
+ * Large layers on a blocked source (VGG's 400 MB fc6) instead copy the small
+ * activation to plain NCHW and keep the weights in the flat layout: no cached
+ * weight reorder and no staged weight gradient, 800 MB less for VGG-16. */
 #include <stdlib.h>
 
 #include "backend/onednn/onednn_internal.h"
@@ -16,12 +19,20 @@ typedef struct {
     od_gradw gw;
     float *db;
     dnnl_memory_t db_mem;
+    od_prim x_to_plain, dx_to_blocked; /* copy_src only */
+    float *x, *dx;
+    dnnl_memory_t x_mem, dx_mem;
 } od_dense;
 
 typedef struct {
     dnnl_memory_desc_t w_any, w_user, b, d2;
+    dnnl_memory_desc_t src;   /* what the primitives see: the input's md, or its plain copy */
+    int copy_src;
     size_t wcount;
 } dense_geom;
+
+/* Weights above this many floats are not worth a second, blocked copy. */
+#define DENSE_COPY_SRC_FLOATS (1u << 20)
 
 static void dense_geometry(od_state *s, int node, dense_geom *dg)
 {
@@ -35,20 +46,37 @@ static void dense_geometry(od_state *s, int node, dense_geom *dg)
     dnnl_memory_desc_t plain;
     od_md_plain(s, nd->inputs[0], &plain);
     int plain_src = od_md_equal(&od_in(s, node, 0)->md, &plain);
-    od_md_4d(&dg->w_any, nd->a.out, is.c, is.h, is.w, plain_src ? dnnl_oihw : dnnl_format_tag_any);
+    dg->wcount = (size_t)nd->a.out * (size_t)is.c * (size_t)is.h * (size_t)is.w;
+    dg->copy_src = !plain_src && dg->wcount >= DENSE_COPY_SRC_FLOATS;
+    dg->src = dg->copy_src ? plain : od_in(s, node, 0)->md;
+    od_md_4d(&dg->w_any, nd->a.out, is.c, is.h, is.w,
+             plain_src || dg->copy_src ? dnnl_oihw : dnnl_format_tag_any);
     od_md_4d(&dg->w_user, nd->a.out, is.c, is.h, is.w, dnnl_oihw);
     od_md_1d(&dg->b, nd->a.out);
     dnnl_memory_desc_init_by_tag(&dg->d2, 2, d2, dnnl_f32, dnnl_nc);
-    dg->wcount = (size_t)nd->a.out * (size_t)is.c * (size_t)is.h * (size_t)is.w;
+}
+
+static int create_copies(od_state *s, int node, od_dense *d, const dense_geom *dg)
+{
+    od_tensor *in = od_in(s, node, 0);
+    int rc = od_mem_alloc(s, node, &dg->src, &d->x, &d->x_mem);
+    if (!rc)
+        rc = od_reorder_init(s, node, "dense source copy", &in->md, &dg->src, 0, &d->x_to_plain);
+    if (rc || !so_graph_needs_diff(s->g, node, 0))
+        return rc;
+    rc = od_mem_alloc(s, node, &dg->src, &d->dx, &d->dx_mem);
+    if (!rc)
+        rc = od_reorder_init(s, node, "dense diff copy", &dg->src, &in->md, 0, &d->dx_to_blocked);
+    return rc;
 }
 
 static int create_fwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
 {
     const so_node *nd = od_node(s, node);
-    od_tensor *in = od_in(s, node, 0), *t = &s->t[node];
+    od_tensor *t = &s->t[node];
     dnnl_inner_product_desc_t ip;
     OD_CHECK(s, node, "inner product forward desc",
-             dnnl_inner_product_forward_desc_init(&ip, dnnl_forward_training, &in->md, &dg->w_any,
+             dnnl_inner_product_forward_desc_init(&ip, dnnl_forward_training, &dg->src, &dg->w_any,
                                                   &dg->b, &dg->d2));
     int rc = od_prim_init(s, node, "inner product forward", &ip, nd->a.relu, NULL, &d->fwd);
     dnnl_memory_desc_t plain, w = od_query_md(&d->fwd, dnnl_query_weights_md);
@@ -63,16 +91,17 @@ static int create_fwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
         rc = od_wcache_init(s, node, &dg->w_user, s->m->params + nd->param_off, &w, &d->w_fwd);
     if (!rc)
         rc = od_mem_wrap(s, node, &dg->b, s->m->params + nd->param_off + dg->wcount, &d->bias);
+    if (!rc && dg->copy_src)
+        rc = create_copies(s, node, d, dg);
     return rc;
 }
 
 static int create_bwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
 {
     const so_node *nd = od_node(s, node);
-    od_tensor *in = od_in(s, node, 0);
     dnnl_inner_product_desc_t ip;
     OD_CHECK(s, node, "inner product backward weights desc",
-             dnnl_inner_product_backward_weights_desc_init(&ip, &in->md, &dg->w_any, &dg->b, &dg->d2));
+             dnnl_inner_product_backward_weights_desc_init(&ip, &dg->src, &dg->w_any, &dg->b, &dg->d2));
     int rc = od_prim_init(s, node, "inner product backward weights", &ip, 0, d->fwd.pd, &d->bwd_w);
     dnnl_memory_desc_t dw = od_query_md(&d->bwd_w, dnnl_query_diff_weights_md);
     if (!rc)
@@ -84,7 +113,7 @@ static int create_bwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
     if (rc || !so_graph_needs_diff(s->g, node, 0))
         return rc;
     OD_CHECK(s, node, "inner product backward data desc",
-             dnnl_inner_product_backward_data_desc_init(&ip, &in->md, &dg->w_any, &dg->d2));
+             dnnl_inner_product_backward_data_desc_init(&ip, &dg->src, &dg->w_any, &dg->d2));
     rc = od_prim_init(s, node, "inner product backward data", &ip, 0, d->fwd.pd, &d->bwd_data);
     if (rc)
         return rc;
@@ -117,9 +146,11 @@ static int dense_forward(od_state *s, int node, int training)
     od_dense *d = s->t[node].priv;
     dnnl_memory_t w;
     int rc = od_wcache_get(s, node, &d->w_fwd, &w);
+    if (!rc && d->x)
+        rc = od_reorder_exec(s, node, "dense source copy", &d->x_to_plain, od_in(s, node, 0)->mem, d->x_mem);
     if (rc)
         return rc;
-    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, od_in(s, node, 0)->mem},
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, d->x ? d->x_mem : od_in(s, node, 0)->mem},
                             {DNNL_ARG_WEIGHTS, w},
                             {DNNL_ARG_BIAS, d->bias},
                             {DNNL_ARG_DST, d->dst2}};
@@ -138,15 +169,20 @@ static int dense_backward(od_state *s, int node)
         rc = od_wcache_get(s, node, d->w_bwd_shared ? &d->w_fwd : &d->w_bwd, &w);
         dnnl_exec_arg_t a[3] = {{DNNL_ARG_DIFF_DST, d->ddst2},
                                 {DNNL_ARG_WEIGHTS, w},
-                                {DNNL_ARG_DIFF_SRC, od_diff_target(s, node, 0)}};
+                                {DNNL_ARG_DIFF_SRC, d->dx ? d->dx_mem : od_diff_target(s, node, 0)}};
         if (!rc)
             rc = od_exec(s, node, "inner product backward data", &d->bwd_data, 3, a);
+        if (!rc && d->dx)
+            rc = od_reorder_exec(s, node, "dense diff copy", &d->dx_to_blocked, d->dx_mem, od_diff_target(s, node, 0));
         if (!rc)
             od_diff_finish(s, node, 0);
     }
-    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, od_in(s, node, 0)->mem},
+    dnnl_memory_t dw = NULL;
+    if (!rc)
+        rc = od_gradw_target(s, node, &d->gw, &dw);
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, d->x ? d->x_mem : od_in(s, node, 0)->mem},
                             {DNNL_ARG_DIFF_DST, d->ddst2},
-                            {DNNL_ARG_DIFF_WEIGHTS, d->gw.diff},
+                            {DNNL_ARG_DIFF_WEIGHTS, dw},
                             {DNNL_ARG_DIFF_BIAS, d->db_mem}};
     if (!rc)
         rc = od_exec(s, node, "inner product backward weights", &d->bwd_w, 4, a);
@@ -179,6 +215,10 @@ static void dense_destroy(void *priv)
     od_mem_free(&d->ddst2, NULL);
     od_gradw_fini(&d->gw);
     od_mem_free(&d->db_mem, &d->db);
+    od_prim_fini(&d->x_to_plain);
+    od_prim_fini(&d->dx_to_blocked);
+    od_mem_free(&d->x_mem, &d->x);
+    od_mem_free(&d->dx_mem, &d->dx);
     free(d);
 }
 

@@ -46,6 +46,13 @@ typedef struct {
     dnnl_memory_t rd_user;       /* plain NCHW, handle set per read */
 } od_tensor;
 
+/* A diff buffer shared by nodes whose diffs are never alive at once. */
+typedef struct {
+    float *buf;
+    size_t bytes;
+    int busy_until;              /* node index of the current occupant's last writer */
+} od_dblock;
+
 struct od_state {
     so_model *m;
     const so_graph *g;
@@ -59,6 +66,9 @@ struct od_state {
     size_t pad_bytes;
     dnnl_memory_t pad_mem;
     int32_t *labels;             /* batch labels (padded rows 0) */
+    od_dblock *dblocks;          /* the diff pool (od_tensor_alloc) */
+    int ndblocks;
+    size_t diff_bytes;           /* what the pool holds, for reports */
     int nvalid;
     int has_labels;
 };
@@ -132,14 +142,21 @@ int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, flo
 int od_wcache_get(od_state *s, int node, od_wcache *c, dnnl_memory_t *out);
 void od_wcache_fini(od_wcache *c);
 
-/* ---- weight gradients (primitive layout -> flat PyTorch layout) ---- */
+/* ---- weight gradients (primitive layout -> flat PyTorch layout) ----
+ * When the primitive's layout is the flat one (dense layers on plain inputs:
+ * VGG's 400 MB fc6) it writes straight into the gradients and no staging copy
+ * exists, unless micro-batches must be added (then one is made on first use). */
 typedef struct {
     dnnl_memory_t diff, user;
     float *buf;
     od_prim write, add;
+    dnnl_memory_desc_t prim_md;
+    int direct;                  /* prim layout == flat layout */
 } od_gradw;
 int od_gradw_init(od_state *s, int node, const dnnl_memory_desc_t *prim_md,
                   const dnnl_memory_desc_t *user_md, float *grad, od_gradw *g);
+/* The memory the backward-weights primitive writes to this step. */
+int od_gradw_target(od_state *s, int node, od_gradw *g, dnnl_memory_t *out);
 /* Writes or adds (m->accumulate_grads) the primitive's result into the grads. */
 int od_gradw_store(od_state *s, int node, od_gradw *g);
 void od_gradw_fini(od_gradw *g);

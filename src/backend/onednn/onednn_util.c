@@ -2,6 +2,7 @@
  * with one user scratchpad for all primitives (so oneDNN never allocates per
  * step), memory wrappers, cached weight reorders, gradient stores and the
  * write-or-accumulate rule for input diffs. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/onednn/onednn_internal.h"
@@ -80,6 +81,53 @@ void od_mem_free(dnnl_memory_t *mem, float **buf)
     }
 }
 
+/* The last consumer of node i's output: backward visits nodes downwards, so
+ * i's diff is first written by that consumer and last read by i itself. */
+static int last_consumer(const so_graph *g, int i)
+{
+    int last = i;
+    for (int j = i + 1; j < so_graph_size(g); j++) {
+        const so_node *nd = so_graph_node(g, j);
+        for (int k = 0; k < nd->ninputs; k++)
+            if (nd->inputs[k] == i)
+                last = j;
+    }
+    return last;
+}
+
+/* Diff memory planning: node i's diff lives only while backward runs nodes
+ * last_consumer(i) down to i, so nodes are given pooled blocks whose previous
+ * occupant's lifetime has ended (nodes are created in increasing order, i.e.
+ * by the start of those intervals, where greedy reuse is safe). The smallest
+ * free block that fits wins; otherwise a new block. A ResNet keeps a handful
+ * of blocks instead of one diff per layer; PyTorch's autograd frees gradients
+ * as it goes for the same reason. */
+static int diff_alloc(od_state *s, int node, size_t bytes, float **out)
+{
+    int best = -1;
+    for (int b = 0; b < s->ndblocks; b++) {
+        od_dblock *k = &s->dblocks[b];
+        if (k->busy_until < node && k->bytes >= bytes && (best < 0 || k->bytes < s->dblocks[best].bytes))
+            best = b;
+    }
+    if (best < 0) {
+        od_dblock *grown = realloc(s->dblocks, (size_t)(s->ndblocks + 1) * sizeof *grown);
+        if (!grown)
+            return so_err(SO_ENOMEM, "out of memory for the diff pool");
+        s->dblocks = grown;
+        float *buf = so_alloc(bytes);
+        if (!buf)
+            return so_err(SO_ENOMEM, "out of memory (%zu bytes) for the diff of node %s", bytes,
+                          od_node(s, node)->name);
+        best = s->ndblocks++;
+        s->dblocks[best] = (od_dblock){buf, bytes, 0};
+        s->diff_bytes += bytes;
+    }
+    s->dblocks[best].busy_until = last_consumer(s->g, node);
+    *out = s->dblocks[best].buf;
+    return 0;
+}
+
 int od_tensor_alloc(od_state *s, int node, const dnnl_memory_desc_t *md)
 {
     od_tensor *t = &s->t[node];
@@ -89,7 +137,9 @@ int od_tensor_alloc(od_state *s, int node, const dnnl_memory_desc_t *md)
         s->scratch_bytes = t->bytes;
     int rc = od_mem_alloc(s, node, md, &t->buf, &t->mem);
     if (!rc && node > 0)
-        rc = od_mem_alloc(s, node, md, &t->dbuf, &t->dmem);
+        rc = diff_alloc(s, node, t->bytes, &t->dbuf);
+    if (!rc && node > 0)
+        rc = od_mem_wrap(s, node, md, t->dbuf, &t->dmem);
     return rc;
 }
 
@@ -254,18 +304,37 @@ void od_wcache_fini(od_wcache *c)
 int od_gradw_init(od_state *s, int node, const dnnl_memory_desc_t *prim_md,
                   const dnnl_memory_desc_t *user_md, float *grad, od_gradw *g)
 {
-    int rc = od_mem_alloc(s, node, prim_md, &g->buf, &g->diff);
+    g->prim_md = *prim_md;
+    g->direct = od_md_equal(prim_md, user_md);
+    int rc = g->direct ? 0 : od_mem_alloc(s, node, prim_md, &g->buf, &g->diff);
     if (!rc)
         rc = od_mem_wrap(s, node, user_md, grad, &g->user);
-    if (!rc)
+    if (!rc && !g->direct)
         rc = od_reorder_init(s, node, "weight gradient reorder", prim_md, user_md, 0, &g->write);
     if (!rc)
         rc = od_reorder_init(s, node, "weight gradient reorder", prim_md, user_md, 1, &g->add);
     return rc;
 }
 
+int od_gradw_target(od_state *s, int node, od_gradw *g, dnnl_memory_t *out)
+{
+    if (g->direct && !s->m->accumulate_grads) {
+        *out = g->user;
+        return 0;
+    }
+    if (!g->diff) {
+        int rc = od_mem_alloc(s, node, &g->prim_md, &g->buf, &g->diff);
+        if (rc)
+            return rc;
+    }
+    *out = g->diff;
+    return 0;
+}
+
 int od_gradw_store(od_state *s, int node, od_gradw *g)
 {
+    if (g->direct && !s->m->accumulate_grads)
+        return 0;
     const od_prim *r = s->m->accumulate_grads ? &g->add : &g->write;
     return od_reorder_exec(s, node, "weight gradient reorder", r, g->diff, g->user);
 }
