@@ -39,7 +39,7 @@ typedef struct so_model {
     void *bs;                    /* backend state */
     so_grad_ready_fn on_grad;
     void *on_grad_arg;
-    int timing;                  /* 1: accumulate per-node times below */
+    int timing;                  /* > 0: accumulate per-node times below (a count of users) */
     double *t_fwd, *t_bwd;       /* seconds per node, summed while timing */
     so_node_span_fn on_node;     /* per-node spans (NULL: off, costs one branch per node) */
     void *on_node_arg;

@@ -29,6 +29,9 @@ typedef struct so_dist {
     /* Blocking element-wise sum over ranks, in place, callable while gradient
      * buckets are in flight (synchronised batchnorm). May be NULL. */
     int (*allsum)(void *ctx, double *v, size_t count);
+    /* Predicted seconds of one gradient allreduce of `bytes` with the algorithm
+     * the layer would use for it (its fitted cost model). May be NULL. */
+    double (*cost)(void *ctx, size_t bytes);
 } so_dist;
 
 /* Spans of time the trainer reports after they end (profilers, timelines).
@@ -81,6 +84,7 @@ typedef struct {
                                  state and model RNG restored by the caller) */
     int no_initial_bcast;     /* resume: every rank already holds the same state */
     int sync_bn;              /* batchnorm statistics over the global batch (needs dist->allsum) */
+    int auto_buckets;         /* choose bucket sizes from measured backward times and dist->cost */
     const so_train_hooks *hooks;
 } so_train_config;
 
@@ -121,6 +125,11 @@ typedef struct {
     double *step_seconds;     /* wall time of every step */
     long nstep_seconds;
     int nbuckets;
+    /* auto_buckets: the sizes chosen, the simulated end of the last bucket
+     * after backward began, and the step after which the plan changed (0: not). */
+    size_t first_bucket_bytes, bucket_bytes;
+    double predicted_comm_end, measured_backward;
+    long bucket_plan_step;
 } so_train_result;
 
 /* Runs training. `test` may be NULL. Progress is reported through `progress`

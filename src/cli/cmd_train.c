@@ -17,12 +17,13 @@
 
 typedef struct {
     const char *model, *dataset, *data_dir, *optimizer, *schedule, *backend, *json, *progress, *scale_lr;
-    const char *dump_params, *allreduce;
+    const char *dump_params, *allreduce, *bucket_mb_arg;
     float stall_warning, comm_timeout;
     int batch, epochs, threads, eval_every, accumulate, no_overlap, prefetch, augment, no_pin, synthetic_n;
     int warmup_steps, sync_bn;
     long steps, seed;
-    float lr, momentum, weight_decay, warmup_epochs, step_epochs, gamma, bucket_mb, first_bucket_mb;
+    float lr, momentum, weight_decay, warmup_epochs, step_epochs, gamma, first_bucket_mb;
+    double bucket_mb;         /* < 0: auto */
 } train_args;
 
 static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
@@ -40,7 +41,7 @@ static int parse(train_args *a, int argc, char **argv)
                       .optimizer = "momentum", .schedule = "constant", .backend = "onednn", .progress = "auto",
                       .scale_lr = "none", .batch = 64, .epochs = 1, .threads = 1, .eval_every = 1, .accumulate = 1,
                       .prefetch = 4, .synthetic_n = 0, .warmup_steps = 10, .seed = 42, .lr = 0.01f, .momentum = 0.9f,
-                      .step_epochs = 30, .gamma = 0.1f, .bucket_mb = 25, .first_bucket_mb = 1,
+                      .step_epochs = 30, .gamma = 0.1f, .bucket_mb_arg = "25", .first_bucket_mb = 1,
                       .allreduce = "mpi", .stall_warning = 60, .comm_timeout = 300};
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "model from the zoo", 0, -1, NULL},
@@ -66,7 +67,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"augment", OPT_FLAG, &a->augment, NULL, "random crop (pad 4) and horizontal flip", 0, -1, NULL},
         {"prefetch", OPT_INT, &a->prefetch, "N", "batches prepared ahead on a background thread", 0, 64, NULL},
         {"synthetic-samples", OPT_INT, &a->synthetic_n, "N", "synthetic data set size (default: 32 batches)", 0, 1 << 30, NULL},
-        {"bucket-mb", OPT_FLOAT, &a->bucket_mb, "MB", "gradient bucket size in MiB", 0.001, 4096, NULL},
+        {"bucket-mb", OPT_STR, &a->bucket_mb_arg, "MB|auto", "gradient bucket size in MiB; auto: chosen with the algorithm from the cost model", 0, -1, NULL},
         {"first-bucket-mb", OPT_FLOAT, &a->first_bucket_mb, "MB", "first (small) gradient bucket in MiB", 0.001, 4096, NULL},
         {"no-overlap", OPT_FLAG, &a->no_overlap, NULL, "allreduce after backward instead of during it", 0, -1, NULL},
         {"accumulate", OPT_INT, &a->accumulate, "K", "micro-batches per optimizer step", 1, 1 << 16, NULL},
@@ -79,7 +80,15 @@ static int parse(train_args *a, int argc, char **argv)
         {"dump-params", OPT_STR, &a->dump_params, "FILE", "write the final parameters as raw float32 (rank 0)", 0, -1, NULL},
         {"progress", OPT_CHOICE, &a->progress, "MODE", "progress display", 0, -1, progress_modes},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
-    return cli_parse("train", SUMMARY, opts, argc, argv);
+    int rc = cli_parse("train", SUMMARY, opts, argc, argv);
+    if (rc)
+        return rc;
+    char *end = NULL;
+    a->bucket_mb = strcmp(a->bucket_mb_arg, "auto") ? strtod(a->bucket_mb_arg, &end) : -1;
+    if (end && (*end || end == a->bucket_mb_arg || !(a->bucket_mb >= 0.001 && a->bucket_mb <= 4096)))
+        return cli_error("train", CLI_USAGE, "--bucket-mb: '%s' is not auto or a size in [0.001, 4096] MiB",
+                         a->bucket_mb_arg);
+    return CLI_OK;
 }
 
 /* Everything that must be equal on all ranks, as key=value lines; its hash is
@@ -90,10 +99,12 @@ static void config_text(const train_args *a, const so_graph *g, char *buf, size_
     snprintf(buf, len,
              "version=%s\nmodel=%s\ninput=%dx%dx%d\nclasses=%d\nparams=%zu\nbackend=%s\ndataset=%s\n"
              "batch=%d\nepochs=%d\nsteps=%ld\noptimizer=%s\nlr=%g\nmomentum=%g\nweight_decay=%g\n"
-             "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n",
+             "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n"
+             "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\n",
              SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
              a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum, a->weight_decay,
-             a->schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn);
+             a->schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn,
+             a->bucket_mb_arg, a->first_bucket_mb, a->allreduce, !a->no_overlap);
 }
 
 typedef struct {
@@ -170,7 +181,8 @@ static void train_config(const train_args *a, const job *j, int world, so_train_
     c->throughput_skip = a->warmup_steps;
     c->overlap = !a->no_overlap;
     c->sync_bn = a->sync_bn;
-    c->bucket_bytes = (size_t)(a->bucket_mb * 1048576.0);
+    c->auto_buckets = a->bucket_mb < 0;
+    c->bucket_bytes = (size_t)((c->auto_buckets ? 25 : a->bucket_mb) * 1048576.0);
     c->first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0);
     so_lr_parse(a->schedule, &c->lr.kind);
     c->lr.base_lr = a->lr * (strcmp(a->scale_lr, "linear") ? 1.0f : (float)world);
@@ -284,6 +296,16 @@ static void write_json(FILE *f, const train_args *a, const job *j, const so_trai
     so_json_num(&js, "comm_total", r->comm_total);
     so_json_obj_end(&js);
     so_json_int(&js, "gradient_buckets", r->nbuckets);
+    so_json_obj_begin(&js, "bucket_plan");
+    so_json_bool(&js, "auto", a->bucket_mb < 0);
+    so_json_int(&js, "first_bucket_bytes", (int64_t)r->first_bucket_bytes);
+    so_json_int(&js, "bucket_bytes", (int64_t)r->bucket_bytes);
+    if (r->bucket_plan_step) {
+        so_json_int(&js, "chosen_after_step", r->bucket_plan_step);
+        so_json_num(&js, "measured_backward_seconds", r->measured_backward);
+        so_json_num(&js, "predicted_comm_end_seconds", r->predicted_comm_end);
+    }
+    so_json_obj_end(&js);
     write_ranks(&js, ranks, world);
     so_json_int(&js, "peak_rss_bytes", (int64_t)so_peak_rss());
     so_json_obj_end(&js);
@@ -323,6 +345,11 @@ static int report(const train_args *a, const job *j, const so_train_result *r, i
         }
         printf("communication: %.3f s per rank, %.0f%% overlapped with backward (%d gradient buckets)\n",
                comm / world, comm > 0 ? 100 * hidden / comm : 0, r->nbuckets);
+        if (r->bucket_plan_step)
+            printf("bucket plan (auto, after step %ld): first %.3g MiB, then %.3g MiB; backward %.1f ms, "
+                   "predicted end of the last allreduce %.1f ms after backward began\n", r->bucket_plan_step,
+                   r->first_bucket_bytes / 1048576.0, r->bucket_bytes / 1048576.0, r->measured_backward * 1e3,
+                   r->predicted_comm_end * 1e3);
     }
     if (a->dump_params && dump_params(a->dump_params, j->m))
         return cli_error("train", CLI_USAGE, "--dump-params: cannot write '%s'", a->dump_params);

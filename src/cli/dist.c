@@ -23,6 +23,7 @@ struct dist_handle {
 #ifdef SCALEOUT_HAVE_MPI
     so_comm *comm;
     so_async *async;
+    so_allreduce_algo algo;
 #endif
 };
 
@@ -68,6 +69,16 @@ static int allsum(void *ctx, double *v, size_t count)
     return rc ? rc : so_async_wait_all(h->async, 0, NULL);
 }
 
+/* The fitted model of the gradient algorithm (auto: of the one auto picks for
+ * this size), on the layout the job runs on. */
+static double cost(void *ctx, size_t bytes)
+{
+    dist_handle *h = ctx;
+    so_comm_node nd;
+    so_comm_node_info(h->comm, &nd);
+    return so_comm_predict(h->algo, bytes, so_comm_size(h->comm), nd.ranks_per_node, NULL);
+}
+
 so_comm *dist_comm(dist_handle *h) { return h && h->active ? h->comm : NULL; }
 so_async *dist_async(dist_handle *h) { return h && h->active ? h->async : NULL; }
 
@@ -81,7 +92,9 @@ static int open_mpi(const dist_options *o, dist_handle *h)
         so_comm_abort(h->comm, CLI_USAGE, so_errmsg());
     if (o)
         so_comm_set_timeouts(h->comm, o->stall_warning, o->comm_timeout);
-    h->d = (so_dist){so_comm_rank(h->comm), so_comm_size(h->comm), h, grad_submit, grad_wait, sum, max, bcast, allsum};
+    h->d = (so_dist){so_comm_rank(h->comm), so_comm_size(h->comm), h, grad_submit, grad_wait, sum, max, bcast, allsum,
+                     cost};
+    h->algo = algo;
     so_log_set_rank(h->d.rank);
     rc = so_async_create(h->comm, algo, &h->async);
     if (rc)

@@ -41,6 +41,52 @@ int so_bucket_plan_build(const so_graph *g, size_t first_bytes, size_t bucket_by
     return 0;
 }
 
+double so_bucket_plan_simulate(const so_graph *g, const so_bucket_plan *p, const double *t_bwd,
+                               so_comm_cost_fn cost, void *ctx)
+{
+    double now = 0, comm_end = 0;
+    for (int i = so_graph_size(g) - 1; i >= 1; i--) {
+        now += t_bwd[i];
+        int b = p->closes[i];
+        if (b < 0)
+            continue;
+        double start = now > comm_end ? now : comm_end;
+        comm_end = start + cost(ctx, (p->b[b].hi - p->b[b].lo) * sizeof(float));
+    }
+    return comm_end > now ? comm_end : now;
+}
+
+int so_bucket_plan_auto(const so_graph *g, const double *t_bwd, so_comm_cost_fn cost, void *ctx,
+                        so_bucket_plan *p, size_t *first_bytes, size_t *bucket_bytes, double *predicted)
+{
+    size_t sizes[16];
+    int ns = 0;
+    for (size_t s = 64u << 10; s <= (256u << 20); s *= 2)
+        sizes[ns++] = s;
+    sizes[ns++] = 25u << 20;
+    double best = -1;
+    for (int f = 0; f < ns; f++)
+        for (int b = 0; b < ns; b++) {
+            so_bucket_plan cand;
+            int rc = so_bucket_plan_build(g, sizes[f], sizes[b], &cand);
+            if (rc)
+                return rc;
+            double t = so_bucket_plan_simulate(g, &cand, t_bwd, cost, ctx);
+            /* Ties (a model whose buckets all fit one size) go to fewer buckets. */
+            if (best < 0 || t < best * (1 - 1e-9) || (t <= best && cand.n < p->n)) {
+                so_bucket_plan_free(p);
+                *p = cand;
+                best = t;
+                *first_bytes = sizes[f];
+                *bucket_bytes = sizes[b];
+            } else {
+                so_bucket_plan_free(&cand);
+            }
+        }
+    *predicted = best;
+    return 0;
+}
+
 void so_bucket_plan_free(so_bucket_plan *p)
 {
     free(p->b);

@@ -25,4 +25,22 @@ typedef struct {
 int so_bucket_plan_build(const so_graph *g, size_t first_bytes, size_t bucket_bytes, so_bucket_plan *p);
 void so_bucket_plan_free(so_bucket_plan *p);
 
+/* Predicted seconds of one gradient allreduce of `bytes` (the communication
+ * layer's cost model, with the algorithm it would use for that size). */
+typedef double (*so_comm_cost_fn)(void *ctx, size_t bytes);
+
+/* When the last bucket of plan p finishes if backward spends t_bwd[i] seconds
+ * in node i and buckets are reduced one after another as soon as they close:
+ * start_k = max(ready_k, end_{k-1}), end_k = start_k + cost(bytes_k). Returns
+ * the end relative to the start of backward. */
+double so_bucket_plan_simulate(const so_graph *g, const so_bucket_plan *p, const double *t_bwd,
+                               so_comm_cost_fn cost, void *ctx);
+
+/* Joint choice of the first and the regular bucket size (from 64 KiB to
+ * 256 MiB, powers of two and DDP's 25 MiB) minimising the simulated end, with
+ * the cost model choosing the algorithm per size. The plan and the chosen
+ * sizes come back; *predicted is its simulated end. */
+int so_bucket_plan_auto(const so_graph *g, const double *t_bwd, so_comm_cost_fn cost, void *ctx,
+                        so_bucket_plan *p, size_t *first_bytes, size_t *bucket_bytes, double *predicted);
+
 #endif

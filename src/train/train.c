@@ -60,6 +60,7 @@ typedef struct {
     grad_hook hook;
     so_train_result *r;
     long step;          /* global optimizer step */
+    double *t_bwd0;     /* auto_buckets: per-node backward times when measuring began */
     double img_time;    /* seconds of steps counted for throughput */
     double img_count;
     double all_time, all_count; /* every step: the fallback for runs shorter than the skip */
@@ -187,6 +188,54 @@ static int record_step(trainer *t, double seconds)
     return 0;
 }
 
+/* Steps timed before auto bucket planning (after one untimed warm-up step). */
+enum { PLAN_FROM = 1, PLAN_STEPS = 2 };
+
+static double plan_cost(void *ctx, size_t bytes)
+{
+    const so_dist *d = ctx;
+    return d->cost(d->ctx, bytes);
+}
+
+/* auto_buckets: times backward per node over PLAN_STEPS steps, takes the max
+ * over ranks (every rank must build the same plan), and re-plans the buckets
+ * jointly with the cost model's per-size algorithm choice. */
+static int maybe_replan(trainer *t)
+{
+    const so_dist *d = t->d;
+    so_model *m = t->m;
+    long rel = t->step - t->c->start_step;
+    if (!t->c->auto_buckets || !d || !d->cost || rel > PLAN_FROM + PLAN_STEPS)
+        return 0;
+    int n = so_graph_size(m->g);
+    if (rel == PLAN_FROM) {
+        if (!(t->t_bwd0 = malloc((size_t)n * sizeof *t->t_bwd0)))
+            return so_err(SO_ENOMEM, "out of memory timing backward");
+        memcpy(t->t_bwd0, m->t_bwd, (size_t)n * sizeof *t->t_bwd0);
+        m->timing++;
+        return 0;
+    }
+    if (rel != PLAN_FROM + PLAN_STEPS || !t->t_bwd0)
+        return 0;
+    m->timing--;
+    for (int i = 0; i < n; i++)
+        t->t_bwd0[i] = (m->t_bwd[i] - t->t_bwd0[i]) / PLAN_STEPS;
+    int rc = d->max(d->ctx, t->t_bwd0, n);
+    so_train_result *r = t->r;
+    double total = 0; /* the plan is made for the slowest rank's backward */
+    for (int i = 0; i < n; i++)
+        total += t->t_bwd0[i];
+    if (!rc)
+        rc = so_bucket_plan_auto(m->g, t->t_bwd0, plan_cost, (void *)d, &t->hook.plan, &r->first_bucket_bytes,
+                                 &r->bucket_bytes, &r->predicted_comm_end);
+    r->measured_backward = total;
+    r->nbuckets = t->hook.plan.n;
+    r->bucket_plan_step = t->step;
+    free(t->t_bwd0);
+    t->t_bwd0 = NULL;
+    return rc;
+}
+
 static int step_end(trainer *t, int epoch, long s, long spe, int epoch_end)
 {
     const so_train_hooks *h = t->c->hooks;
@@ -238,6 +287,8 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
         s++;
         t->step++;
         span(t, SO_SPAN_STEP, 0, t0, t1);
+        if (!rc)
+            rc = maybe_replan(t);
         double el = t1 - start;
         so_progress p = {epoch, epochs, s, spe, loss_sum / (s - s0),
                          el > 0 ? (double)(s - s0) * t->m->batch * t->c->accumulate * world / el : 0, el, NULL};
@@ -297,6 +348,8 @@ static int trainer_setup(trainer *t)
     t->hook.m = t->m;
     t->hook.d = t->d;
     t->r->nbuckets = t->hook.plan.n;
+    t->r->first_bucket_bytes = c->first_bucket_bytes;
+    t->r->bucket_bytes = c->bucket_bytes;
     if (t->d)
         so_model_set_grad_ready(t->m, on_grad_ready, &t->hook);
     if (t->d && !c->no_initial_bcast) {
@@ -342,6 +395,10 @@ int so_train(so_model *m, so_optim *opt, so_loader *train, so_loader *test, cons
     out->comm_total = out->comm_exposed;
     so_model_set_grad_ready(m, NULL, NULL);
     m->bn_allsum = NULL;
+    if (t.t_bwd0) { /* stopped while measuring */
+        m->timing--;
+        free(t.t_bwd0);
+    }
     so_bucket_plan_free(&t.hook.plan);
     return rc;
 }
