@@ -33,6 +33,7 @@ def run_scaleout(binary, model, batch, threads, steps, warmup, flops):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [binary, "train", "--model", model, "--dataset", "synthetic", "--batch-size", str(batch),
                "--steps", str(steps + warmup), "--warmup-steps", str(warmup), "--threads", str(threads),
+               "--synthetic-samples", str(4 * batch),  # the 4 batches the PyTorch twin cycles
                "--optimizer", "momentum",
                "--lr", "0.01", "--eval-every", "-1", "--progress", "none", "--json", f.name]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

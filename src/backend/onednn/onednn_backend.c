@@ -48,6 +48,7 @@ static void destroy(void *state)
     for (int b = 0; b < s->ndblocks; b++)
         so_free(s->dblocks[b].buf);
     free(s->dblocks);
+    so_free(s->wstage);
     free(s->t);
     od_mem_free(&s->pad_mem, NULL);
     so_free(s->pad);

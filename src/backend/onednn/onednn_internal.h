@@ -69,6 +69,8 @@ struct od_state {
     od_dblock *dblocks;          /* the diff pool (od_tensor_alloc) */
     int ndblocks;
     size_t diff_bytes;           /* what the pool holds, for reports */
+    float *wstage;               /* shared weight-gradient staging (od_gradw) */
+    size_t wstage_bytes;
     int nvalid;
     int has_labels;
 };
@@ -145,10 +147,12 @@ void od_wcache_fini(od_wcache *c);
 /* ---- weight gradients (primitive layout -> flat PyTorch layout) ----
  * When the primitive's layout is the flat one (dense layers on plain inputs:
  * VGG's 400 MB fc6) it writes straight into the gradients and no staging copy
- * exists, unless micro-batches must be added (then one is made on first use). */
+ * exists, unless micro-batches must be added. Otherwise the primitive writes
+ * into ONE staging buffer shared by all layers (s->wstage, grown to the
+ * largest during the first backward): a layer's staged gradient lives only
+ * from its backward-weights call to the reorder right after it. */
 typedef struct {
     dnnl_memory_t diff, user;
-    float *buf;
     od_prim write, add;
     dnnl_memory_desc_t prim_md;
     int direct;                  /* prim layout == flat layout */

@@ -306,9 +306,7 @@ int od_gradw_init(od_state *s, int node, const dnnl_memory_desc_t *prim_md,
 {
     g->prim_md = *prim_md;
     g->direct = od_md_equal(prim_md, user_md);
-    int rc = g->direct ? 0 : od_mem_alloc(s, node, prim_md, &g->buf, &g->diff);
-    if (!rc)
-        rc = od_mem_wrap(s, node, user_md, grad, &g->user);
+    int rc = od_mem_wrap(s, node, user_md, grad, &g->user);
     if (!rc && !g->direct)
         rc = od_reorder_init(s, node, "weight gradient reorder", prim_md, user_md, 0, &g->write);
     if (!rc)
@@ -322,11 +320,20 @@ int od_gradw_target(od_state *s, int node, od_gradw *g, dnnl_memory_t *out)
         *out = g->user;
         return 0;
     }
+    size_t need = dnnl_memory_desc_get_size(&g->prim_md);
+    if (need > s->wstage_bytes) { /* grows during the first backward only */
+        so_free(s->wstage);
+        s->wstage_bytes = 0;
+        if (!(s->wstage = so_alloc(need)))
+            return so_err(SO_ENOMEM, "out of memory (%zu bytes) staging weight gradients", need);
+        s->wstage_bytes = need;
+    }
     if (!g->diff) {
-        int rc = od_mem_alloc(s, node, &g->prim_md, &g->buf, &g->diff);
+        int rc = od_mem_wrap(s, node, &g->prim_md, s->wstage, &g->diff);
         if (rc)
             return rc;
     }
+    OD_CHECK(s, node, "staging handle", dnnl_memory_set_data_handle(g->diff, s->wstage));
     *out = g->diff;
     return 0;
 }
@@ -343,7 +350,7 @@ void od_gradw_fini(od_gradw *g)
 {
     od_prim_fini(&g->write);
     od_prim_fini(&g->add);
-    od_mem_free(&g->diff, &g->buf);
+    od_mem_free(&g->diff, NULL); /* its buffer is the shared s->wstage */
     od_mem_free(&g->user, NULL);
 }
 
