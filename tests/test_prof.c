@@ -288,6 +288,53 @@ static void test_model_layers(void **state)
     free(st);
 }
 
+/* The reader: what the writer wrote reads back; malformed text is rejected
+ * with a line number; escapes decode to UTF-8. */
+static void test_json_reader(void **state)
+{
+    (void)state;
+    so_prof *p = make(0, SO_PROF_DETAIL_STEP, 0, 10);
+    double t = 0;
+    for (long s = 0; s < 3; s++)
+        t = step(p, s, t, 0, 0.25, 3000);
+    char *js = capture(p, 0);
+    so_prof_jv *v = NULL;
+    assert_int_equal(so_prof_json_parse(js, strlen(js), &v), 0);
+    const so_prof_jv *tot = so_prof_jv_get(v, "totals");
+    assert_true(so_prof_jv_num(so_prof_jv_get(tot, "runtime_s"), -1) == 3 * 1.125);
+    const so_prof_jv *c0 = so_prof_jv_at(so_prof_jv_get(v, "comm"), 0);
+    assert_string_equal(so_prof_jv_str(so_prof_jv_get(c0, "algorithm"), ""), "ring");
+    assert_int_equal(so_prof_jv_num(so_prof_jv_get(so_prof_jv_at(so_prof_jv_get(c0, "sizes"), 0), "max_bytes"), 0),
+                     4096);
+    assert_null(so_prof_jv_get(v, "missing"));
+    assert_true(so_prof_jv_num(NULL, 7) == 7);
+    so_prof_json_free(v);
+    free(js);
+    const char *good = "{\"a\": [1, -2.5e3, true, false, null, \"x\\u00e9\\ud83d\\ude00\\n\"]}";
+    assert_int_equal(so_prof_json_parse(good, strlen(good), &v), 0);
+    const so_prof_jv *a = so_prof_jv_get(v, "a");
+    assert_int_equal(so_prof_jv_len(a), 6);
+    assert_true(so_prof_jv_num(so_prof_jv_at(a, 1), 0) == -2500);
+    assert_int_equal(so_prof_jv_type(so_prof_jv_at(a, 2)), SO_PROF_JTRUE);
+    assert_string_equal(so_prof_jv_str(so_prof_jv_at(a, 5), ""), "x\xc3\xa9\xf0\x9f\x98\x80\n");
+    so_prof_json_free(v);
+    const char *bad[] = {"", "{", "[1,]", "{\"a\" 1}", "01", "1.", "\"\\x\"", "\"abc", "[1] 2", "nul",
+                         "\"\\ud800\"", "{\"a\":1,}", "-", "1e", "\"\\u12\""};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (so_prof_json_parse(bad[i], strlen(bad[i]), &v) != SO_EFORMAT)
+            fail_msg("accepted bad JSON '%s'", bad[i]);
+        assert_null(v);
+        assert_non_null(strstr(so_errmsg(), "line 1:"));
+    }
+    assert_int_equal(so_prof_json_parse("[\n\n1,\n]", 7, &v), SO_EFORMAT);
+    assert_non_null(strstr(so_errmsg(), "line 4:"));
+    char deep[200];
+    memset(deep, '[', sizeof deep);
+    assert_int_equal(so_prof_json_parse(deep, sizeof deep, &v), SO_EFORMAT);
+    assert_non_null(strstr(so_errmsg(), "too deep"));
+    so_prof_destroy(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_size_bins),     cmocka_unit_test(test_use_tags),
         cmocka_unit_test(test_window),        cmocka_unit_test(test_event_cap),
         cmocka_unit_test(test_parse),         cmocka_unit_test(test_model_layers),
+        cmocka_unit_test(test_json_reader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -114,4 +114,25 @@ int so_prof_write_rank_json(const so_prof *p, FILE *f);
 /* Trace events recorded and dropped (over max_events). */
 void so_prof_event_counts(const so_prof *p, size_t *kept, size_t *dropped);
 
+/* ---- reading profiles back (`scaleout report`) ------------------------------
+ * A strict JSON reader: the whole text becomes a tree of values, objects keep
+ * their member order. Accessors accept NULL and return the default, so a
+ * missing field reads as absent rather than crashing. */
+typedef struct so_prof_jv so_prof_jv;
+typedef enum {
+    SO_PROF_JNULL, SO_PROF_JFALSE, SO_PROF_JTRUE, SO_PROF_JNUMBER, SO_PROF_JSTRING, SO_PROF_JARRAY, SO_PROF_JOBJECT
+} so_prof_jtype;
+#define SO_PROF_JSON_DEPTH 64
+
+/* Parses text[0..n) (no NUL needed). SO_EFORMAT "line L: problem" or SO_ENOMEM. */
+int so_prof_json_parse(const char *text, size_t n, so_prof_jv **out);
+void so_prof_json_free(so_prof_jv *v); /* accepts NULL */
+so_prof_jtype so_prof_jv_type(const so_prof_jv *v);
+int so_prof_jv_len(const so_prof_jv *v);                        /* elements / members, 0 otherwise */
+const so_prof_jv *so_prof_jv_at(const so_prof_jv *v, int i);    /* element or member i */
+const char *so_prof_jv_key(const so_prof_jv *v);                /* member name of an object member */
+const so_prof_jv *so_prof_jv_get(const so_prof_jv *v, const char *key);
+double so_prof_jv_num(const so_prof_jv *v, double dflt);
+const char *so_prof_jv_str(const so_prof_jv *v, const char *dflt);
+
 #endif
