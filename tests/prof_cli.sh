@@ -27,7 +27,7 @@ common=(train --model lenet5 --dataset synthetic --synthetic-samples 1024 --batc
 if "$mpirun" -np 2 "$bin" "${common[@]}" --steps 6 --profile "$tmp/p2" --timeline-steps 2:4 >"$tmp/p2.log" 2>&1; then
   ok
   python3 "$check" "$tmp/p2/timeline.json" 2 && ok || bad "2-rank timeline"
-  grep -q "profile: 2 rank(s), 6 steps: parallel efficiency" "$tmp/p2.log" && ok || bad "no summary: $(cat "$tmp/p2.log")"
+  grep -q "profile: 2 rank(s), 5 of 6 steps (the first 1 left out): parallel efficiency" "$tmp/p2.log" && ok || bad "no summary: $(cat "$tmp/p2.log")"
   python3 - "$tmp/p2" <<'PY' && ok || bad "2-rank statistics"
 import json, sys
 d = sys.argv[1]
@@ -35,6 +35,8 @@ p = json.load(open(d + "/profile.json"))
 t = json.load(open(d + "/timeline.json"))
 steps, buckets, params = p["throughput"]["steps"], p["throughput"]["gradient_buckets"], int(p["config"]["params"])
 assert steps == 6 and buckets >= 3, (steps, buckets)
+assert p["environment"]["statistics_skip_steps"] == 1
+steps -= 1  # the first step is in the timeline only
 assert len(p["ranks"]) == 2 and [r["rank"] for r in p["ranks"]] == [0, 1]
 for r in p["ranks"]:
     g = [c for c in r["comm"] if c["use"] == "gradients"]
@@ -107,9 +109,9 @@ p = json.load(open(sys.argv[1]))
 r0, r1 = (r["totals"] for r in p["ranks"])
 print("imbalance run: load balance %.3f, rank useful %.3f / %.3f s, rank 0 comm wait %.3f s"
       % (p["pop"]["load_balance"], r0["useful_s"], r1["useful_s"], r0["comm_wait_s"]))
-assert r1["useful_s"] > r0["useful_s"] + 8 * 0.03
+assert r1["useful_s"] > r0["useful_s"] + 7 * 0.03
 assert p["pop"]["load_balance"] < 0.95  # 0.6 in a Release build; compute is slow under ASan
-assert r0["comm_wait_s"] > 8 * 0.02
+assert r0["comm_wait_s"] > 7 * 0.02
 PY
 else
   bad "imbalance run: $(tail -3 "$tmp/slow.log")"

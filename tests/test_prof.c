@@ -21,7 +21,7 @@
 static so_prof *make(int rank, so_prof_detail detail, long first, long last)
 {
     so_prof *p = NULL;
-    so_prof_config c = {detail, first, last, rank, 0};
+    so_prof_config c = {detail, first, last, rank, 0, 0};
     assert_int_equal(so_prof_create(&c, &p), 0);
     return p;
 }
@@ -191,7 +191,7 @@ static void test_event_cap(void **state)
 {
     (void)state;
     so_prof *p = NULL;
-    so_prof_config c = {SO_PROF_DETAIL_STEP, 0, -1, 0, 10};
+    so_prof_config c = {SO_PROF_DETAIL_STEP, 0, -1, 0, 10, 0};
     assert_int_equal(so_prof_create(&c, &p), 0);
     double t = 0;
     for (long s = 0; s < 5; s++)
@@ -200,6 +200,28 @@ static void test_event_cap(void **state)
     so_prof_event_counts(p, &kept, &dropped);
     assert_int_equal(kept, 10);
     assert_int_equal(dropped, 5 * 7 - 10);
+    so_prof_destroy(p);
+}
+
+/* skip_steps: the first step is in the timeline but not in the statistics. */
+static void test_skip(void **state)
+{
+    (void)state;
+    so_prof *p = NULL;
+    so_prof_config c = {SO_PROF_DETAIL_STEP, 0, -1, 0, 0, 1};
+    assert_int_equal(so_prof_create(&c, &p), 0);
+    double t = 0;
+    for (long s = 0; s < 3; s++)
+        t = step(p, s, t, s == 0 ? 8.0 : 0.0, 0.25, 512); /* a slow first step */
+    so_prof_totals tt;
+    so_prof_get_totals(p, &tt);
+    assert_int_equal(tt.steps, 2);
+    assert_true(tt.runtime == 2 * 1.125 && tt.backward == 2 * 0.5 && tt.comm_pure == 2 * 0.125);
+    char *tr = capture(p, 1), *js = capture(p, 0);
+    assert_int_equal(count(tr, "\"name\":\"step\""), 3);
+    assert_non_null(strstr(js, "\"calls\":2,"));
+    free(tr);
+    free(js);
     so_prof_destroy(p);
 }
 
@@ -342,7 +364,7 @@ int main(void)
         cmocka_unit_test(test_size_bins),     cmocka_unit_test(test_use_tags),
         cmocka_unit_test(test_window),        cmocka_unit_test(test_event_cap),
         cmocka_unit_test(test_parse),         cmocka_unit_test(test_model_layers),
-        cmocka_unit_test(test_json_reader),
+        cmocka_unit_test(test_json_reader), cmocka_unit_test(test_skip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -35,6 +35,9 @@ typedef struct {
     long window_first, window_last; /* steps [first, last) get full detail; outside: one event per step */
     int rank;                       /* this process's rank (names the trace process) */
     size_t max_events;              /* trace events kept (0 = 1,000,000); later ones are counted as dropped */
+    int skip_steps;                 /* first steps left out of totals, per-layer times and gradient
+                                       statistics (one-time set-up: primitive creation, first touch);
+                                       the timeline still shows them */
 } so_prof_config;
 
 /* One communication, times in so_now() seconds. Strings are copied. */

@@ -21,6 +21,7 @@
 #include "scaleout/timer.h"
 
 #define CLOCK_ROUNDS 8
+#define PROF_SKIP_STEPS 1 /* the first step creates oneDNN primitives (JIT): not in the statistics */
 
 struct prof_glue {
     so_prof *p;
@@ -237,7 +238,7 @@ static int setup(prof_glue *g, const prof_options *o, so_model *m)
         return so_err(CLI_USAGE, "--%s: %s", flag, msg);
     }
     g->offsets = calloc((size_t)g->world, sizeof *g->offsets);
-    so_prof_config pc = {g->detail, g->first, g->last, g->rank, 0};
+    so_prof_config pc = {g->detail, g->first, g->last, g->rank, 0, PROF_SKIP_STEPS};
     if (!g->offsets)
         return so_err(CLI_FAIL, "profiler: out of memory");
     if (so_prof_create(&pc, &g->p) || so_prof_attach_model(g->p, m)) {
@@ -420,6 +421,7 @@ static void write_header(prof_glue *g, FILE *f, const so_train_result *r, const 
     so_json_str(&js, "allreduce", g->allreduce);
     so_json_str(&js, "detail", so_prof_detail_name(g->detail));
     so_json_str(&js, "timeline_steps", g->steps);
+    so_json_int(&js, "statistics_skip_steps", PROF_SKIP_STEPS);
     so_json_int(&js, "unix_time", (int64_t)time(NULL));
     so_json_obj_end(&js);
     so_json_obj_begin(&js, "throughput");
@@ -459,12 +461,13 @@ static int write_profile(prof_glue *g, const so_train_result *r, const char *con
     return fclose(f) ? so_err(SO_EIO, "error writing '%s'", g->profile) : 0;
 }
 
-static void print_summary(const prof_glue *g, const so_prof_totals *all, const so_prof_pop *pop)
+static void print_summary(const prof_glue *g, const so_train_result *r, const so_prof_totals *all,
+                          const so_prof_pop *pop)
 {
     long steps = all[0].steps > 0 ? all[0].steps : 1;
-    printf("profile: %d rank(s), %ld steps: parallel efficiency %.2f = load balance %.2f x communication "
-           "efficiency %.2f\n", g->world, all[0].steps, pop->parallel_efficiency, pop->load_balance,
-           pop->comm_efficiency);
+    printf("profile: %d rank(s), %ld of %ld steps (the first %d left out): parallel efficiency %.2f = load "
+           "balance %.2f x communication efficiency %.2f\n", g->world, all[0].steps, r->steps, PROF_SKIP_STEPS,
+           pop->parallel_efficiency, pop->load_balance, pop->comm_efficiency);
     printf("profile: per step %.2f ms compute, %.2f ms data wait (%.1f%%)", 1e3 * pop->useful_mean / steps,
            1e3 * all[0].data_wait / steps, 100 * pop->data_wait_share);
     if (pop->overlap_pct >= 0)
@@ -504,7 +507,7 @@ int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
         if (!rc && g->profile[0])
             rc = write_profile(g, r, config, &pop, stats, ssz);
         if (!rc)
-            print_summary(g, all, &pop);
+            print_summary(g, r, all, &pop);
     }
     free(trace);
     free(stats);

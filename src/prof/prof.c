@@ -156,6 +156,17 @@ static void block_of(const char *name, char *out, size_t len)
     snprintf(out, len, "%.*s", (int)(n < len ? n : len - 1), name);
 }
 
+/* Parameterless nodes without a PyTorch module (a residual add, pools, the
+ * loss) get generated names "<op><digits>" from the graph builder. Nodes with
+ * parameters always have their own name ("conv1" looks generated but is not). */
+static int generated_name(const so_node *nd)
+{
+    const char *op = so_op_name(nd->op);
+    size_t n = strlen(op);
+    return !nd->name[0] || (nd->nparam == 0 &&
+           (!strncmp(nd->name, op, n) && nd->name[n] && strspn(nd->name + n, "0123456789") == strlen(nd->name + n)));
+}
+
 static void node_span(void *arg, int node, int backward, double t0, double t1);
 
 int so_prof_attach_model(so_prof *p, so_model *m)
@@ -183,8 +194,8 @@ int so_prof_attach_model(so_prof *p, so_model *m)
             snprintf(name, sizeof name, "%s#%d", so_op_name(nd->op), i);
         block_of(name, block, sizeof block);
         p->node_name[i] = prof_intern(p, name);
-        /* Unnamed nodes (adds, flattens) belong to the block before them. */
-        p->node_block[i] = nd->name[0] || prev_block < 0 ? prof_intern(p, block) : prev_block;
+        /* Unnamed nodes (a residual add) belong to the block before them. */
+        p->node_block[i] = !generated_name(nd) || prev_block < 0 ? prof_intern(p, block) : prev_block;
         prev_block = p->node_block[i];
         if (p->node_name[i] < 0 || p->node_block[i] < 0) {
             free_model(p);
@@ -215,6 +226,9 @@ static void node_span(void *arg, int node, int backward, double t0, double t1)
         p->pend[p->npend++] = (struct pend_node){node, backward, t0, t1};
 }
 
+/* Inside the first skip_steps steps nothing is added to the statistics. */
+static int skipping(const so_prof *p) { return p->seen < p->cfg.skip_steps; }
+
 static int in_window(const so_prof *p, long step)
 {
     return step >= p->cfg.window_first && (p->cfg.window_last < 0 || step < p->cfg.window_last);
@@ -230,7 +244,8 @@ static void commit_nodes(so_prof *p, int backward, double t0, double t1)
         struct pend_node *n = &p->pend[i];
         if (n->bwd != backward || n->t0 < t0 || n->t1 > t1 || n->node < 0 || n->node >= p->nnodes)
             continue;
-        (backward ? p->lay_bwd : p->lay_fwd)[n->node] += n->t1 - n->t0;
+        if (!skipping(p))
+            (backward ? p->lay_bwd : p->lay_fwd)[n->node] += n->t1 - n->t0;
         if (!trace)
             continue;
         if (p->cfg.detail == SO_PROF_DETAIL_BLOCK) {
@@ -295,30 +310,45 @@ static void close_step(so_prof *p, double t0, double t1)
     memset(p->step_agg, 0, sizeof p->step_agg);
     p->step_ncomm = 0;
     p->step_bytes = 0;
-    p->tot.steps++;
+    if (!skipping(p))
+        p->tot.steps++;
+    p->seen++;
+}
+
+/* The total a span kind adds to (NULL: none). */
+static double *total_of(so_prof *p, so_span_kind kind)
+{
+    switch (kind) {
+    case SO_SPAN_DATA: return &p->tot.data_wait;
+    case SO_SPAN_FORWARD: return &p->tot.forward;
+    case SO_SPAN_BACKWARD: return &p->tot.backward;
+    case SO_SPAN_COMM_WAIT: return &p->tot.comm_wait;
+    case SO_SPAN_OPTIMIZER: return &p->tot.optimizer;
+    case SO_SPAN_EVAL: return &p->tot.eval;
+    case SO_SPAN_STEP: return &p->tot.runtime;
+    default: return NULL;
+    }
 }
 
 void so_prof_span(void *arg, so_span_kind kind, long step, int id, double t0, double t1)
 {
     so_prof *p = arg;
-    double dt = t1 - t0;
+    double *total = total_of(p, kind);
+    if (!total)
+        return;
     if (p->npend_comm)
         commit_blocking(p, kind, t0, t1);
     /* STEP arrives after the trainer advanced its counter: it closes cur_step. */
     if (kind != SO_SPAN_STEP && kind != SO_SPAN_EVAL)
         p->cur_step = step;
-    switch (kind) {
-    case SO_SPAN_DATA: p->tot.data_wait += dt; p->npend = 0; break;
-    case SO_SPAN_FORWARD: p->tot.forward += dt; commit_nodes(p, 0, t0, t1); break;
-    case SO_SPAN_BACKWARD: p->tot.backward += dt; commit_nodes(p, 1, t0, t1); break;
-    case SO_SPAN_COMM_WAIT: p->tot.comm_wait += dt; break;
-    case SO_SPAN_OPTIMIZER: p->tot.optimizer += dt; break;
-    case SO_SPAN_EVAL: p->tot.eval += dt; p->npend = 0; break;
-    case SO_SPAN_STEP: p->tot.runtime += dt; break;
-    default: return;
-    }
+    if (kind == SO_SPAN_EVAL || !skipping(p))
+        *total += t1 - t0;
+    if (kind == SO_SPAN_DATA || kind == SO_SPAN_EVAL)
+        p->npend = 0; /* node spans so far were not part of a training forward */
+    else if (kind == SO_SPAN_FORWARD || kind == SO_SPAN_BACKWARD)
+        commit_nodes(p, kind == SO_SPAN_BACKWARD, t0, t1);
     if (kind <= SO_SPAN_OPTIMIZER)
-        p->step_agg[kind] += dt; /* AGG_* follow the span kinds' order */
+        p->step_agg[kind] += t1 - t0; /* AGG_* follow the span kinds' order */
     if (kind == SO_SPAN_EVAL || in_window(p, p->cur_step)) {
         prof_ev *e = prof_push(p, EV_PHASE, TRACK_COMPUTE, (int)kind, p->cur_step, t0, t1);
         if (e)
@@ -337,9 +367,11 @@ void so_prof_comm(so_prof *p, const so_prof_comm_event *e)
         p->tot.comm_blocking += e->t_finished - e->t_started;
         return;
     }
-    prof_stats_add(p, e);
-    p->tot.comm_pure += e->t_finished - e->t_started;
-    p->tot.comm_queue += e->t_started - e->t_queued;
+    if (!skipping(p)) {
+        prof_stats_add(p, e);
+        p->tot.comm_pure += e->t_finished - e->t_started;
+        p->tot.comm_queue += e->t_started - e->t_queued;
+    }
     if (in_window(p, p->cur_step)) {
         push_comm_event(p, e);
         return;

@@ -62,6 +62,7 @@ struct so_prof {
     /* totals and the current step */
     so_prof_totals tot;
     long cur_step;
+    long seen;       /* steps closed so far, skipped ones included */
     double step_agg[AGG_FIELDS];
     int step_ncomm;
     uint64_t step_bytes;
