@@ -190,14 +190,18 @@ static void rank_section(rpt_report *r, const rpt_run *run)
     static const char *const cols[] = {"rank", "steps", "runtime s", "useful s", "comm. eff.", "data wait %",
                                        "grad. comm ms/step", "exposed ms/step", "overlap %", "queue ms/step",
                                        NULL};
+    int world = so_prof_jv_len(jget(run->doc, "ranks", NULL)), grads = 0, steps = 0;
+    for (int k = 0; k < world; k++) {
+        grads |= num(totals(run, k), "comm_pure_s") > 0;
+        steps |= num(totals(run, k), "steps") > 0;
+    }
+    if (!steps)
+        return; /* not a training run (libscaleout-prof of an MPI program) */
     char title[160];
     snprintf(title, sizeof title, "Per rank: %.100s", run->path);
     rpt_section *s = section(r, title, "Per-rank terms of the POP metrics (comm. eff. of a rank = its useful "
                                        "compute / the longest runtime) and how much of each rank's gradient "
                                        "communication was hidden behind backward.");
-    int world = so_prof_jv_len(jget(run->doc, "ranks", NULL)), grads = 0;
-    for (int k = 0; k < world; k++)
-        grads |= num(totals(run, k), "comm_pure_s") > 0;
     rpt_table *t = table(s, "POP terms and overlap per rank", cols);
     rpt_chart *ph = chart(s, "Time per step by phase (ms)", "bar", world);
     rpt_chart *ov = grads ? chart(s, "Gradient communication per step (ms): hidden vs exposed", "bar", world) : NULL;

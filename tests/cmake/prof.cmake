@@ -11,3 +11,14 @@ set_tests_properties(report_cli PROPERTIES SKIP_RETURN_CODE 77)
 if(TARGET scaleout_comm)
   set_property(TEST report_cli APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
 endif()
+# libscaleout-prof.so on a small MPI program with known calls and on the
+# collective benchmark. Not in sanitizer builds: an instrumented preload
+# library cannot come before the ASan runtime.
+if(TARGET scaleout_pmpi AND NOT SCALEOUT_SANITIZE)
+  add_executable(pmpi_prog pmpi_prog.c)
+  target_link_libraries(pmpi_prog PRIVATE MPI::MPI_C)
+  add_test(NAME pmpi_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/pmpi_cli.sh $<TARGET_FILE:scaleout_cli>
+           $<TARGET_FILE:scaleout_pmpi> $<TARGET_FILE:pmpi_prog>)
+  set_tests_properties(pmpi_cli PROPERTIES TIMEOUT 120 LABELS "mpi;cli"
+    ENVIRONMENT "SCALEOUT_SOURCE_DIR=${CMAKE_SOURCE_DIR};MPIEXEC=${SO_MPIEXEC}")
+endif()
