@@ -22,3 +22,7 @@ if(TARGET scaleout_pmpi AND NOT SCALEOUT_SANITIZE)
   set_tests_properties(pmpi_cli PROPERTIES TIMEOUT 120 LABELS "mpi;cli"
     ENVIRONMENT "SCALEOUT_SOURCE_DIR=${CMAKE_SOURCE_DIR};MPIEXEC=${SO_MPIEXEC}")
 endif()
+# Not a test: the in-process A/B overhead benchmark (bench/prof_ab.c, run by
+# bench/prof_overhead.py), built here beside the tests that share its libraries.
+add_executable(prof_ab ${CMAKE_SOURCE_DIR}/bench/prof_ab.c)
+target_link_libraries(prof_ab PRIVATE scaleout)
