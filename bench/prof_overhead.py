@@ -25,7 +25,7 @@ CONFIGS = [("off", []), ("step", ["step"]), ("block", ["block"]), ("layer", ["la
 
 
 def step_ms(binary, np, detail, batch, steps, warmup):
-    """Median-free figure of one run: seconds per step after the warm-up, from --json images/sec."""
+    """Milliseconds per step of one run after the warm-up (from the --json images/sec)."""
     tmp = tempfile.mkdtemp(prefix="prof-overhead-")
     try:
         out = os.path.join(tmp, "r.json")
