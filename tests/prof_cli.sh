@@ -54,6 +54,7 @@ for r in p["ranks"]:
 for k in ("load_balance", "comm_efficiency", "parallel_efficiency", "data_wait_share"):
     assert 0 <= p["pop"][k] <= 1, (k, p["pop"])
 assert 0 <= p["pop"]["overlap_pct"] <= 100
+assert 0 < p["pop"]["step_load_balance"] <= p["pop"]["load_balance"] + 1e-12  # sum of maxima >= maximum of sums
 ev = [e for e in t["traceEvents"] if e["ph"] == "X"]
 for pid in (0, 1):
     mine = [e for e in ev if e["pid"] == pid]

@@ -85,6 +85,37 @@ static void test_pop_imbalance(void **state)
     so_prof_destroy(r1);
 }
 
+/* The slow rank alternates: the run's load balance is 1, the per-step one is not. */
+static void test_step_balance(void **state)
+{
+    (void)state;
+    so_prof *r[2] = {make(0, SO_PROF_DETAIL_STEP, 0, 0), make(1, SO_PROF_DETAIL_STEP, 0, 0)};
+    double t[2] = {0, 0};
+    for (long s = 0; s < 4; s++)
+        for (int k = 0; k < 2; k++)
+            t[k] = step(r[k], s, t[k], (s % 2 == k) ? 0.25 : 0, 0.125, 64);
+    so_prof_totals tt[2];
+    so_prof_get_totals(r[0], &tt[0]);
+    so_prof_get_totals(r[1], &tt[1]);
+    so_prof_pop pop;
+    so_prof_pop_compute(tt, 2, &pop);
+    assert_true(pop.load_balance == 1.0 && pop.step_load_balance == -1);
+    double u[8];
+    for (int k = 0; k < 2; k++) {
+        long n;
+        const double *v = so_prof_step_useful(r[k], &n);
+        assert_int_equal(n, 4);
+        for (int s = 0; s < 4; s++) {
+            assert_true(v[s] == ((s % 2 == k) ? 1.0625 : 0.8125));
+            u[k * 4 + s] = v[s];
+        }
+    }
+    so_prof_pop_steps(u, 2, 4, &pop);
+    assert_true(pop.step_load_balance == 0.9375 / 1.0625);
+    so_prof_destroy(r[0]);
+    so_prof_destroy(r[1]);
+}
+
 static void test_overlap_hidden(void **state)
 {
     (void)state;
@@ -361,6 +392,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pop_imbalance), cmocka_unit_test(test_overlap_hidden),
+        cmocka_unit_test(test_step_balance),
         cmocka_unit_test(test_size_bins),     cmocka_unit_test(test_use_tags),
         cmocka_unit_test(test_window),        cmocka_unit_test(test_event_cap),
         cmocka_unit_test(test_parse),         cmocka_unit_test(test_model_layers),

@@ -102,8 +102,17 @@ typedef struct {
     double load_balance, comm_efficiency, parallel_efficiency;
     double overlap_pct, data_wait_share;
     double runtime, useful_mean, useful_max;
+    double step_load_balance; /* so_prof_pop_steps; -1 until computed */
 } so_prof_pop;
 void so_prof_pop_compute(const so_prof_totals *ranks, int n, so_prof_pop *out);
+
+/* Useful compute of every measured step of this rank (*n of them), in order. */
+const double *so_prof_step_useful(const so_prof *p, long *n);
+/* Per-step load balance from u[r * nsteps + s] (rank r, step s):
+ * sum_s mean_r u / sum_s max_r u. Unlike the run's load balance it sees
+ * imbalance that moves between ranks from step to step (every step waits for
+ * its slowest rank). Sets out->step_load_balance. */
+void so_prof_pop_steps(const double *u, int world, long nsteps, so_prof_pop *out);
 
 /* This rank's trace events as comma-separated JSON objects (no brackets),
  * one per line: metadata naming the process "rank R" and its "compute" and

@@ -307,6 +307,29 @@ static int gather_totals(prof_glue *g, so_prof_totals *all)
     return rc;
 }
 
+/* The per-step load balance over the last STEP_LB_MAX measured steps: every
+ * rank's per-step useful compute, as a world x steps array summed over ranks. */
+#define STEP_LB_MAX 20000
+static int step_balance(prof_glue *g, so_prof_pop *pop)
+{
+    long n;
+    const double *u = so_prof_step_useful(g->p, &n);
+    double least = -(double)n; /* max of -n = -(min n): ranks agree on the count */
+    int rc = g->inner && g->world > 1 ? g->inner->max(g->inner->ctx, &least, 1) : 0;
+    long m = (long)-least < STEP_LB_MAX ? (long)-least : STEP_LB_MAX;
+    if (rc || m < 1)
+        return rc;
+    double *v = calloc((size_t)g->world * (size_t)m, sizeof *v);
+    if (!v)
+        return so_err(SO_ENOMEM, "out of memory");
+    memcpy(v + (size_t)g->rank * m, u + (n - m), (size_t)m * sizeof *v);
+    rc = g->inner && g->world > 1 ? g->inner->sum(g->inner->ctx, v, (int)(g->world * m)) : 0;
+    if (!rc)
+        so_prof_pop_steps(v, g->world, m, pop);
+    free(v);
+    return rc;
+}
+
 /* Rank 0 receives every rank's text (written by fn into a memory stream),
  * with the parts' sizes; other ranks get *out NULL. */
 static int gather_text(prof_glue *g, int (*fn)(prof_glue *, FILE *), char **out, size_t *sizes)
@@ -440,6 +463,10 @@ static void write_header(prof_glue *g, FILE *f, const so_train_result *r, const 
     else
         so_json_null(&js, "overlap_pct");
     so_json_num(&js, "data_wait_share", pop->data_wait_share);
+    if (pop->step_load_balance >= 0)
+        so_json_num(&js, "step_load_balance", pop->step_load_balance);
+    else
+        so_json_null(&js, "step_load_balance");
     so_json_num(&js, "runtime_s", pop->runtime);
     so_json_obj_end(&js);
     so_json_arr_begin(&js, "clock_offsets_s");
@@ -466,8 +493,9 @@ static void print_summary(const prof_glue *g, const so_train_result *r, const so
 {
     long steps = all[0].steps > 0 ? all[0].steps : 1;
     printf("profile: %d rank(s), %ld of %ld steps (the first %d left out): parallel efficiency %.2f = load "
-           "balance %.2f x communication efficiency %.2f\n", g->world, all[0].steps, r->steps, PROF_SKIP_STEPS,
-           pop->parallel_efficiency, pop->load_balance, pop->comm_efficiency);
+           "balance %.2f x communication efficiency %.2f; per-step load balance %.2f\n", g->world, all[0].steps,
+           r->steps, PROF_SKIP_STEPS, pop->parallel_efficiency, pop->load_balance, pop->comm_efficiency,
+           pop->step_load_balance);
     printf("profile: per step %.2f ms compute, %.2f ms data wait (%.1f%%)", 1e3 * pop->useful_mean / steps,
            1e3 * all[0].data_wait / steps, 100 * pop->data_wait_share);
     if (pop->overlap_pct >= 0)
@@ -495,13 +523,15 @@ int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
     /* All ranks take part in every exchange, in the same order. */
     if (!rc)
         rc = gather_totals(g, all);
+    so_prof_pop pop;
+    so_prof_pop_compute(all, g->world, &pop);
+    if (!rc)
+        rc = step_balance(g, &pop);
     if (!rc && g->timeline[0])
         rc = gather_text(g, trace_text, &trace, tsz);
     if (!rc && g->profile[0])
         rc = gather_text(g, stats_text, &stats, ssz);
-    so_prof_pop pop;
     if (!rc && g->rank == 0) {
-        so_prof_pop_compute(all, g->world, &pop);
         if (g->timeline[0])
             rc = write_timeline(g, trace, tsz);
         if (!rc && g->profile[0])

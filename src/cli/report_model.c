@@ -161,12 +161,14 @@ static void runs_section(rpt_report *r, const rpt_run *runs, int n)
 static void pop_section(rpt_report *r, const rpt_run *runs, int n)
 {
     static const char *const cols[] = {"run", "ranks", "parallel eff.", "load balance", "comm. eff.", "overlap %",
-                                       "data wait %", NULL};
+                                       "data wait %", "per-step LB", NULL};
     rpt_section *s = section(r, "Efficiency (POP metrics)",
                              "Parallel efficiency = load balance x communication efficiency. Load balance = "
                              "mean/max useful compute (forward + backward + optimizer) over ranks; communication "
                              "efficiency = max useful compute / runtime (time inside training steps). Overlap = "
-                             "share of gradient communication hidden behind backward. See docs/PROFILING.md.");
+                             "share of gradient communication hidden behind backward. Per-step LB = sum over steps of "
+                             "mean/max useful compute: imbalance that moves between ranks from step to step, which "
+                             "the run's load balance averages away, shows here. See docs/PROFILING.md.");
     rpt_table *t = table(s, "per run", cols);
     for (int i = 0; i < n; i++) {
         char(*c)[RPT_CELL] = row(t);
@@ -180,6 +182,7 @@ static void pop_section(rpt_report *r, const rpt_run *runs, int n)
         fmt(c[4], "%.3f", num(pop, "comm_efficiency"));
         fmt(c[5], "%.1f", num(pop, "overlap_pct"));
         fmt(c[6], "%.2f", 100 * num(pop, "data_wait_share"));
+        fmt(c[7], "%.3f", num(pop, "step_load_balance"));
     }
 }
 

@@ -130,6 +130,7 @@ void so_prof_destroy(so_prof *p)
     free_model(p);
     free(p->names);
     free(p->ev);
+    free(p->step_useful);
     free(p);
 }
 
@@ -291,6 +292,25 @@ static void commit_blocking(so_prof *p, so_span_kind kind, double t0, double t1)
     p->npend_comm = 0;
 }
 
+static void push_step_useful(so_prof *p, double v)
+{
+    if (p->nstep_useful == p->capstep_useful) {
+        long cap = p->capstep_useful ? 2 * p->capstep_useful : 1024;
+        double *g = realloc(p->step_useful, (size_t)cap * sizeof *g);
+        if (!g)
+            return; /* the per-step balance then covers the steps recorded so far */
+        p->step_useful = g;
+        p->capstep_useful = cap;
+    }
+    p->step_useful[p->nstep_useful++] = v;
+}
+
+const double *so_prof_step_useful(const so_prof *p, long *n)
+{
+    *n = p->nstep_useful;
+    return p->step_useful;
+}
+
 /* Outside the window a step becomes one event per track carrying its totals. */
 static void close_step(so_prof *p, double t0, double t1)
 {
@@ -307,6 +327,8 @@ static void close_step(so_prof *p, double t0, double t1)
             }
         }
     }
+    if (!skipping(p))
+        push_step_useful(p, p->step_agg[AGG_FORWARD] + p->step_agg[AGG_BACKWARD] + p->step_agg[AGG_OPTIMIZER]);
     memset(p->step_agg, 0, sizeof p->step_agg);
     p->step_ncomm = 0;
     p->step_bytes = 0;

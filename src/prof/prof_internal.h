@@ -63,6 +63,8 @@ struct so_prof {
     so_prof_totals tot;
     long cur_step;
     long seen;       /* steps closed so far, skipped ones included */
+    double *step_useful; /* per measured step: forward + backward + optimizer */
+    long nstep_useful, capstep_useful;
     double step_agg[AGG_FIELDS];
     int step_ncomm;
     uint64_t step_bytes;

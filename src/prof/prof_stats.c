@@ -68,7 +68,7 @@ void so_prof_totals_unpack(const double *v, so_prof_totals *t)
 
 void so_prof_pop_compute(const so_prof_totals *r, int n, so_prof_pop *out)
 {
-    *out = (so_prof_pop){.overlap_pct = -1};
+    *out = (so_prof_pop){.overlap_pct = -1, .step_load_balance = -1};
     double sum_useful = 0, max_useful = 0, runtime = 0, wait = 0, pure = 0, data = 0, rt_sum = 0;
     for (int i = 0; i < n; i++) {
         sum_useful += r[i].useful;
@@ -90,6 +90,21 @@ void so_prof_pop_compute(const so_prof_totals *r, int n, so_prof_pop *out)
     out->data_wait_share = rt_sum > 0 ? data / rt_sum : 0;
     if (pure > 0)
         out->overlap_pct = fmin(100, fmax(0, 100 * (1 - wait / pure)));
+}
+
+void so_prof_pop_steps(const double *u, int world, long nsteps, so_prof_pop *out)
+{
+    double sum_mean = 0, sum_max = 0;
+    for (long s = 0; s < nsteps; s++) {
+        double sum = 0, mx = 0;
+        for (int r = 0; r < world; r++) {
+            sum += u[(size_t)r * nsteps + s];
+            mx = fmax(mx, u[(size_t)r * nsteps + s]);
+        }
+        sum_mean += sum / world;
+        sum_max += mx;
+    }
+    out->step_load_balance = sum_max > 0 ? sum_mean / sum_max : -1;
 }
 
 static void write_totals(so_json *js, const so_prof *p)
