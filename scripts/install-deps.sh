@@ -12,6 +12,7 @@ PACKAGES=(
   clang libclang-rt-dev libomp-dev
   python3-torch python3-torchvision
   gnuplot-nox
+  chromium # tests/report_cli.sh renders `scaleout report` pages headless
 )
 # Optional extras (MPICH variant, profiling, browser tests) are asked for with
 # SCALEOUT_DEPS_EXTRA="mpich libmpich-dev ..." so the default set stays small.

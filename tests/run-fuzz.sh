@@ -22,20 +22,22 @@ rm -f "${TMPDIR:-/tmp}/so_fuzz_probe.$$"
 mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
-cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar >"$work/build.log" 2>&1 ||
+cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar fuzz_prof_json >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; exit 1; }
 
 # Seed corpora: a valid 2-image 3x2 IDX image file, its label file, the same
 # gzipped, and one valid CIFAR record.
 rm -rf "$work/corpus"
-mkdir -p "$work/corpus/idx" "$work/corpus/cifar"
+mkdir -p "$work/corpus/idx" "$work/corpus/cifar" "$work/corpus/prof_json"
 printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x02abcdefghijkl' >"$work/corpus/idx/images"
 printf '\x00\x00\x08\x01\x00\x00\x00\x02\x07\x03' >"$work/corpus/idx/labels"
 gzip -c "$work/corpus/idx/images" >"$work/corpus/idx/images.gz"
 { printf '\x06'; head -c 3072 /dev/zero | tr '\0' '\x80'; } >"$work/corpus/cifar/record"
+printf '{"format":"scaleout-profile","ranks":[{"rank":0,"totals":{"steps":3,"runtime_s":1.5e-3},"comm":[],"s":"a\\u00e9\\n"}],"x":[true,false,null,-0.5]}' \
+  >"$work/corpus/prof_json/profile"
 
 status=0
-for target in idx cifar; do
+for target in idx cifar prof_json; do
   echo "== fuzz_$target for ${secs}s"
   mkdir -p "$work/artifacts/$target"
   if ! (cd "$work" && "$build/fuzz/fuzz_$target" -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 \

@@ -249,4 +249,15 @@ double so_comm_reduce_gamma(size_t bytes);
  * Other negative codes mean communication failed (message in so_errmsg()). */
 int so_comm_check_config(so_comm *c, const char *config_text, char *errbuf, size_t len);
 
+/* ---- bytes: point-to-point and gather (src/comm/gather.c) ----------------------
+ * For tools (profiler clock alignment, timeline merge), not for gradients.
+ * Watched like the collectives; n < 2^31 bytes per call. tag >= 0 selects
+ * the message among several between the same pair. */
+int so_comm_send_bytes(so_comm *c, const void *buf, size_t n, int dest, int tag);
+int so_comm_recv_bytes(so_comm *c, void *buf, size_t n, int src, int tag);
+/* Collective: rank `root` receives every rank's n bytes in rank order in one
+ * malloc'ed buffer *out (caller frees) and their sizes in sizes[0..size)
+ * (caller allocated); other ranks pass out/sizes unused (may be NULL). */
+int so_comm_gather_bytes(so_comm *c, const void *buf, size_t n, int root, void **out, size_t *sizes);
+
 #endif

@@ -31,6 +31,7 @@ int cmd_train(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_bench_coll(int argc, char **argv); /* bench allreduce|reduce-scatter|allgather|bcast */
 int cmd_tune(int argc, char **argv);
+int cmd_report(int argc, char **argv); /* HTML / text report of profile.json files */
 
 /* Bytes with an optional K/M/G (binary) suffix; 0 or -1. */
 int cli_parse_bytes(const char *s, size_t *out);

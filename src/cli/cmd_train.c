@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "dist.h"
 #include "progress.h"
+#include "prof_glue.h"
 #include "scaleout/err.h"
 #include "scaleout/json.h"
 #include "scaleout/mem.h"
@@ -18,6 +19,7 @@
 typedef struct {
     const char *model, *dataset, *data_dir, *optimizer, *schedule, *backend, *json, *progress, *scale_lr;
     const char *dump_params, *allreduce, *bucket_mb_arg;
+    const char *profile, *profile_detail, *timeline_steps;
     float stall_warning, comm_timeout;
     int batch, epochs, threads, eval_every, accumulate, no_overlap, prefetch, augment, no_pin, synthetic_n;
     int warmup_steps, sync_bn;
@@ -32,6 +34,7 @@ static const char *const schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const backends[] = {"onednn", "ref", NULL};
 static const char *const progress_modes[] = {"auto", "bar", "plain", "none", NULL};
 static const char *const scalings[] = {"none", "linear", NULL};
+static const char *const prof_details[] = {"layer", "block", "step", NULL};
 
 #define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
 
@@ -42,7 +45,8 @@ static int parse(train_args *a, int argc, char **argv)
                       .scale_lr = "none", .batch = 64, .epochs = 1, .threads = 1, .eval_every = 1, .accumulate = 1,
                       .prefetch = 4, .synthetic_n = 0, .warmup_steps = 10, .seed = 42, .lr = 0.01f, .momentum = 0.9f,
                       .step_epochs = 30, .gamma = 0.1f, .bucket_mb_arg = "25", .first_bucket_mb = 1,
-                      .allreduce = "mpi", .stall_warning = 60, .comm_timeout = 300};
+                      .allreduce = "mpi", .stall_warning = 60, .comm_timeout = 300,
+                      .profile_detail = "layer", .timeline_steps = "0:30"};
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "model from the zoo", 0, -1, NULL},
         {"dataset", OPT_CHOICE, &a->dataset, "NAME", "data set", 0, -1, datasets},
@@ -79,6 +83,9 @@ static int parse(train_args *a, int argc, char **argv)
         {"json", OPT_STR, &a->json, "FILE", "write a machine-readable summary", 0, -1, NULL},
         {"dump-params", OPT_STR, &a->dump_params, "FILE", "write the final parameters as raw float32 (rank 0)", 0, -1, NULL},
         {"progress", OPT_CHOICE, &a->progress, "MODE", "progress display", 0, -1, progress_modes},
+        {"profile", OPT_STR, &a->profile, "DIR", "write DIR/timeline.json and DIR/profile.json (docs/PROFILING.md)", 0, -1, NULL},
+        {"profile-detail", OPT_CHOICE, &a->profile_detail, "LEVEL", "timeline detail of forward/backward", 0, -1, prof_details},
+        {"timeline-steps", OPT_STR, &a->timeline_steps, "A:B", "steps A..B-1 in full detail, others summarised (or all)", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     int rc = cli_parse("train", SUMMARY, opts, argc, argv);
     if (rc)
@@ -383,6 +390,7 @@ int cmd_train(int argc, char **argv)
     int rank = d ? d->rank : 0, world = d ? d->world : 1;
     job j = {0};
     so_train_result r = {0};
+    prof_glue *pg = NULL;
     rc = so_threads_set(a.threads, !a.no_pin);
     if (!rc)
         rc = build(&a, d, &j);
@@ -396,6 +404,10 @@ int cmd_train(int argc, char **argv)
         goto out;
     so_train_config tc;
     train_config(&a, &j, world, &tc);
+    prof_options po = {a.profile, a.profile_detail, a.timeline_steps, a.allreduce};
+    if ((rc = prof_glue_start(&po, dh, j.m, &tc, &pg)))
+        goto out;
+    d = prof_glue_dist(pg, d);
     progress_state ps;
     progress_init(&ps, a.progress, rank);
     if (rank == 0 && ps.enabled)
@@ -407,8 +419,11 @@ int cmd_train(int argc, char **argv)
     else {
         dist_comm_seconds(dh, &r.comm_total);
         rc = finish(&a, &j, &r, d);
+        if (!rc)
+            rc = prof_glue_finish(pg, &r, cfg);
     }
 out:
+    prof_glue_free(pg, j.m);
     so_train_result_free(&r);
     job_free(&j);
     dist_close(dh);

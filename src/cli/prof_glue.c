@@ -1,0 +1,566 @@
+/* The profiler's MPI side for `scaleout train` (see prof_glue.h): feeds the
+ * async engine's per-bucket timings and the blocking collectives into the
+ * recorder, measures each rank's clock offset to rank 0 with ping-pongs,
+ * and gathers every rank's trace events and statistics into one timeline
+ * and one profile.json on rank 0. */
+#include "prof_glue.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "scaleout/err.h"
+#include "scaleout/json.h"
+#include "scaleout/prof.h"
+#include "scaleout/threads.h"
+#include "scaleout/timer.h"
+
+#define CLOCK_ROUNDS 8
+#define PROF_SKIP_STEPS 1 /* the first step creates oneDNN primitives (JIT): not in the statistics */
+
+struct prof_glue {
+    so_prof *p;
+    dist_handle *dh;
+    int rank, world;
+    so_prof_detail detail;
+    long first, last;
+    char timeline[1024], profile[1024];
+    const char *allreduce, *steps;
+    double origin, offset;        /* rank 0's start; this rank's clock minus... see clock_sync */
+    double *offsets;              /* rank 0: every rank's offset (seconds) */
+    so_train_hooks hooks;
+    const so_train_hooks *next;   /* hooks installed before ours (chained) */
+    so_dist dist;                 /* d with timed blocking collectives */
+    const so_dist *inner;
+    int sleep_rank, sleep_ms;     /* SCALEOUT_PROF_TEST_SLEEP (tests only) */
+};
+
+/* ---- hooks ---------------------------------------------------------------- */
+
+static void feed_async(prof_glue *g)
+{
+#ifdef SCALEOUT_HAVE_MPI
+    so_async *a = dist_async(g->dh);
+    if (!a)
+        return;
+    const so_async_stat *st;
+    size_t n;
+    so_async_stats(a, &st, &n);
+    so_allreduce_algo algo = SO_ALLREDUCE_MPI;
+    so_allreduce_algo_parse(g->allreduce, &algo);
+    so_comm_node node;
+    so_comm_node_info(dist_comm(g->dh), &node);
+    for (size_t i = 0; i < n; i++) {
+        so_allreduce_algo used = algo == SO_ALLREDUCE_AUTO
+                                     ? so_comm_select(st[i].bytes, g->world, node.ranks_per_node, NULL)
+                                     : algo;
+        so_prof_comm_event e = {"allreduce", so_allreduce_algo_name(used), SO_PROF_USE_GRADIENTS, st[i].bytes,
+                                st[i].tag, st[i].t_queued, st[i].t_started, st[i].t_finished};
+        so_prof_comm(g->p, &e);
+    }
+#else
+    (void)g;
+#endif
+}
+
+static void span(void *arg, so_span_kind kind, long step, int id, double t0, double t1)
+{
+    prof_glue *g = arg;
+    if (kind == SO_SPAN_COMM_WAIT)
+        feed_async(g); /* the round's stats are valid until the next submit */
+    so_prof_span(g->p, kind, step, id, t0, t1);
+    /* Test-only imbalance: the slow rank's extra time lands in its backward. */
+    if (kind == SO_SPAN_FORWARD && g->rank == g->sleep_rank && g->sleep_ms > 0)
+        usleep((useconds_t)g->sleep_ms * 1000);
+    if (g->next && g->next->span)
+        g->next->span(g->next->arg, kind, step, id, t0, t1);
+}
+
+static int step_end(void *arg, const so_train_state *s)
+{
+    prof_glue *g = arg;
+    return g->next && g->next->step_end ? g->next->step_end(g->next->arg, s) : 0;
+}
+
+/* ---- timed blocking collectives ---------------------------------------------- */
+
+static void record(prof_glue *g, const char *coll, so_prof_use use, size_t bytes, double t0, double t1)
+{
+    so_prof_comm_event e = {coll, "mpi", use, bytes, -1, t0, t0, t1};
+    so_prof_comm(g->p, &e);
+}
+
+static int grad_submit(void *ctx, float *buf, size_t count, int bucket)
+{
+    prof_glue *g = ctx;
+    return g->inner->grad_submit(g->inner->ctx, buf, count, bucket);
+}
+
+static int grad_wait(void *ctx, double *waited)
+{
+    prof_glue *g = ctx;
+    return g->inner->grad_wait(g->inner->ctx, waited);
+}
+
+static int sum(void *ctx, double *v, int n)
+{
+    prof_glue *g = ctx;
+    double t0 = so_now();
+    int rc = g->inner->sum(g->inner->ctx, v, n);
+    record(g, "allreduce", SO_PROF_USE_METRICS, (size_t)n * sizeof *v, t0, so_now());
+    return rc;
+}
+
+static int max(void *ctx, double *v, int n)
+{
+    prof_glue *g = ctx;
+    double t0 = so_now();
+    int rc = g->inner->max(g->inner->ctx, v, n);
+    record(g, "allreduce", SO_PROF_USE_METRICS, (size_t)n * sizeof *v, t0, so_now());
+    return rc;
+}
+
+static int bcast(void *ctx, float *buf, size_t count)
+{
+    prof_glue *g = ctx;
+    double t0 = so_now();
+    int rc = g->inner->bcast(g->inner->ctx, buf, count);
+    record(g, "bcast", SO_PROF_USE_PARAMS, count * sizeof *buf, t0, so_now());
+    return rc;
+}
+
+static int allsum(void *ctx, double *v, size_t count)
+{
+    prof_glue *g = ctx;
+    double t0 = so_now();
+    int rc = g->inner->allsum(g->inner->ctx, v, count);
+    record(g, "allreduce", SO_PROF_USE_BATCHNORM, count * sizeof *v, t0, so_now());
+    return rc;
+}
+
+static double cost(void *ctx, size_t bytes)
+{
+    prof_glue *g = ctx;
+    return g->inner->cost(g->inner->ctx, bytes);
+}
+
+const so_dist *prof_glue_dist(prof_glue *g, const so_dist *d)
+{
+    if (!g || !d)
+        return d;
+    g->inner = d;
+    g->dist = (so_dist){d->rank, d->world, g, grad_submit, grad_wait, sum, max, bcast,
+                        d->allsum ? allsum : NULL, d->cost ? cost : NULL};
+    return &g->dist;
+}
+
+/* ---- clocks ------------------------------------------------------------------ */
+
+/* Offset of this rank's so_now() to rank 0's: rank 0's clock ~ ours + offset.
+ * Each rank r does CLOCK_ROUNDS ping-pongs with rank 0 and keeps the one with
+ * the shortest round trip (Cristian's algorithm): offset = t0 - (ta + tb) / 2.
+ * Rank 0 then sends its origin (start time) to everybody. */
+static int clock_sync(prof_glue *g)
+{
+#ifdef SCALEOUT_HAVE_MPI
+    so_comm *c = dist_comm(g->dh);
+    if (c && g->world > 1) {
+        int rc = 0;
+        double best_rtt = 1e30;
+        for (int r = 1; !rc && r < g->world; r++)
+            for (int k = 0; !rc && k < CLOCK_ROUNDS; k++) {
+                double t[2] = {0, 0};
+                if (g->rank == 0) {
+                    rc = so_comm_recv_bytes(c, t, sizeof t, r, 1);
+                    t[0] = so_now();
+                    if (!rc)
+                        rc = so_comm_send_bytes(c, t, sizeof t, r, 2);
+                    if (!rc && k == CLOCK_ROUNDS - 1)
+                        rc = so_comm_recv_bytes(c, &g->offsets[r], sizeof(double), r, 3);
+                } else if (g->rank == r) {
+                    double ta = so_now();
+                    rc = so_comm_send_bytes(c, t, sizeof t, 0, 1);
+                    if (!rc)
+                        rc = so_comm_recv_bytes(c, t, sizeof t, 0, 2);
+                    double tb = so_now();
+                    if (!rc && (k == 0 || tb - ta < best_rtt)) {
+                        best_rtt = tb - ta;
+                        g->offset = t[0] - (ta + tb) / 2;
+                    }
+                    if (!rc && k == CLOCK_ROUNDS - 1)
+                        rc = so_comm_send_bytes(c, &g->offset, sizeof(double), 0, 3);
+                }
+            }
+        if (!rc)
+            rc = so_comm_bcast_bytes(c, &g->origin, sizeof g->origin, 0);
+        return rc;
+    }
+#endif
+    (void)g;
+    return 0;
+}
+
+/* ---- start ------------------------------------------------------------------- */
+
+/* Set-up steps return a CLI exit code with the message in so_errmsg(). */
+static int paths(prof_glue *g, const prof_options *o)
+{
+    const char *env = getenv("SCALEOUT_TIMELINE");
+    if (env && *env)
+        snprintf(g->timeline, sizeof g->timeline, "%s", env);
+    else if (o->dir)
+        snprintf(g->timeline, sizeof g->timeline, "%s/timeline.json", o->dir);
+    if (o->dir)
+        snprintf(g->profile, sizeof g->profile, "%s/profile.json", o->dir);
+    if (g->rank == 0 && o->dir && mkdir(o->dir, 0777) && errno != EEXIST)
+        return so_err(CLI_USAGE, "--profile: cannot create directory '%s': %s", o->dir,
+                         strerror(errno));
+    /* Fail before training, not after it, when a file cannot be written. */
+    const char *files[2] = {g->timeline, g->profile};
+    for (int i = 0; g->rank == 0 && i < 2; i++) {
+        FILE *f = files[i][0] ? fopen(files[i], "w") : NULL;
+        if (files[i][0] && !f)
+            return so_err(CLI_USAGE, "%s: cannot write '%s': %s",
+                             i == 0 && env && *env ? "SCALEOUT_TIMELINE" : "--profile", files[i], strerror(errno));
+        if (f)
+            fclose(f);
+    }
+    return 0;
+}
+
+static void test_sleep(prof_glue *g)
+{
+    const char *s = getenv("SCALEOUT_PROF_TEST_SLEEP"); /* "RANK:MS", tests only */
+    g->sleep_rank = -1;
+    if (s && sscanf(s, "%d:%d", &g->sleep_rank, &g->sleep_ms) != 2)
+        g->sleep_rank = -1;
+}
+
+static int setup(prof_glue *g, const prof_options *o, so_model *m)
+{
+    int rc = paths(g, o);
+    if (rc)
+        return rc;
+    char msg[256];
+    const char *flag = so_prof_detail_parse(o->detail, &g->detail) ? "profile-detail"
+                       : so_prof_window_parse(o->steps, &g->first, &g->last) ? "timeline-steps" : NULL;
+    if (flag) {
+        snprintf(msg, sizeof msg, "%s", so_errmsg());
+        return so_err(CLI_USAGE, "--%s: %s", flag, msg);
+    }
+    g->offsets = calloc((size_t)g->world, sizeof *g->offsets);
+    so_prof_config pc = {g->detail, g->first, g->last, g->rank, 0, PROF_SKIP_STEPS};
+    if (!g->offsets)
+        return so_err(CLI_FAIL, "profiler: out of memory");
+    if (so_prof_create(&pc, &g->p) || so_prof_attach_model(g->p, m)) {
+        snprintf(msg, sizeof msg, "%s", so_errmsg());
+        return so_err(CLI_FAIL, "profiler: %s", msg);
+    }
+    test_sleep(g);
+    return 0;
+}
+
+int prof_glue_start(const prof_options *o, dist_handle *dh, so_model *m, so_train_config *tc, prof_glue **out)
+{
+    *out = NULL;
+    const char *env = getenv("SCALEOUT_TIMELINE");
+    if (!o->dir && !(env && *env))
+        return 0;
+    prof_glue *g = calloc(1, sizeof *g);
+    if (!g)
+        return cli_error("train", CLI_FAIL, "out of memory");
+    const so_dist *d = dist_get(dh);
+    g->dh = dh;
+    g->rank = d ? d->rank : 0;
+    g->world = d ? d->world : 1;
+    g->allreduce = o->allreduce ? o->allreduce : "mpi";
+    g->steps = o->steps;
+    g->origin = so_now();
+    int rc = setup(g, o, m);
+    /* Every rank learns whether any failed (rank 0 owns the files). */
+    if ((rc = dist_agree(dh, "train", rc, so_errmsg())) || (rc = clock_sync(g) ? CLI_FAIL : 0)) {
+        prof_glue_free(g, m);
+        return rc;
+    }
+    g->next = tc->hooks;
+    g->hooks = (so_train_hooks){g, span, step_end};
+    tc->hooks = &g->hooks;
+    *out = g;
+    return 0;
+}
+
+void prof_glue_free(prof_glue *g, so_model *m)
+{
+    if (!g)
+        return;
+    so_prof_detach_model(g->p, m);
+    so_prof_destroy(g->p);
+    free(g->offsets);
+    free(g);
+}
+
+/* ---- finish: gather, write, summarise ---------------------------------------- */
+
+/* Every rank's totals on every rank: a world x fields array summed over ranks. */
+static int gather_totals(prof_glue *g, so_prof_totals *all)
+{
+    const int nf = SO_PROF_TOTALS_FIELDS + 1;
+    double *v = calloc((size_t)g->world * nf, sizeof *v);
+    if (!v)
+        return so_err(SO_ENOMEM, "out of memory");
+    so_prof_totals mine;
+    so_prof_get_totals(g->p, &mine);
+    so_prof_totals_pack(&mine, v + (size_t)g->rank * nf);
+    int rc = g->inner && g->world > 1 ? g->inner->sum(g->inner->ctx, v, g->world * nf) : 0;
+    for (int r = 0; !rc && r < g->world; r++)
+        so_prof_totals_unpack(v + (size_t)r * nf, &all[r]);
+    free(v);
+    return rc;
+}
+
+/* The per-step load balance over the last STEP_LB_MAX measured steps: every
+ * rank's per-step useful compute, as a world x steps array summed over ranks. */
+#define STEP_LB_MAX 20000
+static int step_balance(prof_glue *g, so_prof_pop *pop)
+{
+    long n;
+    const double *u = so_prof_step_useful(g->p, &n);
+    double least = -(double)n; /* max of -n = -(min n): ranks agree on the count */
+    int rc = g->inner && g->world > 1 ? g->inner->max(g->inner->ctx, &least, 1) : 0;
+    long m = (long)-least < STEP_LB_MAX ? (long)-least : STEP_LB_MAX;
+    if (rc || m < 1)
+        return rc;
+    double *v = calloc((size_t)g->world * (size_t)m, sizeof *v);
+    if (!v)
+        return so_err(SO_ENOMEM, "out of memory");
+    memcpy(v + (size_t)g->rank * m, u + (n - m), (size_t)m * sizeof *v);
+    rc = g->inner && g->world > 1 ? g->inner->sum(g->inner->ctx, v, (int)(g->world * m)) : 0;
+    if (!rc)
+        so_prof_pop_steps(v, g->world, m, pop);
+    free(v);
+    return rc;
+}
+
+/* Rank 0 receives every rank's text (written by fn into a memory stream),
+ * with the parts' sizes; other ranks get *out NULL. */
+static int gather_text(prof_glue *g, int (*fn)(prof_glue *, FILE *), char **out, size_t *sizes)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return so_err(SO_ENOMEM, "out of memory");
+    int rc = fn(g, f);
+    if (fclose(f) && !rc)
+        rc = so_err(SO_ENOMEM, "out of memory");
+    *out = NULL;
+    if (g->world == 1 || rc) {
+        *out = buf;
+        sizes[0] = len;
+        return rc;
+    }
+#ifdef SCALEOUT_HAVE_MPI
+    void *all = NULL;
+    rc = so_comm_gather_bytes(dist_comm(g->dh), buf, len, 0, &all, sizes);
+    *out = all;
+#endif
+    free(buf);
+    return rc;
+}
+
+static int trace_text(prof_glue *g, FILE *f) { return so_prof_write_trace(g->p, f, g->offset, g->origin); }
+static int stats_text(prof_glue *g, FILE *f) { return so_prof_write_rank_json(g->p, f); }
+
+/* Writes parts[0..world) (consecutive in `parts`) joined by sep. */
+static void write_parts(FILE *f, const char *parts, const size_t *sizes, int world, const char *sep)
+{
+    size_t off = 0;
+    for (int r = 0; r < world; r++) {
+        if (r)
+            fputs(sep, f);
+        fwrite(parts + off, 1, sizes[r], f);
+        off += sizes[r];
+    }
+}
+
+static int write_timeline(prof_glue *g, const char *parts, const size_t *sizes)
+{
+    FILE *f = fopen(g->timeline, "w");
+    if (!f)
+        return so_err(SO_EIO, "cannot write '%s'", g->timeline);
+    fputs("{\"traceEvents\":[\n", f);
+    write_parts(f, parts, sizes, g->world, ",\n");
+    fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"tool\":\"scaleout %s\",\"detail\":\"%s\","
+               "\"timeline_steps\":\"%s\",\"clock_offsets_us\":[", SCALEOUT_VERSION, so_prof_detail_name(g->detail),
+            g->steps);
+    for (int r = 0; r < g->world; r++)
+        fprintf(f, "%s%.3f", r ? "," : "", g->offsets[r] * 1e6);
+    fputs("]}}\n", f);
+    return fclose(f) ? so_err(SO_EIO, "error writing '%s'", g->timeline) : 0;
+}
+
+/* "key=value" lines as a JSON object of strings. */
+static void config_object(so_json *js, const char *config)
+{
+    so_json_obj_begin(js, "config");
+    for (const char *s = config; s && *s;) {
+        const char *nl = strchr(s, '\n'), *eq = strchr(s, '=');
+        size_t n = nl ? (size_t)(nl - s) : strlen(s);
+        if (eq && eq < s + n) {
+            char key[64], val[256];
+            snprintf(key, sizeof key, "%.*s", (int)(eq - s), s);
+            snprintf(val, sizeof val, "%.*s", (int)(s + n - eq - 1), eq + 1);
+            so_json_str(js, key, val);
+        }
+        s += n + (nl ? 1 : 0);
+    }
+    so_json_obj_end(js);
+}
+
+static double median(const double *v, long n)
+{
+    if (n < 1)
+        return 0;
+    double *c = malloc((size_t)n * sizeof *c);
+    if (!c)
+        return 0;
+    memcpy(c, v, (size_t)n * sizeof *c);
+    for (long i = 1; i < n; i++) /* insertion sort: step counts are modest */
+        for (long j = i; j > 0 && c[j - 1] > c[j]; j--) {
+            double t = c[j];
+            c[j] = c[j - 1];
+            c[j - 1] = t;
+        }
+    double m = n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
+    free(c);
+    return m;
+}
+
+static void write_header(prof_glue *g, FILE *f, const so_train_result *r, const char *config, const so_prof_pop *pop)
+{
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    so_json js;
+    so_json_init(&js, f, 1);
+    so_json_obj_begin(&js, NULL);
+    so_json_str(&js, "format", "scaleout-profile");
+    so_json_int(&js, "version", 1);
+    config_object(&js, config);
+    so_json_obj_begin(&js, "environment");
+    so_json_str(&js, "host", host);
+    so_json_str(&js, "scaleout", SCALEOUT_VERSION);
+    so_json_str(&js, "git", SCALEOUT_GIT);
+    so_json_int(&js, "world_size", g->world);
+    so_json_int(&js, "threads", so_threads_get());
+    so_json_str(&js, "allreduce", g->allreduce);
+    so_json_str(&js, "detail", so_prof_detail_name(g->detail));
+    so_json_str(&js, "timeline_steps", g->steps);
+    so_json_int(&js, "statistics_skip_steps", PROF_SKIP_STEPS);
+    so_json_int(&js, "unix_time", (int64_t)time(NULL));
+    so_json_obj_end(&js);
+    so_json_obj_begin(&js, "throughput");
+    so_json_int(&js, "steps", r->steps);
+    so_json_num(&js, "images_per_sec", r->images_per_sec);
+    so_json_num(&js, "wall_seconds", r->wall_seconds);
+    so_json_num(&js, "median_step_s", median(r->step_seconds, r->nstep_seconds));
+    so_json_int(&js, "gradient_buckets", r->nbuckets);
+    so_json_obj_end(&js);
+    so_json_obj_begin(&js, "pop");
+    so_json_num(&js, "load_balance", pop->load_balance);
+    so_json_num(&js, "comm_efficiency", pop->comm_efficiency);
+    so_json_num(&js, "parallel_efficiency", pop->parallel_efficiency);
+    if (pop->overlap_pct >= 0)
+        so_json_num(&js, "overlap_pct", pop->overlap_pct);
+    else
+        so_json_null(&js, "overlap_pct");
+    so_json_num(&js, "data_wait_share", pop->data_wait_share);
+    if (pop->step_load_balance >= 0)
+        so_json_num(&js, "step_load_balance", pop->step_load_balance);
+    else
+        so_json_null(&js, "step_load_balance");
+    so_json_num(&js, "runtime_s", pop->runtime);
+    so_json_obj_end(&js);
+    so_json_arr_begin(&js, "clock_offsets_s");
+    for (int i = 0; i < g->world; i++)
+        so_json_num(&js, NULL, g->offsets[i]);
+    so_json_arr_end(&js);
+    fputs(",\n  \"ranks\": [\n", f); /* the ranks' objects follow as text */
+}
+
+static int write_profile(prof_glue *g, const so_train_result *r, const char *config, const so_prof_pop *pop,
+                         const char *parts, const size_t *sizes)
+{
+    FILE *f = fopen(g->profile, "w");
+    if (!f)
+        return so_err(SO_EIO, "cannot write '%s'", g->profile);
+    write_header(g, f, r, config, pop);
+    write_parts(f, parts, sizes, g->world, ",\n");
+    fputs("\n  ]\n}\n", f);
+    return fclose(f) ? so_err(SO_EIO, "error writing '%s'", g->profile) : 0;
+}
+
+static void print_summary(const prof_glue *g, const so_train_result *r, const so_prof_totals *all,
+                          const so_prof_pop *pop)
+{
+    long steps = all[0].steps > 0 ? all[0].steps : 1;
+    printf("profile: %d rank(s), %ld of %ld steps (the first %d left out): parallel efficiency %.2f = load "
+           "balance %.2f x communication efficiency %.2f; per-step load balance %.2f\n", g->world, all[0].steps,
+           r->steps, PROF_SKIP_STEPS, pop->parallel_efficiency, pop->load_balance, pop->comm_efficiency,
+           pop->step_load_balance);
+    printf("profile: per step %.2f ms compute, %.2f ms data wait (%.1f%%)", 1e3 * pop->useful_mean / steps,
+           1e3 * all[0].data_wait / steps, 100 * pop->data_wait_share);
+    if (pop->overlap_pct >= 0)
+        printf(", %.2f ms gradient communication, %.0f%% overlapped, %.2f ms exposed",
+               1e3 * all[0].comm_pure / steps, pop->overlap_pct, 1e3 * all[0].comm_wait / steps);
+    printf("\n");
+    if (g->timeline[0])
+        printf("profile: timeline %s", g->timeline);
+    if (g->profile[0])
+        printf("%sstatistics %s (scaleout report %s)", g->timeline[0] ? ", " : "profile: ", g->profile,
+               g->profile);
+    printf("\n");
+}
+
+int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
+{
+    if (!g)
+        return 0;
+    int rc = 0;
+    char *trace = NULL, *stats = NULL;
+    size_t *tsz = calloc((size_t)g->world, sizeof *tsz), *ssz = calloc((size_t)g->world, sizeof *ssz);
+    so_prof_totals *all = calloc((size_t)g->world, sizeof *all);
+    if (!tsz || !ssz || !all)
+        rc = so_err(SO_ENOMEM, "out of memory");
+    /* All ranks take part in every exchange, in the same order. */
+    if (!rc)
+        rc = gather_totals(g, all);
+    so_prof_pop pop;
+    so_prof_pop_compute(all, g->world, &pop);
+    if (!rc)
+        rc = step_balance(g, &pop);
+    if (!rc && g->timeline[0])
+        rc = gather_text(g, trace_text, &trace, tsz);
+    if (!rc && g->profile[0])
+        rc = gather_text(g, stats_text, &stats, ssz);
+    if (!rc && g->rank == 0) {
+        if (g->timeline[0])
+            rc = write_timeline(g, trace, tsz);
+        if (!rc && g->profile[0])
+            rc = write_profile(g, r, config, &pop, stats, ssz);
+        if (!rc)
+            print_summary(g, r, all, &pop);
+    }
+    free(trace);
+    free(stats);
+    free(tsz);
+    free(ssz);
+    free(all);
+    if (rc)
+        return dist_fail(g->dh, "train", rc == SO_EIO ? CLI_USAGE : CLI_FAIL, so_errmsg());
+    return CLI_OK;
+}

@@ -1,0 +1,82 @@
+/* The page script of `scaleout report`: renders window.REPORT (tables and
+ * Chart.js configurations written by src/cli/report_out.c) into the page.
+ * When done it sets data-charts / data-errors on <body> and the title, which
+ * the headless-browser test (tests/report_cli.sh) reads. */
+"use strict";
+(function () {
+  var errors = [];
+  var errBox = document.getElementById("report-errors");
+  function recordError(msg) {
+    errors.push(String(msg));
+    errBox.textContent = errors.join("\n");
+    document.body.setAttribute("data-errors", String(errors.length));
+  }
+  window.addEventListener("error", function (e) { recordError(e.message || e); });
+
+  var palette = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1"];
+
+  function el(tag, text, cls) {
+    var e = document.createElement(tag);
+    if (text !== undefined) e.textContent = text;
+    if (cls) e.className = cls;
+    return e;
+  }
+
+  function renderTable(t) {
+    var wrap = el("div", undefined, "table-wrap");
+    var table = el("table");
+    table.appendChild(el("caption", t.caption));
+    var head = el("tr");
+    t.columns.forEach(function (c) { head.appendChild(el("th", c)); });
+    table.appendChild(el("thead")).appendChild(head);
+    var body = el("tbody");
+    t.rows.forEach(function (r) {
+      var tr = el("tr");
+      r.forEach(function (c, i) { tr.appendChild(el("td", c, i > 0 && /^[-+0-9.<=]/.test(c) ? "num" : "")); });
+      body.appendChild(tr);
+    });
+    table.appendChild(body);
+    wrap.appendChild(table);
+    return wrap;
+  }
+
+  function renderChart(cfg, parent) {
+    var box = el("div", undefined, "chart");
+    var n = cfg.data.labels.length;
+    if (cfg.options.indexAxis === "y") {
+      box.style.height = Math.max(220, 80 + 20 * n) + "px";
+      cfg.options.scales.y.ticks = { autoSkip: false }; /* every layer gets its label */
+    }
+    var canvas = el("canvas");
+    box.appendChild(canvas);
+    parent.appendChild(box);
+    cfg.data.datasets.forEach(function (d, i) {
+      d.backgroundColor = palette[i % palette.length];
+      d.borderColor = palette[i % palette.length];
+    });
+    cfg.options.animation = false; /* screenshots and tests see the final picture */
+    cfg.options.responsive = true;
+    cfg.options.maintainAspectRatio = false;
+    return new Chart(canvas, cfg);
+  }
+
+  var root = document.getElementById("report");
+  var R = window.REPORT;
+  document.getElementById("report-title").textContent = R.title;
+  var charts = 0;
+  R.sections.forEach(function (s) {
+    var sec = el("section");
+    sec.appendChild(el("h2", s.title));
+    if (s.note) sec.appendChild(el("p", s.note, "note"));
+    var grid = el("div", undefined, "charts");
+    s.charts.forEach(function (c) {
+      try { renderChart(c, grid); charts++; } catch (e) { recordError("chart '" + c.options.plugins.title.text + "': " + e); }
+    });
+    if (s.charts.length) sec.appendChild(grid);
+    s.tables.forEach(function (t) { sec.appendChild(renderTable(t)); });
+    root.appendChild(sec);
+  });
+  document.body.setAttribute("data-charts", String(charts));
+  if (!document.body.hasAttribute("data-errors")) document.body.setAttribute("data-errors", String(errors.length));
+  document.title = R.title + " [" + charts + " charts]";
+})();

@@ -1,0 +1,553 @@
+/* Builds the sections of `scaleout report` from profile.json documents
+ * (docs/FORMATS.md): runs and throughput, POP metrics per run and per rank,
+ * the overlap of communication, per-layer time, communication statistics by
+ * message size, and scaling across runs. Missing fields read as absent (a
+ * dash), so profiles of older versions still load. */
+#include "report.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scaleout/err.h"
+
+/* ---- small helpers ------------------------------------------------------------ */
+
+/* Follows a NULL-terminated chain of member names. */
+static const so_prof_jv *jget(const so_prof_jv *v, ...)
+{
+    va_list ap;
+    va_start(ap, v);
+    for (const char *k; v && (k = va_arg(ap, const char *));)
+        v = so_prof_jv_get(v, k);
+    va_end(ap);
+    return v;
+}
+
+static double num(const so_prof_jv *obj, const char *key) { return so_prof_jv_num(so_prof_jv_get(obj, key), NAN); }
+static const char *str(const so_prof_jv *obj, const char *key) { return so_prof_jv_str(so_prof_jv_get(obj, key), "-"); }
+
+static void fmt(char *cell, const char *f, double v)
+{
+    if (isfinite(v))
+        snprintf(cell, RPT_CELL, f, v);
+    else
+        snprintf(cell, RPT_CELL, "-");
+}
+
+static rpt_section *section(rpt_report *r, const char *title, const char *note)
+{
+    if (r->n == r->cap) {
+        int cap = r->cap ? 2 * r->cap : 8;
+        rpt_section *s = realloc(r->s, (size_t)cap * sizeof *s);
+        if (!s)
+            return NULL;
+        r->s = s;
+        r->cap = cap;
+    }
+    rpt_section *s = &r->s[r->n++];
+    memset(s, 0, sizeof *s);
+    snprintf(s->title, sizeof s->title, "%s", title);
+    snprintf(s->note, sizeof s->note, "%s", note ? note : "");
+    return s;
+}
+
+/* A new table with columns from a NULL-terminated list; NULL if the section is full. */
+static rpt_table *table(rpt_section *s, const char *caption, const char *const *cols)
+{
+    if (!s || s->ntables == RPT_TABLES)
+        return NULL;
+    rpt_table *t = &s->table[s->ntables++];
+    snprintf(t->caption, sizeof t->caption, "%s", caption);
+    for (; *cols && t->ncols < RPT_COLS; cols++)
+        snprintf(t->cols[t->ncols++], RPT_CELL, "%s", *cols);
+    return t;
+}
+
+/* The next row (cleared), or NULL when out of memory. */
+static char (*row(rpt_table *t))[RPT_CELL]
+{
+    if (!t)
+        return NULL;
+    if (t->nrows == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 16;
+        void *g = realloc(t->rows, (size_t)cap * sizeof *t->rows);
+        if (!g)
+            return NULL;
+        t->rows = g;
+        t->cap = cap;
+    }
+    memset(t->rows[t->nrows], 0, sizeof *t->rows);
+    return t->rows[t->nrows++];
+}
+
+static rpt_chart *chart(rpt_section *s, const char *title, const char *type, int nlabels)
+{
+    if (!s || s->ncharts == RPT_CHARTS || nlabels < 1)
+        return NULL;
+    rpt_chart *c = &s->chart[s->ncharts];
+    memset(c, 0, sizeof *c);
+    c->labels = calloc((size_t)nlabels, sizeof *c->labels);
+    if (!c->labels)
+        return NULL;
+    s->ncharts++;
+    c->nlabels = nlabels;
+    snprintf(c->title, sizeof c->title, "%s", title);
+    snprintf(c->type, sizeof c->type, "%s", type);
+    return c;
+}
+
+/* A dataset of nlabels values (NaN until set). */
+static double *dataset(rpt_chart *c, const char *label, const char *type, int y2)
+{
+    if (!c || c->nsets == RPT_SETS)
+        return NULL;
+    double *v = malloc((size_t)c->nlabels * sizeof *v);
+    if (!v)
+        return NULL;
+    for (int i = 0; i < c->nlabels; i++)
+        v[i] = NAN;
+    snprintf(c->set[c->nsets].label, sizeof c->set[0].label, "%s", label);
+    snprintf(c->set[c->nsets].type, sizeof c->set[0].type, "%s", type ? type : "");
+    c->set[c->nsets].y2 = y2;
+    c->set[c->nsets].v = v;
+    c->nsets++;
+    return v;
+}
+
+static int world_of(const rpt_run *run)
+{
+    double w = num(jget(run->doc, "environment", NULL), "world_size");
+    return isfinite(w) ? (int)w : so_prof_jv_len(jget(run->doc, "ranks", NULL));
+}
+
+static const so_prof_jv *totals(const rpt_run *run, int rank)
+{
+    return jget(so_prof_jv_at(jget(run->doc, "ranks", NULL), rank), "totals", NULL);
+}
+
+/* ---- runs and POP ------------------------------------------------------------- */
+
+static void runs_section(rpt_report *r, const rpt_run *runs, int n)
+{
+    static const char *const cols[] = {"run", "model", "dataset", "ranks", "batch/rank", "threads", "backend",
+                                       "allreduce", "steps", "images/s", "median step ms", "host", "git", NULL};
+    rpt_section *s = section(r, "Runs", "Configuration and environment of each profiled run; images/s is the "
+                                        "global throughput after the warm-up steps.");
+    rpt_table *t = table(s, "configuration and throughput", cols);
+    for (int i = 0; i < n; i++) {
+        char(*c)[RPT_CELL] = row(t);
+        if (!c)
+            return;
+        const so_prof_jv *cfg = jget(runs[i].doc, "config", NULL), *env = jget(runs[i].doc, "environment", NULL),
+                         *thr = jget(runs[i].doc, "throughput", NULL);
+        snprintf(c[0], RPT_CELL, "%.47s", runs[i].path);
+        snprintf(c[1], RPT_CELL, "%s", str(cfg, "model"));
+        snprintf(c[2], RPT_CELL, "%s", str(cfg, "dataset"));
+        snprintf(c[3], RPT_CELL, "%d", world_of(&runs[i]));
+        snprintf(c[4], RPT_CELL, "%s", str(cfg, "batch"));
+        fmt(c[5], "%.0f", num(env, "threads"));
+        snprintf(c[6], RPT_CELL, "%s", str(cfg, "backend"));
+        snprintf(c[7], RPT_CELL, "%s", str(env, "allreduce"));
+        fmt(c[8], "%.0f", num(thr, "steps"));
+        fmt(c[9], "%.1f", num(thr, "images_per_sec"));
+        fmt(c[10], "%.2f", 1e3 * num(thr, "median_step_s"));
+        snprintf(c[11], RPT_CELL, "%s", str(env, "host"));
+        snprintf(c[12], RPT_CELL, "%s", str(env, "git"));
+    }
+}
+
+static void pop_section(rpt_report *r, const rpt_run *runs, int n)
+{
+    static const char *const cols[] = {"run", "ranks", "parallel eff.", "load balance", "comm. eff.", "overlap %",
+                                       "data wait %", "per-step LB", NULL};
+    rpt_section *s = section(r, "Efficiency (POP metrics)",
+                             "Parallel efficiency = load balance x communication efficiency. Load balance = "
+                             "mean/max useful compute (forward + backward + optimizer) over ranks; communication "
+                             "efficiency = max useful compute / runtime (time inside training steps). Overlap = "
+                             "share of gradient communication hidden behind backward. Per-step LB = sum over steps of "
+                             "mean/max useful compute: imbalance that moves between ranks from step to step, which "
+                             "the run's load balance averages away, shows here. See docs/PROFILING.md.");
+    rpt_table *t = table(s, "per run", cols);
+    for (int i = 0; i < n; i++) {
+        char(*c)[RPT_CELL] = row(t);
+        if (!c)
+            return;
+        const so_prof_jv *pop = jget(runs[i].doc, "pop", NULL);
+        snprintf(c[0], RPT_CELL, "%.47s", runs[i].path);
+        snprintf(c[1], RPT_CELL, "%d", world_of(&runs[i]));
+        fmt(c[2], "%.3f", num(pop, "parallel_efficiency"));
+        fmt(c[3], "%.3f", num(pop, "load_balance"));
+        fmt(c[4], "%.3f", num(pop, "comm_efficiency"));
+        fmt(c[5], "%.1f", num(pop, "overlap_pct"));
+        fmt(c[6], "%.2f", 100 * num(pop, "data_wait_share"));
+        fmt(c[7], "%.3f", num(pop, "step_load_balance"));
+    }
+}
+
+/* ---- per rank: POP terms and overlap --------------------------------------------- */
+
+static void rank_section(rpt_report *r, const rpt_run *run)
+{
+    static const char *const cols[] = {"rank", "steps", "runtime s", "useful s", "comm. eff.", "data wait %",
+                                       "grad. comm ms/step", "exposed ms/step", "overlap %", "queue ms/step",
+                                       NULL};
+    int world = so_prof_jv_len(jget(run->doc, "ranks", NULL)), grads = 0, steps = 0;
+    for (int k = 0; k < world; k++) {
+        grads |= num(totals(run, k), "comm_pure_s") > 0;
+        steps |= num(totals(run, k), "steps") > 0;
+    }
+    if (!steps)
+        return; /* not a training run (libscaleout-prof of an MPI program) */
+    char title[160];
+    snprintf(title, sizeof title, "Per rank: %.100s", run->path);
+    rpt_section *s = section(r, title, "Per-rank terms of the POP metrics (comm. eff. of a rank = its useful "
+                                       "compute / the longest runtime) and how much of each rank's gradient "
+                                       "communication was hidden behind backward.");
+    rpt_table *t = table(s, "POP terms and overlap per rank", cols);
+    rpt_chart *ph = chart(s, "Time per step by phase (ms)", "bar", world);
+    rpt_chart *ov = grads ? chart(s, "Gradient communication per step (ms): hidden vs exposed", "bar", world) : NULL;
+    double *useful = dataset(ph, "useful compute", NULL, 0), *data = dataset(ph, "data wait", NULL, 0),
+           *wait = dataset(ph, "comm wait (exposed)", NULL, 0), *other = dataset(ph, "other", NULL, 0);
+    double *hidden = dataset(ov, "hidden", NULL, 0), *exposed = dataset(ov, "exposed", NULL, 0);
+    if (ph)
+        ph->stacked = ph->horizontal = 1, snprintf(ph->xtitle, sizeof ph->xtitle, "ms per step");
+    if (ov)
+        ov->stacked = 1, snprintf(ov->ytitle, sizeof ov->ytitle, "ms per step");
+    double rt_max = NAN;
+    for (int k = 0; k < world; k++)
+        rt_max = k == 0 || num(totals(run, k), "runtime_s") > rt_max ? num(totals(run, k), "runtime_s") : rt_max;
+    for (int k = 0; k < world; k++) {
+        const so_prof_jv *tt = totals(run, k);
+        double steps = num(tt, "steps"), ms = steps > 0 ? 1e3 / steps : NAN;
+        double pure = num(tt, "comm_pure_s"), cw = num(tt, "comm_wait_s");
+        char(*c)[RPT_CELL] = row(t);
+        if (!c)
+            return;
+        snprintf(c[0], RPT_CELL, "%d", k);
+        fmt(c[1], "%.0f", steps);
+        fmt(c[2], "%.3f", num(tt, "runtime_s"));
+        fmt(c[3], "%.3f", num(tt, "useful_s"));
+        fmt(c[4], "%.3f", num(tt, "useful_s") / rt_max);
+        fmt(c[5], "%.2f", 100 * num(tt, "data_wait_s") / num(tt, "runtime_s"));
+        fmt(c[6], "%.2f", pure * ms);
+        fmt(c[7], "%.2f", cw * ms);
+        fmt(c[8], "%.1f", pure > 0 ? fmin(100, fmax(0, 100 * (1 - cw / pure))) : NAN);
+        fmt(c[9], "%.2f", num(tt, "comm_queue_s") * ms);
+        if (ph) {
+            snprintf(ph->labels[k], RPT_CELL, "rank %d", k);
+            useful[k] = num(tt, "useful_s") * ms;
+            data[k] = num(tt, "data_wait_s") * ms;
+            wait[k] = cw * ms;
+            other[k] = fmax(0, num(tt, "runtime_s") * ms - useful[k] - data[k] - wait[k]);
+        }
+        if (ov) {
+            snprintf(ov->labels[k], RPT_CELL, "rank %d", k);
+            hidden[k] = fmax(0, pure - cw) * ms;
+            exposed[k] = fmin(cw, pure > 0 ? pure : cw) * ms;
+        }
+    }
+}
+
+/* ---- per layer --------------------------------------------------------------- */
+
+/* Forward/backward ms per step of each layer (mean over ranks), in graph order;
+ * grouped by block when there are more than 40 layers (the chart stays legible). */
+static void layer_section(rpt_report *r, const rpt_run *run)
+{
+    const so_prof_jv *ranks = jget(run->doc, "ranks", NULL), *l0 = jget(so_prof_jv_at(ranks, 0), "layers", NULL);
+    int world = so_prof_jv_len(ranks), nl = so_prof_jv_len(l0);
+    if (nl == 0)
+        return; /* detail "step": no per-layer times */
+    static const char *const cols[] = {"layer", "block", "forward ms", "backward ms", "total ms", "share %", NULL};
+    char title[160];
+    snprintf(title, sizeof title, "Per-layer time: %.100s", run->path);
+    rpt_section *s = section(r, title, "Forward and backward time of each layer per step, mean over ranks "
+                                       "(evaluation forwards excluded).");
+    rpt_table *t = table(s, "layers in graph order", cols);
+    double *fw = calloc((size_t)nl, sizeof *fw), *bw = calloc((size_t)nl, sizeof *bw), sum = 0;
+    for (int i = 0; fw && bw && i < nl; i++) {
+        for (int k = 0; k < world; k++) {
+            const so_prof_jv *rk = so_prof_jv_at(ranks, k), *l = so_prof_jv_at(jget(rk, "layers", NULL), i);
+            double steps = num(jget(rk, "totals", NULL), "steps");
+            fw[i] += 1e3 * num(l, "forward_s") / steps / world;
+            bw[i] += 1e3 * num(l, "backward_s") / steps / world;
+        }
+        sum += fw[i] + bw[i];
+    }
+    int blocks = nl > 40, nb = 0;
+    rpt_chart *c = chart(s, blocks ? "Forward / backward ms per step, by block" : "Forward / backward ms per step",
+                         "bar", nl);
+    double *cf = dataset(c, "forward", NULL, 0), *cb = dataset(c, "backward", NULL, 0);
+    for (int i = 0; fw && bw && i < nl; i++) {
+        const so_prof_jv *l = so_prof_jv_at(l0, i);
+        char(*cell)[RPT_CELL] = row(t);
+        if (!cell)
+            break;
+        snprintf(cell[0], RPT_CELL, "%s", str(l, "name"));
+        snprintf(cell[1], RPT_CELL, "%s", str(l, "block"));
+        fmt(cell[2], "%.3f", fw[i]);
+        fmt(cell[3], "%.3f", bw[i]);
+        fmt(cell[4], "%.3f", fw[i] + bw[i]);
+        fmt(cell[5], "%.1f", sum > 0 ? 100 * (fw[i] + bw[i]) / sum : NAN);
+        if (!c)
+            continue;
+        const char *name = blocks ? str(l, "block") : str(l, "name");
+        if (!nb || strcmp(c->labels[nb - 1], name)) {
+            snprintf(c->labels[nb], RPT_CELL, "%s", name);
+            cf[nb] = cb[nb] = 0;
+            nb++;
+        }
+        cf[nb - 1] += fw[i];
+        cb[nb - 1] += bw[i];
+    }
+    if (c) {
+        c->nlabels = nb;
+        c->stacked = c->horizontal = 1;
+        snprintf(c->xtitle, sizeof c->xtitle, "ms per step");
+    }
+    free(fw);
+    free(bw);
+}
+
+/* ---- communication ----------------------------------------------------------- */
+
+#define MAXBINS 64
+typedef struct {
+    char coll[RPT_CELL], algo[RPT_CELL], use[RPT_CELL];
+    double calls, bytes, secs;
+    double max_bytes[MAXBINS], count[MAXBINS], sum[MAXBINS], min[MAXBINS], max[MAXBINS];
+    int nbins;
+} comm_key;
+
+/* Merges one rank's entry (a collective/algorithm/use with its size table) into keys. */
+static void merge_comm(comm_key *keys, int *nkeys, int cap, const so_prof_jv *e)
+{
+    int i = 0;
+    while (i < *nkeys && (strcmp(keys[i].coll, str(e, "collective")) || strcmp(keys[i].algo, str(e, "algorithm")) ||
+                          strcmp(keys[i].use, str(e, "use"))))
+        i++;
+    if (i == *nkeys) {
+        if (*nkeys == cap)
+            return;
+        memset(&keys[i], 0, sizeof keys[i]);
+        snprintf(keys[i].coll, RPT_CELL, "%s", str(e, "collective"));
+        snprintf(keys[i].algo, RPT_CELL, "%s", str(e, "algorithm"));
+        snprintf(keys[i].use, RPT_CELL, "%s", str(e, "use"));
+        (*nkeys)++;
+    }
+    comm_key *k = &keys[i];
+    k->calls += num(e, "calls");
+    k->bytes += num(e, "bytes");
+    k->secs += num(e, "seconds");
+    const so_prof_jv *sz = jget(e, "sizes", NULL);
+    for (int j = 0; j < so_prof_jv_len(sz); j++) {
+        const so_prof_jv *b = so_prof_jv_at(sz, j);
+        double mb = num(b, "max_bytes"), cnt = num(b, "count");
+        if (!(cnt > 0))
+            continue;
+        int q = 0;
+        while (q < k->nbins && k->max_bytes[q] != mb)
+            q++;
+        if (q == k->nbins) {
+            if (q == MAXBINS)
+                continue;
+            k->nbins++;
+            k->max_bytes[q] = mb;
+            k->min[q] = num(b, "min_s");
+            k->max[q] = num(b, "max_s");
+        }
+        k->count[q] += cnt;
+        k->sum[q] += num(b, "avg_s") * cnt;
+        k->min[q] = fmin(k->min[q], num(b, "min_s"));
+        k->max[q] = fmax(k->max[q], num(b, "max_s"));
+    }
+}
+
+static void size_label(char *cell, double bytes)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 4)
+        bytes /= 1024, u++;
+    snprintf(cell, RPT_CELL, "<= %g %s", bytes, unit[u]);
+}
+
+static int by_size(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Size table and chart rows of one key, sorted by size. */
+static void size_rows(rpt_table *t, rpt_chart *c, const comm_key *k, int world)
+{
+    double order[MAXBINS][2];
+    for (int q = 0; q < k->nbins; q++)
+        order[q][0] = k->max_bytes[q], order[q][1] = q;
+    qsort(order, (size_t)k->nbins, sizeof order[0], by_size);
+    double *cnt = c ? dataset(c, "calls per rank", NULL, 0) : NULL, *avg = c ? dataset(c, "avg latency ms", "line", 1) : NULL;
+    for (int j = 0; j < k->nbins; j++) {
+        int q = (int)order[j][1];
+        char(*cell)[RPT_CELL] = row(t);
+        if (!cell)
+            return;
+        snprintf(cell[0], RPT_CELL, "%.47s", k->coll);
+        snprintf(cell[1], RPT_CELL, "%.47s", k->algo);
+        snprintf(cell[2], RPT_CELL, "%.47s", k->use);
+        size_label(cell[3], k->max_bytes[q]);
+        fmt(cell[4], "%.0f", k->count[q]);
+        fmt(cell[5], "%.3f", 1e3 * k->sum[q] / k->count[q]);
+        fmt(cell[6], "%.3f", 1e3 * k->min[q]);
+        fmt(cell[7], "%.3f", 1e3 * k->max[q]);
+        if (cnt && avg && j < c->nlabels) {
+            size_label(c->labels[j], k->max_bytes[q]);
+            cnt[j] = k->count[q] / world;
+            avg[j] = 1e3 * k->sum[q] / k->count[q];
+        }
+    }
+}
+
+static void comm_section(rpt_report *r, const rpt_run *run)
+{
+    comm_key keys[32];
+    int nkeys = 0;
+    const so_prof_jv *ranks = jget(run->doc, "ranks", NULL);
+    int world = so_prof_jv_len(ranks);
+    for (int k = 0; k < world; k++) {
+        const so_prof_jv *cl = jget(so_prof_jv_at(ranks, k), "comm", NULL);
+        for (int i = 0; i < so_prof_jv_len(cl); i++)
+            merge_comm(keys, &nkeys, 32, so_prof_jv_at(cl, i));
+    }
+    if (!nkeys)
+        return;
+    static const char *const cols[] = {"collective", "algorithm", "use", "calls/rank", "MiB/rank", "total ms/rank",
+                                       "avg ms", NULL};
+    static const char *const scols[] = {"collective", "algorithm", "use", "size", "count", "avg ms", "min ms",
+                                        "max ms", NULL};
+    char title[160];
+    snprintf(title, sizeof title, "Communication: %.100s", run->path);
+    rpt_section *s = section(r, title, "Per collective, algorithm and use, summed over ranks (per-rank columns "
+                                       "divide by the rank count). Latency = start to finish of each operation "
+                                       "on the rank that ran it (includes waiting for late peers). Sizes are "
+                                       "power-of-two classes.");
+    rpt_table *t = table(s, "totals", cols), *st = table(s, "latency by message size", scols);
+    for (int i = 0; i < nkeys; i++) {
+        char(*c)[RPT_CELL] = row(t);
+        if (!c)
+            return;
+        snprintf(c[0], RPT_CELL, "%.47s", keys[i].coll);
+        snprintf(c[1], RPT_CELL, "%.47s", keys[i].algo);
+        snprintf(c[2], RPT_CELL, "%.47s", keys[i].use);
+        fmt(c[3], "%.1f", keys[i].calls / world);
+        fmt(c[4], "%.3f", keys[i].bytes / world / 1048576.0);
+        fmt(c[5], "%.3f", 1e3 * keys[i].secs / world);
+        fmt(c[6], "%.3f", keys[i].calls > 0 ? 1e3 * keys[i].secs / keys[i].calls : NAN);
+    }
+    for (int i = 0; i < nkeys; i++) {
+        /* A chart for the gradient allreduces, the traffic that matters. */
+        rpt_chart *c = !strcmp(keys[i].use, "gradients") && s->ncharts < RPT_CHARTS
+                           ? chart(s, "Gradient allreduce: calls and latency by message size", "bar", keys[i].nbins)
+                           : NULL;
+        if (c) {
+            snprintf(c->xtitle, sizeof c->xtitle, "message size (%.20s, %.20s)", keys[i].coll, keys[i].algo);
+            snprintf(c->ytitle, sizeof c->ytitle, "calls per rank");
+            snprintf(c->y2title, sizeof c->y2title, "avg latency ms");
+        }
+        size_rows(st, c, &keys[i], world);
+    }
+}
+
+/* ---- scaling across runs ------------------------------------------------------- */
+
+static int by_world(const void *a, const void *b)
+{
+    int x = world_of(a), y = world_of(b);
+    return (x > y) - (x < y);
+}
+
+static void scaling_section(rpt_report *r, const rpt_run *runs, int n)
+{
+    rpt_run *sorted = malloc((size_t)n * sizeof *sorted);
+    if (!sorted)
+        return;
+    memcpy(sorted, runs, (size_t)n * sizeof *sorted);
+    qsort(sorted, (size_t)n, sizeof *sorted, by_world);
+    static const char *const cols[] = {"ranks", "run", "images/s", "speedup", "scaling eff.", "parallel eff.", NULL};
+    rpt_section *s = section(r, "Scaling", "Runs ordered by rank count. Speedup and scaling efficiency are "
+                                           "relative to the run with the fewest ranks (weak scaling when the "
+                                           "batch per rank is fixed).");
+    rpt_table *t = table(s, "throughput by rank count", cols);
+    rpt_chart *c = chart(s, "Throughput (images/s) vs ranks", "line", n);
+    rpt_chart *e = chart(s, "Efficiency vs ranks", "line", n);
+    double *meas = dataset(c, "measured", NULL, 0), *ideal = dataset(c, "ideal (linear)", NULL, 0);
+    double *se = dataset(e, "scaling efficiency", NULL, 0), *pe = dataset(e, "parallel efficiency (POP)", NULL, 0),
+           *lb = dataset(e, "load balance", NULL, 0), *ce = dataset(e, "communication efficiency", NULL, 0);
+    double base = num(jget(sorted[0].doc, "throughput", NULL), "images_per_sec");
+    int w0 = world_of(&sorted[0]);
+    for (int i = 0; i < n; i++) {
+        int w = world_of(&sorted[i]);
+        double ips = num(jget(sorted[i].doc, "throughput", NULL), "images_per_sec");
+        const so_prof_jv *pop = jget(sorted[i].doc, "pop", NULL);
+        double sp = ips / base, eff = sp / ((double)w / w0);
+        char(*cell)[RPT_CELL] = row(t);
+        if (!cell)
+            break;
+        snprintf(cell[0], RPT_CELL, "%d", w);
+        snprintf(cell[1], RPT_CELL, "%.47s", sorted[i].path);
+        fmt(cell[2], "%.1f", ips);
+        fmt(cell[3], "%.2f", sp);
+        fmt(cell[4], "%.3f", eff);
+        fmt(cell[5], "%.3f", num(pop, "parallel_efficiency"));
+        if (meas && ideal) {
+            snprintf(c->labels[i], RPT_CELL, "%d", w);
+            meas[i] = ips;
+            ideal[i] = base * w / w0;
+        }
+        if (se && pe && lb && ce) {
+            snprintf(e->labels[i], RPT_CELL, "%d", w);
+            se[i] = eff;
+            pe[i] = num(pop, "parallel_efficiency");
+            lb[i] = num(pop, "load_balance");
+            ce[i] = num(pop, "comm_efficiency");
+        }
+    }
+    if (c)
+        snprintf(c->xtitle, sizeof c->xtitle, "ranks"), snprintf(c->ytitle, sizeof c->ytitle, "images/s");
+    if (e)
+        snprintf(e->xtitle, sizeof e->xtitle, "ranks");
+    free(sorted);
+}
+
+int rpt_build(const rpt_run *runs, int n, rpt_report *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->title, sizeof out->title, "scaleout profile report: %s%s",
+             str(jget(runs[0].doc, "config", NULL), "model"), n > 1 ? " (several runs)" : "");
+    runs_section(out, runs, n);
+    pop_section(out, runs, n);
+    if (n > 1)
+        scaling_section(out, runs, n);
+    for (int i = 0; i < n; i++) {
+        rank_section(out, &runs[i]);
+        layer_section(out, &runs[i]);
+        comm_section(out, &runs[i]);
+    }
+    return out->n ? 0 : so_err(SO_ENOMEM, "out of memory building the report");
+}
+
+void rpt_free(rpt_report *r)
+{
+    for (int i = 0; i < r->n; i++) {
+        for (int t = 0; t < r->s[i].ntables; t++)
+            free(r->s[i].table[t].rows);
+        for (int c = 0; c < r->s[i].ncharts; c++) {
+            free(r->s[i].chart[c].labels);
+            for (int d = 0; d < r->s[i].chart[c].nsets; d++)
+                free(r->s[i].chart[c].set[d].v);
+        }
+    }
+    free(r->s);
+    memset(r, 0, sizeof *r);
+}

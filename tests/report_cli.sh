@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# `scaleout report` (docs/PROFILING.md): text tables and one self-contained
+# HTML page from profiles of a 1-rank and (with MPI) a 2-rank run; the page
+# loads in headless Chromium without script errors and its charts render
+# (the page script sets data-charts / data-errors on <body>); a screenshot
+# is taken (kept in $SCALEOUT_REPORT_SHOTS if set). Bad input exits 2.
+# Skips (77) only when chromium is not installed.
+# Usage: report_cli.sh path/to/scaleout
+set -u
+bin=$1
+src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+mpirun=$src/scripts/mpirun.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+common=(train --model lenet5 --dataset synthetic --synthetic-samples 512 --batch-size 16 --eval-every -1
+  --progress none --steps 4 --bucket-mb 0.05 --first-bucket-mb 0.02)
+"$bin" "${common[@]}" --profile "$tmp/np1" >"$tmp/np1.log" 2>&1 || bad "np=1 run: $(tail -3 "$tmp/np1.log")"
+runs=("$tmp/np1")
+if [ -n "${MPIEXEC:-}" ] || command -v mpiexec >/dev/null; then
+  "$mpirun" -np 2 "$bin" "${common[@]}" --profile "$tmp/np2" >"$tmp/np2.log" 2>&1 &&
+    runs+=("$tmp/np2") || bad "np=2 run: $(tail -3 "$tmp/np2.log")"
+fi
+
+# Text: every section, the per-rank rows, the gradient size table.
+"$bin" report "${runs[@]}" --text >"$tmp/report.txt" 2>&1 || bad "report --text: $(cat "$tmp/report.txt")"
+for want in "== Runs ==" "== Efficiency (POP metrics) ==" "== Per rank: " "== Per-layer time: " "conv1" \
+  "layers in graph order"; do
+  grep -qF -- "$want" "$tmp/report.txt" && ok || bad "--text lacks '$want'"
+done
+if [ ${#runs[@]} -eq 2 ]; then
+  grep -q "== Scaling ==" "$tmp/report.txt" && grep -q "^allreduce .* gradients" "$tmp/report.txt" &&
+    grep -q "latency by message size" "$tmp/report.txt" && ok || bad "--text lacks scaling / communication"
+fi
+
+# HTML: self-contained (no external scripts, styles or fetches).
+"$bin" report "${runs[@]}" -o "$tmp/report.html" >"$tmp/html.log" 2>&1 && [ -s "$tmp/report.html" ] && ok ||
+  bad "report -o: $(cat "$tmp/html.log")"
+grep -Eiq '<(script|link|img)[^>]+(src|href)=' "$tmp/report.html" && bad "page loads external resources" || ok
+
+# Bad input: one line naming the file or flag, exit 2.
+expect2() { # expect2 PATTERN args...
+  local pat=$1; shift
+  "$bin" report "$@" >"$tmp/bad.log" 2>&1
+  local st=$?
+  if [ $st -eq 2 ] && grep -q -- "$pat" "$tmp/bad.log" && [ "$(wc -l <"$tmp/bad.log")" -eq 1 ]; then ok
+  else bad "report $*: exit $st: $(cat "$tmp/bad.log")"; fi
+}
+printf '{"format":"scaleout-profile","ranks":[' >"$tmp/trunc.json"
+echo '{"traceEvents":[]}' >"$tmp/other.json"
+expect2 "no profile given" --text
+expect2 "cannot open" "$tmp/missing.json" --text
+expect2 "trunc.json: not valid JSON: line 1" "$tmp/trunc.json" --text
+expect2 "other.json: not a scaleout profile" "$tmp/other.json" --text
+expect2 "say where the report goes" "$tmp/np1"
+expect2 "unknown option" "$tmp/np1" --html
+
+# The page in a real browser.
+chrome=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
+if [ -z "$chrome" ]; then
+  echo "$pass passed, $fail failed (browser part skipped: chromium not installed)"
+  [ $fail -eq 0 ] && exit 77 || exit 1
+fi
+flags=(--headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$tmp/chrome-profile")
+timeout 120 "$chrome" "${flags[@]}" --enable-logging=stderr --v=0 --dump-dom "file://$tmp/report.html" \
+  >"$tmp/dom.html" 2>"$tmp/chrome.log"
+charts=$(grep -o 'data-charts="[0-9]*"' "$tmp/dom.html" | head -1 | tr -dc 0-9)
+errors=$(grep -o 'data-errors="[0-9]*"' "$tmp/dom.html" | head -1 | tr -dc 0-9)
+want=2 # np1: phases and layers; np2: phases, overlap, layers, message sizes; scaling: two
+[ ${#runs[@]} -eq 2 ] && want=8
+if [ "${charts:-0}" -eq $want ] && [ "${errors:-1}" -eq 0 ]; then ok
+else bad "browser: charts=${charts:-none} (want $want) errors=${errors:-none}: $(grep -o '<pre id="report-errors">[^<]*' "$tmp/dom.html")"; fi
+# Console errors from page scripts (Chromium logs them as CONSOLE lines).
+grep -E 'CONSOLE.*(Uncaught|Error)|"Uncaught' "$tmp/chrome.log" && bad "console errors" || ok
+grep -q '<canvas' "$tmp/dom.html" && ok || bad "no canvas in the page"
+shots=${SCALEOUT_REPORT_SHOTS:-$tmp}
+mkdir -p "$shots"
+timeout 120 "$chrome" "${flags[@]}" --window-size=1300,2400 --screenshot="$shots/report.png" \
+  "file://$tmp/report.html" >/dev/null 2>&1
+[ -s "$shots/report.png" ] && ok || bad "no screenshot"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
