@@ -249,4 +249,8 @@ double so_comm_reduce_gamma(size_t bytes);
  * Other negative codes mean communication failed (message in so_errmsg()). */
 int so_comm_check_config(so_comm *c, const char *config_text, char *errbuf, size_t len);
 
+/* The MPI library's own version string (MPI_Get_library_version; callable
+ * before MPI is initialised), one line, into buf. Returns 0 or SO_EINVAL. */
+int so_comm_library_version(char *buf, size_t len);
+
 #endif
