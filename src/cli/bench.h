@@ -25,6 +25,8 @@ typedef struct {
  * SCALEOUT_BENCH_TEST_SLOW_STEPS=N[:MS] (default 100 ms). */
 int bench_rec_init(bench_rec *r, so_train_hooks *hooks);
 void bench_rec_free(bench_rec *r);
+/* The span callback itself (arg: bench_rec*), for commands that chain their own. */
+void bench_rec_span(void *arg, so_span_kind kind, long step, int id, double t0, double t1);
 
 typedef struct {
     double mean, sd, median, min, max;

@@ -41,7 +41,7 @@ static void slow_down(double ms)
     nanosleep(&ts, NULL);
 }
 
-static void on_span(void *arg, so_span_kind kind, long step, int id, double t0, double t1)
+void bench_rec_span(void *arg, so_span_kind kind, long step, int id, double t0, double t1)
 {
     bench_rec *r = arg;
     double h0 = so_now();
@@ -84,7 +84,7 @@ int bench_rec_init(bench_rec *r, so_train_hooks *hooks)
     memset(r, 0, sizeof *r);
     memset(hooks, 0, sizeof *hooks);
     hooks->arg = r;
-    hooks->span = on_span;
+    hooks->span = bench_rec_span;
     const char *s = getenv("SCALEOUT_BENCH_TEST_SLOW_STEPS");
     r->slow_ms = 100;
     if (s && *s) {
