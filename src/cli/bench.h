@@ -38,6 +38,10 @@ void bench_stats_of(const double *v, long n, bench_stats *s);
 void bench_stats_json(so_json *js, const char *key, const bench_stats *s);
 /* Writes "raw": step_seconds and the per-phase arrays of every step (warm-up included). */
 void bench_raw_json(so_json *js, const bench_rec *r);
+/* Splits argv into positional arguments (files) and options for cli_parse:
+ * an option's value (the next argument) stays with it unless the option is a
+ * flag. Both outputs must hold argc entries. */
+void bench_split_args(int argc, char **argv, const void *opts, char **files, int *nfiles, char **rest, int *nrest);
 /* Library error code -> CLI exit code (input errors 2, others 1). */
 int bench_exit_code(int rc);
 

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "bench.h"
+#include "cli.h"
 #include "scaleout/err.h"
 #include "scaleout/timer.h"
 
@@ -172,3 +173,22 @@ void bench_raw_json(so_json *js, const bench_rec *r)
 }
 
 int bench_exit_code(int rc) { return rc == SO_EINVAL || rc == SO_EIO || rc == SO_EFORMAT ? 2 : 1; }
+
+void bench_split_args(int argc, char **argv, const void *opts_, char **files, int *nfiles, char **rest, int *nrest)
+{
+    const cli_opt *opts = opts_;
+    *nfiles = *nrest = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strncmp(argv[i], "--", 2) != 0 && strcmp(argv[i], "-h") != 0) {
+            files[(*nfiles)++] = argv[i];
+            continue;
+        }
+        rest[(*nrest)++] = argv[i];
+        const char *name = argv[i] + 2;
+        if (strchr(name, '='))
+            continue;
+        for (const cli_opt *o = opts; o->name; o++)
+            if (!strcmp(o->name, name) && o->type != OPT_FLAG && i + 1 < argc)
+                rest[(*nrest)++] = argv[++i];
+    }
+}
