@@ -1,8 +1,9 @@
 /* `scaleout bench compare A.json B.json ...`: the same metrics of benchmark
  * records side by side, each file's ratio to the first, and a flag where the
- * change is beyond the measured noise: |ratio - 1| above both files' relative
- * spread (interquartile range of the timed steps / median, or the min-max
- * spread of repeats) and above a minimum (--threshold, 5%). */
+ * change is beyond the measured noise: the change (max(ratio, 1/ratio) - 1)
+ * above either file's relative noise (3 standard errors of the median step
+ * time from the raw timings, or the min-max spread of repeats) and above a
+ * minimum (--threshold, 5%). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,8 +46,12 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Interquartile range / median of the timed entries of an array (skip first). */
-static double rel_iqr(const jv *arr, int skip)
+/* Noise of the median of the timed entries of an array (skip the first):
+ * three standard errors of the median, relative, with the standard deviation
+ * estimated robustly from the interquartile range (sd ~ IQR / 1.349, SE of a
+ * median ~ 1.2533 sd / sqrt(n)). Steps are treated as independent, so slow
+ * drift between runs is not in it: that is what repeats measure. */
+static double rel_noise(const jv *arr, int skip)
 {
     if (!arr || arr->t != JV_ARR || arr->len - skip < 4)
         return 0;
@@ -62,7 +67,8 @@ static double rel_iqr(const jv *arr, int skip)
     if (n >= 4) {
         qsort(v, (size_t)n, sizeof *v, cmp_double);
         double med = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-        r = med > 0 ? (v[(3 * n) / 4] - v[n / 4]) / med : 0;
+        double iqr = v[(3 * n) / 4] - v[n / 4];
+        r = med > 0 ? 3 * 1.2533 * (iqr / 1.349) / sqrt((double)n) / med : 0;
     }
     free(v);
     return r;
@@ -85,7 +91,7 @@ static void train_metrics(record *r)
 {
     const jv *d = r->doc;
     int skip = (int)jv_num(d, "results.warmup_steps", 0);
-    double noise = rel_iqr(jv_path(d, "raw.step_seconds"), skip);
+    double noise = rel_noise(jv_path(d, "raw.step_seconds"), skip);
     add(r, "total images/sec", jv_num(d, "results.total_images_per_sec", NAN), noise, 1);
     add(r, "step time median (ms)", 1e3 * jv_num(d, "results.step_seconds.median", NAN), noise, 0);
     add(r, "step time mean (ms)", 1e3 * jv_num(d, "results.step_seconds.mean", NAN), noise, 0);
@@ -94,7 +100,7 @@ static void train_metrics(record *r)
         char name[96], path[64];
         snprintf(name, sizeof name, "%s per step (ms)", bench_phase_names[p]);
         snprintf(path, sizeof path, "raw.%s", bench_phase_names[p]);
-        add(r, name, 1e3 * mean_of(jv_path(d, path), skip), rel_iqr(jv_path(d, path), skip), -1);
+        add(r, name, 1e3 * mean_of(jv_path(d, path), skip), rel_noise(jv_path(d, path), skip), -1);
     }
 }
 
@@ -115,7 +121,7 @@ static void scaling_metrics(record *r)
 static void accuracy_metrics(record *r)
 {
     const jv *d = r->doc;
-    double noise = rel_iqr(jv_path(d, "raw.step_seconds"), 10);
+    double noise = rel_noise(jv_path(d, "raw.step_seconds"), 10);
     add(r, "time to accuracy (s)", jv_num(d, "results.time_to_accuracy_seconds", NAN), noise, 0);
     add(r, "epochs", jv_num(d, "results.epochs", NAN), 0, -1);
     add(r, "images/sec", jv_num(d, "results.images_per_sec", NAN), noise, 1);
@@ -191,7 +197,9 @@ static int table(const record *rs, int n, double threshold, int *flagged)
             double limit = fmax(threshold, fmax(a->noise, b->noise));
             noise = fmax(noise, b->noise);
             printf(" %14.6g %6.3fx", b->v, ratio);
-            if (a->higher_better >= 0 && isfinite(ratio) && fabs(ratio - 1) > limit) {
+            /* Symmetric: 2x slower and 2x faster are the same size of change. */
+            double change = ratio > 0 ? fmax(ratio, 1 / ratio) - 1 : INFINITY;
+            if (a->higher_better >= 0 && isfinite(ratio) && change > limit) {
                 int better = a->higher_better ? ratio > 1 : ratio < 1;
                 snprintf(flags + strlen(flags), sizeof flags - strlen(flags), " %s:%s", base(rs[f].path),
                          better ? "BETTER" : "WORSE");
@@ -252,7 +260,7 @@ int cmd_bench_compare(int argc, char **argv)
         for (int f = 1; f < nfiles; f++)
             config_diff(&rs[0], &rs[f]);
         int flagged = 0, worse = table(rs, nfiles, threshold, &flagged);
-        printf("%d change(s) beyond the noise (flagged when |ratio - 1| > max(%.0f%%, noise of either file)), "
+        printf("%d change(s) beyond the noise (flagged when max(ratio, 1/ratio) - 1 > max(%.0f%%, noise of either file)), "
                "%d for the worse\n", flagged, 100 * threshold, worse);
         rc = fail && worse ? CLI_FAIL : CLI_OK;
     }
