@@ -109,7 +109,7 @@ st=$?
 # accuracy: a reachable target (success) and an unreachable one within a step budget (aborted).
 data=/usr/share/datasets/fashion-mnist
 if [ -f $data/train-images-idx3-ubyte.gz ]; then
-  "$bin" bench accuracy --model lenet5 --target 0.5 --max-epochs 2 --json "$tmp/acc.json" >"$tmp/acc.log" 2>&1 &&
+  "$bin" bench accuracy --model lenet5 --target 0.5 --max-steps 150 --json "$tmp/acc.json" >"$tmp/acc.log" 2>&1 &&
     $schema --mllog "$tmp/acc.log" >/dev/null && $schema "$tmp/acc.json" >/dev/null &&
     grep -q '"status": "success"' "$tmp/acc.log" && ok || bad "accuracy (success): $(tail -3 "$tmp/acc.log")"
   "$bin" bench accuracy --model lenet5 --target 1.0 --max-steps 40 --mllog "$tmp/abort.mllog" \
