@@ -40,7 +40,8 @@ else bad "strong sweep failed: $(tail -5 "$tmp/strong.log")"; fi
 "$bin" bench scaling "${tiny[@]}" --np 1 --repeat 1 --launcher-args "--no-such-launcher-flag" >"$tmp/badl.log" 2>&1
 [ $? -ne 0 ] && grep -q "np=1 run 1 failed" "$tmp/badl.log" && ok || bad "failed child not reported: $(cat "$tmp/badl.log")"
 
-"$mpirun" -np 2 "$bin" bench allreduce -m 4:64K --json "$tmp/coll.json" >/dev/null 2>&1 || bad "bench allreduce --json failed"
+"$mpirun" -np 2 "$bin" bench allreduce -m 4:64K --json "$tmp/coll.json" >/dev/null 2>&1 && $schema "$tmp/coll.json" >/dev/null &&
+  ok || bad "bench allreduce --json failed or is not a valid record"
 if command -v gnuplot >/dev/null && [ -f "$tmp/strong.json" ]; then
   "$bin" bench plot "$tmp/strong.json" "$tmp/coll.json" "$tmp/train2.json" -o "$tmp/plots" >"$tmp/plot.log" 2>&1 &&
     ls "$tmp/plots"/scaling-lenet5-strong-1.png "$tmp/plots"/allreduce-np2-2-latency.svg \

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Checks `scaleout bench` result files against the schema in docs/FORMATS.md
-(scaleout-bench-1: train, scaling, accuracy records), and MLLOG lines.
+(scaleout-bench-1: train, scaling, accuracy and collective records), and MLLOG lines.
 
     bench_schema.py FILE.json...        every record
     bench_schema.py --mllog LOG         every ':::MLLOG' line parses and the required keys appear
@@ -129,6 +129,20 @@ def accuracy(d, f):
     raw(d, f, r["steps"])
 
 
+def collective(d, f):
+    need(d, "collective", str, f)
+    need(d, "ranks", int, f)
+    res = need(d, "results", list, f)
+    if not res:
+        raise ValueError(f"{f}: no results")
+    for r in res:
+        for k in ("bytes", "avg_us", "min_us", "max_us", "busbw_gbs"):
+            need(r, k, NUM, f)
+        need(r, "algo", str, f)
+        if not r["min_us"] <= r["avg_us"] <= r["max_us"]:
+            raise ValueError(f"{f}: not min <= avg <= max: {r}")
+
+
 REQUIRED_MLLOG = ["init_start", "init_stop", "run_start", "run_stop", "epoch_start", "epoch_stop", "eval_start",
                   "eval_stop", "eval_accuracy", "global_batch_size", "seed", "opt_name", "opt_base_learning_rate",
                   "submission_benchmark"]
@@ -169,7 +183,7 @@ def main(args):
         for f in args:
             d = json.load(open(f))
             common(d, f)
-            {"train": train, "scaling": scaling, "accuracy": accuracy}[need(d, "kind", str, f)](d, f)
+            {"train": train, "scaling": scaling, "accuracy": accuracy, "collective": collective}[need(d, "kind", str, f)](d, f)
             print(f"{f}: valid {d['kind']} record")
     except (ValueError, KeyError, json.JSONDecodeError) as e:
         print(f"schema: {e}", file=sys.stderr)
