@@ -54,7 +54,7 @@ SCALEOUT_BENCH_TEST_SLOW_STEPS=x "$bin" bench train --model mlp --num-batches 2 
 
 # bench train: output lines, record schema.
 common=(bench train --model lenet5 --batch-size 32 --synthetic-samples 1024 --display-every 5)
-if "$bin" "${common[@]}" --num-warmup-batches 3 --num-batches 20 --json "$tmp/train.json" >"$tmp/train.log" 2>&1; then
+if "$bin" "${common[@]}" --num-warmup-batches 3 --num-batches 40 --json "$tmp/train.json" >"$tmp/train.log" 2>&1; then
   grep -q "^total images/sec: [0-9]" "$tmp/train.log" && grep -q "^step time: mean" "$tmp/train.log" &&
     grep -q "^time share: data wait" "$tmp/train.log" && grep -qP "^20\timages/sec: [0-9.]+\t[0-9.]+$" "$tmp/train.log" &&
     ok || bad "bench train output: $(cat "$tmp/train.log")"

@@ -32,9 +32,12 @@ static void usage(FILE *f)
 
 int cmd_bench(int argc, char **argv)
 {
-    if (argc < 1 || !strcmp(argv[0], "-h") || !strcmp(argv[0], "--help")) {
-        usage(argc < 1 ? stderr : stdout);
-        return argc < 1 ? CLI_USAGE : CLI_OK;
+    if (argc < 1)
+        return cli_error("bench", CLI_USAGE, "missing benchmark (train, scaling, accuracy, compare, plot, allreduce, "
+                                             "reduce-scatter, allgather, bcast; see bench --help)");
+    if (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help")) {
+        usage(stdout);
+        return CLI_OK;
     }
     for (size_t i = 0; i < sizeof subs / sizeof *subs; i++)
         if (!strcmp(argv[0], subs[i].name))
