@@ -196,16 +196,13 @@ def main():
     md, raw = [], {"throughput": {}, "scaling": {}}
     print(f"# scaleout benchmark record: {sh([a.bin, 'version']).strip()}, {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n", flush=True)
-    if "throughput" in parts:
-        throughput(a, models, md, raw)
-    if "scaling" in parts:
-        scaling(a, md, raw)
-    if "accuracy" in parts:
-        accuracy(a, md, raw)
-    if "overhead" in parts:
-        overhead(a, md, raw)
-    if "plots" in parts:
-        plots(a)
+    steps = {"throughput": lambda: throughput(a, models, md, raw), "scaling": lambda: scaling(a, md, raw),
+             "accuracy": lambda: accuracy(a, md, raw), "overhead": lambda: overhead(a, md, raw),
+             "plots": lambda: plots(a)}
+    for part in parts:  # in the order given; the record is saved after each part
+        steps[part]()
+        open(os.path.join(a.out, "record.md"), "w").write("\n".join(md) + "\n")
+        json.dump(raw, open(os.path.join(a.out, "record.json"), "w"), indent=1)
     md.append(f"\n(record made in {(time.time() - t0) / 60:.0f} min)")
     open(os.path.join(a.out, "record.md"), "w").write("\n".join(md) + "\n")
     json.dump(raw, open(os.path.join(a.out, "record.json"), "w"), indent=1)

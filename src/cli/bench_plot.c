@@ -138,6 +138,7 @@ static void throughput_chart(plotter *p)
              "set title 'training throughput per model (total images/sec, tf_cnn_benchmarks formula)'\n"
              "set ylabel 'images/sec'\nset logscale y 10\nset grid ytics\nset style fill solid 0.6 border -1\n"
              "set boxwidth 0.7\nset xtics rotate by -30 noenhanced\nset yrange [1:*]\nunset key\n"
+             "set offsets 0.5, 0.5, 0, 0\nset bmargin 7\nset rmargin 12\n"
              "plot 'throughput.dat' using 0:2:xtic(1) with boxes, \\\n"
              "     'throughput.dat' using 0:2:(sprintf('%%.0f', $2)) with labels offset 0,0.8");
     chart(p, "throughput", body);
