@@ -18,3 +18,6 @@ probe
 echo "== data parallel np=1 vs np=2: scaleout vs PyTorch DDP (gloo) =="
 /usr/bin/python3 "$here/dp_scaling.py" --bin "$bin" --repeat "$rep"
 probe
+echo "== benchmark suite record: every zoo model np=1/np=2, scaling, time to accuracy, overhead (vs PyTorch) =="
+/usr/bin/python3 "$here/perf_record.py" --bin "$bin" --repeat "$rep" --out "${SCALEOUT_RECORD_DIR:-/tmp/scaleout-record}"
+probe

@@ -33,4 +33,8 @@ extern const so_backend_ops so_backend_onednn;
 /* "ref" or "onednn"; NULL if unknown. */
 const so_backend_ops *so_backend_find(const char *name);
 
+/* The oneDNN library version the onednn backend runs on, "major.minor.patch
+ * (commit)", for benchmark records. */
+const char *so_backend_version(void);
+
 #endif

@@ -259,5 +259,8 @@ int so_comm_recv_bytes(so_comm *c, void *buf, size_t n, int src, int tag);
  * malloc'ed buffer *out (caller frees) and their sizes in sizes[0..size)
  * (caller allocated); other ranks pass out/sizes unused (may be NULL). */
 int so_comm_gather_bytes(so_comm *c, const void *buf, size_t n, int root, void **out, size_t *sizes);
+/* The MPI library's own version string (MPI_Get_library_version; callable
+ * before MPI is initialised), one line, into buf. Returns 0 or SO_EINVAL. */
+int so_comm_library_version(char *buf, size_t len);
 
 #endif

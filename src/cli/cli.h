@@ -30,6 +30,7 @@ int cli_error(const char *cmd, int code, const char *fmt, ...) __attribute__((fo
 int cmd_train(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_bench_coll(int argc, char **argv); /* bench allreduce|reduce-scatter|allgather|bcast */
+int cmd_bench(int argc, char **argv);      /* bench: dispatches to train|scaling|...|the collectives */
 int cmd_tune(int argc, char **argv);
 int cmd_report(int argc, char **argv); /* HTML / text report of profile.json files */
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "env.h"
 #include "scaleout/err.h"
 #include "scaleout/json.h"
 
@@ -87,6 +88,26 @@ typedef struct {
     int rank, size;
     float *send, *recv;
 } bench_ctx;
+
+/* The settings and the environment, as in every benchmark record (docs/FORMATS.md). */
+static void json_header(so_json *js, const bench_opts *o)
+{
+    env_info e;
+    env_collect(&e);
+    so_json_str(js, "schema", "scaleout-bench-1");
+    so_json_str(js, "kind", "collective");
+    so_json_obj_begin(js, "config");
+    so_json_str(js, "message_size", o->sizes ? "" : o->range);
+    so_json_str(js, "sizes", o->sizes ? o->sizes : "");
+    so_json_int(js, "warmup", o->warmup);
+    so_json_int(js, "iterations", o->iters);
+    so_json_str(js, "algo", o->algo);
+    so_json_int(js, "ranks_per_node", o->rpn);
+    so_json_bool(js, "check", o->check);
+    so_json_str(js, "tuning", o->tuning ? o->tuning : "");
+    so_json_obj_end(js);
+    env_write_json(js, &e, 1, 0);
+}
 
 /* Parses -m MIN:MAX (doubling) or --sizes a,b,c into sizes[]; returns the count or -1. */
 static int make_sizes(const bench_opts *o, size_t *sizes)
@@ -378,6 +399,7 @@ static int bench_main(const coll_desc *d, const bench_opts *o, const size_t *siz
         so_json_str(&s.js, "collective", d->name);
         so_json_int(&s.js, "ranks", b.size);
         so_json_int(&s.js, "ranks_per_node", o->rpn);
+        json_header(&s.js, o);
         so_json_arr_begin(&s.js, "results");
     }
     if (s.csv)

@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "dist.h"
+#include "job.h"
 #include "progress.h"
 #include "prof_glue.h"
 #include "scaleout/err.h"
@@ -114,67 +115,11 @@ static void config_text(const train_args *a, const so_graph *g, char *buf, size_
              a->bucket_mb_arg, a->first_bucket_mb, a->allreduce, !a->no_overlap);
 }
 
-typedef struct {
-    so_dataset *train, *test;
-    so_graph *g;
-    so_model *m;
-    so_optim *opt;
-    so_loader *ltrain, *ltest;
-} job;
-
-static void job_free(job *j)
-{
-    so_loader_destroy(j->ltrain);
-    so_loader_destroy(j->ltest);
-    so_optim_destroy(j->opt);
-    so_model_destroy(j->m);
-    so_graph_destroy(j->g);
-    so_dataset_destroy(j->train);
-    so_dataset_destroy(j->test);
-}
-
-static int load_data(const train_args *a, job *j)
-{
-    if (strcmp(a->dataset, "synthetic") != 0) {
-        int rc = so_dataset_load(a->dataset, a->data_dir, 1, &j->train);
-        return rc ? rc : so_dataset_load(a->dataset, a->data_dir, 0, &j->test);
-    }
-    const so_zoo_entry *z = so_zoo_find(a->model);
-    if (!z)
-        return so_err(SO_EINVAL, "--model: unknown model '%s' (see `scaleout models`)", a->model);
-    int n = a->synthetic_n ? a->synthetic_n : 32 * a->batch;
-    return so_dataset_synthetic(n, z->c, z->h, z->w, z->classes, (uint64_t)a->seed, &j->train);
-}
-
 static int build(const train_args *a, const so_dist *d, job *j)
 {
-    int rc = load_data(a, j);
-    if (rc)
-        return rc;
-    const so_dataset *ds = j->train;
-    rc = so_zoo_build(a->model, ds->c, ds->h, ds->w, ds->classes, &j->g);
-    if (rc)
-        return rc;
-    so_graph *g = j->g;
-    j->g = NULL; /* the model owns it from here */
-    rc = so_model_create(g, a->backend, a->batch, (uint64_t)a->seed, &j->m);
-    so_optim_config oc;
-    so_optim_kind kind;
-    if (!rc && !(rc = so_optim_parse(a->optimizer, &kind))) {
-        so_optim_defaults(&oc, kind);
-        oc.momentum = a->momentum;
-        oc.weight_decay = a->weight_decay;
-        rc = so_optim_create(&oc, j->m->nparams, &j->opt);
-    }
-    int rank = d ? d->rank : 0, world = d ? d->world : 1;
-    so_loader_config lc = {.batch = a->batch, .shuffle = 1, .drop_last = 1, .augment = a->augment,
-                           .pad = 4, .prefetch = a->prefetch, .seed = (uint64_t)a->seed, .rank = rank, .world = world};
-    if (!rc)
-        rc = so_loader_create(ds, &lc, &j->ltrain);
-    lc.shuffle = lc.drop_last = lc.augment = 0;
-    if (!rc && j->test)
-        rc = so_loader_create(j->test, &lc, &j->ltest);
-    return rc;
+    job_spec s = {a->model, a->dataset, a->data_dir, a->backend, a->optimizer, a->batch, a->prefetch,
+                  a->augment, a->synthetic_n, a->seed, a->momentum, a->weight_decay};
+    return job_build(&s, d, j);
 }
 
 static void train_config(const train_args *a, const job *j, int world, so_train_config *c)

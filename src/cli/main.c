@@ -14,7 +14,7 @@ typedef struct {
 static const command commands[] = {
     {"train", cmd_train, "train a model (one process, or every rank under mpirun)"},
     {"models", cmd_models, "list the model zoo with parameter counts and GFLOPs"},
-    {"bench", cmd_bench_coll, "time collectives: bench allreduce|reduce-scatter|allgather|bcast (mpirun)"},
+    {"bench", cmd_bench, "benchmarks: bench train|scaling|accuracy|compare|plot|allreduce|... (see bench --help)"},
     {"tune", cmd_tune, "measure allreduce algorithms and write the table auto uses (mpirun)"},
     {"report", cmd_report, "HTML or text report of profiles: report DIR-or-JSON... -o report.html | --text"},
 };

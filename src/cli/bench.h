@@ -1,0 +1,54 @@
+/* Shared pieces of the `scaleout bench` subcommands (see docs/BENCHMARKS.md):
+ * a per-step recorder fed by the trainer's span hook, summary statistics,
+ * and the entry points that cmd_bench.c dispatches to. */
+#ifndef SCALEOUT_CLI_BENCH_H
+#define SCALEOUT_CLI_BENCH_H
+#include "scaleout/json.h"
+#include "scaleout/train.h"
+
+/* Phases of a step whose shares are reported (the order of the "raw" arrays). */
+enum { BP_DATA, BP_FORWARD, BP_BACKWARD, BP_COMM, BP_OPTIMIZER, BP_N };
+extern const char *const bench_phase_names[BP_N];
+
+/* Per-step timings of one rank, indexed by global optimizer step. */
+typedef struct {
+    long n, cap;             /* steps recorded */
+    double *t0, *t1;         /* start and end of every step (so_now seconds) */
+    double *phase;           /* n x BP_N seconds */
+    double overhead;         /* seconds spent inside the recorder and display code */
+    int slow_steps;          /* test hook: the first slow_steps steps sleep slow_ms */
+    double slow_ms;
+    int err;
+} bench_rec;
+
+/* Fills hooks with the recorder's span callback; reads the test hook
+ * SCALEOUT_BENCH_TEST_SLOW_STEPS=N[:MS] (default 100 ms). */
+int bench_rec_init(bench_rec *r, so_train_hooks *hooks);
+void bench_rec_free(bench_rec *r);
+/* The span callback itself (arg: bench_rec*), for commands that chain their own. */
+void bench_rec_span(void *arg, so_span_kind kind, long step, int id, double t0, double t1);
+
+typedef struct {
+    double mean, sd, median, min, max;
+    long n;
+} bench_stats;
+
+/* Statistics of v[0..n) (n may be 0: all zero). */
+void bench_stats_of(const double *v, long n, bench_stats *s);
+void bench_stats_json(so_json *js, const char *key, const bench_stats *s);
+/* Writes "raw": step_seconds and the per-phase arrays of every step (warm-up included). */
+void bench_raw_json(so_json *js, const bench_rec *r);
+/* Splits argv into positional arguments (files) and options for cli_parse:
+ * an option's value (the next argument) stays with it unless the option is a
+ * flag. Both outputs must hold argc entries. */
+void bench_split_args(int argc, char **argv, const void *opts, char **files, int *nfiles, char **rest, int *nrest);
+/* Library error code -> CLI exit code (input errors 2, others 1). */
+int bench_exit_code(int rc);
+
+int cmd_bench_train(int argc, char **argv);
+int cmd_bench_scaling(int argc, char **argv);
+int cmd_bench_accuracy(int argc, char **argv);
+int cmd_bench_compare(int argc, char **argv);
+int cmd_bench_plot(int argc, char **argv);
+
+#endif

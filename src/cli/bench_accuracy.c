@@ -1,0 +1,376 @@
+/* `scaleout bench accuracy`: time to a target test accuracy (MLPerf Training
+ * style). Trains with evaluation after every epoch until the accuracy reaches
+ * --target (a step_end hook returns SO_STOP) or the epoch/step budget ends,
+ * and logs in the MLPerf logging format (":::MLLOG {json}" lines) so the
+ * MLPerf tools can read the log. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "bench.h"
+#include "cli.h"
+#include "dist.h"
+#include "env.h"
+#include "job.h"
+#include "scaleout/err.h"
+#include "scaleout/threads.h"
+#include "scaleout/timer.h"
+#include "scaleout/zoo.h"
+
+typedef struct {
+    const char *model, *dataset, *data_dir, *backend, *optimizer, *json, *mllog, *allreduce;
+    int batch, max_epochs, threads, no_pin, augment, prefetch, synthetic_n;
+    long max_steps, seed;
+    float target, lr, momentum, weight_decay;
+} acc_args;
+
+static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
+static const char *const backends[] = {"onednn", "ref", NULL};
+static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
+
+static int parse(acc_args *a, int argc, char **argv)
+{
+    *a = (acc_args){.model = "lenet5", .dataset = "fashion-mnist", .data_dir = "/usr/share/datasets/fashion-mnist",
+                    .backend = "onednn", .optimizer = "momentum", .allreduce = "mpi", .batch = 64,
+                    .max_epochs = 10, .threads = 1, .prefetch = 4, .seed = 42, .target = -1, .lr = 0.01f,
+                    .momentum = 0.9f};
+    const cli_opt opts[] = {
+        {"model", OPT_STR, &a->model, "NAME", "model from the zoo", 0, -1, NULL},
+        {"dataset", OPT_CHOICE, &a->dataset, "NAME", "data set (its test split is evaluated)", 0, -1, datasets},
+        {"data-dir", OPT_STR, &a->data_dir, "DIR", "directory of the data set files", 0, -1, NULL},
+        {"target", OPT_FLOAT, &a->target, "ACC", "test accuracy to reach, in (0, 1] (required)", 1, 0, NULL},
+        {"max-epochs", OPT_INT, &a->max_epochs, "N", "epoch budget", 1, 1 << 20, NULL},
+        {"max-steps", OPT_LONG, &a->max_steps, "N", "step budget (0 = epochs only)", 0, 1e15, NULL},
+        {"batch-size", OPT_INT, &a->batch, "N", "samples per step on each rank", 1, 1 << 20, NULL},
+        {"optimizer", OPT_CHOICE, &a->optimizer, "NAME", "optimizer", 0, -1, optimizers},
+        {"lr", OPT_FLOAT, &a->lr, "X", "learning rate", 0, 1e6, NULL},
+        {"momentum", OPT_FLOAT, &a->momentum, "X", "momentum", 0, 1, NULL},
+        {"weight-decay", OPT_FLOAT, &a->weight_decay, "X", "weight decay", 0, 1e3, NULL},
+        {"augment", OPT_FLAG, &a->augment, NULL, "random crop (pad 4) and horizontal flip", 0, -1, NULL},
+        {"seed", OPT_LONG, &a->seed, "N", "random seed", 0, 9.2e18, NULL},
+        {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
+        {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
+        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, backends},
+        {"synthetic-samples", OPT_INT, &a->synthetic_n, "N", "synthetic data set size", 0, 1 << 30, NULL},
+        {"allreduce", OPT_STR, &a->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
+        {"mllog", OPT_STR, &a->mllog, "FILE", "write the :::MLLOG lines to FILE instead of stdout", 0, -1, NULL},
+        {"json", OPT_STR, &a->json, "FILE", "write the result record (docs/FORMATS.md)", 0, -1, NULL},
+        {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
+    int rc = cli_parse("bench accuracy", "Trains until the test accuracy reaches --target; MLPerf-style log.", opts,
+                       argc, argv);
+    if (rc)
+        return rc;
+    if (a->target == -1)
+        return cli_error("bench accuracy", CLI_USAGE, "--target is required (e.g. --target 0.90)");
+    if (!(a->target > 0 && a->target <= 1))
+        return cli_error("bench accuracy", CLI_USAGE, "--target: %g is outside (0, 1]", a->target);
+    if (!so_zoo_find(a->model))
+        return cli_error("bench accuracy", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    return CLI_OK;
+}
+
+/* MLPerf logging: one JSON object per line after ":::MLLOG ", wall-clock ms. */
+typedef struct {
+    FILE *f;
+    int on;               /* rank 0 only */
+    double offset_ms;     /* wall-clock ms minus so_now() ms */
+} mllog;
+
+static void json_escaped(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* value: JSON text; meta: extra metadata members (JSON text without braces) or NULL. */
+static void ml_event(mllog *m, double t, const char *type, const char *key, const char *value, int line,
+                     const char *meta_fmt, ...)
+{
+    if (!m->on)
+        return;
+    fprintf(m->f, ":::MLLOG {\"namespace\": \"\", \"time_ms\": %.0f, \"event_type\": \"%s\", \"key\": \"%s\", "
+                  "\"value\": %s, \"metadata\": {\"file\": \"%s\", \"lineno\": %d",
+            m->offset_ms + t * 1e3, type, key, value, strrchr("/" __FILE__, '/') + 1, line);
+    if (meta_fmt) {
+        va_list ap;
+        va_start(ap, meta_fmt);
+        fputs(", ", m->f);
+        vfprintf(m->f, meta_fmt, ap);
+        va_end(ap);
+    }
+    fputs("}}\n", m->f);
+    fflush(m->f);
+}
+
+#define POINT(m, key, value, ...) ml_event(m, so_now(), "POINT_IN_TIME", key, value, __LINE__, __VA_ARGS__)
+
+static void ml_str(mllog *m, const char *key, const char *v, int line)
+{
+    if (!m->on)
+        return;
+    char buf[512];
+    FILE *mem = fmemopen(buf, sizeof buf, "w");
+    if (!mem)
+        return;
+    json_escaped(mem, v);
+    fclose(mem);
+    buf[sizeof buf - 1] = 0;
+    ml_event(m, so_now(), "POINT_IN_TIME", key, buf, line, NULL);
+}
+
+/* State shared by the hooks: the recorder, the MLLOG writer, the stop rule. */
+typedef struct {
+    const acc_args *a;
+    bench_rec *rec;
+    mllog *ml;
+    double eval_t0, eval_t1, run_start, reached_at;
+    int epochs_done, reached, last_epoch;
+    double last_accuracy;
+} acc_state;
+
+static void on_span(void *arg, so_span_kind kind, long step, int id, double t0, double t1)
+{
+    acc_state *s = arg;
+    if (kind == SO_SPAN_EVAL) {
+        s->eval_t0 = t0;
+        s->eval_t1 = t1;
+    }
+    bench_rec_span(s->rec, kind, step, id, t0, t1);
+}
+
+static void on_progress(void *arg, const so_progress *p)
+{
+    acc_state *s = arg;
+    if (!p->done)
+        return;
+    const so_epoch_stats *e = p->done;
+    int ep = e->epoch + 1;
+    bench_rec *r = s->rec;
+    double end = r->n ? r->t1[r->n - 1] : so_now();
+    ml_event(s->ml, end, "INTERVAL_END", "epoch_stop", "null", __LINE__, "\"epoch_num\": %d", ep);
+    s->epochs_done = ep;
+    if (e->test_accuracy < 0)
+        return;
+    ml_event(s->ml, s->eval_t0, "INTERVAL_START", "eval_start", "null", __LINE__, "\"epoch_num\": %d", ep);
+    ml_event(s->ml, s->eval_t1, "INTERVAL_END", "eval_stop", "null", __LINE__, "\"epoch_num\": %d", ep);
+    char v[64];
+    snprintf(v, sizeof v, "%.6f", e->test_accuracy);
+    ml_event(s->ml, s->eval_t1, "POINT_IN_TIME", "eval_accuracy", v, __LINE__, "\"epoch_num\": %d", ep);
+    s->last_accuracy = e->test_accuracy;
+    if (e->test_accuracy >= s->a->target && !s->reached) {
+        s->reached = 1;
+        s->reached_at = s->eval_t1;
+    }
+    if (s->ml->on)
+        printf("epoch %d: loss %.4f, test accuracy %.4f, %.1f s, %.0f images/sec\n", ep, e->loss,
+               e->test_accuracy, e->seconds, e->images_per_sec);
+}
+
+static int on_step_end(void *arg, const so_train_state *st)
+{
+    acc_state *s = arg;
+    if (!st->epoch_end)
+        return 0;
+    if (s->reached)
+        return SO_STOP;
+    if (st->epoch < s->last_epoch)
+        ml_event(s->ml, so_now(), "INTERVAL_START", "epoch_start", "null", __LINE__, "\"epoch_num\": %d",
+                 st->epoch + 1);
+    return 0;
+}
+
+static void log_config(mllog *ml, const acc_args *a, const job *j, int world)
+{
+    char v[64];
+    ml_str(ml, "submission_benchmark", a->model, __LINE__);
+    ml_str(ml, "submission_org", "scaleout", __LINE__);
+    ml_str(ml, "submission_division", "open", __LINE__);
+    ml_str(ml, "submission_status", "research", __LINE__);
+    ml_str(ml, "submission_platform", SCALEOUT_VERSION " (git " SCALEOUT_GIT ")", __LINE__);
+    snprintf(v, sizeof v, "%d", a->batch * world);
+    POINT(ml, "global_batch_size", v, NULL);
+    snprintf(v, sizeof v, "%ld", a->seed);
+    POINT(ml, "seed", v, NULL);
+    ml_str(ml, "opt_name", a->optimizer, __LINE__);
+    snprintf(v, sizeof v, "%g", a->lr);
+    POINT(ml, "opt_base_learning_rate", v, NULL);
+    POINT(ml, "gradient_accumulation_steps", "1", NULL);
+    snprintf(v, sizeof v, "%d", j->train->n);
+    POINT(ml, "train_samples", v, NULL);
+    snprintf(v, sizeof v, "%d", j->test ? j->test->n : 0);
+    POINT(ml, "eval_samples", v, NULL);
+    snprintf(v, sizeof v, "%g", a->target);
+    POINT(ml, "target_accuracy", v, NULL);
+}
+
+static int write_json(const acc_args *a, const acc_state *s, const so_train_result *r, double tta, int world)
+{
+    FILE *f = fopen(a->json, "w");
+    if (!f)
+        return cli_error("bench accuracy", CLI_USAGE, "--json: cannot write '%s'", a->json);
+    env_info e;
+    env_collect(&e);
+    so_json js;
+    so_json_init(&js, f, 1);
+    so_json_obj_begin(&js, NULL);
+    so_json_str(&js, "schema", "scaleout-bench-1");
+    so_json_str(&js, "kind", "accuracy");
+    so_json_obj_begin(&js, "config");
+    so_json_str(&js, "model", a->model);
+    so_json_str(&js, "dataset", a->dataset);
+    so_json_str(&js, "backend", a->backend);
+    so_json_num(&js, "target", a->target);
+    so_json_int(&js, "max_epochs", a->max_epochs);
+    so_json_int(&js, "max_steps", a->max_steps);
+    so_json_int(&js, "batch_size", a->batch);
+    so_json_int(&js, "global_batch_size", (int64_t)a->batch * world);
+    so_json_int(&js, "world_size", world);
+    so_json_str(&js, "optimizer", a->optimizer);
+    so_json_num(&js, "lr", a->lr);
+    so_json_num(&js, "momentum", a->momentum);
+    so_json_num(&js, "weight_decay", a->weight_decay);
+    so_json_bool(&js, "augment", a->augment);
+    so_json_int(&js, "seed", a->seed);
+    so_json_int(&js, "threads", a->threads);
+    so_json_obj_end(&js);
+    env_write_json(&js, &e, a->threads, !a->no_pin);
+    so_json_obj_begin(&js, "results");
+    so_json_str(&js, "status", s->reached ? "success" : "aborted");
+    so_json_bool(&js, "reached", s->reached);
+    if (s->reached)
+        so_json_num(&js, "time_to_accuracy_seconds", tta);
+    else
+        so_json_null(&js, "time_to_accuracy_seconds");
+    so_json_num(&js, "run_seconds", r->wall_seconds);
+    so_json_int(&js, "epochs", s->epochs_done);
+    so_json_int(&js, "steps", r->steps);
+    so_json_num(&js, "images_per_sec", r->images_per_sec);
+    so_json_num(&js, "final_accuracy", s->last_accuracy);
+    so_json_obj_end(&js);
+    so_json_arr_begin(&js, "epochs");
+    for (int i = 0; i < r->nepochs; i++) {
+        const so_epoch_stats *ep = &r->epochs[i];
+        so_json_obj_begin(&js, NULL);
+        so_json_int(&js, "epoch", ep->epoch + 1);
+        so_json_num(&js, "loss", ep->loss);
+        if (ep->test_accuracy >= 0)
+            so_json_num(&js, "test_accuracy", ep->test_accuracy);
+        else
+            so_json_null(&js, "test_accuracy");
+        so_json_num(&js, "seconds", ep->seconds);
+        so_json_num(&js, "images_per_sec", ep->images_per_sec);
+        so_json_obj_end(&js);
+    }
+    so_json_arr_end(&js);
+    bench_raw_json(&js, s->rec);
+    so_json_obj_end(&js);
+    if (fclose(f) != 0)
+        return cli_error("bench accuracy", CLI_FAIL, "--json: error writing '%s'", a->json);
+    return CLI_OK;
+}
+
+static int run(const acc_args *a, dist_handle *dh, job *j, acc_state *s, double init_start)
+{
+    const so_dist *d = dist_get(dh);
+    int world = d ? d->world : 1, rank = d ? d->rank : 0;
+    mllog *ml = s->ml;
+    ml_event(ml, init_start, "INTERVAL_START", "init_start", "null", __LINE__, NULL);
+    log_config(ml, a, j, world);
+    so_train_hooks hooks = {s, on_span, on_step_end};
+    so_train_config tc;
+    so_train_defaults(&tc);
+    tc.epochs = a->max_epochs;
+    tc.steps = a->max_steps;
+    tc.eval_every = 1;
+    tc.lr.base_lr = a->lr;
+    tc.hooks = &hooks;
+    long spe = so_loader_steps(j->ltrain);
+    long total = a->max_steps ? a->max_steps : (long)a->max_epochs * spe;
+    s->last_epoch = spe > 0 ? (int)((total + spe - 1) / spe) - 1 : 0;
+    ml_event(ml, so_now(), "INTERVAL_END", "init_stop", "null", __LINE__, NULL);
+    double start = so_now();
+    ml_event(ml, start, "INTERVAL_START", "run_start", "null", __LINE__, NULL);
+    ml_event(ml, start, "INTERVAL_START", "epoch_start", "null", __LINE__, "\"epoch_num\": 1");
+    so_train_result r;
+    int rc = so_train(j->m, j->opt, j->ltrain, j->ltest, &tc, d, on_progress, s, &r);
+    if (rc) {
+        rc = dist_fail(dh, "bench accuracy", bench_exit_code(rc), so_errmsg());
+    } else {
+        double stop = s->reached ? s->reached_at : so_now(), tta = stop - start;
+        ml_event(ml, stop, "INTERVAL_END", "run_stop", "null", __LINE__, "\"status\": \"%s\"",
+                 s->reached ? "success" : "aborted");
+        if (rank == 0) {
+            if (s->reached)
+                printf("reached test accuracy %.4f >= %.4f in %.1f s (time to accuracy), %d epoch(s), %ld steps, "
+                       "%.0f images/sec\n", s->last_accuracy, a->target, tta, s->epochs_done, r.steps,
+                       r.images_per_sec);
+            else
+                printf("did not reach test accuracy %.4f within the budget: best last accuracy %.4f after %d "
+                       "epoch(s), %.1f s, %.0f images/sec\n", a->target, s->last_accuracy, s->epochs_done,
+                       tta, r.images_per_sec);
+            rc = a->json ? write_json(a, s, &r, tta, world) : CLI_OK;
+        }
+    }
+    so_train_result_free(&r);
+    return rc;
+}
+
+/* Real clock minus monotonic clock, in ms: MLPerf wants Unix-epoch times. */
+static double wall_offset_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec * 1e3 + tv.tv_usec / 1e3 - so_now() * 1e3;
+}
+
+int cmd_bench_accuracy(int argc, char **argv)
+{
+    acc_args a;
+    int rc = parse(&a, argc, argv);
+    if (rc)
+        return rc == CLI_HELP ? CLI_OK : rc;
+    double init_start = so_now();
+    dist_handle *dh = NULL;
+    dist_options dopt = {60, 300, a.allreduce};
+    if (dist_open(&dopt, &dh))
+        return cli_error("bench accuracy", CLI_FAIL, "%s", so_errmsg());
+    const so_dist *d = dist_get(dh);
+    int rank = d ? d->rank : 0;
+    mllog ml = {stdout, rank == 0, wall_offset_ms()};
+    if (rank == 0 && a.mllog && !(ml.f = fopen(a.mllog, "w")))
+        rc = so_err(SO_EINVAL, "--mllog: cannot write '%s'", a.mllog);
+    job j = {0};
+    bench_rec rec;
+    so_train_hooks unused;
+    job_spec spec = {a.model, a.dataset, a.data_dir, a.backend, a.optimizer, a.batch, a.prefetch, a.augment,
+                     a.synthetic_n, a.seed, a.momentum, a.weight_decay};
+    int rc2 = bench_rec_init(&rec, &unused);
+    rc = rc ? rc : rc2;
+    if (!rc)
+        rc = so_threads_set(a.threads, !a.no_pin);
+    if (!rc)
+        rc = job_build(&spec, d, &j);
+    if (!rc && !j.ltest)
+        rc = so_err(SO_EINVAL, "--dataset %s has no test split to evaluate", a.dataset);
+    rc = dist_agree(dh, "bench accuracy", rc ? bench_exit_code(rc) : 0, so_errmsg());
+    acc_state s = {.a = &a, .rec = &rec, .ml = &ml, .last_accuracy = -1};
+    if (!rc)
+        rc = run(&a, dh, &j, &s, init_start);
+    if (ml.f && ml.f != stdout && fclose(ml.f) && !rc)
+        rc = cli_error("bench accuracy", CLI_FAIL, "--mllog: error writing '%s'", a.mllog);
+    bench_rec_free(&rec);
+    job_free(&j);
+    dist_close(dh);
+    return rc;
+}

@@ -1,0 +1,64 @@
+/* Builds a training job from a job_spec (see job.h): data set, zoo model,
+ * optimizer, and the train / test loaders sharded for this rank. Shared by
+ * `scaleout train` and `scaleout bench train|accuracy`. */
+#include "job.h"
+
+#include <string.h>
+
+#include "scaleout/err.h"
+#include "scaleout/zoo.h"
+
+void job_free(job *j)
+{
+    so_loader_destroy(j->ltrain);
+    so_loader_destroy(j->ltest);
+    so_optim_destroy(j->opt);
+    so_model_destroy(j->m);
+    so_graph_destroy(j->g);
+    so_dataset_destroy(j->train);
+    so_dataset_destroy(j->test);
+}
+
+static int load_data(const job_spec *a, job *j)
+{
+    if (strcmp(a->dataset, "synthetic") != 0) {
+        int rc = so_dataset_load(a->dataset, a->data_dir, 1, &j->train);
+        return rc ? rc : so_dataset_load(a->dataset, a->data_dir, 0, &j->test);
+    }
+    const so_zoo_entry *z = so_zoo_find(a->model);
+    if (!z)
+        return so_err(SO_EINVAL, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    int n = a->synthetic_n ? a->synthetic_n : 32 * a->batch;
+    return so_dataset_synthetic(n, z->c, z->h, z->w, z->classes, (uint64_t)a->seed, &j->train);
+}
+
+int job_build(const job_spec *a, const so_dist *d, job *j)
+{
+    int rc = load_data(a, j);
+    if (rc)
+        return rc;
+    const so_dataset *ds = j->train;
+    rc = so_zoo_build(a->model, ds->c, ds->h, ds->w, ds->classes, &j->g);
+    if (rc)
+        return rc;
+    so_graph *g = j->g;
+    j->g = NULL; /* the model owns it from here */
+    rc = so_model_create(g, a->backend, a->batch, (uint64_t)a->seed, &j->m);
+    so_optim_config oc;
+    so_optim_kind kind;
+    if (!rc && !(rc = so_optim_parse(a->optimizer, &kind))) {
+        so_optim_defaults(&oc, kind);
+        oc.momentum = a->momentum;
+        oc.weight_decay = a->weight_decay;
+        rc = so_optim_create(&oc, j->m->nparams, &j->opt);
+    }
+    int rank = d ? d->rank : 0, world = d ? d->world : 1;
+    so_loader_config lc = {.batch = a->batch, .shuffle = 1, .drop_last = 1, .augment = a->augment,
+                           .pad = 4, .prefetch = a->prefetch, .seed = (uint64_t)a->seed, .rank = rank, .world = world};
+    if (!rc)
+        rc = so_loader_create(ds, &lc, &j->ltrain);
+    lc.shuffle = lc.drop_last = lc.augment = 0;
+    if (!rc && j->test)
+        rc = so_loader_create(j->test, &lc, &j->ltest);
+    return rc;
+}

@@ -1,0 +1,29 @@
+/* A training job's parts (data sets, model, optimizer, loaders), built the
+ * same way for `scaleout train` and the `scaleout bench` commands so a
+ * benchmark measures exactly the training path users run. */
+#ifndef SCALEOUT_CLI_JOB_H
+#define SCALEOUT_CLI_JOB_H
+#include "scaleout/train.h"
+
+/* What a job is built from (the subset of the train flags that shape it). */
+typedef struct {
+    const char *model, *dataset, *data_dir, *backend, *optimizer;
+    int batch, prefetch, augment, synthetic_n;
+    long seed;
+    float momentum, weight_decay;
+} job_spec;
+
+typedef struct {
+    so_dataset *train, *test;
+    so_graph *g;
+    so_model *m;
+    so_optim *opt;
+    so_loader *ltrain, *ltest;
+} job;
+
+/* Loads the data (the synthetic set: synthetic_n samples, default 32 batches)
+ * and builds model, optimizer and loaders for this rank (d may be NULL). */
+int job_build(const job_spec *s, const so_dist *d, job *j);
+void job_free(job *j);
+
+#endif

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# `scaleout bench` without MPI (docs/BENCHMARKS.md):
+#  - argument validation: bad --np lists, unknown models, --target outside (0,1], bad files: exit 2 with a message
+#  - bench train / accuracy records pass the schema checker (tests/bench_schema.py)
+#  - warm-up steps are excluded: the first steps made slow (SCALEOUT_BENCH_TEST_SLOW_STEPS) do not show in the figures
+#  - compare flags a synthetic 2x regression and not a 2% wobble
+#  - MLLOG lines parse as JSON with the required keys; status success / aborted
+#  - plot writes valid PNG and SVG files
+# Usage: bench_cli.sh path/to/scaleout
+set -u
+bin=$1
+src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+schema="/usr/bin/python3 $src/tests/bench_schema.py"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+usage_error() { # usage_error "what" WORD-IN-MESSAGE args...: exit 2, one line naming the problem
+  local what=$1 word=$2; shift 2
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  local st=$?
+  if [ $st -eq 2 ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$word" "$tmp/err"; then ok; else
+    bad "$what: exit $st, stderr: $(cat "$tmp/err")"; fi
+}
+usage_error "np with empty entry" "--np" bench scaling --np 1,,2
+usage_error "np decreasing" "increasing" bench scaling --np 2,1
+usage_error "np zero" "--np" bench scaling --np 0,1
+usage_error "np not a number" "--np" bench scaling --np one,two
+usage_error "np trailing comma" "comma" bench scaling --np 1,2,
+usage_error "np missing" "--np" bench scaling --model lenet5
+usage_error "strong batch not divisible" "divisible" bench scaling --np 1,3 --mode strong --batch-size 64
+usage_error "scaling unknown model" "unknown model" bench scaling --np 1,2 --model nosuchnet
+usage_error "train unknown model" "unknown model" bench train --model nosuchnet
+usage_error "train zero batches" "--num-batches" bench train --model lenet5 --num-batches 0
+usage_error "train synthetic and data-dir" "exclude" bench train --synthetic --data-dir /tmp
+usage_error "accuracy target 0" "(0, 1]" bench accuracy --target 0
+usage_error "accuracy target 1.5" "(0, 1]" bench accuracy --target 1.5
+usage_error "accuracy target negative" "(0, 1]" bench accuracy --target -0.2
+usage_error "accuracy target missing" "--target" bench accuracy --model lenet5
+usage_error "accuracy unknown model" "unknown model" bench accuracy --target 0.9 --model nosuchnet
+usage_error "accuracy no test split" "test split" bench accuracy --target 0.9 --dataset synthetic --model lenet5
+usage_error "compare one file" "2 to" bench compare "$tmp/none.json"
+usage_error "compare missing file" "cannot open" bench compare "$tmp/a.json" "$tmp/b.json"
+printf '{"kind": "train", ' >"$tmp/broken.json"
+usage_error "compare broken JSON" "not valid JSON" bench compare "$tmp/broken.json" "$tmp/broken.json"
+usage_error "plot without -o" "-o" bench plot "$tmp/broken.json"
+usage_error "unknown benchmark" "unknown collective" bench nosuchbench
+
+# Malformed test-hook value: exit 2 naming the variable.
+SCALEOUT_BENCH_TEST_SLOW_STEPS=x "$bin" bench train --model mlp --num-batches 2 >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q SLOW_STEPS "$tmp/err" && ok || bad "SLOW_STEPS=x accepted: $(cat "$tmp/err")"
+
+# bench train: output lines, record schema.
+common=(bench train --model lenet5 --batch-size 32 --synthetic-samples 1024 --display-every 5)
+if "$bin" "${common[@]}" --num-warmup-batches 3 --num-batches 40 --json "$tmp/train.json" >"$tmp/train.log" 2>&1; then
+  grep -q "^total images/sec: [0-9]" "$tmp/train.log" && grep -q "^step time: mean" "$tmp/train.log" &&
+    grep -q "^time share: data wait" "$tmp/train.log" && grep -qP "^20\timages/sec: [0-9.]+\t[0-9.]+$" "$tmp/train.log" &&
+    ok || bad "bench train output: $(cat "$tmp/train.log")"
+  $schema "$tmp/train.json" >/dev/null && ok || bad "train record schema"
+else bad "bench train failed: $(tail -3 "$tmp/train.log")"; fi
+
+# Warm-up exclusion: the first 3 steps sleep SLOW ms (150, or 20x a normal
+# step on slow builds). With 3 warm-up steps the figures must not see them;
+# with 0 warm-up steps they must (so the test can fail).
+slow=$(/usr/bin/python3 -c "import json,sys; m=json.load(open(sys.argv[1]))['results']['step_seconds']['median']; print(max(150, int(20000*m)))" "$tmp/train.json" 2>/dev/null || echo 150)
+for w in 3 0; do
+  SCALEOUT_BENCH_TEST_SLOW_STEPS=3:$slow "$bin" "${common[@]}" --display-every 0 --num-warmup-batches $w \
+    --num-batches 20 --json "$tmp/slow$w.json" >"$tmp/slow$w.log" 2>&1 || bad "slow-step run (warm-up $w) failed"
+done
+/usr/bin/python3 - "$tmp/slow3.json" "$tmp/slow0.json" "$slow" <<'PY' && ok || bad "warm-up steps leak into the figures"
+import json, sys
+w3, w0 = (json.load(open(p)) for p in sys.argv[1:3])
+slow = float(sys.argv[3]) / 1e3
+r3, r0 = w3["results"], w0["results"]
+raw = w3["raw"]["step_seconds"]
+assert all(t >= slow for t in raw[:3]), raw[:3]              # the hook slowed the warm-up steps
+assert r3["step_seconds"]["max"] < slow, r3["step_seconds"]   # ... and none of them is in the statistics
+assert r3["elapsed_seconds"] < sum(raw[3:]) + slow, r3        # elapsed starts after them
+assert r0["step_seconds"]["max"] >= slow, r0["step_seconds"]  # without warm-up they are (the test can fail)
+assert r0["total_images_per_sec"] < 0.8 * r3["total_images_per_sec"], (r0["total_images_per_sec"], r3["total_images_per_sec"])
+print("warm-up excluded: %.0f vs %.0f images/sec" % (r3["total_images_per_sec"], r0["total_images_per_sec"]))
+PY
+
+# compare: a 2x regression is flagged, a 2% wobble is not.
+/usr/bin/python3 - "$tmp/train.json" "$tmp" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for f, name in ((2.0, "slow2x"), (1.02, "wobble")):
+    e = json.loads(json.dumps(d))
+    e["results"]["total_images_per_sec"] /= f
+    e["results"]["elapsed_seconds"] *= f
+    for k in ("mean", "sd", "median", "min", "max"):
+        e["results"]["step_seconds"][k] *= f
+    for k in e["raw"]:
+        e["raw"][k] = [x * f for x in e["raw"][k]]
+    json.dump(e, open(f"{sys.argv[2]}/{name}.json", "w"))
+PY
+"$bin" bench compare "$tmp/train.json" "$tmp/slow2x.json" --fail-on-regression >"$tmp/cmp2x.log" 2>&1
+st=$?
+[ $st -eq 1 ] && grep -q "^total images/sec.*slow2x.json:WORSE" "$tmp/cmp2x.log" && ok ||
+  bad "2x regression not flagged (exit $st): $(cat "$tmp/cmp2x.log")"
+"$bin" bench compare "$tmp/train.json" "$tmp/wobble.json" --fail-on-regression >"$tmp/cmp2.log" 2>&1
+st=$?
+[ $st -eq 0 ] && ! grep -q "WORSE\|BETTER" "$tmp/cmp2.log" && grep -q "^0 change" "$tmp/cmp2.log" && ok ||
+  bad "2% wobble flagged (exit $st): $(cat "$tmp/cmp2.log")"
+
+# accuracy: a reachable target (success) and an unreachable one within a step budget (aborted).
+data=/usr/share/datasets/fashion-mnist
+if [ -f $data/train-images-idx3-ubyte.gz ]; then
+  "$bin" bench accuracy --model lenet5 --target 0.5 --max-steps 150 --json "$tmp/acc.json" >"$tmp/acc.log" 2>&1 &&
+    $schema --mllog "$tmp/acc.log" >/dev/null && $schema "$tmp/acc.json" >/dev/null &&
+    grep -q '"status": "success"' "$tmp/acc.log" && ok || bad "accuracy (success): $(tail -3 "$tmp/acc.log")"
+  "$bin" bench accuracy --model lenet5 --target 1.0 --max-steps 40 --mllog "$tmp/abort.mllog" \
+    --json "$tmp/abort.json" >"$tmp/abort.log" 2>&1 &&
+    grep -q '"status": "aborted"' "$tmp/abort.mllog" && ! grep -q ":::MLLOG" "$tmp/abort.log" &&
+    $schema "$tmp/abort.json" >/dev/null && grep -q "did not reach" "$tmp/abort.log" && ok ||
+    bad "accuracy (aborted): $(tail -3 "$tmp/abort.log")"
+else echo "note: $data missing, accuracy checks skipped"; fi
+
+# plot: every chart as a real PNG and a well-formed SVG.
+files=("$tmp/train.json" "$tmp/slow3.json")
+[ -f "$tmp/acc.json" ] && files+=("$tmp/acc.json")
+if command -v gnuplot >/dev/null; then
+  "$bin" bench plot "${files[@]}" -o "$tmp/plots" >"$tmp/plot.log" 2>&1 || bad "plot failed: $(cat "$tmp/plot.log")"
+  /usr/bin/python3 - "$tmp/plots" <<'PY' && ok || bad "plot files invalid"
+import glob, sys, xml.etree.ElementTree as ET
+pngs, svgs = sorted(glob.glob(sys.argv[1] + "/*.png")), sorted(glob.glob(sys.argv[1] + "/*.svg"))
+assert pngs and len(pngs) == len(svgs), (pngs, svgs)
+for p in pngs:
+    b = open(p, "rb").read()
+    assert b[:8] == b"\x89PNG\r\n\x1a\n" and b"IEND" in b[-16:] and len(b) > 2000, p
+for s in svgs:
+    assert ET.parse(s).getroot().tag.endswith("svg"), s
+print(len(pngs), "PNG +", len(svgs), "SVG")
+PY
+else echo "note: gnuplot missing, plot check skipped"; fi
+
+echo "bench_cli: $pass passed, $fail failed"
+[ $fail -eq 0 ]

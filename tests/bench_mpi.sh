@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# `scaleout bench` under MPI (docs/BENCHMARKS.md):
+#  - bench train on 2 ranks: tf_cnn total images/sec over both ranks, a valid record with 2 ranks
+#  - a 2-point strong scaling sweep (np 1,2) with a tiny model, end to end: the command launches
+#    mpiexec itself (honouring $MPIEXEC), keeps the global batch, prints the table, valid record
+#  - a weak sweep keeps the per-rank batch
+#  - plot draws the scaling curve and the collective benchmark's latency/bandwidth curves
+# Usage: bench_mpi.sh path/to/scaleout
+set -u
+bin=$1
+src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+mpirun=$src/scripts/mpirun.sh
+schema="/usr/bin/python3 $src/tests/bench_schema.py"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+tiny=(--model lenet5 --synthetic-samples 1024 --num-warmup-batches 2 --num-batches 8)
+
+if "$mpirun" -np 2 "$bin" bench train "${tiny[@]}" --batch-size 16 --display-every 4 --json "$tmp/train2.json" \
+  >"$tmp/train2.log" 2>&1; then
+  [ "$(grep -c '^total images/sec:' "$tmp/train2.log")" -eq 1 ] && grep -q "^per-rank images/sec: [0-9.]* [0-9.]*$" "$tmp/train2.log" &&
+    ok || bad "np=2 output (rank 0 only, both ranks listed): $(cat "$tmp/train2.log")"
+  $schema "$tmp/train2.json" >/dev/null && grep -q '"world_size": 2' "$tmp/train2.json" && ok || bad "np=2 record"
+else bad "bench train np=2 failed: $(tail -3 "$tmp/train2.log")"; fi
+
+if "$bin" bench scaling "${tiny[@]}" --np 1,2 --mode strong --batch-size 32 --repeat 2 --json "$tmp/strong.json" \
+  >"$tmp/strong.log" 2>&1; then
+  grep -qE "^ +1 +32 +32 .* 1\.00x +100\.0%$" "$tmp/strong.log" && grep -qE "^ +2 +16 +32 " "$tmp/strong.log" &&
+    ok || bad "strong table: $(cat "$tmp/strong.log")"
+  $schema "$tmp/strong.json" >/dev/null && ok || bad "strong scaling record"
+else bad "strong sweep failed: $(tail -5 "$tmp/strong.log")"; fi
+
+"$bin" bench scaling "${tiny[@]}" --np 1,2 --mode weak --batch-size 16 --repeat 1 --json "$tmp/weak.json" \
+  >"$tmp/weak.log" 2>&1 && grep -qE "^ +2 +16 +32 " "$tmp/weak.log" && $schema "$tmp/weak.json" >/dev/null && ok ||
+  bad "weak sweep: $(tail -5 "$tmp/weak.log")"
+
+# A failing child is reported with its log, and the sweep exits non-zero.
+"$bin" bench scaling "${tiny[@]}" --np 1 --repeat 1 --launcher-args "--no-such-launcher-flag" >"$tmp/badl.log" 2>&1
+[ $? -ne 0 ] && grep -q "np=1 run 1 failed" "$tmp/badl.log" && ok || bad "failed child not reported: $(cat "$tmp/badl.log")"
+
+"$mpirun" -np 2 "$bin" bench allreduce -m 4:64K --json "$tmp/coll.json" >/dev/null 2>&1 && $schema "$tmp/coll.json" >/dev/null &&
+  ok || bad "bench allreduce --json failed or is not a valid record"
+if command -v gnuplot >/dev/null && [ -f "$tmp/strong.json" ]; then
+  "$bin" bench plot "$tmp/strong.json" "$tmp/coll.json" "$tmp/train2.json" -o "$tmp/plots" >"$tmp/plot.log" 2>&1 &&
+    ls "$tmp/plots"/scaling-lenet5-strong-1.png "$tmp/plots"/allreduce-np2-2-latency.svg \
+      "$tmp/plots"/allreduce-np2-2-bandwidth.png "$tmp/plots"/throughput.svg >/dev/null && ok ||
+    bad "plot: $(cat "$tmp/plot.log"; ls "$tmp/plots")"
+  /usr/bin/python3 - "$tmp/plots" <<'PY' && ok || bad "plot files invalid"
+import glob, sys, xml.etree.ElementTree as ET
+pngs, svgs = glob.glob(sys.argv[1] + "/*.png"), glob.glob(sys.argv[1] + "/*.svg")
+assert len(pngs) == 4 and len(svgs) == 4, (pngs, svgs)
+for p in pngs:
+    assert open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n", p
+for s in svgs:
+    assert ET.parse(s).getroot().tag.endswith("svg"), s
+PY
+fi
+
+echo "bench_mpi: $pass passed, $fail failed"
+[ $fail -eq 0 ]
