@@ -35,7 +35,10 @@ typedef struct so_dist {
 } so_dist;
 
 /* Spans of time the trainer reports after they end (profilers, timelines).
- * id: the micro-batch for DATA/FORWARD/BACKWARD, 0 otherwise. */
+ * id: the micro-batch for DATA/FORWARD/BACKWARD, 0 otherwise. `step` is the
+ * 0-based index of the step for the phases inside it, but for STEP and EVAL
+ * it is the number of steps done (index + 1): they are reported after the
+ * step counter moved on. Recorders rely on this. */
 typedef enum {
     SO_SPAN_DATA,        /* waiting for the loader */
     SO_SPAN_FORWARD,
