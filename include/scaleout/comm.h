@@ -249,4 +249,19 @@ double so_comm_reduce_gamma(size_t bytes);
  * Other negative codes mean communication failed (message in so_errmsg()). */
 int so_comm_check_config(so_comm *c, const char *config_text, char *errbuf, size_t len);
 
+/* ---- byte-level point-to-point (src/comm/p2p.c) ---------------------------------
+ * For CLI features such as checkpoint partner copies. A channel owns a
+ * duplicated communicator (create is collective over all ranks). An exchange
+ * sends sn bytes to dst and receives rn bytes from src without blocking; test
+ * it between steps (wait = 1 blocks, watched by the stall warning/timeout);
+ * the buffers belong to MPI until *done = 1, which also frees the exchange.
+ * Call only from the training thread while the async engine is idle. */
+typedef struct so_comm_p2p so_comm_p2p;
+typedef struct so_comm_xfer so_comm_xfer;
+int so_comm_p2p_create(so_comm *c, so_comm_p2p **out);
+void so_comm_p2p_destroy(so_comm_p2p *p); /* accepts NULL */
+int so_comm_exchange_start(so_comm_p2p *p, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn, int src,
+                           so_comm_xfer **out);
+int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done);
+
 #endif

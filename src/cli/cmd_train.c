@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ckpt_glue.h"
 #include "dist.h"
 #include "progress.h"
 #include "scaleout/err.h"
@@ -23,6 +24,7 @@ typedef struct {
     int warmup_steps;
     long steps, seed;
     float lr, momentum, weight_decay, warmup_epochs, step_epochs, gamma, bucket_mb, first_bucket_mb;
+    ckpt_args ck;
 } train_args;
 
 static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
@@ -42,6 +44,7 @@ static int parse(train_args *a, int argc, char **argv)
                       .prefetch = 4, .synthetic_n = 0, .warmup_steps = 10, .seed = 42, .lr = 0.01f, .momentum = 0.9f,
                       .step_epochs = 30, .gamma = 0.1f, .bucket_mb = 25, .first_bucket_mb = 1,
                       .allreduce = "mpi", .stall_warning = 60, .comm_timeout = 300};
+    ckpt_args_defaults(&a->ck);
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "model from the zoo", 0, -1, NULL},
         {"dataset", OPT_CHOICE, &a->dataset, "NAME", "data set", 0, -1, datasets},
@@ -77,6 +80,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"json", OPT_STR, &a->json, "FILE", "write a machine-readable summary", 0, -1, NULL},
         {"dump-params", OPT_STR, &a->dump_params, "FILE", "write the final parameters as raw float32 (rank 0)", 0, -1, NULL},
         {"progress", OPT_CHOICE, &a->progress, "MODE", "progress display", 0, -1, progress_modes},
+        CKPT_GLUE_OPTIONS(a),
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     return cli_parse("train", SUMMARY, opts, argc, argv);
 }
@@ -346,13 +350,14 @@ int cmd_train(int argc, char **argv)
     if (!so_zoo_find(a.model))
         return cli_error("train", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a.model);
     dist_handle *dh = NULL;
-    dist_options dopt = {a.stall_warning, a.comm_timeout, a.allreduce};
+    dist_options dopt = {a.stall_warning, a.comm_timeout, a.allreduce, a.ck.ranks_per_node};
     if ((rc = dist_open(&dopt, &dh)))
         return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     const so_dist *d = dist_get(dh);
     int rank = d ? d->rank : 0, world = d ? d->world : 1;
     job j = {0};
     so_train_result r = {0};
+    ckpt_glue *cg = NULL;
     rc = so_threads_set(a.threads, !a.no_pin);
     if (!rc)
         rc = build(&a, d, &j);
@@ -366,6 +371,8 @@ int cmd_train(int argc, char **argv)
         goto out;
     so_train_config tc;
     train_config(&a, &j, world, &tc);
+    if ((rc = ckpt_glue_open(&a.ck, dh, j.m, j.opt, a.model, a.optimizer, cfg, &tc, &cg)))
+        goto out;
     progress_state ps;
     progress_init(&ps, a.progress, rank);
     if (rank == 0 && ps.enabled)
@@ -374,11 +381,12 @@ int cmd_train(int argc, char **argv)
     rc = so_train(j.m, j.opt, j.ltrain, j.ltest, &tc, d, progress_update, &ps, &r);
     if (rc)
         rc = dist_fail(dh, "train", exit_code(rc), so_errmsg());
-    else {
+    else if (!(rc = ckpt_glue_finish(cg))) {
         dist_comm_seconds(dh, &r.comm_total);
         rc = finish(&a, &j, &r, d);
     }
 out:
+    ckpt_glue_close(cg);
     so_train_result_free(&r);
     job_free(&j);
     dist_close(dh);
