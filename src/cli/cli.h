@@ -31,6 +31,7 @@ int cmd_train(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_bench_coll(int argc, char **argv); /* bench allreduce|reduce-scatter|allgather|bcast */
 int cmd_tune(int argc, char **argv);
+int cmd_ckpt(int argc, char **argv); /* ckpt list|verify|export DIR */
 
 /* Bytes with an optional K/M/G (binary) suffix; 0 or -1. */
 int cli_parse_bytes(const char *s, size_t *out);

@@ -16,6 +16,7 @@ static const command commands[] = {
     {"models", cmd_models, "list the model zoo with parameter counts and GFLOPs"},
     {"bench", cmd_bench_coll, "time collectives: bench allreduce|reduce-scatter|allgather|bcast (mpirun)"},
     {"tune", cmd_tune, "measure allreduce algorithms and write the table auto uses (mpirun)"},
+    {"ckpt", cmd_ckpt, "inspect checkpoints: ckpt list|verify|export DIR"},
 };
 
 static void usage(FILE *f)

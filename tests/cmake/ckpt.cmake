@@ -1,0 +1,11 @@
+# Checkpoint/restart (src/ckpt/, src/cli/ckpt_glue.c, src/cli/cmd_ckpt.c).
+include_guard(GLOBAL)
+so_add_test(test_ckpt LABELS unit)
+
+# PyTorch equivalence of the safetensors export (skipped without torch).
+add_executable(ckpt_logits ckpt_logits.c)
+target_link_libraries(ckpt_logits PRIVATE scaleout)
+add_test(NAME ckpt_torch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/ckpt_torch.sh $<TARGET_FILE:scaleout_cli>
+         $<TARGET_FILE:ckpt_logits>)
+set_tests_properties(ckpt_torch PROPERTIES TIMEOUT 300 LABELS cli SKIP_RETURN_CODE 77
+                     ENVIRONMENT "SCALEOUT_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
