@@ -41,7 +41,8 @@ static const so_ckpt_transport one = {NULL, 0, 1, 0, 1, 0, 1, one_bcast, one_all
 
 static int check_config(const so_ckpt_config *c)
 {
-    if (!c->local_dir && !c->shared_dir)
+    int writes = c->every_steps > 0 || c->every_epochs > 0 || c->mtbf_hours > 0;
+    if (writes && !c->local_dir && !c->shared_dir)
         return so_err(SO_EINVAL, "checkpoints need --ckpt-dir or --ckpt-local");
     if (c->keep < 1)
         return so_err(SO_EINVAL, "--ckpt-keep: %d must be >= 1", c->keep);
@@ -314,7 +315,8 @@ static int complete(so_ckpt *ck)
     if (ck->c.local_dir && ck->c.shared_dir && ck->st.count % ck->c.flush_every == 0) {
         if (!ck->flushing)
             return start_flush(ck);
-        so_log(SO_LOG_WARN, "checkpoint %ld is not flushed: the previous flush is still running", ck->pm.step);
+        if (ck->t.rank == 0)
+            so_log(SO_LOG_WARN, "checkpoint %ld is not flushed: the previous flush is still running", ck->pm.step);
     }
     return 0;
 }

@@ -9,3 +9,9 @@ add_test(NAME ckpt_torch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/ckpt_torch.sh 
          $<TARGET_FILE:ckpt_logits>)
 set_tests_properties(ckpt_torch PROPERTIES TIMEOUT 300 LABELS cli SKIP_RETURN_CODE 77
                      ENVIRONMENT "SCALEOUT_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+
+# End to end: resume, levels, faults, refusals, commands (MPI, 2 emulated nodes).
+if(TARGET scaleout_comm)
+  so_add_script_test(ckpt_cli ckpt.sh LABELS "mpi;cli" TIMEOUT 600)
+  set_property(TEST ckpt_cli APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+endif()
