@@ -226,11 +226,10 @@ int ckpt_glue_finish(ckpt_glue *g)
         return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     if (g->rank == 0 && st.count + st.failures > 0)
         printf("checkpoints: %ld complete, %ld flushed, %ld failed; stall total %.4f s, max %.4f s per checkpoint "
-               "(slowest rank); background write %.1f MB/s, flush %.1f MB/s (rank 0)%s\n",
+               "(slowest rank); write %.1f MB/s, flush %.1f MB/s (rank 0)\n",
                st.count, st.flushes, st.failures, mx[0] * 1e-6, mx[1] * 1e-6,
                st.write_seconds > 0 ? st.write_bytes / st.write_seconds / 1e6 : 0,
-               st.flush_seconds > 0 ? st.flush_bytes / st.flush_seconds / 1e6 : 0,
-               st.interval > 0 ? "" : "");
+               st.flush_seconds > 0 ? st.flush_bytes / st.flush_seconds / 1e6 : 0);
     if (g->rank == 0 && st.interval > 0)
         printf("checkpoint interval (Daly, --mtbf): %ld steps\n", st.interval);
     return g->failed ? CLI_FAIL : 0;
