@@ -233,11 +233,16 @@ static int start_scaleout(so_ckpt *ck, const so_train_state *s)
     ck_rank_get(ck->m, ck->stage + len);
     fill_manifest(ck, &ck->pm, s, w);
     ckpt_dir(ck->pdir, sizeof ck->pdir, level1(ck), s->step);
-    if ((rc = ck_mkdirs(ck->pdir)))
-        return ckpt_fail(ck, rc, so_errmsg());
     char name[64];
     ck_fmt(name, sizeof name, "shard-%d.bin", r);
-    queue_write(ck, &ck->t_own, ck->pdir, name, ck->stage, bytes);
+    if (ck_mkdirs(ck->pdir)) { /* fails at the next agreement, on every rank together */
+        memset(&ck->t_own, 0, sizeof ck->t_own);
+        ck->t_own.rc = SO_EIO;
+        ck->t_own.state = CK_DONE;
+        ck_fmt(ck->t_own.err, sizeof ck->t_own.err, "%s", so_errmsg());
+    } else {
+        queue_write(ck, &ck->t_own, ck->pdir, name, ck->stage, bytes);
+    }
     ck->partner = ck->c.local_dir && w > 1 && ck->t.exchange_start;
     if (ck->partner) {
         int dst, src;
@@ -404,7 +409,7 @@ static int advance_flush(so_ckpt *ck, int block)
 {
     for (;;) {
         ck_task *t = &ck->t_flush;
-        int done = t->state == CK_DONE || ck_task_done(&ck->flusher, t, block);
+        int done = ck_task_done(&ck->flusher, t, block);
         int bad = done && (t->rc || t->crc != ck->f_crc);
         if (done && !t->rc && t->crc != ck->f_crc)
             ck_fmt(t->err, sizeof t->err, "%s/%s: copy does not match the checksum in the manifest", t->dir,

@@ -199,7 +199,7 @@ int ckpt_glue_open(const ckpt_args *a, dist_handle *dh, so_model *m, so_optim *o
         tc->no_initial_bcast = found;
     }
     g->prev = tc->hooks;
-    g->hooks = (so_train_hooks){g, hook_span, hook_step_end};
+    g->hooks = (so_train_hooks){g, g->prev && g->prev->span ? hook_span : NULL, hook_step_end};
     if (a->every)
         tc->hooks = &g->hooks;
     *out = g;
