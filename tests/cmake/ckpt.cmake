@@ -11,7 +11,12 @@ set_tests_properties(ckpt_torch PROPERTIES TIMEOUT 300 LABELS cli SKIP_RETURN_CO
                      ENVIRONMENT "SCALEOUT_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 
 # End to end: resume, levels, faults, refusals, commands (MPI, 2 emulated nodes).
+# The launcher (SO_MPIEXEC) is chosen in comm.cmake, which is included after
+# this file (alphabetical glob), so the property is set at the end of the directory.
 if(TARGET scaleout_comm)
   so_add_script_test(ckpt_cli ckpt.sh LABELS "mpi;cli" TIMEOUT 600)
-  set_property(TEST ckpt_cli APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+  function(so_ckpt_set_launcher)
+    set_property(TEST ckpt_cli APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+  endfunction()
+  cmake_language(DEFER CALL so_ckpt_set_launcher)
 endif()
