@@ -118,19 +118,26 @@ static int hook_step_end(void *arg, const so_train_state *s)
 
 /* ---- flags ---------------------------------------------------------------------- */
 
+/* Leaves the message in so_errmsg() for dist_agree and returns exit status 2. */
+static int usage_err(const char *fmt, const char *arg)
+{
+    so_err(SO_EINVAL, fmt, arg);
+    return CLI_USAGE;
+}
+
 static int parse_every(const ckpt_args *a, so_ckpt_config *c)
 {
     const char *e = a->every;
     char *end;
     if (!strcmp(e, "auto")) {
         if (a->mtbf <= 0)
-            return cli_error("train", CLI_USAGE, "--ckpt-every auto needs --mtbf HOURS");
+            return usage_err("--ckpt-every %s needs --mtbf HOURS", e);
         c->mtbf_hours = a->mtbf;
         return 0;
     }
     long n = strtol(e, &end, 10);
     if (n < 1 || end == e || (*end && strcmp(end, "epoch") && strcmp(end, "epochs")))
-        return cli_error("train", CLI_USAGE, "--ckpt-every: '%s' is not N, Nepoch or auto", e);
+        return usage_err("--ckpt-every: '%s' is not N, Nepoch or auto", e);
     if (*end)
         c->every_epochs = (int)n;
     else
@@ -147,16 +154,30 @@ static int make_config(const ckpt_args *a, const char *model, const char *optimi
     if (!a->every && !a->resume)
         return 0;
     if (!a->local && !a->dir && !(a->resume && strcmp(a->resume, "auto")))
-        return cli_error("train", CLI_USAGE, "--ckpt-every/--resume auto need --ckpt-dir or --ckpt-local");
+        return usage_err("%s needs --ckpt-dir or --ckpt-local", a->every ? "--ckpt-every" : "--resume auto");
     return a->every ? parse_every(a, c) : 0;
 }
 
-static int init_from(const char *path, so_model *m, int rank)
+static int init_from(const char *path, so_model *m)
 {
-    int rc = so_ckpt_safetensors_load(path, m);
-    if (rc && rank == 0)
-        cli_error("train", CLI_USAGE, "--init-from: %s", so_errmsg());
-    return rc ? CLI_USAGE : 0;
+    if (!so_ckpt_safetensors_load(path, m))
+        return 0;
+    char msg[600];
+    snprintf(msg, sizeof msg, "%s", so_errmsg());
+    return usage_err("--init-from: %s", msg);
+}
+
+/* The per-rank part of the set-up; every rank's status is agreed afterwards. */
+static int setup(const ckpt_args *a, ckpt_glue *g, dist_handle *dh, so_model *m, so_optim *opt,
+                 const so_ckpt_config *c)
+{
+    if ((a->every || a->resume) && transport(g, dh))
+        return CLI_FAIL;
+    int rc = a->init_from ? init_from(a->init_from, m) : 0; /* every rank reads the file: no broadcast */
+    if (rc || (!a->every && !a->resume))
+        return rc;
+    g->stop_on_error = !strcmp(a->on_error, "stop");
+    return so_ckpt_create(c, tp(g), m, opt, &g->ck) ? CLI_USAGE : 0;
 }
 
 int ckpt_glue_open(const ckpt_args *a, dist_handle *dh, so_model *m, so_optim *opt, const char *model,
@@ -168,17 +189,9 @@ int ckpt_glue_open(const ckpt_args *a, dist_handle *dh, so_model *m, so_optim *o
         return cli_error("train", CLI_FAIL, "out of memory");
     so_ckpt_config c;
     int rc = make_config(a, model, optimizer, config, &c);
-    if (!rc && (a->every || a->resume) && transport(g, dh))
-        rc = cli_error("train", CLI_FAIL, "%s", so_errmsg());
-    if (!rc && a->init_from) /* every rank loads the same file: no broadcast needed */
-        rc = init_from(a->init_from, m, g->rank);
-    if (rc || (!a->every && !a->resume)) {
-        ckpt_glue_close(g);
-        return rc;
-    }
-    g->stop_on_error = !strcmp(a->on_error, "stop");
-    if (so_ckpt_create(&c, tp(g), m, opt, &g->ck)) {
-        rc = cli_error("train", CLI_USAGE, "%s", so_errmsg());
+    if (!rc)
+        rc = setup(a, g, dh, m, opt, &c);
+    if ((rc = dist_agree(dh, "train", rc, so_errmsg())) || !g->ck) {
         ckpt_glue_close(g);
         return rc;
     }
@@ -187,7 +200,7 @@ int ckpt_glue_open(const ckpt_args *a, dist_handle *dh, so_model *m, so_optim *o
         int found = 0;
         if ((rc = so_ckpt_restore(g->ck, a->resume, &step, &found))) {
             int code = rc == SO_ECOMM || rc == SO_ENOMEM ? CLI_FAIL : CLI_USAGE;
-            if (g->rank == 0 || rc != SO_EFORMAT)
+            if (g->rank == 0 || code == CLI_FAIL) /* input errors are the same on every rank */
                 cli_error("train", code, "%s", so_errmsg());
             ckpt_glue_close(g);
             return code;
