@@ -92,6 +92,8 @@ void so_ckpt_destroy(so_ckpt *ck)
     ck_worker_stop(&ck->flusher);
     so_free(ck->stage);
     so_free(ck->pbuf);
+    free(ck->man_copy);
+    free(ck->fman_copy);
     free(ck->manifest_text);
     free(ck->flush_text);
     free(ck);
@@ -139,30 +141,6 @@ static int agree(so_ckpt *ck, int done, int failed, int *all_done, int *any_fail
     *all_done = v[0] == 1;
     *any_failed = v[1] < 0;
     return 0;
-}
-
-/* Deletes checkpoints under base beyond the newest `keep` complete ones (and
- * debris older than the newest complete one), never `protect`. */
-static void prune(const char *base, int keep, long protect)
-{
-    char **names;
-    int n;
-    if (ck_list(base, "ckpt-", &names, &n))
-        return;
-    int complete = 0;
-    for (int i = n - 1; i >= 0; i--) {
-        char dir[4096];
-        ck_fmt(dir, sizeof dir, "%s/%s", base, names[i]);
-        long step = strtol(names[i] + 5, NULL, 10);
-        so_ckpt_manifest m;
-        int ok = ck_read_manifest(dir, &m) == 0;
-        so_ckpt_manifest_free(&m);
-        if (ok)
-            complete++;
-        if (step != protect && complete > 0 && ((ok && complete > keep) || (!ok && complete >= 1)))
-            ck_remove_dir(dir);
-    }
-    ck_list_free(names, n);
 }
 
 /* Writes the manifest text into dir as MANIFEST (atomic). */
@@ -296,23 +274,54 @@ static int build_manifest(so_ckpt *ck)
 
 static int start_flush(so_ckpt *ck);
 
-/* Every rank's shard is durable: write the manifests, prune, maybe flush. */
+/* Queues "write dir/MANIFEST from a private copy of text, then prune base" on w. */
+static int queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, const char *dir, const char *text,
+                          size_t len, const char *base, long protect)
+{
+    ck_task_done(w, t, 1); /* the previous one (long done) still owns *copy */
+    free(*copy);
+    if (!(*copy = malloc(len + 1)))
+        return so_err(SO_ENOMEM, "out of memory");
+    memcpy(*copy, text, len + 1);
+    memset(t, 0, sizeof *t);
+    t->kind = CK_TASK_MANIFEST;
+    ck_fmt(t->dir, sizeof t->dir, "%s", dir);
+    ck_fmt(t->name, sizeof t->name, "MANIFEST");
+    ck_fmt(t->src, sizeof t->src, "%s", base);
+    t->buf = *copy;
+    t->len = len;
+    t->keep = ck->c.keep;
+    t->protect = protect;
+    ck_worker_submit(w, t);
+    return 0;
+}
+
+/* A manifest the background thread could not write: the checkpoint does not
+ * exist at that level (restore falls back); reported once, on this rank. */
+static void check_manifests(so_ckpt *ck)
+{
+    ck_task *t[2] = {&ck->t_man, &ck->t_fman};
+    ck_worker *w[2] = {&ck->writer, &ck->flusher};
+    for (int i = 0; i < 2; i++)
+        if (t[i]->kind == CK_TASK_MANIFEST && !t[i]->reported && ck_task_done(w[i], t[i], 0) && t[i]->rc) {
+            t[i]->reported = 1;
+            ck->st.failures++;
+            so_log(SO_LOG_WARN, "checkpoint manifest not written, that checkpoint does not exist there: %s",
+                   t[i]->err);
+        }
+}
+
+/* Every rank's shard is durable: the manifest (written last, by the node
+ * leaders on the writer thread), prune, maybe start a flush. */
 static int complete(so_ckpt *ck)
 {
     int rc = build_manifest(ck);
+    int leader = ck->c.local_dir ? ck->t.node_rank == 0 : ck->t.rank == 0;
+    if (!rc && leader)
+        rc = queue_manifest(ck, &ck->writer, &ck->t_man, &ck->man_copy, ck->pdir, ck->manifest_text,
+                            ck->manifest_len, level1(ck), ck->flushing ? ck->f_step : -1);
     if (rc)
         return rc;
-    char err[600] = "";
-    int mine = 0, writer = ck->c.local_dir ? ck->t.node_rank == 0 : ck->t.rank == 0;
-    if (writer)
-        mine = write_manifest(ck, ck->pdir, ck->manifest_text, ck->manifest_len, err, sizeof err);
-    int all_done, failed;
-    if ((rc = agree(ck, 1, mine != 0, &all_done, &failed)))
-        return rc;
-    if (failed)
-        return ckpt_fail(ck, SO_EIO, err[0] ? err : "checkpoint manifest could not be written on another rank");
-    if (writer)
-        prune(level1(ck), ck->c.keep, ck->flushing ? ck->f_step : -1);
     ck->st.count++;
     ck->st.last_complete_seconds = so_now() - ck->p_t0;
     ck->st.write_seconds += ck->t_own.seconds + (ck->partner ? ck->t_partner.seconds : 0);
@@ -326,51 +335,64 @@ static int complete(so_ckpt *ck)
     return 0;
 }
 
-/* Polls (or with block, finishes) the checkpoint in flight. */
-static int advance(so_ckpt *ck, int block)
+/* Local progress of the checkpoint in flight: tests the partner exchange and
+ * queues the partner write once it arrived. *done / *bad feed the agreement. */
+static int ckpt_flags(so_ckpt *ck, int block, int *done, int *bad)
+{
+    if (ck->xreq) {
+        int got = 0, rc = ck->t.exchange_test(ck->t.ctx, ck->xreq, block, &got);
+        if (rc)
+            return rc;
+        if (got) {
+            ck->xreq = NULL;
+            char name[64];
+            ck_fmt(name, sizeof name, "partner-%d.bin", ck->partner_src);
+            queue_write(ck, &ck->t_partner, ck->pdir, name, ck->pbuf, ck->partner_len);
+        }
+    }
+    int own = ck_task_done(&ck->writer, &ck->t_own, block);
+    int part = !ck->partner || (!ck->xreq && ck_task_done(&ck->writer, &ck->t_partner, block));
+    *done = own && part;
+    *bad = (own && ck->t_own.rc) || (ck->partner && part && ck->t_partner.rc);
+    return 0;
+}
+
+/* All ranks agreed the checkpoint finished (all_done) or failed somewhere. */
+static int ckpt_settle(so_ckpt *ck, int all_done, int failed)
+{
+    ck->pending = 0;
+    if (!failed)
+        return all_done ? complete(ck) : 0;
+    int done = 0;
+    if (ck->xreq && !ck->t.exchange_test(ck->t.ctx, ck->xreq, 1, &done)) /* pbuf must be free */
+        ck->xreq = NULL;
+    ck_task_done(&ck->writer, &ck->t_own, 1);
+    if (ck->partner && !ck->xreq)
+        ck_task_done(&ck->writer, &ck->t_partner, 1);
+    const char *why = ck->t_own.rc ? ck->t_own.err : ck->partner && ck->t_partner.rc ? ck->t_partner.err : NULL;
+    char msg[700];
+    ck_fmt(msg, sizeof msg, "checkpoint at step %ld failed: %s", ck->pm.step,
+           why ? why : "a shard could not be written on another rank");
+    return ckpt_fail(ck, SO_EIO, msg);
+}
+
+static void nap(void)
+{
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Finishes the checkpoint in flight (blocking). */
+static int advance(so_ckpt *ck)
 {
     for (;;) {
-        int rc = 0;
-        if (ck->xreq) {
-            int done = 0;
-            if ((rc = ck->t.exchange_test(ck->t.ctx, ck->xreq, block, &done)))
-                return rc;
-            if (done) {
-                ck->xreq = NULL;
-                char name[64];
-                ck_fmt(name, sizeof name, "partner-%d.bin", ck->partner_src);
-                queue_write(ck, &ck->t_partner, ck->pdir, name, ck->pbuf, ck->partner_len);
-            }
-        }
-        int own = ck_task_done(&ck->writer, &ck->t_own, block);
-        int part = !ck->partner || (!ck->xreq && ck_task_done(&ck->writer, &ck->t_partner, block));
-        int bad = (own && ck->t_own.rc) || (ck->partner && part && ck->t_partner.rc);
-        int all_done, failed;
-        if ((rc = agree(ck, own && part, bad, &all_done, &failed)))
-            return rc;
-        if (failed) {
-            int done = 0;
-            if (ck->xreq && !ck->t.exchange_test(ck->t.ctx, ck->xreq, 1, &done)) /* pbuf must be free */
-                ck->xreq = NULL;
-            ck_task_done(&ck->writer, &ck->t_own, 1);
-            if (ck->partner && !ck->xreq)
-                ck_task_done(&ck->writer, &ck->t_partner, 1);
-            ck->pending = 0;
-            const char *why = ck->t_own.rc ? ck->t_own.err : ck->partner && ck->t_partner.rc ? ck->t_partner.err
-                                                                                                : NULL;
-            char msg[700];
-            ck_fmt(msg, sizeof msg, "checkpoint at step %ld failed: %s", ck->pm.step,
-                     why ? why : "a shard could not be written on another rank");
-            return ckpt_fail(ck, SO_EIO, msg);
-        }
-        if (all_done) {
-            ck->pending = 0;
-            return complete(ck);
-        }
-        if (!block)
-            return 0;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        int done, bad, all_done, failed;
+        int rc = ckpt_flags(ck, 1, &done, &bad);
+        if (!rc)
+            rc = agree(ck, done, bad, &all_done, &failed);
+        if (rc || all_done || failed)
+            return rc ? rc : ckpt_settle(ck, all_done, failed);
+        nap();
     }
 }
 
@@ -405,45 +427,69 @@ static int start_flush(so_ckpt *ck)
     return 0;
 }
 
-static int advance_flush(so_ckpt *ck, int block)
+static void flush_flags(so_ckpt *ck, int block, int *done, int *bad)
+{
+    ck_task *t = &ck->t_flush;
+    *done = ck_task_done(&ck->flusher, t, block);
+    *bad = *done && (t->rc || t->crc != ck->f_crc);
+    if (*done && !t->rc && t->crc != ck->f_crc)
+        ck_fmt(t->err, sizeof t->err, "%s/%s: copy does not match the checksum in the manifest", t->dir, t->name);
+}
+
+/* All ranks agreed: every copy is at the shared level (rank 0 queues the
+ * shared MANIFEST on the flush thread), or a copy failed somewhere. */
+static int flush_settle(so_ckpt *ck, int failed, int bad)
+{
+    ck_task *t = &ck->t_flush;
+    ck->flushing = 0;
+    if (failed) {
+        char msg[800];
+        ck_fmt(msg, sizeof msg, "flush of checkpoint %ld to the shared level failed: %s", ck->f_step,
+               bad ? t->err : "see the message of another rank");
+        return ckpt_fail(ck, SO_EIO, msg);
+    }
+    ck->st.flushes++;
+    ck->st.flush_seconds += t->seconds;
+    ck->st.flush_bytes += (double)t->bytes;
+    if (ck->t.rank == 0)
+        return queue_manifest(ck, &ck->flusher, &ck->t_fman, &ck->fman_copy, t->dir, ck->flush_text, ck->flush_len,
+                              ck->c.shared_dir, -1);
+    return 0;
+}
+
+static int advance_flush(so_ckpt *ck)
 {
     for (;;) {
-        ck_task *t = &ck->t_flush;
-        int done = ck_task_done(&ck->flusher, t, block);
-        int bad = done && (t->rc || t->crc != ck->f_crc);
-        if (done && !t->rc && t->crc != ck->f_crc)
-            ck_fmt(t->err, sizeof t->err, "%s/%s: copy does not match the checksum in the manifest", t->dir,
-                     t->name);
-        int all_done, failed, rc;
-        if ((rc = agree(ck, done, bad, &all_done, &failed)))
-            return rc;
-        if (failed || all_done) {
-            char err[600] = "";
-            int mine = 0;
-            if (!failed && ck->t.rank == 0)
-                mine = write_manifest(ck, t->dir, ck->flush_text, ck->flush_len, err, sizeof err);
-            int ok_done, ok_failed;
-            if (!failed && (rc = agree(ck, 1, mine != 0, &ok_done, &ok_failed)))
-                return rc;
-            ck->flushing = 0;
-            if (failed || ok_failed) {
-                char msg[800];
-                ck_fmt(msg, sizeof msg, "flush of checkpoint %ld to the shared level failed: %s", ck->f_step,
-                         bad ? t->err : err[0] ? err : "see the message of another rank");
-                return ckpt_fail(ck, SO_EIO, msg);
-            }
-            ck->st.flushes++;
-            ck->st.flush_seconds += t->seconds;
-            ck->st.flush_bytes += (double)t->bytes;
-            if (ck->t.rank == 0)
-                prune(ck->c.shared_dir, ck->c.keep, -1);
-            return 0;
-        }
-        if (!block)
-            return 0;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        int done, bad, all_done, failed;
+        flush_flags(ck, 1, &done, &bad);
+        int rc = agree(ck, done, bad, &all_done, &failed);
+        if (rc || all_done || failed)
+            return rc ? rc : flush_settle(ck, failed, bad);
+        nap();
     }
+}
+
+/* One non-blocking poll of both the checkpoint and the flush in flight, with
+ * ONE small allreduce (MIN of done flags and of negated failure flags). */
+static int poll(so_ckpt *ck)
+{
+    int cd = 0, cb = 0, fd = 0, fb = 0, rc = 0, flushing = ck->flushing, pending = ck->pending;
+    if (pending && (rc = ckpt_flags(ck, 0, &cd, &cb)))
+        return rc;
+    if (flushing)
+        flush_flags(ck, 0, &fd, &fb);
+    int64_t v[4] = {cd, -cb, fd, -fb};
+    if ((rc = ck->t.allreduce_i64(ck->t.ctx, v, 4, SO_CKPT_MIN))) {
+        ck->err_is_ckpt = 0;
+        return rc;
+    }
+    if (flushing && (v[2] == 1 || v[3] < 0)) /* first, so a completing checkpoint may start the next flush */
+        rc = flush_settle(ck, v[3] < 0, fb);
+    if (pending && (v[0] == 1 || v[1] < 0)) {
+        int rc2 = ckpt_settle(ck, v[0] == 1, v[1] < 0);
+        rc = rc ? rc : rc2;
+    }
+    return rc;
 }
 
 /* ---- the naive scheme: rank 0 writes everything, the others wait --------------- */
@@ -490,7 +536,7 @@ static int naive(so_ckpt *ck, const so_train_state *s)
     if (failed)
         return ckpt_fail(ck, SO_EIO, err[0] ? err : "rank 0 could not write the checkpoint");
     if (ck->t.rank == 0)
-        prune(level1(ck), ck->c.keep, -1);
+        ck_prune(level1(ck), ck->c.keep, -1);
     ck->st.count++;
     return 0;
 }
@@ -561,12 +607,11 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
 {
     double t0 = so_now();
     track_step_time(ck);
+    check_manifests(ck);
     int rc = 0, active = ck->pending || ck->flushing, was_pending = ck->pending;
     ck->err_is_ckpt = 0;
-    if (ck->pending)
-        rc = advance(ck, 0);
-    if (!rc && ck->flushing)
-        rc = advance_flush(ck, 0);
+    if (ck->pending || ck->flushing)
+        rc = poll(ck);
     if (was_pending && !ck->pending) {
         account(ck, t0, 1);
         t0 = so_now();
@@ -585,7 +630,7 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
         return rc ? rc : rc2;
     }
     if (ck->pending) { /* the previous one is still in flight: finish it first */
-        rc = advance(ck, 1);
+        rc = advance(ck);
         account(ck, t0, 1);
         t0 = so_now();
         int rc2 = closed(ck, s->step);
@@ -602,14 +647,17 @@ int so_ckpt_finish(so_ckpt *ck)
     int rc = 0;
     double t0 = so_now();
     if (ck->pending) {
-        rc = advance(ck, 1);
+        rc = advance(ck);
         account(ck, t0, 1);
         int rc2 = closed(ck, ck->pm.step);
         rc = rc ? rc : rc2;
     }
     if (ck->flushing) {
-        int rc2 = advance_flush(ck, 1);
+        int rc2 = advance_flush(ck);
         rc = rc ? rc : rc2;
     }
+    ck_task_done(&ck->writer, &ck->t_man, 1);
+    ck_task_done(&ck->flusher, &ck->t_fman, 1);
+    check_manifests(ck);
     return rc;
 }

@@ -29,6 +29,9 @@ void ck_remove_dir(const char *dir);
 /* Names of entries in dir matching prefix, sorted; caller frees each and the array. */
 int ck_list(const char *dir, const char *prefix, char ***names, int *n);
 void ck_list_free(char **names, int n);
+/* Deletes checkpoints under base beyond the newest `keep` complete ones (and
+ * debris older than the newest complete one), never the one of step `protect`. */
+void ck_prune(const char *base, int keep, long protect);
 /* Reads and parses dir/MANIFEST. */
 int ck_read_manifest(const char *dir, so_ckpt_manifest *m);
 /* The test hook SCALEOUT_CKPT_TEST_DELAY_MS (0 when unset). */

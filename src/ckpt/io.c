@@ -305,3 +305,27 @@ int ck_read_manifest(const char *dir, so_ckpt_manifest *m)
     free(buf);
     return rc;
 }
+
+/* Deletes checkpoints under base beyond the newest `keep` complete ones (and
+ * debris older than the newest complete one), never `protect`. */
+void ck_prune(const char *base, int keep, long protect)
+{
+    char **names;
+    int n;
+    if (ck_list(base, "ckpt-", &names, &n))
+        return;
+    int complete = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        char dir[4096];
+        ck_fmt(dir, sizeof dir, "%s/%s", base, names[i]);
+        long step = strtol(names[i] + 5, NULL, 10);
+        so_ckpt_manifest m;
+        int ok = ck_read_manifest(dir, &m) == 0;
+        so_ckpt_manifest_free(&m);
+        if (ok)
+            complete++;
+        if (step != protect && complete > 0 && ((ok && complete > keep) || (!ok && complete >= 1)))
+            ck_remove_dir(dir);
+    }
+    ck_list_free(names, n);
+}

@@ -29,6 +29,8 @@ struct so_ckpt {
     char *manifest_text;
     size_t manifest_len;
     double p_t0;
+    ck_task t_man, t_fman;       /* manifest + prune on the writer / flush thread */
+    char *man_copy, *fman_copy;  /* the text those tasks write */
 
     /* the flush in flight (level 3) */
     int flushing;

@@ -12,9 +12,11 @@
 static void run(ck_task *t)
 {
     double t0 = so_now();
-    if (t->kind == CK_TASK_WRITE) {
+    if (t->kind == CK_TASK_WRITE || t->kind == CK_TASK_MANIFEST) {
         t->rc = ck_write_atomic(t->dir, t->name, t->buf, t->len, t->delay_ms, &t->crc, t->err, sizeof t->err);
         t->bytes = t->len;
+        if (t->kind == CK_TASK_MANIFEST && !t->rc)
+            ck_prune(t->src, t->keep, t->protect);
     } else {
         t->rc = ck_copy_atomic(t->src, t->dir, t->name, t->delay_ms, &t->crc, &t->bytes, t->err, sizeof t->err);
     }

@@ -5,12 +5,15 @@
 
 #include "ckpt_internal.h"
 
-enum { CK_TASK_WRITE, CK_TASK_COPY };
+enum { CK_TASK_WRITE, CK_TASK_COPY, CK_TASK_MANIFEST };
 enum { CK_IDLE, CK_QUEUED, CK_DONE };
 #define CK_QUEUE 4
 
 typedef struct {
-    int kind;            /* CK_TASK_WRITE: buf -> dir/name; CK_TASK_COPY: src -> dir/name */
+    int kind;            /* CK_TASK_WRITE: buf -> dir/name; CK_TASK_COPY: src -> dir/name;
+                            CK_TASK_MANIFEST: buf -> dir/name, then ck_prune(src, keep, protect) */
+    int keep, reported;
+    long protect;
     char dir[4096], name[64], src[4096];
     const void *buf;
     size_t len;
