@@ -22,13 +22,15 @@ rm -f "${TMPDIR:-/tmp}/so_fuzz_probe.$$"
 mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
-cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar fuzz_prof_json >"$work/build.log" 2>&1 ||
+cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar fuzz_prof_json fuzz_manifest fuzz_safetensors \
+  >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; exit 1; }
 
 # Seed corpora: a valid 2-image 3x2 IDX image file, its label file, the same
 # gzipped, and one valid CIFAR record.
 rm -rf "$work/corpus"
-mkdir -p "$work/corpus/idx" "$work/corpus/cifar" "$work/corpus/prof_json"
+mkdir -p "$work/corpus/idx" "$work/corpus/cifar" "$work/corpus/prof_json" "$work/corpus/manifest" \
+  "$work/corpus/safetensors"
 printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x02abcdefghijkl' >"$work/corpus/idx/images"
 printf '\x00\x00\x08\x01\x00\x00\x00\x02\x07\x03' >"$work/corpus/idx/labels"
 gzip -c "$work/corpus/idx/images" >"$work/corpus/idx/images.gz"
@@ -36,8 +38,42 @@ gzip -c "$work/corpus/idx/images" >"$work/corpus/idx/images.gz"
 printf '{"format":"scaleout-profile","ranks":[{"rank":0,"totals":{"steps":3,"runtime_s":1.5e-3},"comm":[],"s":"a\\u00e9\\n"}],"x":[true,false,null,-0.5]}' \
   >"$work/corpus/prof_json/profile"
 
+# A valid 2-shard manifest (checksummed trailer) and a valid 2-tensor safetensors file.
+body='scaleout-checkpoint 1
+model m
+model_hash 0123456789abcdef
+config_hash 0000000000000001
+step 5
+epoch 0
+epoch_step 5
+world 2
+nparams 2
+nbufs 1
+optimizer sgd
+nslots 0
+optim_steps 5
+rep_bytes 8
+rank_bytes 36
+shards 2
+shard 0 0 4 0 1 40 00000000
+shard 1 4 4 1 1 40 00000000
+config model=m
+'
+crc=$(printf '%s' "$body" | /usr/bin/python3 -c '
+import sys
+c = 0xffffffff
+for x in sys.stdin.buffer.read():
+    c ^= x
+    for _ in range(8):
+        c = (c >> 1) ^ (0x82F63B78 & -(c & 1))
+print("%08x" % (c ^ 0xffffffff))')
+printf '%send %s\n' "$body" "$crc" >"$work/corpus/manifest/valid"
+hdr='{"a.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a.n":{"dtype":"I64","shape":[],"data_offsets":[8,16]}}'
+{ /usr/bin/python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<Q', ${#hdr}))"; printf '%s' "$hdr"
+  head -c 16 /dev/zero; } >"$work/corpus/safetensors/valid"
+
 status=0
-for target in idx cifar prof_json; do
+for target in idx cifar prof_json manifest safetensors; do
   echo "== fuzz_$target for ${secs}s"
   mkdir -p "$work/artifacts/$target"
   if ! (cd "$work" && "$build/fuzz/fuzz_$target" -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 \

@@ -262,5 +262,19 @@ int so_comm_gather_bytes(so_comm *c, const void *buf, size_t n, int root, void *
 /* The MPI library's own version string (MPI_Get_library_version; callable
  * before MPI is initialised), one line, into buf. Returns 0 or SO_EINVAL. */
 int so_comm_library_version(char *buf, size_t len);
+/* ---- byte-level point-to-point (src/comm/p2p.c) ---------------------------------
+ * For CLI features such as checkpoint partner copies. A channel owns a
+ * duplicated communicator (create is collective over all ranks). An exchange
+ * sends sn bytes to dst and receives rn bytes from src without blocking; test
+ * it between steps (wait = 1 blocks, watched by the stall warning/timeout);
+ * the buffers belong to MPI until *done = 1, which also frees the exchange.
+ * Call only from the training thread while the async engine is idle. */
+typedef struct so_comm_p2p so_comm_p2p;
+typedef struct so_comm_xfer so_comm_xfer;
+int so_comm_p2p_create(so_comm *c, so_comm_p2p **out);
+void so_comm_p2p_destroy(so_comm_p2p *p); /* accepts NULL */
+int so_comm_exchange_start(so_comm_p2p *p, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn, int src,
+                           so_comm_xfer **out);
+int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done);
 
 #endif

@@ -342,7 +342,7 @@ int cmd_bench_accuracy(int argc, char **argv)
         return rc == CLI_HELP ? CLI_OK : rc;
     double init_start = so_now();
     dist_handle *dh = NULL;
-    dist_options dopt = {60, 300, a.allreduce};
+    dist_options dopt = {60, 300, a.allreduce, 0};
     if (dist_open(&dopt, &dh))
         return cli_error("bench accuracy", CLI_FAIL, "%s", so_errmsg());
     const so_dist *d = dist_get(dh);

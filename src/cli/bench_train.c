@@ -305,7 +305,7 @@ int cmd_bench_train(int argc, char **argv)
     if (rc)
         return rc == CLI_HELP ? CLI_OK : rc;
     dist_handle *dh = NULL;
-    dist_options dopt = {60, 300, a.allreduce};
+    dist_options dopt = {60, 300, a.allreduce, 0};
     if (dist_open(&dopt, &dh))
         return cli_error("bench train", CLI_FAIL, "%s", so_errmsg());
     const so_dist *d = dist_get(dh);

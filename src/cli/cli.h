@@ -33,6 +33,7 @@ int cmd_bench_coll(int argc, char **argv); /* bench allreduce|reduce-scatter|all
 int cmd_bench(int argc, char **argv);      /* bench: dispatches to train|scaling|...|the collectives */
 int cmd_tune(int argc, char **argv);
 int cmd_report(int argc, char **argv); /* HTML / text report of profile.json files */
+int cmd_ckpt(int argc, char **argv); /* ckpt list|verify|export DIR */
 
 /* Bytes with an optional K/M/G (binary) suffix; 0 or -1. */
 int cli_parse_bytes(const char *s, size_t *out);

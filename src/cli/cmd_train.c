@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "ckpt_glue.h"
 #include "dist.h"
 #include "job.h"
 #include "progress.h"
@@ -27,6 +28,7 @@ typedef struct {
     long steps, seed;
     float lr, momentum, weight_decay, warmup_epochs, step_epochs, gamma, first_bucket_mb;
     double bucket_mb;         /* < 0: auto */
+    ckpt_args ck;
 } train_args;
 
 static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
@@ -48,6 +50,7 @@ static int parse(train_args *a, int argc, char **argv)
                       .step_epochs = 30, .gamma = 0.1f, .bucket_mb_arg = "25", .first_bucket_mb = 1,
                       .allreduce = "mpi", .stall_warning = 60, .comm_timeout = 300,
                       .profile_detail = "layer", .timeline_steps = "0:30"};
+    ckpt_args_defaults(&a->ck);
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "model from the zoo", 0, -1, NULL},
         {"dataset", OPT_CHOICE, &a->dataset, "NAME", "data set", 0, -1, datasets},
@@ -87,6 +90,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"profile", OPT_STR, &a->profile, "DIR", "write DIR/timeline.json and DIR/profile.json (docs/PROFILING.md)", 0, -1, NULL},
         {"profile-detail", OPT_CHOICE, &a->profile_detail, "LEVEL", "timeline detail of forward/backward", 0, -1, prof_details},
         {"timeline-steps", OPT_STR, &a->timeline_steps, "A:B", "steps A..B-1 in full detail, others summarised (or all)", 0, -1, NULL},
+        CKPT_GLUE_OPTIONS(a),
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     int rc = cli_parse("train", SUMMARY, opts, argc, argv);
     if (rc)
@@ -328,7 +332,7 @@ int cmd_train(int argc, char **argv)
     if (!so_zoo_find(a.model))
         return cli_error("train", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a.model);
     dist_handle *dh = NULL;
-    dist_options dopt = {a.stall_warning, a.comm_timeout, a.allreduce};
+    dist_options dopt = {a.stall_warning, a.comm_timeout, a.allreduce, a.ck.ranks_per_node};
     if ((rc = dist_open(&dopt, &dh)))
         return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     const so_dist *d = dist_get(dh);
@@ -336,6 +340,7 @@ int cmd_train(int argc, char **argv)
     job j = {0};
     so_train_result r = {0};
     prof_glue *pg = NULL;
+    ckpt_glue *cg = NULL;
     rc = so_threads_set(a.threads, !a.no_pin);
     if (!rc)
         rc = build(&a, d, &j);
@@ -349,6 +354,9 @@ int cmd_train(int argc, char **argv)
         goto out;
     so_train_config tc;
     train_config(&a, &j, world, &tc);
+    /* Checkpointing first: the profiler chains the hooks it finds. */
+    if ((rc = ckpt_glue_open(&a.ck, dh, j.m, j.opt, a.model, a.optimizer, cfg, &tc, &cg)))
+        goto out;
     prof_options po = {a.profile, a.profile_detail, a.timeline_steps, a.allreduce};
     if ((rc = prof_glue_start(&po, dh, j.m, &tc, &pg)))
         goto out;
@@ -361,7 +369,7 @@ int cmd_train(int argc, char **argv)
     rc = so_train(j.m, j.opt, j.ltrain, j.ltest, &tc, d, progress_update, &ps, &r);
     if (rc)
         rc = dist_fail(dh, "train", exit_code(rc), so_errmsg());
-    else {
+    else if (!(rc = ckpt_glue_finish(cg))) {
         dist_comm_seconds(dh, &r.comm_total);
         rc = finish(&a, &j, &r, d);
         if (!rc)
@@ -369,6 +377,7 @@ int cmd_train(int argc, char **argv)
     }
 out:
     prof_glue_free(pg, j.m);
+    ckpt_glue_close(cg);
     so_train_result_free(&r);
     job_free(&j);
     dist_close(dh);

@@ -92,6 +92,8 @@ static int open_mpi(const dist_options *o, dist_handle *h)
         so_comm_abort(h->comm, CLI_USAGE, so_errmsg());
     if (o)
         so_comm_set_timeouts(h->comm, o->stall_warning, o->comm_timeout);
+    if (o && o->ranks_per_node > 0 && so_comm_set_ranks_per_node(h->comm, o->ranks_per_node))
+        so_comm_abort(h->comm, CLI_FAIL, so_errmsg());
     h->d = (so_dist){so_comm_rank(h->comm), so_comm_size(h->comm), h, grad_submit, grad_wait, sum, max, bcast, allsum,
                      cost};
     h->algo = algo;

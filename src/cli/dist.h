@@ -11,6 +11,7 @@ typedef struct {
     double stall_warning;   /* seconds before a stuck collective is reported (<= 0: off) */
     double comm_timeout;    /* seconds before a stuck collective aborts the job (<= 0: off) */
     const char *allreduce;  /* algorithm name for gradient buckets ("mpi", ...) */
+    int ranks_per_node;     /* > 0: emulate nodes of this many ranks (so_comm_set_ranks_per_node) */
 } dist_options;
 
 /* Starts MPI when the process was launched by an MPI launcher. */

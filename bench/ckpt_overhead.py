@@ -1,0 +1,143 @@
+#!/usr/bin/python3
+"""Checkpoint overhead benchmark (issue 7): extra wall time of training with
+checkpoints vs without, and the stall the training thread sees per checkpoint,
+for the naive scheme (rank 0 writes everything while the others wait) and the
+scaleout scheme (sharded, node-local + partner + background flush).
+
+For every (model, np) block the three modes run INTERLEAVED (none, naive,
+scaleout, none, naive, ...) `--repeats` times while holding
+/tmp/scaleout-bench.lock (the lock every helper's benchmark takes), so another
+benchmark never runs in between. Reported: median and min-max of the
+training wall time ("trained N steps in X s"), overhead vs the median of
+`none`, stall per checkpoint (the slowest rank's time inside step_end, from the
+checkpoint summary line), write/flush bandwidth (rank 0), and `dd` (1 MiB
+blocks, conv=fsync) to the same directories.
+
+    flock -n /tmp/scaleout-bench.lock true   # the lock is taken per block inside
+    /usr/bin/python3 bench/ckpt_overhead.py --bin build/scaleout --repeats 3 \\
+        --local /dev/shm/so-ckpt-bench --shared /tmp/so-ckpt-bench > bench-ckpt.md
+"""
+import argparse
+import fcntl
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MPIRUN = os.path.join(HERE, "..", "scripts", "mpirun.sh")
+
+# model -> per-rank batch, steps per epoch per rank, total steps, checkpoint interval.
+# Training goes on a few steps after the last checkpoint, so its background
+# work happens inside the measured training time, not after it.
+BLOCKS = {
+    "resnet20": dict(batch=32, spe=15, steps=50, every="1epoch"),
+    # ResNet-50: 224x224 synthetic images at batch 2 take ~1-2 s per step on this
+    # 2-core machine, so "every 100 steps" is scaled down to every 6 steps.
+    "resnet50": dict(batch=2, spe=6, steps=21, every="6"),
+}
+
+
+def run(cmd):
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if p.returncode != 0:
+        sys.exit("failed (%d): %s\n%s" % (p.returncode, " ".join(cmd), p.stdout[-2000:]))
+    return p.stdout, time.time() - t0
+
+
+def parse(out):
+    wall = float(re.search(r"trained \d+ steps in ([\d.]+) s", out).group(1))
+    m = re.search(r"checkpoints: (\d+) complete, (\d+) flushed, (\d+) failed; stall total ([\d.]+) s, "
+                  r"max ([\d.]+) s per checkpoint .*?; write ([\d.]+) MB/s, flush ([\d.]+) MB/s", out)
+    if not m:
+        return dict(wall=wall)
+    n = int(m.group(1))
+    return dict(wall=wall, count=n, flushed=int(m.group(2)), stall=float(m.group(4)) / max(n, 1),
+                stall_max=float(m.group(5)), write=float(m.group(6)), flush=float(m.group(7)))
+
+
+def dd(directory):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "dd.test")
+    out = subprocess.run(["dd", "if=/dev/zero", "of=" + path, "bs=1M", "count=256", "conv=fsync"],
+                         stderr=subprocess.PIPE, text=True).stderr
+    os.remove(path)
+    m = re.search(r"([\d.]+) s, ([\d.]+) ([MG])B/s", out)
+    return float(m.group(2)) * (1000 if m.group(3) == "G" else 1)
+
+
+def block(a, model, np):
+    cfg = BLOCKS[model]
+    base = [MPIRUN, "-np", str(np), a.bin, "train", "--model", model, "--dataset", "synthetic",
+            "--synthetic-samples", str(cfg["batch"] * cfg["spe"] * np), "--batch-size", str(cfg["batch"]),
+            "--steps", str(cfg["steps"]), "--eval-every", "-1", "--progress", "none", "--warmup-steps", "0"]
+    local, shared = os.path.join(a.local, model), os.path.join(a.shared, model)
+    modes = {
+        "none": [],
+        "naive": ["--ckpt-every", cfg["every"], "--ckpt-mode", "naive", "--ckpt-dir", shared, "--ckpt-keep", "2"],
+        "scaleout": ["--ckpt-every", cfg["every"], "--ckpt-local", local, "--ckpt-dir", shared,
+                     "--ckpt-flush-every", "2", "--ckpt-keep", "2", "--ranks-per-node", str(max(1, np // 2))],
+    }
+    res = {m: [] for m in modes}
+    for r in range(a.repeats):
+        for m, extra in modes.items():
+            shutil.rmtree(local, ignore_errors=True)
+            shutil.rmtree(shared, ignore_errors=True)
+            out, _ = run(base + extra)
+            res[m].append(parse(out))
+            print("  %s np=%d %s rep %d: %s" % (model, np, m, r + 1, res[m][-1]), file=sys.stderr, flush=True)
+    shutil.rmtree(local, ignore_errors=True)
+    shutil.rmtree(shared, ignore_errors=True)
+    return res
+
+
+def fmt(v, f="%.2f"):
+    return (f + " (" + f + "–" + f + ")") % (statistics.median(v), min(v), max(v))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(HERE, "..", "build", "scaleout"))
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--models", default="resnet20,resnet50")
+    ap.add_argument("--np", default="2,4")
+    ap.add_argument("--local", default="/dev/shm/so-ckpt-bench")
+    ap.add_argument("--shared", default="/tmp/so-ckpt-bench")
+    a = ap.parse_args()
+    lock = open("/tmp/scaleout-bench.lock", "a")
+    print("| model | np | mode | wall s, median (min–max) | overhead vs none | checkpoints | "
+          "stall per checkpoint ms, median (min–max) | write MB/s | flush MB/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for model in a.models.split(","):
+        for np in map(int, a.np.split(",")):
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                res = block(a, model, np)
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+            base = statistics.median(x["wall"] for x in res["none"])
+            for m, runs in res.items():
+                walls = [x["wall"] for x in runs]
+                over = "—" if m == "none" else "%+.1f%%" % (100 * (statistics.median(walls) / base - 1))
+                if m == "none":
+                    print("| %s | %d | %s | %s | %s | | | | |" % (model, np, m, fmt(walls), over))
+                    continue
+                stalls = [1e3 * x["stall"] for x in runs]
+                print("| %s | %d | %s | %s | %s | %d | %s | %.0f | %s |" % (
+                    model, np, m, fmt(walls), over, runs[0]["count"], fmt(stalls, "%.1f"),
+                    statistics.median(x["write"] for x in runs),
+                    "%.0f" % statistics.median(x["flush"] for x in runs) if m == "scaleout" else "—"), flush=True)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        print("\n`dd if=/dev/zero bs=1M count=256 conv=fsync`: %s %.0f MB/s, %s %.0f MB/s" % (
+            a.local, dd(a.local), a.shared, dd(a.shared)))
+    finally:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+if __name__ == "__main__":
+    main()

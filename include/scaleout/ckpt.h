@@ -1,0 +1,205 @@
+/* Multi-level checkpoint/restart (in the manner of LLNL SCR), without MPI:
+ * the caller hands in a small transport of function pointers (src/cli/
+ * ckpt_glue.c fills it from the comm module). The whole training state is
+ * flattened into one byte vector and SHARDED: rank r writes 1/N of it to
+ * node-local storage, a partner rank on another node keeps a copy, and every
+ * M checkpoints the shards are flushed to a shared directory in the
+ * background. A checkpoint exists only once its checksummed MANIFEST is
+ * written, last. Formats: docs/FORMATS.md; design: docs/CHECKPOINT.md. */
+#ifndef SCALEOUT_CKPT_H
+#define SCALEOUT_CKPT_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "scaleout/model.h"
+#include "scaleout/optim.h"
+#include "scaleout/train.h"
+
+#define SO_CKPT_VERSION 1
+
+/* ---- CRC32C (Castagnoli, iSCSI / RFC 3720) ----------------------------------
+ * crc = so_crc32c(0, buf, n) for a whole buffer; chained calls continue it:
+ * so_crc32c(so_crc32c(0, a, na), b, nb) == CRC of a followed by b. Uses the
+ * SSE4.2 crc32 instruction when the CPU has it, a table otherwise. */
+uint32_t so_crc32c(uint32_t crc, const void *buf, size_t n);
+/* The portable table version (tests compare the two). */
+uint32_t so_crc32c_sw(uint32_t crc, const void *buf, size_t n);
+
+/* ---- manifest ----------------------------------------------------------------
+ * One shard file = a slice [rep_off, rep_off + rep_len) of the replicated
+ * state (parameters, optimizer slots) followed by the per-rank sections of
+ * ranks [rank_first, rank_first + rank_count) (model RNG, batchnorm running
+ * statistics), rank_bytes each. The scaleout mode writes N shards of one rank
+ * each; the naive mode one shard holding everything. */
+typedef struct {
+    uint64_t rep_off, rep_len;
+    int rank_first, rank_count;
+    uint64_t bytes;        /* file size = rep_len + rank_count * rank_bytes */
+    uint32_t crc;          /* CRC32C of the whole file */
+} so_ckpt_shard;
+
+typedef struct {
+    int version;           /* SO_CKPT_VERSION */
+    char model[64];
+    uint64_t model_hash;   /* so_ckpt_model_hash: names, shapes and sizes of every tensor */
+    uint64_t config_hash;  /* FNV-1a of the configuration text */
+    long step;             /* optimizer steps done */
+    int epoch;             /* epoch of the next step */
+    long epoch_step;       /* steps of that epoch already done */
+    int world;             /* ranks that wrote it */
+    uint64_t nparams, nbufs;
+    char optimizer[16];
+    int nslots;            /* optimizer slots of nparams floats each */
+    long optim_steps;
+    uint64_t rep_bytes;    /* (1 + nslots) * nparams * 4 */
+    uint64_t rank_bytes;   /* 32 (RNG) + nbufs * 4 */
+    int nshards;
+    so_ckpt_shard *shards; /* owned */
+    char *config;          /* configuration text (owned; may be NULL) */
+} so_ckpt_manifest;
+
+/* Parses manifest text (docs/FORMATS.md). SO_EFORMAT with a message naming
+ * `what` and the problem for anything malformed: bad magic or version line,
+ * unknown or missing keys, a shard table that does not tile the state, a wrong
+ * trailing checksum. Never reads past len. Caller frees with _free. */
+int so_ckpt_manifest_parse(const char *text, size_t len, const char *what, so_ckpt_manifest *m);
+/* Formats m as manifest text (NUL-terminated, malloc'ed into *out). */
+int so_ckpt_manifest_format(const so_ckpt_manifest *m, char **out, size_t *len);
+void so_ckpt_manifest_free(so_ckpt_manifest *m); /* accepts zeroed */
+
+/* FNV-1a 64 of the model's tensor names, shapes and buffer sizes. */
+uint64_t so_ckpt_model_hash(const so_model *m);
+uint64_t so_ckpt_hash_text(const char *s);
+
+/* ---- transport ------------------------------------------------------------- */
+typedef enum { SO_CKPT_SUM, SO_CKPT_MIN, SO_CKPT_MAX } so_ckpt_op;
+
+/* How the library reaches the other ranks. All calls are made from the
+ * training thread, inside step_end or restore, when the gradient engine is
+ * idle. A NULL transport means one process. */
+typedef struct so_ckpt_transport {
+    void *ctx;
+    int rank, world;
+    int node_id, num_nodes, node_rank, node_size; /* (emulated) node topology */
+    /* Broadcast n bytes from root, in place. */
+    int (*bcast)(void *ctx, void *buf, size_t n, int root);
+    /* In-place element-wise reduction of n int64 values over all ranks. */
+    int (*allreduce_i64)(void *ctx, int64_t *v, int n, so_ckpt_op op);
+    /* Starts sending sn bytes to dst while receiving rn bytes from src;
+     * *req identifies the pair. Non-blocking: progress happens while other
+     * MPI calls run (the gradient engine's). */
+    int (*exchange_start)(void *ctx, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn, int src,
+                          void **req);
+    /* *done = 1 once both halves finished (req is then released); wait = 1
+     * blocks until then. */
+    int (*exchange_test)(void *ctx, void *req, int wait, int *done);
+} so_ckpt_transport;
+
+/* ---- a checkpointing session ----------------------------------------------- */
+typedef struct {
+    const char *local_dir;   /* node-local level (NULL: none); shards in <local_dir>/node<id>/ */
+    const char *shared_dir;  /* shared level (NULL: none) */
+    long every_steps;        /* checkpoint every N optimizer steps (0: off) */
+    int every_epochs;        /* ... or every N epochs (0: off) */
+    double mtbf_hours;       /* > 0: choose the interval by Daly's formula */
+    int keep;                /* complete checkpoints kept per level (>= 1) */
+    int flush_every;         /* with both levels: every M-th checkpoint goes to shared_dir */
+    int naive;               /* rank 0 writes everything synchronously; others wait */
+    const char *model_name;
+    const char *optimizer;   /* its name, recorded in the manifest and checked on restore */
+    const char *config_text;
+} so_ckpt_config;
+
+typedef struct {
+    long count;              /* checkpoints completed (at the first level) */
+    long flushes;            /* flushes completed at the shared level */
+    long failures;
+    double stall_total, stall_max; /* seconds the training thread spent in step_end for checkpoints */
+    double stall_last;
+    double write_seconds;    /* background seconds writing shards (this rank) */
+    double write_bytes;
+    double flush_seconds, flush_bytes;
+    double last_complete_seconds; /* snapshot -> manifest of the last checkpoint */
+    long interval;           /* current interval in steps (auto mode) */
+} so_ckpt_stats;
+
+typedef struct so_ckpt so_ckpt;
+
+/* Starts a session (the writer and flush threads). m and opt are borrowed and
+ * must outlive it. SO_EINVAL for a bad configuration, SO_EIO if a directory
+ * cannot be created. */
+int so_ckpt_create(const so_ckpt_config *c, const so_ckpt_transport *t, so_model *m, so_optim *opt,
+                   so_ckpt **out);
+/* Joins the threads after finishing (so_ckpt_finish) or abandoning pending work. Accepts NULL. */
+void so_ckpt_destroy(so_ckpt *ck);
+
+/* The body of so_train_hooks.step_end: advances pending checkpoints and
+ * starts one when due. Returns 0, or a negative code when a checkpoint failed
+ * (message in so_errmsg()); the caller decides whether training goes on
+ * (so_ckpt_failed tells a checkpoint error from a communication error). */
+int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s);
+int so_ckpt_last_error_is_ckpt(const so_ckpt *ck);
+/* Collective: completes the checkpoint and flush in flight (blocking). */
+int so_ckpt_finish(so_ckpt *ck);
+void so_ckpt_get_stats(const so_ckpt *ck, so_ckpt_stats *st);
+
+/* Collective. `where` is "auto" (newest complete checkpoint: local, partner,
+ * then shared level) or a path (a checkpoint directory holding a MANIFEST, or
+ * a level directory to search). Verifies every checksum it uses, falls back to
+ * a partner copy or an older checkpoint on damage (warning naming the file),
+ * and restores parameters, running statistics, optimizer state and RNG.
+ * *step = the step to continue from; *found = 0 if there was nothing to
+ * restore (auto only). SO_EFORMAT/SO_EINVAL when a checkpoint belongs to
+ * another model or version, or none of the existing ones is intact. */
+int so_ckpt_restore(so_ckpt *ck, const char *where, long *step, int *found);
+
+/* Collective listing/verification helpers for `scaleout ckpt`: every
+ * checkpoint directory under root (levels and nodes), its manifest, and
+ * whether its shards (or partner copies) verify. cb gets one call each. */
+typedef void (*so_ckpt_list_fn)(void *arg, const char *dir, const so_ckpt_manifest *m, int verified,
+                                const char *problem);
+int so_ckpt_scan(const char *root, int verify, so_ckpt_list_fn cb, void *arg);
+
+/* Loads the checkpoint in `dir` (a directory with a MANIFEST) into memory on
+ * one process: params (nparams floats) and bufs (nbufs floats of rank 0). */
+int so_ckpt_load_dir(const char *dir, so_ckpt_manifest *m, float **params, float **bufs);
+
+/* ---- interval ---------------------------------------------------------------
+ * Daly's higher-order optimum (Daly 2006) for checkpoint cost delta and mean
+ * time between failures M (seconds):
+ *   tau = sqrt(2 delta M) [1 + sqrt(delta/(2M))/3 + (delta/(2M))/9] - delta   if delta < 2M
+ *   tau = M                                                                otherwise
+ * Young's first order is sqrt(2 delta M). Returns seconds of computation
+ * between checkpoints. */
+double so_ckpt_daly(double delta, double mtbf);
+double so_ckpt_young(double delta, double mtbf);
+
+/* ---- safetensors ------------------------------------------------------------
+ * The format of huggingface/safetensors: an 8-byte little-endian header
+ * length N, N bytes of JSON {"name": {"dtype": "F32", "shape": [..],
+ * "data_offsets": [begin, end]}, ..., "__metadata__": {"k": "v"}}, then the
+ * raw little-endian tensor bytes (offsets relative to the end of the header).
+ * Names and layouts are PyTorch's state_dict: "conv1.weight" (OIHW),
+ * "bn1.running_mean", "fc.weight" (out, in); batchnorm's num_batches_tracked is
+ * written as an I64 scalar (PyTorch expects it) and ignored on load. */
+typedef struct {
+    char name[128];
+    char dtype[8];        /* "F32", "I64", ... */
+    int ndim;
+    int64_t shape[8];
+    uint64_t begin, end;  /* byte offsets in the data section */
+} so_st_tensor;
+
+/* Parses a whole file image. SO_EFORMAT naming `what` for anything malformed
+ * (length past the end, bad JSON, unknown dtype, offsets outside the data or
+ * not matching dtype x shape). *t is malloc'ed; *data points into buf. */
+int so_ckpt_safetensors_parse(const uint8_t *buf, size_t len, const char *what, so_st_tensor **t, int *n,
+                              const uint8_t **data, size_t *data_len);
+/* Writes the model's tensors from params / bufs (flat buffers of m's layout). */
+int so_ckpt_safetensors_save(const char *path, const so_model *m, const float *params, const float *bufs,
+                             int64_t batches_tracked);
+/* Loads parameters and running statistics by name; every model tensor must be
+ * present with dtype F32 and its exact shape; unknown names are errors. */
+int so_ckpt_safetensors_load(const char *path, so_model *m);
+
+#endif

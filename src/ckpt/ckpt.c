@@ -1,0 +1,663 @@
+/* The write path of a checkpointing session (ckpt.h). At a due step the
+ * training thread only copies its 1/N shard of the state into a staging
+ * buffer, posts the non-blocking partner exchange and queues the write; the
+ * writer thread writes and fsyncs. Later step_end calls poll: when every rank
+ * reports its shard (and the partner copy it holds) durable, the CRCs are
+ * summed over ranks and the node leaders write the MANIFEST, last. Every M-th
+ * checkpoint is then copied to the shared level by the flush thread, and
+ * rank 0 writes the shared MANIFEST once all copies are there. All
+ * decisions come from allreduced values, so every rank takes the same branch
+ * at the same step. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "scaleout/err.h"
+#include "scaleout/log.h"
+#include "scaleout/mem.h"
+#include "scaleout/timer.h"
+#include "session.h"
+
+/* ---- the one-process transport --------------------------------------------- */
+
+static int one_bcast(void *ctx, void *buf, size_t n, int root)
+{
+    (void)ctx, (void)buf, (void)n, (void)root;
+    return 0;
+}
+
+static int one_allreduce(void *ctx, int64_t *v, int n, so_ckpt_op op)
+{
+    (void)ctx, (void)v, (void)n, (void)op;
+    return 0;
+}
+
+static const so_ckpt_transport one = {NULL, 0, 1, 0, 1, 0, 1, one_bcast, one_allreduce, NULL, NULL};
+
+/* ---- set-up ----------------------------------------------------------------- */
+
+static int check_config(const so_ckpt_config *c)
+{
+    int writes = c->every_steps > 0 || c->every_epochs > 0 || c->mtbf_hours > 0;
+    if (writes && !c->local_dir && !c->shared_dir)
+        return so_err(SO_EINVAL, "checkpoints need --ckpt-dir or --ckpt-local");
+    if (c->keep < 1)
+        return so_err(SO_EINVAL, "--ckpt-keep: %d must be >= 1", c->keep);
+    if (c->flush_every < 1)
+        return so_err(SO_EINVAL, "--ckpt-flush-every: %d must be >= 1", c->flush_every);
+    return 0;
+}
+
+int so_ckpt_create(const so_ckpt_config *c, const so_ckpt_transport *t, so_model *m, so_optim *opt, so_ckpt **out)
+{
+    *out = NULL;
+    int rc = check_config(c);
+    if (rc)
+        return rc;
+    so_ckpt *ck = calloc(1, sizeof *ck);
+    if (!ck)
+        return so_err(SO_ENOMEM, "out of memory");
+    ck->c = *c;
+    ck->t = t ? *t : one;
+    ck->m = m;
+    ck->opt = opt;
+    ck->model_hash = so_ckpt_model_hash(m);
+    ck->config_hash = so_ckpt_hash_text(c->config_text);
+    ck->rep_bytes = ck_rep_bytes(m, opt);
+    ck->rank_bytes = ck_rank_bytes(m);
+    ck->delay_ms = ck_test_delay_ms();
+    ck->next_auto = c->mtbf_hours > 0 ? 10 : LONG_MAX;
+    ck->last_step_time = -1;
+    ck_fmt(ck->optim_name, sizeof ck->optim_name, "%s", c->optimizer ? c->optimizer : "optim");
+    if (c->local_dir)
+        ck_fmt(ck->node_dir, sizeof ck->node_dir, "%s/node%d", c->local_dir, ck->t.node_id);
+    if (!(rc = ck_worker_start(&ck->writer)))
+        rc = ck_worker_start(&ck->flusher);
+    if (rc) {
+        so_ckpt_destroy(ck);
+        return rc;
+    }
+    *out = ck;
+    return 0;
+}
+
+void so_ckpt_destroy(so_ckpt *ck)
+{
+    if (!ck)
+        return;
+    ck_worker_stop(&ck->writer);
+    ck_worker_stop(&ck->flusher);
+    so_free(ck->stage);
+    so_free(ck->pbuf);
+    free(ck->man_copy);
+    free(ck->fman_copy);
+    free(ck->manifest_text);
+    free(ck->flush_text);
+    free(ck);
+}
+
+void so_ckpt_get_stats(const so_ckpt *ck, so_ckpt_stats *st) { *st = ck->st; }
+int so_ckpt_last_error_is_ckpt(const so_ckpt *ck) { return ck->err_is_ckpt; }
+
+/* ---- helpers ----------------------------------------------------------------- */
+
+/* The directory of level 1 (node-local if configured, else shared). */
+static const char *level1(const so_ckpt *ck) { return ck->c.local_dir ? ck->node_dir : ck->c.shared_dir; }
+
+static void ckpt_dir(char *out, size_t cap, const char *base, long step)
+{
+    ck_fmt(out, cap, "%s/ckpt-%010ld", base, step);
+}
+
+static int grow(uint8_t **buf, size_t *cap, size_t n)
+{
+    if (*cap >= n)
+        return 0;
+    so_free(*buf);
+    *buf = so_alloc(n ? n : 1);
+    *cap = *buf ? n : 0;
+    return *buf ? 0 : so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", n);
+}
+
+static int ckpt_fail(so_ckpt *ck, int code, const char *msg)
+{
+    ck->err_is_ckpt = 1;
+    ck->st.failures++;
+    return so_err(code, "%s", msg);
+}
+
+/* Agreement: v[0] "done" and v[1] "failed" over all ranks (MIN of done, MAX of failed). */
+static int agree(so_ckpt *ck, int done, int failed, int *all_done, int *any_failed)
+{
+    int64_t v[2] = {done ? 1 : 0, failed ? -1 : 0};
+    int rc = ck->t.allreduce_i64(ck->t.ctx, v, 2, SO_CKPT_MIN);
+    if (rc) {
+        ck->err_is_ckpt = 0;
+        return rc;
+    }
+    *all_done = v[0] == 1;
+    *any_failed = v[1] < 0;
+    return 0;
+}
+
+/* Writes the manifest text into dir as MANIFEST (atomic). */
+static int write_manifest(const so_ckpt *ck, const char *dir, const char *text, size_t len, char *err, size_t cap)
+{
+    uint32_t crc;
+    return ck_write_atomic(dir, "MANIFEST", text, len, 0, &crc, err, cap) ? (void)ck, SO_EIO : 0;
+}
+
+/* ---- starting a checkpoint ---------------------------------------------------- */
+
+static void fill_manifest(so_ckpt *ck, so_ckpt_manifest *m, const so_train_state *s, int nshards)
+{
+    memset(m, 0, sizeof *m);
+    m->version = SO_CKPT_VERSION;
+    ck_fmt(m->model, sizeof m->model, "%s", ck->c.model_name ? ck->c.model_name : "model");
+    m->model_hash = ck->model_hash;
+    m->config_hash = ck->config_hash;
+    m->step = s->step;
+    m->epoch = s->epoch;
+    m->epoch_step = s->epoch_step;
+    m->world = ck->t.world;
+    m->nparams = ck->m->nparams;
+    m->nbufs = ck->m->nbufs;
+    ck_fmt(m->optimizer, sizeof m->optimizer, "%s", ck->optim_name);
+    m->nslots = so_optim_nslots(ck->opt);
+    m->optim_steps = so_optim_steps(ck->opt);
+    m->rep_bytes = ck->rep_bytes;
+    m->rank_bytes = ck->rank_bytes;
+    m->nshards = nshards;
+    m->config = (char *)ck->c.config_text;
+}
+
+static void queue_write(so_ckpt *ck, ck_task *t, const char *dir, const char *name, const void *buf, size_t len)
+{
+    memset(t, 0, sizeof *t);
+    t->kind = CK_TASK_WRITE;
+    ck_fmt(t->dir, sizeof t->dir, "%s", dir);
+    ck_fmt(t->name, sizeof t->name, "%s", name);
+    t->buf = buf;
+    t->len = len;
+    t->delay_ms = ck->delay_ms;
+    ck_worker_submit(&ck->writer, t);
+}
+
+/* Partner of rank r: one node further on (or the next rank on one node). */
+static void partners(const so_ckpt *ck, int *dst, int *src)
+{
+    int w = ck->t.world, shift = ck->t.num_nodes > 1 ? ck->t.node_size : 1;
+    shift %= w;
+    if (shift == 0)
+        shift = 1;
+    *dst = (ck->t.rank + shift) % w;
+    *src = (ck->t.rank - shift + w) % w;
+}
+
+/* Snapshot of this rank's shard, partner exchange posted, write queued. */
+static int start_scaleout(so_ckpt *ck, const so_train_state *s)
+{
+    int w = ck->t.world, r = ck->t.rank;
+    uint64_t off, len;
+    ck_block(ck->rep_bytes, w, r, &off, &len);
+    size_t bytes = (size_t)(len + ck->rank_bytes);
+    int rc = grow(&ck->stage, &ck->stage_cap, bytes);
+    if (rc)
+        return rc;
+    ck_rep_get(ck->m, ck->opt, ck->stage, off, len);
+    ck_rank_get(ck->m, ck->stage + len);
+    fill_manifest(ck, &ck->pm, s, w);
+    ckpt_dir(ck->pdir, sizeof ck->pdir, level1(ck), s->step);
+    char name[64];
+    ck_fmt(name, sizeof name, "shard-%d.bin", r);
+    if (ck_mkdirs(ck->pdir)) { /* fails at the next agreement, on every rank together */
+        memset(&ck->t_own, 0, sizeof ck->t_own);
+        ck->t_own.rc = SO_EIO;
+        ck->t_own.state = CK_DONE;
+        ck_fmt(ck->t_own.err, sizeof ck->t_own.err, "%s", so_errmsg());
+    } else {
+        queue_write(ck, &ck->t_own, ck->pdir, name, ck->stage, bytes);
+    }
+    ck->partner = ck->c.local_dir && w > 1 && ck->t.exchange_start;
+    if (ck->partner) {
+        int dst, src;
+        partners(ck, &dst, &src);
+        ck_block(ck->rep_bytes, w, src, &off, &len);
+        ck->partner_src = src;
+        ck->partner_len = (size_t)(len + ck->rank_bytes);
+        if ((rc = grow(&ck->pbuf, &ck->pbuf_cap, ck->partner_len)))
+            return rc;
+        rc = ck->t.exchange_start(ck->t.ctx, ck->stage, bytes, dst, ck->pbuf, ck->partner_len, src, &ck->xreq);
+        if (rc)
+            return rc;
+        ck->t_partner.state = CK_IDLE;
+    }
+    ck->pending = 1;
+    ck->p_t0 = so_now();
+    return 0;
+}
+
+/* ---- completing a checkpoint ---------------------------------------------------- */
+
+/* Sums every rank's (crc, bytes) into the manifest's shard table and formats it. */
+static int build_manifest(so_ckpt *ck)
+{
+    int w = ck->t.world;
+    int64_t *v = calloc((size_t)w * 2, sizeof *v);
+    so_ckpt_shard *sh = calloc((size_t)w, sizeof *sh);
+    int rc = v && sh ? 0 : so_err(SO_ENOMEM, "out of memory");
+    if (!rc) {
+        v[2 * ck->t.rank] = ck->t_own.crc;
+        v[2 * ck->t.rank + 1] = (int64_t)ck->t_own.bytes;
+        rc = ck->t.allreduce_i64(ck->t.ctx, v, 2 * w, SO_CKPT_SUM);
+    }
+    for (int k = 0; !rc && k < w; k++) {
+        ck_block(ck->rep_bytes, w, k, &sh[k].rep_off, &sh[k].rep_len);
+        sh[k].rank_first = k;
+        sh[k].rank_count = 1;
+        sh[k].bytes = (uint64_t)v[2 * k + 1];
+        sh[k].crc = (uint32_t)v[2 * k];
+    }
+    free(v);
+    ck->pm.shards = sh;
+    free(ck->manifest_text);
+    ck->manifest_text = NULL;
+    if (!rc)
+        rc = so_ckpt_manifest_format(&ck->pm, &ck->manifest_text, &ck->manifest_len);
+    free(sh);
+    ck->pm.shards = NULL;
+    return rc;
+}
+
+static int start_flush(so_ckpt *ck);
+
+/* Queues "write dir/MANIFEST from a private copy of text, then prune base" on w. */
+static int queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, const char *dir, const char *text,
+                          size_t len, const char *base, long protect)
+{
+    ck_task_done(w, t, 1); /* the previous one (long done) still owns *copy */
+    free(*copy);
+    if (!(*copy = malloc(len + 1)))
+        return so_err(SO_ENOMEM, "out of memory");
+    memcpy(*copy, text, len + 1);
+    memset(t, 0, sizeof *t);
+    t->kind = CK_TASK_MANIFEST;
+    ck_fmt(t->dir, sizeof t->dir, "%s", dir);
+    ck_fmt(t->name, sizeof t->name, "MANIFEST");
+    ck_fmt(t->src, sizeof t->src, "%s", base);
+    t->buf = *copy;
+    t->len = len;
+    t->keep = ck->c.keep;
+    t->protect = protect;
+    ck_worker_submit(w, t);
+    return 0;
+}
+
+/* A manifest the background thread could not write: the checkpoint does not
+ * exist at that level (restore falls back); reported once, on this rank. */
+static void check_manifests(so_ckpt *ck)
+{
+    ck_task *t[2] = {&ck->t_man, &ck->t_fman};
+    ck_worker *w[2] = {&ck->writer, &ck->flusher};
+    for (int i = 0; i < 2; i++)
+        if (t[i]->kind == CK_TASK_MANIFEST && !t[i]->reported && ck_task_done(w[i], t[i], 0) && t[i]->rc) {
+            t[i]->reported = 1;
+            ck->st.failures++;
+            so_log(SO_LOG_WARN, "checkpoint manifest not written, that checkpoint does not exist there: %s",
+                   t[i]->err);
+        }
+}
+
+/* Every rank's shard is durable: the manifest (written last, by the node
+ * leaders on the writer thread), prune, maybe start a flush. */
+static int complete(so_ckpt *ck)
+{
+    int rc = build_manifest(ck);
+    int leader = ck->c.local_dir ? ck->t.node_rank == 0 : ck->t.rank == 0;
+    if (!rc && leader)
+        rc = queue_manifest(ck, &ck->writer, &ck->t_man, &ck->man_copy, ck->pdir, ck->manifest_text,
+                            ck->manifest_len, level1(ck), ck->flushing ? ck->f_step : -1);
+    if (rc)
+        return rc;
+    ck->st.count++;
+    ck->st.last_complete_seconds = so_now() - ck->p_t0;
+    ck->st.write_seconds += ck->t_own.seconds + (ck->partner ? ck->t_partner.seconds : 0);
+    ck->st.write_bytes += (double)ck->t_own.bytes + (ck->partner ? (double)ck->t_partner.bytes : 0);
+    if (ck->c.local_dir && ck->c.shared_dir && ck->st.count % ck->c.flush_every == 0) {
+        if (!ck->flushing)
+            return start_flush(ck);
+        if (ck->t.rank == 0)
+            so_log(SO_LOG_WARN, "checkpoint %ld is not flushed: the previous flush is still running", ck->pm.step);
+    }
+    return 0;
+}
+
+/* Local progress of the checkpoint in flight: tests the partner exchange and
+ * queues the partner write once it arrived. *done / *bad feed the agreement. */
+static int ckpt_flags(so_ckpt *ck, int block, int *done, int *bad)
+{
+    if (ck->xreq) {
+        int got = 0, rc = ck->t.exchange_test(ck->t.ctx, ck->xreq, block, &got);
+        if (rc)
+            return rc;
+        if (got) {
+            ck->xreq = NULL;
+            char name[64];
+            ck_fmt(name, sizeof name, "partner-%d.bin", ck->partner_src);
+            queue_write(ck, &ck->t_partner, ck->pdir, name, ck->pbuf, ck->partner_len);
+        }
+    }
+    int own = ck_task_done(&ck->writer, &ck->t_own, block);
+    int part = !ck->partner || (!ck->xreq && ck_task_done(&ck->writer, &ck->t_partner, block));
+    *done = own && part;
+    *bad = (own && ck->t_own.rc) || (ck->partner && part && ck->t_partner.rc);
+    return 0;
+}
+
+/* All ranks agreed the checkpoint finished (all_done) or failed somewhere. */
+static int ckpt_settle(so_ckpt *ck, int all_done, int failed)
+{
+    ck->pending = 0;
+    if (!failed)
+        return all_done ? complete(ck) : 0;
+    int done = 0;
+    if (ck->xreq && !ck->t.exchange_test(ck->t.ctx, ck->xreq, 1, &done)) /* pbuf must be free */
+        ck->xreq = NULL;
+    ck_task_done(&ck->writer, &ck->t_own, 1);
+    if (ck->partner && !ck->xreq)
+        ck_task_done(&ck->writer, &ck->t_partner, 1);
+    const char *why = ck->t_own.rc ? ck->t_own.err : ck->partner && ck->t_partner.rc ? ck->t_partner.err : NULL;
+    char msg[700];
+    ck_fmt(msg, sizeof msg, "checkpoint at step %ld failed: %s", ck->pm.step,
+           why ? why : "a shard could not be written on another rank");
+    return ckpt_fail(ck, SO_EIO, msg);
+}
+
+static void nap(void)
+{
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* Finishes the checkpoint in flight (blocking). */
+static int advance(so_ckpt *ck)
+{
+    for (;;) {
+        int done, bad, all_done, failed;
+        int rc = ckpt_flags(ck, 1, &done, &bad);
+        if (!rc)
+            rc = agree(ck, done, bad, &all_done, &failed);
+        if (rc || all_done || failed)
+            return rc ? rc : ckpt_settle(ck, all_done, failed);
+        nap();
+    }
+}
+
+/* ---- level 3: flush to the shared directory -------------------------------------- */
+
+static int start_flush(so_ckpt *ck)
+{
+    char dir[4096];
+    ckpt_dir(dir, sizeof dir, ck->c.shared_dir, ck->pm.step);
+    int rc = ck_mkdirs(dir);
+    ck_task *t = &ck->t_flush;
+    memset(t, 0, sizeof *t);
+    t->kind = CK_TASK_COPY;
+    ck_fmt(t->dir, sizeof t->dir, "%s", dir);
+    ck_fmt(t->name, sizeof t->name, "shard-%d.bin", ck->t.rank);
+    ck_fmt(t->src, sizeof t->src, "%s/%s", ck->pdir, t->name);
+    t->delay_ms = ck->delay_ms;
+    free(ck->flush_text);
+    ck->flush_text = ck->manifest_text;
+    ck->flush_len = ck->manifest_len;
+    ck->manifest_text = NULL;
+    ck->f_step = ck->pm.step;
+    ck->f_crc = ck->t_own.crc;
+    ck->flushing = 1;
+    if (rc) { /* reported at the next poll like any flush failure */
+        t->rc = rc;
+        ck_fmt(t->err, sizeof t->err, "%s", so_errmsg());
+        t->state = CK_DONE;
+        return 0;
+    }
+    ck_worker_submit(&ck->flusher, t);
+    return 0;
+}
+
+static void flush_flags(so_ckpt *ck, int block, int *done, int *bad)
+{
+    ck_task *t = &ck->t_flush;
+    *done = ck_task_done(&ck->flusher, t, block);
+    *bad = *done && (t->rc || t->crc != ck->f_crc);
+    if (*done && !t->rc && t->crc != ck->f_crc)
+        ck_fmt(t->err, sizeof t->err, "%s/%s: copy does not match the checksum in the manifest", t->dir, t->name);
+}
+
+/* All ranks agreed: every copy is at the shared level (rank 0 queues the
+ * shared MANIFEST on the flush thread), or a copy failed somewhere. */
+static int flush_settle(so_ckpt *ck, int failed, int bad)
+{
+    ck_task *t = &ck->t_flush;
+    ck->flushing = 0;
+    if (failed) {
+        char msg[800];
+        ck_fmt(msg, sizeof msg, "flush of checkpoint %ld to the shared level failed: %s", ck->f_step,
+               bad ? t->err : "see the message of another rank");
+        return ckpt_fail(ck, SO_EIO, msg);
+    }
+    ck->st.flushes++;
+    ck->st.flush_seconds += t->seconds;
+    ck->st.flush_bytes += (double)t->bytes;
+    if (ck->t.rank == 0)
+        return queue_manifest(ck, &ck->flusher, &ck->t_fman, &ck->fman_copy, t->dir, ck->flush_text, ck->flush_len,
+                              ck->c.shared_dir, -1);
+    return 0;
+}
+
+static int advance_flush(so_ckpt *ck)
+{
+    for (;;) {
+        int done, bad, all_done, failed;
+        flush_flags(ck, 1, &done, &bad);
+        int rc = agree(ck, done, bad, &all_done, &failed);
+        if (rc || all_done || failed)
+            return rc ? rc : flush_settle(ck, failed, bad);
+        nap();
+    }
+}
+
+/* One non-blocking poll of both the checkpoint and the flush in flight, with
+ * ONE small allreduce (MIN of done flags and of negated failure flags). */
+static int poll(so_ckpt *ck)
+{
+    int cd = 0, cb = 0, fd = 0, fb = 0, rc = 0, flushing = ck->flushing, pending = ck->pending;
+    if (pending && (rc = ckpt_flags(ck, 0, &cd, &cb)))
+        return rc;
+    if (flushing)
+        flush_flags(ck, 0, &fd, &fb);
+    int64_t v[4] = {cd, -cb, fd, -fb};
+    if ((rc = ck->t.allreduce_i64(ck->t.ctx, v, 4, SO_CKPT_MIN))) {
+        ck->err_is_ckpt = 0;
+        return rc;
+    }
+    if (flushing && (v[2] == 1 || v[3] < 0)) /* first, so a completing checkpoint may start the next flush */
+        rc = flush_settle(ck, v[3] < 0, fb);
+    if (pending && (v[0] == 1 || v[1] < 0)) {
+        int rc2 = ckpt_settle(ck, v[0] == 1, v[1] < 0);
+        rc = rc ? rc : rc2;
+    }
+    return rc;
+}
+
+/* ---- the naive scheme: rank 0 writes everything, the others wait --------------- */
+
+static int naive(so_ckpt *ck, const so_train_state *s)
+{
+    int w = ck->t.world;
+    size_t bytes = (size_t)(ck->rep_bytes + (uint64_t)w * ck->rank_bytes);
+    int rc = grow(&ck->stage, &ck->stage_cap, ck->t.rank == 0 ? bytes : (size_t)ck->rank_bytes * w);
+    if (rc)
+        return rc;
+    uint8_t *ranks = ck->stage + (ck->t.rank == 0 ? ck->rep_bytes : 0);
+    ck_rank_get(ck->m, ranks + (size_t)ck->t.rank * ck->rank_bytes);
+    for (int r = 0; r < w && !rc; r++) /* gather the small per-rank sections */
+        rc = ck->t.bcast(ck->t.ctx, ranks + (size_t)r * ck->rank_bytes, (size_t)ck->rank_bytes, r);
+    if (rc)
+        return rc;
+    char err[600] = "";
+    int mine = 0;
+    fill_manifest(ck, &ck->pm, s, 1);
+    so_ckpt_shard sh = {0, ck->rep_bytes, 0, w, bytes, 0};
+    ckpt_dir(ck->pdir, sizeof ck->pdir, level1(ck), s->step);
+    if (ck->t.rank == 0) {
+        ck_rep_get(ck->m, ck->opt, ck->stage, 0, ck->rep_bytes);
+        double t0 = so_now();
+        mine = ck_mkdirs(ck->pdir);
+        if (mine)
+            ck_fmt(err, sizeof err, "%s", so_errmsg());
+        else
+            mine = ck_write_atomic(ck->pdir, "shard-0.bin", ck->stage, bytes, ck->delay_ms, &sh.crc, err, sizeof err);
+        ck->pm.shards = &sh;
+        char *text = NULL;
+        size_t len = 0;
+        if (!mine && !(mine = so_ckpt_manifest_format(&ck->pm, &text, &len)))
+            mine = write_manifest(ck, ck->pdir, text, len, err, sizeof err);
+        free(text);
+        ck->pm.shards = NULL;
+        ck->st.write_seconds += so_now() - t0;
+        ck->st.write_bytes += (double)bytes;
+    }
+    int all_done, failed;
+    if ((rc = agree(ck, 1, mine != 0, &all_done, &failed))) /* the barrier */
+        return rc;
+    if (failed)
+        return ckpt_fail(ck, SO_EIO, err[0] ? err : "rank 0 could not write the checkpoint");
+    if (ck->t.rank == 0)
+        ck_prune(level1(ck), ck->c.keep, -1);
+    ck->st.count++;
+    return 0;
+}
+
+/* ---- the hook ------------------------------------------------------------------------ */
+
+static int due(so_ckpt *ck, const so_train_state *s)
+{
+    if (ck->c.mtbf_hours > 0)
+        return s->step >= ck->next_auto;
+    if (ck->c.every_steps > 0)
+        return s->step % ck->c.every_steps == 0;
+    return ck->c.every_epochs > 0 && s->epoch_end && s->epoch % ck->c.every_epochs == 0;
+}
+
+/* Auto interval: Daly's optimum from the largest stall any rank saw and the
+ * slowest rank's mean step time, never shorter than a checkpoint takes to
+ * complete in the background. */
+static int update_interval(so_ckpt *ck, long step, double stall)
+{
+    if (ck->c.mtbf_hours <= 0)
+        return 0;
+    int64_t v[2] = {(int64_t)(stall * 1e6), (int64_t)(ck->step_time * 1e6)};
+    int rc = ck->t.allreduce_i64(ck->t.ctx, v, 2, SO_CKPT_MAX);
+    if (rc)
+        return rc;
+    double delta = v[0] * 1e-6 > 1e-6 ? v[0] * 1e-6 : 1e-6, st = v[1] > 0 ? v[1] * 1e-6 : 1e-3;
+    double tau = so_ckpt_daly(delta, ck->c.mtbf_hours * 3600.0);
+    long steps = (long)ceil(tau / st);
+    long floor_steps = ck->steps_to_complete + 1;
+    ck->st.interval = steps > floor_steps ? steps : floor_steps;
+    ck->next_auto = step + ck->st.interval;
+    return 0;
+}
+
+static void track_step_time(so_ckpt *ck)
+{
+    double now = so_now();
+    if (ck->last_step_time >= 0) {
+        double dt = now - ck->last_step_time;
+        ck->step_time = ck->step_time > 0 ? 0.9 * ck->step_time + 0.1 * dt : dt;
+    }
+    ck->last_step_time = now;
+}
+
+static void account(so_ckpt *ck, double t0, int was_active)
+{
+    if (!was_active)
+        return;
+    double dt = so_now() - t0;
+    ck->cur_stall += dt;
+    ck->st.stall_total += dt;
+}
+
+/* Called when a checkpoint has completed: closes its stall account. */
+static int closed(so_ckpt *ck, long step)
+{
+    ck->st.stall_last = ck->cur_stall;
+    if (ck->cur_stall > ck->st.stall_max)
+        ck->st.stall_max = ck->cur_stall;
+    ck->steps_to_complete = step - ck->pm.step;
+    int rc = update_interval(ck, step, ck->cur_stall);
+    ck->cur_stall = 0;
+    return rc;
+}
+
+int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
+{
+    double t0 = so_now();
+    track_step_time(ck);
+    check_manifests(ck);
+    int rc = 0, active = ck->pending || ck->flushing, was_pending = ck->pending;
+    ck->err_is_ckpt = 0;
+    if (ck->pending || ck->flushing)
+        rc = poll(ck);
+    if (was_pending && !ck->pending) {
+        account(ck, t0, 1);
+        t0 = so_now();
+        active = 0;
+        int rc2 = closed(ck, s->step);
+        rc = rc ? rc : rc2;
+    }
+    if (rc || !due(ck, s)) {
+        account(ck, t0, active);
+        return rc;
+    }
+    if (ck->c.naive) {
+        rc = naive(ck, s);
+        account(ck, t0, 1);
+        int rc2 = closed(ck, s->step);
+        return rc ? rc : rc2;
+    }
+    if (ck->pending) { /* the previous one is still in flight: finish it first */
+        rc = advance(ck);
+        account(ck, t0, 1);
+        t0 = so_now();
+        int rc2 = closed(ck, s->step);
+        if (rc || rc2)
+            return rc ? rc : rc2;
+    }
+    rc = start_scaleout(ck, s);
+    account(ck, t0, 1);
+    return rc;
+}
+
+int so_ckpt_finish(so_ckpt *ck)
+{
+    int rc = 0;
+    double t0 = so_now();
+    if (ck->pending) {
+        rc = advance(ck);
+        account(ck, t0, 1);
+        int rc2 = closed(ck, ck->pm.step);
+        rc = rc ? rc : rc2;
+    }
+    if (ck->flushing) {
+        int rc2 = advance_flush(ck);
+        rc = rc ? rc : rc2;
+    }
+    ck_task_done(&ck->writer, &ck->t_man, 1);
+    ck_task_done(&ck->flusher, &ck->t_fman, 1);
+    check_manifests(ck);
+    return rc;
+}

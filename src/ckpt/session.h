@@ -1,0 +1,50 @@
+/* Private: the checkpointing session shared by the write path (ckpt.c) and
+ * the restore path (restore.c). */
+#ifndef SCALEOUT_CKPT_SESSION_H
+#define SCALEOUT_CKPT_SESSION_H
+#include "ckpt_internal.h"
+#include "state.h"
+#include "worker.h"
+
+struct so_ckpt {
+    so_ckpt_config c;
+    so_ckpt_transport t;
+    so_model *m;
+    so_optim *opt;
+    char optim_name[16];
+    char node_dir[4096];         /* <local_dir>/node<id> */
+    uint64_t model_hash, config_hash, rep_bytes, rank_bytes;
+    int delay_ms;                /* SCALEOUT_CKPT_TEST_DELAY_MS */
+    ck_worker writer, flusher;
+
+    /* the checkpoint in flight (level 1 + partner) */
+    int pending, partner;
+    so_ckpt_manifest pm;         /* its manifest, shards filled at completion */
+    char pdir[4096];
+    uint8_t *stage, *pbuf;       /* this rank's shard; the partner's shard we keep */
+    size_t stage_cap, pbuf_cap, partner_len;
+    int partner_src;
+    void *xreq;                  /* partner exchange in flight */
+    ck_task t_own, t_partner;
+    char *manifest_text;
+    size_t manifest_len;
+    double p_t0;
+    ck_task t_man, t_fman;       /* manifest + prune on the writer / flush thread */
+    char *man_copy, *fman_copy;  /* the text those tasks write */
+
+    /* the flush in flight (level 3) */
+    int flushing;
+    long f_step;
+    uint32_t f_crc;
+    ck_task t_flush;
+    char *flush_text;
+    size_t flush_len;
+
+    /* interval and accounting */
+    long next_auto, steps_to_complete;
+    double step_time, last_step_time, cur_stall;
+    int err_is_ckpt;
+    so_ckpt_stats st;
+};
+
+#endif

@@ -1,0 +1,95 @@
+/* A background thread that runs file tasks (write a buffer, copy a file) in
+ * order, so shard writes, fsyncs and flushes never run on the training
+ * thread. The submitter owns each task and polls task->state. */
+#include "worker.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "scaleout/err.h"
+#include "scaleout/timer.h"
+
+static void run(ck_task *t)
+{
+    double t0 = so_now();
+    if (t->kind == CK_TASK_WRITE || t->kind == CK_TASK_MANIFEST) {
+        t->rc = ck_write_atomic(t->dir, t->name, t->buf, t->len, t->delay_ms, &t->crc, t->err, sizeof t->err);
+        t->bytes = t->len;
+        if (t->kind == CK_TASK_MANIFEST && !t->rc)
+            ck_prune(t->src, t->keep, t->protect);
+    } else {
+        t->rc = ck_copy_atomic(t->src, t->dir, t->name, t->delay_ms, &t->crc, &t->bytes, t->err, sizeof t->err);
+    }
+    t->seconds = so_now() - t0;
+}
+
+static void *loop(void *arg)
+{
+    ck_worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (!w->stop && w->n == 0)
+            pthread_cond_wait(&w->cv, &w->mu);
+        if (w->n == 0)
+            break;
+        ck_task *t = w->q[w->head];
+        pthread_mutex_unlock(&w->mu);
+        run(t);
+        pthread_mutex_lock(&w->mu);
+        w->head = (w->head + 1) % CK_QUEUE;
+        w->n--;
+        t->state = CK_DONE;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+int ck_worker_start(ck_worker *w)
+{
+    memset(w, 0, sizeof *w);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if (pthread_create(&w->th, NULL, loop, w) != 0)
+        return so_err(SO_ENOMEM, "cannot start a checkpoint writer thread");
+    w->started = 1;
+    return 0;
+}
+
+void ck_worker_stop(ck_worker *w)
+{
+    if (!w->started)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    w->started = 0;
+}
+
+void ck_worker_submit(ck_worker *w, ck_task *t)
+{
+    pthread_mutex_lock(&w->mu);
+    while (w->n == CK_QUEUE)
+        pthread_cond_wait(&w->cv, &w->mu);
+    t->state = CK_QUEUED;
+    t->rc = 0;
+    t->err[0] = '\0';
+    w->q[(w->head + w->n) % CK_QUEUE] = t;
+    w->n++;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int ck_task_done(ck_worker *w, ck_task *t, int wait)
+{
+    pthread_mutex_lock(&w->mu);
+    while (wait && t->state == CK_QUEUED)
+        pthread_cond_wait(&w->cv, &w->mu);
+    int done = t->state != CK_QUEUED;
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}

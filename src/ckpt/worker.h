@@ -1,0 +1,43 @@
+/* Private: the checkpoint module's background file thread (worker.c). */
+#ifndef SCALEOUT_CKPT_WORKER_H
+#define SCALEOUT_CKPT_WORKER_H
+#include <pthread.h>
+
+#include "ckpt_internal.h"
+
+enum { CK_TASK_WRITE, CK_TASK_COPY, CK_TASK_MANIFEST };
+enum { CK_IDLE, CK_QUEUED, CK_DONE };
+#define CK_QUEUE 4
+
+typedef struct {
+    int kind;            /* CK_TASK_WRITE: buf -> dir/name; CK_TASK_COPY: src -> dir/name;
+                            CK_TASK_MANIFEST: buf -> dir/name, then ck_prune(src, keep, protect) */
+    int keep, reported;
+    long protect;
+    char dir[4096], name[64], src[4096];
+    const void *buf;
+    size_t len;
+    int delay_ms;
+    int state;           /* CK_IDLE / CK_QUEUED / CK_DONE (read under the worker's lock) */
+    int rc;              /* results, valid once CK_DONE */
+    uint32_t crc;
+    uint64_t bytes;
+    double seconds;
+    char err[512];
+} ck_task;
+
+typedef struct {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ck_task *q[CK_QUEUE];
+    int head, n, stop, started;
+} ck_worker;
+
+int ck_worker_start(ck_worker *w);
+void ck_worker_stop(ck_worker *w);   /* runs the queued tasks, then joins */
+void ck_worker_submit(ck_worker *w, ck_task *t); /* blocks while the queue is full */
+/* 1 once t has run (wait = 1: blocks until then). */
+int ck_task_done(ck_worker *w, ck_task *t, int wait);
+
+#endif

@@ -1,0 +1,22 @@
+# Checkpoint/restart (src/ckpt/, src/cli/ckpt_glue.c, src/cli/cmd_ckpt.c).
+include_guard(GLOBAL)
+so_add_test(test_ckpt LABELS unit)
+
+# PyTorch equivalence of the safetensors export (skipped without torch).
+add_executable(ckpt_logits ckpt_logits.c)
+target_link_libraries(ckpt_logits PRIVATE scaleout)
+add_test(NAME ckpt_torch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/ckpt_torch.sh $<TARGET_FILE:scaleout_cli>
+         $<TARGET_FILE:ckpt_logits>)
+set_tests_properties(ckpt_torch PROPERTIES TIMEOUT 300 LABELS cli SKIP_RETURN_CODE 77
+                     ENVIRONMENT "SCALEOUT_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
+
+# End to end: resume, levels, faults, refusals, commands (MPI, 2 emulated nodes).
+# The launcher (SO_MPIEXEC) is chosen in comm.cmake, which is included after
+# this file (alphabetical glob), so the property is set at the end of the directory.
+if(TARGET scaleout_comm)
+  so_add_script_test(ckpt_cli ckpt.sh LABELS "mpi;cli" TIMEOUT 600)
+  function(so_ckpt_set_launcher)
+    set_property(TEST ckpt_cli APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+  endfunction()
+  cmake_language(DEFER CALL so_ckpt_set_launcher)
+endif()

@@ -1,0 +1,314 @@
+/* Checkpoint module tests: CRC32C against the RFC 3720 vectors (hardware and
+ * table versions), the manifest format (round trip, tampering, versions),
+ * Daly's interval against hand-computed values, a one-process save/restore of
+ * a model with batchnorm and an optimizer with state, and safetensors. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "scaleout/ckpt.h"
+#include "scaleout/err.h"
+#include "scaleout/zoo.h"
+
+/* ---- CRC32C ---- */
+
+static void check_crc(const void *buf, size_t n, uint32_t want)
+{
+    uint32_t hw = so_crc32c(0, buf, n), sw = so_crc32c_sw(0, buf, n);
+    if (hw != want || sw != want)
+        fail_msg("crc32c of %zu bytes: hw %08x sw %08x, want %08x", n, hw, sw, want);
+}
+
+/* RFC 3720 appendix B.4 and the usual check value. */
+static void test_crc_vectors(void **state)
+{
+    (void)state;
+    uint8_t b[48];
+    memset(b, 0, 32);
+    check_crc(b, 32, 0x8A9136AAu);
+    memset(b, 0xff, 32);
+    check_crc(b, 32, 0x62A8AB43u);
+    for (int i = 0; i < 32; i++)
+        b[i] = (uint8_t)i;
+    check_crc(b, 32, 0x46DD794Eu);
+    for (int i = 0; i < 32; i++)
+        b[i] = (uint8_t)(31 - i);
+    check_crc(b, 32, 0x113FDB5Cu);
+    static const uint8_t pdu[48] = {0x01, 0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                    0x14, 0, 0, 0, 0, 0, 0x04, 0, 0, 0, 0, 0x14, 0, 0, 0, 0x18,
+                                    0x28, 0, 0, 0, 0, 0, 0, 0, 0x02, 0, 0, 0, 0, 0, 0, 0};
+    check_crc(pdu, 48, 0xD9963A56u);
+    check_crc("123456789", 9, 0xE3069283u);
+}
+
+/* Hardware and table agree at every length and alignment; chaining works. */
+static void test_crc_chain(void **state)
+{
+    (void)state;
+    uint8_t b[1000];
+    for (int i = 0; i < 1000; i++)
+        b[i] = (uint8_t)(i * 131 + 7);
+    for (int off = 0; off < 9; off++)
+        for (int n = 0; n < 300; n += 7)
+            assert_int_equal(so_crc32c(0, b + off, (size_t)n), so_crc32c_sw(0, b + off, (size_t)n));
+    uint32_t whole = so_crc32c(0, b, 1000);
+    assert_int_equal(so_crc32c(so_crc32c(0, b, 333), b + 333, 667), whole);
+    assert_int_equal(so_crc32c_sw(so_crc32c(0, b, 5), b + 5, 995), whole);
+}
+
+/* ---- manifest ---- */
+
+static void sample(so_ckpt_manifest *m, so_ckpt_shard sh[3])
+{
+    memset(m, 0, sizeof *m);
+    m->version = 1;
+    strcpy(m->model, "resnet20");
+    m->model_hash = 0x0123456789abcdefULL;
+    m->config_hash = 42;
+    m->step = 400;
+    m->epoch = 2;
+    m->epoch_step = 10;
+    m->world = 3;
+    m->nparams = 10;
+    m->nbufs = 4;
+    strcpy(m->optimizer, "adam");
+    m->nslots = 2;
+    m->optim_steps = 400;
+    m->rep_bytes = 120;
+    m->rank_bytes = 48;
+    m->nshards = 3;
+    m->shards = sh;
+    sh[0] = (so_ckpt_shard){0, 40, 0, 1, 88, 0xdeadbeef};
+    sh[1] = (so_ckpt_shard){40, 40, 1, 1, 88, 1};
+    sh[2] = (so_ckpt_shard){80, 40, 2, 1, 88, 2};
+    m->config = "model=resnet20\nbatch=64\n";
+}
+
+static void test_manifest_round_trip(void **state)
+{
+    (void)state;
+    so_ckpt_manifest m, p;
+    so_ckpt_shard sh[3];
+    sample(&m, sh);
+    char *text;
+    size_t len;
+    assert_int_equal(so_ckpt_manifest_format(&m, &text, &len), 0);
+    assert_int_equal(so_ckpt_manifest_parse(text, len, "t", &p), 0);
+    assert_string_equal(p.model, "resnet20");
+    assert_true(p.model_hash == m.model_hash);
+    assert_int_equal(p.step, 400);
+    assert_int_equal(p.epoch_step, 10);
+    assert_int_equal(p.nshards, 3);
+    assert_int_equal(p.shards[0].crc, 0xdeadbeef);
+    assert_int_equal(p.shards[2].rep_off, 80);
+    assert_string_equal(p.config, m.config);
+    so_ckpt_manifest_free(&p);
+
+    /* every single-byte change is caught (checksum or syntax), and so is every truncation */
+    for (size_t i = 0; i < len; i++) {
+        char saved = text[i];
+        text[i] = (char)(saved ^ 0x04);
+        assert_int_equal(so_ckpt_manifest_parse(text, len, "t", &p), SO_EFORMAT);
+        text[i] = saved;
+    }
+    for (size_t n = 0; n < len; n++)
+        assert_int_equal(so_ckpt_manifest_parse(text, n, "t", &p), SO_EFORMAT);
+    free(text);
+}
+
+/* A layout that does not tile the state and a future version are refused by name. */
+static void test_manifest_refusals(void **state)
+{
+    (void)state;
+    so_ckpt_manifest m, p;
+    so_ckpt_shard sh[3];
+    sample(&m, sh);
+    sh[1].rep_len = 39;
+    sh[1].bytes = 87;
+    char *text;
+    size_t len;
+    assert_int_equal(so_ckpt_manifest_format(&m, &text, &len), 0);
+    assert_int_equal(so_ckpt_manifest_parse(text, len, "t", &p), SO_EFORMAT);
+    assert_non_null(strstr(so_errmsg(), "tile"));
+    free(text);
+    sample(&m, sh);
+    m.version = 2;
+    assert_int_equal(so_ckpt_manifest_format(&m, &text, &len), 0);
+    assert_int_equal(so_ckpt_manifest_parse(text, len, "t", &p), SO_EFORMAT);
+    assert_non_null(strstr(so_errmsg(), "version 2"));
+    free(text);
+}
+
+/* ---- interval ---- */
+
+static void test_daly(void **state)
+{
+    (void)state;
+    /* delta 60 s, M 1 day: sqrt(2*60*86400) = 3219.9379;
+     * x = 60/172800 = 3.4722e-4, 1 + sqrt(x)/3 + x/9 = 1.0062499; 3219.9379 * 1.0062499 - 60 = 3180.0621 */
+    assert_float_equal(so_ckpt_young(60, 86400), 3219.9379, 1e-3);
+    assert_float_equal(so_ckpt_daly(60, 86400), 3180.0621, 1e-3);
+    /* delta 5 s, M 1 h: sqrt(36000) = 189.7367; x = 1/1440; *(1 + 0.0087841 + 0.0000772) - 5 = 186.4180 */
+    assert_float_equal(so_ckpt_daly(5, 3600), 186.4180, 1e-3);
+    /* delta >= 2M: checkpoint once per MTBF */
+    assert_float_equal(so_ckpt_daly(8000, 3600), 3600, 1e-9);
+    assert_float_equal(so_ckpt_daly(0, 3600), 0, 1e-12);
+}
+
+/* ---- a one-process session ---- */
+
+typedef struct {
+    so_model *m;
+    so_optim *o;
+} net;
+
+static void make(net *n, uint64_t seed)
+{
+    so_graph *g;
+    assert_int_equal(so_zoo_build("smallcnn", 1, 28, 28, 10, &g), 0);
+    assert_int_equal(so_model_create(g, "ref", 4, seed, &n->m), 0);
+    so_optim_config c;
+    so_optim_defaults(&c, SO_OPT_ADAM);
+    assert_int_equal(so_optim_create(&c, n->m->nparams, &n->o), 0);
+    /* give every part of the state a distinct value */
+    for (size_t i = 0; i < n->m->nbufs; i++)
+        n->m->bufs[i] = (float)(seed % 7) + 0.25f * (float)i;
+    for (int s = 0; s < 2; s++)
+        for (size_t i = 0; i < n->m->nparams; i++)
+            so_optim_slot(n->o, s)[i] = (float)(seed % 5) + (float)i * (s ? 1e-3f : -1e-3f);
+    so_optim_set_steps(n->o, (long)seed);
+    n->m->rng.s[0] = seed;
+}
+
+static void unmake(net *n)
+{
+    so_optim_destroy(n->o);
+    so_model_destroy(n->m);
+}
+
+static void test_session_restore(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/so_ckpt_test_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    net a, b;
+    make(&a, 11);
+    make(&b, 3);
+    so_ckpt_config c = {.shared_dir = dir, .every_steps = 5, .keep = 1, .flush_every = 1, .model_name = "smallcnn",
+                        .optimizer = "adam", .config_text = "x=1\n"};
+    so_ckpt *ck;
+    assert_int_equal(so_ckpt_create(&c, NULL, a.m, a.o, &ck), 0);
+    so_train_state s = {.step = 5, .epoch = 0, .epoch_step = 5, .m = a.m, .opt = a.o};
+    assert_int_equal(so_ckpt_step_end(ck, &s), 0);
+    assert_int_equal(so_ckpt_finish(ck), 0);
+    so_ckpt_destroy(ck);
+
+    assert_int_equal(so_ckpt_create(&c, NULL, b.m, b.o, &ck), 0);
+    long step;
+    int found;
+    assert_int_equal(so_ckpt_restore(ck, "auto", &step, &found), 0);
+    assert_int_equal(found, 1);
+    assert_int_equal(step, 5);
+    assert_memory_equal(a.m->params, b.m->params, a.m->nparams * 4);
+    assert_memory_equal(a.m->bufs, b.m->bufs, a.m->nbufs * 4);
+    assert_memory_equal(so_optim_slot(a.o, 1), so_optim_slot(b.o, 1), a.m->nparams * 4);
+    assert_int_equal(so_optim_steps(b.o), 11);
+    assert_true(b.m->rng.s[0] == 11);
+    so_ckpt_destroy(ck);
+
+    /* a different model is refused with a message */
+    so_graph *g;
+    so_model *other;
+    so_optim *oo;
+    so_optim_config oc;
+    so_optim_defaults(&oc, SO_OPT_ADAM);
+    assert_int_equal(so_zoo_build("lenet5", 1, 28, 28, 10, &g), 0);
+    assert_int_equal(so_model_create(g, "ref", 4, 1, &other), 0);
+    assert_int_equal(so_optim_create(&oc, other->nparams, &oo), 0);
+    c.model_name = "lenet5";
+    assert_int_equal(so_ckpt_create(&c, NULL, other, oo, &ck), 0);
+    assert_int_equal(so_ckpt_restore(ck, "auto", &step, &found), SO_EINVAL);
+    assert_non_null(strstr(so_errmsg(), "smallcnn"));
+    so_ckpt_destroy(ck);
+    so_optim_destroy(oo);
+    so_model_destroy(other);
+
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    unmake(&a);
+    unmake(&b);
+}
+
+/* ---- safetensors ---- */
+
+static void test_safetensors(void **state)
+{
+    (void)state;
+    net a, b;
+    make(&a, 5);
+    make(&b, 9);
+    char path[] = "/tmp/so_st_test_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(so_ckpt_safetensors_save(path, a.m, a.m->params, a.m->bufs, 7), 0);
+    assert_int_equal(so_ckpt_safetensors_load(path, b.m), 0);
+    assert_memory_equal(a.m->params, b.m->params, a.m->nparams * 4);
+    assert_memory_equal(a.m->bufs, b.m->bufs, a.m->nbufs * 4);
+
+    /* the header names PyTorch's tensors */
+    FILE *f = fopen(path, "rb");
+    uint8_t buf[4096];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    buf[n - 1] = 0;
+    assert_non_null(memmem(buf, n, "\"bn1.num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[]", 51));
+    assert_non_null(memmem(buf, n, "\"conv1.weight\":{\"dtype\":\"F32\",\"shape\":[32,1,3,3]", 48));
+
+    /* into a different model: a clear error */
+    so_graph *g;
+    so_model *other;
+    assert_int_equal(so_zoo_build("lenet5", 1, 28, 28, 10, &g), 0);
+    assert_int_equal(so_model_create(g, "ref", 4, 1, &other), 0);
+    assert_int_equal(so_ckpt_safetensors_load(path, other), SO_EINVAL);
+    so_model_destroy(other);
+
+    /* malformed files */
+    static const struct { const char *bytes; size_t len; } bad[] = {
+        {"\x10\0\0\0\0\0\0\0{}", 10},                        /* header longer than the file */
+        {"\x02\0\0\0\0\0\0\0{]", 10},                        /* bad JSON */
+        {"\x2f\0\0\0\0\0\0\0{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 55}, /* size */
+        {"\x2f\0\0\0\0\0\0\0{\"a\":{\"dtype\":\"X32\",\"shape\":[1],\"data_offsets\":[0,4]}}XXXX", 59},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        so_st_tensor *t;
+        int nt;
+        const uint8_t *d;
+        size_t dl;
+        assert_int_equal(so_ckpt_safetensors_parse((const uint8_t *)bad[i].bytes, bad[i].len, "bad", &t, &nt, &d, &dl),
+                         SO_EFORMAT);
+    }
+    unlink(path);
+    unmake(&a);
+    unmake(&b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc_vectors),       cmocka_unit_test(test_crc_chain),
+        cmocka_unit_test(test_manifest_round_trip), cmocka_unit_test(test_manifest_refusals),
+        cmocka_unit_test(test_daly),              cmocka_unit_test(test_session_restore),
+        cmocka_unit_test(test_safetensors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
