@@ -7,6 +7,7 @@
 #    steps x parameters x 4 bytes in total, size-table counts add up
 #  - the step window and detail levels shape the trace
 #  - one rank sleeping per step (SCALEOUT_PROF_TEST_SLEEP) shows in load balance
+#  - checkpoint stalls appear on the timeline of every rank
 #  - bad flags exit 2 with a message
 # Usage: prof_cli.sh path/to/scaleout
 set -u
@@ -99,6 +100,20 @@ ev = json.load(open(sys.argv[1] + '/timeline.json'))['traceEvents']
 assert not [e for e in ev if e.get('cat') in ('forward', 'backward')]
 assert len([e for e in ev if e.get('name') == 'step']) == 3
 " "$tmp/step" && ok || bad "step detail: $(tail -3 "$tmp/step.log")"
+
+# Checkpoints show on the timeline: the training thread's checkpoint stalls,
+# named "checkpoint" on the compute track, inside properly nested tracks.
+if "$mpirun" -np 2 "$bin" "${common[@]}" --steps 9 --ckpt-every 3 --ckpt-local "$tmp/ck" \
+  --profile "$tmp/ckp" --timeline-steps all >"$tmp/ckp.log" 2>&1; then
+  python3 "$check" "$tmp/ckp/timeline.json" 2 && python3 -c "
+import json, sys
+ev = json.load(open(sys.argv[1]))['traceEvents']
+marks = [e for e in ev if e.get('name') == 'checkpoint' and e.get('ph') == 'X']
+assert len({e['pid'] for e in marks}) == 2, marks
+" "$tmp/ckp/timeline.json" && ok || bad "no checkpoint events on the timeline: $(tail -3 "$tmp/ckp.log")"
+else
+  bad "profiled checkpointing run: $(tail -3 "$tmp/ckp.log")"
+fi
 
 # 4. Rank 1 sleeps 40 ms per step: load balance drops, rank 0 waits in communication.
 # (both launchers pass the environment to ranks on the local machine)

@@ -139,6 +139,11 @@ void so_ckpt_destroy(so_ckpt *ck);
  * (so_ckpt_failed tells a checkpoint error from a communication error). */
 int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s);
 int so_ckpt_last_error_is_ckpt(const so_ckpt *ck);
+/* Observer of the time the training thread spends on checkpoints (each piece
+ * of stall inside step_end, as [t0, t1] in so_now seconds), e.g. for the
+ * profiler's timeline. Training thread only; fn NULL turns it off. */
+typedef void (*so_ckpt_span_fn)(void *arg, double t0, double t1);
+void so_ckpt_set_span(so_ckpt *ck, so_ckpt_span_fn fn, void *arg);
 /* Collective: completes the checkpoint and flush in flight (blocking). */
 int so_ckpt_finish(so_ckpt *ck);
 void so_ckpt_get_stats(const so_ckpt *ck, so_ckpt_stats *st);

@@ -586,9 +586,17 @@ static void account(so_ckpt *ck, double t0, int was_active)
 {
     if (!was_active)
         return;
-    double dt = so_now() - t0;
+    double now = so_now(), dt = now - t0;
     ck->cur_stall += dt;
     ck->st.stall_total += dt;
+    if (ck->span_fn)
+        ck->span_fn(ck->span_arg, t0, now);
+}
+
+void so_ckpt_set_span(so_ckpt *ck, so_ckpt_span_fn fn, void *arg)
+{
+    ck->span_fn = fn;
+    ck->span_arg = arg;
 }
 
 /* Called when a checkpoint has completed: closes its stall account. */

@@ -7,6 +7,8 @@
 #include "worker.h"
 
 struct so_ckpt {
+    so_ckpt_span_fn span_fn; /* stall observer (so_ckpt_set_span) */
+    void *span_arg;
     so_ckpt_config c;
     so_ckpt_transport t;
     so_model *m;

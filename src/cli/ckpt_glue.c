@@ -258,3 +258,9 @@ void ckpt_glue_close(ckpt_glue *g)
 #endif
     free(g);
 }
+
+void ckpt_glue_set_span(ckpt_glue *g, so_ckpt_span_fn fn, void *arg)
+{
+    if (g && g->ck)
+        so_ckpt_set_span(g->ck, fn, arg);
+}

@@ -5,6 +5,7 @@
 #define SCALEOUT_CLI_CKPT_GLUE_H
 #include "cli.h"
 #include "dist.h"
+#include "scaleout/ckpt.h"
 #include "scaleout/train.h"
 
 typedef struct {
@@ -44,5 +45,7 @@ int ckpt_glue_open(const ckpt_args *a, dist_handle *dh, so_model *m, so_optim *o
  * Returns 0 or a CLI exit code (--ckpt-on-error stop after a failure). */
 int ckpt_glue_finish(ckpt_glue *g);
 void ckpt_glue_close(ckpt_glue *g); /* accepts NULL */
+/* Passes the training thread's checkpoint stalls to fn (a timeline); g may be NULL. */
+void ckpt_glue_set_span(ckpt_glue *g, so_ckpt_span_fn fn, void *arg);
 
 #endif

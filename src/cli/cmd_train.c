@@ -361,6 +361,8 @@ int cmd_train(int argc, char **argv)
     if ((rc = prof_glue_start(&po, dh, j.m, &tc, &pg)))
         goto out;
     d = prof_glue_dist(pg, d);
+    if (pg)
+        ckpt_glue_set_span(cg, prof_glue_checkpoint_span, pg);
     progress_state ps;
     progress_init(&ps, a.progress, rank);
     if (rank == 0 && ps.enabled)

@@ -564,3 +564,10 @@ int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
         return dist_fail(g->dh, "train", rc == SO_EIO ? CLI_USAGE : CLI_FAIL, so_errmsg());
     return CLI_OK;
 }
+
+void prof_glue_checkpoint_span(void *arg, double t0, double t1)
+{
+    prof_glue *g = arg;
+    if (g && g->p)
+        so_prof_mark(g->p, "checkpoint", 0, t0, t1);
+}

@@ -31,5 +31,7 @@ const so_dist *prof_glue_dist(prof_glue *g, const so_dist *d);
 int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config);
 /* Detaches from the model and frees. Accepts NULL. */
 void prof_glue_free(prof_glue *g, so_model *m);
+/* A checkpoint stall [t0, t1] on the compute track (so_ckpt_span_fn; arg is the prof_glue). */
+void prof_glue_checkpoint_span(void *arg, double t0, double t1);
 
 #endif
