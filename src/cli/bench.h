@@ -3,6 +3,8 @@
  * and the entry points that cmd_bench.c dispatches to. */
 #ifndef SCALEOUT_CLI_BENCH_H
 #define SCALEOUT_CLI_BENCH_H
+#include <stdio.h>
+
 #include "scaleout/json.h"
 #include "scaleout/train.h"
 
@@ -36,14 +38,18 @@ typedef struct {
 /* Statistics of v[0..n) (n may be 0: all zero). */
 void bench_stats_of(const double *v, long n, bench_stats *s);
 void bench_stats_json(so_json *js, const char *key, const bench_stats *s);
+/* Opens a --json record at path and writes its head {"schema", "kind"; CLI_OK,
+ * or CLI_USAGE with a message naming the file (cmd: "bench train", ...). */
+int bench_json_begin(const char *cmd, const char *path, const char *kind, so_json *js, FILE **f);
+/* Closes the top-level object and the file; CLI_OK or CLI_FAIL with a message. */
+int bench_json_end(const char *cmd, const char *path, so_json *js, FILE *f);
+
 /* Writes "raw": step_seconds and the per-phase arrays of every step (warm-up included). */
 void bench_raw_json(so_json *js, const bench_rec *r);
 /* Splits argv into positional arguments (files) and options for cli_parse:
  * an option's value (the next argument) stays with it unless the option is a
  * flag. Both outputs must hold argc entries. */
 void bench_split_args(int argc, char **argv, const void *opts, char **files, int *nfiles, char **rest, int *nrest);
-/* Library error code -> CLI exit code (input errors 2, others 1). */
-int bench_exit_code(int rc);
 
 int cmd_bench_train(int argc, char **argv);
 int cmd_bench_scaling(int argc, char **argv);

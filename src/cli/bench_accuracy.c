@@ -216,16 +216,13 @@ static void log_config(mllog *ml, const acc_args *a, const job *j, int world)
 
 static int write_json(const acc_args *a, const acc_state *s, const so_train_result *r, double tta, int world)
 {
-    FILE *f = fopen(a->json, "w");
-    if (!f)
-        return cli_error("bench accuracy", CLI_USAGE, "--json: cannot write '%s'", a->json);
+    FILE *f;
+    so_json js;
+    int rc = bench_json_begin("bench accuracy", a->json, "accuracy", &js, &f);
+    if (rc)
+        return rc;
     env_info e;
     env_collect(&e);
-    so_json js;
-    so_json_init(&js, f, 1);
-    so_json_obj_begin(&js, NULL);
-    so_json_str(&js, "schema", "scaleout-bench-1");
-    so_json_str(&js, "kind", "accuracy");
     so_json_obj_begin(&js, "config");
     so_json_str(&js, "model", a->model);
     so_json_str(&js, "dataset", a->dataset);
@@ -274,10 +271,7 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     }
     so_json_arr_end(&js);
     bench_raw_json(&js, s->rec);
-    so_json_obj_end(&js);
-    if (fclose(f) != 0)
-        return cli_error("bench accuracy", CLI_FAIL, "--json: error writing '%s'", a->json);
-    return CLI_OK;
+    return bench_json_end("bench accuracy", a->json, &js, f);
 }
 
 static int run(const acc_args *a, dist_handle *dh, job *j, acc_state *s, double init_start)
@@ -305,7 +299,7 @@ static int run(const acc_args *a, dist_handle *dh, job *j, acc_state *s, double 
     so_train_result r;
     int rc = so_train(j->m, j->opt, j->ltrain, j->ltest, &tc, d, on_progress, s, &r);
     if (rc) {
-        rc = dist_fail(dh, "bench accuracy", bench_exit_code(rc), so_errmsg());
+        rc = dist_fail(dh, "bench accuracy", cli_exit_code(rc), so_errmsg());
     } else {
         double stop = s->reached ? s->reached_at : so_now(), tta = stop - start;
         ml_event(ml, stop, "INTERVAL_END", "run_stop", "null", __LINE__, "\"status\": \"%s\"",
@@ -363,7 +357,7 @@ int cmd_bench_accuracy(int argc, char **argv)
         rc = job_build(&spec, d, &j);
     if (!rc && !j.ltest)
         rc = so_err(SO_EINVAL, "--dataset %s has no test split to evaluate", a.dataset);
-    rc = dist_agree(dh, "bench accuracy", rc ? bench_exit_code(rc) : 0, so_errmsg());
+    rc = dist_agree(dh, "bench accuracy", rc ? cli_exit_code(rc) : 0, so_errmsg());
     acc_state s = {.a = &a, .rec = &rec, .ml = &ml, .last_accuracy = -1};
     if (!rc)
         rc = run(&a, dh, &j, &s, init_start);

@@ -263,16 +263,13 @@ static void print_table(const sc_args *a, const point *pts)
 
 static int write_json(const sc_args *a, const point *pts)
 {
-    FILE *f = fopen(a->json, "w");
-    if (!f)
-        return cli_error("bench scaling", CLI_USAGE, "--json: cannot write '%s'", a->json);
+    FILE *f;
+    so_json js;
+    int rc = bench_json_begin("bench scaling", a->json, "scaling", &js, &f);
+    if (rc)
+        return rc;
     env_info e;
     env_collect(&e);
-    so_json js;
-    so_json_init(&js, f, 1);
-    so_json_obj_begin(&js, NULL);
-    so_json_str(&js, "schema", "scaleout-bench-1");
-    so_json_str(&js, "kind", "scaling");
     so_json_obj_begin(&js, "config");
     so_json_str(&js, "model", a->model);
     so_json_str(&js, "mode", a->mode);
@@ -312,10 +309,7 @@ static int write_json(const sc_args *a, const point *pts)
         so_json_obj_end(&js);
     }
     so_json_arr_end(&js);
-    so_json_obj_end(&js);
-    if (fclose(f) != 0)
-        return cli_error("bench scaling", CLI_FAIL, "--json: error writing '%s'", a->json);
-    return CLI_OK;
+    return bench_json_end("bench scaling", a->json, &js, f);
 }
 
 static int sweep(const sc_args *a, point *pts, const char *dir)

@@ -215,16 +215,13 @@ static void write_config(so_json *js, const bt_args *a, const job *j, int world)
 
 static int write_json(const bt_args *a, const job *j, const bench_rec *r, const bt_result *s, int world)
 {
-    FILE *f = fopen(a->json, "w");
-    if (!f)
-        return cli_error("bench train", CLI_USAGE, "--json: cannot write '%s'", a->json);
+    FILE *f;
+    so_json js;
+    int rc = bench_json_begin("bench train", a->json, "train", &js, &f);
+    if (rc)
+        return rc;
     env_info e;
     env_collect(&e);
-    so_json js;
-    so_json_init(&js, f, 1);
-    so_json_obj_begin(&js, NULL);
-    so_json_str(&js, "schema", "scaleout-bench-1");
-    so_json_str(&js, "kind", "train");
     write_config(&js, a, j, world);
     env_write_json(&js, &e, a->threads, !a->no_pin);
     so_json_obj_begin(&js, "results");
@@ -253,10 +250,7 @@ static int write_json(const bt_args *a, const job *j, const bench_rec *r, const 
     }
     so_json_arr_end(&js);
     bench_raw_json(&js, r);
-    so_json_obj_end(&js);
-    if (fclose(f) != 0)
-        return cli_error("bench train", CLI_FAIL, "--json: error writing '%s'", a->json);
-    return CLI_OK;
+    return bench_json_end("bench train", a->json, &js, f);
 }
 
 static int run(const bt_args *a, dist_handle *dh, job *j, bench_rec *rec, so_train_hooks *hooks)
@@ -286,9 +280,9 @@ static int run(const bt_args *a, dist_handle *dh, job *j, bench_rec *rec, so_tra
     rc = so_train(j->m, j->opt, j->ltrain, NULL, &tc, d, on_progress, &disp, &r);
     bt_result s = {0};
     if (rc)
-        rc = dist_fail(dh, "bench train", bench_exit_code(rc), so_errmsg());
+        rc = dist_fail(dh, "bench train", cli_exit_code(rc), so_errmsg());
     else if ((rc = summarize(a, rec, d, &s)))
-        rc = dist_fail(dh, "bench train", bench_exit_code(rc), so_errmsg());
+        rc = dist_fail(dh, "bench train", cli_exit_code(rc), so_errmsg());
     else if (rank == 0) {
         print_result(a, &s, world);
         rc = a->json ? write_json(a, j, rec, &s, world) : CLI_OK;
@@ -319,7 +313,7 @@ int cmd_bench_train(int argc, char **argv)
         rc = so_threads_set(a.threads, !a.no_pin);
     if (!rc)
         rc = job_build(&spec, d, &j);
-    rc = dist_agree(dh, "bench train", rc ? bench_exit_code(rc) : 0, so_errmsg());
+    rc = dist_agree(dh, "bench train", rc ? cli_exit_code(rc) : 0, so_errmsg());
     if (!rc)
         rc = run(&a, dh, &j, &rec, &hooks);
     bench_rec_free(&rec);

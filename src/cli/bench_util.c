@@ -172,7 +172,24 @@ void bench_raw_json(so_json *js, const bench_rec *r)
     so_json_obj_end(js);
 }
 
-int bench_exit_code(int rc) { return rc == SO_EINVAL || rc == SO_EIO || rc == SO_EFORMAT ? 2 : 1; }
+int bench_json_begin(const char *cmd, const char *path, const char *kind, so_json *js, FILE **f)
+{
+    if (!(*f = fopen(path, "w")))
+        return cli_error(cmd, CLI_USAGE, "--json: cannot write '%s'", path);
+    so_json_init(js, *f, 1);
+    so_json_obj_begin(js, NULL);
+    so_json_str(js, "schema", "scaleout-bench-1");
+    so_json_str(js, "kind", kind);
+    return CLI_OK;
+}
+
+int bench_json_end(const char *cmd, const char *path, so_json *js, FILE *f)
+{
+    so_json_obj_end(js);
+    if (fclose(f) != 0)
+        return cli_error(cmd, CLI_FAIL, "--json: error writing '%s'", path);
+    return CLI_OK;
+}
 
 void bench_split_args(int argc, char **argv, const void *opts_, char **files, int *nfiles, char **rest, int *nrest)
 {

@@ -22,6 +22,9 @@ typedef struct {
 /* Parses argv[0..argc) against opts (values as "--name V" or "--name=V").
  * Prints one line to stderr naming the flag and the problem on error and
  * returns CLI_USAGE; prints help and returns CLI_HELP for -h/--help. */
+/* Exit status for a library error: the user's input (SO_EINVAL, SO_EIO,
+ * SO_EFORMAT) gives CLI_USAGE, anything else CLI_FAIL. */
+int cli_exit_code(int so_rc);
 int cli_parse(const char *cmd, const char *summary, const cli_opt *opts, int argc, char **argv);
 void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opts);
 /* One-line error "scaleout CMD: message" to stderr; returns code. */

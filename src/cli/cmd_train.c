@@ -320,8 +320,6 @@ static int report(const train_args *a, const job *j, const so_train_result *r, i
     return CLI_OK;
 }
 
-/* Library errors caused by the user's input (files, flags) exit 2; others 1. */
-static int exit_code(int rc) { return rc == SO_EINVAL || rc == SO_EIO || rc == SO_EFORMAT ? CLI_USAGE : CLI_FAIL; }
 
 int cmd_train(int argc, char **argv)
 {
@@ -346,7 +344,7 @@ int cmd_train(int argc, char **argv)
         rc = build(&a, d, &j);
     /* Set-up errors are agreed on by all ranks, so a failure on one rank ends
      * every rank cleanly instead of leaving the others in a collective. */
-    if ((rc = dist_agree(dh, "train", rc ? exit_code(rc) : 0, so_errmsg())))
+    if ((rc = dist_agree(dh, "train", rc ? cli_exit_code(rc) : 0, so_errmsg())))
         goto out;
     char cfg[2048];
     config_text(&a, j.m->g, cfg, sizeof cfg);
@@ -370,7 +368,7 @@ int cmd_train(int argc, char **argv)
                a.model, j.m->nparams, so_graph_flops(j.m->g) * 1e-9, a.dataset, world, a.batch, a.threads);
     rc = so_train(j.m, j.opt, j.ltrain, j.ltest, &tc, d, progress_update, &ps, &r);
     if (rc)
-        rc = dist_fail(dh, "train", exit_code(rc), so_errmsg());
+        rc = dist_fail(dh, "train", cli_exit_code(rc), so_errmsg());
     else if (!(rc = ckpt_glue_finish(cg))) {
         dist_comm_seconds(dh, &r.comm_total);
         rc = finish(&a, &j, &r, d);

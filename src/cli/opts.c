@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "scaleout/err.h"
 
 int cli_error(const char *cmd, int code, const char *fmt, ...)
 {
@@ -138,4 +139,9 @@ void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opt
         print_default(f, opts);
         fputc('\n', f);
     }
+}
+
+int cli_exit_code(int so_rc)
+{
+    return so_rc == SO_EINVAL || so_rc == SO_EIO || so_rc == SO_EFORMAT ? CLI_USAGE : CLI_FAIL;
 }
