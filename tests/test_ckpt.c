@@ -248,6 +248,57 @@ static void test_session_restore(void **state)
     unmake(&b);
 }
 
+/* The snapshot runs on the writer thread after step_end returns; the state
+ * saved must be the one at that step even though the "optimizer" overwrites
+ * everything right after before_update. The test hook makes the snapshot
+ * slow, so a before_update that did not wait would save the garbage. */
+static void test_snapshot_waits(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/so_ckpt_test_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    net a, b;
+    make(&a, 11);
+    make(&b, 3);
+    size_t n = a.m->nparams;
+    float *p0 = malloc(n * 4), *s0 = malloc(n * 4);
+    memcpy(p0, a.m->params, n * 4);
+    memcpy(s0, so_optim_slot(a.o, 0), n * 4);
+    so_ckpt_config c = {.shared_dir = dir, .every_steps = 5, .keep = 1, .flush_every = 1, .model_name = "smallcnn",
+                        .optimizer = "adam", .config_text = "x=1\n"};
+    so_ckpt *ck;
+    setenv("SCALEOUT_CKPT_TEST_DELAY_MS", "60", 1);
+    assert_int_equal(so_ckpt_create(&c, NULL, a.m, a.o, &ck), 0);
+    unsetenv("SCALEOUT_CKPT_TEST_DELAY_MS");
+    so_train_state s = {.step = 5, .epoch = 0, .epoch_step = 5, .m = a.m, .opt = a.o};
+    assert_int_equal(so_ckpt_step_end(ck, &s), 0);
+    assert_int_equal(so_ckpt_before_update(ck), 0);
+    for (size_t i = 0; i < n; i++) /* the update */
+        a.m->params[i] = so_optim_slot(a.o, 0)[i] = -1.0f;
+    assert_int_equal(so_ckpt_finish(ck), 0);
+    so_ckpt_stats st;
+    so_ckpt_get_stats(ck, &st);
+    assert_int_equal(st.count, 1);
+    assert_true(st.stall_total >= 0.05); /* the wait for the slow snapshot is a stall */
+    so_ckpt_destroy(ck);
+
+    assert_int_equal(so_ckpt_create(&c, NULL, b.m, b.o, &ck), 0);
+    long step;
+    int found;
+    assert_int_equal(so_ckpt_restore(ck, "auto", &step, &found), 0);
+    assert_int_equal(found, 1);
+    assert_memory_equal(b.m->params, p0, n * 4);
+    assert_memory_equal(so_optim_slot(b.o, 0), s0, n * 4);
+    so_ckpt_destroy(ck);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+    free(p0);
+    free(s0);
+    unmake(&a);
+    unmake(&b);
+}
+
 /* ---- safetensors ---- */
 
 static void test_safetensors(void **state)
@@ -308,7 +359,7 @@ int main(void)
         cmocka_unit_test(test_crc_vectors),       cmocka_unit_test(test_crc_chain),
         cmocka_unit_test(test_manifest_round_trip), cmocka_unit_test(test_manifest_refusals),
         cmocka_unit_test(test_daly),              cmocka_unit_test(test_session_restore),
-        cmocka_unit_test(test_safetensors),
+        cmocka_unit_test(test_safetensors), cmocka_unit_test(test_snapshot_waits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,6 +93,12 @@ typedef struct so_ckpt_transport {
     /* *done = 1 once both halves finished (req is then released); wait = 1
      * blocks until then. */
     int (*exchange_test)(void *ctx, void *req, int wait, int *done);
+    /* Optional non-blocking SUM of n int64 values in place: start, then wait
+     * (*req is released). The progress agreement of checkpoints in flight is
+     * posted at one step_end and completed at the next, so no rank waits for
+     * another in between. NULL: the blocking allreduce_i64 is used. */
+    int (*isum_start)(void *ctx, int64_t *v, int n, void **req);
+    int (*isum_wait)(void *ctx, void *req);
 } so_ckpt_transport;
 
 /* ---- a checkpointing session ----------------------------------------------- */
@@ -138,6 +144,11 @@ void so_ckpt_destroy(so_ckpt *ck);
  * (message in so_errmsg()); the caller decides whether training goes on
  * (so_ckpt_failed tells a checkpoint error from a communication error). */
 int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s);
+/* The body of so_train_hooks.before_update: the snapshot of a checkpoint
+ * started at the previous step_end is taken by the writer thread while
+ * forward and backward run; this waits for it (the parameters are about to
+ * change) and posts the partner exchange. Same return codes as step_end. */
+int so_ckpt_before_update(so_ckpt *ck);
 int so_ckpt_last_error_is_ckpt(const so_ckpt *ck);
 /* Observer of the time the training thread spends on checkpoints (each piece
  * of stall inside step_end, as [t0, t1] in so_now seconds), e.g. for the

@@ -276,5 +276,11 @@ void so_comm_p2p_destroy(so_comm_p2p *p); /* accepts NULL */
 int so_comm_exchange_start(so_comm_p2p *p, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn, int src,
                            so_comm_xfer **out);
 int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done);
+/* Non-blocking in-place SUM of n int64 over all ranks on the channel's
+ * communicator (progress agreements that must not make ranks wait for each
+ * other). Same idle rule as the exchange; wait releases the request. */
+typedef struct so_comm_isum so_comm_isum;
+int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, so_comm_isum **out);
+int so_comm_isum_wait(so_comm_p2p *p, so_comm_isum *r);
 
 #endif

@@ -71,6 +71,11 @@ typedef struct so_train_hooks {
     /* After every optimizer step (after evaluation at an epoch end). A
      * non-zero return stops training with that code (SO_STOP: stop cleanly). */
     int (*step_end)(void *arg, const so_train_state *s);
+    /* Just before the optimizer changes the parameters (after the gradient
+     * wait): the parameters and optimizer state have not changed since the
+     * previous step_end, so a checkpoint can snapshot them in the background
+     * during forward and backward and only needs to finish by now. */
+    int (*before_update)(void *arg);
 } so_train_hooks;
 
 typedef struct {

@@ -1,13 +1,16 @@
 /* The write path of a checkpointing session (ckpt.h). At a due step the
- * training thread only copies its 1/N shard of the state into a staging
- * buffer, posts the non-blocking partner exchange and queues the write; the
- * writer thread writes and fsyncs. Later step_end calls poll: when every rank
- * reports its shard (and the partner copy it holds) durable, the CRCs are
- * summed over ranks and the node leaders write the MANIFEST, last. Every M-th
+ * training thread only records the small per-rank state and queues a task;
+ * the writer thread copies this rank's 1/N shard into a staging buffer while
+ * the next forward and backward run (the parameters do not change until the
+ * next optimizer step, where before_update waits for the copy and posts the
+ * partner exchange), then writes and fsyncs it. Progress is agreed with one
+ * non-blocking SUM posted at one step_end and completed at the next, which
+ * also carries every shard's CRC: when all shards (and the partner copies)
+ * are durable, the node leaders write the MANIFEST, last. Every M-th
  * checkpoint is then copied to the shared level by the flush thread, and
- * rank 0 writes the shared MANIFEST once all copies are there. All
- * decisions come from allreduced values, so every rank takes the same branch
- * at the same step. */
+ * rank 0 writes the shared MANIFEST once all copies are there. All decisions
+ * come from reduced values, so every rank takes the same branch at the same
+ * step. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +38,7 @@ static int one_allreduce(void *ctx, int64_t *v, int n, so_ckpt_op op)
     return 0;
 }
 
-static const so_ckpt_transport one = {NULL, 0, 1, 0, 1, 0, 1, one_bcast, one_allreduce, NULL, NULL};
+static const so_ckpt_transport one = {NULL, 0, 1, 0, 1, 0, 1, one_bcast, one_allreduce, NULL, NULL, NULL, NULL};
 
 /* ---- set-up ----------------------------------------------------------------- */
 
@@ -48,6 +51,56 @@ static int check_config(const so_ckpt_config *c)
         return so_err(SO_EINVAL, "--ckpt-keep: %d must be >= 1", c->keep);
     if (c->flush_every < 1)
         return so_err(SO_EINVAL, "--ckpt-flush-every: %d must be >= 1", c->flush_every);
+    return 0;
+}
+
+static void partners(const so_ckpt *ck, int *dst, int *src);
+
+static void *alloc_raw(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64); }
+
+/* Writer thread: touches the staging buffers so the first checkpoint's
+ * page faults are not on anybody's critical path. */
+static int prefault(void *arg, ck_task *t)
+{
+    so_ckpt *ck = arg;
+    (void)t;
+    memset(ck->stage, 0, ck->stage_cap);
+    if (ck->pbuf)
+        memset(ck->pbuf, 0, ck->pbuf_cap);
+    return 0;
+}
+
+/* The staging buffers (this rank's shard, the partner's) and the agreement
+ * vector, allocated once: a checkpoint never allocates on the training
+ * thread. The memory is touched in the background. */
+static int alloc_buffers(so_ckpt *ck)
+{
+    int w = ck->t.world, writes = ck->c.every_steps > 0 || ck->c.every_epochs > 0 || ck->c.mtbf_hours > 0;
+    ck->av = calloc(4 + 2 * (size_t)w, sizeof *ck->av);
+    ck->rankbuf = malloc(ck->rank_bytes);
+    if (!ck->av || !ck->rankbuf)
+        return so_err(SO_ENOMEM, "out of memory");
+    memset(ck->rankbuf, 0, ck->rank_bytes); /* its page faults now, not at the first checkpoint */
+    if (!writes || ck->c.naive)
+        return 0;
+    uint64_t off, len;
+    ck_block(ck->rep_bytes, w, ck->t.rank, &off, &len);
+    ck->stage_cap = (size_t)(len + ck->rank_bytes);
+    if (ck->c.local_dir && w > 1 && ck->t.exchange_start) {
+        int dst, src;
+        partners(ck, &dst, &src);
+        ck_block(ck->rep_bytes, w, src, &off, &len);
+        ck->pbuf_cap = (size_t)(len + ck->rank_bytes);
+        if (!(ck->pbuf = alloc_raw(ck->pbuf_cap)))
+            return so_err(SO_ENOMEM, "out of memory for a %zu-byte partner checkpoint buffer", ck->pbuf_cap);
+    }
+    if (!(ck->stage = alloc_raw(ck->stage_cap)))
+        return so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->stage_cap);
+    memset(&ck->t_prep, 0, sizeof ck->t_prep);
+    ck->t_prep.kind = CK_TASK_PREPARE;
+    ck->t_prep.prepare = prefault;
+    ck->t_prep.prep_arg = ck;
+    ck_worker_submit(&ck->writer, &ck->t_prep);
     return 0;
 }
 
@@ -76,6 +129,8 @@ int so_ckpt_create(const so_ckpt_config *c, const so_ckpt_transport *t, so_model
         ck_fmt(ck->node_dir, sizeof ck->node_dir, "%s/node%d", c->local_dir, ck->t.node_id);
     if (!(rc = ck_worker_start(&ck->writer)))
         rc = ck_worker_start(&ck->flusher);
+    if (!rc)
+        rc = alloc_buffers(ck);
     if (rc) {
         so_ckpt_destroy(ck);
         return rc;
@@ -90,8 +145,10 @@ void so_ckpt_destroy(so_ckpt *ck)
         return;
     ck_worker_stop(&ck->writer);
     ck_worker_stop(&ck->flusher);
-    so_free(ck->stage);
-    so_free(ck->pbuf);
+    free(ck->stage);
+    free(ck->pbuf);
+    free(ck->av);
+    free(ck->rankbuf);
     free(ck->man_copy);
     free(ck->fman_copy);
     free(ck->manifest_text);
@@ -110,16 +167,6 @@ static const char *level1(const so_ckpt *ck) { return ck->c.local_dir ? ck->node
 static void ckpt_dir(char *out, size_t cap, const char *base, long step)
 {
     ck_fmt(out, cap, "%s/ckpt-%010ld", base, step);
-}
-
-static int grow(uint8_t **buf, size_t *cap, size_t n)
-{
-    if (*cap >= n)
-        return 0;
-    so_free(*buf);
-    *buf = so_alloc(n ? n : 1);
-    *cap = *buf ? n : 0;
-    return *buf ? 0 : so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", n);
 }
 
 static int ckpt_fail(so_ckpt *ck, int code, const char *msg)
@@ -174,10 +221,14 @@ static void fill_manifest(so_ckpt *ck, so_ckpt_manifest *m, const so_train_state
     m->config = (char *)ck->c.config_text;
 }
 
-static void queue_write(so_ckpt *ck, ck_task *t, const char *dir, const char *name, const void *buf, size_t len)
+/* Queues "prep (if any), then write buf to dir/name" on the writer thread. */
+static void queue_write(so_ckpt *ck, ck_task *t, const char *dir, const char *name, const void *buf, size_t len,
+                        int (*prep)(void *, ck_task *))
 {
     memset(t, 0, sizeof *t);
     t->kind = CK_TASK_WRITE;
+    t->prepare = prep;
+    t->prep_arg = ck;
     ck_fmt(t->dir, sizeof t->dir, "%s", dir);
     ck_fmt(t->name, sizeof t->name, "%s", name);
     t->buf = buf;
@@ -197,76 +248,85 @@ static void partners(const so_ckpt *ck, int *dst, int *src)
     *src = (ck->t.rank - shift + w) % w;
 }
 
-/* Snapshot of this rank's shard, partner exchange posted, write queued. */
+/* Writer thread, first step of the shard write: the directory and the
+ * snapshot of this rank's shard (the parameters are frozen until
+ * before_update has seen this step finish). */
+static int snapshot(void *arg, ck_task *t)
+{
+    so_ckpt *ck = arg;
+    if (ck_mkdirs(ck->pdir)) {
+        ck_fmt(t->err, sizeof t->err, "%s", so_errmsg());
+        return SO_EIO;
+    }
+    if (ck->delay_ms > 0) { /* test hook: a slow snapshot, which before_update must wait for */
+        struct timespec ts = {ck->delay_ms / 1000, (long)(ck->delay_ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    uint64_t off, len;
+    ck_block(ck->rep_bytes, ck->t.world, ck->t.rank, &off, &len);
+    ck_rep_get(ck->m, ck->opt, ck->stage, off, len);
+    memcpy(ck->stage + len, ck->rankbuf, ck->rank_bytes);
+    return 0;
+}
+
+/* Records the small per-rank state and queues snapshot + write. */
 static int start_scaleout(so_ckpt *ck, const so_train_state *s)
 {
-    int w = ck->t.world, r = ck->t.rank;
-    uint64_t off, len;
-    ck_block(ck->rep_bytes, w, r, &off, &len);
-    size_t bytes = (size_t)(len + ck->rank_bytes);
-    int rc = grow(&ck->stage, &ck->stage_cap, bytes);
-    if (rc)
-        return rc;
-    ck_rep_get(ck->m, ck->opt, ck->stage, off, len);
-    ck_rank_get(ck->m, ck->stage + len);
-    fill_manifest(ck, &ck->pm, s, w);
+    ck_rank_get(ck->m, ck->rankbuf);
+    fill_manifest(ck, &ck->pm, s, ck->t.world);
     ckpt_dir(ck->pdir, sizeof ck->pdir, level1(ck), s->step);
     char name[64];
-    ck_fmt(name, sizeof name, "shard-%d.bin", r);
-    if (ck_mkdirs(ck->pdir)) { /* fails at the next agreement, on every rank together */
-        memset(&ck->t_own, 0, sizeof ck->t_own);
-        ck->t_own.rc = SO_EIO;
-        ck->t_own.state = CK_DONE;
-        ck_fmt(ck->t_own.err, sizeof ck->t_own.err, "%s", so_errmsg());
-    } else {
-        queue_write(ck, &ck->t_own, ck->pdir, name, ck->stage, bytes);
-    }
-    ck->partner = ck->c.local_dir && w > 1 && ck->t.exchange_start;
-    if (ck->partner) {
-        int dst, src;
-        partners(ck, &dst, &src);
-        ck_block(ck->rep_bytes, w, src, &off, &len);
-        ck->partner_src = src;
-        ck->partner_len = (size_t)(len + ck->rank_bytes);
-        if ((rc = grow(&ck->pbuf, &ck->pbuf_cap, ck->partner_len)))
-            return rc;
-        rc = ck->t.exchange_start(ck->t.ctx, ck->stage, bytes, dst, ck->pbuf, ck->partner_len, src, &ck->xreq);
-        if (rc)
-            return rc;
-        ck->t_partner.state = CK_IDLE;
-    }
+    ck_fmt(name, sizeof name, "shard-%d.bin", ck->t.rank);
+    queue_write(ck, &ck->t_own, ck->pdir, name, ck->stage, ck->stage_cap, snapshot);
+    ck->partner = ck->pbuf != NULL;
+    ck->t_partner.state = CK_IDLE;
+    ck->snapping = 1;
     ck->pending = 1;
     ck->p_t0 = so_now();
     return 0;
 }
 
+/* The snapshot is taken: post the partner exchange (also after a failed
+ * snapshot, so that the partner's receive is matched; the checkpoint then
+ * fails at the agreement on every rank). */
+static int snapped(so_ckpt *ck)
+{
+    ck_task_prepared(&ck->writer, &ck->t_own, 1);
+    ck->snapping = 0;
+    if (!ck->partner)
+        return 0;
+    int dst, src;
+    partners(ck, &dst, &src);
+    ck->partner_src = src;
+    ck->partner_len = ck->pbuf_cap;
+    ck->x_fresh = 1;
+    return ck->t.exchange_start(ck->t.ctx, ck->stage, ck->stage_cap, dst, ck->pbuf, ck->partner_len, src,
+                                &ck->xreq);
+}
+
 /* ---- completing a checkpoint ---------------------------------------------------- */
 
-/* Sums every rank's (crc, bytes) into the manifest's shard table and formats it. */
+/* Layout of the agreement vector (see local_row). */
+enum { AV_DONE, AV_BAD, AV_FDONE, AV_FBAD, AV_SHARDS };
+
+/* The manifest's shard table from the agreed CRCs and sizes, formatted. */
 static int build_manifest(so_ckpt *ck)
 {
     int w = ck->t.world;
-    int64_t *v = calloc((size_t)w * 2, sizeof *v);
     so_ckpt_shard *sh = calloc((size_t)w, sizeof *sh);
-    int rc = v && sh ? 0 : so_err(SO_ENOMEM, "out of memory");
-    if (!rc) {
-        v[2 * ck->t.rank] = ck->t_own.crc;
-        v[2 * ck->t.rank + 1] = (int64_t)ck->t_own.bytes;
-        rc = ck->t.allreduce_i64(ck->t.ctx, v, 2 * w, SO_CKPT_SUM);
-    }
-    for (int k = 0; !rc && k < w; k++) {
+    if (!sh)
+        return so_err(SO_ENOMEM, "out of memory");
+    for (int k = 0; k < w; k++) {
         ck_block(ck->rep_bytes, w, k, &sh[k].rep_off, &sh[k].rep_len);
         sh[k].rank_first = k;
         sh[k].rank_count = 1;
-        sh[k].bytes = (uint64_t)v[2 * k + 1];
-        sh[k].crc = (uint32_t)v[2 * k];
+        sh[k].crc = (uint32_t)ck->av[AV_SHARDS + 2 * k];
+        sh[k].bytes = (uint64_t)ck->av[AV_SHARDS + 2 * k + 1];
     }
-    free(v);
     ck->pm.shards = sh;
     free(ck->manifest_text);
     ck->manifest_text = NULL;
-    if (!rc)
-        rc = so_ckpt_manifest_format(&ck->pm, &ck->manifest_text, &ck->manifest_len);
+    int rc = so_ckpt_manifest_format(&ck->pm, &ck->manifest_text, &ck->manifest_len);
     free(sh);
     ck->pm.shards = NULL;
     return rc;
@@ -339,6 +399,17 @@ static int complete(so_ckpt *ck)
  * queues the partner write once it arrived. *done / *bad feed the agreement. */
 static int ckpt_flags(so_ckpt *ck, int block, int *done, int *bad)
 {
+    *done = *bad = 0;
+    if (ck->snapping) /* the exchange is not even posted yet (blocking callers resolve this first) */
+        return 0;
+    if (ck->x_fresh && !block) {
+        /* Posted just before this step's update: testing it now would make
+         * this thread do the whole transfer (a shared-memory MPI copies a
+         * large message inside whichever call progresses it). One step later
+         * the gradient engine's calls have progressed it in the background. */
+        ck->x_fresh = 0;
+        return 0;
+    }
     if (ck->xreq) {
         int got = 0, rc = ck->t.exchange_test(ck->t.ctx, ck->xreq, block, &got);
         if (rc)
@@ -347,7 +418,7 @@ static int ckpt_flags(so_ckpt *ck, int block, int *done, int *bad)
             ck->xreq = NULL;
             char name[64];
             ck_fmt(name, sizeof name, "partner-%d.bin", ck->partner_src);
-            queue_write(ck, &ck->t_partner, ck->pdir, name, ck->pbuf, ck->partner_len);
+            queue_write(ck, &ck->t_partner, ck->pdir, name, ck->pbuf, ck->partner_len, NULL);
         }
     }
     int own = ck_task_done(&ck->writer, &ck->t_own, block);
@@ -382,31 +453,122 @@ static void nap(void)
     nanosleep(&ts, NULL);
 }
 
+/* ---- agreeing on progress --------------------------------------------------------- */
+
+/* The agreement vector ck->av, summed over ranks:
+ *   [0] ranks whose checkpoint is durable   [1] ranks whose checkpoint failed
+ *   [2] ranks whose flush is done           [3] ranks whose flush failed
+ *   [4 + 2k], [5 + 2k] CRC and byte count of rank k's shard (once durable). */
+static int av_len(const so_ckpt *ck) { return AV_SHARDS + 2 * ck->t.world; }
+
+static void flush_flags(so_ckpt *ck, int block, int *done, int *bad);
+static int flush_settle(so_ckpt *ck, int failed, int bad);
+
+/* This rank's row: the flags of the checkpoint (ckpt) and/or flush (flush) in flight. */
+static int local_row(so_ckpt *ck, int ckpt, int flush, int block)
+{
+    int d = 0, b = 0, rc = 0, r = ck->t.rank;
+    memset(ck->av, 0, (size_t)av_len(ck) * sizeof *ck->av);
+    ck->a_ckpt = ckpt;
+    ck->a_flush = flush;
+    if (ckpt && !(rc = ckpt_flags(ck, block, &d, &b))) {
+        ck->av[AV_DONE] = d;
+        ck->av[AV_BAD] = b;
+        ck->av[AV_SHARDS + 2 * r] = d ? ck->t_own.crc : 0;
+        ck->av[AV_SHARDS + 2 * r + 1] = d ? (int64_t)ck->t_own.bytes : 0;
+    }
+    if (flush) {
+        flush_flags(ck, block, &d, &b);
+        ck->av[AV_FDONE] = d;
+        ck->av[AV_FBAD] = ck->a_fbad = b;
+    }
+    return rc;
+}
+
+/* Acts on the summed row: the same values at the same step on every rank. */
+static int apply_row(so_ckpt *ck)
+{
+    const int64_t *v = ck->av, w = ck->t.world;
+    int rc = 0;
+    if (ck->a_flush && (v[AV_FDONE] == w || v[AV_FBAD] > 0)) /* first: a completing checkpoint may start a flush */
+        rc = flush_settle(ck, v[AV_FBAD] > 0, ck->a_fbad);
+    if (ck->a_ckpt && (v[AV_DONE] == w || v[AV_BAD] > 0)) {
+        int rc2 = ckpt_settle(ck, v[AV_DONE] == w, v[AV_BAD] > 0);
+        rc = rc ? rc : rc2;
+    }
+    ck->a_ckpt = ck->a_flush = 0;
+    return rc;
+}
+
+static int comm_failed(so_ckpt *ck, int rc)
+{
+    if (rc)
+        ck->err_is_ckpt = 0;
+    return rc;
+}
+
+/* Blocking round: local flags (waiting for local completion), SUM, act. */
+static int round_blocking(so_ckpt *ck, int ckpt, int flush)
+{
+    int rc = local_row(ck, ckpt, flush, 1);
+    if (!rc)
+        rc = comm_failed(ck, ck->t.allreduce_i64(ck->t.ctx, ck->av, av_len(ck), SO_CKPT_SUM));
+    return rc ? rc : apply_row(ck);
+}
+
+/* Completes the agreement posted at the previous step_end and acts on it. */
+static int settle_posted(so_ckpt *ck)
+{
+    if (!ck->areq)
+        return 0;
+    void *req = ck->areq;
+    ck->areq = NULL;
+    int rc = comm_failed(ck, ck->t.isum_wait(ck->t.ctx, req));
+    return rc ? rc : apply_row(ck);
+}
+
+/* Posts this step's flags; the next step_end completes the SUM, by when the
+ * gradient traffic in between has long progressed it: nobody waits. */
+static int post_row(so_ckpt *ck)
+{
+    if (!ck->t.isum_start)
+        return round_blocking(ck, ck->pending, ck->flushing);
+    int rc = local_row(ck, ck->pending, ck->flushing, 0);
+    return rc ? rc : comm_failed(ck, ck->t.isum_start(ck->t.ctx, ck->av, av_len(ck), &ck->areq));
+}
+
 /* Finishes the checkpoint in flight (blocking). */
 static int advance(so_ckpt *ck)
 {
-    for (;;) {
-        int done, bad, all_done, failed;
-        int rc = ckpt_flags(ck, 1, &done, &bad);
-        if (!rc)
-            rc = agree(ck, done, bad, &all_done, &failed);
-        if (rc || all_done || failed)
-            return rc ? rc : ckpt_settle(ck, all_done, failed);
-        nap();
-    }
+    int rc = settle_posted(ck);
+    if (!rc && ck->snapping)
+        rc = snapped(ck);
+    while (!rc && ck->pending)
+        if (!(rc = round_blocking(ck, 1, 0)) && ck->pending)
+            nap();
+    return rc;
 }
 
 /* ---- level 3: flush to the shared directory -------------------------------------- */
 
+/* Flush thread: the shared directory is made there (a parallel file system's
+ * mkdir can take long). */
+static int flush_mkdir(void *arg, ck_task *t)
+{
+    (void)arg;
+    if (!ck_mkdirs(t->dir))
+        return 0;
+    ck_fmt(t->err, sizeof t->err, "%s", so_errmsg());
+    return SO_EIO;
+}
+
 static int start_flush(so_ckpt *ck)
 {
-    char dir[4096];
-    ckpt_dir(dir, sizeof dir, ck->c.shared_dir, ck->pm.step);
-    int rc = ck_mkdirs(dir);
     ck_task *t = &ck->t_flush;
     memset(t, 0, sizeof *t);
     t->kind = CK_TASK_COPY;
-    ck_fmt(t->dir, sizeof t->dir, "%s", dir);
+    t->prepare = flush_mkdir;
+    ckpt_dir(t->dir, sizeof t->dir, ck->c.shared_dir, ck->pm.step);
     ck_fmt(t->name, sizeof t->name, "shard-%d.bin", ck->t.rank);
     ck_fmt(t->src, sizeof t->src, "%s/%s", ck->pdir, t->name);
     t->delay_ms = ck->delay_ms;
@@ -417,12 +579,6 @@ static int start_flush(so_ckpt *ck)
     ck->f_step = ck->pm.step;
     ck->f_crc = ck->t_own.crc;
     ck->flushing = 1;
-    if (rc) { /* reported at the next poll like any flush failure */
-        t->rc = rc;
-        ck_fmt(t->err, sizeof t->err, "%s", so_errmsg());
-        t->state = CK_DONE;
-        return 0;
-    }
     ck_worker_submit(&ck->flusher, t);
     return 0;
 }
@@ -459,40 +615,24 @@ static int flush_settle(so_ckpt *ck, int failed, int bad)
 
 static int advance_flush(so_ckpt *ck)
 {
-    for (;;) {
-        int done, bad, all_done, failed;
-        flush_flags(ck, 1, &done, &bad);
-        int rc = agree(ck, done, bad, &all_done, &failed);
-        if (rc || all_done || failed)
-            return rc ? rc : flush_settle(ck, failed, bad);
-        nap();
-    }
-}
-
-/* One non-blocking poll of both the checkpoint and the flush in flight, with
- * ONE small allreduce (MIN of done flags and of negated failure flags). */
-static int poll(so_ckpt *ck)
-{
-    int cd = 0, cb = 0, fd = 0, fb = 0, rc = 0, flushing = ck->flushing, pending = ck->pending;
-    if (pending && (rc = ckpt_flags(ck, 0, &cd, &cb)))
-        return rc;
-    if (flushing)
-        flush_flags(ck, 0, &fd, &fb);
-    int64_t v[4] = {cd, -cb, fd, -fb};
-    if ((rc = ck->t.allreduce_i64(ck->t.ctx, v, 4, SO_CKPT_MIN))) {
-        ck->err_is_ckpt = 0;
-        return rc;
-    }
-    if (flushing && (v[2] == 1 || v[3] < 0)) /* first, so a completing checkpoint may start the next flush */
-        rc = flush_settle(ck, v[3] < 0, fb);
-    if (pending && (v[0] == 1 || v[1] < 0)) {
-        int rc2 = ckpt_settle(ck, v[0] == 1, v[1] < 0);
-        rc = rc ? rc : rc2;
-    }
+    int rc = settle_posted(ck);
+    while (!rc && ck->flushing)
+        if (!(rc = round_blocking(ck, 0, 1)) && ck->flushing)
+            nap();
     return rc;
 }
 
 /* ---- the naive scheme: rank 0 writes everything, the others wait --------------- */
+
+static int grow(uint8_t **buf, size_t *cap, size_t n)
+{
+    if (*cap >= n)
+        return 0;
+    free(*buf);
+    *buf = so_alloc(n ? n : 1);
+    *cap = *buf ? n : 0;
+    return *buf ? 0 : so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", n);
+}
 
 static int naive(so_ckpt *ck, const so_train_state *s)
 {
@@ -611,51 +751,77 @@ static int closed(so_ckpt *ck, long step)
     return rc;
 }
 
+/* A checkpoint in flight when this call began has completed: its stall
+ * account closes. */
+static int progressed(so_ckpt *ck, int was_pending, long step, double *t0)
+{
+    if (!was_pending || ck->pending)
+        return 0;
+    account(ck, *t0, 1);
+    *t0 = so_now();
+    return closed(ck, step);
+}
+
+/* Due: the naive scheme, or (after finishing the previous one) a new snapshot. */
+static int start(so_ckpt *ck, const so_train_state *s, double *t0)
+{
+    if (ck->c.naive) {
+        int rc = naive(ck, s);
+        account(ck, *t0, 1);
+        *t0 = so_now();
+        int rc2 = closed(ck, s->step);
+        return rc ? rc : rc2;
+    }
+    int rc = 0;
+    if (ck->pending) { /* the previous one is still in flight: finish it first */
+        rc = advance(ck);
+        int rc2 = progressed(ck, 1, s->step, t0);
+        rc = rc ? rc : rc2;
+    }
+    return rc ? rc : start_scaleout(ck, s);
+}
+
 int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
 {
     double t0 = so_now();
     track_step_time(ck);
     check_manifests(ck);
-    int rc = 0, active = ck->pending || ck->flushing, was_pending = ck->pending;
     ck->err_is_ckpt = 0;
-    if (ck->pending || ck->flushing)
-        rc = poll(ck);
-    if (was_pending && !ck->pending) {
-        account(ck, t0, 1);
-        t0 = so_now();
-        active = 0;
-        int rc2 = closed(ck, s->step);
-        rc = rc ? rc : rc2;
+    int was_pending = ck->pending, active = ck->pending || ck->flushing;
+    int rc = settle_posted(ck);
+    if (!rc)
+        rc = progressed(ck, was_pending, s->step, &t0);
+    if (!rc && due(ck, s)) {
+        rc = start(ck, s, &t0);
+        active = 1;
     }
-    if (rc || !due(ck, s)) {
-        account(ck, t0, active);
-        return rc;
+    was_pending = ck->pending;
+    if (!rc && (ck->pending || ck->flushing)) {
+        rc = post_row(ck); /* one process: settles at once */
+        active = 1;
+        if (!rc)
+            rc = progressed(ck, was_pending, s->step, &t0);
     }
-    if (ck->c.naive) {
-        rc = naive(ck, s);
-        account(ck, t0, 1);
-        int rc2 = closed(ck, s->step);
-        return rc ? rc : rc2;
-    }
-    if (ck->pending) { /* the previous one is still in flight: finish it first */
-        rc = advance(ck);
-        account(ck, t0, 1);
-        t0 = so_now();
-        int rc2 = closed(ck, s->step);
-        if (rc || rc2)
-            return rc ? rc : rc2;
-    }
-    rc = start_scaleout(ck, s);
+    account(ck, t0, active);
+    return rc;
+}
+
+int so_ckpt_before_update(so_ckpt *ck)
+{
+    if (!ck->snapping)
+        return 0;
+    double t0 = so_now();
+    ck->err_is_ckpt = 0;
+    int rc = snapped(ck);
     account(ck, t0, 1);
     return rc;
 }
 
 int so_ckpt_finish(so_ckpt *ck)
 {
-    int rc = 0;
     double t0 = so_now();
-    if (ck->pending) {
-        rc = advance(ck);
+    int was_pending = ck->pending, rc = advance(ck);
+    if (was_pending) {
         account(ck, t0, 1);
         int rc2 = closed(ck, ck->pm.step);
         rc = rc ? rc : rc2;

@@ -28,6 +28,13 @@ struct so_ckpt {
     int partner_src;
     void *xreq;                  /* partner exchange in flight */
     ck_task t_own, t_partner;
+    int x_fresh;                 /* the exchange was posted at this step (ckpt_flags) */
+    int snapping;                /* t_own's snapshot may still be running (before_update waits) */
+    uint8_t *rankbuf;            /* the per-rank state, recorded at the due step_end */
+    ck_task t_prep;              /* prefaults stage and pbuf at start-up */
+    int64_t *av;                 /* agreement vector (ckpt.c: local_row), in MPI's hands while areq */
+    void *areq;
+    int a_ckpt, a_flush, a_fbad; /* what av's pending round covers; this rank's flush failure */
     char *manifest_text;
     size_t manifest_len;
     double p_t0;

@@ -3,21 +3,34 @@
  * thread. The submitter owns each task and polls task->state. */
 #include "worker.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "scaleout/err.h"
 #include "scaleout/timer.h"
 
-static void run(ck_task *t)
+/* The prepare step, then "prepared" is published to waiters. */
+static int prepare(ck_worker *w, ck_task *t)
+{
+    int rc = t->prepare ? t->prepare(t->prep_arg, t) : 0;
+    pthread_mutex_lock(&w->mu);
+    t->prepared = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+static void run(ck_worker *w, ck_task *t)
 {
     double t0 = so_now();
-    if (t->kind == CK_TASK_WRITE || t->kind == CK_TASK_MANIFEST) {
+    t->rc = prepare(w, t);
+    if (!t->rc && (t->kind == CK_TASK_WRITE || t->kind == CK_TASK_MANIFEST)) {
         t->rc = ck_write_atomic(t->dir, t->name, t->buf, t->len, t->delay_ms, &t->crc, t->err, sizeof t->err);
         t->bytes = t->len;
         if (t->kind == CK_TASK_MANIFEST && !t->rc)
             ck_prune(t->src, t->keep, t->protect);
-    } else {
+    } else if (!t->rc && t->kind == CK_TASK_COPY) {
         t->rc = ck_copy_atomic(t->src, t->dir, t->name, t->delay_ms, &t->crc, &t->bytes, t->err, sizeof t->err);
     }
     t->seconds = so_now() - t0;
@@ -26,6 +39,12 @@ static void run(ck_task *t)
 static void *loop(void *arg)
 {
     ck_worker *w = arg;
+#ifdef SCHED_BATCH
+    /* Checkpoint copies and writes only use CPU time that training leaves
+     * idle: a woken writer must not preempt a rank's compute thread. */
+    struct sched_param sp = {0};
+    pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
+#endif
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->stop && w->n == 0)
@@ -34,7 +53,7 @@ static void *loop(void *arg)
             break;
         ck_task *t = w->q[w->head];
         pthread_mutex_unlock(&w->mu);
-        run(t);
+        run(w, t);
         pthread_mutex_lock(&w->mu);
         w->head = (w->head + 1) % CK_QUEUE;
         w->n--;
@@ -76,6 +95,7 @@ void ck_worker_submit(ck_worker *w, ck_task *t)
     while (w->n == CK_QUEUE)
         pthread_cond_wait(&w->cv, &w->mu);
     t->state = CK_QUEUED;
+    t->prepared = 0;
     t->rc = 0;
     t->err[0] = '\0';
     w->q[(w->head + w->n) % CK_QUEUE] = t;
@@ -90,6 +110,16 @@ int ck_task_done(ck_worker *w, ck_task *t, int wait)
     while (wait && t->state == CK_QUEUED)
         pthread_cond_wait(&w->cv, &w->mu);
     int done = t->state != CK_QUEUED;
+    pthread_mutex_unlock(&w->mu);
+    return done;
+}
+
+int ck_task_prepared(ck_worker *w, ck_task *t, int wait)
+{
+    pthread_mutex_lock(&w->mu);
+    while (wait && t->state == CK_QUEUED && !t->prepared)
+        pthread_cond_wait(&w->cv, &w->mu);
+    int done = t->state != CK_QUEUED || t->prepared;
     pthread_mutex_unlock(&w->mu);
     return done;
 }

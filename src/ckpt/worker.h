@@ -5,13 +5,20 @@
 
 #include "ckpt_internal.h"
 
-enum { CK_TASK_WRITE, CK_TASK_COPY, CK_TASK_MANIFEST };
+enum { CK_TASK_WRITE, CK_TASK_COPY, CK_TASK_MANIFEST, CK_TASK_PREPARE };
 enum { CK_IDLE, CK_QUEUED, CK_DONE };
 #define CK_QUEUE 4
 
-typedef struct {
+typedef struct ck_task {
     int kind;            /* CK_TASK_WRITE: buf -> dir/name; CK_TASK_COPY: src -> dir/name;
-                            CK_TASK_MANIFEST: buf -> dir/name, then ck_prune(src, keep, protect) */
+                            CK_TASK_MANIFEST: buf -> dir/name, then ck_prune(src, keep, protect);
+                            CK_TASK_PREPARE: only the prepare step */
+    /* Optional first step on the worker (e.g. the snapshot a WRITE then
+     * writes): non-zero ends the task with that rc and err. Once it returned,
+     * the task is "prepared" (ck_task_prepared). */
+    int (*prepare)(void *arg, struct ck_task *t);
+    void *prep_arg;
+    int prepared;        /* read under the worker's lock */
     int keep, reported;
     long protect;
     char dir[4096], name[64], src[4096];
@@ -39,5 +46,7 @@ void ck_worker_stop(ck_worker *w);   /* runs the queued tasks, then joins */
 void ck_worker_submit(ck_worker *w, ck_task *t); /* blocks while the queue is full */
 /* 1 once t has run (wait = 1: blocks until then). */
 int ck_task_done(ck_worker *w, ck_task *t, int wait);
+/* 1 once t's prepare step has run (wait = 1: blocks until then). */
+int ck_task_prepared(ck_worker *w, ck_task *t, int wait);
 
 #endif

@@ -281,7 +281,7 @@ static int run(const acc_args *a, dist_handle *dh, job *j, acc_state *s, double 
     mllog *ml = s->ml;
     ml_event(ml, init_start, "INTERVAL_START", "init_start", "null", __LINE__, NULL);
     log_config(ml, a, j, world);
-    so_train_hooks hooks = {s, on_span, on_step_end};
+    so_train_hooks hooks = {s, on_span, on_step_end, NULL};
     so_train_config tc;
     so_train_defaults(&tc);
     tc.epochs = a->max_epochs;

@@ -62,6 +62,16 @@ static int t_test(void *ctx, void *req, int wait, int *done)
     return so_comm_exchange_test(((ckpt_glue *)ctx)->p2p, req, wait, done);
 }
 
+static int t_isum_start(void *ctx, int64_t *v, int n, void **req)
+{
+    so_comm_isum *r = NULL;
+    int rc = so_comm_isum_start(((ckpt_glue *)ctx)->p2p, v, n, &r);
+    *req = r;
+    return rc;
+}
+
+static int t_isum_wait(void *ctx, void *req) { return so_comm_isum_wait(((ckpt_glue *)ctx)->p2p, req); }
+
 static int transport(ckpt_glue *g, dist_handle *dh)
 {
     g->comm = dist_comm(dh);
@@ -73,7 +83,8 @@ static int transport(ckpt_glue *g, dist_handle *dh)
     so_comm_node nd;
     so_comm_node_info(g->comm, &nd);
     g->t = (so_ckpt_transport){g, so_comm_rank(g->comm), so_comm_size(g->comm), nd.node_id, nd.num_nodes,
-                               nd.node_rank, nd.node_size, t_bcast, t_allreduce, t_start, t_test};
+                               nd.node_rank, nd.node_size, t_bcast, t_allreduce, t_start, t_test,
+                               t_isum_start, t_isum_wait};
     g->rank = g->t.rank;
     return 0;
 }
@@ -96,13 +107,28 @@ static void hook_span(void *arg, so_span_kind kind, long step, int id, double t0
         g->prev->span(g->prev->arg, kind, step, id, t0, t1);
 }
 
+static int ckpt_error(ckpt_glue *g, int rc);
+
+static int hook_before_update(void *arg)
+{
+    ckpt_glue *g = arg;
+    int rc = g->prev && g->prev->before_update ? g->prev->before_update(g->prev->arg) : 0;
+    return rc ? rc : ckpt_error(g, so_ckpt_before_update(g->ck));
+}
+
 static int hook_step_end(void *arg, const so_train_state *s)
 {
     ckpt_glue *g = arg;
     int rc = g->prev && g->prev->step_end ? g->prev->step_end(g->prev->arg, s) : 0;
     if (rc)
         return rc;
-    rc = so_ckpt_step_end(g->ck, s);
+    return ckpt_error(g, so_ckpt_step_end(g->ck, s));
+}
+
+/* A checkpoint error is reported and either ignored or turned into a clean
+ * stop (--ckpt-on-error); other errors (communication) end training. */
+static int ckpt_error(ckpt_glue *g, int rc)
+{
     if (!rc || !so_ckpt_last_error_is_ckpt(g->ck))
         return rc;
     const char *msg = so_errmsg();
@@ -212,7 +238,7 @@ int ckpt_glue_open(const ckpt_args *a, dist_handle *dh, so_model *m, so_optim *o
         tc->no_initial_bcast = found;
     }
     g->prev = tc->hooks;
-    g->hooks = (so_train_hooks){g, g->prev && g->prev->span ? hook_span : NULL, hook_step_end};
+    g->hooks = (so_train_hooks){g, g->prev && g->prev->span ? hook_span : NULL, hook_step_end, hook_before_update};
     if (a->every)
         tc->hooks = &g->hooks;
     *out = g;

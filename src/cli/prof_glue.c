@@ -87,6 +87,12 @@ static int step_end(void *arg, const so_train_state *s)
     return g->next && g->next->step_end ? g->next->step_end(g->next->arg, s) : 0;
 }
 
+static int before_update(void *arg)
+{
+    prof_glue *g = arg;
+    return g->next && g->next->before_update ? g->next->before_update(g->next->arg) : 0;
+}
+
 /* ---- timed blocking collectives ---------------------------------------------- */
 
 static void record(prof_glue *g, const char *coll, so_prof_use use, size_t bytes, double t0, double t1)
@@ -288,7 +294,7 @@ int prof_glue_start(const prof_options *o, dist_handle *dh, so_model *m, so_trai
         return rc;
     }
     g->next = tc->hooks;
-    g->hooks = (so_train_hooks){g, span, step_end};
+    g->hooks = (so_train_hooks){g, span, step_end, before_update};
     tc->hooks = &g->hooks;
     *out = g;
     return 0;

@@ -122,3 +122,37 @@ int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done)
     }
     return rc;
 }
+
+struct so_comm_isum {
+    MPI_Request req;
+};
+
+int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, so_comm_isum **out)
+{
+    *out = NULL;
+    int rc = so_comm_check_idle(p->c);
+    if (rc)
+        return rc;
+    so_comm_isum *r = malloc(sizeof *r);
+    if (!r)
+        return so_err(SO_ENOMEM, "out of memory");
+    int mrc = MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_INT64_T, MPI_SUM, p->comm, &r->req);
+    if (mrc != MPI_SUCCESS) {
+        free(r);
+        return so_mpi_err(mrc, "MPI_Iallreduce");
+    }
+    *out = r;
+    return 0;
+}
+
+int so_comm_isum_wait(so_comm_p2p *p, so_comm_isum *r)
+{
+    int rc = so_comm_check_idle(p->c);
+    if (rc)
+        return rc;
+    so_waiter w;
+    so_waiter_init(&w, p->c, "checkpoint progress agreement");
+    rc = so_waiter_wait(&w, 1, &r->req);
+    free(r);
+    return rc;
+}

@@ -121,6 +121,10 @@ static int train_step(trainer *t, double *loss_out)
         span(t, SO_SPAN_COMM_WAIT, 0, w0, so_now());
     }
     double t3 = so_now();
+    const so_train_hooks *h = t->c->hooks;
+    int rc = h && h->before_update ? h->before_update(h->arg) : 0;
+    if (rc)
+        return rc;
     if (K > 1)
         for (size_t i = 0; i < m->nparams; i++)
             m->grads[i] *= 1.0f / (float)K;
