@@ -6,6 +6,11 @@ speedup np2/np1, scaling efficiency, the ratio to DDP, and the share of
 communication hidden behind backward (from scaleout's --json).
 
     /usr/bin/python3 bench/dp_scaling.py --bin build/scaleout [--repeat 3] [--rows lenet5:64:300,...]
+        [--scaleout-args "--bucket-mb auto --allreduce auto"]
+
+--scaleout-args adds flags to every scaleout run (np1 and np2 alike), e.g.
+the joint bucket/algorithm choice; its bucket plan is measured at steps 2-3,
+so give such rows >= 4 warm-up steps.
 """
 import argparse
 import json
@@ -19,12 +24,12 @@ ROOT = os.path.dirname(HERE)
 ROWS = [("lenet5", 64, 300, 10), ("resnet20", 64, 30, 5), ("resnet50", 16, 3, 1)]  # model, batch, steps, warm-up
 
 
-def scaleout(binary, model, batch, steps, warmup, np):
+def scaleout(binary, model, batch, steps, warmup, np, extra=()):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [os.path.join(ROOT, "scripts/mpirun.sh"), "-np", str(np), binary, "train", "--model", model,
                "--dataset", "synthetic", "--batch-size", str(batch), "--steps", str(steps + warmup),
                "--warmup-steps", str(warmup),
-               "--eval-every", "-1", "--progress", "none", "--json", f.name]
+               "--eval-every", "-1", "--progress", "none", "--json", f.name] + list(extra)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         r = json.load(open(f.name))
     ranks = r.get("ranks", [])
@@ -49,7 +54,11 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build/scaleout"))
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rows", help="comma list of model:batch:steps:warmup")
+    ap.add_argument("--scaleout-args", default="", help="extra flags for every scaleout run")
     a = ap.parse_args()
+    extra = a.scaleout_args.split()
+    if extra:
+        print("scaleout flags:", " ".join(extra))
     rows = ROWS if not a.rows else [(p[0], int(p[1]), int(p[2]), int(p[3]))
                                     for p in (r.split(":") for r in a.rows.split(","))]
     print(f"{'model':9} {'batch':>5} | {'scaleout np1':>24} {'scaleout np2':>24} {'speedup':>7} {'eff':>5} "
@@ -57,8 +66,8 @@ def main():
     for model, batch, steps, warmup in rows:
         s1, s2, d1, d2, ov = [], [], [], [], []
         for _ in range(a.repeat):
-            s1.append(scaleout(a.bin, model, batch, steps, warmup, 1)[0])
-            v, o = scaleout(a.bin, model, batch, steps, warmup, 2)
+            s1.append(scaleout(a.bin, model, batch, steps, warmup, 1, extra)[0])
+            v, o = scaleout(a.bin, model, batch, steps, warmup, 2, extra)
             s2.append(v)
             if o is not None:
                 ov.append(o)

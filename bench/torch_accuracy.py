@@ -35,6 +35,10 @@ def main():
     ap.add_argument("--max-epochs", type=int, default=10)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--lr-schedule", choices=["constant", "cosine"], default="constant",
+                    help="cosine: lr (1 + cos(pi t / T)) / 2 per step, T = max-epochs x steps per epoch "
+                         "(scaleout's cosine with min_lr 0)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--seed", type=int, default=42)
     a = ap.parse_args()
@@ -48,9 +52,14 @@ def main():
     xtr, ytr = norm(idx(f"{d}/train-images-idx3-ubyte.gz", 1)), torch.from_numpy(idx(f"{d}/train-labels-idx1-ubyte.gz", 0).astype("int64"))
     xte, yte = norm(idx(f"{d}/t10k-images-idx3-ubyte.gz", 1)), torch.from_numpy(idx(f"{d}/t10k-labels-idx1-ubyte.gz", 0).astype("int64"))
     model = torch_models.build(a.model, 10)
-    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, weight_decay=a.weight_decay)
     loss_fn = torch.nn.CrossEntropyLoss()
     steps_per_epoch = len(xtr) // a.batch  # drop_last, as scaleout's loader
+    total = a.max_epochs * steps_per_epoch
+    sched = None
+    if a.lr_schedule == "cosine":
+        import math
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda t: (1 + math.cos(math.pi * min(t, total) / total)) / 2)
     start, acc, epochs, train_s, images = time.perf_counter(), 0.0, 0, 0.0, 0
     for epoch in range(a.max_epochs):
         model.train()
@@ -61,6 +70,8 @@ def main():
             opt.zero_grad(set_to_none=True)
             loss_fn(model(xtr[i]), ytr[i]).backward()
             opt.step()
+            if sched:
+                sched.step()
         train_s += time.perf_counter() - t0
         images += steps_per_epoch * a.batch
         model.eval()

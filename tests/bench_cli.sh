@@ -112,9 +112,11 @@ if [ -f $data/train-images-idx3-ubyte.gz ]; then
   "$bin" bench accuracy --model lenet5 --target 0.5 --max-steps 150 --json "$tmp/acc.json" >"$tmp/acc.log" 2>&1 &&
     $schema --mllog "$tmp/acc.log" >/dev/null && $schema "$tmp/acc.json" >/dev/null &&
     grep -q '"status": "success"' "$tmp/acc.log" && ok || bad "accuracy (success): $(tail -3 "$tmp/acc.log")"
-  "$bin" bench accuracy --model lenet5 --target 1.0 --max-steps 40 --mllog "$tmp/abort.mllog" \
+  "$bin" bench accuracy --model lenet5 --target 1.0 --max-steps 40 --lr-schedule cosine --mllog "$tmp/abort.mllog" \
     --json "$tmp/abort.json" >"$tmp/abort.log" 2>&1 &&
     grep -q '"status": "aborted"' "$tmp/abort.mllog" && ! grep -q ":::MLLOG" "$tmp/abort.log" &&
+    grep -q '"key": "opt_learning_rate_schedule", "value": "cosine"' "$tmp/abort.mllog" &&
+    grep -q '"lr_schedule": "cosine"' "$tmp/abort.json" &&
     $schema "$tmp/abort.json" >/dev/null && grep -q "did not reach" "$tmp/abort.log" && ok ||
     bad "accuracy (aborted): $(tail -3 "$tmp/abort.log")"
 else echo "note: $data missing, accuracy checks skipped"; fi

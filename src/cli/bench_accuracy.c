@@ -20,7 +20,7 @@
 #include "scaleout/zoo.h"
 
 typedef struct {
-    const char *model, *dataset, *data_dir, *backend, *optimizer, *json, *mllog, *allreduce;
+    const char *model, *dataset, *data_dir, *backend, *optimizer, *json, *mllog, *allreduce, *schedule;
     int batch, max_epochs, threads, no_pin, augment, prefetch, synthetic_n;
     long max_steps, seed;
     float target, lr, momentum, weight_decay;
@@ -29,11 +29,12 @@ typedef struct {
 static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
 static const char *const backends[] = {"onednn", "ref", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
+static const char *const schedules[] = {"constant", "cosine", NULL};
 
 static int parse(acc_args *a, int argc, char **argv)
 {
     *a = (acc_args){.model = "lenet5", .dataset = "fashion-mnist", .data_dir = "/usr/share/datasets/fashion-mnist",
-                    .backend = "onednn", .optimizer = "momentum", .allreduce = "mpi", .batch = 64,
+                    .backend = "onednn", .optimizer = "momentum", .allreduce = "mpi", .schedule = "constant", .batch = 64,
                     .max_epochs = 10, .threads = 1, .prefetch = 4, .seed = 42, .target = -1, .lr = 0.01f,
                     .momentum = 0.9f};
     const cli_opt opts[] = {
@@ -48,6 +49,8 @@ static int parse(acc_args *a, int argc, char **argv)
         {"lr", OPT_FLOAT, &a->lr, "X", "learning rate", 0, 1e6, NULL},
         {"momentum", OPT_FLOAT, &a->momentum, "X", "momentum", 0, 1, NULL},
         {"weight-decay", OPT_FLOAT, &a->weight_decay, "X", "weight decay", 0, 1e3, NULL},
+        {"lr-schedule", OPT_CHOICE, &a->schedule, "NAME", "learning-rate schedule; cosine decays to 0 over the whole "
+         "budget (--max-steps, else --max-epochs)", 0, -1, schedules},
         {"augment", OPT_FLAG, &a->augment, NULL, "random crop (pad 4) and horizontal flip", 0, -1, NULL},
         {"seed", OPT_LONG, &a->seed, "N", "random seed", 0, 9.2e18, NULL},
         {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
@@ -205,6 +208,7 @@ static void log_config(mllog *ml, const acc_args *a, const job *j, int world)
     ml_str(ml, "opt_name", a->optimizer, __LINE__);
     snprintf(v, sizeof v, "%g", a->lr);
     POINT(ml, "opt_base_learning_rate", v, NULL);
+    ml_str(ml, "opt_learning_rate_schedule", a->schedule, __LINE__);
     POINT(ml, "gradient_accumulation_steps", "1", NULL);
     snprintf(v, sizeof v, "%d", j->train->n);
     POINT(ml, "train_samples", v, NULL);
@@ -235,6 +239,7 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     so_json_int(&js, "world_size", world);
     so_json_str(&js, "optimizer", a->optimizer);
     so_json_num(&js, "lr", a->lr);
+    so_json_str(&js, "lr_schedule", a->schedule);
     so_json_num(&js, "momentum", a->momentum);
     so_json_num(&js, "weight_decay", a->weight_decay);
     so_json_bool(&js, "augment", a->augment);
@@ -291,6 +296,8 @@ static int run(const acc_args *a, dist_handle *dh, job *j, acc_state *s, double 
     tc.hooks = &hooks;
     long spe = so_loader_steps(j->ltrain);
     long total = a->max_steps ? a->max_steps : (long)a->max_epochs * spe;
+    so_lr_parse(a->schedule, &tc.lr.kind);
+    tc.lr.total_steps = total;
     s->last_epoch = spe > 0 ? (int)((total + spe - 1) / spe) - 1 : 0;
     ml_event(ml, so_now(), "INTERVAL_END", "init_stop", "null", __LINE__, NULL);
     double start = so_now();
