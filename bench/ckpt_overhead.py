@@ -56,7 +56,8 @@ def parse(out):
     if not m:
         return dict(wall=wall)
     n = int(m.group(1))
-    return dict(wall=wall, count=n, flushed=int(m.group(2)), stall=float(m.group(4)) / max(n, 1),
+    cpu = re.search(r"background CPU ([\d.]+) s per rank", out)
+    return dict(wall=wall, count=n, cpu=float(cpu.group(1)) if cpu else 0.0, flushed=int(m.group(2)), stall=float(m.group(4)) / max(n, 1),
                 stall_max=float(m.group(5)), write=float(m.group(6)), flush=float(m.group(7)))
 
 
@@ -110,8 +111,8 @@ def main():
     a = ap.parse_args()
     lock = open("/tmp/scaleout-bench.lock", "a")
     print("| model | np | mode | wall s, median (min–max) | overhead vs none | checkpoints | "
-          "stall per checkpoint ms, median (min–max) | write MB/s | flush MB/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "stall per checkpoint ms, median (min–max) | stall + background CPU, % of wall | write MB/s | flush MB/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for model in a.models.split(","):
         for np in map(int, a.np.split(",")):
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -124,11 +125,14 @@ def main():
                 walls = [x["wall"] for x in runs]
                 over = "—" if m == "none" else "%+.1f%%" % (100 * (statistics.median(walls) / base - 1))
                 if m == "none":
-                    print("| %s | %d | %s | %s | %s | | | | |" % (model, np, m, fmt(walls), over))
+                    print("| %s | %d | %s | %s | %s | | | | | |" % (model, np, m, fmt(walls), over))
                     continue
                 stalls = [1e3 * x["stall"] for x in runs]
-                print("| %s | %d | %s | %s | %s | %d | %s | %.0f | %s |" % (
-                    model, np, m, fmt(walls), over, runs[0]["count"], fmt(stalls, "%.1f"),
+                # The noise-free cost on a node whose cores are all busy: the
+                # training thread's stall plus the checkpoint threads' CPU time.
+                cost = [100 * (x["stall"] * x["count"] + x["cpu"]) / x["wall"] for x in runs]
+                print("| %s | %d | %s | %s | %s | %d | %s | %s | %.0f | %s |" % (
+                    model, np, m, fmt(walls), over, runs[0]["count"], fmt(stalls, "%.1f"), fmt(cost, "%.2f"),
                     statistics.median(x["write"] for x in runs),
                     "%.0f" % statistics.median(x["flush"] for x in runs) if m == "scaleout" else "—"), flush=True)
     fcntl.flock(lock, fcntl.LOCK_EX)

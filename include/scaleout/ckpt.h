@@ -125,6 +125,7 @@ typedef struct {
     double write_seconds;    /* background seconds writing shards (this rank) */
     double write_bytes;
     double flush_seconds, flush_bytes;
+    double bg_cpu_seconds;   /* CPU time of the writer and flush threads (this rank) */
     double last_complete_seconds; /* snapshot -> manifest of the last checkpoint */
     long interval;           /* current interval in steps (auto mode) */
 } so_ckpt_stats;
@@ -157,7 +158,7 @@ typedef void (*so_ckpt_span_fn)(void *arg, double t0, double t1);
 void so_ckpt_set_span(so_ckpt *ck, so_ckpt_span_fn fn, void *arg);
 /* Collective: completes the checkpoint and flush in flight (blocking). */
 int so_ckpt_finish(so_ckpt *ck);
-void so_ckpt_get_stats(const so_ckpt *ck, so_ckpt_stats *st);
+void so_ckpt_get_stats(so_ckpt *ck, so_ckpt_stats *st);
 
 /* Collective. `where` is "auto" (newest complete checkpoint: local, partner,
  * then shared level) or a path (a checkpoint directory holding a MANIFEST, or

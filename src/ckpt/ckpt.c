@@ -156,7 +156,11 @@ void so_ckpt_destroy(so_ckpt *ck)
     free(ck);
 }
 
-void so_ckpt_get_stats(const so_ckpt *ck, so_ckpt_stats *st) { *st = ck->st; }
+void so_ckpt_get_stats(so_ckpt *ck, so_ckpt_stats *st)
+{
+    *st = ck->st;
+    st->bg_cpu_seconds = ck_worker_cpu_seconds(&ck->writer) + ck_worker_cpu_seconds(&ck->flusher);
+}
 int so_ckpt_last_error_is_ckpt(const so_ckpt *ck) { return ck->err_is_ckpt; }
 
 /* ---- helpers ----------------------------------------------------------------- */
@@ -781,24 +785,40 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
     return rc ? rc : start_scaleout(ck, s);
 }
 
+/* When the next progress round is posted: one step after anything moved,
+ * then backing off (2, 4, ... 16 steps) while a long write or flush runs, so
+ * an idle poll is not paid at every step. Decided from agreed values and
+ * step numbers only, so every rank posts at the same steps. */
+static void schedule_poll(so_ckpt *ck, long step, int moved)
+{
+    ck->poll_gap = moved || ck->poll_gap < 1 ? 1 : ck->poll_gap < 16 ? 2 * ck->poll_gap : 16;
+    ck->next_poll = step + ck->poll_gap;
+}
+
 int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
 {
     double t0 = so_now();
     track_step_time(ck);
     check_manifests(ck);
     ck->err_is_ckpt = 0;
-    int was_pending = ck->pending, active = ck->pending || ck->flushing;
-    int rc = settle_posted(ck);
+    int was_pending = ck->pending, was_flushing = ck->flushing, active = ck->pending || ck->flushing;
+    int polled = ck->areq != NULL, rc = settle_posted(ck);
+    if (polled)
+        schedule_poll(ck, s->step, was_pending != ck->pending || was_flushing != ck->flushing);
     if (!rc)
         rc = progressed(ck, was_pending, s->step, &t0);
     if (!rc && due(ck, s)) {
         rc = start(ck, s, &t0);
         active = 1;
+        ck->poll_gap = 1;
+        ck->next_poll = s->step + 2; /* the exchange is posted at the next update and tested one step later */
     }
     was_pending = ck->pending;
-    if (!rc && (ck->pending || ck->flushing)) {
+    if (!rc && (ck->pending || ck->flushing) && s->step >= ck->next_poll) {
         rc = post_row(ck); /* one process: settles at once */
         active = 1;
+        if (!ck->t.isum_start)
+            schedule_poll(ck, s->step, was_pending != ck->pending);
         if (!rc)
             rc = progressed(ck, was_pending, s->step, &t0);
     }

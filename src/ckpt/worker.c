@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "scaleout/err.h"
 #include "scaleout/timer.h"
@@ -36,6 +37,14 @@ static void run(ck_worker *w, ck_task *t)
     t->seconds = so_now() - t0;
 }
 
+/* This thread's CPU time: what checkpointing costs a node whose cores are all busy. */
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static void *loop(void *arg)
 {
     ck_worker *w = arg;
@@ -53,8 +62,11 @@ static void *loop(void *arg)
             break;
         ck_task *t = w->q[w->head];
         pthread_mutex_unlock(&w->mu);
+        double c0 = cpu_now();
         run(w, t);
+        double dc = cpu_now() - c0;
         pthread_mutex_lock(&w->mu);
+        w->cpu_seconds += dc;
         w->head = (w->head + 1) % CK_QUEUE;
         w->n--;
         t->state = CK_DONE;
@@ -122,4 +134,14 @@ int ck_task_prepared(ck_worker *w, ck_task *t, int wait)
     int done = t->state != CK_QUEUED || t->prepared;
     pthread_mutex_unlock(&w->mu);
     return done;
+}
+
+double ck_worker_cpu_seconds(ck_worker *w)
+{
+    if (!w->started)
+        return 0;
+    pthread_mutex_lock(&w->mu);
+    double c = w->cpu_seconds;
+    pthread_mutex_unlock(&w->mu);
+    return c;
 }

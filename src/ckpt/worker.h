@@ -39,6 +39,7 @@ typedef struct {
     pthread_cond_t cv;
     ck_task *q[CK_QUEUE];
     int head, n, stop, started;
+    double cpu_seconds;  /* thread CPU time spent in tasks (under mu) */
 } ck_worker;
 
 int ck_worker_start(ck_worker *w);
@@ -48,5 +49,6 @@ void ck_worker_submit(ck_worker *w, ck_task *t); /* blocks while the queue is fu
 int ck_task_done(ck_worker *w, ck_task *t, int wait);
 /* 1 once t's prepare step has run (wait = 1: blocks until then). */
 int ck_task_prepared(ck_worker *w, ck_task *t, int wait);
+double ck_worker_cpu_seconds(ck_worker *w);
 
 #endif
