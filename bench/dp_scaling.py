@@ -2,8 +2,11 @@
 """Data-parallel scaling on this machine: scaleout np=1 vs np=2 (1 thread per
 rank, synthetic data, per-rank batch fixed = weak scaling) beside PyTorch DDP
 with gloo at np=1 and np=2, interleaved in one run. Prints medians (min-max),
-speedup np2/np1, scaling efficiency, the ratio to DDP, and the share of
-communication hidden behind backward (from scaleout's --json).
+speedup np2/np1, scaling efficiency, the ratio to DDP, the share of
+communication hidden behind backward (from scaleout's --json), and the
+compute ceiling of np=2 here: two independent 1-rank trainings at once, one
+per core ("2 x np1 at once"; its ratio to np1 is the best speedup np=2 could
+show if communication were free).
 
     /usr/bin/python3 bench/dp_scaling.py --bin build/scaleout [--repeat 3] [--rows lenet5:64:300,...]
         [--scaleout-args "--bucket-mb auto --allreduce auto"]
@@ -38,6 +41,26 @@ def scaleout(binary, model, batch, steps, warmup, np, extra=()):
     return r["images_per_sec"], (100 * hidden / comm if comm > 0 else None)
 
 
+def pair(binary, model, batch, steps, warmup):
+    """The compute ceiling of np=2 on this machine: two independent 1-rank
+    trainings (no MPI, no gradient exchange) at the same time, pinned to
+    cores 0 and 1; the sum of their images/sec is what np=2 would reach if
+    communication cost nothing. It includes what the two ranks do to each
+    other through the shared L3, memory and host."""
+    files = [tempfile.NamedTemporaryFile(suffix=".json") for _ in range(2)]
+    procs = [subprocess.Popen(["taskset", "-c", str(core), binary, "train", "--model", model, "--dataset",
+                               "synthetic", "--batch-size", str(batch), "--steps", str(steps + warmup),
+                               "--warmup-steps", str(warmup), "--eval-every", "-1", "--progress", "none",
+                               "--json", f.name], stdout=subprocess.DEVNULL) for core, f in enumerate(files)]
+    for p in procs:
+        if p.wait() != 0:
+            raise SystemExit("concurrent 1-rank run failed")
+    total = sum(json.load(open(f.name))["images_per_sec"] for f in files)
+    for f in files:
+        f.close()
+    return total
+
+
 def ddp(model, batch, steps, warmup, np):
     cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_ddp.py"), "--model", model, "--batch", str(batch),
            "--np", str(np), "--steps", str(steps), "--warmup", str(warmup)]
@@ -62,21 +85,24 @@ def main():
     rows = ROWS if not a.rows else [(p[0], int(p[1]), int(p[2]), int(p[3]))
                                     for p in (r.split(":") for r in a.rows.split(","))]
     print(f"{'model':9} {'batch':>5} | {'scaleout np1':>24} {'scaleout np2':>24} {'speedup':>7} {'eff':>5} "
-          f"{'overlap':>7} | {'DDP np1':>22} {'DDP np2':>22} {'speedup':>7} | {'np2 vs DDP':>10}")
+          f"{'overlap':>7} | {'2 x np1 at once':>24} {'ceiling':>7} | {'DDP np1':>22} {'DDP np2':>22} {'speedup':>7} | "
+          f"{'np2 vs DDP':>10}")
     for model, batch, steps, warmup in rows:
-        s1, s2, d1, d2, ov = [], [], [], [], []
+        s1, s2, d1, d2, ov, pr = [], [], [], [], [], []
         for _ in range(a.repeat):
             s1.append(scaleout(a.bin, model, batch, steps, warmup, 1, extra)[0])
             v, o = scaleout(a.bin, model, batch, steps, warmup, 2, extra)
             s2.append(v)
             if o is not None:
                 ov.append(o)
+            pr.append(pair(a.bin, model, batch, steps, warmup))
             d1.append(ddp(model, batch, steps, warmup, 1))
             d2.append(ddp(model, batch, steps, warmup, 2))
         m = statistics.median
         sp, dsp = m(s2) / m(s1), m(d2) / m(d1)
         print(f"{model:9} {batch:5} | {med(s1):>24} {med(s2):>24} {sp:7.2f} {sp / 2:5.2f} "
-              f"{(f'{m(ov):.0f}%' if ov else '-'):>7} | {med(d1):>22} {med(d2):>22} {dsp:7.2f} | "
+              f"{(f'{m(ov):.0f}%' if ov else '-'):>7} | {med(pr):>24} {m(pr) / m(s1):7.2f} | "
+              f"{med(d1):>22} {med(d2):>22} {dsp:7.2f} | "
               f"{m(s2) / m(d2):10.2f}", flush=True)
 
 
