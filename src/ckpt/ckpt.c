@@ -696,6 +696,19 @@ static int due(so_ckpt *ck, const so_train_state *s)
     return ck->c.every_epochs > 0 && s->epoch_end && s->epoch % ck->c.every_epochs == 0;
 }
 
+/* Steps from s to the next due step (an upper bound for epoch intervals,
+ * whose due step is the next epoch end; LONG_MAX when unknown). */
+static long steps_to_due(const so_ckpt *ck, const so_train_state *s)
+{
+    if (ck->c.mtbf_hours > 0)
+        return ck->next_auto > s->step ? ck->next_auto - s->step : 1;
+    if (ck->c.every_steps > 0)
+        return ck->c.every_steps - s->step % ck->c.every_steps;
+    if (ck->c.every_epochs > 0 && s->steps_per_epoch > 0)
+        return s->steps_per_epoch - s->epoch_step;
+    return LONG_MAX;
+}
+
 /* Auto interval: Daly's optimum from the largest stall any rank saw and the
  * slowest rank's mean step time, never shorter than a checkpoint takes to
  * complete in the background. */
@@ -789,10 +802,16 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
  * then backing off (2, 4, ... 16 steps) while a long write or flush runs, so
  * an idle poll is not paid at every step. Decided from agreed values and
  * step numbers only, so every rank posts at the same steps. */
-static void schedule_poll(so_ckpt *ck, long step, int moved)
+static void schedule_poll(so_ckpt *ck, const so_train_state *s, int moved)
 {
     ck->poll_gap = moved || ck->poll_gap < 1 ? 1 : ck->poll_gap < 16 ? 2 * ck->poll_gap : 16;
-    ck->next_poll = step + ck->poll_gap;
+    /* The last poll before the next due step is posted two steps ahead, so a
+     * finished checkpoint is known to be finished by then and the next one
+     * does not start with a blocking round. */
+    long gap = ck->poll_gap, to_due = steps_to_due(ck, s);
+    if (to_due < LONG_MAX && gap > to_due - 2)
+        gap = to_due - 2 > 1 ? to_due - 2 : 1;
+    ck->next_poll = s->step + gap;
 }
 
 int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
@@ -804,7 +823,7 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
     int was_pending = ck->pending, was_flushing = ck->flushing, active = ck->pending || ck->flushing;
     int polled = ck->areq != NULL, rc = settle_posted(ck);
     if (polled)
-        schedule_poll(ck, s->step, was_pending != ck->pending || was_flushing != ck->flushing);
+        schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->flushing);
     if (!rc)
         rc = progressed(ck, was_pending, s->step, &t0);
     if (!rc && due(ck, s)) {
@@ -818,7 +837,7 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
         rc = post_row(ck); /* one process: settles at once */
         active = 1;
         if (!ck->t.isum_start)
-            schedule_poll(ck, s->step, was_pending != ck->pending);
+            schedule_poll(ck, s, was_pending != ck->pending);
         if (!rc)
             rc = progressed(ck, was_pending, s->step, &t0);
     }
