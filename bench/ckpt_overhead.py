@@ -8,7 +8,7 @@ For every (model, np) block the three modes run INTERLEAVED (none, naive,
 scaleout, none, naive, ...) `--repeats` times while holding
 /tmp/scaleout-bench.lock (the lock every helper's benchmark takes), so another
 benchmark never runs in between. Reported: median and min-max of the
-training wall time ("trained N steps in X s"), overhead vs the median of
+training wall time ("trained N steps in X s" plus the exit drain), overhead vs the median of
 `none`, stall per checkpoint (the slowest rank's time inside step_end, from the
 checkpoint summary line), write/flush bandwidth (rank 0), and `dd` (1 MiB
 blocks, conv=fsync) to the same directories.
@@ -57,7 +57,12 @@ def parse(out):
         return dict(wall=wall)
     n = int(m.group(1))
     cpu = re.search(r"background CPU ([\d.]+) s per rank", out)
-    return dict(wall=wall, count=n, cpu=float(cpu.group(1)) if cpu else 0.0, flushed=int(m.group(2)), stall=float(m.group(4)) / max(n, 1),
+    drain = re.search(r"exit drain ([\d.]+) s", out)
+    # The training time ends at the last step; waiting for the last checkpoint
+    # to become durable (the exit drain) is part of the run, so it is added.
+    wall += float(drain.group(1)) if drain else 0.0
+    return dict(wall=wall, count=n, cpu=float(cpu.group(1)) if cpu else 0.0,
+                drain=float(drain.group(1)) if drain else 0.0, flushed=int(m.group(2)), stall=float(m.group(4)) / max(n, 1),
                 stall_max=float(m.group(5)), write=float(m.group(6)), flush=float(m.group(7)))
 
 
@@ -130,7 +135,7 @@ def main():
                 stalls = [1e3 * x["stall"] for x in runs]
                 # The noise-free cost on a node whose cores are all busy: the
                 # training thread's stall plus the checkpoint threads' CPU time.
-                cost = [100 * (x["stall"] * x["count"] + x["cpu"]) / x["wall"] for x in runs]
+                cost = [100 * (x["stall"] * x["count"] + x["cpu"] + x["drain"]) / x["wall"] for x in runs]
                 print("| %s | %d | %s | %s | %s | %d | %s | %s | %.0f | %s |" % (
                     model, np, m, fmt(walls), over, runs[0]["count"], fmt(stalls, "%.1f"), fmt(cost, "%.2f"),
                     statistics.median(x["write"] for x in runs),

@@ -122,6 +122,7 @@ typedef struct {
     long failures;
     double stall_total, stall_max; /* seconds the training thread spent in step_end for checkpoints */
     double stall_last;
+    double drain_seconds;    /* so_ckpt_finish waiting for the last checkpoint and flush (exit drain) */
     double write_seconds;    /* background seconds writing shards (this rank) */
     double write_bytes;
     double flush_seconds, flush_bytes;

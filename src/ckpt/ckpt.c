@@ -122,6 +122,8 @@ int so_ckpt_create(const so_ckpt_config *c, const so_ckpt_transport *t, so_model
     ck->rep_bytes = ck_rep_bytes(m, opt);
     ck->rank_bytes = ck_rank_bytes(m);
     ck->delay_ms = ck_test_delay_ms();
+    const char *tr = getenv("SCALEOUT_CKPT_TRACE_MS"); /* diagnostics: log stall pieces of at least N ms */
+    ck->trace_ms = tr && *tr ? atof(tr) : -1;
     ck->next_auto = c->mtbf_hours > 0 ? 10 : LONG_MAX;
     ck->last_step_time = -1;
     ck_fmt(ck->optim_name, sizeof ck->optim_name, "%s", c->optimizer ? c->optimizer : "optim");
@@ -739,11 +741,14 @@ static void track_step_time(so_ckpt *ck)
     ck->last_step_time = now;
 }
 
-static void account(so_ckpt *ck, double t0, int was_active)
+static void account(so_ckpt *ck, double t0, int was_active, const char *phase)
 {
     if (!was_active)
         return;
     double now = so_now(), dt = now - t0;
+    if (ck->trace_ms >= 0 && dt * 1e3 >= ck->trace_ms)
+        so_log(SO_LOG_INFO, "checkpoint stall %.3f ms in %s (step %ld, rank %d)", dt * 1e3, phase, ck->cur_step,
+               ck->t.rank);
     ck->cur_stall += dt;
     ck->st.stall_total += dt;
     if (ck->span_fn)
@@ -774,7 +779,7 @@ static int progressed(so_ckpt *ck, int was_pending, long step, double *t0)
 {
     if (!was_pending || ck->pending)
         return 0;
-    account(ck, *t0, 1);
+    account(ck, *t0, 1, "completion");
     *t0 = so_now();
     return closed(ck, step);
 }
@@ -784,7 +789,7 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
 {
     if (ck->c.naive) {
         int rc = naive(ck, s);
-        account(ck, *t0, 1);
+        account(ck, *t0, 1, "naive write");
         *t0 = so_now();
         int rc2 = closed(ck, s->step);
         return rc ? rc : rc2;
@@ -817,6 +822,7 @@ static void schedule_poll(so_ckpt *ck, const so_train_state *s, int moved)
 int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
 {
     double t0 = so_now();
+    ck->cur_step = s->step;
     track_step_time(ck);
     check_manifests(ck);
     ck->err_is_ckpt = 0;
@@ -828,7 +834,9 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
         rc = progressed(ck, was_pending, s->step, &t0);
     if (!rc && due(ck, s)) {
         rc = start(ck, s, &t0);
-        active = 1;
+        account(ck, t0, 1, "start");
+        t0 = so_now();
+        active = 0;
         ck->poll_gap = 1;
         ck->next_poll = s->step + 2; /* the exchange is posted at the next update and tested one step later */
     }
@@ -841,7 +849,7 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
         if (!rc)
             rc = progressed(ck, was_pending, s->step, &t0);
     }
-    account(ck, t0, active);
+    account(ck, t0, active, "poll");
     return rc;
 }
 
@@ -852,16 +860,18 @@ int so_ckpt_before_update(so_ckpt *ck)
     double t0 = so_now();
     ck->err_is_ckpt = 0;
     int rc = snapped(ck);
-    account(ck, t0, 1);
+    account(ck, t0, 1, "before_update");
     return rc;
 }
 
+/* The end of training waits until the last checkpoint is durable: the exit
+ * drain. Training is over, so it is not a stall of any step; it is reported
+ * on its own (and is part of the run's wall time). */
 int so_ckpt_finish(so_ckpt *ck)
 {
     double t0 = so_now();
     int was_pending = ck->pending, rc = advance(ck);
     if (was_pending) {
-        account(ck, t0, 1);
         int rc2 = closed(ck, ck->pm.step);
         rc = rc ? rc : rc2;
     }
@@ -869,6 +879,10 @@ int so_ckpt_finish(so_ckpt *ck)
         int rc2 = advance_flush(ck);
         rc = rc ? rc : rc2;
     }
+    double t1 = so_now();
+    ck->st.drain_seconds += t1 - t0;
+    if (ck->span_fn && t1 - t0 > 0)
+        ck->span_fn(ck->span_arg, t0, t1);
     ck_task_done(&ck->writer, &ck->t_man, 1);
     ck_task_done(&ck->flusher, &ck->t_fman, 1);
     check_manifests(ck);

@@ -17,6 +17,8 @@ struct so_ckpt {
     char node_dir[4096];         /* <local_dir>/node<id> */
     uint64_t model_hash, config_hash, rep_bytes, rank_bytes;
     int delay_ms;                /* SCALEOUT_CKPT_TEST_DELAY_MS */
+    double trace_ms;             /* SCALEOUT_CKPT_TRACE_MS (-1: off) */
+    long cur_step;               /* of the step_end in progress (trace) */
     ck_worker writer, flusher;
 
     /* the checkpoint in flight (level 1 + partner) */

@@ -260,17 +260,18 @@ int ckpt_glue_finish(ckpt_glue *g)
         return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     so_ckpt_stats st;
     so_ckpt_get_stats(g->ck, &st);
-    int64_t mx[2] = {(int64_t)(st.stall_total * 1e6), (int64_t)(st.stall_max * 1e6)};
+    int64_t mx[3] = {(int64_t)(st.stall_total * 1e6), (int64_t)(st.stall_max * 1e6), (int64_t)(st.drain_seconds * 1e6)};
     int64_t cpu = (int64_t)(st.bg_cpu_seconds * 1e6);
-    if (tp(g) && (g->t.allreduce_i64(g->t.ctx, mx, 2, SO_CKPT_MAX) || g->t.allreduce_i64(g->t.ctx, &cpu, 1, SO_CKPT_SUM)))
+    if (tp(g) && (g->t.allreduce_i64(g->t.ctx, mx, 3, SO_CKPT_MAX) || g->t.allreduce_i64(g->t.ctx, &cpu, 1, SO_CKPT_SUM)))
         return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     if (g->rank == 0 && st.count + st.failures > 0)
         printf("checkpoints: %ld complete, %ld flushed, %ld failed; stall total %.4f s, max %.4f s per checkpoint "
-               "(slowest rank); write %.1f MB/s, flush %.1f MB/s (rank 0); background CPU %.4f s per rank\n",
+               "(slowest rank); write %.1f MB/s, flush %.1f MB/s (rank 0); background CPU %.4f s per rank; "
+               "exit drain %.4f s\n",
                st.count, st.flushes, st.failures, mx[0] * 1e-6, mx[1] * 1e-6,
                st.write_seconds > 0 ? st.write_bytes / st.write_seconds / 1e6 : 0,
                st.flush_seconds > 0 ? st.flush_bytes / st.flush_seconds / 1e6 : 0,
-               cpu * 1e-6 / (tp(g) ? g->t.world : 1));
+               cpu * 1e-6 / (tp(g) ? g->t.world : 1), mx[2] * 1e-6);
     if (g->rank == 0 && st.interval > 0)
         printf("checkpoint interval (Daly, --mtbf): %ld steps\n", st.interval);
     return g->failed ? CLI_FAIL : 0;
