@@ -200,7 +200,8 @@ static void log_config(mllog *ml, const acc_args *a, const job *j, int world)
     ml_str(ml, "submission_org", "scaleout", __LINE__);
     ml_str(ml, "submission_division", "open", __LINE__);
     ml_str(ml, "submission_status", "research", __LINE__);
-    ml_str(ml, "submission_platform", SCALEOUT_VERSION " (git " SCALEOUT_GIT ")", __LINE__);
+    snprintf(v, sizeof v, "%s (git %s)", SCALEOUT_VERSION, cli_git_commit());
+    ml_str(ml, "submission_platform", v, __LINE__);
     snprintf(v, sizeof v, "%d", a->batch * world);
     POINT(ml, "global_batch_size", v, NULL);
     snprintf(v, sizeof v, "%ld", a->seed);

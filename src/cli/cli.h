@@ -25,6 +25,9 @@ typedef struct {
 /* Exit status for a library error: the user's input (SO_EINVAL, SO_EIO,
  * SO_EFORMAT) gives CLI_USAGE, anything else CLI_FAIL. */
 int cli_exit_code(int so_rc);
+/* The git commit this binary was built from ("-dirty" with local changes),
+ * generated at build time by cmake/git_version.cmake. */
+const char *cli_git_commit(void);
 int cli_parse(const char *cmd, const char *summary, const cli_opt *opts, int argc, char **argv);
 void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opts);
 /* One-line error "scaleout CMD: message" to stderr; returns code. */

@@ -217,7 +217,7 @@ static void write_json(FILE *f, const train_args *a, const job *j, const so_trai
     so_json_int(&js, "parameters", (int64_t)j->m->nparams);
     so_json_num(&js, "flops_per_sample", so_graph_flops(j->m->g));
     so_json_str(&js, "version", SCALEOUT_VERSION);
-    so_json_str(&js, "git", SCALEOUT_GIT);
+    so_json_str(&js, "git", cli_git_commit());
     so_json_obj_end(&js);
     so_json_arr_begin(&js, "epochs");
     for (int e = 0; e < r->nepochs; e++) {

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "scaleout/backend.h"
 #ifdef SCALEOUT_HAVE_MPI
 #include "scaleout/comm.h"
@@ -91,7 +92,7 @@ void env_write_json(so_json *js, const env_info *e, int threads, int pin)
     so_json_str(js, "compiler_flags", SCALEOUT_CFLAGS);
     so_json_str(js, "build_type", SCALEOUT_BUILD_TYPE);
     so_json_str(js, "scaleout_version", SCALEOUT_VERSION);
-    so_json_str(js, "git", SCALEOUT_GIT);
+    so_json_str(js, "git", cli_git_commit());
     so_json_obj_begin(js, "threads");
     so_json_int(js, "compute_threads", threads);
     so_json_bool(js, "pinned", pin);

@@ -35,7 +35,7 @@ int main(int argc, char **argv)
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
     if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
-        printf("scaleout %s (git %s)\n", SCALEOUT_VERSION, SCALEOUT_GIT);
+        printf("scaleout %s (git %s)\n", SCALEOUT_VERSION, cli_git_commit());
         return CLI_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)

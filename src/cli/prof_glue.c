@@ -460,7 +460,7 @@ static void write_header(prof_glue *g, FILE *f, const so_train_result *r, const 
     so_json_obj_begin(&js, "environment");
     so_json_str(&js, "host", host);
     so_json_str(&js, "scaleout", SCALEOUT_VERSION);
-    so_json_str(&js, "git", SCALEOUT_GIT);
+    so_json_str(&js, "git", cli_git_commit());
     so_json_int(&js, "world_size", g->world);
     so_json_int(&js, "threads", so_threads_get());
     so_json_str(&js, "allreduce", g->allreduce);
