@@ -58,15 +58,15 @@ static void partners(const so_ckpt *ck, int *dst, int *src);
 
 static void *alloc_raw(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64); }
 
-/* Writer thread: touches the staging buffers so the first checkpoint's
- * page faults are not on anybody's critical path. */
+/* Writer thread: touches the partner buffer, into which MPI receives on the
+ * training or gradient thread, so the first checkpoint's page faults are not
+ * on their critical path. (The own staging buffer is first touched by the
+ * snapshot, which already runs on the writer thread.) */
 static int prefault(void *arg, ck_task *t)
 {
     so_ckpt *ck = arg;
     (void)t;
-    memset(ck->stage, 0, ck->stage_cap);
-    if (ck->pbuf)
-        memset(ck->pbuf, 0, ck->pbuf_cap);
+    memset(ck->pbuf, 0, ck->pbuf_cap);
     return 0;
 }
 
@@ -96,6 +96,8 @@ static int alloc_buffers(so_ckpt *ck)
     }
     if (!(ck->stage = alloc_raw(ck->stage_cap)))
         return so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->stage_cap);
+    if (!ck->pbuf)
+        return 0;
     memset(&ck->t_prep, 0, sizeof ck->t_prep);
     ck->t_prep.kind = CK_TASK_PREPARE;
     ck->t_prep.prepare = prefault;
