@@ -372,79 +372,57 @@ static uint64_t *keys_of(int n, MPI_Request q[], uint64_t *small, int nsmall)
     return k;
 }
 
+/* Ends the requests that completed among k[0..n): indices idx[0..out)
+ * (MPI_Waitsome, MPI_Testsome; one for the -any calls), or all n when idx is NULL. */
+static void end_some(const uint64_t *k, int out, const int idx[], double t1)
+{
+    for (int i = 0; out != MPI_UNDEFINED && i < out; i++)
+        req_end(k[idx ? idx[i] : i], t1, 1);
+}
+
+/* A completion call on q[0..n): the requests' keys are taken before it (it
+ * may free them), `ended` runs after it succeeded with k_ and t1_ set. */
+#define COMPLETION(n, q, call, ended)                     \
+    do {                                                  \
+        uint64_t small_[64], *k_ = keys_of(n, q, small_, 64); \
+        int rc_ = (call);                                 \
+        double t1_ = now();                               \
+        if (k_ && rc_ == MPI_SUCCESS)                     \
+            ended;                                        \
+        if (k_ != small_)                                 \
+            free(k_);                                     \
+        return rc_;                                       \
+    } while (0)
+
 int MPI_Waitall(int n, MPI_Request q[], MPI_Status st[])
 {
-    uint64_t small[64], *k = keys_of(n, q, small, 64);
-    int rc = PMPI_Waitall(n, q, st);
-    double t1 = now();
-    for (int i = 0; k && rc == MPI_SUCCESS && i < n; i++)
-        req_end(k[i], t1, 1);
-    if (k != small)
-        free(k);
-    return rc;
+    COMPLETION(n, q, PMPI_Waitall(n, q, st), end_some(k_, n, NULL, t1_));
 }
 
 int MPI_Testall(int n, MPI_Request q[], int *flag, MPI_Status st[])
 {
-    uint64_t small[64], *k = keys_of(n, q, small, 64);
-    int rc = PMPI_Testall(n, q, flag, st);
-    double t1 = now();
-    for (int i = 0; k && rc == MPI_SUCCESS && *flag && i < n; i++)
-        req_end(k[i], t1, 1);
-    if (k != small)
-        free(k);
-    return rc;
-}
-
-/* The requests that completed among k[0..n): indices idx[0..*out) (MPI_Waitsome and MPI_Testsome). */
-static void end_some(const uint64_t *k, int out, const int idx[], double t1)
-{
-    for (int i = 0; k && out != MPI_UNDEFINED && i < out; i++)
-        req_end(k[idx[i]], t1, 1);
+    COMPLETION(n, q, PMPI_Testall(n, q, flag, st), end_some(k_, *flag ? n : 0, NULL, t1_));
 }
 
 int MPI_Waitany(int n, MPI_Request q[], int *index, MPI_Status *st)
 {
-    uint64_t small[64], *k = keys_of(n, q, small, 64);
-    int rc = PMPI_Waitany(n, q, index, st);
-    if (k && rc == MPI_SUCCESS && *index != MPI_UNDEFINED)
-        req_end(k[*index], now(), 1);
-    if (k != small)
-        free(k);
-    return rc;
+    COMPLETION(n, q, PMPI_Waitany(n, q, index, st), end_some(k_, *index != MPI_UNDEFINED, index, t1_));
 }
 
 int MPI_Testany(int n, MPI_Request q[], int *index, int *flag, MPI_Status *st)
 {
-    uint64_t small[64], *k = keys_of(n, q, small, 64);
-    int rc = PMPI_Testany(n, q, index, flag, st);
-    if (k && rc == MPI_SUCCESS && *flag && *index != MPI_UNDEFINED)
-        req_end(k[*index], now(), 1);
-    if (k != small)
-        free(k);
-    return rc;
+    COMPLETION(n, q, PMPI_Testany(n, q, index, flag, st),
+               end_some(k_, *flag && *index != MPI_UNDEFINED, index, t1_));
 }
 
 int MPI_Waitsome(int n, MPI_Request q[], int *out, int idx[], MPI_Status st[])
 {
-    uint64_t small[64], *k = keys_of(n, q, small, 64);
-    int rc = PMPI_Waitsome(n, q, out, idx, st);
-    if (rc == MPI_SUCCESS)
-        end_some(k, *out, idx, now());
-    if (k != small)
-        free(k);
-    return rc;
+    COMPLETION(n, q, PMPI_Waitsome(n, q, out, idx, st), end_some(k_, *out, idx, t1_));
 }
 
 int MPI_Testsome(int n, MPI_Request q[], int *out, int idx[], MPI_Status st[])
 {
-    uint64_t small[64], *k = keys_of(n, q, small, 64);
-    int rc = PMPI_Testsome(n, q, out, idx, st);
-    if (rc == MPI_SUCCESS)
-        end_some(k, *out, idx, now());
-    if (k != small)
-        free(k);
-    return rc;
+    COMPLETION(n, q, PMPI_Testsome(n, q, out, idx, st), end_some(k_, *out, idx, t1_));
 }
 
 int MPI_Request_free(MPI_Request *q)
