@@ -88,6 +88,14 @@ static uint64_t type_bytes(int count, MPI_Datatype t)
     return (uint64_t)count * (uint64_t)sz;
 }
 
+/* Ranks in c (collectives whose byte count is per rank). */
+static uint64_t comm_size(MPI_Comm c)
+{
+    int p = 1;
+    PMPI_Comm_size(c, &p);
+    return (uint64_t)p;
+}
+
 static uint64_t sum_counts(MPI_Comm comm, const int *counts, MPI_Datatype t)
 {
     int p = 0;
@@ -226,16 +234,12 @@ int MPI_Reduce_scatter(const void *s, void *r, const int rc[], MPI_Datatype t, M
 
 int MPI_Reduce_scatter_block(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    TIMED(OP_REDUCE_SCATTER_BLOCK, type_bytes(n, t) * (uint64_t)p, PMPI_Reduce_scatter_block(s, r, n, t, o, c));
+    TIMED(OP_REDUCE_SCATTER_BLOCK, type_bytes(n, t) * comm_size(c), PMPI_Reduce_scatter_block(s, r, n, t, o, c));
 }
 
 int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    TIMED(OP_ALLGATHER, type_bytes(rn, rt) * (uint64_t)p, PMPI_Allgather(s, sn, st, r, rn, rt, c));
+    TIMED(OP_ALLGATHER, type_bytes(rn, rt) * comm_size(c), PMPI_Allgather(s, sn, st, r, rn, rt, c));
 }
 
 int MPI_Allgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn[], const int d[], MPI_Datatype rt,
@@ -246,10 +250,8 @@ int MPI_Allgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn
 
 int MPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
     (void)sn, (void)st; /* ignored with MPI_IN_PLACE: count the receive side */
-    TIMED(OP_ALLTOALL, type_bytes(rn, rt) * (uint64_t)p, PMPI_Alltoall(s, sn, st, r, rn, rt, c));
+    TIMED(OP_ALLTOALL, type_bytes(rn, rt) * comm_size(c), PMPI_Alltoall(s, sn, st, r, rn, rt, c));
 }
 
 int MPI_Gather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root, MPI_Comm c)
@@ -303,18 +305,14 @@ int MPI_Ireduce_scatter(const void *s, void *r, const int rc[], MPI_Datatype t, 
 
 int MPI_Ireduce_scatter_block(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c, MPI_Request *q)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    POSTED(OP_IREDUCE_SCATTER_BLOCK, type_bytes(n, t) * (uint64_t)p, PMPI_Ireduce_scatter_block(s, r, n, t, o, c, q),
+    POSTED(OP_IREDUCE_SCATTER_BLOCK, type_bytes(n, t) * comm_size(c), PMPI_Ireduce_scatter_block(s, r, n, t, o, c, q),
            q);
 }
 
 int MPI_Iallgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c,
                    MPI_Request *q)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    POSTED(OP_IALLGATHER, type_bytes(rn, rt) * (uint64_t)p, PMPI_Iallgather(s, sn, st, r, rn, rt, c, q), q);
+    POSTED(OP_IALLGATHER, type_bytes(rn, rt) * comm_size(c), PMPI_Iallgather(s, sn, st, r, rn, rt, c, q), q);
 }
 
 int MPI_Iallgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn[], const int d[], MPI_Datatype rt,
@@ -326,9 +324,7 @@ int MPI_Iallgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int r
 int MPI_Ialltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c,
                   MPI_Request *q)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    POSTED(OP_IALLTOALL, type_bytes(rn, rt) * (uint64_t)p, PMPI_Ialltoall(s, sn, st, r, rn, rt, c, q), q);
+    POSTED(OP_IALLTOALL, type_bytes(rn, rt) * comm_size(c), PMPI_Ialltoall(s, sn, st, r, rn, rt, c, q), q);
 }
 
 int MPI_Ibarrier(MPI_Comm c, MPI_Request *q) { POSTED(OP_IBARRIER, 0, PMPI_Ibarrier(c, q), q); }
@@ -475,18 +471,14 @@ int MPI_Reduce_init(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, int
 int MPI_Allgather_init(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c,
                        MPI_Info i, MPI_Request *q)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    PERSISTENT(OP_ALLGATHER_INIT, type_bytes(rn, rt) * (uint64_t)p, PMPI_Allgather_init(s, sn, st, r, rn, rt, c, i, q),
+    PERSISTENT(OP_ALLGATHER_INIT, type_bytes(rn, rt) * comm_size(c), PMPI_Allgather_init(s, sn, st, r, rn, rt, c, i, q),
                q);
 }
 
 int MPI_Alltoall_init(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c,
                       MPI_Info i, MPI_Request *q)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    PERSISTENT(OP_ALLTOALL_INIT, type_bytes(rn, rt) * (uint64_t)p, PMPI_Alltoall_init(s, sn, st, r, rn, rt, c, i, q),
+    PERSISTENT(OP_ALLTOALL_INIT, type_bytes(rn, rt) * comm_size(c), PMPI_Alltoall_init(s, sn, st, r, rn, rt, c, i, q),
                q);
 }
 
@@ -498,9 +490,7 @@ int MPI_Barrier_init(MPI_Comm c, MPI_Info i, MPI_Request *q)
 int MPI_Reduce_scatter_block_init(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c, MPI_Info i,
                                   MPI_Request *q)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    PERSISTENT(OP_REDUCE_SCATTER_BLOCK_INIT, type_bytes(n, t) * (uint64_t)p,
+    PERSISTENT(OP_REDUCE_SCATTER_BLOCK_INIT, type_bytes(n, t) * comm_size(c),
                PMPI_Reduce_scatter_block_init(s, r, n, t, o, c, i, q), q);
 }
 #endif
