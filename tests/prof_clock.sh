@@ -31,6 +31,9 @@ for e in t["traceEvents"]:
         ends.setdefault((e["args"]["step"], e["args"]["bucket"]), {})[e["pid"]] = e["ts"] + e["dur"]
 d = [v[1] - v[0] for v in ends.values() if len(v) == 2]
 assert len(d) >= 199 * 3, len(d)
+# the skew reaches per-layer spans too (else they fall outside their phase and are dropped)
+layers = [sum(1 for e in t["traceEvents"] if e.get("cat") == "forward" and e["pid"] == r) for r in (0, 1)]
+assert layers[0] == layers[1] > 0, layers
 steps = [e["ts"] for e in t["traceEvents"] if e.get("ph") == "X" and e["name"] == "step" and e["pid"] == 0]
 print("%.4f %.1f %.6f %.6f" % (statistics.median(d) / 1e3, (max(steps) - min(steps)) / 1e3,
       t["otherData"]["clock_offsets_us"][1] / 1e6, t["otherData"]["clock_drift_ppm"][1] / 1e6))
