@@ -9,7 +9,8 @@ per-step time after the warm-up, and the overhead against "off".
 
 Run it alone on the machine:
     flock /tmp/scaleout-bench.lock /usr/bin/python3 bench/prof_overhead.py \
-        --bin build/scaleout [--base /tmp/prof-base/build/scaleout] [--repeat 5]
+        --bin build/scaleout [--base /tmp/prof-base/build/scaleout] [--repeat 5] \
+        [--np 2] [--configs off,step,block]
 """
 import argparse
 import json
@@ -56,8 +57,11 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--np", default="1,2")
+    ap.add_argument("--configs", default="off,step,block,layer", help="which of off,step,block,layer to run")
     a = ap.parse_args()
-    configs = list(CONFIGS)
+    configs = [c for c in CONFIGS if c[0] in a.configs.split(",")]
+    if "off" not in [name for name, _ in configs]:
+        ap.error("--configs must include off (the reference)")
     if a.base:
         configs.insert(0, ("base (no profiler)", None))
     for np in [int(x) for x in a.np.split(",")]:

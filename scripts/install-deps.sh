@@ -25,6 +25,19 @@ for p in "${PACKAGES[@]}" "${EXTRA[@]}"; do
     missing+=("$p")
   fi
 done
+# A real trace viewer for the timeline test (tests/prof_viewer.py): speedscope
+# from the npm registry (a pinned version; Debian has none, and Debian's
+# Chromium cannot open chrome://tracing headless). npm comes with nodejs.
+npm_tools() {
+  command -v npm >/dev/null || return 0
+  [ -f "$(npm root -g)/speedscope/dist/release/index.html" ] && return 0
+  local s=""
+  [ "$(id -u)" -eq 0 ] || s=sudo
+  echo "install-deps: npm install -g speedscope@1.25.0"
+  $s npm install -g --no-audit --no-fund speedscope@1.25.0 >/dev/null
+}
+command -v npm >/dev/null || missing+=(nodejs npm)
+npm_tools
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all packages present"
   exit 0
@@ -39,3 +52,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+npm_tools

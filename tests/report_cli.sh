@@ -57,6 +57,19 @@ expect2 "trunc.json: not valid JSON: line 1" "$tmp/trunc.json" --text
 expect2 "other.json: not a scaleout profile" "$tmp/other.json" --text
 expect2 "say where the report goes" "$tmp/np1"
 expect2 "unknown option" "$tmp/np1" --html
+expect2 "unknown option '--bogus'" --bogus "$tmp/np1" -o "$tmp/never.html"
+expect2 "needs a value" "$tmp/np1" -o
+[ ! -e "$tmp/never.html" ] && ok || bad "a bad option still wrote the page"
+
+# Options before or after the paths (and paths after --).
+rm -f "$tmp/order1.html" "$tmp/order2.html"
+"$bin" report -o "$tmp/order1.html" "${runs[@]}" >"$tmp/order1.log" 2>&1 && cmp -s "$tmp/order1.html" "$tmp/report.html" &&
+  ok || bad "report -o FILE DIR...: $(cat "$tmp/order1.log")"
+"$bin" report "${runs[@]}" -o "$tmp/order2.html" --text >"$tmp/order2.txt" 2>&1 &&
+  cmp -s "$tmp/order2.html" "$tmp/report.html" && cmp -s "$tmp/order2.txt" "$tmp/report.txt" &&
+  ok || bad "report DIR... -o FILE --text: $(head -3 "$tmp/order2.txt")"
+"$bin" report --text -- "${runs[@]}" >"$tmp/order3.txt" 2>&1 && cmp -s "$tmp/order3.txt" "$tmp/report.txt" &&
+  ok || bad "report --text -- DIR...: $(head -3 "$tmp/order3.txt")"
 
 # The page in a real browser.
 chrome=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)

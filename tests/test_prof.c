@@ -137,7 +137,7 @@ static char *capture(so_prof *p, int trace)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    assert_int_equal(trace ? so_prof_write_trace(p, f, 0, 0) : so_prof_write_rank_json(p, f), 0);
+    assert_int_equal(trace ? so_prof_write_trace(p, f, NULL, 0) : so_prof_write_rank_json(p, f), 0);
     fclose(f);
     return buf;
 }
@@ -189,6 +189,36 @@ static void test_use_tags(void **state)
     assert_int_equal(count(js, "\"use\":\"metrics\",\"calls\":1,\"bytes\":8"), 1);
     assert_int_equal(count(js, "\"use\":\"params\",\"calls\":1"), 1);
     free(js);
+    so_prof_destroy(p);
+}
+
+/* The trace maps local times through the clock model t + offset + drift (t -
+ * t_ref) minus the origin, onto whole 1/8 us: a rank whose clock is 2 s ahead
+ * and runs 1% fast, measured at t_ref = 10, writes local t = 110 at
+ * 110 - 2 - 0.01 x 100 = 107 s. */
+static void test_clock_map(void **state)
+{
+    (void)state;
+    so_prof_clock c = {-2, -0.01, 10};
+    assert_true(so_prof_clock_map(&c, 110) == 107);
+    assert_true(so_prof_clock_map(NULL, 110) == 110);
+    so_prof *p = make(1, SO_PROF_DETAIL_STEP, 0, 10);
+    so_prof_mark(p, "a", 0, 110, 110.25);
+    so_prof_mark(p, "b", 0, 110.25, 110.5); /* starts where a ends */
+    so_prof_mark(p, "c", 0, 10.0000001, 10.0000002); /* 0.1 us: within a tick */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(so_prof_write_trace(p, f, &c, 0), 0);
+    fclose(f);
+    /* a: 107 s .. 107.2475 s (the quarter second shrinks by 1%) */
+    assert_non_null(strstr(buf, "\"name\":\"a\",\"cat\":\"mark\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":107000000.000,"
+                                "\"dur\":247500.000"));
+    assert_non_null(strstr(buf, "\"name\":\"b\",\"cat\":\"mark\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":107247500.000,"));
+    /* c: 8000000.099 .. 8000000.198 us, rounded to the 1/8 us grid */
+    assert_non_null(strstr(buf, "\"name\":\"c\",\"cat\":\"mark\",\"ph\":\"X\",\"pid\":1,\"tid\":0,\"ts\":8000000.125,"
+                                "\"dur\":0.125"));
+    free(buf);
     so_prof_destroy(p);
 }
 
@@ -397,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_window),        cmocka_unit_test(test_event_cap),
         cmocka_unit_test(test_parse),         cmocka_unit_test(test_model_layers),
         cmocka_unit_test(test_json_reader), cmocka_unit_test(test_skip),
+        cmocka_unit_test(test_clock_map),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

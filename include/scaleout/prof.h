@@ -115,11 +115,22 @@ const double *so_prof_step_useful(const so_prof *p, long *n);
  * its slowest rank). Sets out->step_load_balance. */
 void so_prof_pop_steps(const double *u, int world, long nsteps, so_prof_pop *out);
 
+/* A rank's clock mapped onto rank 0's, a linear model measured at the start
+ * and the end of the run: rank 0's time of this rank's time t is
+ * t + offset + drift * (t - t_ref). */
+typedef struct {
+    double offset; /* seconds, at t_ref */
+    double drift;  /* seconds per second of this rank's clock */
+    double t_ref;  /* this rank's time at which offset was measured */
+} so_prof_clock;
+double so_prof_clock_map(const so_prof_clock *c, double t); /* NULL: identity */
+
 /* This rank's trace events as comma-separated JSON objects (no brackets),
  * one per line: metadata naming the process "rank R" and its "compute" and
  * "comm" threads, then X events with ts/dur in microseconds of
- * (t + clock_offset - origin). Returns 0 or SO_EIO. */
-int so_prof_write_trace(const so_prof *p, FILE *f, double clock_offset, double origin);
+ * (so_prof_clock_map(clock, t) - origin), in whole 1/8 us.
+ * Returns 0 or SO_EIO. */
+int so_prof_write_trace(const so_prof *p, FILE *f, const so_prof_clock *clock, double origin);
 /* This rank's statistics as one JSON object: totals, per-layer times,
  * communication statistics per (collective, algorithm, use) with a table by
  * power-of-two message size. */

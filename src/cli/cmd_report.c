@@ -26,8 +26,9 @@ typedef struct {
 } report_args;
 
 #define SUMMARY                                                                                           \
-    "Reads profile.json files (or directories written by `scaleout train --profile DIR`), given first,\n" \
-    "and writes one self-contained HTML report (-o FILE) or prints its tables (--text).\n"                  \
+    "Reads profile.json files (or directories written by `scaleout train --profile DIR`), before or\n"    \
+    "after the options (after `--` every argument is a path), and writes one self-contained HTML report\n" \
+    "(-o FILE) or prints its tables (--text).\n"                                                           \
     "usage: scaleout report DIR-or-JSON... [-o report.html] [--text]"
 
 static int read_all(const char *path, char **out, size_t *len)
@@ -136,46 +137,89 @@ static int write_html(const rpt_report *r, const char *path)
     return fclose(f) ? so_err(SO_EIO, "-o: error writing '%s'", path) : 0;
 }
 
-int cmd_report(int argc, char **argv)
+/* Whether option argument `arg` (-o, --name) takes the next argument as its value. */
+static int takes_value(const char *arg, const cli_opt *opts)
 {
-    int nin = 0;
-    while (nin < argc && argv[nin][0] != '-')
-        nin++;
-    report_args a = {0};
-    const cli_opt opts[] = {
-        {"output", OPT_STR, &a.output, "FILE", "HTML file to write (-o)", 0, -1, NULL},
-        {"text", OPT_FLAG, &a.text, NULL, "print the tables on stdout", 0, -1, NULL},
-        {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
-    static const char *const aliases[][2] = {{"-o", "--output"}, {NULL, NULL}};
-    cli_short_aliases(argc - nin, argv + nin, aliases);
-    int rc = cli_parse("report", SUMMARY, opts, argc - nin, argv + nin);
-    if (rc)
-        return rc == CLI_HELP ? CLI_OK : rc;
+    if (!strcmp(arg, "-o"))
+        return 1;
+    for (; arg[0] == '-' && arg[1] == '-' && opts->name; opts++)
+        if (!strcmp(arg + 2, opts->name))
+            return opts->type != OPT_FLAG;
+    return 0;
+}
+
+/* Splits argv into options (with their values) and paths, each in order, so
+ * paths may come before or after the options. Returns the number of options;
+ * argv[0..n) holds them afterwards and paths[0..*npaths) the paths. */
+static int split_args(int argc, char **argv, const cli_opt *opts, char **paths, int *npaths)
+{
+    int nopt = 0;
+    *npaths = 0;
+    for (int i = 0; i < argc; i++) {
+        char *arg = argv[i];
+        if (!strcmp(arg, "--")) {
+            while (++i < argc)
+                paths[(*npaths)++] = argv[i];
+        } else if (arg[0] != '-' || !arg[1]) {
+            paths[(*npaths)++] = arg;
+        } else {
+            argv[nopt++] = arg;
+            if (takes_value(arg, opts) && i + 1 < argc)
+                argv[nopt++] = argv[++i];
+        }
+    }
+    return nopt;
+}
+
+/* The report of inputs[0..nin) as a says; returns a CLI exit code. */
+static int report_run(const report_args *a, char **inputs, int nin)
+{
     if (nin == 0)
         return cli_error("report", CLI_USAGE, "no profile given (scaleout report DIR-or-JSON... -o FILE | --text)");
     if (nin > MAX_RUNS)
         return cli_error("report", CLI_USAGE, "%d profiles given, at most %d", nin, MAX_RUNS);
-    if (!a.output && !a.text)
+    if (!a->output && !a->text)
         return cli_error("report", CLI_USAGE, "say where the report goes: -o FILE (HTML) or --text");
-    rpt_run runs[MAX_RUNS];
+    int rc = 0;
+    rpt_run runs[MAX_RUNS] = {0};
     char paths[MAX_RUNS][1024];
     int loaded = 0;
     for (; !rc && loaded < nin; loaded++)
-        if ((rc = load(argv[loaded], paths[loaded], sizeof paths[0], &runs[loaded].doc)))
+        if ((rc = load(inputs[loaded], paths[loaded], sizeof paths[0], &runs[loaded].doc)))
             break;
         else
-            runs[loaded].path = argv[loaded];
+            runs[loaded].path = inputs[loaded];
     rpt_report r = {0};
     if (!rc)
         rc = rpt_build(runs, nin, &r);
-    if (!rc && a.text)
+    if (!rc && a->text)
         rpt_write_text(&r, stdout);
-    if (!rc && a.output)
-        rc = write_html(&r, a.output);
+    if (!rc && a->output)
+        rc = write_html(&r, a->output);
     rpt_free(&r);
     for (int i = 0; i < loaded; i++)
         so_prof_json_free(runs[i].doc);
     if (rc)
         return cli_error("report", rc == SO_ENOMEM ? CLI_FAIL : CLI_USAGE, "%s", so_errmsg());
     return CLI_OK;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    report_args a = {0};
+    const cli_opt opts[] = {
+        {"output", OPT_STR, &a.output, "FILE", "HTML file to write (-o)", 0, -1, NULL},
+        {"text", OPT_FLAG, &a.text, NULL, "print the tables on stdout", 0, -1, NULL},
+        {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
+    static const char *const aliases[][2] = {{"-o", "--output"}, {NULL, NULL}};
+    char **inputs = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *inputs);
+    if (!inputs)
+        return cli_error("report", CLI_FAIL, "out of memory");
+    int nin = 0, nopt = split_args(argc, argv, opts, inputs, &nin);
+    cli_short_aliases(nopt, argv, aliases);
+    int rc = cli_parse("report", SUMMARY, opts, nopt, argv);
+    if (!rc)
+        rc = report_run(&a, inputs, nin);
+    free(inputs);
+    return rc == CLI_HELP ? CLI_OK : rc;
 }

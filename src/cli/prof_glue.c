@@ -1,7 +1,6 @@
 /* The profiler's MPI side for `scaleout train` (see prof_glue.h): feeds the
  * async engine's per-bucket timings and the blocking collectives into the
- * recorder, measures each rank's clock offset to rank 0 with ping-pongs,
- * and gathers every rank's trace events and statistics into one timeline
+ * recorder, aligns each rank's clock to rank 0's (prof_clock.c), and gathers every rank's trace events and statistics into one timeline
  * and one profile.json on rank 0. */
 #include "prof_glue.h"
 
@@ -14,13 +13,13 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "prof_clock.h"
 #include "scaleout/err.h"
 #include "scaleout/json.h"
 #include "scaleout/prof.h"
 #include "scaleout/threads.h"
 #include "scaleout/timer.h"
 
-#define CLOCK_ROUNDS 8
 #define PROF_SKIP_STEPS 1 /* the first step creates oneDNN primitives (JIT): not in the statistics */
 
 struct prof_glue {
@@ -31,8 +30,13 @@ struct prof_glue {
     long first, last;
     char timeline[1024], profile[1024];
     const char *allreduce, *steps;
-    double origin, offset;        /* rank 0's start; this rank's clock minus... see clock_sync */
-    double *offsets;              /* rank 0: every rank's offset (seconds) */
+    double origin;                /* rank 0's start on rank 0's clock */
+    double start_offset, start_at;/* the offset to rank 0 measured at the start, and when */
+    so_prof_clock clock;          /* this rank's clock -> rank 0's (set at the end) */
+    so_prof_clock *clocks;        /* every rank's (after the end's exchange) */
+    prof_clock_test test;         /* SCALEOUT_PROF_TEST_CLOCK (tests only) */
+    so_node_span_fn node_fn;      /* the recorder's per-node hook, when the test skew wraps it */
+    void *node_arg;
     so_train_hooks hooks;
     const so_train_hooks *next;   /* hooks installed before ours (chained) */
     so_dist dist;                 /* d with timed blocking collectives */
@@ -41,6 +45,10 @@ struct prof_glue {
 };
 
 /* ---- hooks ---------------------------------------------------------------- */
+
+/* The profiler's times: so_now(), or a test-skewed clock (prof_clock.h). */
+static double skew(const prof_glue *g, double t) { return prof_clock_skew(&g->test, g->rank, t); }
+static double now(const prof_glue *g) { return skew(g, so_now()); }
 
 static void feed_async(prof_glue *g)
 {
@@ -60,7 +68,8 @@ static void feed_async(prof_glue *g)
                                      ? so_comm_select(st[i].bytes, g->world, node.ranks_per_node, NULL)
                                      : algo;
         so_prof_comm_event e = {"allreduce", so_allreduce_algo_name(used), SO_PROF_USE_GRADIENTS, st[i].bytes,
-                                st[i].tag, st[i].t_queued, st[i].t_started, st[i].t_finished};
+                                st[i].tag, skew(g, st[i].t_queued), skew(g, st[i].t_started),
+                                skew(g, st[i].t_finished)};
         so_prof_comm(g->p, &e);
     }
 #else
@@ -73,12 +82,18 @@ static void span(void *arg, so_span_kind kind, long step, int id, double t0, dou
     prof_glue *g = arg;
     if (kind == SO_SPAN_COMM_WAIT)
         feed_async(g); /* the round's stats are valid until the next submit */
-    so_prof_span(g->p, kind, step, id, t0, t1);
+    so_prof_span(g->p, kind, step, id, skew(g, t0), skew(g, t1));
     /* Test-only imbalance: the slow rank's extra time lands in its backward. */
     if (kind == SO_SPAN_FORWARD && g->rank == g->sleep_rank && g->sleep_ms > 0)
         usleep((useconds_t)g->sleep_ms * 1000);
     if (g->next && g->next->span)
         g->next->span(g->next->arg, kind, step, id, t0, t1);
+}
+
+static void node_span(void *arg, int node, int backward, double t0, double t1)
+{
+    prof_glue *g = arg;
+    g->node_fn(g->node_arg, node, backward, skew(g, t0), skew(g, t1));
 }
 
 static int step_end(void *arg, const so_train_state *s)
@@ -116,36 +131,36 @@ static int grad_wait(void *ctx, double *waited)
 static int sum(void *ctx, double *v, int n)
 {
     prof_glue *g = ctx;
-    double t0 = so_now();
+    double t0 = now(g);
     int rc = g->inner->sum(g->inner->ctx, v, n);
-    record(g, "allreduce", SO_PROF_USE_METRICS, (size_t)n * sizeof *v, t0, so_now());
+    record(g, "allreduce", SO_PROF_USE_METRICS, (size_t)n * sizeof *v, t0, now(g));
     return rc;
 }
 
 static int max(void *ctx, double *v, int n)
 {
     prof_glue *g = ctx;
-    double t0 = so_now();
+    double t0 = now(g);
     int rc = g->inner->max(g->inner->ctx, v, n);
-    record(g, "allreduce", SO_PROF_USE_METRICS, (size_t)n * sizeof *v, t0, so_now());
+    record(g, "allreduce", SO_PROF_USE_METRICS, (size_t)n * sizeof *v, t0, now(g));
     return rc;
 }
 
 static int bcast(void *ctx, float *buf, size_t count)
 {
     prof_glue *g = ctx;
-    double t0 = so_now();
+    double t0 = now(g);
     int rc = g->inner->bcast(g->inner->ctx, buf, count);
-    record(g, "bcast", SO_PROF_USE_PARAMS, count * sizeof *buf, t0, so_now());
+    record(g, "bcast", SO_PROF_USE_PARAMS, count * sizeof *buf, t0, now(g));
     return rc;
 }
 
 static int allsum(void *ctx, double *v, size_t count)
 {
     prof_glue *g = ctx;
-    double t0 = so_now();
+    double t0 = now(g);
     int rc = g->inner->allsum(g->inner->ctx, v, count);
-    record(g, "allreduce", SO_PROF_USE_BATCHNORM, count * sizeof *v, t0, so_now());
+    record(g, "allreduce", SO_PROF_USE_BATCHNORM, count * sizeof *v, t0, now(g));
     return rc;
 }
 
@@ -167,48 +182,36 @@ const so_dist *prof_glue_dist(prof_glue *g, const so_dist *d)
 
 /* ---- clocks ------------------------------------------------------------------ */
 
-/* Offset of this rank's so_now() to rank 0's: rank 0's clock ~ ours + offset.
- * Each rank r does CLOCK_ROUNDS ping-pongs with rank 0 and keeps the one with
- * the shortest round trip (Cristian's algorithm): offset = t0 - (ta + tb) / 2.
- * Rank 0 then sends its origin (start time) to everybody. */
-static int clock_sync(prof_glue *g)
+/* The start's measurement of every rank's offset to rank 0, and rank 0's
+ * origin (its start) for everybody. */
+static int clock_start(prof_glue *g)
 {
+    int rc = prof_clock_measure(g->dh, &g->test, g->rank, g->world, &g->start_offset, &g->start_at);
 #ifdef SCALEOUT_HAVE_MPI
-    so_comm *c = dist_comm(g->dh);
-    if (c && g->world > 1) {
-        int rc = 0;
-        double best_rtt = 1e30;
-        for (int r = 1; !rc && r < g->world; r++)
-            for (int k = 0; !rc && k < CLOCK_ROUNDS; k++) {
-                double t[2] = {0, 0};
-                if (g->rank == 0) {
-                    rc = so_comm_recv_bytes(c, t, sizeof t, r, 1);
-                    t[0] = so_now();
-                    if (!rc)
-                        rc = so_comm_send_bytes(c, t, sizeof t, r, 2);
-                    if (!rc && k == CLOCK_ROUNDS - 1)
-                        rc = so_comm_recv_bytes(c, &g->offsets[r], sizeof(double), r, 3);
-                } else if (g->rank == r) {
-                    double ta = so_now();
-                    rc = so_comm_send_bytes(c, t, sizeof t, 0, 1);
-                    if (!rc)
-                        rc = so_comm_recv_bytes(c, t, sizeof t, 0, 2);
-                    double tb = so_now();
-                    if (!rc && (k == 0 || tb - ta < best_rtt)) {
-                        best_rtt = tb - ta;
-                        g->offset = t[0] - (ta + tb) / 2;
-                    }
-                    if (!rc && k == CLOCK_ROUNDS - 1)
-                        rc = so_comm_send_bytes(c, &g->offset, sizeof(double), 0, 3);
-                }
-            }
-        if (!rc)
-            rc = so_comm_bcast_bytes(c, &g->origin, sizeof g->origin, 0);
-        return rc;
-    }
+    if (!rc && dist_comm(g->dh) && g->world > 1)
+        rc = so_comm_bcast_bytes(dist_comm(g->dh), &g->origin, sizeof g->origin, 0);
 #endif
-    (void)g;
-    return 0;
+    return rc;
+}
+
+/* The end's measurement, the linear model, and every rank's model on every
+ * rank (a world x 3 array summed over ranks). */
+static int clock_end(prof_glue *g)
+{
+    double o2, a2;
+    int rc = prof_clock_measure(g->dh, &g->test, g->rank, g->world, &o2, &a2);
+    if (rc)
+        return rc;
+    g->clock = prof_clock_model(g->start_offset, g->start_at, o2, a2, g->test.mode);
+    double *v = calloc((size_t)g->world * 3, sizeof *v);
+    if (!v)
+        return so_err(SO_ENOMEM, "out of memory");
+    memcpy(v + 3 * g->rank, (double[3]){g->clock.offset, g->clock.drift, g->clock.t_ref}, sizeof(double[3]));
+    rc = g->inner && g->world > 1 ? g->inner->sum(g->inner->ctx, v, 3 * g->world) : 0;
+    for (int r = 0; !rc && r < g->world; r++)
+        g->clocks[r] = (so_prof_clock){v[3 * r], v[3 * r + 1], v[3 * r + 2]};
+    free(v);
+    return rc;
 }
 
 /* ---- start ------------------------------------------------------------------- */
@@ -259,15 +262,21 @@ static int setup(prof_glue *g, const prof_options *o, so_model *m)
         snprintf(msg, sizeof msg, "%s", so_errmsg());
         return so_err(CLI_USAGE, "--%s: %s", flag, msg);
     }
-    g->offsets = calloc((size_t)g->world, sizeof *g->offsets);
+    g->clocks = calloc((size_t)g->world, sizeof *g->clocks);
     so_prof_config pc = {g->detail, g->first, g->last, g->rank, 0, PROF_SKIP_STEPS};
-    if (!g->offsets)
+    if (!g->clocks)
         return so_err(CLI_FAIL, "profiler: out of memory");
     if (so_prof_create(&pc, &g->p) || so_prof_attach_model(g->p, m)) {
         snprintf(msg, sizeof msg, "%s", so_errmsg());
         return so_err(CLI_FAIL, "profiler: %s", msg);
     }
     test_sleep(g);
+    if (g->test.rank == g->rank && m->on_node) { /* the skewed clock reaches per-node spans too */
+        g->node_fn = m->on_node;
+        g->node_arg = m->on_node_arg;
+        m->on_node = node_span;
+        m->on_node_arg = g;
+    }
     return 0;
 }
 
@@ -287,9 +296,11 @@ int prof_glue_start(const prof_options *o, dist_handle *dh, so_model *m, so_trai
     g->allreduce = o->allreduce ? o->allreduce : "mpi";
     g->steps = o->steps;
     g->origin = so_now();
+    prof_clock_test_init(&g->test, g->origin);
+    g->origin = now(g);
     int rc = setup(g, o, m);
     /* Every rank learns whether any failed (rank 0 owns the files). */
-    if ((rc = dist_agree(dh, "train", rc, so_errmsg())) || (rc = clock_sync(g) ? CLI_FAIL : 0)) {
+    if ((rc = dist_agree(dh, "train", rc, so_errmsg())) || (rc = clock_start(g) ? CLI_FAIL : 0)) {
         prof_glue_free(g, m);
         return rc;
     }
@@ -304,9 +315,13 @@ void prof_glue_free(prof_glue *g, so_model *m)
 {
     if (!g)
         return;
+    if (m && m->on_node == node_span && m->on_node_arg == g) {
+        m->on_node = g->node_fn;
+        m->on_node_arg = g->node_arg;
+    }
     so_prof_detach_model(g->p, m);
     so_prof_destroy(g->p);
-    free(g->offsets);
+    free(g->clocks);
     free(g);
 }
 
@@ -379,7 +394,7 @@ static int gather_text(prof_glue *g, int (*fn)(prof_glue *, FILE *), char **out,
     return rc;
 }
 
-static int trace_text(prof_glue *g, FILE *f) { return so_prof_write_trace(g->p, f, g->offset, g->origin); }
+static int trace_text(prof_glue *g, FILE *f) { return so_prof_write_trace(g->p, f, &g->clock, g->origin); }
 static int stats_text(prof_glue *g, FILE *f) { return so_prof_write_rank_json(g->p, f); }
 
 /* Writes parts[0..world) (consecutive in `parts`) joined by sep. */
@@ -405,7 +420,10 @@ static int write_timeline(prof_glue *g, const char *parts, const size_t *sizes)
                "\"timeline_steps\":\"%s\",\"clock_offsets_us\":[", SCALEOUT_VERSION, so_prof_detail_name(g->detail),
             g->steps);
     for (int r = 0; r < g->world; r++)
-        fprintf(f, "%s%.3f", r ? "," : "", g->offsets[r] * 1e6);
+        fprintf(f, "%s%.3f", r ? "," : "", g->clocks[r].offset * 1e6);
+    fputs("],\"clock_drift_ppm\":[", f);
+    for (int r = 0; r < g->world; r++)
+        fprintf(f, "%s%.3f", r ? "," : "", g->clocks[r].drift * 1e6);
     fputs("]}}\n", f);
     return fclose(f) ? so_err(SO_EIO, "error writing '%s'", g->timeline) : 0;
 }
@@ -493,7 +511,11 @@ static void write_header(prof_glue *g, FILE *f, const so_train_result *r, const 
     so_json_obj_end(&js);
     so_json_arr_begin(&js, "clock_offsets_s");
     for (int i = 0; i < g->world; i++)
-        so_json_num(&js, NULL, g->offsets[i]);
+        so_json_num(&js, NULL, g->clocks[i].offset);
+    so_json_arr_end(&js);
+    so_json_arr_begin(&js, "clock_drifts");
+    for (int i = 0; i < g->world; i++)
+        so_json_num(&js, NULL, g->clocks[i].drift);
     so_json_arr_end(&js);
     fputs(",\n  \"ranks\": [\n", f); /* the ranks' objects follow as text */
 }
@@ -544,6 +566,8 @@ int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
         rc = so_err(SO_ENOMEM, "out of memory");
     /* All ranks take part in every exchange, in the same order. */
     if (!rc)
+        rc = clock_end(g);
+    if (!rc)
         rc = gather_totals(g, all);
     so_prof_pop pop;
     so_prof_pop_compute(all, g->world, &pop);
@@ -575,5 +599,5 @@ void prof_glue_checkpoint_span(void *arg, double t0, double t1)
 {
     prof_glue *g = arg;
     if (g && g->p)
-        so_prof_mark(g->p, "checkpoint", 0, t0, t1);
+        so_prof_mark(g->p, "checkpoint", 0, skew(g, t0), skew(g, t1));
 }

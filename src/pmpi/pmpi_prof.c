@@ -1,7 +1,8 @@
 /* libscaleout-prof.so: communication statistics for ANY MPI program through
  * the PMPI profiling interface (what mpiP and hvprof do). LD_PRELOAD it;
  * every intercepted call is timed (blocking calls: call to return;
- * non-blocking: post to the Wait/Test that completes them) and binned by
+ * non-blocking: post to the Wait/Test that completes them; persistent ones:
+ * each MPI_Start to its completion) and binned by
  * message size in powers of two. At MPI_Finalize rank 0 gathers all ranks and
  * writes SCALEOUT_PMPI_OUT (default scaleout-pmpi.json) in the profile.json
  * format (`scaleout report` reads it) plus the same path + ".txt" as a table.
@@ -21,13 +22,16 @@ enum {
     OP_ALLREDUCE, OP_IALLREDUCE, OP_BCAST, OP_IBCAST, OP_REDUCE, OP_REDUCE_SCATTER, OP_IREDUCE_SCATTER,
     OP_REDUCE_SCATTER_BLOCK, OP_IREDUCE_SCATTER_BLOCK, OP_ALLGATHER, OP_IALLGATHER, OP_ALLGATHERV,
     OP_IALLGATHERV, OP_ALLTOALL, OP_IALLTOALL, OP_GATHER, OP_BARRIER, OP_IBARRIER, OP_SEND, OP_RECV,
-    OP_ISEND, OP_IRECV, OP_SENDRECV, OP_COUNT
+    OP_ISEND, OP_IRECV, OP_SENDRECV, OP_SEND_INIT, OP_RECV_INIT, OP_ALLREDUCE_INIT, OP_BCAST_INIT, OP_REDUCE_INIT,
+    OP_ALLGATHER_INIT, OP_ALLTOALL_INIT, OP_BARRIER_INIT, OP_REDUCE_SCATTER_BLOCK_INIT, OP_COUNT
 };
 static const char *const op_names[OP_COUNT] = {
     "MPI_Allreduce", "MPI_Iallreduce", "MPI_Bcast", "MPI_Ibcast", "MPI_Reduce", "MPI_Reduce_scatter",
     "MPI_Ireduce_scatter", "MPI_Reduce_scatter_block", "MPI_Ireduce_scatter_block", "MPI_Allgather",
     "MPI_Iallgather", "MPI_Allgatherv", "MPI_Iallgatherv", "MPI_Alltoall", "MPI_Ialltoall", "MPI_Gather",
-    "MPI_Barrier", "MPI_Ibarrier", "MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Sendrecv"};
+    "MPI_Barrier", "MPI_Ibarrier", "MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Sendrecv",
+    "MPI_Send_init", "MPI_Recv_init", "MPI_Allreduce_init", "MPI_Bcast_init", "MPI_Reduce_init", "MPI_Allgather_init",
+    "MPI_Alltoall_init", "MPI_Barrier_init", "MPI_Reduce_scatter_block_init"};
 
 #define NBINS 48
 typedef struct {
@@ -84,6 +88,14 @@ static uint64_t type_bytes(int count, MPI_Datatype t)
     return (uint64_t)count * (uint64_t)sz;
 }
 
+/* Ranks in c (collectives whose byte count is per rank). */
+static uint64_t comm_size(MPI_Comm c)
+{
+    int p = 1;
+    PMPI_Comm_size(c, &p);
+    return (uint64_t)p;
+}
+
 static uint64_t sum_counts(MPI_Comm comm, const int *counts, MPI_Datatype t)
 {
     int p = 0;
@@ -123,6 +135,50 @@ static void req_start(MPI_Request r, int op, uint64_t bytes, double t0)
         reqs[nreqs].t0 = t0;
         nreqs++;
     }
+    pthread_mutex_unlock(&lock);
+}
+
+/* Persistent requests (MPI_*_init): what each MPI_Start of the handle posts. */
+typedef struct {
+    uint64_t key, bytes;
+    int op;
+} persist_req;
+static persist_req persist[NREQ];
+static int npersist;
+
+static void persist_add(MPI_Request r, int op, uint64_t bytes)
+{
+    pthread_mutex_lock(&lock);
+    if (npersist < NREQ)
+        persist[npersist++] = (persist_req){req_key(r), bytes, op};
+    pthread_mutex_unlock(&lock);
+}
+
+/* Posts the request started by MPI_Start; not a persistent one we know: nothing. */
+static void persist_start(MPI_Request r, double t0)
+{
+    uint64_t k = req_key(r), bytes = 0;
+    int op = -1;
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < npersist; i++)
+        if (persist[i].key == k) {
+            op = persist[i].op;
+            bytes = persist[i].bytes;
+            break;
+        }
+    pthread_mutex_unlock(&lock);
+    if (op >= 0)
+        req_start(r, op, bytes, t0);
+}
+
+static void persist_forget(uint64_t k)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < npersist; i++)
+        if (persist[i].key == k) {
+            persist[i] = persist[--npersist];
+            break;
+        }
     pthread_mutex_unlock(&lock);
 }
 
@@ -178,16 +234,12 @@ int MPI_Reduce_scatter(const void *s, void *r, const int rc[], MPI_Datatype t, M
 
 int MPI_Reduce_scatter_block(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    TIMED(OP_REDUCE_SCATTER_BLOCK, type_bytes(n, t) * (uint64_t)p, PMPI_Reduce_scatter_block(s, r, n, t, o, c));
+    TIMED(OP_REDUCE_SCATTER_BLOCK, type_bytes(n, t) * comm_size(c), PMPI_Reduce_scatter_block(s, r, n, t, o, c));
 }
 
 int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    TIMED(OP_ALLGATHER, type_bytes(rn, rt) * (uint64_t)p, PMPI_Allgather(s, sn, st, r, rn, rt, c));
+    TIMED(OP_ALLGATHER, type_bytes(rn, rt) * comm_size(c), PMPI_Allgather(s, sn, st, r, rn, rt, c));
 }
 
 int MPI_Allgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn[], const int d[], MPI_Datatype rt,
@@ -198,10 +250,8 @@ int MPI_Allgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn
 
 int MPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
     (void)sn, (void)st; /* ignored with MPI_IN_PLACE: count the receive side */
-    TIMED(OP_ALLTOALL, type_bytes(rn, rt) * (uint64_t)p, PMPI_Alltoall(s, sn, st, r, rn, rt, c));
+    TIMED(OP_ALLTOALL, type_bytes(rn, rt) * comm_size(c), PMPI_Alltoall(s, sn, st, r, rn, rt, c));
 }
 
 int MPI_Gather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, int root, MPI_Comm c)
@@ -255,18 +305,14 @@ int MPI_Ireduce_scatter(const void *s, void *r, const int rc[], MPI_Datatype t, 
 
 int MPI_Ireduce_scatter_block(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c, MPI_Request *q)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    POSTED(OP_IREDUCE_SCATTER_BLOCK, type_bytes(n, t) * (uint64_t)p, PMPI_Ireduce_scatter_block(s, r, n, t, o, c, q),
+    POSTED(OP_IREDUCE_SCATTER_BLOCK, type_bytes(n, t) * comm_size(c), PMPI_Ireduce_scatter_block(s, r, n, t, o, c, q),
            q);
 }
 
 int MPI_Iallgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c,
                    MPI_Request *q)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    POSTED(OP_IALLGATHER, type_bytes(rn, rt) * (uint64_t)p, PMPI_Iallgather(s, sn, st, r, rn, rt, c, q), q);
+    POSTED(OP_IALLGATHER, type_bytes(rn, rt) * comm_size(c), PMPI_Iallgather(s, sn, st, r, rn, rt, c, q), q);
 }
 
 int MPI_Iallgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn[], const int d[], MPI_Datatype rt,
@@ -278,9 +324,7 @@ int MPI_Iallgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int r
 int MPI_Ialltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c,
                   MPI_Request *q)
 {
-    int p = 1;
-    PMPI_Comm_size(c, &p);
-    POSTED(OP_IALLTOALL, type_bytes(rn, rt) * (uint64_t)p, PMPI_Ialltoall(s, sn, st, r, rn, rt, c, q), q);
+    POSTED(OP_IALLTOALL, type_bytes(rn, rt) * comm_size(c), PMPI_Ialltoall(s, sn, st, r, rn, rt, c, q), q);
 }
 
 int MPI_Ibarrier(MPI_Comm c, MPI_Request *q) { POSTED(OP_IBARRIER, 0, PMPI_Ibarrier(c, q), q); }
@@ -324,34 +368,149 @@ static uint64_t *keys_of(int n, MPI_Request q[], uint64_t *small, int nsmall)
     return k;
 }
 
+/* Ends the requests that completed among k[0..n): indices idx[0..out)
+ * (MPI_Waitsome, MPI_Testsome; one for the -any calls), or all n when idx is NULL. */
+static void end_some(const uint64_t *k, int out, const int idx[], double t1)
+{
+    for (int i = 0; out != MPI_UNDEFINED && i < out; i++)
+        req_end(k[idx ? idx[i] : i], t1, 1);
+}
+
+/* A completion call on q[0..n): the requests' keys are taken before it (it
+ * may free them), `ended` runs after it succeeded with k_ and t1_ set. */
+#define COMPLETION(n, q, call, ended)                     \
+    do {                                                  \
+        uint64_t small_[64], *k_ = keys_of(n, q, small_, 64); \
+        int rc_ = (call);                                 \
+        double t1_ = now();                               \
+        if (k_ && rc_ == MPI_SUCCESS)                     \
+            ended;                                        \
+        if (k_ != small_)                                 \
+            free(k_);                                     \
+        return rc_;                                       \
+    } while (0)
+
 int MPI_Waitall(int n, MPI_Request q[], MPI_Status st[])
 {
-    uint64_t small[64], *k = keys_of(n, q, small, 64);
-    int rc = PMPI_Waitall(n, q, st);
-    double t1 = now();
-    for (int i = 0; k && rc == MPI_SUCCESS && i < n; i++)
-        req_end(k[i], t1, 1);
-    if (k != small)
-        free(k);
-    return rc;
+    COMPLETION(n, q, PMPI_Waitall(n, q, st), end_some(k_, n, NULL, t1_));
 }
 
 int MPI_Testall(int n, MPI_Request q[], int *flag, MPI_Status st[])
 {
-    uint64_t small[64], *k = keys_of(n, q, small, 64);
-    int rc = PMPI_Testall(n, q, flag, st);
-    double t1 = now();
-    for (int i = 0; k && rc == MPI_SUCCESS && *flag && i < n; i++)
-        req_end(k[i], t1, 1);
-    if (k != small)
-        free(k);
-    return rc;
+    COMPLETION(n, q, PMPI_Testall(n, q, flag, st), end_some(k_, *flag ? n : 0, NULL, t1_));
+}
+
+int MPI_Waitany(int n, MPI_Request q[], int *index, MPI_Status *st)
+{
+    COMPLETION(n, q, PMPI_Waitany(n, q, index, st), end_some(k_, *index != MPI_UNDEFINED, index, t1_));
+}
+
+int MPI_Testany(int n, MPI_Request q[], int *index, int *flag, MPI_Status *st)
+{
+    COMPLETION(n, q, PMPI_Testany(n, q, index, flag, st),
+               end_some(k_, *flag && *index != MPI_UNDEFINED, index, t1_));
+}
+
+int MPI_Waitsome(int n, MPI_Request q[], int *out, int idx[], MPI_Status st[])
+{
+    COMPLETION(n, q, PMPI_Waitsome(n, q, out, idx, st), end_some(k_, *out, idx, t1_));
+}
+
+int MPI_Testsome(int n, MPI_Request q[], int *out, int idx[], MPI_Status st[])
+{
+    COMPLETION(n, q, PMPI_Testsome(n, q, out, idx, st), end_some(k_, *out, idx, t1_));
 }
 
 int MPI_Request_free(MPI_Request *q)
 {
-    req_end(req_key(*q), 0, 0);
+    uint64_t k = req_key(*q);
+    req_end(k, 0, 0);
+    persist_forget(k);
     return PMPI_Request_free(q);
+}
+
+/* ---- persistent requests: MPI_*_init, then MPI_Start / MPI_Startall ----------------- */
+
+#define PERSISTENT(op, bytes, call, req)         \
+    do {                                         \
+        int rc_ = (call);                        \
+        if (rc_ == MPI_SUCCESS)                  \
+            persist_add(*(req), op, bytes);      \
+        return rc_;                              \
+    } while (0)
+
+int MPI_Send_init(const void *b, int n, MPI_Datatype t, int dest, int tag, MPI_Comm c, MPI_Request *q)
+{
+    PERSISTENT(OP_SEND_INIT, type_bytes(n, t), PMPI_Send_init(b, n, t, dest, tag, c, q), q);
+}
+
+int MPI_Recv_init(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Request *q)
+{
+    PERSISTENT(OP_RECV_INIT, type_bytes(n, t), PMPI_Recv_init(b, n, t, src, tag, c, q), q);
+}
+
+/* Persistent collectives are MPI 4.0 (MPICH 4; not Open MPI 4.1). */
+#if MPI_VERSION >= 4
+int MPI_Allreduce_init(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c, MPI_Info i,
+                       MPI_Request *q)
+{
+    PERSISTENT(OP_ALLREDUCE_INIT, type_bytes(n, t), PMPI_Allreduce_init(s, r, n, t, o, c, i, q), q);
+}
+
+int MPI_Bcast_init(void *b, int n, MPI_Datatype t, int root, MPI_Comm c, MPI_Info i, MPI_Request *q)
+{
+    PERSISTENT(OP_BCAST_INIT, type_bytes(n, t), PMPI_Bcast_init(b, n, t, root, c, i, q), q);
+}
+
+int MPI_Reduce_init(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, int root, MPI_Comm c, MPI_Info i,
+                    MPI_Request *q)
+{
+    PERSISTENT(OP_REDUCE_INIT, type_bytes(n, t), PMPI_Reduce_init(s, r, n, t, o, root, c, i, q), q);
+}
+
+int MPI_Allgather_init(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c,
+                       MPI_Info i, MPI_Request *q)
+{
+    PERSISTENT(OP_ALLGATHER_INIT, type_bytes(rn, rt) * comm_size(c), PMPI_Allgather_init(s, sn, st, r, rn, rt, c, i, q),
+               q);
+}
+
+int MPI_Alltoall_init(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm c,
+                      MPI_Info i, MPI_Request *q)
+{
+    PERSISTENT(OP_ALLTOALL_INIT, type_bytes(rn, rt) * comm_size(c), PMPI_Alltoall_init(s, sn, st, r, rn, rt, c, i, q),
+               q);
+}
+
+int MPI_Barrier_init(MPI_Comm c, MPI_Info i, MPI_Request *q)
+{
+    PERSISTENT(OP_BARRIER_INIT, 0, PMPI_Barrier_init(c, i, q), q);
+}
+
+int MPI_Reduce_scatter_block_init(const void *s, void *r, int n, MPI_Datatype t, MPI_Op o, MPI_Comm c, MPI_Info i,
+                                  MPI_Request *q)
+{
+    PERSISTENT(OP_REDUCE_SCATTER_BLOCK_INIT, type_bytes(n, t) * comm_size(c),
+               PMPI_Reduce_scatter_block_init(s, r, n, t, o, c, i, q), q);
+}
+#endif
+
+int MPI_Start(MPI_Request *q)
+{
+    double t0 = now();
+    int rc = PMPI_Start(q);
+    if (rc == MPI_SUCCESS)
+        persist_start(*q, t0);
+    return rc;
+}
+
+int MPI_Startall(int n, MPI_Request q[])
+{
+    double t0 = now();
+    int rc = PMPI_Startall(n, q);
+    for (int i = 0; rc == MPI_SUCCESS && i < n; i++)
+        persist_start(q[i], t0);
+    return rc;
 }
 
 /* ---- start and finish ---------------------------------------------------------------- */

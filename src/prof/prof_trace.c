@@ -1,7 +1,10 @@
 /* Chrome trace-event output of one rank: metadata events naming the process
  * ("rank R") and its two threads ("compute", "comm"), then one complete ("X")
- * event per recorded interval. Times are integer nanoseconds before printing
- * as microseconds, so an event that nests in the recording nests in the file. */
+ * event per recorded interval. Times are mapped onto rank 0's clock and
+ * rounded to whole ticks of 1/8 us before printing as microseconds: such
+ * values are exact in binary, so ts + dur computed by a viewer in floating
+ * point lands exactly on the next event's ts, and an event that nests in the
+ * recording nests in every viewer (speedscope warns about 1-ulp overlaps). */
 #include "prof_internal.h"
 
 #include <math.h>
@@ -32,7 +35,14 @@ static const char *category(const prof_ev *e)
     }
 }
 
-static void write_args(const so_prof *p, const prof_ev *e, FILE *f, double base)
+#define TICKS_PER_US 8 /* a power of two: k / 8 prints exactly with 3 decimals */
+
+double so_prof_clock_map(const so_prof_clock *c, double t)
+{
+    return c ? t + c->offset + c->drift * (t - c->t_ref) : t;
+}
+
+static void write_args(const so_prof *p, const prof_ev *e, FILE *f, const so_prof_clock *clock, double origin)
 {
     fprintf(f, "\"args\":{\"step\":%ld", e->step);
     switch (e->kind) {
@@ -43,7 +53,7 @@ static void write_args(const so_prof *p, const prof_ev *e, FILE *f, double base)
     case EV_COMM:
         fprintf(f, ",\"bytes\":%llu,\"algorithm\":\"%s\",\"use\":\"%s\",\"queued_us\":%.3f,\"queue_wait_us\":%.3f",
                 (unsigned long long)e->u.c.bytes, p->names[e->u.c.algo], so_prof_use_name((so_prof_use)e->sub),
-                (e->u.c.t_queued - base) * 1e6, (e->t0 - e->u.c.t_queued) * 1e6);
+                (so_prof_clock_map(clock, e->u.c.t_queued) - origin) * 1e6, (e->t0 - e->u.c.t_queued) * 1e6);
         if (e->bucket >= 0)
             fprintf(f, ",\"bucket\":%d", e->bucket);
         break;
@@ -59,21 +69,25 @@ static void write_args(const so_prof *p, const prof_ev *e, FILE *f, double base)
     fputs("}", f);
 }
 
-int so_prof_write_trace(const so_prof *p, FILE *f, double clock_offset, double origin)
+static long long ticks(const so_prof_clock *clock, double origin, double t)
 {
-    double base = origin - clock_offset; /* this rank's clock reading at the common origin */
+    return llround((so_prof_clock_map(clock, t) - origin) * 1e6 * TICKS_PER_US);
+}
+
+int so_prof_write_trace(const so_prof *p, FILE *f, const so_prof_clock *clock, double origin)
+{
     write_meta(p, f);
     for (size_t i = 0; i < p->nev; i++) {
         const prof_ev *e = &p->ev[i];
-        long long t0 = llround((e->t0 - base) * 1e9), t1 = llround((e->t1 - base) * 1e9);
+        long long t0 = ticks(clock, origin, e->t0), t1 = ticks(clock, origin, e->t1);
         if (t1 < t0)
             t1 = t0;
         const char *name = p->names[e->name];
         if (e->kind == EV_STEP)
             name = "step (summary)";
         fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,", name,
-                category(e), p->cfg.rank, e->track, (double)t0 / 1e3, (double)(t1 - t0) / 1e3);
-        write_args(p, e, f, base);
+                category(e), p->cfg.rank, e->track, (double)t0 / TICKS_PER_US, (double)(t1 - t0) / TICKS_PER_US);
+        write_args(p, e, f, clock, origin);
         fputs("}", f);
     }
     return ferror(f) ? so_err(SO_EIO, "error writing the trace") : 0;

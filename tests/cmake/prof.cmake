@@ -5,6 +5,14 @@ if(TARGET scaleout_comm)
   so_add_script_test(prof_cli prof_cli.sh LABELS "mpi;cli" TIMEOUT 300)
   set_property(TEST prof_cli APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
 endif()
+# Clock alignment with a skewed rank (offset + drift), and the merged trace in
+# a real trace viewer (speedscope in headless Chromium; skips without them).
+if(TARGET scaleout_comm)
+  so_add_script_test(prof_clock prof_clock.sh LABELS "mpi;cli" TIMEOUT 120)
+  so_add_script_test(prof_viewer prof_viewer.sh LABELS "mpi;cli" TIMEOUT 300)
+  set_tests_properties(prof_viewer PROPERTIES SKIP_RETURN_CODE 77)
+  set_property(TEST prof_clock prof_viewer APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+endif()
 # The report: text, HTML, and the page in headless Chromium (skips without it).
 so_add_script_test(report_cli report_cli.sh LABELS cli TIMEOUT 300)
 set_tests_properties(report_cli PROPERTIES SKIP_RETURN_CODE 77)
