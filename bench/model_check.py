@@ -83,13 +83,21 @@ def tune_figures(d):
     return counts, meas
 
 
-def band_edges(d):
-    edges = {}
+def read_table(d):
+    """Band edges per algorithm and the rules (max bytes, algorithm) of the table."""
+    edges, rules = {}, []
     for line in open(os.path.join(d, "table.tune")):
         m = re.match(r"band (\w+) max_bytes=(\d+) ", line)
         if m:
             edges.setdefault(m.group(1), []).append(int(m.group(2)))
-    return edges
+        m = re.match(r"(\d+|\*) (\w+)$", line.strip())
+        if m:
+            rules.append((float("inf") if m.group(1) == "*" else int(m.group(1)), m.group(2)))
+    return edges, rules
+
+
+def picked(rules, size):
+    return next((algo for lim, algo in rules if size <= lim), "auto")
 
 
 def analyse(a, np, d, cond):
@@ -98,7 +106,7 @@ def analyse(a, np, d, cond):
         for row in csv.DictReader(open(os.path.join(d, "run%d.csv" % r))):
             runs.setdefault((row["algo"], int(row["bytes"])), []).append(row)
     counts, meas = tune_figures(d)
-    edges = band_edges(d)
+    edges, rules = read_table(d)
     print("\n### np %d (%s)\n" % (np, a.label))
     print("%s–%s UTC, load %.2f before, c2c %.0f ns before / %.0f ns after; tune `--repeat %d`, %d benchmark runs.\n"
           % (cond["start"], cond["end"], cond["load"], cond["c2c_before"], cond["c2c_after"], a.tune_repeat,
@@ -131,7 +139,8 @@ def analyse(a, np, d, cond):
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for algo, s, med, lo, hi, pred, err in misses:
         spread = (hi - lo) / med
-        tus, terr = meas.get((algo, s), (float("nan"), float("nan")))
+        fit_algo = picked(rules, s) if algo == "auto" else algo  # auto: the algorithm its rules pick
+        tus, terr = meas.get((fit_algo, s), (float("nan"), float("nan")))
         moved = med / tus - 1 if tus == tus and tus > 0 else float("nan")
         why = []
         if spread > 0.25:
@@ -139,10 +148,12 @@ def analyse(a, np, d, cond):
         if abs(moved) > 0.25:
             why.append("time moved %+.0f%% since tune" % (100 * moved))
         if abs(terr) > 25:
-            near = [x for x in edges.get(algo, []) if x / 2 <= s <= 2 * x]
+            near = [x for x in edges.get(fit_algo, []) if x / 2 <= s <= 2 * x]
             why.append("fit misses in-sample too" + (" (band edge %s)" % human(near[0]) if near else ""))
         if not why:
-            why.append("model (fit within 25% in-sample, stable time)")
+            why.append("fit error %+.0f%% in-sample and drift %+.0f%% since tune add up" % (terr, 100 * moved))
+        if algo == "auto":
+            why.insert(0, "auto = %s here" % fit_algo)
         print("| %s | %s | %.2f (%.2f–%.2f) | %.0f%% | %.2f | %+.0f%% | %.2f (%+.0f%%) | %+.0f%% | %s |" % (
             algo, human(s), med, lo, hi, 100 * spread, pred, 100 * err, tus, terr, 100 * moved, "; ".join(why)))
 

@@ -182,7 +182,7 @@ int so_comm_coll(so_comm *c, so_coll_kind kind, int algo, const float *send, flo
  * edge E, (E, 2E), the prediction is the straight line from band k's time at E
  * to band k+1's time at 2E, so it stays continuous and, as the fit keeps
  * t_{k+1}(2E) >= t_k(E), never decreases with size. */
-#define SO_TUNING_MAX_BANDS 6
+#define SO_TUNING_MAX_BANDS 8
 typedef struct {
     uint64_t max_bytes;
     double alpha, beta; /* seconds, seconds per byte; alpha >= 0, beta > 0 */
@@ -235,7 +235,7 @@ so_allreduce_algo so_comm_select(size_t bytes, int p, int ranks_per_node, const 
 
 /* Weighted least squares of alpha and beta (relative error, so small and
  * large sizes count alike) for algo from n measurements (bytes[i], secs[i])
- * on p ranks, with gamma fixed. SO_EINVAL when n < 2. */
+ * on p ranks, with gamma fixed. SO_EINVAL when n < 2 or a time is not > 0. */
 int so_comm_fit_model(so_allreduce_algo algo, int p, int ranks_per_node, double gamma,
                       const size_t *bytes, const double *secs, int n, so_comm_fit *out);
 

@@ -49,14 +49,17 @@ static int measure(so_comm *c, const tune_opts *o, const size_t *sizes, int ns, 
     int rc = send && recv ? 0 : so_err(SO_ENOMEM, "tune: out of memory");
     for (int i = 0; i < ns && !rc; i++) {
         size_t count = sizes[i] / sizeof(float) ? sizes[i] / sizeof(float) : 1;
-        double n = (double)(64 << 20) / (double)sizes[i];
-        int iters = o->iters > 0 ? o->iters : n > 300 ? 300 : n < 5 ? 5 : (int)n;
+        /* The same counts as `bench` (256 MiB per batch, 10..1000 runs, a tenth
+         * as warm-up), so the fit and the benchmark time the same thing. */
+        double n = (double)(256 << 20) / (double)sizes[i];
+        int iters = o->iters > 0 ? o->iters : n > 1000 ? 1000 : n < 10 ? 10 : (int)n;
+        int warm = iters / 10 > 2 ? iters / 10 : 2;
         double rep[NALGO][MAX_REPEAT];
         for (int r = 0; r < o->repeat && !rc; r++)
             for (int j = 0; j < NALGO && !rc; j++) {
                 int a = r & 1 ? NALGO - 1 - j : j;
                 double s = 0;
-                rc = so_comm_time_coll(c, SO_COLL_ALLREDUCE, a, send, recv, count, 0, 2, iters, &s);
+                rc = so_comm_time_coll(c, SO_COLL_ALLREDUCE, a, send, recv, count, 0, warm, iters, &s);
                 if (!rc)
                     rc = so_comm_allreduce_double(c, &s, 1, SO_REDUCE_AVG);
                 rep[a][r] = s;
@@ -161,7 +164,7 @@ static void report(const so_comm_tuning *tab, const int *in_line, const size_t *
 
 int cmd_tune(int argc, char **argv)
 {
-    tune_opts o = {"scaleout.tune", "4:16M", "16K,64K,256K,2M,32M", 0, 0, 1};
+    tune_opts o = {"scaleout.tune", "4:16M", "4K,16K,64K,256K,2M,32M", 0, 0, 1};
     const cli_opt opts[] = {
         {"out", OPT_STR, &o.out, "FILE", "where to write the tuning table", 0, -1, NULL},
         {"message-size", OPT_STR, &o.range, "MIN:MAX", "size sweep in bytes, doubling (-m)", 0, -1, NULL},

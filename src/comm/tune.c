@@ -233,6 +233,9 @@ int so_comm_fit_model(so_allreduce_algo algo, int p, int ranks_per_node, double 
     coef(algo, p, ranks_per_node, &m.a, &m.b, &m.g);
     if (n < 2 || m.a <= 0 || m.b <= 0 || (unsigned)algo >= SO_ALLREDUCE_AUTO)
         return so_err(SO_EINVAL, "fit: need >= 2 sizes and p > 1");
+    for (int i = 0; i < n; i++)
+        if (!(secs[i] > 0 && isfinite(secs[i])))
+            return so_err(SO_EINVAL, "fit: time %g at %zu bytes is not positive", secs[i], bytes[i]);
     memset(out, 0, sizeof *out);
     fit_line(&m, bytes, secs, 0, n, -1, 0, &out->alpha, &out->beta);
     out->valid = 1;
