@@ -83,6 +83,29 @@ def tune_figures(d):
     return counts, meas
 
 
+def coef(algo, p):
+    """The model's (a, b, g) for one node of p ranks, p a power of two (src/comm/tune.c)."""
+    lg = p.bit_length() - 1
+    return {"ring": (2 * (p - 1), 2 * (p - 1) / p, (p - 1) / p), "rd": (lg, lg, lg),
+            "tree": (2 * lg, 2 * lg, lg), "hier": (1, 2 * (p - 1) / p, (p - 1) / p)}.get(
+        algo, (2 * lg, 2 * (p - 1) / p, (p - 1) / p))
+
+
+def line_model(d, p):
+    """Predict(algo, bytes) in us from the table's single `fit` lines (the one-line control)."""
+    txt = open(os.path.join(d, "table.tune")).read()
+    gamma = float(re.search(r"gamma=(\S+)", txt).group(1))
+    fits = {m.group(1): (float(m.group(2)), float(m.group(3)))
+            for m in re.finditer(r"^fit (\w+) alpha=(\S+) beta=(\S+)", txt, re.M)}
+
+    def predict(algo, n):
+        if algo not in fits or p & (p - 1):
+            return float("nan")
+        a, b, g = coef(algo, p)
+        return 1e6 * (a * fits[algo][0] + n * (b * fits[algo][1] + g * gamma))
+    return predict
+
+
 def read_table(d):
     """Band edges per algorithm and the rules (max bytes, algorithm) of the table."""
     edges, rules = {}, []
@@ -111,26 +134,29 @@ def analyse(a, np, d, cond):
     print("%s–%s UTC, load %.2f before, c2c %.0f ns before / %.0f ns after; tune `--repeat %d`, %d benchmark runs.\n"
           % (cond["start"], cond["end"], cond["load"], cond["c2c_before"], cond["c2c_after"], a.tune_repeat,
              a.repeat))
-    print("| algorithm | in-sample, one line | in-sample, bands | bands (edges) | out of sample (median of %d runs) |"
-          % a.repeat)
-    print("|---|---:|---:|---|---:|")
+    line = line_model(d, np)
+    print("| algorithm | in-sample, one line | in-sample, bands | band edges | out of sample, one line | "
+          "**out of sample, bands** (median of %d runs) |" % a.repeat)
+    print("|---|---:|---:|---|---:|---:|")
     misses = []
     for algo in ALGOS:
         sizes = sorted(s for (al, s) in runs if al == algo)
-        ok = 0
+        ok = ok_line = 0
         for s in sizes:
             rs = runs[(algo, s)]
             t = [float(x["avg_us"]) for x in rs]
             med, pred = statistics.median(t), float(rs[0]["model_us"])
             err = pred / med - 1
+            ok_line += abs(line(picked(rules, s) if algo == "auto" else algo, s) / med - 1) <= 0.25
             if abs(err) <= 0.25:
                 ok += 1
                 continue
             misses.append((algo, s, med, min(t), max(t), pred, err))
         c = counts.get(algo)
         e = ",".join(human(x) for x in edges.get(algo, [])) or "—"
-        print("| %s | %s | %s | %s | %d/%d |" % (algo, "%d/%d" % (c[0], c[2]) if c else "—",
-                                                  "%d/%d" % (c[1], c[2]) if c else "—", e, ok, len(sizes)))
+        print("| %s | %s | %s | %s | %d/%d | **%d/%d** |" % (
+            algo, "%d/%d" % (c[0], c[2]) if c else "—", "%d/%d" % (c[1], c[2]) if c else "—", e, ok_line,
+            len(sizes), ok, len(sizes)))
     if not misses:
         return
     print("\nMisses (|model / median − 1| > 25 %):\n")

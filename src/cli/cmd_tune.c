@@ -164,7 +164,7 @@ static void report(const so_comm_tuning *tab, const int *in_line, const size_t *
 
 int cmd_tune(int argc, char **argv)
 {
-    tune_opts o = {"scaleout.tune", "4:16M", "4K,16K,64K,256K,2M,32M", 0, 0, 1};
+    tune_opts o = {"scaleout.tune", "4:16M", "4K,16K,64K,256K,2M,16M,32M", 0, 0, 1};
     const cli_opt opts[] = {
         {"out", OPT_STR, &o.out, "FILE", "where to write the tuning table", 0, -1, NULL},
         {"message-size", OPT_STR, &o.range, "MIN:MAX", "size sweep in bytes, doubling (-m)", 0, -1, NULL},
