@@ -36,7 +36,7 @@ done
 
 # tune -> table -> auto reads it (bench --tuning and SCALEOUT_TUNING).
 if bash "$mpirun" -np 2 "$bin" tune --out "$tmp/t.tune" -m 4:64K -i 3 >"$tmp/t.out" 2>&1 &&
-   head -1 "$tmp/t.tune" | grep -q '^scaleout-tuning v1 p=2 ranks_per_node=0 gamma='; then
+   head -1 "$tmp/t.tune" | grep -q '^scaleout-tuning v[12] p=2 ranks_per_node=0 gamma='; then
   ok "tune wrote a table"
 else
   bad "tune"; cat "$tmp/t.out"
@@ -47,9 +47,25 @@ SCALEOUT_TUNING="$tmp/t.tune" bash "$mpirun" -np 2 "$bin" bench allreduce --chec
 bash "$mpirun" -np 2 "$bin" bench allreduce --check --algo auto --tuning "$tmp/t.tune" --sizes 4,100K -i 2 \
   >"$tmp/a.out" 2>&1 && ok "bench --tuning" || { bad "bench --tuning"; cat "$tmp/a.out"; }
 
+# Banded fit: tune prints per-algorithm in-sample counts (line / bands) and the
+# table it writes loads; bench reports the model error per row and a summary.
+if bash "$mpirun" -np 2 "$bin" tune --out "$tmp/b.tune" -m 4:1M -i 3 --repeat 2 --band-edges 4K,64K \
+     >"$tmp/tb.out" 2>&1 && [ "$(grep -c 'line .*, bands .* within 25%' "$tmp/tb.out")" -eq 6 ]; then
+  ok "tune --repeat --band-edges"
+else
+  bad "tune bands"; cat "$tmp/tb.out"
+fi
+if bash "$mpirun" -np 2 "$bin" bench allreduce --algo all --tuning "$tmp/b.tune" -m 4:1M -i 2 -x 1 \
+     --csv "$tmp/m.csv" >"$tmp/m.out" 2>&1 && grep -q '^# model (.*) within 25% of the measured time: mpi [0-9]*/19 ring' "$tmp/m.out" &&
+   head -1 "$tmp/m.csv" | grep -q ',model_us,model_err_pct$'; then
+  ok "bench model error column and summary"
+else
+  bad "bench model summary"; cat "$tmp/m.out"
+fi
+
 # Bad input exits 2 with one line (no MPI needed to reject it).
 for args in "bench allreduce --bogus" "bench allreduce -m 8:4" "bench allreduce --algo nope" \
-            "bench gather" "bench" "tune --ranks-per-node -1" "tune -m x:y" "bench bcast -i abc"; do
+            "bench gather" "bench" "tune --ranks-per-node -1" "tune -m x:y" "tune --band-edges 64K,4K" "tune --repeat 0" "bench bcast -i abc"; do
   # shellcheck disable=SC2086
   "$bin" $args >"$tmp/e.out" 2>&1
   rc=$?

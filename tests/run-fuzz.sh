@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fuzz smoke test for the data parsers: configures a clang build of the
-# libFuzzer targets under the ctest binary dir, seeds each with a valid tiny
+# Fuzz smoke test for the data, checkpoint and tuning-table parsers:
+# configures a clang build of the libFuzzer targets under the ctest binary
+# dir, seeds each with a valid tiny
 # input, runs it for FUZZ_SECONDS (20) and fails on any crash. Exits 77 (skip)
 # where clang or libFuzzer is not available.
 set -euo pipefail
@@ -22,7 +23,7 @@ rm -f "${TMPDIR:-/tmp}/so_fuzz_probe.$$"
 mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
-cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar fuzz_prof_json fuzz_manifest fuzz_safetensors \
+cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar fuzz_prof_json fuzz_manifest fuzz_safetensors fuzz_tuning \
   >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; exit 1; }
 
@@ -30,7 +31,7 @@ cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar fuzz_prof_json fuzz_mani
 # gzipped, and one valid CIFAR record.
 rm -rf "$work/corpus"
 mkdir -p "$work/corpus/idx" "$work/corpus/cifar" "$work/corpus/prof_json" "$work/corpus/manifest" \
-  "$work/corpus/safetensors"
+  "$work/corpus/safetensors" "$work/corpus/tuning"
 printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x02abcdefghijkl' >"$work/corpus/idx/images"
 printf '\x00\x00\x08\x01\x00\x00\x00\x02\x07\x03' >"$work/corpus/idx/labels"
 gzip -c "$work/corpus/idx/images" >"$work/corpus/idx/images.gz"
@@ -72,8 +73,14 @@ hdr='{"a.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a.n":{"dtype"
 { /usr/bin/python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<Q', ${#hdr}))"; printf '%s' "$hdr"
   head -c 16 /dev/zero; } >"$work/corpus/safetensors/valid"
 
+# A v1 tuning table (fits and rules) and a v2 one with bands.
+printf 'scaleout-tuning v1 p=2 ranks_per_node=0 gamma=1.3e-10\nfit ring alpha=6.2e-07 beta=1.2e-10\n8192 hier\n* ring\n' \
+  >"$work/corpus/tuning/v1"
+printf 'scaleout-tuning v2 p=4 ranks_per_node=2 gamma=1e-10\n# c\nfit rd alpha=1e-06 beta=2e-10\nband rd max_bytes=65536 alpha=1e-06 beta=2e-10\nband rd max_bytes=* alpha=0 beta=3e-10\n* rd\n' \
+  >"$work/corpus/tuning/v2"
+
 status=0
-for target in idx cifar prof_json manifest safetensors; do
+for target in idx cifar prof_json manifest safetensors tuning; do
   echo "== fuzz_$target for ${secs}s"
   mkdir -p "$work/artifacts/$target"
   if ! (cd "$work" && "$build/fuzz/fuzz_$target" -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 \

@@ -159,7 +159,7 @@ static void test_tuning(void)
     t.rule[0].algo = SO_ALLREDUCE_RD;
     t.rule[1].max_bytes = UINT64_MAX;
     t.rule[1].algo = SO_ALLREDUCE_RING;
-    t.fit[SO_ALLREDUCE_RING] = (so_comm_fit){3e-6, 2e-10, 1};
+    t.fit[SO_ALLREDUCE_RING] = (so_comm_fit){.alpha = 3e-6, .beta = 2e-10, .valid = 1};
     char path[64];
     snprintf(path, sizeof path, "/tmp/test_coll_%d_%d.tune", (int)getpid(), g_rank);
     CHECK(so_comm_tuning_save(&t, path) == 0, "tuning save: %s", so_errmsg());

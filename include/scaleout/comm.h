@@ -177,14 +177,27 @@ int so_comm_coll(so_comm *c, so_coll_kind kind, int algo, const float *send, flo
  * alpha_A (s per step) and beta_A (s per byte moved) are fitted per algorithm
  * by `scaleout tune`; gamma (s per byte reduced) is measured locally.
  * Without a table, built-in values for one shared-memory node are used. */
+/* Piecewise model: band k holds (alpha, beta) for messages up to max_bytes
+ * (inclusive, ascending; UINT64_MAX for the last band). In the octave above an
+ * edge E, (E, 2E), the prediction is the straight line from band k's time at E
+ * to band k+1's time at 2E, so it stays continuous and, as the fit keeps
+ * t_{k+1}(2E) >= t_k(E), never decreases with size. */
+#define SO_TUNING_MAX_BANDS 8
 typedef struct {
-    double alpha, beta; /* seconds, seconds per byte */
+    uint64_t max_bytes;
+    double alpha, beta; /* seconds, seconds per byte; alpha >= 0, beta > 0 */
+} so_comm_band;
+
+typedef struct {
+    double alpha, beta; /* seconds, seconds per byte: one line over all sizes */
     int valid;          /* fitted (0: built-in default) */
+    int nbands;         /* 0: the line above; else band[0..nbands) replaces it */
+    so_comm_band band[SO_TUNING_MAX_BANDS];
 } so_comm_fit;
 
 #define SO_TUNING_MAX_RULES 64
 typedef struct {
-    int version;        /* 1 */
+    int version;        /* 1, or 2 when a fit has bands */
     int p;              /* process count the table was measured with */
     int ranks_per_node; /* layout it was measured with (0 = real nodes) */
     double gamma;       /* seconds per byte reduced */
@@ -222,9 +235,21 @@ so_allreduce_algo so_comm_select(size_t bytes, int p, int ranks_per_node, const 
 
 /* Weighted least squares of alpha and beta (relative error, so small and
  * large sizes count alike) for algo from n measurements (bytes[i], secs[i])
- * on p ranks, with gamma fixed. SO_EINVAL when n < 2. */
+ * on p ranks, with gamma fixed. SO_EINVAL when n < 2 or a time is not > 0. */
 int so_comm_fit_model(so_allreduce_algo algo, int p, int ranks_per_node, double gamma,
                       const size_t *bytes, const double *secs, int n, so_comm_fit *out);
+
+/* The single line as above, plus a piecewise fit: band edges are the subset of
+ * the candidate edges edges[0..nedges) (ascending, at most
+ * SO_TUNING_MAX_BANDS - 1) that minimises n ln(SSE/n) + 2 ln(n) (bands) over
+ * the relative errors (BIC: one more band must cut the squared error by a
+ * factor n^(-2/n), ~23 % for 25 sizes);
+ * every band needs >= 2 sizes, except the last (>= 1: it keeps the alpha of
+ * the band below). Per band alpha >= 0 and beta > 0 (clamped, the other
+ * refitted). bytes[] ascending. out->nbands = 0 when no split helps. */
+int so_comm_fit_bands(so_allreduce_algo algo, int p, int ranks_per_node, double gamma,
+                      const size_t *bytes, const double *secs, int n, const uint64_t *edges, int nedges,
+                      so_comm_fit *out);
 
 /* Times `iters` runs of a collective after `warmup` untimed ones, a barrier
  * before the timed batch; *secs = this rank's mean seconds per run. Buffers

@@ -191,6 +191,7 @@ typedef struct {
     int runs;
     double avg, mn, mx; /* across ranks, seconds per run */
     int64_t wrong;
+    int model_n, model_ok; /* sizes with a prediction, and those within 25 % */
 } algo_result;
 
 /* Runs and times every algorithm at one size, interleaved: round 0 in list
@@ -267,9 +268,9 @@ static void emit(bench_ctx *b, sinks *s, size_t bytes, const algo_result *r, dou
         printf(" %10.2f %+6.0f%%", pred * 1e6, err);
     printf("\n");
     if (s->csv)
-        fprintf(s->csv, "%s,%d,%zu,%s,%.4f,%.4f,%.4f,%.5f,%.5f,%lld,%.4f,%.4f\n", b->d->name, b->size,
+        fprintf(s->csv, "%s,%d,%zu,%s,%.4f,%.4f,%.4f,%.5f,%.5f,%lld,%.4f,%.4f,%.2f\n", b->d->name, b->size,
                 bytes, name, r->avg * 1e6, r->mn * 1e6, r->mx * 1e6, algbw, busbw, (long long)r->wrong,
-                ratio, pred * 1e6);
+                ratio, pred * 1e6, err);
     if (s->json) {
         so_json_obj_begin(&s->js, NULL);
         so_json_int(&s->js, "bytes", (int64_t)bytes);
@@ -282,6 +283,7 @@ static void emit(bench_ctx *b, sinks *s, size_t bytes, const algo_result *r, dou
         so_json_int(&s->js, "wrong", r->wrong);
         so_json_num(&s->js, "speedup_vs_mpi", ratio);
         so_json_num(&s->js, "model_us", pred > 0 ? pred * 1e6 : NAN);
+        so_json_num(&s->js, "model_err_pct", err);
         so_json_obj_end(&s->js);
     }
 }
@@ -305,6 +307,17 @@ static void header(bench_ctx *b, const bench_opts *o, double ref, double memcpy_
     printf("\n");
 }
 
+/* Per algorithm: sizes whose model time is within 25 % of this run's time. */
+static void model_summary(const bench_opts *o, const algo_result *res, int nalgo)
+{
+    printf("# model (%s) within 25%% of the measured time:", o->tuning ? o->tuning : "built-in");
+    for (int k = 0; k < nalgo; k++)
+        if (res[k].model_n > 0)
+            printf(" %s %d/%d", so_allreduce_algo_name((so_allreduce_algo)res[k].algo), res[k].model_ok,
+                   res[k].model_n);
+    printf("\n");
+}
+
 static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int nsizes,
                      algo_result *res, int nalgo, sinks *s)
 {
@@ -318,6 +331,8 @@ static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int
         return so_err(SO_ENOMEM, "bench: out of memory for %zu bytes", maxb);
     memset(b->send, 0, maxc * sizeof(float));
     memset(b->recv, 0, maxc * sizeof(float));
+    for (int k = 0; k < nalgo; k++)
+        res[k].model_n = res[k].model_ok = 0;
     double bw = b->rank == 0 ? so_comm_memcpy_bw(64 << 20) : 0;
     int model = b->d->kind == SO_COLL_ALLREDUCE;
     if (b->rank == 0)
@@ -336,6 +351,10 @@ static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int
                               : 0;
             if (b->rank == 0)
                 emit(b, s, sizes[i], &res[k], ref, pred, o->check);
+            if (pred > 0) {
+                res[k].model_n++;
+                res[k].model_ok += fabs(pred / res[k].avg - 1) <= 0.25;
+            }
             if (res[k].algo > 0 && !(model && res[k].algo == SO_ALLREDUCE_AUTO) && res[k].avg < best) {
                 best = res[k].avg;
                 bi = k;
@@ -347,6 +366,8 @@ static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int
                    so_coll_algo_name(b->d->kind, SO_COLL_REFERENCE));
         fflush(stdout);
     }
+    if (b->rank == 0 && model)
+        model_summary(o, res, nalgo);
     return wrong ? 1 : 0;
 }
 
@@ -403,7 +424,8 @@ static int bench_main(const coll_desc *d, const bench_opts *o, const size_t *siz
         so_json_arr_begin(&s.js, "results");
     }
     if (s.csv)
-        fprintf(s.csv, "collective,ranks,bytes,algo,avg_us,min_us,max_us,algbw_gbs,busbw_gbs,wrong,speedup_vs_mpi,model_us\n");
+        fprintf(s.csv, "collective,ranks,bytes,algo,avg_us,min_us,max_us,algbw_gbs,busbw_gbs,wrong,speedup_vs_mpi,"
+                       "model_us,model_err_pct\n");
     int rc = bench_run(&b, o, sizes, nsizes, res, nalgo, &s);
     if (rc < 0)
         so_comm_abort(b.c, CLI_FAIL, so_errmsg());

@@ -1,7 +1,7 @@
 /* `scaleout tune`: measures every allreduce algorithm over a size sweep on
  * this machine and process layout, fits the alpha-beta model per algorithm
- * (gamma measured locally), and writes the tuning table `auto` reads
- * (--tuning / SCALEOUT_TUNING; format in docs/COLLECTIVES.md). */
+ * and per size band (gamma measured locally), and writes the tuning table
+ * `auto` reads (--tuning / SCALEOUT_TUNING; format in docs/COLLECTIVES.md). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +25,23 @@ int cmd_tune(int argc, char **argv)
 #define NALGO SO_ALLREDUCE_AUTO
 #define MAX_SIZES 40
 
+#define MAX_EDGES (SO_TUNING_MAX_BANDS - 1)
+#define MAX_REPEAT 15
+
 typedef struct {
-    const char *out, *range;
-    int rpn, iters;
+    const char *out, *range, *edges;
+    int rpn, iters, repeat;
 } tune_opts;
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 /* Mean seconds per allreduce across ranks for every (size, algorithm),
- * algorithms interleaved per size. */
+ * algorithms interleaved per size; with --repeat R the median of R such
+ * rounds (the rounds alternate the algorithm order). */
 static int measure(so_comm *c, const tune_opts *o, const size_t *sizes, int ns, double t[][NALGO])
 {
     size_t maxc = sizes[ns - 1] / sizeof(float) + 1;
@@ -39,19 +49,46 @@ static int measure(so_comm *c, const tune_opts *o, const size_t *sizes, int ns, 
     int rc = send && recv ? 0 : so_err(SO_ENOMEM, "tune: out of memory");
     for (int i = 0; i < ns && !rc; i++) {
         size_t count = sizes[i] / sizeof(float) ? sizes[i] / sizeof(float) : 1;
-        double n = (double)(64 << 20) / (double)sizes[i];
-        int iters = o->iters > 0 ? o->iters : n > 300 ? 300 : n < 5 ? 5 : (int)n;
+        /* The same counts as `bench` (256 MiB per batch, 10..1000 runs, a tenth
+         * as warm-up), so the fit and the benchmark time the same thing. */
+        double n = (double)(256 << 20) / (double)sizes[i];
+        int iters = o->iters > 0 ? o->iters : n > 1000 ? 1000 : n < 10 ? 10 : (int)n;
+        int warm = iters / 10 > 2 ? iters / 10 : 2;
+        double rep[NALGO][MAX_REPEAT];
+        for (int r = 0; r < o->repeat && !rc; r++)
+            for (int j = 0; j < NALGO && !rc; j++) {
+                int a = r & 1 ? NALGO - 1 - j : j;
+                double s = 0;
+                rc = so_comm_time_coll(c, SO_COLL_ALLREDUCE, a, send, recv, count, 0, warm, iters, &s);
+                if (!rc)
+                    rc = so_comm_allreduce_double(c, &s, 1, SO_REDUCE_AVG);
+                rep[a][r] = s;
+            }
         for (int a = 0; a < NALGO && !rc; a++) {
-            double s = 0;
-            rc = so_comm_time_coll(c, SO_COLL_ALLREDUCE, a, send, recv, count, 0, 2, iters, &s);
-            if (!rc)
-                rc = so_comm_allreduce_double(c, &s, 1, SO_REDUCE_AVG);
-            t[i][a] = s;
+            qsort(rep[a], (size_t)o->repeat, sizeof(double), cmp_double);
+            t[i][a] = rep[a][o->repeat / 2];
         }
     }
     free(send);
     free(recv);
     return rc;
+}
+
+/* --band-edges "16K,64K,..." into ascending edges[]; the count or -1. */
+static int parse_edges(const char *s, uint64_t *edges)
+{
+    char buf[256], *save = NULL;
+    int n = 0;
+    snprintf(buf, sizeof buf, "%s", s);
+    if (!strcmp(buf, "none"))
+        return 0;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        size_t v;
+        if (n == MAX_EDGES || cli_parse_bytes(tok, &v) || !v || (n && v <= edges[n - 1]))
+            return -1;
+        edges[n++] = v;
+    }
+    return n;
 }
 
 /* Rules from the fastest algorithm per size; neighbouring sizes with the same
@@ -75,18 +112,46 @@ static void make_rules(so_comm_tuning *tab, const size_t *sizes, int ns, double 
         tab->rule[tab->nrules - 1].max_bytes = UINT64_MAX;
 }
 
-static void report(const so_comm_tuning *tab, const size_t *sizes, int ns, double t[][NALGO])
+/* Sizes of algorithm a whose model time is within +-25 % of the measurement. */
+static int within25(const so_comm_tuning *tab, int a, const size_t *sizes, int ns, double t[][NALGO])
+{
+    int ok = 0;
+    for (int i = 0; i < ns; i++) {
+        double pr = so_comm_predict((so_allreduce_algo)a, sizes[i], tab->p, tab->ranks_per_node, tab);
+        ok += fabs(pr / t[i][a] - 1) <= 0.25;
+    }
+    return ok;
+}
+
+static void print_fit(const so_comm_tuning *tab, int a, int in_line, int in_bands, int ns)
+{
+    const so_comm_fit *f = &tab->fit[a];
+    printf("  %-14s %12.3f %14.5f %14.2f   line %2d/%d, bands %2d/%d within 25%%\n",
+           so_allreduce_algo_name((so_allreduce_algo)a), f->alpha * 1e6, f->beta * 1e9,
+           f->beta > 0 ? 1e-9 / f->beta : 0, in_line, ns, in_bands, ns);
+    for (int k = 0; k < f->nbands; k++) {
+        char lim[32];
+        if (k == f->nbands - 1)
+            snprintf(lim, sizeof lim, "<= *");
+        else
+            snprintf(lim, sizeof lim, "<= %llu", (unsigned long long)f->band[k].max_bytes);
+        printf("    band %-12s %10.3f %14.5f %14.2f\n", lim, f->band[k].alpha * 1e6, f->band[k].beta * 1e9,
+               1e-9 / f->band[k].beta);
+    }
+}
+
+static void report(const so_comm_tuning *tab, const int *in_line, const size_t *sizes, int ns, double t[][NALGO])
 {
     printf("# scaleout tune: p=%d ranks_per_node=%d gamma=%.3e s/B (%.2f GB/s reduce)\n", tab->p,
            tab->ranks_per_node, tab->gamma, 1e-9 / tab->gamma);
-    printf("# %-14s %12s %14s %18s\n", "algorithm", "alpha(us)", "beta(ns/B)", "1/beta(GB/s)");
+    printf("# %-14s %12s %14s %14s   in-sample: sizes within 25%% (one line / bands)\n", "algorithm",
+           "alpha(us)", "beta(ns/B)", "1/beta(GB/s)");
     for (int a = 0; a < NALGO; a++)
-        printf("  %-14s %12.3f %14.5f %18.2f\n", so_allreduce_algo_name((so_allreduce_algo)a),
-               tab->fit[a].alpha * 1e6, tab->fit[a].beta * 1e9, tab->fit[a].beta > 0 ? 1e-9 / tab->fit[a].beta : 0);
+        print_fit(tab, a, in_line[a], within25(tab, a, sizes, ns, t), ns);
     printf("# %10s", "size(B)");
     for (int a = 0; a < NALGO; a++)
         printf(" %14s", so_allreduce_algo_name((so_allreduce_algo)a));
-    printf("   (measured us / model error)\n");
+    printf("   (measured us / banded model error)\n");
     for (int i = 0; i < ns; i++) {
         printf("  %10zu", sizes[i]);
         for (int a = 0; a < NALGO; a++) {
@@ -99,12 +164,15 @@ static void report(const so_comm_tuning *tab, const size_t *sizes, int ns, doubl
 
 int cmd_tune(int argc, char **argv)
 {
-    tune_opts o = {"scaleout.tune", "4:16M", 0, 0};
+    tune_opts o = {"scaleout.tune", "4:16M", "4K,16K,64K,256K,2M,16M,32M", 0, 0, 1};
     const cli_opt opts[] = {
         {"out", OPT_STR, &o.out, "FILE", "where to write the tuning table", 0, -1, NULL},
         {"message-size", OPT_STR, &o.range, "MIN:MAX", "size sweep in bytes, doubling (-m)", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &o.rpn, "K", "emulate nodes of K ranks (0 = real nodes)", 0, 1e6, NULL},
         {"iterations", OPT_INT, &o.iters, "N", "timed runs per size and algorithm (-i; 0 = auto)", 0, 1e6, NULL},
+        {"repeat", OPT_INT, &o.repeat, "R", "rounds per size; the median counts", 1, MAX_REPEAT, NULL},
+        {"band-edges", OPT_STR, &o.edges, "A,B,..", "candidate size-band edges of the fit (none = one line)", 0, -1,
+         NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     static const char *const aliases[][2] = {{"-m", "--message-size"}, {"-i", "--iterations"}, {NULL, NULL}};
     cli_short_aliases(argc, argv, aliases);
@@ -121,6 +189,11 @@ int cmd_tune(int argc, char **argv)
         return cli_error("tune", CLI_USAGE, "--message-size: want MIN:MAX in bytes, got '%s'", o.range);
     for (size_t s = a; s <= b && ns < MAX_SIZES; s *= 2)
         sizes[ns++] = s;
+    uint64_t edges[MAX_EDGES];
+    int nedges = parse_edges(o.edges, edges);
+    if (nedges < 0)
+        return cli_error("tune", CLI_USAGE, "--band-edges: want at most %d ascending sizes, got '%s'", MAX_EDGES,
+                         o.edges);
     so_comm *c;
     if (so_comm_init(NULL, NULL, &c))
         so_comm_abort(NULL, CLI_FAIL, so_errmsg());
@@ -137,18 +210,24 @@ int cmd_tune(int argc, char **argv)
     double (*t)[NALGO] = calloc(MAX_SIZES, sizeof *t);
     if (!t || measure(c, &o, sizes, ns, t))
         so_comm_abort(c, CLI_FAIL, t ? so_errmsg() : "out of memory");
+    int in_line[NALGO] = {0};
     for (int k = 0; k < NALGO; k++) {
         size_t by[MAX_SIZES];
         double se[MAX_SIZES];
         for (int i = 0; i < ns; i++)
             by[i] = sizes[i], se[i] = t[i][k];
-        if (tab.p > 1)
-            so_comm_fit_model((so_allreduce_algo)k, tab.p, o.rpn, tab.gamma, by, se, ns, &tab.fit[k]);
+        if (tab.p > 1 && so_comm_fit_bands((so_allreduce_algo)k, tab.p, o.rpn, tab.gamma, by, se, ns, edges,
+                                           nedges, &tab.fit[k]) == 0) {
+            int nb = tab.fit[k].nbands; /* the single line's score, for the report */
+            tab.fit[k].nbands = 0;
+            in_line[k] = within25(&tab, k, sizes, ns, t);
+            tab.fit[k].nbands = nb;
+        }
     }
     make_rules(&tab, sizes, ns, t);
     rc = CLI_OK;
     if (so_comm_rank(c) == 0) {
-        report(&tab, sizes, ns, t);
+        report(&tab, in_line, sizes, ns, t);
         if (so_comm_tuning_save(&tab, o.out)) {
             fprintf(stderr, "scaleout tune: %s\n", so_errmsg());
             rc = CLI_FAIL;

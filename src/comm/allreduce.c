@@ -1,31 +1,26 @@
 /* The allreduce selector: a table from so_allreduce_algo to the algorithm's
- * function (one file each, same signature, see comm_internal.h), the name
- * table behind --allreduce / SCALEOUT_ALLREDUCE, the resolution of `auto`
- * (tune.c), and the shared argument checks and AVG scaling so each algorithm
- * only implements SUM, MAX and MIN. */
+ * function (one file each, same signature, see comm_internal.h), the
+ * resolution of `auto` (tune.c; the names behind --allreduce are in
+ * tune_text.c), and the shared argument checks and AVG scaling so each
+ * algorithm only implements SUM, MAX and MIN. */
 #include "coll_internal.h"
 #include "tune_internal.h"
 
 #include "scaleout/err.h"
 
-#include <string.h>
-
-static const struct {
-    const char *name;
-    so_allreduce_fn *fn;
-} algos[SO_ALLREDUCE_COUNT] = {
-    [SO_ALLREDUCE_MPI] = {"mpi", so_allreduce_mpi},
-    [SO_ALLREDUCE_RING] = {"ring", so_allreduce_ring},
-    [SO_ALLREDUCE_RD] = {"rd", so_allreduce_rd},
-    [SO_ALLREDUCE_RABENSEIFNER] = {"rabenseifner", so_allreduce_rabenseifner},
-    [SO_ALLREDUCE_TREE] = {"tree", so_allreduce_tree},
-    [SO_ALLREDUCE_HIER] = {"hier", so_allreduce_hier},
-    [SO_ALLREDUCE_AUTO] = {"auto", NULL}, /* resolved per call by so_tuning_pick */
-};
+/* Names live with the tuning-file text (tune_text.c), which needs no MPI. */
+static so_allreduce_fn *const algos[SO_ALLREDUCE_AUTO] = {
+    [SO_ALLREDUCE_MPI] = so_allreduce_mpi,
+    [SO_ALLREDUCE_RING] = so_allreduce_ring,
+    [SO_ALLREDUCE_RD] = so_allreduce_rd,
+    [SO_ALLREDUCE_RABENSEIFNER] = so_allreduce_rabenseifner,
+    [SO_ALLREDUCE_TREE] = so_allreduce_tree,
+    [SO_ALLREDUCE_HIER] = so_allreduce_hier,
+}; /* SO_ALLREDUCE_AUTO is resolved per call by so_tuning_pick */
 
 so_allreduce_fn *so_allreduce_fn_of(so_allreduce_algo algo)
 {
-    return (unsigned)algo < SO_ALLREDUCE_AUTO ? algos[algo].fn : NULL;
+    return (unsigned)algo < SO_ALLREDUCE_AUTO ? algos[algo] : NULL;
 }
 
 so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes)
@@ -33,21 +28,6 @@ so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes)
     /* Leaders talk through MPI: latency-bound below ~64 KiB, bandwidth-bound above. */
     (void)nodes;
     return bytes <= (64 << 10) ? SO_ALLREDUCE_RD : SO_ALLREDUCE_RABENSEIFNER;
-}
-
-const char *so_allreduce_algo_name(so_allreduce_algo algo)
-{
-    return (unsigned)algo < SO_ALLREDUCE_COUNT ? algos[algo].name : NULL;
-}
-
-int so_allreduce_algo_parse(const char *name, so_allreduce_algo *out)
-{
-    for (int i = 0; i < SO_ALLREDUCE_COUNT; i++)
-        if (name && strcmp(name, algos[i].name) == 0) {
-            *out = (so_allreduce_algo)i;
-            return 0;
-        }
-    return so_err(SO_EINVAL, "unknown allreduce algorithm '%s' (have: auto, ring, rd, rabenseifner, tree, hier, mpi)", name ? name : "");
 }
 
 int so_comm_set_allreduce_algo(so_comm *c, so_allreduce_algo algo)
@@ -75,7 +55,7 @@ int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, siz
         return so_mpi_err(mrc, "MPI_Comm_size");
     if (algo == SO_ALLREDUCE_AUTO)
         algo = so_tuning_pick(count * sizeof *send, size, so_shm_ranks_per_node(comm));
-    int rc = algos[algo].fn(send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, comm, w);
+    int rc = algos[algo](send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, comm, w);
     if (rc || op != SO_REDUCE_AVG)
         return rc;
     /* Multiply by 1/size (not divide): one rounding per element, same on every rank. */

@@ -1,6 +1,7 @@
-/* The allreduce cost model, the tuning table and its text format, the choice
- * `auto` makes, the least-squares fit of alpha/beta, and the timing helpers
- * `scaleout tune` and `scaleout bench` share. Documented in docs/COLLECTIVES.md. */
+/* The allreduce cost model (one line or size bands per algorithm), the active
+ * tuning table, the choice `auto` makes, the least-squares fits of alpha/beta,
+ * and the timing helpers `scaleout tune` and `scaleout bench` share. The text
+ * format is in tune_text.c. Documented in docs/COLLECTIVES.md. */
 #include "coll_internal.h"
 #include "tune_internal.h"
 
@@ -79,19 +80,6 @@ static void coef(so_allreduce_algo algo, int p, int rpn, double *a, double *b, d
     }
 }
 
-void so_comm_tuning_default(so_comm_tuning *t)
-{
-    memset(t, 0, sizeof *t);
-    t->version = 1;
-    t->gamma = 1.0 / 8e9; /* ~8 GB/s of float sums from memory */
-    /* Point-to-point steps through MPI on one node: ~2 us and ~4 GB/s per step
-     * (Open MPI / MPICH shared-memory transport); the window: ~0.5 us, ~12 GB/s. */
-    for (int a = 0; a < SO_ALLREDUCE_AUTO; a++)
-        t->fit[a] = (so_comm_fit){2e-6, 1.0 / 4e9, 0};
-    t->fit[SO_ALLREDUCE_MPI] = (so_comm_fit){1e-6, 1.0 / 3e9, 0};
-    t->fit[SO_ALLREDUCE_HIER] = (so_comm_fit){0.5e-6, 1.0 / 12e9, 0};
-}
-
 /* ---- active table --------------------------------------------------------------------- */
 
 static so_comm_tuning g_table;
@@ -126,6 +114,36 @@ static const so_comm_tuning *active(void)
     return &g_table;
 }
 
+/* The coefficients of one algorithm at one p, and gamma: t = a al + n (b be + g gamma). */
+typedef struct {
+    double a, b, g, gamma;
+} model_coef;
+
+static double line_time(const model_coef *m, double al, double be, double n)
+{
+    return m->a * al + n * (m->b * be + m->g * m->gamma);
+}
+
+/* The piecewise model of comm.h: the band holding n, and in the octave above
+ * a band edge the straight line between the two bands' times at E and 2E. */
+static double fit_time(const so_comm_fit *f, const model_coef *m, double n)
+{
+    if (f->nbands <= 0)
+        return line_time(m, f->alpha, f->beta, n);
+    int k = 0;
+    while (k < f->nbands - 1 && n > (double)f->band[k].max_bytes)
+        k++;
+    const so_comm_band *hi = &f->band[k];
+    if (k == 0)
+        return line_time(m, hi->alpha, hi->beta, n);
+    const so_comm_band *lo = &f->band[k - 1];
+    double e = (double)lo->max_bytes, top = 2 * e < (double)hi->max_bytes ? 2 * e : (double)hi->max_bytes;
+    if (n >= top || top <= e)
+        return line_time(m, hi->alpha, hi->beta, n);
+    double t0 = line_time(m, lo->alpha, lo->beta, e), t1 = line_time(m, hi->alpha, hi->beta, top);
+    return t0 + (t1 - t0) * (n - e) / (top - e);
+}
+
 double so_comm_predict(so_allreduce_algo algo, size_t bytes, int p, int ranks_per_node,
                        const so_comm_tuning *t)
 {
@@ -135,9 +153,9 @@ double so_comm_predict(so_allreduce_algo algo, size_t bytes, int p, int ranks_pe
         algo = so_comm_select(bytes, p, ranks_per_node, t);
     if ((unsigned)algo >= SO_ALLREDUCE_AUTO)
         return INFINITY;
-    double a, b, g, n = (double)bytes;
-    coef(algo, p, ranks_per_node, &a, &b, &g);
-    return a * t->fit[algo].alpha + n * (b * t->fit[algo].beta + g * t->gamma);
+    model_coef m = {0, 0, 0, t->gamma};
+    coef(algo, p, ranks_per_node, &m.a, &m.b, &m.g);
+    return fit_time(&t->fit[algo], &m, (double)bytes);
 }
 
 so_allreduce_algo so_comm_select(size_t bytes, int p, int ranks_per_node, const so_comm_tuning *t)
@@ -165,122 +183,144 @@ so_allreduce_algo so_tuning_pick(size_t bytes, int p, int ranks_per_node)
     return so_comm_select(bytes, p, ranks_per_node, active());
 }
 
-/* ---- text format ------------------------------------------------------------------------ */
-
-int so_comm_tuning_save(const so_comm_tuning *t, const char *path)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return so_err(SO_EIO, "cannot write tuning file %s", path);
-    fprintf(f, "scaleout-tuning v%d p=%d ranks_per_node=%d gamma=%.6e\n", t->version, t->p,
-            t->ranks_per_node, t->gamma);
-    fprintf(f, "# fit ALGO alpha=SECONDS beta=SECONDS_PER_BYTE   (model: docs/COLLECTIVES.md)\n");
-    for (int a = 0; a < SO_ALLREDUCE_AUTO; a++)
-        if (t->fit[a].valid)
-            fprintf(f, "fit %s alpha=%.6e beta=%.6e\n", so_allreduce_algo_name((so_allreduce_algo)a),
-                    t->fit[a].alpha, t->fit[a].beta);
-    fprintf(f, "# MAX_BYTES ALGO: the first line with message bytes <= MAX_BYTES wins; * = no limit\n");
-    for (int i = 0; i < t->nrules; i++) {
-        const char *name = so_allreduce_algo_name(t->rule[i].algo);
-        if (t->rule[i].max_bytes == UINT64_MAX)
-            fprintf(f, "* %s\n", name);
-        else
-            fprintf(f, "%llu %s\n", (unsigned long long)t->rule[i].max_bytes, name);
-    }
-    if (fclose(f) != 0)
-        return so_err(SO_EIO, "error writing tuning file %s", path);
-    return 0;
-}
-
-/* One `fit` or rule line into t; SO_EFORMAT with the line number. */
-static int parse_line(so_comm_tuning *t, char *line, const char *path, int ln)
-{
-    char name[32], lim[32];
-    double al, be;
-    so_allreduce_algo algo;
-    if (sscanf(line, "fit %31s alpha=%lf beta=%lf", name, &al, &be) == 3) {
-        if (so_allreduce_algo_parse(name, &algo) || algo == SO_ALLREDUCE_AUTO)
-            return so_err(SO_EFORMAT, "%s:%d: unknown algorithm '%s'", path, ln, name);
-        t->fit[algo] = (so_comm_fit){al, be, 1};
-        return 0;
-    }
-    if (sscanf(line, "%31s %31s", lim, name) != 2)
-        return so_err(SO_EFORMAT, "%s:%d: expected 'MAX_BYTES ALGO'", path, ln);
-    if (so_allreduce_algo_parse(name, &algo) || algo == SO_ALLREDUCE_AUTO)
-        return so_err(SO_EFORMAT, "%s:%d: unknown algorithm '%s'", path, ln, name);
-    char *end;
-    uint64_t max = strcmp(lim, "*") == 0 ? UINT64_MAX : strtoull(lim, &end, 10);
-    if (max != UINT64_MAX && *end)
-        return so_err(SO_EFORMAT, "%s:%d: bad byte limit '%s'", path, ln, lim);
-    if (t->nrules == SO_TUNING_MAX_RULES || (t->nrules && max <= t->rule[t->nrules - 1].max_bytes))
-        return so_err(SO_EFORMAT, "%s:%d: limits must ascend (at most %d lines)", path, ln,
-                      SO_TUNING_MAX_RULES);
-    t->rule[t->nrules].max_bytes = max;
-    t->rule[t->nrules++].algo = algo;
-    return 0;
-}
-
-int so_comm_tuning_load(const char *path, so_comm_tuning *t)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return so_err(SO_EIO, "cannot open tuning file %s", path);
-    so_comm_tuning_default(t);
-    char line[256];
-    int rc = 0, ln = 0;
-    if (!fgets(line, sizeof line, f) ||
-        sscanf(line, "scaleout-tuning v%d p=%d ranks_per_node=%d gamma=%lf", &t->version, &t->p,
-               &t->ranks_per_node, &t->gamma) != 4 || t->version != 1) {
-        rc = so_err(SO_EFORMAT, "%s: not a scaleout-tuning v1 file", path);
-        goto out;
-    }
-    for (ln = 2; fgets(line, sizeof line, f); ln++) {
-        char *s = line + strspn(line, " \t");
-        if (*s == '#' || *s == '\n' || *s == 0)
-            continue;
-        if ((rc = parse_line(t, s, path, ln)))
-            goto out;
-    }
-out:
-    fclose(f);
-    return rc;
-}
-
 /* ---- fit ------------------------------------------------------------------------------------ */
 
-int so_comm_fit_model(so_allreduce_algo algo, int p, int ranks_per_node, double gamma,
-                      const size_t *bytes, const double *secs, int n, so_comm_fit *out)
+/* Weighted least squares of (al, be) over points [i0, i1): minimise
+ * sum ((a al + n b be - y) / t)^2 with y = t - n g gamma (relative error, so
+ * small and large sizes count alike), subject to al >= 0 and be >= be_min; a
+ * parameter at its bound is clamped and the other refitted. fix_al >= 0 fixes
+ * alpha (a band with one size keeps the alpha of the band below). */
+static void fit_line(const model_coef *m, const size_t *bytes, const double *secs, int i0, int i1,
+                     double fix_al, double be_min, double *al, double *be)
 {
-    double a, b, g;
-    coef(algo, p, ranks_per_node, &a, &b, &g);
-    if (n < 2 || a <= 0 || b <= 0 || (unsigned)algo >= SO_ALLREDUCE_AUTO)
-        return so_err(SO_EINVAL, "fit: need >= 2 sizes and p > 1");
-    /* Minimise sum ((a al + n b be - y) / t)^2 with y = t - n g gamma. */
     double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
-    for (int i = 0; i < n; i++) {
-        double wt = 1.0 / (secs[i] * secs[i]), x1 = a, x2 = (double)bytes[i] * b;
-        double y = secs[i] - (double)bytes[i] * g * gamma;
+    for (int i = i0; i < i1; i++) {
+        double wt = 1.0 / (secs[i] * secs[i]), x1 = m->a, x2 = (double)bytes[i] * m->b;
+        double y = secs[i] - (double)bytes[i] * m->g * m->gamma;
         s11 += wt * x1 * x1;
         s12 += wt * x1 * x2;
         s22 += wt * x2 * x2;
         r1 += wt * x1 * y;
         r2 += wt * x2 * y;
     }
-    double det = s11 * s22 - s12 * s12, al = 0, be = 0;
-    if (det > 0) {
-        al = (r1 * s22 - r2 * s12) / det;
-        be = (s11 * r2 - s12 * r1) / det;
+    double det = s11 * s22 - s12 * s12;
+    if (fix_al >= 0) {
+        *al = fix_al;
+        *be = (r2 - s12 * fix_al) / s22;
+    } else if (det > s11 * s22 * 1e-12) {
+        *al = (r1 * s22 - r2 * s12) / det;
+        *be = (s11 * r2 - s12 * r1) / det;
+    } else { /* one size, or sizes too alike to separate the two */
+        *al = -1;
     }
-    /* A negative parameter means the other one explains everything: refit it alone. */
-    if (det <= 0 || al < 0) {
-        al = 0;
-        be = r2 / s22;
+    if (fix_al < 0 && *al < 0) { /* beta explains everything */
+        *al = 0;
+        *be = r2 / s22;
     }
-    if (be < 0) {
-        be = 0;
-        al = r1 / s11;
+    if (!(*be >= be_min)) {
+        *be = be_min;
+        if (fix_al < 0)
+            *al = (r1 - s12 * be_min) / s11;
     }
-    *out = (so_comm_fit){al > 0 ? al : 0, be > 0 ? be : 0, 1};
+    if (!(*al >= 0))
+        *al = 0;
+}
+
+int so_comm_fit_model(so_allreduce_algo algo, int p, int ranks_per_node, double gamma,
+                      const size_t *bytes, const double *secs, int n, so_comm_fit *out)
+{
+    model_coef m = {0, 0, 0, gamma};
+    coef(algo, p, ranks_per_node, &m.a, &m.b, &m.g);
+    if (n < 2 || m.a <= 0 || m.b <= 0 || (unsigned)algo >= SO_ALLREDUCE_AUTO)
+        return so_err(SO_EINVAL, "fit: need >= 2 sizes and p > 1");
+    for (int i = 0; i < n; i++)
+        if (!(secs[i] > 0 && isfinite(secs[i])))
+            return so_err(SO_EINVAL, "fit: time %g at %zu bytes is not positive", secs[i], bytes[i]);
+    memset(out, 0, sizeof *out);
+    fit_line(&m, bytes, secs, 0, n, -1, 0, &out->alpha, &out->beta);
+    out->valid = 1;
+    return 0;
+}
+
+#define BAND_BETA_MIN 1e-13 /* s/B (10 TB/s): "beta > 0" without forcing a slope */
+
+/* Sum of squared relative errors of f over the n points. */
+static double rel_sse(const so_comm_fit *f, const model_coef *m, const size_t *bytes, const double *secs, int n)
+{
+    double sse = 0;
+    for (int i = 0; i < n; i++) {
+        double e = fit_time(f, m, (double)bytes[i]) / secs[i] - 1;
+        sse += e * e;
+    }
+    return sse;
+}
+
+/* The bands for the edges selected by `mask` into f; -1 when a band gets too
+ * few sizes. Raises a band's alpha where needed so that the time at 2E is
+ * not below the lower band's time at E (the prediction never decreases). */
+static int fit_mask(const model_coef *m, const size_t *bytes, const double *secs, int n, const uint64_t *edges,
+                    int nedges, unsigned mask, so_comm_fit *f)
+{
+    int i0 = 0;
+    f->nbands = 0;
+    for (int e = 0; e <= nedges; e++) {
+        int last = e == nedges;
+        if (!last && !(mask >> e & 1))
+            continue;
+        uint64_t max = last ? UINT64_MAX : edges[e];
+        int i1 = i0;
+        while (i1 < n && (uint64_t)bytes[i1] <= max)
+            i1++;
+        int k = f->nbands, cnt = i1 - i0;
+        if (cnt < 1 || (cnt < 2 && (!last || k == 0)) || k == SO_TUNING_MAX_BANDS)
+            return -1;
+        so_comm_band *b = &f->band[k];
+        b->max_bytes = max;
+        fit_line(m, bytes, secs, i0, i1, cnt < 2 ? f->band[k - 1].alpha : -1, BAND_BETA_MIN, &b->alpha, &b->beta);
+        if (k > 0) {
+            const so_comm_band *lo = &f->band[k - 1];
+            double ed = (double)lo->max_bytes, top = 2 * ed < (double)max ? 2 * ed : (double)max;
+            double t0 = line_time(m, lo->alpha, lo->beta, ed), t1 = line_time(m, b->alpha, b->beta, top);
+            if (t1 < t0)
+                b->alpha += (t0 - t1) / m->a;
+        }
+        f->nbands++;
+        i0 = i1;
+    }
+    return 0;
+}
+
+int so_comm_fit_bands(so_allreduce_algo algo, int p, int ranks_per_node, double gamma,
+                      const size_t *bytes, const double *secs, int n, const uint64_t *edges, int nedges,
+                      so_comm_fit *out)
+{
+    int rc = so_comm_fit_model(algo, p, ranks_per_node, gamma, bytes, secs, n, out);
+    if (rc)
+        return rc;
+    for (int i = 1; i < n; i++)
+        if (bytes[i] <= bytes[i - 1])
+            return so_err(SO_EINVAL, "fit: sizes must ascend");
+    if (nedges > SO_TUNING_MAX_BANDS - 1)
+        nedges = SO_TUNING_MAX_BANDS - 1;
+    model_coef m = {0, 0, 0, gamma};
+    coef(algo, p, ranks_per_node, &m.a, &m.b, &m.g);
+    /* BIC: n ln(SSE / n) + ln(n) per parameter (2 per band); the floor keeps
+     * exact (synthetic) fits from rewarding needless bands. */
+    double floor = 1e-8, best = INFINITY;
+    so_comm_fit cand = *out;
+    for (unsigned mask = 0; mask < 1u << nedges; mask++) {
+        if (fit_mask(&m, bytes, secs, n, edges, nedges, mask, &cand))
+            continue;
+        double mse = rel_sse(&cand, &m, bytes, secs, n) / n;
+        double score = n * log(mse > floor ? mse : floor) + 2 * log((double)n) * cand.nbands;
+        if (score < best - 1e-9) {
+            best = score;
+            out->nbands = cand.nbands;
+            memcpy(out->band, cand.band, sizeof cand.band);
+        }
+    }
+    if (out->nbands == 1) /* no split: the line says the same */
+        out->nbands = 0;
     return 0;
 }
 
