@@ -194,6 +194,20 @@ static void unmake(net *n)
     so_model_destroy(n->m);
 }
 
+/* One shared level, a checkpoint every 5 steps, smallcnn + adam (as make() builds). */
+static so_ckpt_config every5_config(const char *dir)
+{
+    return (so_ckpt_config){.shared_dir = dir, .every_steps = 5, .keep = 1, .flush_every = 1,
+                            .model_name = "smallcnn", .optimizer = "adam", .config_text = "x=1\n"};
+}
+
+static void remove_dir(const char *dir)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_session_restore(void **state)
 {
     (void)state;
@@ -202,8 +216,7 @@ static void test_session_restore(void **state)
     net a, b;
     make(&a, 11);
     make(&b, 3);
-    so_ckpt_config c = {.shared_dir = dir, .every_steps = 5, .keep = 1, .flush_every = 1, .model_name = "smallcnn",
-                        .optimizer = "adam", .config_text = "x=1\n"};
+    so_ckpt_config c = every5_config(dir);
     so_ckpt *ck;
     assert_int_equal(so_ckpt_create(&c, NULL, a.m, a.o, &ck), 0);
     so_train_state s = {.step = 5, .epoch = 0, .epoch_step = 5, .m = a.m, .opt = a.o};
@@ -241,9 +254,7 @@ static void test_session_restore(void **state)
     so_optim_destroy(oo);
     so_model_destroy(other);
 
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_dir(dir);
     unmake(&a);
     unmake(&b);
 }
@@ -264,8 +275,7 @@ static void test_snapshot_waits(void **state)
     float *p0 = malloc(n * 4), *s0 = malloc(n * 4);
     memcpy(p0, a.m->params, n * 4);
     memcpy(s0, so_optim_slot(a.o, 0), n * 4);
-    so_ckpt_config c = {.shared_dir = dir, .every_steps = 5, .keep = 1, .flush_every = 1, .model_name = "smallcnn",
-                        .optimizer = "adam", .config_text = "x=1\n"};
+    so_ckpt_config c = every5_config(dir);
     so_ckpt *ck;
     setenv("SCALEOUT_CKPT_TEST_DELAY_MS", "60", 1);
     assert_int_equal(so_ckpt_create(&c, NULL, a.m, a.o, &ck), 0);
@@ -290,9 +300,7 @@ static void test_snapshot_waits(void **state)
     assert_memory_equal(b.m->params, p0, n * 4);
     assert_memory_equal(so_optim_slot(b.o, 0), s0, n * 4);
     so_ckpt_destroy(ck);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    assert_int_equal(system(cmd), 0);
+    remove_dir(dir);
     free(p0);
     free(s0);
     unmake(&a);
