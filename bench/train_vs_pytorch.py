@@ -6,6 +6,9 @@ PyTorch, with synthetic data, same model, batch, threads and optimizer.
 Prints medians (min-max), the ratio, model-FLOP utilisation and peak memory.
 
     /usr/bin/python3 bench/train_vs_pytorch.py --bin build/scaleout [--repeat 3] [--rows lenet5:64:1,...]
+        [--scaleout-args "..."] [--also "--conv-algo direct"]
+--also runs scaleout a second time per repeat with those extra arguments (e.g.
+the direct-convolution baseline), interleaved, as one more column.
 MFU = images/s x 3 x forward FLOPs per sample / (250 GFLOP/s x threads):
 the fp32 FMA peak of one of this machine's cores (AVX-512, 2 FMA pipes, ~3.9 GHz).
 """
@@ -29,13 +32,13 @@ ROWS = [
 ]
 
 
-def run_scaleout(binary, model, batch, threads, steps, warmup, flops):
+def run_scaleout(binary, model, batch, threads, steps, warmup, flops, extra=()):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [binary, "train", "--model", model, "--dataset", "synthetic", "--batch-size", str(batch),
                "--steps", str(steps + warmup), "--warmup-steps", str(warmup), "--threads", str(threads),
                "--synthetic-samples", str(4 * batch),  # the 4 batches the PyTorch twin cycles
                "--optimizer", "momentum",
-               "--lr", "0.01", "--eval-every", "-1", "--progress", "none", "--json", f.name]
+               "--lr", "0.01", "--eval-every", "-1", "--progress", "none", "--json", f.name] + list(extra)
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         r = json.load(open(f.name))
         flops[model] = r["config"]["flops_per_sample"]
@@ -63,6 +66,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--rows", help="comma list of model:batch:threads[:steps[:warmup]]")
     ap.add_argument("--json", help="write the raw results here")
+    ap.add_argument("--scaleout-args", default="", help="extra arguments for every scaleout run")
+    ap.add_argument("--also", default=None, help="extra arguments of a second scaleout configuration")
     a = ap.parse_args()
     rows = ROWS
     if a.rows:
@@ -71,24 +76,37 @@ def main():
             p = r.split(":")
             rows.append((p[0], int(p[1]), int(p[2]), int(p[3]) if len(p) > 3 else 20, int(p[4]) if len(p) > 4 else 10))
     flops, results = {}, []
+    extra = a.scaleout_args.split()
+    also = extra + a.also.split() if a.also is not None else None
+    also_hdr = f" {'scaleout ' + a.also:>26} | {'ratio':>5} | {'RSS MB':>6} |" if also is not None else ""
     print(f"{'model':9} {'batch':>5} {'thr':>3} | {'scaleout img/s':>26} | {'PyTorch img/s':>26} | "
-          f"{'ratio':>5} | {'MFU so':>6} {'MFU pt':>6} | {'RSS so MB':>9} {'RSS pt MB':>9}")
+          f"{'ratio':>5} | {'MFU so':>6} {'MFU pt':>6} | {'RSS so MB':>9} {'RSS pt MB':>9} |{also_hdr}")
     for model, batch, threads, steps, warmup in rows:
-        so, pt, so_rss, pt_rss = [], [], 0, 0
+        so, pt, so_rss, pt_rss, al, al_rss = [], [], 0, 0, [], 0
         for _ in range(a.repeat):
-            v, rss = run_scaleout(a.bin, model, batch, threads, steps, warmup, flops)
+            v, rss = run_scaleout(a.bin, model, batch, threads, steps, warmup, flops, extra)
             so.append(v)
             so_rss = max(so_rss, rss)
+            if also is not None:
+                v, rss = run_scaleout(a.bin, model, batch, threads, steps, warmup, flops, also)
+                al.append(v)
+                al_rss = max(al_rss, rss)
             v, rss = run_torch(model, batch, threads, steps, warmup)
             pt.append(v)
             pt_rss = max(pt_rss, rss)
         peak = PEAK_PER_CORE * threads
         mfu = lambda v: 100 * statistics.median(v) * 3 * flops[model] / peak
         ratio = statistics.median(so) / statistics.median(pt)
+        also_col = ""
+        if also is not None:
+            also_col = (f" {fmt(al):>26} | {statistics.median(al) / statistics.median(pt):5.2f} |"
+                        f" {al_rss / 2**20:6.0f} |")
         print(f"{model:9} {batch:5} {threads:3} | {fmt(so):>26} | {fmt(pt):>26} | {ratio:5.2f} | "
-              f"{mfu(so):5.1f}% {mfu(pt):5.1f}% | {so_rss / 2**20:9.0f} {pt_rss / 2**20:9.0f}", flush=True)
+              f"{mfu(so):5.1f}% {mfu(pt):5.1f}% | {so_rss / 2**20:9.0f} {pt_rss / 2**20:9.0f} |{also_col}",
+              flush=True)
         results.append(dict(model=model, batch=batch, threads=threads, scaleout=so, pytorch=pt, ratio=ratio,
-                            scaleout_rss=so_rss, pytorch_rss=pt_rss, flops_per_sample=flops[model]))
+                            scaleout_rss=so_rss, pytorch_rss=pt_rss, flops_per_sample=flops[model],
+                            also_args=a.also, also=al, also_rss=al_rss))
     if a.json:
         json.dump(results, open(a.json, "w"), indent=1)
 

@@ -37,6 +37,7 @@ typedef struct {
     build_fn build;
     int fuse;      /* run so_graph_fuse (ReLUs into producers) */
     int partial;   /* samples fed (< BATCH tests padded rows); 0 = BATCH */
+    so_conv_algo algo; /* onednn convolution algorithm (ref ignores it) */
 } tcase;
 
 static int head(so_graph *g, int from) { return so_g_dense(g, from, "head", CLASSES); }
@@ -170,33 +171,47 @@ static int b_dconv_rect(so_graph *g)
     return head(g, c);
 }
 
+/* 3x3 stride-1 convolutions from 32 channels: Winograd in --conv-algo auto;
+ * 10x10 is not a multiple of the 4x4 output tile (partial tiles). */
+static int b_wino(so_graph *g)
+{
+    int a = so_g_relu(g, so_g_conv(g, 0, "c1", 32, 3, 1, 1, 1));
+    int b = so_g_relu(g, so_g_conv(g, a, "c2", 32, 3, 1, 1, 0));
+    int c = so_g_conv(g, b, "c3", 16, 3, 1, 1, 1);
+    return head(g, so_g_gap(g, c));
+}
+
 static const tcase cases[] = {
-    {"conv", 3, 8, 8, b_conv, 0, 0},
-    {"conv_nobias_s2", 3, 9, 9, b_conv_nobias_s2, 0, 0},
-    {"conv_relu", 3, 8, 8, b_conv_relu, 1, 0},
-    {"conv_relu_unfused", 3, 8, 8, b_conv_relu, 0, 0},
-    {"conv_groups", 3, 8, 8, b_conv_groups, 1, 0},
-    {"conv_1x1", 3, 7, 7, b_conv_1x1, 0, 0},
-    {"maxpool", 3, 9, 9, b_maxpool, 0, 0},
-    {"avgpool", 3, 9, 9, b_avgpool, 0, 0},
-    {"gap", 3, 6, 6, b_gap, 1, 0},
-    {"eltwise", 3, 8, 8, b_eltwise, 1, 0},
-    {"bn", 3, 8, 8, b_bn, 1, 0},
-    {"bn_unfused", 3, 8, 8, b_bn, 0, 0},
-    {"bn_input", 4, 5, 5, b_bn_input, 1, 0},
-    {"dropout", 3, 6, 6, b_dropout, 1, 0},
-    {"flatten", 3, 8, 8, b_flatten, 1, 0},
-    {"residual", 3, 6, 6, b_residual, 1, 0},
-    {"concat", 3, 6, 6, b_concat, 0, 0},
-    {"input_skip", 3, 6, 6, b_input_skip, 1, 0},
-    {"blocked_logits", 3, 6, 6, b_blocked_logits, 1, 0},
-    {"dense_chain", 3, 4, 4, b_dense_chain, 1, 0},
-    {"partial_batch", 3, 8, 8, b_conv_relu, 1, 3},
-    {"partial_batch_bn", 3, 6, 6, b_residual, 1, 3},
-    {"lenet", 1, 28, 28, b_lenet, 1, 0},
-    {"lenet_unfused", 1, 28, 28, b_lenet, 0, 0},
-    {"partial_batch_lenet", 1, 28, 28, b_lenet, 1, 3},
-    {"dconv_rect", 3, 11, 9, b_dconv_rect, 1, 0},
+    {"conv", 3, 8, 8, b_conv, 0, 0, SO_CONV_AUTO},
+    {"conv_nobias_s2", 3, 9, 9, b_conv_nobias_s2, 0, 0, SO_CONV_AUTO},
+    {"conv_relu", 3, 8, 8, b_conv_relu, 1, 0, SO_CONV_AUTO},
+    {"conv_relu_unfused", 3, 8, 8, b_conv_relu, 0, 0, SO_CONV_AUTO},
+    {"conv_groups", 3, 8, 8, b_conv_groups, 1, 0, SO_CONV_AUTO},
+    {"conv_1x1", 3, 7, 7, b_conv_1x1, 0, 0, SO_CONV_AUTO},
+    {"maxpool", 3, 9, 9, b_maxpool, 0, 0, SO_CONV_AUTO},
+    {"avgpool", 3, 9, 9, b_avgpool, 0, 0, SO_CONV_AUTO},
+    {"gap", 3, 6, 6, b_gap, 1, 0, SO_CONV_AUTO},
+    {"eltwise", 3, 8, 8, b_eltwise, 1, 0, SO_CONV_AUTO},
+    {"bn", 3, 8, 8, b_bn, 1, 0, SO_CONV_AUTO},
+    {"bn_unfused", 3, 8, 8, b_bn, 0, 0, SO_CONV_AUTO},
+    {"bn_input", 4, 5, 5, b_bn_input, 1, 0, SO_CONV_AUTO},
+    {"dropout", 3, 6, 6, b_dropout, 1, 0, SO_CONV_AUTO},
+    {"flatten", 3, 8, 8, b_flatten, 1, 0, SO_CONV_AUTO},
+    {"residual", 3, 6, 6, b_residual, 1, 0, SO_CONV_AUTO},
+    {"concat", 3, 6, 6, b_concat, 0, 0, SO_CONV_AUTO},
+    {"input_skip", 3, 6, 6, b_input_skip, 1, 0, SO_CONV_AUTO},
+    {"blocked_logits", 3, 6, 6, b_blocked_logits, 1, 0, SO_CONV_AUTO},
+    {"dense_chain", 3, 4, 4, b_dense_chain, 1, 0, SO_CONV_AUTO},
+    {"partial_batch", 3, 8, 8, b_conv_relu, 1, 3, SO_CONV_AUTO},
+    {"partial_batch_bn", 3, 6, 6, b_residual, 1, 3, SO_CONV_AUTO},
+    {"lenet", 1, 28, 28, b_lenet, 1, 0, SO_CONV_AUTO},
+    {"lenet_unfused", 1, 28, 28, b_lenet, 0, 0, SO_CONV_AUTO},
+    {"partial_batch_lenet", 1, 28, 28, b_lenet, 1, 3, SO_CONV_AUTO},
+    {"dconv_rect", 3, 11, 9, b_dconv_rect, 1, 0, SO_CONV_AUTO},
+    {"wino_auto", 3, 10, 10, b_wino, 1, 0, SO_CONV_AUTO},
+    {"wino_forced", 3, 10, 10, b_wino, 1, 0, SO_CONV_WINOGRAD},
+    {"wino_direct", 3, 10, 10, b_wino, 1, 0, SO_CONV_DIRECT},
+    {"wino_partial", 3, 10, 10, b_wino, 1, 3, SO_CONV_WINOGRAD},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -220,7 +235,8 @@ static so_graph *build(const tcase *tc)
 static so_model *open_model(const tcase *tc, const char *backend)
 {
     so_model *m = NULL;
-    int rc = so_model_create(build(tc), backend, BATCH, 42, &m);
+    so_model_opts o = {.backend = backend, .batch = BATCH, .seed = 42, .conv_algo = tc->algo};
+    int rc = so_model_create_opts(build(tc), &o, &m);
     if (rc == SO_EUNSUP)
         return NULL;
     if (rc)
@@ -426,6 +442,38 @@ static void test_params_changed(void **state)
     free(l2);
 }
 
+/* Winograd really runs where asked: the same step under winograd and direct
+ * agrees with ref (agree_wino_*) but not bit for bit with each other, while
+ * two direct models do. */
+static void test_winograd_differs(void **state)
+{
+    (void)state;
+    const tcase *w = NULL, *d = NULL;
+    for (int i = 0; i < NCASES; i++) {
+        if (!strcmp(cases[i].name, "wino_forced"))
+            w = &cases[i];
+        if (!strcmp(cases[i].name, "wino_direct"))
+            d = &cases[i];
+    }
+    assert_non_null(w);
+    assert_non_null(d);
+    so_model *mw = open_model(w, "onednn"), *md = open_model(d, "onednn"), *md2 = open_model(d, "onednn");
+    float *x;
+    int32_t *y;
+    make_data(w, &x, &y);
+    train_step(mw, x, y, BATCH);
+    train_step(md, x, y, BATCH);
+    train_step(md2, x, y, BATCH);
+    size_t bytes = mw->nparams * sizeof(float);
+    assert_memory_equal(md->grads, md2->grads, bytes);
+    assert_memory_not_equal(mw->grads, md->grads, bytes);
+    so_model_destroy(mw);
+    so_model_destroy(md);
+    so_model_destroy(md2);
+    free(x);
+    free(y);
+}
+
 static void test_bad_label(void **state)
 {
     (void)state;
@@ -442,7 +490,7 @@ static void test_bad_label(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[2 * NCASES + 2];
+    struct CMUnitTest tests[2 * NCASES + 3];
     int nt = 0;
     for (int i = 0; i < NCASES; i++) {
         static char names[2 * NCASES][64];
@@ -453,5 +501,6 @@ int main(void)
     }
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_params_changed);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_bad_label);
+    tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_winograd_differs);
     return _cmocka_run_group_tests("onednn", tests, (size_t)nt, NULL, NULL);
 }

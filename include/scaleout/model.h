@@ -26,6 +26,24 @@ typedef void (*so_node_span_fn)(void *arg, int node, int backward, double t0, do
  * normalisation (statistics over the global batch); NULL = per-replica. */
 typedef int (*so_allsum_fn)(void *arg, double *v, int n);
 
+/* Convolution algorithm policy of the onednn backend (ref ignores it).
+ * AUTO: Winograd F(4x4, 3x3) for the 3x3 stride-1 layers and propagations
+ * where it measured faster on AVX-512 (docs/PERFORMANCE.md), direct
+ * elsewhere. DIRECT: PyTorch's choice, direct everywhere. WINOGRAD: wherever
+ * oneDNN implements it. The choice depends only on the layer's shape and the
+ * CPU, so every rank and every resumed run makes the same one. */
+typedef enum { SO_CONV_AUTO, SO_CONV_DIRECT, SO_CONV_WINOGRAD } so_conv_algo;
+
+/* "auto", "direct" or "winograd" -> *out; SO_EINVAL naming --conv-algo. */
+int so_conv_algo_parse(const char *name, so_conv_algo *out);
+
+typedef struct so_model_opts {
+    const char *backend;         /* "onednn" or "ref" */
+    int batch;
+    uint64_t seed;
+    so_conv_algo conv_algo;
+} so_model_opts;
+
 typedef struct so_model {
     so_graph *g;                 /* owned */
     int batch;                   /* samples per forward (backend buffers are sized for it) */
@@ -37,6 +55,7 @@ typedef struct so_model {
     int nvalid;                  /* valid samples in the last forward (<= batch) */
     const struct so_backend_ops *be;
     void *bs;                    /* backend state */
+    so_conv_algo conv_algo;      /* read by the backend's create */
     so_grad_ready_fn on_grad;
     void *on_grad_arg;
     int timing;                  /* > 0: accumulate per-node times below (a count of users) */
@@ -52,6 +71,8 @@ typedef struct so_model {
  * networks, Glorot otherwise; biases 0; batchnorm gamma 1, beta 0, running
  * var 1) and creates the backend ("ref" or "onednn") for `batch` samples. */
 int so_model_create(so_graph *g, const char *backend, int batch, uint64_t seed, so_model **out);
+/* The same with every option (so_model_create = conv_algo AUTO). */
+int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out);
 void so_model_destroy(so_model *m);
 
 /* Re-initialises parameters and state; per-tensor RNG streams, so the result

@@ -21,6 +21,7 @@
 
 typedef struct {
     const char *model, *dataset, *data_dir, *backend, *optimizer, *json, *mllog, *allreduce, *schedule;
+    const char *conv_algo;
     int batch, max_epochs, threads, no_pin, augment, prefetch, synthetic_n;
     long max_steps, seed;
     float target, lr, momentum, weight_decay;
@@ -34,7 +35,7 @@ static const char *const schedules[] = {"constant", "cosine", NULL};
 static int parse(acc_args *a, int argc, char **argv)
 {
     *a = (acc_args){.model = "lenet5", .dataset = "fashion-mnist", .data_dir = "/usr/share/datasets/fashion-mnist",
-                    .backend = "onednn", .optimizer = "momentum", .allreduce = "mpi", .schedule = "constant", .batch = 64,
+                    .backend = "onednn", .conv_algo = "auto", .optimizer = "momentum", .allreduce = "mpi", .schedule = "constant", .batch = 64,
                     .max_epochs = 10, .threads = 1, .prefetch = 4, .seed = 42, .target = -1, .lr = 0.01f,
                     .momentum = 0.9f};
     const cli_opt opts[] = {
@@ -56,6 +57,7 @@ static int parse(acc_args *a, int argc, char **argv)
         {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
         {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
         {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, backends},
+        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, job_conv_algos},
         {"synthetic-samples", OPT_INT, &a->synthetic_n, "N", "synthetic data set size", 0, 1 << 30, NULL},
         {"allreduce", OPT_STR, &a->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"mllog", OPT_STR, &a->mllog, "FILE", "write the :::MLLOG lines to FILE instead of stdout", 0, -1, NULL},
@@ -232,6 +234,7 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     so_json_str(&js, "model", a->model);
     so_json_str(&js, "dataset", a->dataset);
     so_json_str(&js, "backend", a->backend);
+    so_json_str(&js, "conv_algo", a->conv_algo);
     so_json_num(&js, "target", a->target);
     so_json_int(&js, "max_epochs", a->max_epochs);
     so_json_int(&js, "max_steps", a->max_steps);
@@ -356,7 +359,7 @@ int cmd_bench_accuracy(int argc, char **argv)
     bench_rec rec;
     so_train_hooks unused;
     job_spec spec = {a.model, a.dataset, a.data_dir, a.backend, a.optimizer, a.batch, a.prefetch, a.augment,
-                     a.synthetic_n, a.seed, a.momentum, a.weight_decay};
+                     a.synthetic_n, a.seed, a.momentum, a.weight_decay, a.conv_algo};
     int rc2 = bench_rec_init(&rec, &unused);
     rc = rc ? rc : rc2;
     if (!rc)

@@ -15,6 +15,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "env.h"
+#include "job.h"
 #include "jread.h"
 #include "scaleout/zoo.h"
 
@@ -23,6 +24,7 @@
 
 typedef struct {
     const char *model, *np_list, *mode, *launcher, *launcher_args, *json, *backend, *dataset, *keep;
+    const char *conv_algo;
     int batch, repeat, warmup, batches, threads, synthetic_n;
     int np[MAX_NP], nnp;
 } sc_args;
@@ -58,7 +60,7 @@ static int parse_np(sc_args *a)
 
 static int parse(sc_args *a, int argc, char **argv)
 {
-    *a = (sc_args){.model = "resnet20", .mode = "weak", .launcher = "mpirun", .backend = "onednn",
+    *a = (sc_args){.model = "resnet20", .mode = "weak", .launcher = "mpirun", .backend = "onednn", .conv_algo = "auto",
                    .dataset = "synthetic", .batch = 0, .repeat = 3, .warmup = 10, .batches = 100, .threads = 1};
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "model from the zoo", 0, -1, NULL},
@@ -70,6 +72,7 @@ static int parse(sc_args *a, int argc, char **argv)
         {"num-batches", OPT_INT, &a->batches, "N", "timed steps per run", 1, 1 << 30, NULL},
         {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
         {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, backends},
+        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, job_conv_algos},
         {"dataset", OPT_CHOICE, &a->dataset, "NAME", "data set of the runs", 0, -1, datasets},
         {"synthetic-samples", OPT_INT, &a->synthetic_n, "N", "synthetic data set size", 0, 1 << 30, NULL},
         {"launcher", OPT_CHOICE, &a->launcher, "NAME", "how to start the processes", 0, -1, launchers},
@@ -154,8 +157,8 @@ static void child_argv(const sc_args *a, int np, int batch, const char *self, co
     addf(v, np);
     for (char *t = extra ? strtok(extra, " \t") : NULL; t; t = strtok(NULL, " \t"))
         add(v, t);
-    const char *fixed[] = {self, "bench", "train", "--model", a->model, "--backend", a->backend, "--dataset",
-                           a->dataset, "--display-every", "0", "--json", json, NULL};
+    const char *fixed[] = {self, "bench", "train", "--model", a->model, "--backend", a->backend, "--conv-algo",
+                           a->conv_algo, "--dataset", a->dataset, "--display-every", "0", "--json", json, NULL};
     for (int i = 0; fixed[i]; i++)
         add(v, fixed[i]);
     add(v, "--batch-size");
@@ -283,6 +286,7 @@ static int write_json(const sc_args *a, const point *pts)
     so_json_int(&js, "num_batches", a->batches);
     so_json_int(&js, "threads", a->threads);
     so_json_str(&js, "backend", a->backend);
+    so_json_str(&js, "conv_algo", a->conv_algo);
     so_json_str(&js, "dataset", a->dataset);
     so_json_str(&js, "launcher", a->launcher);
     so_json_str(&js, "launcher_args", a->launcher_args ? a->launcher_args : "");

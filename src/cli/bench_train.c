@@ -17,7 +17,7 @@
 #include "scaleout/zoo.h"
 
 typedef struct {
-    const char *model, *dataset, *data_dir, *backend, *optimizer, *json, *allreduce;
+    const char *model, *dataset, *data_dir, *backend, *optimizer, *json, *allreduce, *conv_algo;
     int batch, warmup, batches, display, threads, no_pin, synthetic, synthetic_n, prefetch, no_overlap;
     long seed;
     float lr, momentum, bucket_mb;
@@ -33,7 +33,7 @@ static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad
 
 static int parse(bt_args *a, int argc, char **argv)
 {
-    *a = (bt_args){.model = "resnet20", .backend = "onednn", .optimizer = "momentum", .allreduce = "mpi",
+    *a = (bt_args){.model = "resnet20", .backend = "onednn", .conv_algo = "auto", .optimizer = "momentum", .allreduce = "mpi",
                    .batch = 32, .warmup = 10, .batches = 100, .display = 10, .threads = 1, .prefetch = 4,
                    .seed = 42, .lr = 0.01f, .momentum = 0.9f, .bucket_mb = 25};
     const cli_opt opts[] = {
@@ -53,6 +53,7 @@ static int parse(bt_args *a, int argc, char **argv)
         {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
         {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
         {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, backends},
+        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, job_conv_algos},
         {"prefetch", OPT_INT, &a->prefetch, "N", "batches prepared ahead on a background thread", 0, 64, NULL},
         {"allreduce", OPT_STR, &a->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"bucket-mb", OPT_FLOAT, &a->bucket_mb, "MB", "gradient bucket size in MiB", 0.001, 4096, NULL},
@@ -192,6 +193,7 @@ static void write_config(so_json *js, const bt_args *a, const job *j, int world)
         so_json_str(js, "data_dir", a->data_dir);
     so_json_int(js, "synthetic_samples", a->synthetic_n);
     so_json_str(js, "backend", a->backend);
+    so_json_str(js, "conv_algo", a->conv_algo);
     so_json_int(js, "batch_size", a->batch);
     so_json_int(js, "global_batch_size", (int64_t)a->batch * world);
     so_json_int(js, "world_size", world);
@@ -258,8 +260,8 @@ static int run(const bt_args *a, dist_handle *dh, job *j, bench_rec *rec, so_tra
     const so_dist *d = dist_get(dh);
     int rank = d ? d->rank : 0, world = d ? d->world : 1;
     char cfg[512];
-    snprintf(cfg, sizeof cfg, "model=%s\nbatch=%d\ndataset=%s\nbackend=%s\nwarmup=%d\nbatches=%d\n", a->model,
-             a->batch, a->dataset, a->backend, a->warmup, a->batches);
+    snprintf(cfg, sizeof cfg, "model=%s\nbatch=%d\ndataset=%s\nbackend=%s\nconv_algo=%s\nwarmup=%d\nbatches=%d\n",
+             a->model, a->batch, a->dataset, a->backend, a->conv_algo, a->warmup, a->batches);
     int rc = dist_check_config(dh, "bench train", cfg);
     if (rc)
         return rc;
@@ -307,7 +309,7 @@ int cmd_bench_train(int argc, char **argv)
     bench_rec rec;
     so_train_hooks hooks;
     job_spec spec = {a.model, a.dataset, a.data_dir, a.backend, a.optimizer, a.batch, a.prefetch, 0,
-                     a.synthetic_n, a.seed, a.momentum, 0};
+                     a.synthetic_n, a.seed, a.momentum, 0, a.conv_algo};
     rc = bench_rec_init(&rec, &hooks);
     if (!rc)
         rc = so_threads_set(a.threads, !a.no_pin);

@@ -20,7 +20,7 @@
 
 typedef struct {
     const char *model, *dataset, *data_dir, *optimizer, *schedule, *backend, *json, *progress, *scale_lr;
-    const char *dump_params, *allreduce, *bucket_mb_arg;
+    const char *dump_params, *allreduce, *bucket_mb_arg, *conv_algo;
     const char *profile, *profile_detail, *timeline_steps;
     float stall_warning, comm_timeout;
     int batch, epochs, threads, eval_every, accumulate, no_overlap, prefetch, augment, no_pin, synthetic_n;
@@ -44,7 +44,7 @@ static const char *const prof_details[] = {"layer", "block", "step", NULL};
 static int parse(train_args *a, int argc, char **argv)
 {
     *a = (train_args){.model = "lenet5", .dataset = "fashion-mnist", .data_dir = "/usr/share/datasets/fashion-mnist",
-                      .optimizer = "momentum", .schedule = "constant", .backend = "onednn", .progress = "auto",
+                      .optimizer = "momentum", .schedule = "constant", .backend = "onednn", .conv_algo = "auto", .progress = "auto",
                       .scale_lr = "none", .batch = 64, .epochs = 1, .threads = 1, .eval_every = 1, .accumulate = 1,
                       .prefetch = 4, .synthetic_n = 0, .warmup_steps = 10, .seed = 42, .lr = 0.01f, .momentum = 0.9f,
                       .step_epochs = 30, .gamma = 0.1f, .bucket_mb_arg = "25", .first_bucket_mb = 1,
@@ -71,6 +71,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
         {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
         {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, backends},
+        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, job_conv_algos},
         {"eval-every", OPT_INT, &a->eval_every, "N", "evaluate every N epochs (0 = at the end, -1 = never)", -1, 1 << 20, NULL},
         {"augment", OPT_FLAG, &a->augment, NULL, "random crop (pad 4) and horizontal flip", 0, -1, NULL},
         {"prefetch", OPT_INT, &a->prefetch, "N", "batches prepared ahead on a background thread", 0, 64, NULL},
@@ -109,12 +110,12 @@ static void config_text(const train_args *a, const so_graph *g, char *buf, size_
 {
     so_shape in = so_graph_input_shape(g);
     snprintf(buf, len,
-             "version=%s\nmodel=%s\ninput=%dx%dx%d\nclasses=%d\nparams=%zu\nbackend=%s\ndataset=%s\n"
+             "version=%s\nmodel=%s\ninput=%dx%dx%d\nclasses=%d\nparams=%zu\nbackend=%s\nconv_algo=%s\ndataset=%s\n"
              "batch=%d\nepochs=%d\nsteps=%ld\noptimizer=%s\nlr=%g\nmomentum=%g\nweight_decay=%g\n"
              "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n"
              "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\n",
              SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
-             a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum, a->weight_decay,
+             a->conv_algo, a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum, a->weight_decay,
              a->schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn,
              a->bucket_mb_arg, a->first_bucket_mb, a->allreduce, !a->no_overlap);
 }
@@ -122,7 +123,7 @@ static void config_text(const train_args *a, const so_graph *g, char *buf, size_
 static int build(const train_args *a, const so_dist *d, job *j)
 {
     job_spec s = {a->model, a->dataset, a->data_dir, a->backend, a->optimizer, a->batch, a->prefetch,
-                  a->augment, a->synthetic_n, a->seed, a->momentum, a->weight_decay};
+                  a->augment, a->synthetic_n, a->seed, a->momentum, a->weight_decay, a->conv_algo};
     return job_build(&s, d, j);
 }
 
@@ -200,6 +201,7 @@ static void write_json(FILE *f, const train_args *a, const job *j, const so_trai
     so_json_str(&js, "model", a->model);
     so_json_str(&js, "dataset", a->dataset);
     so_json_str(&js, "backend", a->backend);
+    so_json_str(&js, "conv_algo", a->conv_algo);
     so_json_int(&js, "batch_size", a->batch);
     so_json_int(&js, "global_batch_size", (int64_t)a->batch * a->accumulate * world);
     so_json_int(&js, "world_size", world);

@@ -32,6 +32,8 @@ static int load_data(const job_spec *a, job *j)
     return so_dataset_synthetic(n, z->c, z->h, z->w, z->classes, (uint64_t)a->seed, &j->train);
 }
 
+const char *const job_conv_algos[] = {"auto", "direct", "winograd", NULL};
+
 int job_build(const job_spec *a, const so_dist *d, job *j)
 {
     int rc = load_data(a, j);
@@ -43,7 +45,12 @@ int job_build(const job_spec *a, const so_dist *d, job *j)
         return rc;
     so_graph *g = j->g;
     j->g = NULL; /* the model owns it from here */
-    rc = so_model_create(g, a->backend, a->batch, (uint64_t)a->seed, &j->m);
+    so_model_opts mo = {.backend = a->backend, .batch = a->batch, .seed = (uint64_t)a->seed};
+    rc = so_conv_algo_parse(a->conv_algo ? a->conv_algo : "auto", &mo.conv_algo);
+    if (rc)
+        so_graph_destroy(g);
+    else
+        rc = so_model_create_opts(g, &mo, &j->m);
     so_optim_config oc;
     so_optim_kind kind;
     if (!rc && !(rc = so_optim_parse(a->optimizer, &kind))) {

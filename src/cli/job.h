@@ -11,7 +11,11 @@ typedef struct {
     int batch, prefetch, augment, synthetic_n;
     long seed;
     float momentum, weight_decay;
+    const char *conv_algo;   /* --conv-algo; NULL = auto */
 } job_spec;
+
+/* The --conv-algo choices, for the option tables of the commands. */
+extern const char *const job_conv_algos[];
 
 typedef struct {
     so_dataset *train, *test;

@@ -73,8 +73,29 @@ void so_model_init_params(so_model *m, uint64_t seed)
     so_model_params_changed(m);
 }
 
+int so_conv_algo_parse(const char *name, so_conv_algo *out)
+{
+    static const char *const names[] = {"auto", "direct", "winograd"};
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, names[i])) {
+            *out = (so_conv_algo)i;
+            return 0;
+        }
+    return so_err(SO_EINVAL, "--conv-algo: unknown algorithm '%s' (use auto, direct or winograd)",
+                  name ? name : "");
+}
+
 int so_model_create(so_graph *g, const char *backend, int batch, uint64_t seed, so_model **out)
 {
+    so_model_opts o = {.backend = backend, .batch = batch, .seed = seed, .conv_algo = SO_CONV_AUTO};
+    return so_model_create_opts(g, &o, out);
+}
+
+int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
+{
+    const char *backend = o->backend;
+    int batch = o->batch;
+    uint64_t seed = o->seed;
     *out = NULL;
     const so_backend_ops *be = so_backend_find(backend);
     if (!be) {
@@ -92,6 +113,7 @@ int so_model_create(so_graph *g, const char *backend, int batch, uint64_t seed, 
     }
     m->g = g;
     m->batch = batch;
+    m->conv_algo = o->conv_algo;
     m->nparams = so_graph_nparams(g);
     m->nbufs = so_graph_nbufs(g);
     m->params = so_alloc(m->nparams * sizeof(float));

@@ -49,6 +49,7 @@ static void destroy(void *state)
         so_free(s->dblocks[b].buf);
     free(s->dblocks);
     so_free(s->wstage);
+    so_free(s->wtmp);
     free(s->t);
     od_mem_free(&s->pad_mem, NULL);
     so_free(s->pad);
@@ -90,7 +91,8 @@ static int build(od_state *s)
     if (!rc) {
         s->scratch = so_alloc(s->scratch_bytes);
         s->labels = so_alloc((size_t)s->m->batch * sizeof *s->labels);
-        if (!s->scratch || !s->labels)
+        s->wtmp = s->wtmp_bytes ? so_alloc(s->wtmp_bytes) : NULL;
+        if (!s->scratch || !s->labels || (s->wtmp_bytes && !s->wtmp))
             return so_err(SO_ENOMEM, "out of memory for the onednn scratch buffers");
     }
     for (int i = 0; !rc && i < s->n; i++)

@@ -194,13 +194,6 @@ static int dense_backward(od_state *s, int node)
     return rc;
 }
 
-static void dense_invalidate(void *priv)
-{
-    od_dense *d = priv;
-    d->w_fwd.valid = 0;
-    d->w_bwd.valid = 0;
-}
-
 static void dense_destroy(void *priv)
 {
     od_dense *d = priv;
@@ -222,4 +215,4 @@ static void dense_destroy(void *priv)
     free(d);
 }
 
-const od_op od_op_dense = {dense_create, dense_forward, dense_backward, dense_destroy, dense_invalidate};
+const od_op od_op_dense = {dense_create, dense_forward, dense_backward, dense_destroy, NULL};

@@ -270,7 +270,10 @@ int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, flo
     int rc = od_mem_wrap(s, node, user_md, user, &c->user);
     if (rc || od_md_equal(user_md, prim_md))
         return rc; /* the primitive reads the flat buffer itself */
-    rc = od_mem_alloc(s, node, prim_md, &c->buf, &c->mem);
+    size_t bytes = dnnl_memory_desc_get_size(prim_md);
+    if (bytes > s->wtmp_bytes)
+        s->wtmp_bytes = bytes; /* allocated once all nodes are built */
+    rc = od_mem_wrap(s, node, prim_md, DNNL_MEMORY_NONE, &c->mem);
     if (!rc)
         rc = od_reorder_init(s, node, "weight reorder", user_md, prim_md, 0, &c->reorder);
     return rc;
@@ -282,20 +285,16 @@ int od_wcache_get(od_state *s, int node, od_wcache *c, dnnl_memory_t *out)
         *out = c->user;
         return 0;
     }
-    if (!c->valid) {
-        int rc = od_reorder_exec(s, node, "weight reorder", &c->reorder, c->user, c->mem);
-        if (rc)
-            return rc;
-        c->valid = 1;
-    }
+    OD_CHECK(s, node, "weight buffer", dnnl_memory_set_data_handle(c->mem, s->wtmp));
+    int rc = od_reorder_exec(s, node, "weight reorder", &c->reorder, c->user, c->mem);
     *out = c->mem;
-    return 0;
+    return rc;
 }
 
 void od_wcache_fini(od_wcache *c)
 {
     od_prim_fini(&c->reorder);
-    od_mem_free(&c->mem, &c->buf);
+    od_mem_free(&c->mem, NULL);
     od_mem_free(&c->user, NULL);
 }
 
