@@ -31,7 +31,6 @@ typedef struct {
 
 static const char *const modes[] = {"strong", "weak", NULL};
 static const char *const launchers[] = {"mpirun", "srun", NULL};
-static const char *const backends[] = {"onednn", "ref", NULL};
 static const char *const datasets[] = {"synthetic", "fashion-mnist", "mnist", "cifar10", NULL};
 
 /* "1,2,4,8": positive, strictly increasing, at most MAX_NP. */
@@ -71,7 +70,7 @@ static int parse(sc_args *a, int argc, char **argv)
         {"num-warmup-batches", OPT_INT, &a->warmup, "N", "untimed steps per run", 0, 1 << 30, NULL},
         {"num-batches", OPT_INT, &a->batches, "N", "timed steps per run", 1, 1 << 30, NULL},
         {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
-        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, backends},
+        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, job_backends},
         {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, job_conv_algos},
         {"dataset", OPT_CHOICE, &a->dataset, "NAME", "data set of the runs", 0, -1, datasets},
         {"synthetic-samples", OPT_INT, &a->synthetic_n, "N", "synthetic data set size", 0, 1 << 30, NULL},

@@ -24,7 +24,6 @@ typedef struct {
 } bt_args;
 
 static const char *const datasets[] = {"synthetic", "fashion-mnist", "mnist", "cifar10", NULL};
-static const char *const backends[] = {"onednn", "ref", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
 
 #define SUMMARY                                                                                              \
@@ -52,7 +51,7 @@ static int parse(bt_args *a, int argc, char **argv)
         {"seed", OPT_LONG, &a->seed, "N", "random seed", 0, 9.2e18, NULL},
         {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
         {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
-        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, backends},
+        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, job_backends},
         {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, job_conv_algos},
         {"prefetch", OPT_INT, &a->prefetch, "N", "batches prepared ahead on a background thread", 0, 64, NULL},
         {"allreduce", OPT_STR, &a->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},

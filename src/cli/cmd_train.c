@@ -34,7 +34,6 @@ typedef struct {
 static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
 static const char *const schedules[] = {"constant", "step", "cosine", NULL};
-static const char *const backends[] = {"onednn", "ref", NULL};
 static const char *const progress_modes[] = {"auto", "bar", "plain", "none", NULL};
 static const char *const scalings[] = {"none", "linear", NULL};
 static const char *const prof_details[] = {"layer", "block", "step", NULL};
@@ -70,7 +69,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"seed", OPT_LONG, &a->seed, "N", "random seed (same seed, same bits)", 0, 9.2e18, NULL},
         {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
         {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
-        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, backends},
+        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, job_backends},
         {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, job_conv_algos},
         {"eval-every", OPT_INT, &a->eval_every, "N", "evaluate every N epochs (0 = at the end, -1 = never)", -1, 1 << 20, NULL},
         {"augment", OPT_FLAG, &a->augment, NULL, "random crop (pad 4) and horizontal flip", 0, -1, NULL},

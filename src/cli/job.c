@@ -32,6 +32,7 @@ static int load_data(const job_spec *a, job *j)
     return so_dataset_synthetic(n, z->c, z->h, z->w, z->classes, (uint64_t)a->seed, &j->train);
 }
 
+const char *const job_backends[] = {"onednn", "ref", NULL};
 const char *const job_conv_algos[] = {"auto", "direct", "winograd", NULL};
 
 int job_build(const job_spec *a, const so_dist *d, job *j)

@@ -14,7 +14,8 @@ typedef struct {
     const char *conv_algo;   /* --conv-algo; NULL = auto */
 } job_spec;
 
-/* The --conv-algo choices, for the option tables of the commands. */
+/* The --backend and --conv-algo choices, for the commands' option tables. */
+extern const char *const job_backends[];
 extern const char *const job_conv_algos[];
 
 typedef struct {
