@@ -56,17 +56,20 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--steps", type=int, default=10, help="steps counted (after the warm-up)")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1, help="both sides; PyTorch gets OMP_PROC_BIND=true above 1")
+    ap.add_argument("--scaleout-args", default="", help="extra scaleout train flags, e.g. '--conv-algo direct'")
     a = ap.parse_args()
     # Two runs per side, warm-up only and warm-up + steps: the difference is
     # the steady-state cost of `steps` steps (primitive creation excluded).
     so = lambda n: [a.bin, "train", "--model", a.model, "--dataset", "synthetic", "--batch-size", str(a.batch),
                     "--synthetic-samples", str(a.batch * 4), "--steps", str(n), "--eval-every", "-1",
-                    "--progress", "none", "--threads", "1"]
+                    "--progress", "none", "--threads", str(a.threads)] + a.scaleout_args.split()
     pt = lambda n: ["/usr/bin/python3", os.path.join(HERE, "torch_train.py"), "--model", a.model, "--batch",
-                    str(a.batch), "--steps", str(n), "--warmup", "0", "--threads", "1"]
+                    str(a.batch), "--steps", str(n), "--warmup", "0", "--threads", str(a.threads)]
     rows, step = {}, {}
     for side, cmd in (("scaleout", so), ("pytorch", pt)):
-        (out_w, wall_w), (out_a, wall_a) = [run(cmd(n), {}) for n in (a.warmup, a.warmup + a.steps)]
+        env = {"OMP_PROC_BIND": "true"} if side == "pytorch" and a.threads > 1 else {}
+        (out_w, wall_w), (out_a, wall_a) = [run(cmd(n), env) for n in (a.warmup, a.warmup + a.steps)]
         (t_w, _), (t_a, _) = breakdown(out_w), breakdown(out_a)
         rows[side] = {k: (t_a[k] - t_w.get(k, 0.0)) / a.steps for k in t_a}
         step[side] = 1e3 * (wall_a - wall_w) / a.steps
