@@ -10,6 +10,7 @@
 #  - checkpoint stalls appear on the timeline of every rank, and the writer and
 #    flush threads' work on two more tracks per rank: byte counts equal to the
 #    shard files, the step window applied by checkpoint step, totals per kind
+#    (also in `scaleout report`)
 #  - bad flags exit 2 with a message
 # Usage: prof_cli.sh path/to/scaleout
 set -u
@@ -163,6 +164,11 @@ assert "profile: checkpoint I/O (all ranks): snapshot 10 x" in log, log
 print("checkpoint I/O: shard %d / %d bytes, %d events on tracks 2-3" % (size[0], size[1],
       len([e for e in ev if e.get("tid") in (2, 3) and e["ph"] == "X"])))
 PY
+  # scaleout report: a "Checkpoint I/O" section (text and the page's data)
+  "$bin" report "$tmp/io" --text >"$tmp/io.txt" 2>&1 && grep -q "== Checkpoint I/O: " "$tmp/io.txt" &&
+    grep -Eq "^1 +shard write +5 " "$tmp/io.txt" && grep -Eq "^0 +flush " "$tmp/io.txt" &&
+    "$bin" report "$tmp/io" -o "$tmp/io.html" >/dev/null 2>&1 && grep -q "partner write" "$tmp/io.html" &&
+    ok || bad "report lacks checkpoint I/O: $(grep -A4 Checkpoint "$tmp/io.txt")"
 else
   bad "profiled checkpoint I/O run: $(tail -3 "$tmp/io.log")"
 fi
