@@ -3,7 +3,8 @@
  * profiling off (no hooks at all) and on (the recorder at one detail level,
  * every step in the timeline window), so load from other processes on a
  * shared machine hits both alike. Prints the median step time of each and
- * the overhead, plus the recorder's cost per event from a tight loop.
+ * the overhead, plus the recorder's cost per event from a tight loop (and
+ * per checkpoint I/O event, which the background threads record).
  *
  *   build/tests/prof_ab [model] [batch] [pairs] [detail]   (resnet20 64 40 layer)
  * Run alone: flock /tmp/scaleout-bench.lock build/tests/prof_ab ... */
@@ -74,6 +75,25 @@ static double event_cost(so_prof_detail detail)
     return 1e9 * dt / (2.0 * n);
 }
 
+/* Nanoseconds per so_prof_io call (a checkpoint writer or flush thread's
+ * event: mutex, totals, event append), in a tight loop on one thread. */
+static double io_cost(void)
+{
+    so_prof *p = NULL;
+    so_prof_config c = {SO_PROF_DETAIL_STEP, 0, -1, 0, 0, 0};
+    if (so_prof_create(&c, &p))
+        return -1;
+    const long n = 200000;
+    double t0 = so_now();
+    for (long i = 0; i < n; i++) {
+        so_prof_io_event e = {i % 2 ? "shard write" : "snapshot", SO_PROF_TRACK_CKPT_IO, i / 4, 4096, 0, 1, 0};
+        so_prof_io(p, &e);
+    }
+    double dt = so_now() - t0;
+    so_prof_destroy(p);
+    return 1e9 * dt / (double)n;
+}
+
 int main(int argc, char **argv)
 {
     const char *model = argc > 1 ? argv[1] : "resnet20";
@@ -133,9 +153,9 @@ int main(int argc, char **argv)
     so_prof_event_counts(p, &kept, &dropped);
     double moff = median(off, pairs), mon = median(on, pairs);
     printf("%s batch %d, %d A/B pairs, detail %s: off %.2f ms (%.2f-%.2f), on %.2f ms (%.2f-%.2f), "
-           "overhead %+.2f%%; %zu events recorded, %.0f ns per recorder call\n",
+           "overhead %+.2f%%; %zu events recorded, %.0f ns per recorder call, %.0f ns per checkpoint I/O event\n",
            model, batch, pairs, so_prof_detail_name(detail), 1e3 * moff, 1e3 * off[0], 1e3 * off[pairs - 1],
-           1e3 * mon, 1e3 * on[0], 1e3 * on[pairs - 1], 100 * (mon - moff) / moff, kept, event_cost(detail));
+           1e3 * mon, 1e3 * on[0], 1e3 * on[pairs - 1], 100 * (mon - moff) / moff, kept, event_cost(detail), io_cost());
     so_prof_destroy(p);
     so_optim_destroy(o);
     so_model_destroy(m);

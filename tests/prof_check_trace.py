@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks a Chrome trace-event file written by scaleout:
-valid JSON; every process named, with "compute" and "comm" threads; on each
+valid JSON; every process named, with "compute" and "comm" threads (and
+"checkpoint I/O" / "checkpoint flush" for a checkpoint's background work); on each
 (pid, tid) track the X events nest properly (no partial overlap, so no two
 events of one track overlap unless one contains the other) and B/E pairs
 balance in order. Prints one line of counts; exit 1 with a message on failure.
@@ -9,6 +10,7 @@ import collections
 import json
 import sys
 
+THREADS = {0: "compute", 1: "comm", 2: "checkpoint I/O", 3: "checkpoint flush"}
 EPS = 0.0015  # microseconds: ts and dur are printed with 3 decimals
 
 
@@ -65,8 +67,8 @@ def main():
     for key, evs in tracks.items():
         if key[0] not in procs:
             fail(f"pid {key[0]} has no process_name")
-        if threads[key[0]].get(key[1]) not in ("compute", "comm"):
-            fail(f"track {key} has no compute/comm thread name")
+        if key[1] not in THREADS or threads[key[0]].get(key[1]) != THREADS[key[1]]:
+            fail(f"track {key} is not named {THREADS.get(key[1], 'compute/comm')!r}")
         check_nesting(key, evs)
     if want_ranks is not None and sorted(procs) != list(range(want_ranks)):
         fail(f"processes {sorted(procs)}, want ranks 0..{want_ranks - 1}")

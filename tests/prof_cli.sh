@@ -7,7 +7,10 @@
 #    steps x parameters x 4 bytes in total, size-table counts add up
 #  - the step window and detail levels shape the trace
 #  - one rank sleeping per step (SCALEOUT_PROF_TEST_SLEEP) shows in load balance
-#  - checkpoint stalls appear on the timeline of every rank
+#  - checkpoint stalls appear on the timeline of every rank, and the writer and
+#    flush threads' work on two more tracks per rank: byte counts equal to the
+#    shard files, the step window applied by checkpoint step, totals per kind
+#    (also in `scaleout report`)
 #  - bad flags exit 2 with a message
 # Usage: prof_cli.sh path/to/scaleout
 set -u
@@ -114,6 +117,62 @@ assert len({e['pid'] for e in marks}) == 2, marks
 else
   bad "profiled checkpointing run: $(tail -3 "$tmp/ckp.log")"
 fi
+
+# The checkpoint writer and flush threads on tracks 2 and 3 of every rank
+# (smallcnn, 2 ranks on 2 emulated nodes, a checkpoint every 2 steps, each
+# flushed): checkpoints 2 and 4 in detail, 6, 8, 10 as one summary per track.
+shm=/dev/shm/scaleout-prof-cli-$$
+if "$mpirun" -np 2 "$bin" train --model smallcnn --dataset synthetic --synthetic-samples 512 --batch-size 16 \
+  --eval-every -1 --progress none --steps 10 --ckpt-every 2 --ckpt-local "$shm" --ckpt-dir "$tmp/ioshared" \
+  --ckpt-flush-every 1 --ranks-per-node 1 --profile "$tmp/io" --timeline-steps 0:5 >"$tmp/io.log" 2>&1; then
+  python3 "$check" "$tmp/io/timeline.json" 2 && python3 - "$tmp/io" "$shm" <<'PY' && ok || bad "checkpoint I/O tracks: $(tail -3 "$tmp/io.log")"
+import glob, json, os, sys
+d, shm = sys.argv[1:3]
+ev = json.load(open(d + "/timeline.json"))["traceEvents"]
+prof = json.load(open(d + "/profile.json"))
+log = open(d + "/../io.log").read()
+size = {}  # rank -> its shard's size on disk
+for r in (0, 1):
+    files = glob.glob(f"{shm}/node{r}/ckpt-*/shard-{r}.bin")
+    assert files, (r, os.listdir(shm))
+    size[r] = os.path.getsize(files[0])
+for r in (0, 1):
+    mine = [e for e in ev if e.get("pid") == r and e.get("tid") in (2, 3)]
+    names = {e["tid"]: e["args"]["name"] for e in mine if e["ph"] == "M"}
+    assert names == {2: "checkpoint I/O", 3: "checkpoint flush"}, names
+    x = [e for e in mine if e["ph"] == "X"]
+    def kind(name, tid=2):
+        return [e for e in x if e["name"] == name and e["tid"] == tid]
+    for name, want in (("snapshot", size[r]), ("shard write", size[r]), ("partner write", size[1 - r])):
+        got = kind(name)
+        assert sorted(e["args"]["step"] for e in got) == [2, 4], (r, name, got)
+        assert all(e["args"]["bytes"] == want and e["args"]["MB/s"] > 0 for e in got), (r, name, want, got)
+    assert sorted(e["args"]["step"] for e in kind("manifest")) == [2, 4]
+    fl = kind("flush", 3)
+    assert fl and all(e["args"]["bytes"] == size[r] for e in fl) and fl[0]["args"]["step"] == 2, (r, fl)
+    summ = kind("checkpoint I/O (summary)")
+    assert sorted(e["args"]["step"] for e in summ) == [6, 8, 10], summ
+    # snapshot + shard write + partner write + manifest (a few hundred bytes)
+    lo = 2 * size[r] + size[1 - r]
+    assert all(e["args"]["events"] == 4 and lo < e["args"]["bytes"] < lo + 4096 for e in summ), summ
+    io = {k["kind"]: k for k in prof["ranks"][r]["checkpoint_io"]}
+    assert io["shard write"]["count"] == 5 and io["shard write"]["bytes"] == 5 * size[r], io
+    assert io["partner write"]["bytes"] == 5 * size[1 - r] and io["snapshot"]["count"] == 5, io
+    assert io["flush"]["count"] >= 1 and io["flush"]["bytes"] == io["flush"]["count"] * size[r], io
+    assert io["shard write"]["mb_per_s"] > 0 and io["shard write"]["seconds"] > 0, io
+assert "profile: checkpoint I/O (all ranks): snapshot 10 x" in log, log
+print("checkpoint I/O: shard %d / %d bytes, %d events on tracks 2-3" % (size[0], size[1],
+      len([e for e in ev if e.get("tid") in (2, 3) and e["ph"] == "X"])))
+PY
+  # scaleout report: a "Checkpoint I/O" section (text and the page's data)
+  "$bin" report "$tmp/io" --text >"$tmp/io.txt" 2>&1 && grep -q "== Checkpoint I/O: " "$tmp/io.txt" &&
+    grep -Eq "^1 +shard write +5 " "$tmp/io.txt" && grep -Eq "^0 +flush " "$tmp/io.txt" &&
+    "$bin" report "$tmp/io" -o "$tmp/io.html" >/dev/null 2>&1 && grep -q "partner write" "$tmp/io.html" &&
+    ok || bad "report lacks checkpoint I/O: $(grep -A4 Checkpoint "$tmp/io.txt")"
+else
+  bad "profiled checkpoint I/O run: $(tail -3 "$tmp/io.log")"
+fi
+rm -rf "$shm"
 
 # 4. Rank 1 sleeps 40 ms per step: load balance drops, rank 0 waits in communication.
 # (both launchers pass the environment to ranks on the local machine)

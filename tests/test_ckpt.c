@@ -1,8 +1,10 @@
 /* Checkpoint module tests: CRC32C against the RFC 3720 vectors (hardware and
  * table versions), the manifest format (round trip, tampering, versions),
  * Daly's interval against hand-computed values, a one-process save/restore of
- * a model with batchnorm and an optimizer with state, and safetensors. */
+ * a model with batchnorm and an optimizer with state, the I/O observer of the
+ * writer and flush threads, and safetensors. */
 #include <math.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -307,6 +310,104 @@ static void test_snapshot_waits(void **state)
     unmake(&b);
 }
 
+/* ---- the I/O observer ---- */
+
+typedef struct {
+    pthread_mutex_t mu;
+    int n;
+    so_ckpt_io_event ev[64];
+    pthread_t who[64];
+} io_log;
+
+static void on_io(void *arg, const so_ckpt_io_event *e)
+{
+    io_log *l = arg;
+    pthread_mutex_lock(&l->mu);
+    if (l->n < 64) {
+        l->who[l->n] = pthread_self();
+        l->ev[l->n++] = *e;
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+static long file_size(const char *dir, long step, const char *name)
+{
+    char path[256];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/ckpt-%010ld/%s", dir, step, name);
+    return stat(path, &st) ? -1 : (long)st.st_size;
+}
+
+/* Two checkpoints (steps 5 and 10) with a local and a shared level, every
+ * one flushed: the writer thread reports snapshot, shard write and manifest
+ * of each, in order, with the shard file's size; the flush thread (another
+ * thread) at least the first flush and its manifest; nothing from the
+ * training thread; and nothing at all once the observer is switched off. */
+static void test_io_observer(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/so_ckpt_test_XXXXXX", local[64], shared[64], node[80];
+    assert_non_null(mkdtemp(dir));
+    snprintf(local, sizeof local, "%s/local", dir);
+    snprintf(shared, sizeof shared, "%s/shared", dir);
+    snprintf(node, sizeof node, "%s/node0", local);
+    net a;
+    make(&a, 5);
+    so_ckpt_config c = every5_config(shared);
+    c.local_dir = local;
+    c.keep = 2;
+    static io_log log = {PTHREAD_MUTEX_INITIALIZER, 0, {{0}}, {0}};
+    for (int off = 0; off < 2; off++) {
+        log.n = 0;
+        so_ckpt *ck;
+        assert_int_equal(so_ckpt_create(&c, NULL, a.m, a.o, &ck), 0);
+        so_ckpt_set_io(ck, on_io, &log);
+        if (off)
+            so_ckpt_set_io(ck, NULL, NULL);
+        for (long step = 5; step <= 10; step++) {
+            so_train_state s = {.step = step, .epoch = 0, .epoch_step = step, .m = a.m, .opt = a.o};
+            assert_int_equal(so_ckpt_step_end(ck, &s), 0);
+            assert_int_equal(so_ckpt_before_update(ck), 0);
+        }
+        assert_int_equal(so_ckpt_finish(ck), 0); /* every event is delivered by now */
+        so_ckpt_destroy(ck);
+        if (off) {
+            assert_int_equal(log.n, 0);
+            break;
+        }
+        const so_ckpt_io_kind want[6] = {SO_CKPT_IO_SNAPSHOT, SO_CKPT_IO_SHARD, SO_CKPT_IO_MANIFEST,
+                                         SO_CKPT_IO_SNAPSHOT, SO_CKPT_IO_SHARD, SO_CKPT_IO_MANIFEST};
+        int w = 0, flush = 0, fman = 0;
+        double end = 0;
+        long shard = file_size(node, 5, "shard-0.bin");
+        assert_true(shard > 0 && shard == file_size(node, 10, "shard-0.bin"));
+        for (int i = 0; i < log.n; i++) {
+            const so_ckpt_io_event *e = &log.ev[i];
+            assert_true(e->t0 <= e->t1 && e->rc == 0);
+            assert_false(pthread_equal(log.who[i], pthread_self())); /* background threads only */
+            if (e->kind == SO_CKPT_IO_FLUSH || e->kind == SO_CKPT_IO_FLUSH_MANIFEST) {
+                assert_false(pthread_equal(log.who[i], log.who[0])); /* the flush thread is not the writer */
+                flush += e->kind == SO_CKPT_IO_FLUSH && e->step == 5 && (long)e->bytes == shard;
+                fman += e->kind == SO_CKPT_IO_FLUSH_MANIFEST && e->step == 5 &&
+                        (long)e->bytes == file_size(shared, 5, "MANIFEST");
+                continue;
+            }
+            assert_true(w < 6 && e->kind == want[w] && e->step == (w < 3 ? 5 : 10));
+            assert_true(e->t0 >= end); /* one after another on the writer */
+            end = e->t1;
+            assert_int_equal((long)e->bytes, e->kind == SO_CKPT_IO_MANIFEST ? file_size(node, e->step, "MANIFEST")
+                                                                            : shard);
+            w++;
+        }
+        assert_int_equal(w, 6);
+        assert_int_equal(flush, 1);
+        assert_int_equal(fman, 1);
+        assert_string_equal(so_ckpt_io_name(SO_CKPT_IO_PARTNER), "partner write");
+    }
+    remove_dir(dir);
+    unmake(&a);
+}
+
 /* ---- safetensors ---- */
 
 static void test_safetensors(void **state)
@@ -368,6 +469,7 @@ int main(void)
         cmocka_unit_test(test_manifest_round_trip), cmocka_unit_test(test_manifest_refusals),
         cmocka_unit_test(test_daly),              cmocka_unit_test(test_session_restore),
         cmocka_unit_test(test_safetensors), cmocka_unit_test(test_snapshot_waits),
+        cmocka_unit_test(test_io_observer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

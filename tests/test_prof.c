@@ -2,7 +2,10 @@
  * chosen times (dyadic seconds, so the sums are exact) for two "ranks", one
  * of which sleeps in backward; POP metrics must show that imbalance exactly.
  * Also: statistics by message size, the step window, the trace's nesting,
- * option parsing, and per-node spans of a real model (lenet5, resnet20 blocks). */
+ * option parsing, per-node spans of a real model (lenet5, resnet20 blocks),
+ * and background checkpoint I/O recorded from two threads at once. */
+#include <pthread.h>
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -418,6 +421,119 @@ static void test_json_reader(void **state)
     so_prof_destroy(p);
 }
 
+/* ---- background I/O from other threads ------------------------------------ */
+
+#define IO_EVENTS 20000 /* per thread: 100 in the window (steps 2, 3), the rest outside (10 per step from 10) */
+#define IO_SUMMARIES ((IO_EVENTS - 100) / 10)
+#define IO_BYTES 4096
+
+typedef struct {
+    so_prof *p;
+    int track;
+    pthread_barrier_t *go;
+} io_arg;
+
+/* A writer or flush thread: back-to-back events 1/2 s long, 1 s apart. */
+static void *io_thread(void *arg)
+{
+    const io_arg *a = arg;
+    int flush = a->track == SO_PROF_TRACK_CKPT_FLUSH;
+    pthread_barrier_wait(a->go); /* both threads and the training thread start together */
+    for (int i = 0; i < IO_EVENTS; i++) {
+        long step = i < 100 ? 2 + i / 50 : 10 + (i - 100) / 10;
+        so_prof_io_event e = {flush ? "flush" : i % 2 ? "shard write" : "snapshot", a->track, step, IO_BYTES,
+                              i, i + 0.5, 0};
+        so_prof_io(a->p, &e);
+    }
+    return NULL;
+}
+
+/* Checks one I/O track of a parsed trace: its name, 100 events + the
+ * summaries in time order without overlap, bytes and MB/s in args. */
+static void check_io_track(const so_prof_jv *ev, int tid, const char *thread)
+{
+    int named = 0, detail = 0, summaries = 0;
+    double end = -1;
+    for (int i = 0; i < so_prof_jv_len(ev); i++) {
+        const so_prof_jv *e = so_prof_jv_at(ev, i), *args = so_prof_jv_get(e, "args");
+        if (so_prof_jv_num(so_prof_jv_get(e, "tid"), -1) != tid)
+            continue;
+        const char *ph = so_prof_jv_str(so_prof_jv_get(e, "ph"), "");
+        if (!strcmp(ph, "M")) {
+            assert_string_equal(so_prof_jv_str(so_prof_jv_get(args, "name"), ""), thread);
+            named++;
+            continue;
+        }
+        assert_string_equal(ph, "X");
+        double ts = so_prof_jv_num(so_prof_jv_get(e, "ts"), -1), dur = so_prof_jv_num(so_prof_jv_get(e, "dur"), -1);
+        assert_true(ts >= end && dur > 0); /* ordered, no overlap on the track */
+        end = ts + dur;
+        double bytes = so_prof_jv_num(so_prof_jv_get(args, "bytes"), -1);
+        long step = (long)so_prof_jv_num(so_prof_jv_get(args, "step"), -1);
+        assert_true(fabs(so_prof_jv_num(so_prof_jv_get(args, "MB/s"), -1) - bytes / dur) < 1e-3);
+        if (strstr(so_prof_jv_str(so_prof_jv_get(e, "name"), ""), "(summary)")) {
+            /* a checkpoint outside the window: its 10 events merged, first start to last end */
+            assert_true(step >= 10 && step < 10 + IO_SUMMARIES);
+            assert_true(bytes == 10 * IO_BYTES && dur == 9.5e6);
+            assert_true(so_prof_jv_num(so_prof_jv_get(args, "events"), -1) == 10);
+            summaries++;
+        } else {
+            assert_true((step == 2 || step == 3) && bytes == IO_BYTES && dur == 0.5e6);
+            detail++;
+        }
+    }
+    assert_int_equal(named, 1);
+    assert_int_equal(detail, 100);
+    assert_int_equal(summaries, IO_SUMMARIES);
+}
+
+static void test_ckpt_io_threads(void **state)
+{
+    (void)state;
+    so_prof *p = make(0, SO_PROF_DETAIL_STEP, 2, 4);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, 3);
+    io_arg a[2] = {{p, SO_PROF_TRACK_CKPT_IO, &go}, {p, SO_PROF_TRACK_CKPT_FLUSH, &go}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, io_thread, &a[i]), 0);
+    pthread_barrier_wait(&go);
+    double t = 0;
+    for (long s = 0; s < 200; s++) /* the training thread records meanwhile */
+        t = step(p, s, t, 0, 0.25, 100);
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&go);
+    so_prof_io_total tot[SO_PROF_IO_KINDS];
+    int n = so_prof_io_totals(p, tot, SO_PROF_IO_KINDS);
+    assert_int_equal(n, 3);
+    for (int i = 0; i < n; i++) { /* the totals count every event, window or not */
+        long want = strcmp(tot[i].kind, "flush") ? IO_EVENTS / 2 : IO_EVENTS;
+        assert_int_equal(tot[i].count, want);
+        assert_int_equal(tot[i].bytes, (uint64_t)want * IO_BYTES);
+        assert_true(tot[i].seconds == 0.5 * want);
+    }
+    char *tr = capture(p, 1), *js = capture(p, 0);
+    size_t len = strlen(tr);
+    char *doc = malloc(len + 3);
+    assert_non_null(doc);
+    snprintf(doc, len + 3, "[%s]", tr);
+    so_prof_jv *ev = NULL;
+    assert_int_equal(so_prof_json_parse(doc, len + 2, &ev), 0);
+    check_io_track(ev, SO_PROF_TRACK_CKPT_IO, "checkpoint I/O");
+    check_io_track(ev, SO_PROF_TRACK_CKPT_FLUSH, "checkpoint flush");
+    so_prof_json_free(ev);
+    /* profile.json: per kind count, bytes, seconds and MB/s */
+    assert_non_null(strstr(js, "\"checkpoint_io\":[{\"kind\":")); /* kinds in order of first appearance */
+    assert_non_null(strstr(js, "{\"kind\":\"snapshot\",\"count\":10000,\"bytes\":40960000,"
+                               "\"seconds\":5000,\"mb_per_s\":0.008192}"));
+    assert_non_null(strstr(js, "{\"kind\":\"flush\",\"count\":20000,\"bytes\":81920000"));
+    free(doc);
+    free(tr);
+    free(js);
+    so_prof_destroy(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -427,7 +543,7 @@ int main(void)
         cmocka_unit_test(test_window),        cmocka_unit_test(test_event_cap),
         cmocka_unit_test(test_parse),         cmocka_unit_test(test_model_layers),
         cmocka_unit_test(test_json_reader), cmocka_unit_test(test_skip),
-        cmocka_unit_test(test_clock_map),
+        cmocka_unit_test(test_clock_map),     cmocka_unit_test(test_ckpt_io_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

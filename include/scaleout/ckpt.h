@@ -157,6 +157,30 @@ int so_ckpt_last_error_is_ckpt(const so_ckpt *ck);
  * profiler's timeline. Training thread only; fn NULL turns it off. */
 typedef void (*so_ckpt_span_fn)(void *arg, double t0, double t1);
 void so_ckpt_set_span(so_ckpt *ck, so_ckpt_span_fn fn, void *arg);
+/* Observer of the background I/O (e.g. the profiler's checkpoint tracks):
+ * one call per piece of work when it ends, from the thread that did it. The
+ * writer thread does SNAPSHOT (copying this rank's shard into the staging
+ * buffer), SHARD, PARTNER and MANIFEST writes one after another; the flush
+ * thread FLUSH (copy of the shard to the shared level) and FLUSH_MANIFEST.
+ * Times are so_now() seconds (CLOCK_MONOTONIC), step is the checkpoint's
+ * step, rc 0 or the task's error. fn must be thread-safe and must not call
+ * back into ck; NULL turns it off (no call is in progress once this returns).
+ * The naive mode's synchronous write is not reported. */
+typedef enum {
+    SO_CKPT_IO_SNAPSHOT, SO_CKPT_IO_SHARD, SO_CKPT_IO_PARTNER, SO_CKPT_IO_MANIFEST,
+    SO_CKPT_IO_FLUSH, SO_CKPT_IO_FLUSH_MANIFEST, SO_CKPT_IO_KINDS
+} so_ckpt_io_kind;
+typedef struct {
+    so_ckpt_io_kind kind;
+    long step;
+    uint64_t bytes;
+    double t0, t1;
+    int rc;
+} so_ckpt_io_event;
+typedef void (*so_ckpt_io_fn)(void *arg, const so_ckpt_io_event *e);
+void so_ckpt_set_io(so_ckpt *ck, so_ckpt_io_fn fn, void *arg);
+/* "snapshot", "shard write", "partner write", "manifest", "flush", "flush manifest". */
+const char *so_ckpt_io_name(so_ckpt_io_kind k);
 /* Collective: completes the checkpoint and flush in flight (blocking). */
 int so_ckpt_finish(so_ckpt *ck);
 void so_ckpt_get_stats(so_ckpt *ck, so_ckpt_stats *st);

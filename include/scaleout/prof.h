@@ -76,6 +76,37 @@ void so_prof_comm(so_prof *p, const so_prof_comm_event *e);
  * (track 0) or communication (track 1) track. */
 void so_prof_mark(so_prof *p, const char *name, int track, double t0, double t1);
 
+/* ---- background I/O: checkpoint writes and flushes ------------------------
+ * Recorded from other threads (the checkpoint writer and flush threads), so
+ * so_prof_io is thread-safe (a mutex of its own; the training thread's
+ * recording is not slowed down). In the trace they form two more threads per
+ * rank: tid 2 "checkpoint I/O" and tid 3 "checkpoint flush". The step window
+ * applies by the checkpoint's step: outside it, a checkpoint's events on one
+ * track become one summary event; the totals per kind count everything. */
+enum { SO_PROF_TRACK_CKPT_IO = 2, SO_PROF_TRACK_CKPT_FLUSH = 3 };
+#define SO_PROF_IO_KINDS 8 /* distinct kind names kept; more are counted as dropped */
+
+typedef struct {
+    const char *kind;  /* "shard write", "flush", ... (copied, up to 31 characters) */
+    int track;         /* SO_PROF_TRACK_CKPT_IO or SO_PROF_TRACK_CKPT_FLUSH */
+    long step;         /* the checkpoint's step (decides the window) */
+    uint64_t bytes;
+    double t0, t1;     /* so_now() seconds */
+    int failed;
+} so_prof_io_event;
+
+typedef struct {
+    char kind[32];
+    long count;
+    uint64_t bytes;
+    double seconds;
+} so_prof_io_total;
+
+/* Records one piece of background I/O; any thread. */
+void so_prof_io(so_prof *p, const so_prof_io_event *e);
+/* A copy of the totals per kind, in order of first appearance (up to max); returns how many. */
+int so_prof_io_totals(so_prof *p, so_prof_io_total *out, int max);
+
 /* One rank's totals in seconds, the inputs of the POP metrics. */
 typedef struct {
     double runtime;      /* sum of STEP spans: time inside training steps */

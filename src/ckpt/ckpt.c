@@ -242,6 +242,9 @@ static void queue_write(so_ckpt *ck, ck_task *t, const char *dir, const char *na
     t->buf = buf;
     t->len = len;
     t->delay_ms = ck->delay_ms;
+    t->step = ck->pm.step;
+    t->io = CK_IO(t == &ck->t_partner ? SO_CKPT_IO_PARTNER : SO_CKPT_IO_SHARD);
+    t->prep_io = prep ? CK_IO(SO_CKPT_IO_SNAPSHOT) : 0;
     ck_worker_submit(&ck->writer, t);
 }
 
@@ -360,6 +363,8 @@ static int queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, co
     t->len = len;
     t->keep = ck->c.keep;
     t->protect = protect;
+    t->step = w == &ck->flusher ? ck->f_step : ck->pm.step;
+    t->io = CK_IO(w == &ck->flusher ? SO_CKPT_IO_FLUSH_MANIFEST : SO_CKPT_IO_MANIFEST);
     ck_worker_submit(w, t);
     return 0;
 }
@@ -580,6 +585,8 @@ static int start_flush(so_ckpt *ck)
     ck_fmt(t->name, sizeof t->name, "shard-%d.bin", ck->t.rank);
     ck_fmt(t->src, sizeof t->src, "%s/%s", ck->pdir, t->name);
     t->delay_ms = ck->delay_ms;
+    t->step = ck->pm.step;
+    t->io = CK_IO(SO_CKPT_IO_FLUSH);
     free(ck->flush_text);
     ck->flush_text = ck->manifest_text;
     ck->flush_len = ck->manifest_len;
@@ -761,6 +768,19 @@ void so_ckpt_set_span(so_ckpt *ck, so_ckpt_span_fn fn, void *arg)
 {
     ck->span_fn = fn;
     ck->span_arg = arg;
+}
+
+void so_ckpt_set_io(so_ckpt *ck, so_ckpt_io_fn fn, void *arg)
+{
+    ck_worker_set_io(&ck->writer, fn, arg);
+    ck_worker_set_io(&ck->flusher, fn, arg);
+}
+
+const char *so_ckpt_io_name(so_ckpt_io_kind k)
+{
+    static const char *const names[SO_CKPT_IO_KINDS] = {"snapshot", "shard write", "partner write", "manifest",
+                                                        "flush", "flush manifest"};
+    return (unsigned)k < SO_CKPT_IO_KINDS ? names[k] : "?";
 }
 
 /* Called when a checkpoint has completed: closes its stall account. */

@@ -24,8 +24,9 @@ static int prepare(ck_worker *w, ck_task *t)
 
 static void run(ck_worker *w, ck_task *t)
 {
-    double t0 = so_now();
-    t->rc = prepare(w, t);
+    t->t_start = so_now();
+    t->rc = t->prep_rc = prepare(w, t);
+    t->t_prep = so_now();
     if (!t->rc && (t->kind == CK_TASK_WRITE || t->kind == CK_TASK_MANIFEST)) {
         t->rc = ck_write_atomic(t->dir, t->name, t->buf, t->len, t->delay_ms, &t->crc, t->err, sizeof t->err);
         t->bytes = t->len;
@@ -34,7 +35,29 @@ static void run(ck_worker *w, ck_task *t)
     } else if (!t->rc && t->kind == CK_TASK_COPY) {
         t->rc = ck_copy_atomic(t->src, t->dir, t->name, t->delay_ms, &t->crc, &t->bytes, t->err, sizeof t->err);
     }
-    t->seconds = so_now() - t0;
+    t->t_end = so_now();
+    t->seconds = t->t_end - t->t_start;
+}
+
+/* Tells the observer what t did, with w->mu held (so ck_worker_set_io can
+ * switch it off safely): the prepare step and the rest as two events when
+ * the task says so, else one event over the whole task. */
+static void report(ck_worker *w, const ck_task *t)
+{
+    if (!w->io_fn)
+        return;
+    double from = t->t_start;
+    if (t->prep_io) {
+        so_ckpt_io_event e = {(so_ckpt_io_kind)(t->prep_io - 1), t->step, t->len, t->t_start, t->t_prep, t->prep_rc};
+        w->io_fn(w->io_arg, &e);
+        if (t->prep_rc)
+            return; /* the rest did not run */
+        from = t->t_prep;
+    }
+    if (t->io) {
+        so_ckpt_io_event e = {(so_ckpt_io_kind)(t->io - 1), t->step, t->bytes, from, t->t_end, t->rc};
+        w->io_fn(w->io_arg, &e);
+    }
 }
 
 /* This thread's CPU time: what checkpointing costs a node whose cores are all busy. */
@@ -67,6 +90,7 @@ static void *loop(void *arg)
         double dc = cpu_now() - c0;
         pthread_mutex_lock(&w->mu);
         w->cpu_seconds += dc;
+        report(w, t); /* before CK_DONE: once a task is done, its events are recorded */
         w->head = (w->head + 1) % CK_QUEUE;
         w->n--;
         t->state = CK_DONE;
@@ -144,4 +168,14 @@ double ck_worker_cpu_seconds(ck_worker *w)
     double c = w->cpu_seconds;
     pthread_mutex_unlock(&w->mu);
     return c;
+}
+
+void ck_worker_set_io(ck_worker *w, so_ckpt_io_fn fn, void *arg)
+{
+    if (!w->started)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->io_fn = fn;
+    w->io_arg = arg;
+    pthread_mutex_unlock(&w->mu);
 }

@@ -25,6 +25,13 @@ typedef struct ck_task {
     const void *buf;
     size_t len;
     int delay_ms;
+    /* What the I/O observer hears of this task: CK_IO(so_ckpt_io_kind) of
+     * the prepare step (prep_io) and of the rest (io), 0 = nothing; step is
+     * the checkpoint's. */
+    int io, prep_io;
+    long step;
+    double t_start, t_prep, t_end; /* the task's start, its prepare step's end, its end (worker thread) */
+    int prep_rc;
     int state;           /* CK_IDLE / CK_QUEUED / CK_DONE (read under the worker's lock) */
     int rc;              /* results, valid once CK_DONE */
     uint32_t crc;
@@ -40,7 +47,11 @@ typedef struct {
     ck_task *q[CK_QUEUE];
     int head, n, stop, started;
     double cpu_seconds;  /* thread CPU time spent in tasks (under mu) */
+    so_ckpt_io_fn io_fn; /* I/O observer (under mu; called with mu held) */
+    void *io_arg;
 } ck_worker;
+
+#define CK_IO(kind) ((int)(kind) + 1)
 
 int ck_worker_start(ck_worker *w);
 void ck_worker_stop(ck_worker *w);   /* runs the queued tasks, then joins */
@@ -50,5 +61,7 @@ int ck_task_done(ck_worker *w, ck_task *t, int wait);
 /* 1 once t's prepare step has run (wait = 1: blocks until then). */
 int ck_task_prepared(ck_worker *w, ck_task *t, int wait);
 double ck_worker_cpu_seconds(ck_worker *w);
+/* Installs the I/O observer; once this returns no call of the old one is in progress. */
+void ck_worker_set_io(ck_worker *w, so_ckpt_io_fn fn, void *arg);
 
 #endif

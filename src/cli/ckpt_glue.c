@@ -293,3 +293,9 @@ void ckpt_glue_set_span(ckpt_glue *g, so_ckpt_span_fn fn, void *arg)
     if (g && g->ck)
         so_ckpt_set_span(g->ck, fn, arg);
 }
+
+void ckpt_glue_set_io(ckpt_glue *g, so_ckpt_io_fn fn, void *arg)
+{
+    if (g && g->ck)
+        so_ckpt_set_io(g->ck, fn, arg);
+}

@@ -47,5 +47,7 @@ int ckpt_glue_finish(ckpt_glue *g);
 void ckpt_glue_close(ckpt_glue *g); /* accepts NULL */
 /* Passes the training thread's checkpoint stalls to fn (a timeline); g may be NULL. */
 void ckpt_glue_set_span(ckpt_glue *g, so_ckpt_span_fn fn, void *arg);
+/* Passes the writer and flush threads' I/O to fn (called on those threads); g may be NULL. */
+void ckpt_glue_set_io(ckpt_glue *g, so_ckpt_io_fn fn, void *arg);
 
 #endif

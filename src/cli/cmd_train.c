@@ -360,8 +360,10 @@ int cmd_train(int argc, char **argv)
     if ((rc = prof_glue_start(&po, dh, j.m, &tc, &pg)))
         goto out;
     d = prof_glue_dist(pg, d);
-    if (pg)
+    if (pg) {
         ckpt_glue_set_span(cg, prof_glue_checkpoint_span, pg);
+        ckpt_glue_set_io(cg, prof_glue_checkpoint_io, pg); /* the writer and flush threads' work */
+    }
     progress_state ps;
     progress_init(&ps, a.progress, rank);
     if (rank == 0 && ps.enabled)
@@ -377,6 +379,7 @@ int cmd_train(int argc, char **argv)
             rc = prof_glue_finish(pg, &r, cfg);
     }
 out:
+    ckpt_glue_set_io(cg, NULL, NULL); /* the background threads stop calling into the profiler */
     prof_glue_free(pg, j.m);
     ckpt_glue_close(cg);
     so_train_result_free(&r);

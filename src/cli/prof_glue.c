@@ -554,6 +554,37 @@ static void print_summary(const prof_glue *g, const so_train_result *r, const so
     printf("\n");
 }
 
+/* Count, bytes and seconds of each checkpoint I/O kind, summed over ranks. */
+static int gather_io(prof_glue *g, double *v)
+{
+    so_prof_io_total t[SO_PROF_IO_KINDS];
+    int n = so_prof_io_totals(g->p, t, SO_PROF_IO_KINDS);
+    memset(v, 0, 3 * SO_CKPT_IO_KINDS * sizeof *v);
+    for (int k = 0; k < SO_CKPT_IO_KINDS; k++)
+        for (int i = 0; i < n; i++)
+            if (!strcmp(t[i].kind, so_ckpt_io_name((so_ckpt_io_kind)k))) {
+                v[3 * k] = (double)t[i].count;
+                v[3 * k + 1] = (double)t[i].bytes;
+                v[3 * k + 2] = t[i].seconds;
+            }
+    return g->inner && g->world > 1 ? g->inner->sum(g->inner->ctx, v, 3 * SO_CKPT_IO_KINDS) : 0;
+}
+
+/* One line of the background checkpoint work, when there was any. */
+static void print_io(const double *v)
+{
+    const char *sep = "profile: checkpoint I/O (all ranks): ";
+    for (int k = 0; k < SO_CKPT_IO_KINDS; k++) {
+        if (v[3 * k] <= 0)
+            continue;
+        printf("%s%s %.0f x, %.2f MB in %.1f ms (%.0f MB/s)", sep, so_ckpt_io_name((so_ckpt_io_kind)k), v[3 * k],
+               v[3 * k + 1] / 1e6, v[3 * k + 2] * 1e3, v[3 * k + 2] > 0 ? v[3 * k + 1] / v[3 * k + 2] / 1e6 : 0);
+        sep = "; ";
+    }
+    if (sep[0] == ';')
+        printf("\n");
+}
+
 int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
 {
     if (!g)
@@ -573,6 +604,9 @@ int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
     so_prof_pop_compute(all, g->world, &pop);
     if (!rc)
         rc = step_balance(g, &pop);
+    double io[3 * SO_CKPT_IO_KINDS];
+    if (!rc)
+        rc = gather_io(g, io);
     if (!rc && g->timeline[0])
         rc = gather_text(g, trace_text, &trace, tsz);
     if (!rc && g->profile[0])
@@ -584,6 +618,8 @@ int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
             rc = write_profile(g, r, config, &pop, stats, ssz);
         if (!rc)
             print_summary(g, r, all, &pop);
+        if (!rc)
+            print_io(io);
     }
     free(trace);
     free(stats);
@@ -593,6 +629,17 @@ int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
     if (rc)
         return dist_fail(g->dh, "train", rc == SO_EIO ? CLI_USAGE : CLI_FAIL, so_errmsg());
     return CLI_OK;
+}
+
+void prof_glue_checkpoint_io(void *arg, const so_ckpt_io_event *e)
+{
+    prof_glue *g = arg;
+    if (!g || !g->p)
+        return;
+    int flush = e->kind == SO_CKPT_IO_FLUSH || e->kind == SO_CKPT_IO_FLUSH_MANIFEST;
+    so_prof_io_event pe = {so_ckpt_io_name(e->kind), flush ? SO_PROF_TRACK_CKPT_FLUSH : SO_PROF_TRACK_CKPT_IO,
+                           e->step, e->bytes, skew(g, e->t0), skew(g, e->t1), e->rc != 0};
+    so_prof_io(g->p, &pe);
 }
 
 void prof_glue_checkpoint_span(void *arg, double t0, double t1)

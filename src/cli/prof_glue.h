@@ -5,6 +5,7 @@
 #ifndef SCALEOUT_CLI_PROF_GLUE_H
 #define SCALEOUT_CLI_PROF_GLUE_H
 #include "dist.h"
+#include "scaleout/ckpt.h"
 #include "scaleout/model.h"
 #include "scaleout/train.h"
 
@@ -33,5 +34,8 @@ int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
 void prof_glue_free(prof_glue *g, so_model *m);
 /* A checkpoint stall [t0, t1] on the compute track (so_ckpt_span_fn; arg is the prof_glue). */
 void prof_glue_checkpoint_span(void *arg, double t0, double t1);
+/* A checkpoint writer or flush thread's piece of I/O on the rank's "checkpoint
+ * I/O" (tid 2) or "checkpoint flush" (tid 3) track (so_ckpt_io_fn; any thread). */
+void prof_glue_checkpoint_io(void *arg, const so_ckpt_io_event *e);
 
 #endif

@@ -1,8 +1,8 @@
 /* Builds the sections of `scaleout report` from profile.json documents
  * (docs/FORMATS.md): runs and throughput, POP metrics per run and per rank,
  * the overlap of communication, per-layer time, communication statistics by
- * message size, and scaling across runs. Missing fields read as absent (a
- * dash), so profiles of older versions still load. */
+ * message size, checkpoint I/O, and scaling across runs. Missing fields read
+ * as absent (a dash), so profiles of older versions still load. */
 #include "report.h"
 
 #include <math.h>
@@ -461,6 +461,43 @@ static void comm_section(rpt_report *r, const rpt_run *run)
 
 /* ---- scaling across runs ------------------------------------------------------- */
 
+/* ---- checkpoint I/O ------------------------------------------------------------- */
+
+/* The checkpoint writer and flush threads' work per rank and kind (profiles
+ * with checkpoints; older profiles have no "checkpoint_io"). */
+static void ckpt_io_section(rpt_report *r, const rpt_run *run)
+{
+    static const char *const cols[] = {"rank", "kind", "count", "MB", "seconds", "MB/s", NULL};
+    const so_prof_jv *ranks = jget(run->doc, "ranks", NULL);
+    int world = so_prof_jv_len(ranks), any = 0;
+    for (int k = 0; k < world; k++)
+        any |= so_prof_jv_len(jget(so_prof_jv_at(ranks, k), "checkpoint_io", NULL)) > 0;
+    if (!any)
+        return;
+    char title[160];
+    snprintf(title, sizeof title, "Checkpoint I/O: %.100s", run->path);
+    rpt_section *s = section(r, title, "Work of the checkpoint writer thread (snapshot of the shard, shard and "
+                                       "partner writes, manifest) and flush thread (copy to the shared level, "
+                                       "its manifest), in the background of training; MB = 10^6 bytes. The "
+                                       "timeline shows them as the tracks 'checkpoint I/O' and 'checkpoint flush'.");
+    rpt_table *t = table(s, "per rank and kind (all checkpoints)", cols);
+    for (int k = 0; k < world; k++) {
+        const so_prof_jv *io = jget(so_prof_jv_at(ranks, k), "checkpoint_io", NULL);
+        for (int i = 0; i < so_prof_jv_len(io); i++) {
+            const so_prof_jv *e = so_prof_jv_at(io, i);
+            char(*c)[RPT_CELL] = row(t);
+            if (!c)
+                return;
+            fmt(c[0], "%.0f", num(so_prof_jv_at(ranks, k), "rank"));
+            snprintf(c[1], RPT_CELL, "%.40s", str(e, "kind"));
+            fmt(c[2], "%.0f", num(e, "count"));
+            fmt(c[3], "%.3f", num(e, "bytes") / 1e6);
+            fmt(c[4], "%.4f", num(e, "seconds"));
+            fmt(c[5], "%.1f", num(e, "mb_per_s"));
+        }
+    }
+}
+
 static int by_world(const void *a, const void *b)
 {
     int x = world_of(a), y = world_of(b);
@@ -533,6 +570,7 @@ int rpt_build(const rpt_run *runs, int n, rpt_report *out)
         rank_section(out, &runs[i]);
         layer_section(out, &runs[i]);
         comm_section(out, &runs[i]);
+        ckpt_io_section(out, &runs[i]);
     }
     return out->n ? 0 : so_err(SO_ENOMEM, "out of memory building the report");
 }

@@ -101,6 +101,7 @@ int so_prof_create(const so_prof_config *c, so_prof **out)
     if (!p->cfg.max_events)
         p->cfg.max_events = 1000000;
     p->cur_step = -1;
+    prof_io_init(p);
     /* Phase names first, so their indices are the span kinds. */
     for (int k = 0; k < SO_SPAN_KINDS; k++)
         if (prof_intern(p, span_names[k]) != k) {
@@ -132,6 +133,7 @@ void so_prof_destroy(so_prof *p)
     free(p->names);
     free(p->ev);
     free(p->step_useful);
+    prof_io_free(p);
     free(p);
 }
 
@@ -231,7 +233,7 @@ static void node_span(void *arg, int node, int backward, double t0, double t1)
 /* Inside the first skip_steps steps nothing is added to the statistics. */
 static int skipping(const so_prof *p) { return p->seen < p->cfg.skip_steps; }
 
-static int in_window(const so_prof *p, long step)
+int prof_in_window(const so_prof *p, long step)
 {
     return step >= p->cfg.window_first && (p->cfg.window_last < 0 || step < p->cfg.window_last);
 }
@@ -240,7 +242,7 @@ static int in_window(const so_prof *p, long step)
  * in the window, into events (merged per block for detail "block"). */
 static void commit_nodes(so_prof *p, int backward, double t0, double t1)
 {
-    int trace = in_window(p, p->cur_step);
+    int trace = prof_in_window(p, p->cur_step);
     prof_ev *last = NULL;
     for (int i = 0; i < p->npend; i++) {
         struct pend_node *n = &p->pend[i];
@@ -315,7 +317,7 @@ const double *so_prof_step_useful(const so_prof *p, long *n)
 /* Outside the window a step becomes one event per track carrying its totals. */
 static void close_step(so_prof *p, double t0, double t1)
 {
-    if (!in_window(p, p->cur_step)) {
+    if (!prof_in_window(p, p->cur_step)) {
         prof_ev *e = prof_push(p, EV_STEP, TRACK_COMPUTE, SO_SPAN_STEP, p->cur_step, t0, t1);
         for (int k = 0; e && k < AGG_FIELDS; k++)
             e->u.agg[k] = (float)p->step_agg[k];
@@ -372,7 +374,7 @@ void so_prof_span(void *arg, so_span_kind kind, long step, int id, double t0, do
         commit_nodes(p, kind == SO_SPAN_BACKWARD, t0, t1);
     if (kind <= SO_SPAN_OPTIMIZER)
         p->step_agg[kind] += t1 - t0; /* AGG_* follow the span kinds' order */
-    if (kind == SO_SPAN_EVAL || in_window(p, p->cur_step)) {
+    if (kind == SO_SPAN_EVAL || prof_in_window(p, p->cur_step)) {
         prof_ev *e = prof_push(p, EV_PHASE, TRACK_COMPUTE, (int)kind, p->cur_step, t0, t1);
         if (e)
             e->sub = (short)id;
@@ -395,7 +397,7 @@ void so_prof_comm(so_prof *p, const so_prof_comm_event *e)
         p->tot.comm_pure += e->t_finished - e->t_started;
         p->tot.comm_queue += e->t_started - e->t_queued;
     }
-    if (in_window(p, p->cur_step)) {
+    if (prof_in_window(p, p->cur_step)) {
         push_comm_event(p, e);
         return;
     }

@@ -3,6 +3,9 @@
  * (prof_trace.c). */
 #ifndef SCALEOUT_PROF_INTERNAL_H
 #define SCALEOUT_PROF_INTERNAL_H
+#include <pthread.h>
+
+#include "scaleout/json.h"
 #include "scaleout/prof.h"
 
 enum { EV_PHASE, EV_NODE, EV_COMM, EV_STEP, EV_STEP_COMM, EV_MARK };
@@ -45,6 +48,18 @@ typedef struct {
 } prof_cstat;
 
 #define PROF_PENDING_COMM 16
+#define PROF_TICKS_PER_US 8 /* a power of two: k / 8 prints exactly with 3 decimals */
+
+/* One background I/O event (prof_io.c); a summary merges one checkpoint's
+ * events on one track outside the window. */
+typedef struct {
+    double t0, t1;
+    long step;
+    uint64_t bytes;
+    int kind;        /* index into io_tot; -1 for a summary */
+    int count;       /* events merged (1 unless a summary) */
+    short track, failed;
+} prof_io_ev;
 
 struct so_prof {
     so_prof_config cfg;
@@ -75,6 +90,13 @@ struct so_prof {
     /* communication statistics */
     prof_cstat stats[PROF_MAX_STATS];
     int nstats;
+    /* background I/O, all under io_mu (prof_io.c) */
+    pthread_mutex_t io_mu;
+    prof_io_ev *io;
+    size_t nio, capio, io_dropped;
+    long io_last[2];          /* per I/O track: index of its last event, -1 none */
+    so_prof_io_total io_tot[SO_PROF_IO_KINDS];
+    int nio_kinds;
 };
 
 /* Index of name s in the intern table (added if new), -1 on allocation failure. */
@@ -84,5 +106,14 @@ prof_ev *prof_push(so_prof *p, int kind, int track, int name, long step, double 
 /* Adds one communication to the statistics. */
 void prof_stats_add(so_prof *p, const so_prof_comm_event *e);
 int prof_size_bin(uint64_t bytes);
+int prof_in_window(const so_prof *p, long step);
+/* t on rank 0's clock in whole 1/8 us since origin. */
+long long prof_ticks(const so_prof_clock *clock, double origin, double t);
+/* The I/O tracks' metadata and events (prof_io.c), each preceded by ",\n". */
+void prof_io_write_trace(so_prof *p, FILE *f, const so_prof_clock *clock, double origin);
+/* "checkpoint_io": [...] totals per kind, as a member of the open object. */
+void prof_io_write_json(so_json *js, so_prof *p);
+void prof_io_init(so_prof *p);
+void prof_io_free(so_prof *p);
 
 #endif

@@ -191,6 +191,7 @@ int so_prof_write_rank_json(const so_prof *p, FILE *f)
     write_totals(&js, p);
     write_layers(&js, p);
     write_comm(&js, p);
+    prof_io_write_json(&js, (so_prof *)p); /* const but for its mutex */
     so_json_obj_end(&js);
     return ferror(f) ? -2 : 0;
 }

@@ -35,7 +35,6 @@ static const char *category(const prof_ev *e)
     }
 }
 
-#define TICKS_PER_US 8 /* a power of two: k / 8 prints exactly with 3 decimals */
 
 double so_prof_clock_map(const so_prof_clock *c, double t)
 {
@@ -69,9 +68,9 @@ static void write_args(const so_prof *p, const prof_ev *e, FILE *f, const so_pro
     fputs("}", f);
 }
 
-static long long ticks(const so_prof_clock *clock, double origin, double t)
+long long prof_ticks(const so_prof_clock *clock, double origin, double t)
 {
-    return llround((so_prof_clock_map(clock, t) - origin) * 1e6 * TICKS_PER_US);
+    return llround((so_prof_clock_map(clock, t) - origin) * 1e6 * PROF_TICKS_PER_US);
 }
 
 int so_prof_write_trace(const so_prof *p, FILE *f, const so_prof_clock *clock, double origin)
@@ -79,16 +78,17 @@ int so_prof_write_trace(const so_prof *p, FILE *f, const so_prof_clock *clock, d
     write_meta(p, f);
     for (size_t i = 0; i < p->nev; i++) {
         const prof_ev *e = &p->ev[i];
-        long long t0 = ticks(clock, origin, e->t0), t1 = ticks(clock, origin, e->t1);
+        long long t0 = prof_ticks(clock, origin, e->t0), t1 = prof_ticks(clock, origin, e->t1);
         if (t1 < t0)
             t1 = t0;
         const char *name = p->names[e->name];
         if (e->kind == EV_STEP)
             name = "step (summary)";
         fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,", name,
-                category(e), p->cfg.rank, e->track, (double)t0 / TICKS_PER_US, (double)(t1 - t0) / TICKS_PER_US);
+                category(e), p->cfg.rank, e->track, (double)t0 / PROF_TICKS_PER_US, (double)(t1 - t0) / PROF_TICKS_PER_US);
         write_args(p, e, f, clock, origin);
         fputs("}", f);
     }
+    prof_io_write_trace((so_prof *)p, f, clock, origin); /* const but for its mutex */
     return ferror(f) ? so_err(SO_EIO, "error writing the trace") : 0;
 }
