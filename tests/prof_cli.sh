@@ -174,9 +174,9 @@ else
 fi
 rm -rf "$shm"
 
-# 4. Rank 1 sleeps 40 ms per step: load balance drops, rank 0 waits in communication.
+# 4. Rank 1 sleeps 100 ms per step (well above compute noise on a loaded machine): load balance drops, rank 0 waits in communication.
 # (both launchers pass the environment to ranks on the local machine)
-if SCALEOUT_PROF_TEST_SLEEP=1:40 "$mpirun" -np 2 "$bin" "${common[@]}" --steps 8 \
+if SCALEOUT_PROF_TEST_SLEEP=1:100 "$mpirun" -np 2 "$bin" "${common[@]}" --steps 8 \
   --profile "$tmp/slow" --profile-detail step >"$tmp/slow.log" 2>&1; then
   python3 - "$tmp/slow/profile.json" <<'PY' && ok || bad "imbalance not visible: $(grep profile: "$tmp/slow.log")"
 import json, sys
