@@ -18,6 +18,7 @@ blocks, conv=fsync) to the same directories.
         --local /dev/shm/so-ckpt-bench --shared /tmp/so-ckpt-bench > bench-ckpt.md
 """
 import argparse
+import contextlib
 import fcntl
 import os
 import re
@@ -49,6 +50,18 @@ def issue_block(model, np):
         spe = 50000 // (32 * np)
         return dict(batch=32, spe=spe, steps=2 * spe + spe // 10, every="1epoch")
     return dict(batch=2, spe=10, steps=220, every="100")
+
+
+@contextlib.contextmanager
+def held(lock, on=True):
+    """The benchmark lock for the duration of a with-block (a no-op when on is False)."""
+    if on:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        if on:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def run(cmd):
@@ -103,13 +116,8 @@ def block(a, model, np, lock):
         for m, extra in modes.items():
             shutil.rmtree(local, ignore_errors=True)
             shutil.rmtree(shared, ignore_errors=True)
-            if a.lock_per_run:  # long runs: let other benchmarks in between, never during
-                fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
+            with held(lock, a.lock_per_run):  # long runs: other benchmarks in between, never during
                 out, _ = run(base + extra)
-            finally:
-                if a.lock_per_run:
-                    fcntl.flock(lock, fcntl.LOCK_UN)
             res[m].append(parse(out))
             print("  %s np=%d %s rep %d: %s" % (model, np, m, r + 1, res[m][-1]), file=sys.stderr, flush=True)
     shutil.rmtree(local, ignore_errors=True)
@@ -141,13 +149,8 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|")
     for model in a.models.split(","):
         for np in map(int, a.np.split(",")):
-            if not a.lock_per_run:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
+            with held(lock, not a.lock_per_run):
                 res = block(a, model, np, lock)
-            finally:
-                if not a.lock_per_run:
-                    fcntl.flock(lock, fcntl.LOCK_UN)
             base = statistics.median(x["wall"] for x in res["none"])
             for m, runs in res.items():
                 walls = [x["wall"] for x in runs]
@@ -163,12 +166,9 @@ def main():
                     model, np, m, fmt(walls), over, runs[0]["count"], fmt(stalls, "%.1f"), fmt(cost, "%.2f"),
                     statistics.median(x["write"] for x in runs),
                     "%.0f" % statistics.median(x["flush"] for x in runs) if m == "scaleout" else "—"), flush=True)
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
+    with held(lock):
         print("\n`dd if=/dev/zero bs=1M count=256 conv=fsync`: %s %.0f MB/s, %s %.0f MB/s" % (
             a.local, dd(a.local), a.shared, dd(a.shared)))
-    finally:
-        fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 if __name__ == "__main__":

@@ -57,8 +57,10 @@ static double step(so_model *m, so_optim *o, const float *x, const int32_t *y, s
     return so_now() - t0;
 }
 
-/* Nanoseconds per recorded node span + phase span, in a tight loop. */
-static double event_cost(so_prof_detail detail)
+/* One timed loop of `calls` recorder calls on a fresh profiler: ns per call. */
+typedef void (*record_fn)(so_prof *p, long i);
+
+static double ns_per_call(so_prof_detail detail, record_fn fn, int calls_per_iter)
 {
     so_prof *p = NULL;
     so_prof_config c = {detail, 0, -1, 0, 0, 0};
@@ -66,32 +68,25 @@ static double event_cost(so_prof_detail detail)
         return -1;
     const long n = 200000;
     double t0 = so_now();
-    for (long i = 0; i < n; i++) {
-        so_prof_span(p, SO_SPAN_DATA, i, 0, 0, 0);
-        so_prof_span(p, SO_SPAN_STEP, i + 1, 0, 0, 1);
-    }
+    for (long i = 0; i < n; i++)
+        fn(p, i);
     double dt = so_now() - t0;
     so_prof_destroy(p);
-    return 1e9 * dt / (2.0 * n);
+    return 1e9 * dt / ((double)calls_per_iter * n);
 }
 
-/* Nanoseconds per so_prof_io call (a checkpoint writer or flush thread's
- * event: mutex, totals, event append), in a tight loop on one thread. */
-static double io_cost(void)
+/* A node span and a phase span: what the training thread records. */
+static void record_spans(so_prof *p, long i)
 {
-    so_prof *p = NULL;
-    so_prof_config c = {SO_PROF_DETAIL_STEP, 0, -1, 0, 0, 0};
-    if (so_prof_create(&c, &p))
-        return -1;
-    const long n = 200000;
-    double t0 = so_now();
-    for (long i = 0; i < n; i++) {
-        so_prof_io_event e = {i % 2 ? "shard write" : "snapshot", SO_PROF_TRACK_CKPT_IO, i / 4, 4096, 0, 1, 0};
-        so_prof_io(p, &e);
-    }
-    double dt = so_now() - t0;
-    so_prof_destroy(p);
-    return 1e9 * dt / (double)n;
+    so_prof_span(p, SO_SPAN_DATA, i, 0, 0, 0);
+    so_prof_span(p, SO_SPAN_STEP, i + 1, 0, 0, 1);
+}
+
+/* A checkpoint writer or flush thread's event: mutex, totals, event append. */
+static void record_io(so_prof *p, long i)
+{
+    so_prof_io_event e = {i % 2 ? "shard write" : "snapshot", SO_PROF_TRACK_CKPT_IO, i / 4, 4096, 0, 1, 0};
+    so_prof_io(p, &e);
 }
 
 int main(int argc, char **argv)
@@ -155,7 +150,8 @@ int main(int argc, char **argv)
     printf("%s batch %d, %d A/B pairs, detail %s: off %.2f ms (%.2f-%.2f), on %.2f ms (%.2f-%.2f), "
            "overhead %+.2f%%; %zu events recorded, %.0f ns per recorder call, %.0f ns per checkpoint I/O event\n",
            model, batch, pairs, so_prof_detail_name(detail), 1e3 * moff, 1e3 * off[0], 1e3 * off[pairs - 1],
-           1e3 * mon, 1e3 * on[0], 1e3 * on[pairs - 1], 100 * (mon - moff) / moff, kept, event_cost(detail), io_cost());
+           1e3 * mon, 1e3 * on[0], 1e3 * on[pairs - 1], 100 * (mon - moff) / moff, kept,
+           ns_per_call(detail, record_spans, 2), ns_per_call(SO_PROF_DETAIL_STEP, record_io, 1));
     so_prof_destroy(p);
     so_optim_destroy(o);
     so_model_destroy(m);

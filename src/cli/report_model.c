@@ -459,8 +459,6 @@ static void comm_section(rpt_report *r, const rpt_run *run)
     }
 }
 
-/* ---- scaling across runs ------------------------------------------------------- */
-
 /* ---- checkpoint I/O ------------------------------------------------------------- */
 
 /* The checkpoint writer and flush threads' work per rank and kind (profiles
@@ -497,6 +495,8 @@ static void ckpt_io_section(rpt_report *r, const rpt_run *run)
         }
     }
 }
+
+/* ---- scaling across runs ------------------------------------------------------- */
 
 static int by_world(const void *a, const void *b)
 {
