@@ -540,13 +540,22 @@ static int settle_posted(so_ckpt *ck)
     return rc ? rc : apply_row(ck);
 }
 
-/* Posts this step's flags; the next step_end completes the SUM, by when the
- * gradient traffic in between has long progressed it: nobody waits. */
+/* Steps between posting a row and completing it. One step is not enough:
+ * a rank's part of the SUM only moves while that rank calls MPI, and a rank
+ * that was descheduled (4 ranks on 2 cores) reaches its next step_end late,
+ * so the first to arrive waited for it inside the checkpoint (4.7 ms seen at
+ * np 4). Two steps later every rank has run a whole step of gradient
+ * traffic since posting, and the SUM is complete before anybody asks. */
+#define SETTLE_LAG 2
+
+/* Posts this step's flags; step_end completes the SUM SETTLE_LAG steps
+ * later, by when the gradient traffic in between has progressed it. */
 static int post_row(so_ckpt *ck)
 {
     if (!ck->t.isum_start)
         return round_blocking(ck, ck->pending, ck->flushing);
     int rc = local_row(ck, ck->pending, ck->flushing, 0);
+    ck->a_step = ck->cur_step;
     return rc ? rc : comm_failed(ck, ck->t.isum_start(ck->t.ctx, ck->av, av_len(ck), &ck->areq));
 }
 
@@ -849,7 +858,7 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
     check_manifests(ck);
     ck->err_is_ckpt = 0;
     int was_pending = ck->pending, was_flushing = ck->flushing, active = ck->pending || ck->flushing;
-    int polled = ck->areq != NULL, rc = settle_posted(ck);
+    int polled = ck->areq != NULL && s->step >= ck->a_step + SETTLE_LAG, rc = polled ? settle_posted(ck) : 0;
     if (polled)
         schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->flushing);
     if (!rc)
@@ -863,7 +872,7 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
         ck->next_poll = s->step + 2; /* the exchange is posted at the next update and tested one step later */
     }
     was_pending = ck->pending;
-    if (!rc && (ck->pending || ck->flushing) && s->step >= ck->next_poll) {
+    if (!rc && !ck->areq && (ck->pending || ck->flushing) && s->step >= ck->next_poll) {
         rc = post_row(ck); /* one process: settles at once */
         active = 1;
         if (!ck->t.isum_start)

@@ -36,6 +36,7 @@ struct so_ckpt {
     ck_task t_prep;              /* prefaults stage and pbuf at start-up */
     int64_t *av;                 /* agreement vector (ckpt.c: local_row), in MPI's hands while areq */
     void *areq;
+    long a_step;                 /* step at which areq was posted (settled SETTLE_LAG steps later) */
     long next_poll, poll_gap;    /* progress rounds: when the next is posted (schedule_poll) */
     int a_ckpt, a_flush, a_fbad; /* what av's pending round covers; this rank's flush failure */
     char *manifest_text;

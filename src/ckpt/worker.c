@@ -16,7 +16,7 @@ static int prepare(ck_worker *w, ck_task *t)
 {
     int rc = t->prepare ? t->prepare(t->prep_arg, t) : 0;
     pthread_mutex_lock(&w->mu);
-    t->prepared = 1;
+    atomic_store_explicit(&t->prepared, 1, memory_order_release);
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     return rc;
@@ -93,7 +93,7 @@ static void *loop(void *arg)
         report(w, t); /* before CK_DONE: once a task is done, its events are recorded */
         w->head = (w->head + 1) % CK_QUEUE;
         w->n--;
-        t->state = CK_DONE;
+        atomic_store_explicit(&t->state, CK_DONE, memory_order_release);
         pthread_cond_broadcast(&w->cv);
     }
     pthread_mutex_unlock(&w->mu);
@@ -140,8 +140,11 @@ void ck_worker_submit(ck_worker *w, ck_task *t)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* Polls (wait = 0) never take the lock: see ck_task.state. */
 int ck_task_done(ck_worker *w, ck_task *t, int wait)
 {
+    if (!wait)
+        return atomic_load_explicit(&t->state, memory_order_acquire) != CK_QUEUED;
     pthread_mutex_lock(&w->mu);
     while (wait && t->state == CK_QUEUED)
         pthread_cond_wait(&w->cv, &w->mu);
@@ -152,6 +155,9 @@ int ck_task_done(ck_worker *w, ck_task *t, int wait)
 
 int ck_task_prepared(ck_worker *w, ck_task *t, int wait)
 {
+    if (!wait)
+        return atomic_load_explicit(&t->state, memory_order_acquire) != CK_QUEUED ||
+               atomic_load_explicit(&t->prepared, memory_order_acquire);
     pthread_mutex_lock(&w->mu);
     while (wait && t->state == CK_QUEUED && !t->prepared)
         pthread_cond_wait(&w->cv, &w->mu);
