@@ -371,7 +371,9 @@ static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int
     return wrong ? 1 : 0;
 }
 
-/* The algorithm list: one name, or the reference followed by every algorithm. */
+/* The algorithm list: all (the reference followed by every algorithm), or
+ * names separated by commas (the reference by its name, e.g. MPI_Allreduce:
+ * first in the list, it is the speedup column's baseline). */
 static int make_algos(const coll_desc *d, const char *name, algo_result *res)
 {
     int n = 0;
@@ -381,11 +383,20 @@ static int make_algos(const coll_desc *d, const char *name, algo_result *res)
             res[n++].algo = a;
         return n;
     }
-    int a;
-    if (so_coll_algo_parse(d->kind, name, &a))
-        return -1;
-    res[0].algo = a;
-    return 1;
+    char one[64];
+    for (const char *p = name; n < MAX_ALGOS; p++) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof one)
+            return so_err(SO_EINVAL, "bad algorithm list '%s'", name), -1;
+        memcpy(one, p, len);
+        one[len] = '\0';
+        if (so_coll_algo_parse(d->kind, one, &res[n++].algo))
+            return -1;
+        p += len;
+        if (!*p)
+            return n;
+    }
+    return so_err(SO_EINVAL, "--algo: more than %d algorithms", MAX_ALGOS), -1;
 }
 
 static int bench_main(const coll_desc *d, const bench_opts *o, const size_t *sizes, int nsizes)
@@ -460,7 +471,7 @@ int cmd_bench_coll(int argc, char **argv)
         {"sizes", OPT_STR, &o.sizes, "A,B,..", "explicit list of sizes instead of -m", 0, -1, NULL},
         {"warmup", OPT_INT, &o.warmup, "N", "untimed runs per size and algorithm (-x; -1 = auto)", -1, 1e6, NULL},
         {"iterations", OPT_INT, &o.iters, "N", "timed runs per size and algorithm (-i; 0 = auto)", 0, 1e7, NULL},
-        {"algo", OPT_STR, &o.algo, "NAME", "one algorithm, or all (with the MPI reference)", 0, -1, NULL},
+        {"algo", OPT_STR, &o.algo, "NAME", "all (with the MPI reference), or a comma list (e.g. MPI_Allreduce,hier)", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &o.rpn, "K", "emulate nodes of K ranks (0 = real nodes)", 0, 1e6, NULL},
         {"check", OPT_FLAG, &o.check, NULL, "verify results (exit 1 if any is wrong)", 0, -1, NULL},
         {"tuning", OPT_STR, &o.tuning, "FILE", "tuning table for auto and the model column", 0, -1, NULL},

@@ -50,15 +50,18 @@ static int small_reduce(so_shm *s, const float *send, float *recv, size_t count,
     return 0;
 }
 
-/* Stores into the window: streaming (non-temporal) with SCALEOUT_SHM_NT=1, so
- * peers read them from memory instead of snooping our cache. Off by default:
- * measured slower here (1 MiB: 1112 vs 644 us, np 2, far placement). */
+/* Stores into the window: streaming (non-temporal) unless SCALEOUT_SHM_NT=0,
+ * so peers read them from memory instead of snooping our cache. On the
+ * 2-vCPU EPYC the cached copies fell into a slow mode (1.3-1.6 GB/s busbw,
+ * as slow as 0.55x MPI_Allreduce) in half the runs, at near and far core
+ * placement alike; streaming stores gave 4-8 GB/s in every run (np 2, 256 KiB
+ * to 64 MiB, docs/PERFORMANCE.md). (On the earlier Xeon VM they were slower.) */
 static void copy(float *dst, const float *src, size_t n)
 {
     static int nt = -1;
     if (nt < 0) {
         const char *e = getenv("SCALEOUT_SHM_NT");
-        nt = e && *e == '1';
+        nt = !(e && *e == '0');
     }
     if (nt)
         so_copy_nt(dst, src, n);

@@ -14,6 +14,11 @@ add_test(NAME test_coll_quick_np7 COMMAND bash ${SO_MPIRUN} -np 7 $<TARGET_FILE:
 add_test(NAME test_coll_quick_np8 COMMAND bash ${SO_MPIRUN} -np 8 $<TARGET_FILE:test_coll> 8 quick)
 set_tests_properties(test_coll_quick_np7 test_coll_quick_np8 PROPERTIES TIMEOUT 180
   LABELS "mpi;coll" ENVIRONMENT "${SO_MPI_TEST_ENV}")
+# hier's window copies with plain stores (SCALEOUT_SHM_NT=0; streaming is the
+# default) and a chunk that does not divide the multi-MiB count's slices.
+add_test(NAME test_coll_cached_np3 COMMAND bash ${SO_MPIRUN} -np 3 $<TARGET_FILE:test_coll> 3 quick)
+set_tests_properties(test_coll_cached_np3 PROPERTIES TIMEOUT 180 LABELS "mpi;coll"
+  ENVIRONMENT "${SO_MPI_TEST_ENV};SCALEOUT_SHM_NT=0;SCALEOUT_SHM_CHUNK=200000")
 
 # CLI: bench --check at np 2 and 3, tune -> auto, bad flags exit 2.
 add_test(NAME coll_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/coll_cli.sh
