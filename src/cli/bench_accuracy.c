@@ -34,7 +34,7 @@ static const char *const schedules[] = {"constant", "cosine", NULL};
 static int parse(acc_args *a, int argc, char **argv)
 {
     *a = (acc_args){.model = "lenet5", .dataset = "fashion-mnist", .data_dir = "/usr/share/datasets/fashion-mnist",
-                    .backend = "onednn", .conv_algo = "auto", .optimizer = "momentum", .allreduce = "mpi", .schedule = "constant", .batch = 64,
+                    .backend = "onednn", .conv_algo = "auto", .optimizer = "momentum", .allreduce = CLI_DEFAULT_ALLREDUCE, .schedule = "constant", .batch = 64,
                     .max_epochs = 10, .threads = 1, .prefetch = 4, .seed = 42, .target = -1, .lr = 0.01f,
                     .momentum = 0.9f};
     const cli_opt opts[] = {

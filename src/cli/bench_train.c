@@ -32,7 +32,7 @@ static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad
 
 static int parse(bt_args *a, int argc, char **argv)
 {
-    *a = (bt_args){.model = "resnet20", .backend = "onednn", .conv_algo = "auto", .optimizer = "momentum", .allreduce = "mpi",
+    *a = (bt_args){.model = "resnet20", .backend = "onednn", .conv_algo = "auto", .optimizer = "momentum", .allreduce = CLI_DEFAULT_ALLREDUCE,
                    .batch = 32, .warmup = 10, .batches = 100, .display = 10, .threads = 1, .prefetch = 4,
                    .seed = 42, .lr = 0.01f, .momentum = 0.9f, .bucket_mb = 25};
     const cli_opt opts[] = {

@@ -7,6 +7,12 @@
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_HELP = 3 };
 
+/* The gradient allreduce of every training command unless --allreduce says
+ * otherwise: per bucket, what the tuning table (or the built-in alpha-beta
+ * model) predicts fastest -- on one node the shared-memory `hier`, which took
+ * np=2 LeNet-5 from 1.70x to 1.98x over np=1 (docs/PERFORMANCE.md). */
+#define CLI_DEFAULT_ALLREDUCE "auto"
+
 typedef enum { OPT_INT, OPT_LONG, OPT_FLOAT, OPT_STR, OPT_FLAG, OPT_CHOICE } cli_opt_type;
 
 typedef struct {

@@ -47,7 +47,7 @@ static int parse(train_args *a, int argc, char **argv)
                       .scale_lr = "none", .batch = 64, .epochs = 1, .threads = 1, .eval_every = 1, .accumulate = 1,
                       .prefetch = 4, .synthetic_n = 0, .warmup_steps = 10, .seed = 42, .lr = 0.01f, .momentum = 0.9f,
                       .step_epochs = 30, .gamma = 0.1f, .bucket_mb_arg = "25", .first_bucket_mb = 1,
-                      .allreduce = "mpi", .stall_warning = 60, .comm_timeout = 300,
+                      .allreduce = CLI_DEFAULT_ALLREDUCE, .stall_warning = 60, .comm_timeout = 300,
                       .profile_detail = "layer", .timeline_steps = "0:30"};
     ckpt_args_defaults(&a->ck);
     const cli_opt opts[] = {

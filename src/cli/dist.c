@@ -87,8 +87,8 @@ static int open_mpi(const dist_options *o, dist_handle *h)
     int rc = so_comm_init(NULL, NULL, &h->comm);
     if (rc)
         return rc;
-    so_allreduce_algo algo = SO_ALLREDUCE_MPI;
-    if (o && o->allreduce && so_allreduce_algo_parse(o->allreduce, &algo))
+    so_allreduce_algo algo = SO_ALLREDUCE_AUTO;
+    if (so_allreduce_algo_parse(o && o->allreduce ? o->allreduce : CLI_DEFAULT_ALLREDUCE, &algo))
         so_comm_abort(h->comm, CLI_USAGE, so_errmsg());
     if (o)
         so_comm_set_timeouts(h->comm, o->stall_warning, o->comm_timeout);

@@ -293,7 +293,7 @@ int prof_glue_start(const prof_options *o, dist_handle *dh, so_model *m, so_trai
     g->dh = dh;
     g->rank = d ? d->rank : 0;
     g->world = d ? d->world : 1;
-    g->allreduce = o->allreduce ? o->allreduce : "mpi";
+    g->allreduce = o->allreduce ? o->allreduce : CLI_DEFAULT_ALLREDUCE;
     g->steps = o->steps;
     g->origin = so_now();
     prof_clock_test_init(&g->test, g->origin);
