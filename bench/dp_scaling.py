@@ -6,7 +6,9 @@ speedup np2/np1, scaling efficiency, the ratio to DDP, the share of
 communication hidden behind backward (from scaleout's --json), and the
 compute ceiling of np=2 here: two independent 1-rank trainings at once, one
 per core ("2 x np1 at once"; its ratio to np1 is the best speedup np=2 could
-show if communication were free).
+show if communication were free), and scale-up beside scale-out (the shape
+of the Horovod/Dell comparison): one process with 2 threads at the global
+batch 2B against np=2 x 1 thread x B.
 
     /usr/bin/python3 bench/dp_scaling.py --bin build/scaleout [--repeat 3] [--rows lenet5:64:300,...]
         [--scaleout-args "--bucket-mb auto --allreduce auto"]
@@ -61,6 +63,16 @@ def pair(binary, model, batch, steps, warmup):
     return total
 
 
+def scale_up(binary, model, batch, steps, warmup):
+    """Scale-up: one process, both cores as 2 compute threads, global batch 2B."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        subprocess.run([binary, "train", "--model", model, "--dataset", "synthetic", "--batch-size", str(2 * batch),
+                        "--steps", str(steps + warmup), "--warmup-steps", str(warmup), "--threads", "2",
+                        "--eval-every", "-1", "--progress", "none", "--json", f.name],
+                       check=True, stdout=subprocess.DEVNULL)
+        return json.load(open(f.name))["images_per_sec"]
+
+
 def ddp(model, batch, steps, warmup, np):
     cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_ddp.py"), "--model", model, "--batch", str(batch),
            "--np", str(np), "--steps", str(steps), "--warmup", str(warmup)]
@@ -86,9 +98,9 @@ def main():
                                     for p in (r.split(":") for r in a.rows.split(","))]
     print(f"{'model':9} {'batch':>5} | {'scaleout np1':>24} {'scaleout np2':>24} {'speedup':>7} {'eff':>5} "
           f"{'overlap':>7} | {'2 x np1 at once':>24} {'ceiling':>7} | {'DDP np1':>22} {'DDP np2':>22} {'speedup':>7} | "
-          f"{'np2 vs DDP':>10}")
+          f"{'np2 vs DDP':>10} | {'1 proc x 2 thr, 2B':>24} {'np2 / it':>8}")
     for model, batch, steps, warmup in rows:
-        s1, s2, d1, d2, ov, pr = [], [], [], [], [], []
+        s1, s2, d1, d2, ov, pr, up = [], [], [], [], [], [], []
         for _ in range(a.repeat):
             s1.append(scaleout(a.bin, model, batch, steps, warmup, 1, extra)[0])
             v, o = scaleout(a.bin, model, batch, steps, warmup, 2, extra)
@@ -98,12 +110,13 @@ def main():
             pr.append(pair(a.bin, model, batch, steps, warmup))
             d1.append(ddp(model, batch, steps, warmup, 1))
             d2.append(ddp(model, batch, steps, warmup, 2))
+            up.append(scale_up(a.bin, model, batch, steps, warmup))
         m = statistics.median
         sp, dsp = m(s2) / m(s1), m(d2) / m(d1)
         print(f"{model:9} {batch:5} | {med(s1):>24} {med(s2):>24} {sp:7.2f} {sp / 2:5.2f} "
               f"{(f'{m(ov):.0f}%' if ov else '-'):>7} | {med(pr):>24} {m(pr) / m(s1):7.2f} | "
               f"{med(d1):>22} {med(d2):>22} {dsp:7.2f} | "
-              f"{m(s2) / m(d2):10.2f}", flush=True)
+              f"{m(s2) / m(d2):10.2f} | {med(up):>24} {m(s2) / m(up):8.2f}", flush=True)
 
 
 if __name__ == "__main__":
