@@ -137,10 +137,12 @@ static void throughput_chart(plotter *p)
     snprintf(body, sizeof body,
              "set title 'training throughput per model (total images/sec, tf_cnn_benchmarks formula)'\n"
              "set ylabel 'images/sec'\nset logscale y 10\nset grid ytics\nset style fill solid 0.6 border -1\n"
-             "set boxwidth 0.7\nset xtics rotate by -30 noenhanced\nset yrange [1:*]\nunset key\n"
-             "set offsets 0.5, 0.5, 0, 0\nset bmargin 7\nset rmargin 12\n"
+             /* vertical labels: a whole zoo at np 1 and 2 is 30 bars, and slanted ones overlapped */
+             "set boxwidth 0.7\nset xtics rotate by 90 right noenhanced font ',9'\nset yrange [1:*]\nunset key\n"
+             "set offsets 0.5, 0.5, graph 0.1, 0\nset bmargin 10\nset rmargin 4\n"
              "plot 'throughput.dat' using 0:2:xtic(1) with boxes, \\\n"
-             "     'throughput.dat' using 0:2:(sprintf('%%.0f', $2)) with labels offset 0,0.8");
+             "     'throughput.dat' using 0:2:(sprintf('%%.0f', $2)) with labels rotate by 90 left offset 0,0.4 "
+             "font ',8'");
     chart(p, "throughput", body);
 }
 
