@@ -103,11 +103,22 @@ int so_fold_out(so_fold *f, float *recv, size_t count, MPI_Comm comm, so_waiter 
  * Cached on a communicator as an attribute: the ranks of this (possibly
  * emulated) node, one MPI-3 shared window with a flag line and data areas per
  * rank, and the leaders communicator. Created on first use (collective). */
+/* What a rank publishes in its flag line before hier's zero-copy decision:
+ * the registered regions (ids, 0 = none) and offsets of its send and recv
+ * buffers, and the count. Zero-copy runs only if all node ranks agree. */
+typedef struct {
+    uint64_t send_id, send_off, recv_id, recv_off, count;
+} so_zc_pub;
+
 typedef struct so_shm {
     MPI_Comm node;    /* this node's ranks (emulated node within the real one) */
     MPI_Comm leaders; /* node_rank 0 of every node; MPI_COMM_NULL on other ranks */
+    MPI_Comm cross;   /* the ranks with this node rank on every node (hier's zero-copy) */
+    MPI_Group group;  /* node's group: a registered region is usable if its group is the same */
+    uint64_t serial;  /* process-unique id of this context (regions cache their group check) */
     int q, r;         /* node size, node rank */
     int nodes;        /* number of nodes */
+    int equal_q;      /* every node has q ranks (zero-copy across nodes needs it) */
     int yield;        /* ranks outnumber cores: polls yield the core */
     MPI_Win win;
     size_t small_n;   /* floats per small-message buffer (two per rank) */
@@ -116,6 +127,10 @@ typedef struct so_shm {
     float **small;    /* [q] 2 * small_n floats: double-buffered small messages */
     float **contrib;  /* [q] chunk_n floats: the slices rank j hands to the others */
     float **result;   /* [q] chunk_n floats: rank j's reduced slice of the chunk */
+    so_zc_pub **pub;  /* [q] rank j's zero-copy publication (in its flag line) */
+    float *zc_tmp;    /* private: SO_ZC_SUB floats, the zero-copy reduction's sub-chunk */
+    const float **zc_in; /* [q] zero copy: node rank j's send buffer (this call) */
+    float **zc_out;   /* [q] zero copy: node rank j's recv buffer */
     uint64_t epoch;   /* steps this rank has signalled (same count on every rank) */
     uint64_t calls;   /* small-message calls: picks the small buffer */
 } so_shm;
@@ -132,6 +147,36 @@ int so_shm_ranks_per_node(MPI_Comm comm);
  * a barrier over shared memory, watched by w. Writes before it are visible to
  * every node rank after it (release / acquire). */
 int so_shm_barrier(so_shm *s, so_waiter *w);
+
+/* ---- registered buffers (regbuf.c) ------------------------------------------------
+ * A region is one so_comm_buf_alloc: an MPI-3 shared window over the node of
+ * the communicator's hier context, one buffer per node rank, every one mapped
+ * in this process. The registry is process-wide (a mutex guards the list;
+ * regions live until the collective so_comm_buf_free, which must not overlap
+ * a collective that uses them). */
+typedef struct so_regbuf so_regbuf;
+
+/* The region holding [p, p + bytes) in THIS rank's buffer and the byte
+ * offset of p in it; NULL if none (plain memory). */
+so_regbuf *so_regbuf_find(const void *p, size_t bytes, size_t *off);
+/* Region id (same on every node rank; never 0). */
+uint64_t so_regbuf_id(const so_regbuf *g);
+/* 1 when the region's node ranks are exactly s's node, in the same order, so
+ * node rank j's buffer is so_regbuf_base(g, j). Cached per context. */
+int so_regbuf_matches(so_regbuf *g, const so_shm *s);
+/* Node rank j's buffer in this address space, and its usable bytes. */
+char *so_regbuf_base(const so_regbuf *g, int j);
+size_t so_regbuf_len(const so_regbuf *g, int j);
+
+/* hier's zero-copy path (allreduce_hier_zc.c), for count > small_n and q > 1:
+ * publishes this rank's buffers, one barrier, and if every node rank (and,
+ * across nodes, every node) passed matching registered buffers runs the whole
+ * allreduce and sets *done = 1; else *done = 0 and the copy path runs.
+ * Collective over comm's ranks in every case (same barrier count). */
+int so_hier_zc(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op, so_waiter *w,
+               int *done);
+/* Floats per sub-chunk of the zero-copy reduction (its private temp stays in L1/L2). */
+#define SO_ZC_SUB 4096
 
 /* ---- algorithm signatures (count > 0, op SUM/MAX/MIN, checked by the dispatcher) -- */
 so_allreduce_fn so_allreduce_ring, so_allreduce_rd, so_allreduce_rabenseifner, so_allreduce_tree,
