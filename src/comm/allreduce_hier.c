@@ -29,11 +29,23 @@
  *   barrier
  *   copy     R1 -> recv[s1]                  R0 -> recv[s0]
  * Every slice is reduced once (owner's values first, then node-rank order)
- * and copied: all ranks get identical bits. */
+ * and copied: all ranks get identical bits.
+ * Zero copy: above the small-message size, when every node rank's send and
+ * recv live in registered memory (so_comm_buf_alloc), allreduce_hier_zc.c
+ * runs instead of phases 1-2 (it decides, with all node ranks, first). */
 #include "coll_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Large-message calls by path, for so_comm_hier_path_counts. */
+static _Atomic uint64_t n_zero_copy, n_copied;
+
+void so_comm_hier_path_counts(uint64_t *zero_copy, uint64_t *copied)
+{
+    *zero_copy = atomic_load_explicit(&n_zero_copy, memory_order_relaxed);
+    *copied = atomic_load_explicit(&n_copied, memory_order_relaxed);
+}
 
 /* One barrier: publish the vector, reduce all q copies (count <= small_n). */
 static int small_reduce(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op,
@@ -139,6 +151,11 @@ int so_allreduce_hier(const float *send, float *recv, size_t count, so_reduce_op
     } else if (count <= s->small_n) {
         rc = small_reduce(s, send, recv, count, op, w);
     } else {
+        int done = 0;
+        rc = so_hier_zc(s, send, recv, count, op, w, &done); /* registered buffers: no copies */
+        atomic_fetch_add_explicit(done ? &n_zero_copy : &n_copied, !rc, memory_order_relaxed);
+        if (rc || done)
+            return rc;
         rc = chunk_reduce(s, send, recv, count, op, s->nodes == 1, w);
     }
     if (rc || s->nodes == 1)
