@@ -265,6 +265,18 @@ static void test_zc_bits(so_comm *c, const layout *l, float *a)
     CHECK(rc == 0 && bad == 0, "registered hier rpn %d: buckets change the bits (%zu differ; rc %d)", l->rpn, bad, rc);
     CHECK(l->nodes > 1 || badseq == 0, "registered hier rpn %d: %zu elements differ from the rank-order sum",
           l->rpn, badseq);
+    /* AVG: zero copy scales before its stores; the bits must be the sum's times 1/p. */
+    for (size_t i = 0; i < n; i++)
+        a[i] = bits_input(g_rank, i);
+    rc = so_comm_coll(c, SO_COLL_ALLREDUCE, SO_ALLREDUCE_HIER, a, a, n, SO_REDUCE_AVG, 0);
+    float inv = 1.0f / (float)g_size;
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float want = g_recv[i] * inv;
+        bad += memcmp(&a[i], &want, sizeof want) != 0;
+    }
+    CHECK(rc == 0 && bad == 0, "registered hier rpn %d avg: %zu elements differ from sum x 1/p (rc %d)", l->rpn,
+          bad, rc);
 }
 
 /* All registered cases under ranks-per-node rpn; `old` was registered under

@@ -138,11 +138,13 @@ static int shm_bcast(so_shm *s, float *recv, size_t count, so_waiter *w)
     return 0;
 }
 
-int so_allreduce_hier(const float *send, float *recv, size_t count, so_reduce_op op, MPI_Comm comm,
-                      so_waiter *w)
+/* hier with an optional scale (see so_allreduce_hier_scaled). */
+static int hier(const float *send, float *recv, size_t count, so_reduce_op op, float scale, MPI_Comm comm,
+                so_waiter *w, int *scaled)
 {
     so_shm *s;
     int rc = so_shm_get(comm, w, &s);
+    *scaled = 0;
     if (rc)
         return rc;
     if (s->q == 1) {
@@ -152,8 +154,9 @@ int so_allreduce_hier(const float *send, float *recv, size_t count, so_reduce_op
         rc = small_reduce(s, send, recv, count, op, w);
     } else {
         int done = 0;
-        rc = so_hier_zc(s, send, recv, count, op, w, &done); /* registered buffers: no copies */
+        rc = so_hier_zc(s, send, recv, count, op, scale, w, &done); /* registered buffers: no copies */
         atomic_fetch_add_explicit(done ? &n_zero_copy : &n_copied, !rc, memory_order_relaxed);
+        *scaled = done;
         if (rc || done)
             return rc;
         rc = chunk_reduce(s, send, recv, count, op, s->nodes == 1, w);
@@ -167,4 +170,17 @@ int so_allreduce_hier(const float *send, float *recv, size_t count, so_reduce_op
     if (!rc && s->q > 1)
         rc = shm_bcast(s, recv, count, w);
     return rc;
+}
+
+int so_allreduce_hier(const float *send, float *recv, size_t count, so_reduce_op op, MPI_Comm comm,
+                      so_waiter *w)
+{
+    int scaled;
+    return hier(send, recv, count, op, 1.0f, comm, w, &scaled);
+}
+
+int so_allreduce_hier_scaled(const float *send, float *recv, size_t count, float scale, MPI_Comm comm,
+                             so_waiter *w, int *scaled)
+{
+    return hier(send, recv, count, SO_REDUCE_SUM, scale, comm, w, scaled);
 }

@@ -30,6 +30,9 @@
  *             Rabenseifner large, as the leaders do), then copies it into
  *             its node peers' recv buffers.
  *          3. one barrier: every recv buffer is complete.
+ *          AVG: the dispatcher's 1/p is applied to the temp (or, across
+ *          nodes, to slice r after the cross allreduce) before the stores,
+ *          instead of in a second pass over recv (so_allreduce_hier_scaled).
  * Cost (one node of q ranks, n bytes): 2 alpha_shm + per rank n read (its
  *          slice of q buffers, (q-1)/q of it remote) + n written ((q-1)/q
  *          remote) + n/q gamma. Several nodes add the cross allreduce of n/q
@@ -111,9 +114,18 @@ out:
     return rc;
 }
 
+/* x[0..n) *= scale (AVG's 1/p), unless scale is 1. */
+static void scale_by(float *x, size_t n, float scale)
+{
+    if (scale != 1.0f)
+        for (size_t i = 0; i < n; i++)
+            x[i] *= scale;
+}
+
 /* Phase 1 on slice [lo, lo + len): reduce in node-rank order through the
- * temp, then store into every recv buffer (all = 1) or only our own. */
-static void reduce_slice(so_shm *s, size_t lo, size_t len, so_reduce_op op, int all)
+ * temp (scaled there while it is in L1), then store into every recv buffer
+ * (all = 1) or only our own. */
+static void reduce_slice(so_shm *s, size_t lo, size_t len, so_reduce_op op, float scale, int all)
 {
     float *t = s->zc_tmp;
     for (size_t o = lo; o < lo + len; o += SO_ZC_SUB) {
@@ -121,6 +133,8 @@ static void reduce_slice(so_shm *s, size_t lo, size_t len, so_reduce_op op, int 
         so_reduce_out(t, s->zc_in[0] + o, s->zc_in[1] + o, k, op);
         for (int j = 2; j < s->q; j++)
             so_reduce_acc(t, s->zc_in[j] + o, k, op);
+        if (all)
+            scale_by(t, k, scale);
         for (int j = 0; j < s->q; j++)
             if (j == s->r)
                 memcpy(s->zc_out[j] + o, t, k * sizeof *t);
@@ -130,17 +144,18 @@ static void reduce_slice(so_shm *s, size_t lo, size_t len, so_reduce_op op, int 
 }
 
 /* Phases 1-3 once everyone agreed. */
-static int run(so_shm *s, size_t count, so_reduce_op op, so_waiter *w)
+static int run(so_shm *s, size_t count, so_reduce_op op, float scale, so_waiter *w)
 {
     size_t lo, len;
     so_blk(count, s->q, s->r, &lo, &len);
-    reduce_slice(s, lo, len, op, s->nodes == 1);
+    reduce_slice(s, lo, len, op, scale, s->nodes == 1);
     if (s->nodes > 1 && len > 0) { /* same q everywhere: node rank r's slice is the same on every node */
         float *mine = s->zc_out[s->r] + lo;
         so_allreduce_algo a = so_allreduce_leaders_algo(len * sizeof *mine, s->nodes);
         int rc = so_allreduce_fn_of(a)(mine, mine, len, op, s->cross, w);
         if (rc)
             return rc;
+        scale_by(mine, len, scale);
         for (int j = 0; j < s->q; j++)
             if (j != s->r)
                 store_peer(s->zc_out[j] + lo, mine, len);
@@ -148,8 +163,8 @@ static int run(so_shm *s, size_t count, so_reduce_op op, so_waiter *w)
     return so_shm_barrier(s, w);
 }
 
-int so_hier_zc(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op, so_waiter *w,
-               int *done)
+int so_hier_zc(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op, float scale,
+               so_waiter *w, int *done)
 {
     int ok = 0, rc;
     *done = 0;
@@ -162,5 +177,5 @@ int so_hier_zc(so_shm *s, const float *send, float *recv, size_t count, so_reduc
     if (!ok)
         return 0;
     *done = 1;
-    return run(s, count, op, w);
+    return run(s, count, op, scale, w);
 }

@@ -171,10 +171,11 @@ size_t so_regbuf_len(const so_regbuf *g, int j);
 /* hier's zero-copy path (allreduce_hier_zc.c), for count > small_n and q > 1:
  * publishes this rank's buffers, one barrier, and if every node rank (and,
  * across nodes, every node) passed matching registered buffers runs the whole
- * allreduce and sets *done = 1; else *done = 0 and the copy path runs.
- * Collective over comm's ranks in every case (same barrier count). */
-int so_hier_zc(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op, so_waiter *w,
-               int *done);
+ * allreduce (results multiplied by scale, unless it is 1) and sets *done = 1;
+ * else *done = 0 and the copy path runs. Collective over comm's ranks in
+ * every case (same barrier count). */
+int so_hier_zc(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op, float scale,
+               so_waiter *w, int *done);
 /* Floats per sub-chunk of the zero-copy reduction (its private temp stays in L1/L2). */
 #define SO_ZC_SUB 4096
 
@@ -194,6 +195,13 @@ typedef int so_bcast_fn(float *buf, size_t count, int root, MPI_Comm comm, so_wa
 so_rs_fn so_reduce_scatter_mpi, so_reduce_scatter_ring;
 so_ag_fn so_allgather_mpi, so_allgather_ring;
 so_bcast_fn so_bcast_mpi, so_bcast_binomial, so_bcast_pipeline;
+
+/* hier's SUM that may also multiply by `scale` (AVG's 1/p) where it costs
+ * nothing -- in the zero-copy path, before its stores, instead of a second
+ * pass over recv. *scaled = 1 when recv is already scaled (same bits as
+ * scaling afterwards: one multiply per element either way). */
+int so_allreduce_hier_scaled(const float *send, float *recv, size_t count, float scale, MPI_Comm comm,
+                             so_waiter *w, int *scaled);
 
 /* The p2p algorithm hier uses among node leaders for `bytes` (never hier/auto/mpi). */
 so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes);
