@@ -66,7 +66,8 @@ static int run_size(so_comm *c, float *plain, float *reg, float *scratch, size_t
         return so_err(SO_ENOMEM, "out of memory");
     for (int it = 0; it < iters && !rc; it++)
         for (int m = 0; m < modes && !rc; m++)
-            rc = step(c, m, m == ZC_MODE ? reg : plain, scratch, n, it, &t[(size_t)(m * 2) * (size_t)iters + 2 * (size_t)it]);
+            rc = step(c, m, m == ZC_MODE ? reg : plain, scratch, n, it,
+                      &t[(size_t)(m * 2) * (size_t)iters + 2 * (size_t)it]);
     if (!rc && so_comm_rank(c) == 0) {
         printf("%10zu", bytes);
         for (int m = 0; m < modes; m++) {

@@ -17,8 +17,11 @@
  *             nonzero. Several nodes: the nodes' decisions are combined by a
  *             one-int MPI_MIN over the cross communicator (node rank r of
  *             every node), so all nodes take the same path. Otherwise the
- *             copy path of allreduce_hier.c runs (its barriers follow this
- *             one on every node rank alike).
+ *             copy path of allreduce_hier.c runs; a rank that published
+ *             "none" handed its first chunk over before the barrier, so when
+ *             nobody registered the barrier is the copy path's first one (no
+ *             cost); when some did (mixed), they hand over after it and one
+ *             more barrier follows -- the same count on every node rank.
  *          1. node rank r reduces slice r (so_blk of the whole vector) of the
  *             q send buffers in node-rank order 0..q-1 -- the small path's
  *             order, so bits do not depend on bucket size or sub-chunking and
@@ -38,8 +41,8 @@
  *          remote) + n/q gamma. Several nodes add the cross allreduce of n/q
  *          bytes, run by all q ranks of a node in parallel (each rank's share
  *          of the network traffic is 1/q of the leader path's), and
- *          (q-1)/q n remote writes. Plus, always, the decision barrier (and
- *          across nodes a one-int allreduce) -- also paid when it falls back.
+ *          (q-1)/q n remote writes. Across nodes the one-int allreduce of
+ *          phase 0 is paid on every large call, registered or not.
  * Step table, q = 2, one node, in place (b0, b1: the ranks' buffers):
  *            node rank 0                       node rank 1
  *   publish  (id, off, id, off, n)             (id, off, id, off, n)
@@ -77,33 +80,43 @@ static so_regbuf *usable(so_shm *s, const void *p, size_t bytes, size_t *off)
     return g && so_regbuf_matches(g, s) ? g : NULL;
 }
 
-/* Phase 0 on this node: publish, barrier, compare. Sets the q input and
- * output pointers when every node rank published the same registered tuple. */
-static int node_decide(so_shm *s, const float *send, float *recv, size_t count, so_waiter *w, int *ok)
+int so_hier_zc_publish(so_shm *s, const float *send, const float *recv, size_t count)
 {
     size_t bytes = count * sizeof(float), so = 0, ro = 0;
     so_regbuf *a = usable(s, send, bytes, &so), *b = usable(s, recv, bytes, &ro);
-    *s->pub[s->r] = a && b ? (so_zc_pub){so_regbuf_id(a), so, so_regbuf_id(b), ro, count}
-                           : (so_zc_pub){0, 0, 0, 0, count};
-    int rc = so_shm_barrier(s, w);
-    if (rc)
-        return rc;
-    const so_zc_pub *me = s->pub[s->r];
-    *ok = me->send_id != 0;
-    for (int j = 0; j < s->q && *ok; j++) {
-        const so_zc_pub *p = s->pub[j];
-        *ok = p->send_id == me->send_id && p->send_off == me->send_off && p->recv_id == me->recv_id &&
-              p->recv_off == me->recv_off && p->count == me->count &&
-              so + bytes <= so_regbuf_len(a, j) && ro + bytes <= so_regbuf_len(b, j);
-    }
-    for (int j = 0; *ok && j < s->q; j++) {
-        s->zc_in[j] = (const float *)(so_regbuf_base(a, j) + so);
-        s->zc_out[j] = (float *)(so_regbuf_base(b, j) + ro);
-    }
-    return 0;
+    int reg = a && b;
+    s->zc_send = reg ? a : NULL;
+    s->zc_recv = reg ? b : NULL;
+    *s->pub[s->r] = reg ? (so_zc_pub){so_regbuf_id(a), so, so_regbuf_id(b), ro, count}
+                        : (so_zc_pub){0, 0, 0, 0, count};
+    return reg;
 }
 
-/* Every node's decision, the same on every rank: MIN over node rank r's peers. */
+/* After the barrier: every node rank registered, at the same regions and
+ * offsets, inside every rank's buffer? Then point zc_in / zc_out at them.
+ * *any: somebody registered (the others then hand over late: MIXED). */
+static int all_match(so_shm *s, int *any)
+{
+    const so_zc_pub *me = s->pub[s->r];
+    size_t end = (size_t)me->count * sizeof(float);
+    int ok = 1;
+    *any = 0;
+    for (int j = 0; j < s->q; j++) {
+        const so_zc_pub *p = s->pub[j];
+        *any |= p->send_id != 0;
+        ok = ok && p->send_id != 0 && p->send_id == me->send_id && p->send_off == me->send_off &&
+             p->recv_id == me->recv_id && p->recv_off == me->recv_off && p->count == me->count &&
+             me->send_off + end <= so_regbuf_len(s->zc_send, j) &&
+             me->recv_off + end <= so_regbuf_len(s->zc_recv, j);
+    }
+    for (int j = 0; ok && j < s->q; j++) {
+        s->zc_in[j] = (const float *)(so_regbuf_base(s->zc_send, j) + me->send_off);
+        s->zc_out[j] = (float *)(so_regbuf_base(s->zc_recv, j) + me->recv_off);
+    }
+    return ok;
+}
+
+/* Every node's answer, the same on every rank: MIN over node rank r's peers. */
 static int cross_agree(so_shm *s, so_waiter *w, int *ok)
 {
     int rc = 0;
@@ -112,6 +125,18 @@ static int cross_agree(so_shm *s, so_waiter *w, int *ok)
     rc = so_coll_wait(w, 1, &req);
 out:
     return rc;
+}
+
+int so_hier_zc_decide(so_shm *s, so_waiter *w, so_zc_mode *mode)
+{
+    int any = 0, ok, rc = so_shm_barrier(s, w);
+    if (rc)
+        return rc;
+    ok = all_match(s, &any); /* reads only the tuples: the same answer on every node rank */
+    if (s->nodes > 1 && (rc = cross_agree(s, w, &ok)))
+        return rc;
+    *mode = ok ? SO_ZC_RUN : any ? SO_ZC_MIXED : SO_ZC_COPY;
+    return 0;
 }
 
 /* x[0..n) *= scale (AVG's 1/p), unless scale is 1. */
@@ -143,8 +168,7 @@ static void reduce_slice(so_shm *s, size_t lo, size_t len, so_reduce_op op, floa
     }
 }
 
-/* Phases 1-3 once everyone agreed. */
-static int run(so_shm *s, size_t count, so_reduce_op op, float scale, so_waiter *w)
+int so_hier_zc_run(so_shm *s, size_t count, so_reduce_op op, float scale, so_waiter *w)
 {
     size_t lo, len;
     so_blk(count, s->q, s->r, &lo, &len);
@@ -161,21 +185,4 @@ static int run(so_shm *s, size_t count, so_reduce_op op, float scale, so_waiter 
                 store_peer(s->zc_out[j] + lo, mine, len);
     }
     return so_shm_barrier(s, w);
-}
-
-int so_hier_zc(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op, float scale,
-               so_waiter *w, int *done)
-{
-    int ok = 0, rc;
-    *done = 0;
-    if (s->nodes > 1 && !s->equal_q) /* known alike on every rank: no need to ask */
-        return 0;
-    if ((rc = node_decide(s, send, recv, count, w, &ok)))
-        return rc;
-    if (s->nodes > 1 && (rc = cross_agree(s, w, &ok)))
-        return rc;
-    if (!ok)
-        return 0;
-    *done = 1;
-    return run(s, count, op, scale, w);
 }

@@ -129,6 +129,7 @@ typedef struct so_shm {
     float **result;   /* [q] chunk_n floats: rank j's reduced slice of the chunk */
     so_zc_pub **pub;  /* [q] rank j's zero-copy publication (in its flag line) */
     float *zc_tmp;    /* private: SO_ZC_SUB floats, the zero-copy reduction's sub-chunk */
+    struct so_regbuf *zc_send, *zc_recv; /* zero copy: this call's regions (NULL: none) */
     const float **zc_in; /* [q] zero copy: node rank j's send buffer (this call) */
     float **zc_out;   /* [q] zero copy: node rank j's recv buffer */
     uint64_t epoch;   /* steps this rank has signalled (same count on every rank) */
@@ -168,14 +169,19 @@ int so_regbuf_matches(so_regbuf *g, const so_shm *s);
 char *so_regbuf_base(const so_regbuf *g, int j);
 size_t so_regbuf_len(const so_regbuf *g, int j);
 
-/* hier's zero-copy path (allreduce_hier_zc.c), for count > small_n and q > 1:
- * publishes this rank's buffers, one barrier, and if every node rank (and,
- * across nodes, every node) passed matching registered buffers runs the whole
- * allreduce (results multiplied by scale, unless it is 1) and sets *done = 1;
- * else *done = 0 and the copy path runs. Collective over comm's ranks in
- * every case (same barrier count). */
-int so_hier_zc(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op, float scale,
-               so_waiter *w, int *done);
+/* hier's zero-copy path (allreduce_hier_zc.c), for count > small_n, q > 1
+ * and (several nodes) equal node sizes, in three steps:
+ * publish writes this rank's tuple into its flag line and returns 1 if its
+ * buffers are registered here (0: "none"); decide is one barrier and the
+ * comparison of the q tuples (and, across nodes, of the nodes' answers),
+ * giving the same mode on every node rank: RUN (all registered alike: call
+ * run), COPY (nobody registered), MIXED (some did, or not alike). run does
+ * the whole allreduce, multiplied by scale unless it is 1, and ends with a
+ * barrier. */
+typedef enum { SO_ZC_RUN, SO_ZC_COPY, SO_ZC_MIXED } so_zc_mode;
+int so_hier_zc_publish(so_shm *s, const float *send, const float *recv, size_t count);
+int so_hier_zc_decide(so_shm *s, so_waiter *w, so_zc_mode *mode);
+int so_hier_zc_run(so_shm *s, size_t count, so_reduce_op op, float scale, so_waiter *w);
 /* Floats per sub-chunk of the zero-copy reduction (its private temp stays in L1/L2). */
 #define SO_ZC_SUB 4096
 

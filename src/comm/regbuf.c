@@ -241,7 +241,7 @@ void so_comm_buf_free(so_comm *c, void *p)
         so_log(SO_LOG_ERROR, "so_comm_buf_free: %p is not a buffer of so_comm_buf_alloc", p);
         return;
     }
-    if (g->win != MPI_WIN_NULL && so_comm_check_idle(c)) { /* a collective may still use it: leave it to so_comm_finalize */
+    if (g->win != MPI_WIN_NULL && so_comm_check_idle(c)) { /* in use: so_comm_finalize frees it */
         so_log(SO_LOG_ERROR, "so_comm_buf_free: %s", so_errmsg());
         return;
     }
