@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI tests of `scaleout bench` and `scaleout tune`: bench --check --algo all
-# at np 2 and 3 (every algorithm correct, exit 0), tune writing a table that
-# auto then reads, and bad flags exiting 2 with a one-line message.
+# at np 2 and 3 (every algorithm correct, exit 0; also on registered buffers,
+# where hier must run zero-copy), tune writing a table that auto then reads,
+# and bad flags exiting 2 with a one-line message.
 # Usage: coll_cli.sh SCALEOUT_BINARY MPIRUN_SH
 set -uo pipefail
 bin="$1"
@@ -28,6 +29,19 @@ for np in 2 3; do
   wrong=$(tail -n +2 "$tmp/b$np.csv" | awk -F, '$10 != 0' | wc -l)
   [ "$rows" -eq 152 ] && [ "$wrong" -eq 0 ] && ok "csv rows $rows, none wrong" || bad "csv rows $rows wrong $wrong"
   grep -q '"speedup_vs_mpi"' "$tmp/b$np.json" && ok "json written" || bad "json missing"
+done
+# Registered buffers: every algorithm still correct on them, and hier above
+# 64 KiB runs zero-copy (np 3 with emulated nodes of 2: one node has 1 rank,
+# so hier falls back to the leader path there: no zero-copy calls).
+for args in "2 0 [1-9]" "3 0 [1-9]" "3 2 0"; do
+  set -- $args
+  if bash "$mpirun" -np "$1" "$bin" bench allreduce --check --registered --algo all --ranks-per-node "$2" \
+       --sizes 4,4100,65540,1048580 -i 3 -x 1 >"$tmp/r.out" 2>&1 &&
+     grep -Eq "^# hier above the small-message size: $3[0-9]* zero-copy calls" "$tmp/r.out"; then
+    ok "bench allreduce --registered np $1 rpn $2"
+  else
+    bad "bench allreduce --registered np $1 rpn $2"; cat "$tmp/r.out"
+  fi
 done
 for coll in reduce-scatter allgather bcast; do
   bash "$mpirun" -np 3 "$bin" bench "$coll" --check --algo all --sizes 4,1000,65540 -i 2 >"$tmp/c.out" 2>&1 \

@@ -147,6 +147,161 @@ static void test_identical_bits(so_comm *c, int algo)
           so_allreduce_algo_name(algo));
 }
 
+/* ---- registered buffers: hier's zero-copy path ----------------------------------
+ * Every case checks the exact result AND which path ran (so_comm_hier_path_counts),
+ * so a zero-copy path that silently never engages fails too. */
+
+#define BIG2 1680001 /* 6.4 MiB, also not a multiple of any p in 2..8 */
+#define REG_N (BIG2 + 15) /* floats per buffer: room for BIG2 and a 16-float shift */
+static const size_t reg_counts[] = {0, 1, 2, 3, 7, 1023, 65537, BIG, BIG2};
+#define NREG (sizeof reg_counts / sizeof *reg_counts)
+
+/* The node layout the current ranks-per-node gives (as hier's context sees it). */
+typedef struct {
+    int rpn, q, nodes, equal_q;
+    size_t small_n; /* floats: hier's one-barrier limit */
+} layout;
+
+static layout get_layout(so_comm *c, int rpn)
+{
+    so_comm_node nd;
+    so_comm_node_info(c, &nd);
+    int64_t qq[2] = {nd.node_size, -nd.node_size};
+    if (so_comm_allreduce_i64(c, qq, 2, SO_REDUCE_MAX))
+        so_comm_abort(c, 1, so_errmsg());
+    const char *e = getenv("SCALEOUT_SHM_SMALL");
+    size_t small = e && *e ? (size_t)strtoull(e, NULL, 10) / 64 * 64 : 65536;
+    return (layout){rpn, nd.node_size, nd.num_nodes, qq[0] == -qq[1], small / sizeof(float)};
+}
+
+/* Would hier run zero-copy on n floats if every rank registered them alike? */
+static int zc_expected(const layout *l, size_t n, int same_grouping)
+{
+    return same_grouping && l->q > 1 && n > l->small_n && (l->nodes == 1 || l->equal_q);
+}
+
+/* One hier allreduce of n floats on integer data, checked exactly, plus the path. */
+static void reg_case(so_comm *c, const layout *l, const float *send, float *recv, size_t n, so_reduce_op op,
+                     int want_zc, const char *what)
+{
+    float *in = (float *)send;
+    for (size_t i = 0; i < n; i++) {
+        recv[i] = -77.0f; /* out of place: every element must be written */
+        in[i] = input(g_rank, i, op);
+    }
+    uint64_t z0, c0, z1, c1;
+    so_comm_hier_path_counts(&z0, &c0);
+    int rc = so_comm_coll(c, SO_COLL_ALLREDUCE, SO_ALLREDUCE_HIER, send, recv, n, op, 0);
+    so_comm_hier_path_counts(&z1, &c1);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (recv[i] != expected(i, op) && !bad++)
+            first = i;
+    CHECK(rc == 0 && bad == 0 && (int)(z1 - z0) == want_zc,
+          "registered hier %s rpn %d %s count %zu: rc %d (%s), %zu wrong (first %zu: %g vs %g), zero copy %d "
+          "(want %d)", what, l->rpn, op_names[op], n, rc, rc ? so_errmsg() : "", bad, first,
+          n ? recv[first] : 0.0, n ? expected(first, op) : 0.0, (int)(z1 - z0), want_zc);
+}
+
+/* Every count and op, in place and out of place, in one region and across two. */
+static void test_registered(so_comm *c, const layout *l, float *a, float *b)
+{
+    for (size_t k = 0; k < NREG; k++) {
+        size_t n = reg_counts[k];
+        if (n > BIG && g_quick)
+            continue;
+        for (int op = SO_REDUCE_SUM; op <= SO_REDUCE_MIN; op++) {
+            if (n >= BIG && op != SO_REDUCE_SUM && op != SO_REDUCE_MAX)
+                continue;
+            int zc = zc_expected(l, n, 1);
+            reg_case(c, l, a, a, n, (so_reduce_op)op, zc, "in place");
+            reg_case(c, l, a + REG_N, a, n, (so_reduce_op)op, zc, "out of place, one region");
+            if (n >= 65537)
+                reg_case(c, l, a, b, n, (so_reduce_op)op, zc, "out of place, two regions");
+        }
+    }
+}
+
+/* Registered on some ranks only, or at different offsets: the copy path, right answers. */
+static void test_mixed(so_comm *c, const layout *l, float *a)
+{
+    size_t n = 65537;
+    int mine = g_rank == 0;
+    reg_case(c, l, mine ? a : g_send, mine ? a : g_send, n, SO_REDUCE_SUM, 0, "rank 0 registered, in place");
+    reg_case(c, l, mine ? a + REG_N : g_send, mine ? a : g_recv, n, SO_REDUCE_SUM, 0,
+             "rank 0 registered, out of place");
+    reg_case(c, l, mine ? g_send : a + REG_N, mine ? g_recv : a, n, SO_REDUCE_SUM, 0, "rank 0 plain");
+    reg_case(c, l, a + (mine ? 16 : 0), a + (mine ? 16 : 0), n, SO_REDUCE_SUM, 0, "rank 0 at another offset");
+    if (!g_quick)
+        reg_case(c, l, mine ? a : g_send, mine ? a : g_send, BIG, SO_REDUCE_MAX, 0, "rank 0 registered, big");
+}
+
+/* Rank r's element i of the bit tests: not integers, so the order of the sum shows. */
+static float bits_input(int r, size_t i) { return sinf((float)(i * 7 + (size_t)r * 13)) / 3.0f; }
+
+/* Non-integer data, registered, in place: the whole vector and the same vector
+ * in buckets (some under the small-message size, split off-slice) give the
+ * same bits; on one node they are the left-to-right sum over ranks 0..p-1. */
+static void test_zc_bits(so_comm *c, const layout *l, float *a)
+{
+    static const size_t cuts[] = {1000, 70000, 371001, 372024, BIG}; /* bucket ends */
+    size_t n = BIG, bad = 0, badseq = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n; i++)
+        a[i] = bits_input(g_rank, i);
+    rc = so_comm_coll(c, SO_COLL_ALLREDUCE, SO_ALLREDUCE_HIER, a, a, n, SO_REDUCE_SUM, 0);
+    memcpy(g_recv, a, n * sizeof *a);
+    for (size_t i = 0; i < n; i++)
+        a[i] = bits_input(g_rank, i);
+    for (size_t k = 0, lo = 0; k < sizeof cuts / sizeof *cuts && !rc; lo = cuts[k++])
+        rc = so_comm_coll(c, SO_COLL_ALLREDUCE, SO_ALLREDUCE_HIER, a + lo, a + lo, cuts[k] - lo, SO_REDUCE_SUM, 0);
+    for (size_t i = 0; i < n; i++) {
+        float seq = bits_input(0, i);
+        for (int r = 1; r < g_size; r++)
+            seq += bits_input(r, i);
+        bad += memcmp(&a[i], &g_recv[i], sizeof *a) != 0;
+        badseq += memcmp(&a[i], &seq, sizeof seq) != 0;
+    }
+    CHECK(rc == 0 && bad == 0, "registered hier rpn %d: buckets change the bits (%zu differ; rc %d)", l->rpn, bad, rc);
+    CHECK(l->nodes > 1 || badseq == 0, "registered hier rpn %d: %zu elements differ from the rank-order sum",
+          l->rpn, badseq);
+    /* AVG: zero copy scales before its stores; the bits must be the sum's times 1/p. */
+    for (size_t i = 0; i < n; i++)
+        a[i] = bits_input(g_rank, i);
+    rc = so_comm_coll(c, SO_COLL_ALLREDUCE, SO_ALLREDUCE_HIER, a, a, n, SO_REDUCE_AVG, 0);
+    float inv = 1.0f / (float)g_size;
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float want = g_recv[i] * inv;
+        bad += memcmp(&a[i], &want, sizeof want) != 0;
+    }
+    CHECK(rc == 0 && bad == 0, "registered hier rpn %d avg: %zu elements differ from sum x 1/p (rc %d)", l->rpn,
+          bad, rc);
+}
+
+/* All registered cases under ranks-per-node rpn; `old` was registered under
+ * rpn 0 (the whole machine): usable zero-copy only where the grouping is the same. */
+static void test_registered_all(so_comm *c, int rpn, float *old)
+{
+    layout l = get_layout(c, rpn);
+    float *a = NULL, *b = NULL;
+    int rc = so_comm_buf_alloc(c, 2 * REG_N * sizeof *a, (void **)&a);
+    if (!rc)
+        rc = so_comm_buf_alloc(c, REG_N * sizeof *b, (void **)&b);
+    CHECK(rc == 0 && ((uintptr_t)a & 63) == 0 && ((uintptr_t)b & 63) == 0, "so_comm_buf_alloc: rc %d (%s)", rc,
+          so_errmsg());
+    if (rc)
+        so_comm_abort(c, 1, "cannot go on without registered buffers");
+    test_registered(c, &l, a, b);
+    test_mixed(c, &l, a);
+    if (l.nodes <= 3 && (l.nodes == 1 || l.equal_q)) /* more nodes: rd and Rabenseifner may sum differently */
+        test_zc_bits(c, &l, a);
+    reg_case(c, &l, old, old, 65537, SO_REDUCE_SUM, zc_expected(&l, 65537, rpn == 0 || rpn >= g_size),
+             "registered under rpn 0");
+    so_comm_buf_free(c, b);
+    so_comm_buf_free(c, a);
+}
+
 /* Tuning file round trip, selection by rules and the fit (rank-local). */
 static void test_tuning(void)
 {
@@ -209,6 +364,10 @@ int main(int argc, char **argv)
     g_recv = malloc(BIG * sizeof *g_recv);
     if (!g_send || !g_recv)
         so_comm_abort(c, 1, "out of memory");
+    /* Left to so_comm_finalize on purpose: it must free what the caller did not. */
+    float *old = NULL;
+    if (so_comm_buf_alloc(c, 65537 * sizeof *old, (void **)&old))
+        so_comm_abort(c, 1, so_errmsg());
     static const int rpns[] = {0, 1, 2, 3};
     for (size_t k = 0; k < sizeof rpns / sizeof *rpns; k++) {
         if (so_comm_set_ranks_per_node(c, rpns[k]))
@@ -218,6 +377,7 @@ int main(int argc, char **argv)
                 test_allreduce(c, a, rpns[k]);
                 test_identical_bits(c, a);
             }
+        test_registered_all(c, rpns[k], old);
     }
     so_comm_set_ranks_per_node(c, 0);
     for (int a = 0; a < SO_RS_COUNT; a++)

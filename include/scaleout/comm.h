@@ -57,7 +57,8 @@ typedef enum {
  * so_comm_abort(NULL, ...). */
 int so_comm_init(int *argc, char ***argv, so_comm **out);
 
-/* Frees the communicators and, if so_comm_init started MPI, finalises it.
+/* Frees the registered buffers still allocated (collective), the
+ * communicators and, if so_comm_init started MPI, finalises it.
  * Destroy every async engine first. Accepts NULL. */
 int so_comm_finalize(so_comm *c);
 
@@ -119,6 +120,34 @@ int so_comm_allreduce_i64(so_comm *c, int64_t *vals, size_t n, so_reduce_op op);
 int so_comm_allreduce_double(so_comm *c, double *vals, size_t n, so_reduce_op op);
 
 int so_comm_barrier(so_comm *c);
+
+/* ---- registered buffers (src/comm/regbuf.c) ------------------------------------
+ * Memory that every rank of a (possibly emulated, so_comm_set_ranks_per_node)
+ * node maps: an MPI-3 shared window over the node, one buffer per rank. When
+ * the send and recv buffers of an allreduce live in registered memory on every
+ * node rank, `hier` (and `auto` when it picks hier) reduces straight from the
+ * peers' buffers into the peers' buffers, without its copies through the
+ * shared window (docs/COLLECTIVES.md, "zero copy"). Any other buffer still
+ * works everywhere: registration only makes it faster.
+ *
+ * Contract: both calls are collective over c's ranks. Every rank calls them
+ * in the same order with the same sizes (the allocations are matched by their
+ * order), while no async engine of c has requests outstanding, and frees
+ * every buffer before so_comm_finalize (which frees what is left, collectively).
+ * A buffer must not be freed while a collective on it runs anywhere.
+ * Buffers are zero-filled and page-aligned (so 64-byte aligned). With one rank
+ * per node, or if the shared window cannot be made on any node rank, the
+ * memory is plain so_alloc memory (same free call). The grouping into nodes
+ * is the one current at allocation time; after so_comm_set_ranks_per_node
+ * the buffers stay valid but take hier's copy path. */
+int so_comm_buf_alloc(so_comm *c, size_t bytes, void **out);
+/* Frees a buffer of so_comm_buf_alloc (collective, see above); NULL is a no-op. */
+void so_comm_buf_free(so_comm *c, void *p);
+/* How many of hier's calls above the small-message size (on more than one
+ * node rank) ran zero-copy and how many copied through its window, in this
+ * process, over all communicators: tests and benchmarks use it to know that
+ * registration took effect. */
+void so_comm_hier_path_counts(uint64_t *zero_copy, uint64_t *copied);
 
 /* ---- more collectives: reduce-scatter, allgather, broadcast algorithms ---------
  * Vectors of `count` floats are cut into size() blocks as evenly as possible:

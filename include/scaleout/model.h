@@ -42,6 +42,15 @@ typedef struct so_model_opts {
     int batch;
     uint64_t seed;
     so_conv_algo conv_algo;
+    /* Allocator of the gradient buffer m->grads (NULL: so_alloc): zero-filled,
+     * 64-byte aligned memory, NULL on failure. Called once, before any other
+     * allocation that can fail and before the backend (which wraps m->grads)
+     * is created; grads_free releases it in so_model_destroy. Both or neither.
+     * The data-parallel CLI passes so_dist.buf_alloc / buf_free (registered
+     * memory: the gradient allreduce then runs without copies). */
+    void *(*grads_alloc)(void *ctx, size_t bytes);
+    void (*grads_free)(void *ctx, void *p);
+    void *grads_ctx;
 } so_model_opts;
 
 typedef struct so_model {
@@ -64,6 +73,8 @@ typedef struct so_model {
     void *on_node_arg;
     so_allsum_fn bn_allsum;      /* synchronised batchnorm (NULL: off) */
     void *bn_allsum_arg;
+    void (*grads_free)(void *ctx, void *p); /* from so_model_opts (NULL: so_free) */
+    void *grads_ctx;
 } so_model;
 
 /* Takes ownership of the finalized graph `g` (destroyed on failure too),

@@ -32,6 +32,13 @@ typedef struct so_dist {
     /* Predicted seconds of one gradient allreduce of `bytes` with the algorithm
      * the layer would use for it (its fitted cost model). May be NULL. */
     double (*cost)(void *ctx, size_t bytes);
+    /* Memory for the gradient buffer that the communication layer reduces
+     * in place without copies (registered memory): zero-filled, 64-byte
+     * aligned, NULL on failure (message in so_errmsg()). Collective: every
+     * rank allocates and frees in the same order with the same sizes.
+     * Pass both to so_model_opts (grads_alloc / grads_free). May be NULL. */
+    void *(*buf_alloc)(void *ctx, size_t bytes);
+    void (*buf_free)(void *ctx, void *p);
 } so_dist;
 
 /* Spans of time the trainer reports after they end (profilers, timelines).

@@ -364,10 +364,14 @@ int cmd_bench_accuracy(int argc, char **argv)
     if (!rc)
         rc = so_threads_set(a.threads, !a.no_pin);
     if (!rc)
-        rc = job_build(&spec, d, &j);
-    if (!rc && !j.ltest)
+        rc = job_load(&spec, &j);
+    if (!rc && !j.test)
         rc = so_err(SO_EINVAL, "--dataset %s has no test split to evaluate", a.dataset);
     rc = dist_agree(dh, "bench accuracy", rc ? cli_exit_code(rc) : 0, so_errmsg());
+    if (!rc) { /* a collective allocation inside: after the agreement (job.h) */
+        rc = job_build(&spec, d, &j);
+        rc = dist_agree(dh, "bench accuracy", rc ? cli_exit_code(rc) : 0, so_errmsg());
+    }
     acc_state s = {.a = &a, .rec = &rec, .ml = &ml, .last_accuracy = -1};
     if (!rc)
         rc = run(&a, dh, &j, &s, init_start);

@@ -313,8 +313,12 @@ int cmd_bench_train(int argc, char **argv)
     if (!rc)
         rc = so_threads_set(a.threads, !a.no_pin);
     if (!rc)
-        rc = job_build(&spec, d, &j);
+        rc = job_load(&spec, &j);
     rc = dist_agree(dh, "bench train", rc ? cli_exit_code(rc) : 0, so_errmsg());
+    if (!rc) { /* a collective allocation inside: after the agreement (job.h) */
+        rc = job_build(&spec, d, &j);
+        rc = dist_agree(dh, "bench train", rc ? cli_exit_code(rc) : 0, so_errmsg());
+    }
     if (!rc)
         rc = run(&a, dh, &j, &rec, &hooks);
     bench_rec_free(&rec);

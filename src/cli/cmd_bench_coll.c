@@ -79,7 +79,7 @@ static const coll_desc descs[] = {
 
 typedef struct {
     const char *range, *sizes, *algo, *json, *csv, *tuning;
-    int warmup, iters, rpn, check;
+    int warmup, iters, rpn, check, registered;
 } bench_opts;
 
 typedef struct {
@@ -104,6 +104,7 @@ static void json_header(so_json *js, const bench_opts *o)
     so_json_str(js, "algo", o->algo);
     so_json_int(js, "ranks_per_node", o->rpn);
     so_json_bool(js, "check", o->check);
+    so_json_bool(js, "registered", o->registered);
     so_json_str(js, "tuning", o->tuning ? o->tuning : "");
     so_json_obj_end(js);
     env_write_json(js, &e, 1, 0);
@@ -292,8 +293,9 @@ static void header(bench_ctx *b, const bench_opts *o, double ref, double memcpy_
 {
     so_comm_node nd;
     so_comm_node_info(b->c, &nd);
-    printf("# scaleout bench %s: %d ranks, %d node(s) (ranks-per-node %d), out of place, float sum\n",
-           b->d->name, b->size, nd.num_nodes, o->rpn);
+    printf("# scaleout bench %s: %d ranks, %d node(s) (ranks-per-node %d), out of place, float sum%s\n",
+           b->d->name, b->size, nd.num_nodes, o->rpn,
+           o->registered ? ", registered buffers (so_comm_buf_alloc)" : "");
     printf("# memcpy bandwidth (one rank, 64 MiB): %.2f GB/s; busbw = algbw * %.3f\n", memcpy_bw * 1e-9,
            b->d->busbw(b->size));
     printf("# %10s %-18s %11s %11s %11s %8s %8s", "size(B)", "algorithm", "avg(us)", "min(us)", "max(us)",
@@ -318,19 +320,50 @@ static void model_summary(const bench_opts *o, const algo_result *res, int nalgo
     printf("\n");
 }
 
+/* send and recv of maxc floats: plain, or registered (every algorithm, the
+ * MPI reference included, then runs on the same registered buffers). */
+static int alloc_buffers(bench_ctx *b, const bench_opts *o, size_t maxc)
+{
+    size_t bytes = maxc * sizeof(float);
+    if (o->registered) {
+        int rc = so_comm_buf_alloc(b->c, bytes, (void **)&b->send);
+        return rc ? rc : so_comm_buf_alloc(b->c, bytes, (void **)&b->recv);
+    }
+    b->send = calloc(maxc, sizeof(float));
+    b->recv = calloc(maxc, sizeof(float));
+    return b->send && b->recv ? 0 : so_err(SO_ENOMEM, "bench: out of memory for %zu bytes", bytes);
+}
+
+static void free_buffers(bench_ctx *b, const bench_opts *o)
+{
+    if (o->registered) { /* collective, in allocation order */
+        so_comm_buf_free(b->c, b->send);
+        so_comm_buf_free(b->c, b->recv);
+    } else {
+        free(b->send);
+        free(b->recv);
+    }
+}
+
+/* Which of hier's paths ran (registered buffers should make them zero-copy). */
+static void path_summary(void)
+{
+    uint64_t zc, copied;
+    so_comm_hier_path_counts(&zc, &copied);
+    if (zc + copied > 0)
+        printf("# hier above the small-message size: %llu zero-copy calls, %llu through the window (rank 0)\n",
+               (unsigned long long)zc, (unsigned long long)copied);
+}
+
 static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int nsizes,
                      algo_result *res, int nalgo, sinks *s)
 {
     size_t maxb = 0;
     for (int i = 0; i < nsizes; i++)
         maxb = sizes[i] > maxb ? sizes[i] : maxb;
-    size_t maxc = maxb / sizeof(float) + 1;
-    b->send = malloc(maxc * sizeof(float));
-    b->recv = malloc(maxc * sizeof(float));
-    if (!b->send || !b->recv)
-        return so_err(SO_ENOMEM, "bench: out of memory for %zu bytes", maxb);
-    memset(b->send, 0, maxc * sizeof(float));
-    memset(b->recv, 0, maxc * sizeof(float));
+    int rc = alloc_buffers(b, o, maxb / sizeof(float) + 1);
+    if (rc)
+        return rc;
     for (int k = 0; k < nalgo; k++)
         res[k].model_n = res[k].model_ok = 0;
     double bw = b->rank == 0 ? so_comm_memcpy_bw(64 << 20) : 0;
@@ -339,7 +372,7 @@ static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int
         header(b, o, res[0].algo == SO_COLL_REFERENCE && nalgo > 1, bw, model);
     int64_t wrong = 0;
     for (int i = 0; i < nsizes; i++) {
-        int rc = run_size(b, o, sizes[i], res, nalgo);
+        rc = run_size(b, o, sizes[i], res, nalgo);
         if (rc)
             return rc;
         double ref = res[0].algo == SO_COLL_REFERENCE && nalgo > 1 ? res[0].avg : 0, best = INFINITY;
@@ -368,6 +401,8 @@ static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int
     }
     if (b->rank == 0 && model)
         model_summary(o, res, nalgo);
+    if (b->rank == 0)
+        path_summary();
     return wrong ? 1 : 0;
 }
 
@@ -450,8 +485,7 @@ static int bench_main(const coll_desc *d, const bench_opts *o, const size_t *siz
         fclose(s.csv);
     if (rc && b.rank == 0)
         fprintf(stderr, "scaleout bench: wrong results (see #wrong)\n");
-    free(b.send);
-    free(b.recv);
+    free_buffers(&b, o);
     so_comm_finalize(b.c);
     return rc ? CLI_FAIL : CLI_OK;
 }
@@ -465,7 +499,7 @@ int cmd_bench_coll(int argc, char **argv)
     if (!d)
         return cli_error("bench", CLI_USAGE, "%s (choose allreduce, reduce-scatter, allgather or bcast)",
                          argc > 0 ? "unknown collective" : "missing collective");
-    bench_opts o = {"4:64M", NULL, "all", NULL, NULL, NULL, -1, 0, 0, 0};
+    bench_opts o = {"4:64M", NULL, "all", NULL, NULL, NULL, -1, 0, 0, 0, 0};
     const cli_opt opts[] = {
         {"message-size", OPT_STR, &o.range, "MIN:MAX", "sizes in bytes, doubling (-m; K/M/G suffixes)", 0, -1, NULL},
         {"sizes", OPT_STR, &o.sizes, "A,B,..", "explicit list of sizes instead of -m", 0, -1, NULL},
@@ -474,6 +508,8 @@ int cmd_bench_coll(int argc, char **argv)
         {"algo", OPT_STR, &o.algo, "NAME", "all (with the MPI reference), or a comma list (e.g. MPI_Allreduce,hier)", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &o.rpn, "K", "emulate nodes of K ranks (0 = real nodes)", 0, 1e6, NULL},
         {"check", OPT_FLAG, &o.check, NULL, "verify results (exit 1 if any is wrong)", 0, -1, NULL},
+        {"registered", OPT_FLAG, &o.registered, NULL,
+         "send/recv in registered memory (so_comm_buf_alloc): hier runs zero-copy", 0, -1, NULL},
         {"tuning", OPT_STR, &o.tuning, "FILE", "tuning table for auto and the model column", 0, -1, NULL},
         {"json", OPT_STR, &o.json, "FILE", "also write the results as JSON", 0, -1, NULL},
         {"csv", OPT_STR, &o.csv, "FILE", "also write the results as CSV", 0, -1, NULL},

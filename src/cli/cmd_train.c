@@ -119,11 +119,10 @@ static void config_text(const train_args *a, const so_graph *g, char *buf, size_
              a->bucket_mb_arg, a->first_bucket_mb, a->allreduce, !a->no_overlap);
 }
 
-static int build(const train_args *a, const so_dist *d, job *j)
+static job_spec spec_of(const train_args *a)
 {
-    job_spec s = {a->model, a->dataset, a->data_dir, a->backend, a->optimizer, a->batch, a->prefetch,
-                  a->augment, a->synthetic_n, a->seed, a->momentum, a->weight_decay, a->conv_algo};
-    return job_build(&s, d, j);
+    return (job_spec){a->model, a->dataset, a->data_dir, a->backend, a->optimizer, a->batch, a->prefetch,
+                      a->augment, a->synthetic_n, a->seed, a->momentum, a->weight_decay, a->conv_algo};
 }
 
 static void train_config(const train_args *a, const job *j, int world, so_train_config *c)
@@ -286,6 +285,19 @@ static int dump_params(const char *path, const so_model *m)
     return (fclose(f) != 0 || n != m->nparams) ? -1 : 0;
 }
 
+/* Whether the gradient allreduces ran zero-copy on the registered gradient
+ * buffer (hier above its one-barrier size; this rank's counts). */
+static void hier_paths(void)
+{
+#ifdef SCALEOUT_HAVE_MPI
+    uint64_t zc, copied;
+    so_comm_hier_path_counts(&zc, &copied);
+    if (zc + copied > 0)
+        printf("hier: %llu gradient allreduces zero-copy on registered gradients, %llu copied through the window\n",
+               (unsigned long long)zc, (unsigned long long)copied);
+#endif
+}
+
 static int report(const train_args *a, const job *j, const so_train_result *r, int world, const double *ranks)
 {
     double flops = so_graph_flops(j->m->g) * 3.0; /* forward + backward ~ 3x forward */
@@ -307,6 +319,7 @@ static int report(const train_args *a, const job *j, const so_train_result *r, i
                    "predicted end of the last allreduce %.1f ms after backward began\n", r->bucket_plan_step,
                    r->first_bucket_bytes / 1048576.0, r->bucket_bytes / 1048576.0, r->measured_backward * 1e3,
                    r->predicted_comm_end * 1e3);
+        hier_paths();
     }
     if (a->dump_params && dump_params(a->dump_params, j->m))
         return cli_error("train", CLI_USAGE, "--dump-params: cannot write '%s'", a->dump_params);
@@ -340,11 +353,16 @@ int cmd_train(int argc, char **argv)
     so_train_result r = {0};
     prof_glue *pg = NULL;
     ckpt_glue *cg = NULL;
+    job_spec spec = spec_of(&a);
     rc = so_threads_set(a.threads, !a.no_pin);
     if (!rc)
-        rc = build(&a, d, &j);
+        rc = job_load(&spec, &j);
     /* Set-up errors are agreed on by all ranks, so a failure on one rank ends
-     * every rank cleanly instead of leaving the others in a collective. */
+     * every rank cleanly instead of leaving the others in a collective (the
+     * model's gradient buffer is a collective allocation: job.h). */
+    if ((rc = dist_agree(dh, "train", rc ? cli_exit_code(rc) : 0, so_errmsg())))
+        goto out;
+    rc = job_build(&spec, d, &j);
     if ((rc = dist_agree(dh, "train", rc ? cli_exit_code(rc) : 0, so_errmsg())))
         goto out;
     char cfg[2048];

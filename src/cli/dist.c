@@ -79,6 +79,24 @@ static double cost(void *ctx, size_t bytes)
     return so_comm_predict(h->algo, bytes, so_comm_size(h->comm), nd.ranks_per_node, NULL);
 }
 
+/* Registered memory (so_comm_buf_alloc) for the gradient buffer, so hier
+ * reduces the buckets in place without copies. Collective, like model creation. */
+static void *buf_alloc(void *ctx, size_t bytes)
+{
+    void *p = NULL;
+    return so_comm_buf_alloc(((dist_handle *)ctx)->comm, bytes, &p) ? NULL : p;
+}
+
+static void buf_free(void *ctx, void *p) { so_comm_buf_free(((dist_handle *)ctx)->comm, p); }
+
+/* Gradients in registered memory: only hier (or auto, which picks it on one
+ * node) can use it; SCALEOUT_REGISTERED_GRADS=0 turns it off (A/B runs). */
+static int registered_grads(so_allreduce_algo algo)
+{
+    const char *e = getenv("SCALEOUT_REGISTERED_GRADS");
+    return !(e && !strcmp(e, "0")) && (algo == SO_ALLREDUCE_HIER || algo == SO_ALLREDUCE_AUTO);
+}
+
 so_comm *dist_comm(dist_handle *h) { return h && h->active ? h->comm : NULL; }
 so_async *dist_async(dist_handle *h) { return h && h->active ? h->async : NULL; }
 
@@ -94,8 +112,16 @@ static int open_mpi(const dist_options *o, dist_handle *h)
         so_comm_set_timeouts(h->comm, o->stall_warning, o->comm_timeout);
     if (o && o->ranks_per_node > 0 && so_comm_set_ranks_per_node(h->comm, o->ranks_per_node))
         so_comm_abort(h->comm, CLI_FAIL, so_errmsg());
-    h->d = (so_dist){so_comm_rank(h->comm), so_comm_size(h->comm), h, grad_submit, grad_wait, sum, max, bcast, allsum,
-                     cost};
+    /* Every rank must take the same decision (the allocation is collective),
+     * even with different flags or environments: those are only reported by
+     * the configuration check after the model exists. */
+    int64_t reg = registered_grads(algo);
+    if (so_comm_allreduce_i64(h->comm, &reg, 1, SO_REDUCE_MIN))
+        so_comm_abort(h->comm, CLI_FAIL, so_errmsg());
+    h->d = (so_dist){.rank = so_comm_rank(h->comm), .world = so_comm_size(h->comm), .ctx = h,
+                     .grad_submit = grad_submit, .grad_wait = grad_wait, .sum = sum, .max = max, .bcast = bcast,
+                     .allsum = allsum, .cost = cost, .buf_alloc = reg ? buf_alloc : NULL,
+                     .buf_free = reg ? buf_free : NULL};
     h->algo = algo;
     so_log_set_rank(h->d.rank);
     rc = so_async_create(h->comm, algo, &h->async);

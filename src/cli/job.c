@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "scaleout/backend.h"
 #include "scaleout/err.h"
 #include "scaleout/zoo.h"
 
@@ -35,19 +36,41 @@ static int load_data(const job_spec *a, job *j)
 const char *const job_backends[] = {"onednn", "ref", NULL};
 const char *const job_conv_algos[] = {"auto", "direct", "winograd", NULL};
 
-int job_build(const job_spec *a, const so_dist *d, job *j)
+int job_load(const job_spec *a, job *j)
 {
-    int rc = load_data(a, j);
+    /* What so_model_create_opts checks before its (collective) gradient
+     * allocation is checked here, so the ranks agree on it first. */
+    so_conv_algo ca;
+    int rc = so_conv_algo_parse(a->conv_algo ? a->conv_algo : "auto", &ca);
+    if (!rc && !so_backend_find(a->backend))
+        rc = so_err(SO_EINVAL, "--backend: unknown backend '%s' (use onednn or ref)", a->backend);
+    if (!rc && a->batch < 1)
+        rc = so_err(SO_EINVAL, "batch size %d must be >= 1", a->batch);
+    if (!rc)
+        rc = load_data(a, j);
     if (rc)
         return rc;
     const so_dataset *ds = j->train;
-    rc = so_zoo_build(a->model, ds->c, ds->h, ds->w, ds->classes, &j->g);
-    if (rc)
-        return rc;
+    return so_zoo_build(a->model, ds->c, ds->h, ds->w, ds->classes, &j->g);
+}
+
+/* The gradient buffer comes from the dist hooks when they offer registered
+ * memory: a collective allocation, so set-up failures are agreed on before
+ * (job_load) and after (the caller's dist_agree) this call. A rank that ran
+ * out of memory inside so_model_create_opts after it would free the buffer
+ * alone and block; its peers' dist_agree then times out (watched) and aborts. */
+int job_build(const job_spec *a, const so_dist *d, job *j)
+{
+    const so_dataset *ds = j->train;
     so_graph *g = j->g;
     j->g = NULL; /* the model owns it from here */
     so_model_opts mo = {.backend = a->backend, .batch = a->batch, .seed = (uint64_t)a->seed};
-    rc = so_conv_algo_parse(a->conv_algo ? a->conv_algo : "auto", &mo.conv_algo);
+    if (d && d->buf_alloc) {
+        mo.grads_alloc = d->buf_alloc;
+        mo.grads_free = d->buf_free;
+        mo.grads_ctx = d->ctx;
+    }
+    int rc = so_conv_algo_parse(a->conv_algo ? a->conv_algo : "auto", &mo.conv_algo);
     if (rc)
         so_graph_destroy(g);
     else

@@ -26,9 +26,17 @@ typedef struct {
     so_loader *ltrain, *ltest;
 } job;
 
-/* Loads the data (the synthetic set: synthetic_n samples, default 32 batches)
- * and builds model, optimizer and loaders for this rank (d may be NULL). */
+/* Two steps, with the ranks' agreement (dist_agree) between them:
+ * job_load loads the data (the synthetic set: synthetic_n samples, default 32
+ * batches) and builds the graph -- it may fail on one rank only (a missing
+ * file); job_build then builds model, optimizer and loaders for this rank
+ * (d may be NULL). job_build is collective when d has buf_alloc (the
+ * gradient buffer is registered memory), so every rank must reach it: call
+ * it only after all ranks agreed job_load succeeded. */
+int job_load(const job_spec *s, job *j);
 int job_build(const job_spec *s, const so_dist *d, job *j);
+/* Frees everything; collective like job_build (the gradient buffer): call it
+ * on every rank, after the ranks agreed on any failure, before dist_close. */
 void job_free(job *j);
 
 #endif

@@ -170,13 +170,27 @@ static double cost(void *ctx, size_t bytes)
     return g->inner->cost(g->inner->ctx, bytes);
 }
 
+static void *buf_alloc(void *ctx, size_t bytes)
+{
+    prof_glue *g = ctx;
+    return g->inner->buf_alloc(g->inner->ctx, bytes);
+}
+
+static void buf_free(void *ctx, void *p)
+{
+    prof_glue *g = ctx;
+    g->inner->buf_free(g->inner->ctx, p);
+}
+
 const so_dist *prof_glue_dist(prof_glue *g, const so_dist *d)
 {
     if (!g || !d)
         return d;
     g->inner = d;
-    g->dist = (so_dist){d->rank, d->world, g, grad_submit, grad_wait, sum, max, bcast,
-                        d->allsum ? allsum : NULL, d->cost ? cost : NULL};
+    g->dist = (so_dist){.rank = d->rank, .world = d->world, .ctx = g, .grad_submit = grad_submit,
+                        .grad_wait = grad_wait, .sum = sum, .max = max, .bcast = bcast,
+                        .allsum = d->allsum ? allsum : NULL, .cost = d->cost ? cost : NULL,
+                        .buf_alloc = d->buf_alloc ? buf_alloc : NULL, .buf_free = d->buf_free ? buf_free : NULL};
     return &g->dist;
 }
 

@@ -55,11 +55,15 @@ int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, siz
         return so_mpi_err(mrc, "MPI_Comm_size");
     if (algo == SO_ALLREDUCE_AUTO)
         algo = so_tuning_pick(count * sizeof *send, size, so_shm_ranks_per_node(comm));
-    int rc = algos[algo](send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, comm, w);
-    if (rc || op != SO_REDUCE_AVG)
-        return rc;
     /* Multiply by 1/size (not divide): one rounding per element, same on every rank. */
     float scale = 1.0f / (float)size;
+    int rc, scaled = 0;
+    if (op == SO_REDUCE_AVG && algo == SO_ALLREDUCE_HIER) /* zero copy scales before its stores */
+        rc = so_allreduce_hier_scaled(send, recv, count, scale, comm, w, &scaled);
+    else
+        rc = algos[algo](send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, comm, w);
+    if (rc || op != SO_REDUCE_AVG || scaled)
+        return rc;
     for (size_t i = 0; i < count; i++)
         recv[i] *= scale;
     return 0;

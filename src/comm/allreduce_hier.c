@@ -29,11 +29,23 @@
  *   barrier
  *   copy     R1 -> recv[s1]                  R0 -> recv[s0]
  * Every slice is reduced once (owner's values first, then node-rank order)
- * and copied: all ranks get identical bits. */
+ * and copied: all ranks get identical bits.
+ * Zero copy: above the small-message size, when every node rank's send and
+ * recv live in registered memory (so_comm_buf_alloc), allreduce_hier_zc.c
+ * runs instead of phases 1-2 (it decides, with all node ranks, first). */
 #include "coll_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+/* Large-message calls by path, for so_comm_hier_path_counts. */
+static _Atomic uint64_t n_zero_copy, n_copied;
+
+void so_comm_hier_path_counts(uint64_t *zero_copy, uint64_t *copied)
+{
+    *zero_copy = atomic_load_explicit(&n_zero_copy, memory_order_relaxed);
+    *copied = atomic_load_explicit(&n_copied, memory_order_relaxed);
+}
 
 /* One barrier: publish the vector, reduce all q copies (count <= small_n). */
 static int small_reduce(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op,
@@ -69,21 +81,37 @@ static void copy(float *dst, const float *src, size_t n)
         memcpy(dst, src, n * sizeof *dst);
 }
 
+/* Floats in the chunk that starts at off. */
+static size_t chunk_len(const so_shm *s, size_t count, size_t off)
+{
+    return count - off < s->chunk_n ? count - off : s->chunk_n;
+}
+
+/* Chunk [off, off + cn): the slices the other ranks reduce, into my contribution area. */
+static void hand_over(so_shm *s, const float *send, size_t off, size_t cn)
+{
+    size_t ko, kl;
+    for (int k = 0; k < s->q; k++)
+        if (k != s->r) {
+            so_blk(cn, s->q, k, &ko, &kl);
+            copy(s->contrib[s->r] + ko, send + off + ko, kl);
+        }
+}
+
 /* Chunked reduce-scatter in the window; copies the result into recv on every
- * rank (all = 1) or on the node leader only. */
+ * rank (all = 1) or on the node leader only. primed: the first chunk's
+ * hand-over and its barrier are done already (see large()). */
 static int chunk_reduce(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op,
-                        int all, so_waiter *w)
+                        int all, int primed, so_waiter *w)
 {
     int rc = 0, q = s->q, r = s->r;
     for (size_t off = 0; off < count; off += s->chunk_n) {
-        size_t cn = count - off < s->chunk_n ? count - off : s->chunk_n, ko, kl, mo, ml;
-        for (int k = 0; k < q; k++) /* hand over the slices others reduce */
-            if (k != r) {
-                so_blk(cn, q, k, &ko, &kl);
-                copy(s->contrib[r] + ko, send + off + ko, kl);
-            }
-        if ((rc = so_shm_barrier(s, w)))
-            return rc;
+        size_t cn = chunk_len(s, count, off), ko, kl, mo, ml;
+        if (off > 0 || !primed) {
+            hand_over(s, send, off, cn);
+            if ((rc = so_shm_barrier(s, w)))
+                return rc;
+        }
         /* My slice (mine, then the others in node-rank order) into recv (private, cached), then
          * published. In place is safe: only this slice of send is still read. */
         so_blk(cn, q, r, &mo, &ml);
@@ -126,11 +154,47 @@ static int shm_bcast(so_shm *s, float *recv, size_t count, so_waiter *w)
     return 0;
 }
 
-int so_allreduce_hier(const float *send, float *recv, size_t count, so_reduce_op op, MPI_Comm comm,
-                      so_waiter *w)
+/* Above the small-message size: zero copy when every node rank's buffers are
+ * registered (allreduce_hier_zc.c; *scaled = 1), else the chunked copy path.
+ * A rank that is not registered hands its first chunk over before the
+ * decision barrier, so when nobody registered that barrier is also the first
+ * chunk's: the copy path pays nothing extra. Mixed: the registered ranks hand
+ * over after it and one more barrier follows. The mode is the same on every
+ * node rank, so are the barrier counts. */
+static int large(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op, float scale,
+                 so_waiter *w, int *scaled)
+{
+    if (s->nodes > 1 && !s->equal_q) { /* no zero copy across unequal nodes: known on every rank */
+        atomic_fetch_add_explicit(&n_copied, 1, memory_order_relaxed);
+        return chunk_reduce(s, send, recv, count, op, 0, 0, w);
+    }
+    int reg = so_hier_zc_publish(s, send, recv, count), rc;
+    if (!reg)
+        hand_over(s, send, 0, chunk_len(s, count, 0));
+    so_zc_mode mode;
+    if ((rc = so_hier_zc_decide(s, w, &mode)))
+        return rc;
+    atomic_fetch_add_explicit(mode == SO_ZC_RUN ? &n_zero_copy : &n_copied, 1, memory_order_relaxed);
+    if (mode == SO_ZC_RUN) {
+        *scaled = 1;
+        return so_hier_zc_run(s, count, op, scale, w);
+    }
+    if (mode == SO_ZC_MIXED) {
+        if (reg)
+            hand_over(s, send, 0, chunk_len(s, count, 0));
+        if ((rc = so_shm_barrier(s, w)))
+            return rc;
+    }
+    return chunk_reduce(s, send, recv, count, op, s->nodes == 1, 1, w);
+}
+
+/* hier with an optional scale (see so_allreduce_hier_scaled). */
+static int hier(const float *send, float *recv, size_t count, so_reduce_op op, float scale, MPI_Comm comm,
+                so_waiter *w, int *scaled)
 {
     so_shm *s;
     int rc = so_shm_get(comm, w, &s);
+    *scaled = 0;
     if (rc)
         return rc;
     if (s->q == 1) {
@@ -138,8 +202,8 @@ int so_allreduce_hier(const float *send, float *recv, size_t count, so_reduce_op
             memcpy(recv, send, count * sizeof *recv);
     } else if (count <= s->small_n) {
         rc = small_reduce(s, send, recv, count, op, w);
-    } else {
-        rc = chunk_reduce(s, send, recv, count, op, s->nodes == 1, w);
+    } else if ((rc = large(s, send, recv, count, op, scale, w, scaled)) || *scaled) {
+        return rc; /* zero copy ran the whole allreduce */
     }
     if (rc || s->nodes == 1)
         return rc;
@@ -150,4 +214,17 @@ int so_allreduce_hier(const float *send, float *recv, size_t count, so_reduce_op
     if (!rc && s->q > 1)
         rc = shm_bcast(s, recv, count, w);
     return rc;
+}
+
+int so_allreduce_hier(const float *send, float *recv, size_t count, so_reduce_op op, MPI_Comm comm,
+                      so_waiter *w)
+{
+    int scaled;
+    return hier(send, recv, count, op, 1.0f, comm, w, &scaled);
+}
+
+int so_allreduce_hier_scaled(const float *send, float *recv, size_t count, float scale, MPI_Comm comm,
+                             so_waiter *w, int *scaled)
+{
+    return hier(send, recv, count, SO_REDUCE_SUM, scale, comm, w, scaled);
 }

@@ -103,11 +103,22 @@ int so_fold_out(so_fold *f, float *recv, size_t count, MPI_Comm comm, so_waiter 
  * Cached on a communicator as an attribute: the ranks of this (possibly
  * emulated) node, one MPI-3 shared window with a flag line and data areas per
  * rank, and the leaders communicator. Created on first use (collective). */
+/* What a rank publishes in its flag line before hier's zero-copy decision:
+ * the registered regions (ids, 0 = none) and offsets of its send and recv
+ * buffers, and the count. Zero-copy runs only if all node ranks agree. */
+typedef struct {
+    uint64_t send_id, send_off, recv_id, recv_off, count;
+} so_zc_pub;
+
 typedef struct so_shm {
     MPI_Comm node;    /* this node's ranks (emulated node within the real one) */
     MPI_Comm leaders; /* node_rank 0 of every node; MPI_COMM_NULL on other ranks */
+    MPI_Comm cross;   /* the ranks with this node rank on every node (hier's zero-copy) */
+    MPI_Group group;  /* node's group: a registered region is usable if its group is the same */
+    uint64_t serial;  /* process-unique id of this context (regions cache their group check) */
     int q, r;         /* node size, node rank */
     int nodes;        /* number of nodes */
+    int equal_q;      /* every node has q ranks (zero-copy across nodes needs it) */
     int yield;        /* ranks outnumber cores: polls yield the core */
     MPI_Win win;
     size_t small_n;   /* floats per small-message buffer (two per rank) */
@@ -116,6 +127,11 @@ typedef struct so_shm {
     float **small;    /* [q] 2 * small_n floats: double-buffered small messages */
     float **contrib;  /* [q] chunk_n floats: the slices rank j hands to the others */
     float **result;   /* [q] chunk_n floats: rank j's reduced slice of the chunk */
+    so_zc_pub **pub;  /* [q] rank j's zero-copy publication (in its flag line) */
+    float *zc_tmp;    /* private: SO_ZC_SUB floats, the zero-copy reduction's sub-chunk */
+    struct so_regbuf *zc_send, *zc_recv; /* zero copy: this call's regions (NULL: none) */
+    const float **zc_in; /* [q] zero copy: node rank j's send buffer (this call) */
+    float **zc_out;   /* [q] zero copy: node rank j's recv buffer */
     uint64_t epoch;   /* steps this rank has signalled (same count on every rank) */
     uint64_t calls;   /* small-message calls: picks the small buffer */
 } so_shm;
@@ -133,6 +149,42 @@ int so_shm_ranks_per_node(MPI_Comm comm);
  * every node rank after it (release / acquire). */
 int so_shm_barrier(so_shm *s, so_waiter *w);
 
+/* ---- registered buffers (regbuf.c) ------------------------------------------------
+ * A region is one so_comm_buf_alloc: an MPI-3 shared window over the node of
+ * the communicator's hier context, one buffer per node rank, every one mapped
+ * in this process. The registry is process-wide (a mutex guards the list;
+ * regions live until the collective so_comm_buf_free, which must not overlap
+ * a collective that uses them). */
+typedef struct so_regbuf so_regbuf;
+
+/* The region holding [p, p + bytes) in THIS rank's buffer and the byte
+ * offset of p in it; NULL if none (plain memory). */
+so_regbuf *so_regbuf_find(const void *p, size_t bytes, size_t *off);
+/* Region id (same on every node rank; never 0). */
+uint64_t so_regbuf_id(const so_regbuf *g);
+/* 1 when the region's node ranks are exactly s's node, in the same order, so
+ * node rank j's buffer is so_regbuf_base(g, j). Cached per context. */
+int so_regbuf_matches(so_regbuf *g, const so_shm *s);
+/* Node rank j's buffer in this address space, and its usable bytes. */
+char *so_regbuf_base(const so_regbuf *g, int j);
+size_t so_regbuf_len(const so_regbuf *g, int j);
+
+/* hier's zero-copy path (allreduce_hier_zc.c), for count > small_n, q > 1
+ * and (several nodes) equal node sizes, in three steps:
+ * publish writes this rank's tuple into its flag line and returns 1 if its
+ * buffers are registered here (0: "none"); decide is one barrier and the
+ * comparison of the q tuples (and, across nodes, of the nodes' answers),
+ * giving the same mode on every node rank: RUN (all registered alike: call
+ * run), COPY (nobody registered), MIXED (some did, or not alike). run does
+ * the whole allreduce, multiplied by scale unless it is 1, and ends with a
+ * barrier. */
+typedef enum { SO_ZC_RUN, SO_ZC_COPY, SO_ZC_MIXED } so_zc_mode;
+int so_hier_zc_publish(so_shm *s, const float *send, const float *recv, size_t count);
+int so_hier_zc_decide(so_shm *s, so_waiter *w, so_zc_mode *mode);
+int so_hier_zc_run(so_shm *s, size_t count, so_reduce_op op, float scale, so_waiter *w);
+/* Floats per sub-chunk of the zero-copy reduction (its private temp stays in L1/L2). */
+#define SO_ZC_SUB 4096
+
 /* ---- algorithm signatures (count > 0, op SUM/MAX/MIN, checked by the dispatcher) -- */
 so_allreduce_fn so_allreduce_ring, so_allreduce_rd, so_allreduce_rabenseifner, so_allreduce_tree,
     so_allreduce_hier;
@@ -149,6 +201,13 @@ typedef int so_bcast_fn(float *buf, size_t count, int root, MPI_Comm comm, so_wa
 so_rs_fn so_reduce_scatter_mpi, so_reduce_scatter_ring;
 so_ag_fn so_allgather_mpi, so_allgather_ring;
 so_bcast_fn so_bcast_mpi, so_bcast_binomial, so_bcast_pipeline;
+
+/* hier's SUM that may also multiply by `scale` (AVG's 1/p) where it costs
+ * nothing -- in the zero-copy path, before its stores, instead of a second
+ * pass over recv. *scaled = 1 when recv is already scaled (same bits as
+ * scaling afterwards: one multiply per element either way). */
+int so_allreduce_hier_scaled(const float *send, float *recv, size_t count, float scale, MPI_Comm comm,
+                             so_waiter *w, int *scaled);
 
 /* The p2p algorithm hier uses among node leaders for `bytes` (never hier/auto/mpi). */
 so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes);

@@ -119,6 +119,7 @@ int so_comm_finalize(so_comm *c)
 {
     if (!c)
         return 0;
+    so_regbuf_release_all(c); /* registered buffers the caller did not free (collective) */
     int rc = free_comm(&c->cross);
     int rc2 = free_comm(&c->node);
     int rc3 = free_comm(&c->world);

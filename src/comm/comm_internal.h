@@ -61,6 +61,10 @@ typedef int so_allreduce_fn(const float *send, float *recv, size_t count, so_red
 
 so_allreduce_fn so_allreduce_mpi;
 
+/* Frees the registered buffers (regbuf.c) c still owns, oldest first:
+ * so_comm_finalize's clean-up of what the caller left (collective). */
+void so_regbuf_release_all(so_comm *c);
+
 /* Records the emulated ranks-per-node on comm for the hierarchical algorithms (shm.c). */
 int so_shm_set_ranks_per_node(MPI_Comm comm, int ranks_per_node);
 

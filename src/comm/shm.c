@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #define FLAG_BYTES 256          /* the step counter's own cache lines (no false sharing) */
+#define PUB_OFFSET 128          /* zero-copy publication: in the flag area, off the polled line */
 #define DEFAULT_SMALL (64 << 10) /* bytes: one barrier, every rank reduces everything */
 #define DEFAULT_CHUNK (128 << 10) /* bytes: per pipeline chunk; the fastest with streaming stores (np 2, 32 KiB-512 KiB swept) */
 
@@ -32,12 +33,20 @@ static void shm_free(so_shm *s)
     }
     if (s->leaders != MPI_COMM_NULL)
         MPI_Comm_free(&s->leaders);
+    if (s->cross != MPI_COMM_NULL)
+        MPI_Comm_free(&s->cross);
+    if (s->group != MPI_GROUP_NULL)
+        MPI_Group_free(&s->group);
     if (s->node != MPI_COMM_NULL)
         MPI_Comm_free(&s->node);
     free(s->flag);
     free(s->small);
     free(s->contrib);
     free(s->result);
+    free(s->pub);
+    free(s->zc_in);
+    free(s->zc_out);
+    free(s->zc_tmp);
     free(s);
 }
 
@@ -114,17 +123,22 @@ static int split_nodes(MPI_Comm comm, so_shm *s, so_waiter *w)
     shared = MPI_COMM_NULL;
     SO_MPI_TRY(MPI_Comm_size(s->node, &s->q));
     SO_MPI_TRY(MPI_Comm_rank(s->node, &s->r));
+    SO_MPI_TRY(MPI_Comm_group(s->node, &s->group));
     SO_MPI_TRY(MPI_Comm_split(comm, s->r == 0 ? 0 : MPI_UNDEFINED, rank, &s->leaders));
-    if (s->r == 0)
-        SO_MPI_TRY(MPI_Comm_size(s->leaders, &ids[0]));
+    SO_MPI_TRY(MPI_Comm_split(comm, s->r, rank, &s->cross)); /* keyed by rank: nodes in order */
+    SO_MPI_TRY(MPI_Comm_size(s->cross, &ids[0])); /* node rank 0's is the node count */
     /* Sizes must agree across the node; node rank 0's environment decides. */
     ids[1] = (int)(env_bytes("SCALEOUT_SHM_CHUNK", DEFAULT_CHUNK) / 64);
     int small = (int)(env_bytes("SCALEOUT_SHM_SMALL", DEFAULT_SMALL) / 64);
-    int all[3] = {ids[0], ids[1], small};
+    int all[3] = {ids[0], ids[1], small}, qq[2] = {s->q, -s->q};
     SO_MPI_TRY(MPI_Ibcast(all, 3, MPI_INT, 0, s->node, &req));
     if ((rc = so_coll_wait(w, 1, &req)))
         goto out;
+    SO_MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, qq, 2, MPI_INT, MPI_MAX, comm, &req));
+    if ((rc = so_coll_wait(w, 1, &req)))
+        goto out;
     s->nodes = all[0];
+    s->equal_q = qq[0] == -qq[1];
     s->chunk_n = (size_t)all[1] * 64 / sizeof(float);
     s->small_n = (size_t)all[2] * 64 / sizeof(float);
 out:
@@ -145,7 +159,11 @@ static int map_window(so_shm *s, so_waiter *w)
     s->small = calloc((size_t)s->q, sizeof *s->small);
     s->contrib = calloc((size_t)s->q, sizeof *s->contrib);
     s->result = calloc((size_t)s->q, sizeof *s->result);
-    if (!s->flag || !s->small || !s->contrib || !s->result)
+    s->pub = calloc((size_t)s->q, sizeof *s->pub);
+    s->zc_in = calloc((size_t)s->q, sizeof *s->zc_in);
+    s->zc_out = calloc((size_t)s->q, sizeof *s->zc_out);
+    s->zc_tmp = aligned_alloc(64, SO_ZC_SUB * sizeof *s->zc_tmp);
+    if (!s->flag || !s->small || !s->contrib || !s->result || !s->pub || !s->zc_in || !s->zc_out || !s->zc_tmp)
         return so_err(SO_ENOMEM, "shared-memory context: out of memory");
     SO_MPI_TRY(MPI_Info_create(&info));
     SO_MPI_TRY(MPI_Info_set(info, "alloc_shared_noncontig", "true"));
@@ -157,6 +175,7 @@ static int map_window(so_shm *s, so_waiter *w)
         char *b;
         SO_MPI_TRY(MPI_Win_shared_query(s->win, j, &sz, &disp, &b));
         s->flag[j] = (_Atomic uint64_t *)b;
+        s->pub[j] = (so_zc_pub *)(b + PUB_OFFSET);
         s->small[j] = (float *)(b + FLAG_BYTES);
         s->contrib[j] = s->small[j] + 2 * s->small_n;
         s->result[j] = s->contrib[j] + s->chunk_n;
@@ -187,7 +206,10 @@ int so_shm_get(MPI_Comm comm, so_waiter *w, so_shm **out)
     so_shm *s = calloc(1, sizeof *s);
     if (!s)
         return so_err(SO_ENOMEM, "shared-memory context: out of memory");
-    s->node = s->leaders = MPI_COMM_NULL;
+    static uint64_t serials; /* SERIALIZED: one thread in MPI, so no race */
+    s->serial = ++serials;
+    s->node = s->leaders = s->cross = MPI_COMM_NULL;
+    s->group = MPI_GROUP_NULL;
     s->win = MPI_WIN_NULL;
     if ((rc = split_nodes(comm, s, w)) || (rc = map_window(s, w))) {
         shm_free(s);

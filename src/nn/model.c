@@ -4,6 +4,7 @@
 #include "scaleout/model.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,6 +92,26 @@ int so_model_create(so_graph *g, const char *backend, int batch, uint64_t seed, 
     return so_model_create_opts(g, &o, out);
 }
 
+/* The gradient buffer, first: a caller's allocator may be collective over
+ * ranks (registered memory), so nothing that can fail on one rank only comes
+ * before it. */
+static int alloc_grads(so_model *m, const so_model_opts *o)
+{
+    size_t bytes = m->nparams * sizeof(float);
+    if (!o->grads_alloc) {
+        m->grads = so_alloc(bytes);
+        return m->grads ? 0 : so_err(SO_ENOMEM, "out of memory for %zu gradients", m->nparams);
+    }
+    m->grads_free = o->grads_free;
+    m->grads_ctx = o->grads_ctx;
+    m->grads = o->grads_alloc(o->grads_ctx, bytes ? bytes : sizeof(float));
+    if (m->grads)
+        return 0;
+    char why[256]; /* the allocator's message: so_err must not format from its own buffer */
+    snprintf(why, sizeof why, "%s", so_errmsg());
+    return so_err(SO_ENOMEM, "gradient buffer of %zu bytes: %s", bytes, why);
+}
+
 int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
 {
     const char *backend = o->backend;
@@ -106,6 +127,10 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
         so_graph_destroy(g);
         return so_err(SO_EINVAL, "batch size %d must be >= 1", batch);
     }
+    if (!o->grads_alloc != !o->grads_free) {
+        so_graph_destroy(g);
+        return so_err(SO_EINVAL, "so_model_opts: grads_alloc and grads_free go together");
+    }
     so_model *m = calloc(1, sizeof *m);
     if (!m) {
         so_graph_destroy(g);
@@ -116,13 +141,16 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
     m->conv_algo = o->conv_algo;
     m->nparams = so_graph_nparams(g);
     m->nbufs = so_graph_nbufs(g);
+    int rc = alloc_grads(m, o);
+    if (rc) {
+        so_model_destroy(m);
+        return rc;
+    }
     m->params = so_alloc(m->nparams * sizeof(float));
-    m->grads = so_alloc(m->nparams * sizeof(float));
     m->bufs = so_alloc(m->nbufs * sizeof(float));
     m->t_fwd = calloc((size_t)so_graph_size(g), sizeof(double));
     m->t_bwd = calloc((size_t)so_graph_size(g), sizeof(double));
-    int rc = 0;
-    if (!m->params || !m->grads || !m->bufs || !m->t_fwd || !m->t_bwd)
+    if (!m->params || !m->bufs || !m->t_fwd || !m->t_bwd)
         rc = so_err(SO_ENOMEM, "out of memory for %zu parameters", m->nparams);
     if (!rc) {
         m->be = be;
@@ -145,7 +173,10 @@ void so_model_destroy(so_model *m)
     if (m->be && m->bs)
         m->be->destroy(m->bs);
     so_free(m->params);
-    so_free(m->grads);
+    if (m->grads_free)
+        m->grads_free(m->grads_ctx, m->grads); /* after the backend, which wrapped it */
+    else
+        so_free(m->grads);
     so_free(m->bufs);
     free(m->t_fwd);
     free(m->t_bwd);

@@ -6,6 +6,11 @@ if(NOT TARGET scaleout_comm)
   return()
 endif()
 
+# Not a test: hier's zero copy in a training-like loop (bench/zc_loop.c,
+# numbers in docs/COLLECTIVES.md).
+add_executable(zc_loop ${CMAKE_SOURCE_DIR}/bench/zc_loop.c)
+target_link_libraries(zc_loop PRIVATE scaleout_comm)
+
 # so_add_mpi_test and SO_MPIRUN come from comm.cmake, which the glob includes
 # after this file: register at the end of the directory instead.
 function(so_coll_register_tests)
