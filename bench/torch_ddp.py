@@ -57,6 +57,10 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=10)
     a = ap.parse_args()
+    # Before torch loads (the workers inherit it): Debian's torch runs Linear layers through the libblas.so.3
+    # alternative (OpenBLAS, OpenMP build, from scripts/install-deps.sh), which
+    # takes its thread count from the environment, not from torch.set_num_threads.
+    os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = "1"
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     out = ctx.Queue()

@@ -25,6 +25,10 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
 
+    # Before torch loads: Debian's torch runs Linear layers through the libblas.so.3
+    # alternative (OpenBLAS, OpenMP build, from scripts/install-deps.sh), which
+    # takes its thread count from the environment, not from torch.set_num_threads.
+    os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(a.threads)
     import torch
     import torch_models
 

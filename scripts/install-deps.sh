@@ -11,6 +11,10 @@ PACKAGES=(
   dataset-fashion-mnist
   clang libclang-rt-dev libomp-dev
   python3-torch python3-torchvision
+  # The PyTorch peer's BLAS: Debian's torch calls the libblas.so.3 alternative,
+  # which without this is netlib's reference BLAS (3 GFLOP/s GEMM: every
+  # Linear layer 10-30x slow). The OpenMP build follows torch.set_num_threads.
+  libopenblas0-openmp
   gnuplot-nox
   chromium # tests/report_cli.sh renders `scaleout report` pages headless
 )

@@ -62,6 +62,41 @@ static void test_plan_tiles_buffer(void **state)
     so_graph_destroy(g);
 }
 
+/* The bucket that closes last holds the lowest nodes and is only as large as
+ * it must be: at least first_bytes, less than that without its top node. */
+static void check_small_tail(const char *model, int hw, int classes, size_t first, size_t size)
+{
+    so_graph *g = NULL;
+    assert_int_equal(so_zoo_build(model, 3, hw, hw, classes, &g), 0);
+    so_bucket_plan p = {0};
+    assert_int_equal(so_bucket_plan_build(g, first, size, &p), 0);
+    const so_bucket *t = &p.b[p.n - 1];
+    size_t top = 0;
+    int lowest = -1;
+    for (int i = 0; i < so_graph_size(g); i++) {
+        const so_node *nd = so_graph_node(g, i);
+        if (nd->nparam && nd->param_off + nd->nparam == t->hi)
+            top = nd->nparam;
+        if (nd->nparam && lowest < 0)
+            lowest = i;
+    }
+    assert_int_equal(t->lo, 0);
+    assert_true((t->hi - t->lo) * sizeof(float) >= first);
+    assert_true((t->hi - t->lo - top) * sizeof(float) < first);
+    assert_int_equal(p.closes[lowest], p.n - 1);
+    print_message("%s: %d buckets, last %.2f MiB, the one before %.2f MiB\n", model, p.n,
+                  (double)(t->hi - t->lo) * 4 / (1 << 20), (double)(p.b[p.n - 2].hi - p.b[p.n - 2].lo) * 4 / (1 << 20));
+    so_bucket_plan_free(&p);
+    so_graph_destroy(g);
+}
+
+static void test_plan_small_tail(void **state)
+{
+    (void)state;
+    check_small_tail("resnet50", 224, 1000, 1u << 20, 25u << 20); /* DDP's defaults */
+    check_small_tail("resnet20", 32, 10, 64 << 10, 256 << 10);
+}
+
 static void test_simulate_recurrence(void **state)
 {
     (void)state;
@@ -118,6 +153,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_tiles_buffer),
+        cmocka_unit_test(test_plan_small_tail),
         cmocka_unit_test(test_simulate_recurrence),
         cmocka_unit_test(test_auto_latency_bound),
         cmocka_unit_test(test_auto_bandwidth_bound),

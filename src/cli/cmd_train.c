@@ -76,7 +76,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"prefetch", OPT_INT, &a->prefetch, "N", "batches prepared ahead on a background thread", 0, 64, NULL},
         {"synthetic-samples", OPT_INT, &a->synthetic_n, "N", "synthetic data set size (default: 32 batches)", 0, 1 << 30, NULL},
         {"bucket-mb", OPT_STR, &a->bucket_mb_arg, "MB|auto", "gradient bucket size in MiB; auto: chosen with the algorithm from the cost model", 0, -1, NULL},
-        {"first-bucket-mb", OPT_FLOAT, &a->first_bucket_mb, "MB", "first (small) gradient bucket in MiB", 0.001, 4096, NULL},
+        {"first-bucket-mb", OPT_FLOAT, &a->first_bucket_mb, "MB", "first and last (small) gradient buckets in MiB", 0.001, 4096, NULL},
         {"no-overlap", OPT_FLAG, &a->no_overlap, NULL, "allreduce after backward instead of during it", 0, -1, NULL},
         {"accumulate", OPT_INT, &a->accumulate, "K", "micro-batches per optimizer step", 1, 1 << 16, NULL},
         {"sync-bn", OPT_FLAG, &a->sync_bn, NULL, "batchnorm statistics over the global batch (SyncBatchNorm)", 0, -1, NULL},

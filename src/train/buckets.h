@@ -21,7 +21,10 @@ typedef struct {
 
 /* Groups parameterised nodes in backward order: the first bucket holds at
  * least first_bytes, later ones at least bucket_bytes (a bucket closes at the
- * first node boundary past its size; small layers are fused). */
+ * first node boundary past its size; small layers are fused). The last one
+ * is small too: when the remainder exceeds first_bytes, its lowest nodes (at
+ * least first_bytes) become a bucket of their own, so only that little waits
+ * for the end of backward. */
 int so_bucket_plan_build(const so_graph *g, size_t first_bytes, size_t bucket_bytes, so_bucket_plan *p);
 void so_bucket_plan_free(so_bucket_plan *p);
 
