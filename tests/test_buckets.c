@@ -94,7 +94,7 @@ static void test_plan_small_tail(void **state)
 {
     (void)state;
     check_small_tail("resnet50", 224, 1000, 1u << 20, 25u << 20); /* DDP's defaults */
-    check_small_tail("resnet20", 32, 10, 64 << 10, 256 << 10);
+    check_small_tail("resnet56", 32, 10, 64 << 10, 1 << 20);
 }
 
 static void test_simulate_recurrence(void **state)

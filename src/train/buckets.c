@@ -9,8 +9,8 @@
  * allreduce is exposed whole (ResNet-50's remainder: ~20 MiB). Cut the
  * gradients produced last -- its lowest nodes, at least first_n floats -- into
  * a small tail bucket: the rest closes earlier and is reduced while backward
- * still works on the tail's layers. Nothing changes when the last bucket is
- * already that small. */
+ * still works on the tail's layers. Nothing changes unless both parts hold at
+ * least first_n. */
 static void split_tail(const so_graph *g, size_t first_n, so_bucket_plan *p)
 {
     if (p->n == 0)
@@ -32,7 +32,7 @@ static void split_tail(const so_graph *g, size_t first_n, so_bucket_plan *p)
             lowest = i;
         tail_hi = nd->param_off + nd->nparam;
     }
-    if (upper < 0 || tail_hi >= last->hi)
+    if (upper < 0 || last->hi - tail_hi < first_n) /* a split-off crumb would cost a call, hide nothing */
         return;
     p->b[p->n] = (so_bucket){last->lo, tail_hi};
     p->closes[lowest] = p->n;
