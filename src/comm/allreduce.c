@@ -62,11 +62,9 @@ int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, siz
         rc = so_allreduce_hier_scaled(send, recv, count, scale, comm, w, &scaled);
     else
         rc = algos[algo](send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, comm, w);
-    if (rc || op != SO_REDUCE_AVG || scaled)
-        return rc;
-    for (size_t i = 0; i < count; i++)
-        recv[i] *= scale;
-    return 0;
+    if (!rc && op == SO_REDUCE_AVG && !scaled)
+        so_scale(recv, count, scale);
+    return rc;
 }
 
 int so_comm_allreduce(so_comm *c, const float *send, float *recv, size_t count, so_reduce_op op)

@@ -139,14 +139,6 @@ int so_hier_zc_decide(so_shm *s, so_waiter *w, so_zc_mode *mode)
     return 0;
 }
 
-/* x[0..n) *= scale (AVG's 1/p), unless scale is 1. */
-static void scale_by(float *x, size_t n, float scale)
-{
-    if (scale != 1.0f)
-        for (size_t i = 0; i < n; i++)
-            x[i] *= scale;
-}
-
 /* Phase 1 on slice [lo, lo + len): reduce in node-rank order through the
  * temp (scaled there while it is in L1), then store into every recv buffer
  * (all = 1) or only our own. */
@@ -159,7 +151,7 @@ static void reduce_slice(so_shm *s, size_t lo, size_t len, so_reduce_op op, floa
         for (int j = 2; j < s->q; j++)
             so_reduce_acc(t, s->zc_in[j] + o, k, op);
         if (all)
-            scale_by(t, k, scale);
+            so_scale(t, k, scale);
         for (int j = 0; j < s->q; j++)
             if (j == s->r)
                 memcpy(s->zc_out[j] + o, t, k * sizeof *t);
@@ -179,7 +171,7 @@ int so_hier_zc_run(so_shm *s, size_t count, so_reduce_op op, float scale, so_wai
         int rc = so_allreduce_fn_of(a)(mine, mine, len, op, s->cross, w);
         if (rc)
             return rc;
-        scale_by(mine, len, scale);
+        so_scale(mine, len, scale);
         for (int j = 0; j < s->q; j++)
             if (j != s->r)
                 store_peer(s->zc_out[j] + lo, mine, len);

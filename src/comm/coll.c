@@ -100,11 +100,8 @@ int so_comm_reduce_scatter(so_comm *c, so_rs_algo algo, const float *send, float
     so_waiter w;
     so_waiter_init(&w, c, "reduce-scatter");
     rc = rs_algos[algo].fn(send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, c->world, &w);
-    if (!rc && op == SO_REDUCE_AVG) {
-        float scale = 1.0f / (float)c->size;
-        for (size_t i = 0; i < len; i++)
-            recv[i] *= scale;
-    }
+    if (!rc && op == SO_REDUCE_AVG)
+        so_scale(recv, len, 1.0f / (float)c->size);
     return rc;
 }
 

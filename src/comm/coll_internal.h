@@ -38,6 +38,15 @@ static inline void so_blk(size_t count, int p, int i, size_t *off, size_t *len)
     *off = ui * q + (ui < r ? ui : r);
 }
 
+/* x[0..n) *= scale (AVG's 1/p: a multiply, one rounding per element, the same
+ * bits on every rank), unless scale is 1. */
+static inline void so_scale(float *x, size_t n, float scale)
+{
+    if (scale != 1.0f)
+        for (size_t i = 0; i < n; i++)
+            x[i] *= scale;
+}
+
 /* ---- reduction kernels (coll_util.c): written so -O3 -march=native vectorises them.
  * op is SUM, MAX or MIN. dst may alias a (not b) element for element. */
 void so_reduce_acc(float *dst, const float *src, size_t n, so_reduce_op op); /* dst = dst op src */
