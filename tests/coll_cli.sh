@@ -69,6 +69,17 @@ if bash "$mpirun" -np 2 "$bin" tune --out "$tmp/b.tune" -m 4:1M -i 3 --repeat 2 
 else
   bad "tune bands"; cat "$tmp/tb.out"
 fi
+# The fit is measured where the trainer's gradients live: registered buffers,
+# so hier runs zero-copy above its small-message size; --plain measures the copy path.
+grep -q ' memory=registered$' "$tmp/b.tune" &&
+  grep -Eq '^# measured on registered buffers.* [1-9][0-9]* zero-copy calls, 0 through the window' "$tmp/tb.out" &&
+  ok "tune measures on registered buffers" || { bad "tune registered"; cat "$tmp/tb.out"; head -1 "$tmp/b.tune"; }
+if bash "$mpirun" -np 2 "$bin" tune --plain --out "$tmp/p.tune" -m 128K:256K -i 2 --band-edges none >"$tmp/tp.out" 2>&1 &&
+   grep -q ' memory=plain$' "$tmp/p.tune" && grep -Eq ' 0 zero-copy calls, [1-9][0-9]* through the window' "$tmp/tp.out"; then
+  ok "tune --plain measures the copy path"
+else
+  bad "tune --plain"; cat "$tmp/tp.out"
+fi
 if bash "$mpirun" -np 2 "$bin" bench allreduce --algo all --tuning "$tmp/b.tune" -m 4:1M -i 2 -x 1 \
      --csv "$tmp/m.csv" >"$tmp/m.out" 2>&1 && grep -q '^# model (.*) within 25% of the measured time: mpi [0-9]*/19 ring' "$tmp/m.out" &&
    head -1 "$tmp/m.csv" | grep -q ',model_us,model_err_pct$'; then

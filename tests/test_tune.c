@@ -148,12 +148,14 @@ static void test_round_trip_v2(void **state)
     t.rule[0].algo = SO_ALLREDUCE_HIER;
     t.rule[1].max_bytes = UINT64_MAX;
     t.rule[1].algo = SO_ALLREDUCE_RING;
+    t.registered = 1;
     char path[64];
     snprintf(path, sizeof path, "/tmp/test_tune_%d.tune", (int)getpid());
     assert_int_equal(so_comm_tuning_save(&t, path), 0);
     assert_int_equal(so_comm_tuning_load(path, &u), 0);
     remove(path);
     assert_int_equal(u.version, 2);
+    assert_int_equal(u.registered, 1);
     assert_int_equal(u.nrules, 2);
     assert_int_equal(u.fit[SO_ALLREDUCE_RING].nbands, 3);
     assert_int_equal(u.fit[SO_ALLREDUCE_HIER].nbands, 0);
@@ -182,6 +184,7 @@ static void test_old_table(void **state)
     so_comm_tuning t;
     assert_int_equal(so_comm_tuning_parse(k_v1, strlen(k_v1), "v1", &t), 0);
     assert_int_equal(t.version, 1);
+    assert_int_equal(t.registered, 0); /* no memory= key: measured before registered buffers existed */
     assert_int_equal(t.nrules, 3);
     assert_int_equal(t.fit[SO_ALLREDUCE_RING].nbands, 0);
     /* one line: ring on 2 ranks, a = 2, b = 1, g = 1/2 */
@@ -190,6 +193,19 @@ static void test_old_table(void **state)
     assert_int_equal(so_comm_select(8192, 2, 0, &t), SO_ALLREDUCE_HIER);
     assert_int_equal(so_comm_select(8193, 2, 0, &t), SO_ALLREDUCE_RD);
     assert_int_equal(so_comm_select(1 << 20, 2, 0, &t), SO_ALLREDUCE_HIER);
+}
+
+/* memory= says which buffers the table was measured on; CRLF files too. */
+static void test_memory_key(void **state)
+{
+    (void)state;
+    static const char reg[] = "scaleout-tuning v1 p=2 ranks_per_node=0 gamma=1e-10 memory=registered\r\n* hier\r\n";
+    static const char plain[] = "scaleout-tuning v1 p=2 ranks_per_node=0 gamma=1e-10 memory=plain\n* ring\n";
+    so_comm_tuning t;
+    assert_int_equal(so_comm_tuning_parse(reg, strlen(reg), "reg", &t), 0);
+    assert_int_equal(t.registered, 1);
+    assert_int_equal(so_comm_tuning_parse(plain, strlen(plain), "plain", &t), 0);
+    assert_int_equal(t.registered, 0);
 }
 
 static void test_bad_tables(void **state)
@@ -207,6 +223,8 @@ static void test_bad_tables(void **state)
         "scaleout-tuning v2 p=2 ranks_per_node=0 gamma=1e-10\nfit ring alpha=nan beta=1e-10\n",
         "scaleout-tuning v3 p=2 ranks_per_node=0 gamma=1e-10\n",
         "scaleout-tuning v2 p=2 ranks_per_node=0 gamma=1e-10\n100 ring\n50 rd\n",
+        "scaleout-tuning v2 p=2 ranks_per_node=0 gamma=1e-10 memory=pinned\n",
+        "scaleout-tuning v2 p=2 ranks_per_node=0 gamma=1e-10 memory=\n",
     };
     so_comm_tuning t;
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
@@ -248,7 +266,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recovers_bands),     cmocka_unit_test(test_noise_and_parsimony),
         cmocka_unit_test(test_physical_and_monotone), cmocka_unit_test(test_round_trip_v2),
-        cmocka_unit_test(test_old_table),          cmocka_unit_test(test_bad_tables),
+        cmocka_unit_test(test_old_table),          cmocka_unit_test(test_bad_tables), cmocka_unit_test(test_memory_key),
         cmocka_unit_test(test_auto_picks_fastest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

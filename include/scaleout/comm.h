@@ -230,6 +230,7 @@ typedef struct {
     int p;              /* process count the table was measured with */
     int ranks_per_node; /* layout it was measured with (0 = real nodes) */
     double gamma;       /* seconds per byte reduced */
+    int registered;     /* measured on registered buffers (hier zero-copy); else plain memory */
     so_comm_fit fit[SO_ALLREDUCE_AUTO]; /* per concrete algorithm */
     int nrules;         /* `max_bytes algo` lines, ascending max_bytes */
     struct {

@@ -30,7 +30,7 @@ int cmd_tune(int argc, char **argv)
 
 typedef struct {
     const char *out, *range, *edges;
-    int rpn, iters, repeat;
+    int rpn, iters, repeat, plain;
 } tune_opts;
 
 static int cmp_double(const void *a, const void *b)
@@ -39,14 +39,39 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The buffers the fit is measured on. Registered by default because the
+ * trainer's gradients live there (hier then runs zero-copy); a table measured
+ * on plain memory describes hier's copy path and over-predicts it. */
+static int alloc_buffers(so_comm *c, int plain, size_t bytes, float **send, float **recv)
+{
+    if (!plain) {
+        int rc = so_comm_buf_alloc(c, bytes, (void **)send);
+        return rc ? rc : so_comm_buf_alloc(c, bytes, (void **)recv);
+    }
+    *send = calloc(1, bytes);
+    *recv = calloc(1, bytes);
+    return *send && *recv ? 0 : so_err(SO_ENOMEM, "tune: out of memory for %zu bytes", bytes);
+}
+
+static void free_buffers(so_comm *c, int plain, float *send, float *recv)
+{
+    if (!plain) { /* collective, in allocation order */
+        so_comm_buf_free(c, send);
+        so_comm_buf_free(c, recv);
+    } else {
+        free(send);
+        free(recv);
+    }
+}
+
 /* Mean seconds per allreduce across ranks for every (size, algorithm),
  * algorithms interleaved per size; with --repeat R the median of R such
  * rounds (the rounds alternate the algorithm order). */
 static int measure(so_comm *c, const tune_opts *o, const size_t *sizes, int ns, double t[][NALGO])
 {
     size_t maxc = sizes[ns - 1] / sizeof(float) + 1;
-    float *send = calloc(maxc, sizeof *send), *recv = calloc(maxc, sizeof *recv);
-    int rc = send && recv ? 0 : so_err(SO_ENOMEM, "tune: out of memory");
+    float *send = NULL, *recv = NULL;
+    int rc = alloc_buffers(c, o->plain, maxc * sizeof(float), &send, &recv);
     for (int i = 0; i < ns && !rc; i++) {
         size_t count = sizes[i] / sizeof(float) ? sizes[i] / sizeof(float) : 1;
         /* The same counts as `bench` (256 MiB per batch, 10..1000 runs, a tenth
@@ -69,8 +94,7 @@ static int measure(so_comm *c, const tune_opts *o, const size_t *sizes, int ns, 
             t[i][a] = rep[a][o->repeat / 2];
         }
     }
-    free(send);
-    free(recv);
+    free_buffers(c, o->plain, send, recv);
     return rc;
 }
 
@@ -144,6 +168,12 @@ static void report(const so_comm_tuning *tab, const int *in_line, const size_t *
 {
     printf("# scaleout tune: p=%d ranks_per_node=%d gamma=%.3e s/B (%.2f GB/s reduce)\n", tab->p,
            tab->ranks_per_node, tab->gamma, 1e-9 / tab->gamma);
+    uint64_t zc, copied;
+    so_comm_hier_path_counts(&zc, &copied);
+    printf("# measured on %s; hier above the small-message size: %llu zero-copy calls, %llu through the window\n",
+           tab->registered ? "registered buffers (so_comm_buf_alloc), like the trainer's gradients"
+                           : "plain memory (--plain)",
+           (unsigned long long)zc, (unsigned long long)copied);
     printf("# %-14s %12s %14s %14s   in-sample: sizes within 25%% (one line / bands)\n", "algorithm",
            "alpha(us)", "beta(ns/B)", "1/beta(GB/s)");
     for (int a = 0; a < NALGO; a++)
@@ -164,13 +194,16 @@ static void report(const so_comm_tuning *tab, const int *in_line, const size_t *
 
 int cmd_tune(int argc, char **argv)
 {
-    tune_opts o = {"scaleout.tune", "4:16M", "4K,16K,64K,256K,2M,16M,32M", 0, 0, 1};
+    tune_opts o = {"scaleout.tune", "4:16M", "4K,16K,64K,256K,2M,16M,32M", 0, 0, 1, 0};
     const cli_opt opts[] = {
         {"out", OPT_STR, &o.out, "FILE", "where to write the tuning table", 0, -1, NULL},
         {"message-size", OPT_STR, &o.range, "MIN:MAX", "size sweep in bytes, doubling (-m)", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &o.rpn, "K", "emulate nodes of K ranks (0 = real nodes)", 0, 1e6, NULL},
         {"iterations", OPT_INT, &o.iters, "N", "timed runs per size and algorithm (-i; 0 = auto)", 0, 1e6, NULL},
         {"repeat", OPT_INT, &o.repeat, "R", "rounds per size; the median counts", 1, MAX_REPEAT, NULL},
+        {"plain", OPT_FLAG, &o.plain, NULL,
+         "measure on plain memory (hier's copy path) instead of registered buffers like the trainer's gradients",
+         0, -1, NULL},
         {"band-edges", OPT_STR, &o.edges, "A,B,..", "candidate size-band edges of the fit (none = one line)", 0, -1,
          NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
@@ -203,6 +236,7 @@ int cmd_tune(int argc, char **argv)
     so_comm_tuning_default(&tab);
     tab.p = so_comm_size(c);
     tab.ranks_per_node = o.rpn;
+    tab.registered = !o.plain;
     tab.gamma = so_comm_reduce_gamma(16 << 20);
     /* Every rank must hold the same table: rank 0's gamma decides. */
     if (so_comm_bcast_bytes(c, &tab.gamma, sizeof tab.gamma, 0))

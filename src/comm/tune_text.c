@@ -63,8 +63,8 @@ int so_comm_tuning_save(const so_comm_tuning *t, const char *path)
     for (int a = 0; a < SO_ALLREDUCE_AUTO; a++)
         if (t->fit[a].valid && t->fit[a].nbands > 0)
             version = 2;
-    fprintf(f, "scaleout-tuning v%d p=%d ranks_per_node=%d gamma=%.6e\n", version, t->p, t->ranks_per_node,
-            t->gamma);
+    fprintf(f, "scaleout-tuning v%d p=%d ranks_per_node=%d gamma=%.6e memory=%s\n", version, t->p,
+            t->ranks_per_node, t->gamma, t->registered ? "registered" : "plain");
     fprintf(f, "# fit ALGO alpha=SECONDS beta=SECONDS_PER_BYTE   (model: docs/COLLECTIVES.md)\n");
     if (version == 2)
         fprintf(f, "# band ALGO max_bytes=N|* alpha=SECONDS beta=SECONDS_PER_BYTE   (piecewise, ascending)\n");
@@ -200,6 +200,15 @@ int so_comm_tuning_parse(const char *text, size_t len, const char *path, so_comm
                &t->ranks_per_node, &t->gamma) != 4 ||
         (t->version != 1 && t->version != 2) || !(isfinite(t->gamma) && t->gamma >= 0))
         return so_err(SO_EFORMAT, "%s: not a scaleout-tuning v1/v2 file", path);
+    /* Optional trailing key (older readers' sscanf ignores it). */
+    const char *mem = strstr(line, " memory=");
+    if (mem) {
+        mem += strlen(" memory=");
+        size_t n = strcspn(mem, " \t\r");
+        t->registered = n == 10 && !strncmp(mem, "registered", n);
+        if (!t->registered && !(n == 5 && !strncmp(mem, "plain", n)))
+            return so_err(SO_EFORMAT, "%s:1: memory= must be registered or plain", path);
+    }
     for (int ln = 2; (r = next_line(text, len, &pos, line, sizeof line)) != 0; ln++) {
         if (r < 0)
             return so_err(SO_EFORMAT, "%s:%d: line too long", path, ln);
