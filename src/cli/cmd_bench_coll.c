@@ -15,6 +15,7 @@
 #include "scaleout/json.h"
 
 #ifdef SCALEOUT_HAVE_MPI
+#include "coll_bufs.h"
 #include "scaleout/comm.h"
 #endif
 
@@ -320,31 +321,6 @@ static void model_summary(const bench_opts *o, const algo_result *res, int nalgo
     printf("\n");
 }
 
-/* send and recv of maxc floats: plain, or registered (every algorithm, the
- * MPI reference included, then runs on the same registered buffers). */
-static int alloc_buffers(bench_ctx *b, const bench_opts *o, size_t maxc)
-{
-    size_t bytes = maxc * sizeof(float);
-    if (o->registered) {
-        int rc = so_comm_buf_alloc(b->c, bytes, (void **)&b->send);
-        return rc ? rc : so_comm_buf_alloc(b->c, bytes, (void **)&b->recv);
-    }
-    b->send = calloc(maxc, sizeof(float));
-    b->recv = calloc(maxc, sizeof(float));
-    return b->send && b->recv ? 0 : so_err(SO_ENOMEM, "bench: out of memory for %zu bytes", bytes);
-}
-
-static void free_buffers(bench_ctx *b, const bench_opts *o)
-{
-    if (o->registered) { /* collective, in allocation order */
-        so_comm_buf_free(b->c, b->send);
-        so_comm_buf_free(b->c, b->recv);
-    } else {
-        free(b->send);
-        free(b->recv);
-    }
-}
-
 /* Which of hier's paths ran (registered buffers should make them zero-copy). */
 static void path_summary(void)
 {
@@ -361,7 +337,8 @@ static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int
     size_t maxb = 0;
     for (int i = 0; i < nsizes; i++)
         maxb = sizes[i] > maxb ? sizes[i] : maxb;
-    int rc = alloc_buffers(b, o, maxb / sizeof(float) + 1);
+    /* Registered: every algorithm, the MPI reference included, runs on them. */
+    int rc = coll_bufs_alloc(b->c, (maxb / sizeof(float) + 1) * sizeof(float), o->registered, &b->send, &b->recv);
     if (rc)
         return rc;
     for (int k = 0; k < nalgo; k++)
@@ -485,7 +462,7 @@ static int bench_main(const coll_desc *d, const bench_opts *o, const size_t *siz
         fclose(s.csv);
     if (rc && b.rank == 0)
         fprintf(stderr, "scaleout bench: wrong results (see #wrong)\n");
-    free_buffers(&b, o);
+    coll_bufs_free(b.c, o->registered, b.send, b.recv);
     so_comm_finalize(b.c);
     return rc ? CLI_FAIL : CLI_OK;
 }

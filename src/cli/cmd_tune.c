@@ -11,6 +11,7 @@
 #include "scaleout/err.h"
 
 #ifdef SCALEOUT_HAVE_MPI
+#include "coll_bufs.h"
 #include "scaleout/comm.h"
 #endif
 
@@ -39,39 +40,16 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The buffers the fit is measured on. Registered by default because the
- * trainer's gradients live there (hier then runs zero-copy); a table measured
- * on plain memory describes hier's copy path and over-predicts it. */
-static int alloc_buffers(so_comm *c, int plain, size_t bytes, float **send, float **recv)
-{
-    if (!plain) {
-        int rc = so_comm_buf_alloc(c, bytes, (void **)send);
-        return rc ? rc : so_comm_buf_alloc(c, bytes, (void **)recv);
-    }
-    *send = calloc(1, bytes);
-    *recv = calloc(1, bytes);
-    return *send && *recv ? 0 : so_err(SO_ENOMEM, "tune: out of memory for %zu bytes", bytes);
-}
-
-static void free_buffers(so_comm *c, int plain, float *send, float *recv)
-{
-    if (!plain) { /* collective, in allocation order */
-        so_comm_buf_free(c, send);
-        so_comm_buf_free(c, recv);
-    } else {
-        free(send);
-        free(recv);
-    }
-}
-
 /* Mean seconds per allreduce across ranks for every (size, algorithm),
  * algorithms interleaved per size; with --repeat R the median of R such
  * rounds (the rounds alternate the algorithm order). */
 static int measure(so_comm *c, const tune_opts *o, const size_t *sizes, int ns, double t[][NALGO])
 {
     size_t maxc = sizes[ns - 1] / sizeof(float) + 1;
-    float *send = NULL, *recv = NULL;
-    int rc = alloc_buffers(c, o->plain, maxc * sizeof(float), &send, &recv);
+    float *send, *recv;
+    /* Registered by default: the trainer's gradients live there (hier then runs
+     * zero-copy); a table measured on plain memory describes hier's copy path. */
+    int rc = coll_bufs_alloc(c, maxc * sizeof(float), !o->plain, &send, &recv);
     for (int i = 0; i < ns && !rc; i++) {
         size_t count = sizes[i] / sizeof(float) ? sizes[i] / sizeof(float) : 1;
         /* The same counts as `bench` (256 MiB per batch, 10..1000 runs, a tenth
@@ -94,7 +72,7 @@ static int measure(so_comm *c, const tune_opts *o, const size_t *sizes, int ns, 
             t[i][a] = rep[a][o->repeat / 2];
         }
     }
-    free_buffers(c, o->plain, send, recv);
+    coll_bufs_free(c, !o->plain, send, recv);
     return rc;
 }
 
