@@ -10,7 +10,8 @@ scaleout, none, naive, ...) `--repeats` times while holding
 benchmark never runs in between. Reported: median and min-max of the
 training wall time ("trained N steps in X s" plus the exit drain), overhead vs the median of
 `none`, stall per checkpoint (the slowest rank's time inside step_end, from the
-checkpoint summary line), write/flush bandwidth (rank 0), and `dd` (1 MiB
+checkpoint summary line), write bandwidth per level (rank 0: own shard to
+node-local storage, the partner's copy, the flush to the shared directory), and `dd` (1 MiB
 blocks, conv=fsync) to the same directories.
 
     flock -n /tmp/scaleout-bench.lock true   # the lock is taken per block inside
@@ -79,6 +80,7 @@ def parse(out):
     if not m:
         return dict(wall=wall)
     n = int(m.group(1))
+    levels = re.search(r"write = own shard ([\d.]+) MB/s \+ partner copy ([\d.]+) MB/s", out)
     cpu = re.search(r"background CPU ([\d.]+) s per rank", out)
     drain = re.search(r"exit drain ([\d.]+) s", out)
     # The training time ends at the last step; waiting for the last checkpoint
@@ -86,7 +88,8 @@ def parse(out):
     wall += float(drain.group(1)) if drain else 0.0
     return dict(wall=wall, count=n, cpu=float(cpu.group(1)) if cpu else 0.0,
                 drain=float(drain.group(1)) if drain else 0.0, flushed=int(m.group(2)), stall=float(m.group(4)) / max(n, 1),
-                stall_max=float(m.group(5)), write=float(m.group(6)), flush=float(m.group(7)))
+                stall_max=float(m.group(5)), write=float(m.group(6)), flush=float(m.group(7)),
+                own=float(levels.group(1)) if levels else None, partner=float(levels.group(2)) if levels else None)
 
 
 def dd(directory):
@@ -125,6 +128,15 @@ def block(a, model, np, lock):
     return res
 
 
+def write_cell(runs):
+    """Median write MB/s of rank 0, and with partner copies its two levels (own shard / partner copy)."""
+    cell = "%.0f" % statistics.median(x["write"] for x in runs)
+    if all(x.get("partner") for x in runs):
+        cell += " (%.0f / %.0f)" % (statistics.median(x["own"] for x in runs),
+                                    statistics.median(x["partner"] for x in runs))
+    return cell
+
+
 def fmt(v, f="%.2f"):
     return (f + " (" + f + "–" + f + ")") % (statistics.median(v), min(v), max(v))
 
@@ -145,7 +157,8 @@ def main():
     a = ap.parse_args()
     lock = open("/tmp/scaleout-bench.lock", "a")
     print("| model | np | mode | wall s, median (min–max) | overhead vs none | checkpoints | "
-          "stall per checkpoint ms, median (min–max) | stall + background CPU, % of wall | write MB/s | flush MB/s |")
+          "stall per checkpoint ms, median (min–max) | stall + background CPU, % of wall | "
+          "write MB/s (own shard / partner copy) | flush MB/s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for model in a.models.split(","):
         for np in map(int, a.np.split(",")):
@@ -162,9 +175,9 @@ def main():
                 # The noise-free cost on a node whose cores are all busy: the
                 # training thread's stall plus the checkpoint threads' CPU time.
                 cost = [100 * (x["stall"] * x["count"] + x["cpu"] + x["drain"]) / x["wall"] for x in runs]
-                print("| %s | %d | %s | %s | %s | %d | %s | %s | %.0f | %s |" % (
+                print("| %s | %d | %s | %s | %s | %d | %s | %s | %s | %s |" % (
                     model, np, m, fmt(walls), over, runs[0]["count"], fmt(stalls, "%.1f"), fmt(cost, "%.2f"),
-                    statistics.median(x["write"] for x in runs),
+                    write_cell(runs),
                     "%.0f" % statistics.median(x["flush"] for x in runs) if m == "scaleout" else "—"), flush=True)
     with held(lock):
         print("\n`dd if=/dev/zero bs=1M count=256 conv=fsync`: %s %.0f MB/s, %s %.0f MB/s" % (

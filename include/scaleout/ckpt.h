@@ -123,8 +123,9 @@ typedef struct {
     double stall_total, stall_max; /* seconds the training thread spent in step_end for checkpoints */
     double stall_last;
     double drain_seconds;    /* so_ckpt_finish waiting for the last checkpoint and flush (exit drain) */
-    double write_seconds;    /* background seconds writing shards (this rank) */
+    double write_seconds;    /* background seconds writing shards (this rank): own + partner copy */
     double write_bytes;
+    double partner_seconds, partner_bytes; /* the partner copy's part of write_* (level 2) */
     double flush_seconds, flush_bytes;
     double bg_cpu_seconds;   /* CPU time of the writer and flush threads (this rank) */
     double last_complete_seconds; /* snapshot -> manifest of the last checkpoint */

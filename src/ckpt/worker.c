@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "scaleout/err.h"
@@ -71,6 +72,7 @@ static double cpu_now(void)
 static void *loop(void *arg)
 {
     ck_worker *w = arg;
+    prctl(PR_SET_NAME, w->name, 0, 0, 0);
 #ifdef SCHED_BATCH
     /* Checkpoint copies and writes only use CPU time that training leaves
      * idle: a woken writer must not preempt a rank's compute thread. */
@@ -100,9 +102,10 @@ static void *loop(void *arg)
     return NULL;
 }
 
-int ck_worker_start(ck_worker *w)
+int ck_worker_start(ck_worker *w, const char *name)
 {
     memset(w, 0, sizeof *w);
+    snprintf(w->name, sizeof w->name, "%s", name);
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     if (pthread_create(&w->th, NULL, loop, w) != 0)

@@ -54,11 +54,12 @@ typedef struct {
     double cpu_seconds;  /* thread CPU time spent in tasks (under mu) */
     so_ckpt_io_fn io_fn; /* I/O observer (under mu; called with mu held) */
     void *io_arg;
+    char name[16];       /* thread name (perf, top): "so-ckpt-write" */
 } ck_worker;
 
 #define CK_IO(kind) ((int)(kind) + 1)
 
-int ck_worker_start(ck_worker *w);
+int ck_worker_start(ck_worker *w, const char *name);
 void ck_worker_stop(ck_worker *w);   /* runs the queued tasks, then joins */
 void ck_worker_submit(ck_worker *w, ck_task *t); /* blocks while the queue is full */
 /* 1 once t has run (wait = 1: blocks until then). */

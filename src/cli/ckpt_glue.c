@@ -245,6 +245,11 @@ int ckpt_glue_open(const ckpt_args *a, dist_handle *dh, so_model *m, so_optim *o
     return 0;
 }
 
+static double mb_per_s(double bytes, double seconds)
+{
+    return seconds > 0 ? bytes / seconds / 1e6 : 0;
+}
+
 int ckpt_glue_finish(ckpt_glue *g)
 {
     if (!g || !g->ck)
@@ -266,11 +271,12 @@ int ckpt_glue_finish(ckpt_glue *g)
         return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     if (g->rank == 0 && st.count + st.failures > 0)
         printf("checkpoints: %ld complete, %ld flushed, %ld failed; stall total %.4f s, max %.4f s per checkpoint "
-               "(slowest rank); write %.1f MB/s, flush %.1f MB/s (rank 0); background CPU %.4f s per rank; "
-               "exit drain %.4f s\n",
+               "(slowest rank); write %.1f MB/s, flush %.1f MB/s (rank 0; write = own shard %.1f MB/s + partner copy "
+               "%.1f MB/s); background CPU %.4f s per rank; exit drain %.4f s\n",
                st.count, st.flushes, st.failures, mx[0] * 1e-6, mx[1] * 1e-6,
-               st.write_seconds > 0 ? st.write_bytes / st.write_seconds / 1e6 : 0,
-               st.flush_seconds > 0 ? st.flush_bytes / st.flush_seconds / 1e6 : 0,
+               mb_per_s(st.write_bytes, st.write_seconds), mb_per_s(st.flush_bytes, st.flush_seconds),
+               mb_per_s(st.write_bytes - st.partner_bytes, st.write_seconds - st.partner_seconds),
+               mb_per_s(st.partner_bytes, st.partner_seconds),
                cpu * 1e-6 / (tp(g) ? g->t.world : 1), mx[2] * 1e-6);
     if (g->rank == 0 && st.interval > 0)
         printf("checkpoint interval (Daly, --mtbf): %ld steps\n", st.interval);

@@ -209,6 +209,7 @@ static void engine_step(so_async *a)
 static void *engine_main(void *arg)
 {
     so_async *a = arg;
+    prctl(PR_SET_NAME, "so-comm-async", 0, 0, 0); /* perf, top */
 #ifdef PR_SET_TIMERSLACK
     /* 1 us timer slack so the 5-200 us backoff sleeps are what they say (wait.c). */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
