@@ -16,6 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_env  # noqa: E402
 
 
 def idx(path, images):
@@ -43,10 +44,7 @@ def main():
     ap.add_argument("--seed", type=int, default=42)
     a = ap.parse_args()
 
-    # Before torch loads: Debian's torch runs Linear layers through the libblas.so.3
-    # alternative (OpenBLAS, OpenMP build, from scripts/install-deps.sh), which
-    # takes its thread count from the environment, not from torch.set_num_threads.
-    os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = str(a.threads)
+    peer_env.prepare(a.threads)  # before torch loads (bench/peer_env.py)
     import torch
     import torch_models
     torch.set_num_threads(a.threads)

@@ -13,6 +13,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_env  # noqa: E402
 
 
 def worker(rank, a, port, out):
@@ -57,10 +58,7 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=10)
     a = ap.parse_args()
-    # Before torch loads (the workers inherit it): Debian's torch runs Linear layers through the libblas.so.3
-    # alternative (OpenBLAS, OpenMP build, from scripts/install-deps.sh), which
-    # takes its thread count from the environment, not from torch.set_num_threads.
-    os.environ["OMP_NUM_THREADS"] = os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    peer_env.prepare(1)  # before torch loads (bench/peer_env.py)
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
