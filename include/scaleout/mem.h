@@ -9,6 +9,11 @@
 /* Zero-filled, SO_ALIGN-aligned block of `bytes` (0 gives a valid 64-byte block); NULL on failure. */
 void *so_alloc(size_t bytes);
 void so_free(void *p);
+/* Maps every page of [p, p + n) now, in one system call (MADV_POPULATE_WRITE),
+ * instead of one page fault per 4 KiB page at first use; a no-op where the
+ * kernel lacks it (< 5.14). A page fault costs ~14 us on a VM whose
+ * hypervisor traps them (seen: 200 MB by memset 0.85 s, populated 0.03 s). */
+void so_mem_populate(void *p, size_t n);
 /* Peak resident set size of this process in bytes (from getrusage), 0 if unknown. */
 size_t so_peak_rss(void);
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "scaleout/err.h"
+#include "scaleout/mem.h"
 
 #define CHUNK (8u << 20)
 
@@ -163,6 +164,8 @@ int ck_copy_atomic(const char *src, const char *dir, const char *name, int delay
     char tmp[4096];
     int fd = open_tmp(dir, name, tmp, sizeof tmp);
     uint8_t *b = fd >= 0 ? malloc(CHUNK) : NULL;
+    if (b)
+        so_mem_populate(b, CHUNK);
     int rc = 0, first = 1;
     uint32_t c = 0;
     uint64_t total = 0;
