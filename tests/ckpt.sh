@@ -9,6 +9,7 @@
 #  - disk full (ulimit -f, SIGXFSZ ignored): message, previous checkpoint valid,
 #    --ckpt-on-error continue|stop; another model or version: exit 2
 #  - ckpt list/verify/export and --init-from round trip
+#  - bench/ckpt_attrib.py finds the checkpoint steps in a real profile
 # Usage: ckpt.sh path/to/scaleout
 set -u
 bin=$1
@@ -64,6 +65,12 @@ must 2 ck2 "${two[@]}" --ckpt-every 5 --ckpt-local "$tmp/l2" --ckpt-dir "$tmp/s2
   [ -f "$tmp/s2/ckpt-0000000010/MANIFEST" ] && [ ! -e "$tmp/s2/ckpt-0000000005" ] &&
   ok "levels: partner copies on the other node, every 2nd checkpoint flushed" || bad "level layout: $(find "$tmp/l2" "$tmp/s2" | sort)"
 cp -r "$tmp/l2" "$tmp/l2.bak"; cp -r "$tmp/s2" "$tmp/s2.bak"
+# The overhead benchmark's in-run attribution (bench/ckpt_attrib.py) reads a real profile.
+must 2 prof2 "${two[@]}" --ckpt-every 5 --ckpt-local "$tmp/lp" --ckpt-dir "$tmp/sp" --ckpt-flush-every 2 \
+  --profile "$tmp/prof2" --profile-detail step --timeline-steps 0:1 &&
+  python3 "$src/bench/ckpt_attrib.py" "$tmp/prof2" >"$tmp/attrib.log" 2>&1 &&
+  grep -Eq "^[1-9][0-9]* of 20 steps overlap checkpoint work" "$tmp/attrib.log" && ok "in-run attribution finds the checkpoint steps" ||
+  bad "attribution: $(cat "$tmp/attrib.log")"
 restore() { rm -rf "$tmp/l2" "$tmp/s2"; cp -r "$tmp/l2.bak" "$tmp/l2"; cp -r "$tmp/s2.bak" "$tmp/s2"; }
 resume2() { # resume2 NAME WHAT: resumes the 2-rank run and compares with the uninterrupted one
   must 2 "$1" "${two[@]}" --ckpt-every 5 --ckpt-local "$tmp/l2" --ckpt-dir "$tmp/s2" --resume auto \

@@ -10,6 +10,10 @@ add_test(NAME ckpt_torch COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/ckpt_torch.sh 
 set_tests_properties(ckpt_torch PROPERTIES TIMEOUT 300 LABELS cli SKIP_RETURN_CODE 77
                      ENVIRONMENT "SCALEOUT_SOURCE_DIR=${CMAKE_SOURCE_DIR}")
 
+# The overhead benchmark's in-run attribution against synthetic runs of known cost.
+add_test(NAME ckpt_attrib COMMAND python3 ${CMAKE_SOURCE_DIR}/bench/ckpt_attrib.py --self-test)
+set_tests_properties(ckpt_attrib PROPERTIES LABELS unit TIMEOUT 60)
+
 # End to end: resume, levels, faults, refusals, commands (MPI, 2 emulated nodes).
 # The launcher (SO_MPIEXEC) is chosen in comm.cmake, which is included after
 # this file (alphabetical glob), so the property is set at the end of the directory.
