@@ -60,14 +60,18 @@ def merge(spans):
     return [tuple(w) for w in out]
 
 
+def bounds(starts, end):
+    """(start, end) of every cycle: a step's start to the next one's, the last to the last step's end."""
+    return list(zip(starts, starts[1:] + [end]))
+
+
 def cycles(starts, end):
-    return [b - a for a, b in zip(starts, starts[1:] + [end])]
+    return [b - a for a, b in bounds(starts, end)]
 
 
 def affected(starts, end, windows):
     """Indices of the cycles that overlap a window, grouped into runs of consecutive indices."""
-    bounds = list(zip(starts, starts[1:] + [end]))
-    hit = [i for i, (a, b) in enumerate(bounds) if any(a < w1 and w0 < b for w0, w1 in windows)]
+    hit = [i for i, (a, b) in enumerate(bounds(starts, end)) if any(a < w1 and w0 < b for w0, w1 in windows)]
     groups = []
     for i in hit:
         if groups and i == groups[-1][-1] + 1:
@@ -122,6 +126,11 @@ def percent(res):
     return 100 * (res["extra"] + res["tail"]) / (res["train"] - res["extra"])
 
 
+def placebo_percent(res):
+    """The placebo extra in % of the run without checkpoints."""
+    return 100 * res["placebo"] / res["placebo_train"]
+
+
 def self_test():
     """Synthetic runs with a known cost: drift of +-10% over the run, 3% noise per
     step, and 0.06 s added to each of 10 steps after two checkpoints (1.2 s)."""
@@ -165,7 +174,7 @@ def main():
                            "" if res["valid"] else " (not an estimate: too few unaffected steps)"))
     if "placebo" in res:
         print("placebo (same steps, run without checkpoints): %.3f s = %.2f%%"
-              % (res["placebo"], 100 * res["placebo"] / res["placebo_train"]))
+              % (res["placebo"], placebo_percent(res)))
 
 
 if __name__ == "__main__":

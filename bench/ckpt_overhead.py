@@ -129,22 +129,22 @@ def block(a, model, np, lock):
                      "--ckpt-flush-every", "2", "--ckpt-keep", "2"],
     }
     res = {m: [] for m in modes}
+    os.makedirs(a.profiles, exist_ok=True)
+    prof_dir = lambda m, r: os.path.join(a.profiles, "%s-np%d-%s-%d" % (model, np, m, r))
     for r in range(a.repeats):
         for m, extra in modes.items():
             shutil.rmtree(local, ignore_errors=True)
             shutil.rmtree(shared, ignore_errors=True)
             # Step-level profile (+0.016% instructions): rank 0's step times and
             # every rank's checkpoint work, for the in-run attribution.
-            prof = os.path.join(a.profiles, "%s-np%d-%s-%d" % (model, np, m, r))
+            prof = prof_dir(m, r)
             shutil.rmtree(prof, ignore_errors=True)
-            os.makedirs(a.profiles, exist_ok=True)
             with held(lock, a.lock_per_run):  # long runs: other benchmarks in between, never during
                 out, _ = run(base + extra + ["--profile", prof, "--profile-detail", "step", "--timeline-steps", "0:1"])
             res[m].append(parse(out))
             # The placebo: the same step indices in this repeat's run without checkpoints.
             if m != "none":
-                res[m][-1]["attr"] = ckpt_attrib.attribute(
-                    ckpt_attrib.load(prof), ckpt_attrib.load(os.path.join(a.profiles, "%s-np%d-none-%d" % (model, np, r))))
+                res[m][-1]["attr"] = ckpt_attrib.attribute(ckpt_attrib.load(prof), ckpt_attrib.load(prof_dir("none", r)))
             print("  %s np=%d %s rep %d: %s" % (model, np, m, r + 1, res[m][-1]), file=sys.stderr, flush=True)
     shutil.rmtree(local, ignore_errors=True)
     shutil.rmtree(shared, ignore_errors=True)
@@ -201,7 +201,7 @@ def main():
                 cost = [100 * (x["stall"] * x["count"] + x["cpu"] + x["drain"]) / x["wall"] for x in runs]
                 ok = [x for x in runs if x["attr"]["valid"]]
                 attributed = [ckpt_attrib.percent(x["attr"]) for x in ok]
-                placebo = [100 * x["attr"]["placebo"] / x["attr"]["placebo_train"] for x in ok]
+                placebo = [ckpt_attrib.placebo_percent(x["attr"]) for x in ok]
                 print("| %s | %d | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |" % (
                     model, np, m, fmt(walls), over, runs[0]["count"], fmt(stalls, "%.1f"), fmt(cost, "%.2f"),
                     fmt(attributed) if ok else "— (work covers > 1/3 of the steps)", fmt(placebo) if ok else "—",
