@@ -2,7 +2,7 @@
  * table versions), the manifest format (round trip, tampering, versions),
  * Daly's interval against hand-computed values, a one-process save/restore of
  * a model with batchnorm and an optimizer with state, the I/O observer of the
- * writer and flush threads, and safetensors. */
+ * writer and flush threads, recycled node-local shard files, and safetensors. */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -12,11 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "ckpt/slot.h"
 #include "scaleout/ckpt.h"
 #include "scaleout/err.h"
 #include "scaleout/zoo.h"
@@ -377,7 +381,7 @@ static void test_io_observer(void **state)
         }
         const so_ckpt_io_kind want[6] = {SO_CKPT_IO_SNAPSHOT, SO_CKPT_IO_SHARD, SO_CKPT_IO_MANIFEST,
                                          SO_CKPT_IO_SNAPSHOT, SO_CKPT_IO_SHARD, SO_CKPT_IO_MANIFEST};
-        int w = 0, flush = 0, fman = 0;
+        int w = 0, flush = 0, fman = 0, reserved = 0;
         double end = 0;
         long shard = file_size(node, 5, "shard-0.bin");
         assert_true(shard > 0 && shard == file_size(node, 10, "shard-0.bin"));
@@ -392,6 +396,14 @@ static void test_io_observer(void **state)
                         (long)e->bytes == file_size(shared, 5, "MANIFEST");
                 continue;
             }
+            if (e->kind == SO_CKPT_IO_RESERVE) { /* the shard files: at start-up, then ahead of step 10 */
+                assert_true(e->t0 >= end);
+                end = e->t1;
+                assert_int_equal((long)e->bytes, shard);
+                assert_true(e->step == 0 || (e->step == 10 && w >= 2));
+                reserved += e->step == 10;
+                continue;
+            }
             assert_true(w < 6 && e->kind == want[w] && e->step == (w < 3 ? 5 : 10));
             assert_true(e->t0 >= end); /* one after another on the writer */
             end = e->t1;
@@ -400,6 +412,7 @@ static void test_io_observer(void **state)
             w++;
         }
         assert_int_equal(w, 6);
+        assert_int_equal(reserved, 1); /* ckpt-5 holds the first file when step 10 comes */
         assert_int_equal(flush, 1);
         assert_int_equal(fman, 1);
         assert_string_equal(so_ckpt_io_name(SO_CKPT_IO_PARTNER), "partner write");
@@ -462,6 +475,142 @@ static void test_safetensors(void **state)
     unmake(&b);
 }
 
+/* ---- recycled shard files (src/ckpt/slot.c) ---- */
+
+#define SLOT_LEN (1u << 20)
+
+static char slot_dir[64];
+
+/* Fills the taken slot with byte v and commits it as ckpt-<step>/shard-0.bin. */
+static void commit_slot(ck_slots *p, int step, int v)
+{
+    char err[600] = "", dir[128];
+    uint8_t *m = ck_slots_take(p, err, sizeof err);
+    if (!m)
+        fail_msg("take: %s", err);
+    memset(m, v, SLOT_LEN);
+    snprintf(dir, sizeof dir, "%s/ckpt-%d", slot_dir, step);
+    mkdir(dir, 0777);
+    uint32_t crc = 0;
+    if (ck_slots_commit(p, dir, "shard-0.bin", 0, &crc, err, sizeof err))
+        fail_msg("commit: %s", err);
+    uint8_t *want = malloc(SLOT_LEN);
+    memset(want, v, SLOT_LEN);
+    assert_int_equal(crc, so_crc32c(0, want, SLOT_LEN));
+    free(want);
+}
+
+/* Every byte of ckpt-<step>/shard-0.bin is v. */
+static void expect_shard(int step, int v)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/ckpt-%d/shard-0.bin", slot_dir, step);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    uint8_t *b = malloc(SLOT_LEN + 1);
+    assert_int_equal(fread(b, 1, SLOT_LEN + 1, f), SLOT_LEN);
+    fclose(f);
+    for (size_t i = 0; i < SLOT_LEN; i++)
+        if (b[i] != v)
+            fail_msg("%s: byte %zu is %d, want %d (a kept checkpoint was written over)", path, i, b[i], v);
+    free(b);
+}
+
+static void unlink_shard(int step)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/ckpt-%d/shard-0.bin", slot_dir, step);
+    assert_int_equal(unlink(path), 0);
+}
+
+/* A slot is reused only once no checkpoint holds it; kept checkpoints are
+ * never written over; the pool is bounded; names go at the end while the
+ * checkpoints stay; a killed run's names are cleared. */
+static void test_slots(void **state)
+{
+    (void)state;
+    snprintf(slot_dir, sizeof slot_dir, "/tmp/so_slots_XXXXXX");
+    assert_non_null(mkdtemp(slot_dir));
+    char stale[128];
+    snprintf(stale, sizeof stale, "%s/.slots", slot_dir);
+    mkdir(stale, 0777);
+    snprintf(stale, sizeof stale, "%s/.slots/r0-own.7", slot_dir);
+    fclose(fopen(stale, "w"));
+
+    ck_slots p;
+    assert_int_equal(ck_slots_init(&p, slot_dir, "r0-own", SLOT_LEN, 3), 0);
+    assert_int_equal(access(stale, F_OK), -1); /* a killed run's name is gone */
+    ck_slots_reserve(&p);
+    assert_int_equal(p.n, 1);
+    assert_int_equal(ck_slots_free_count(&p), 1);
+    uint8_t *first = p.s[0].map;
+    commit_slot(&p, 1, 'A');
+    assert_int_equal(ck_slots_free_count(&p), 0); /* held by ckpt-1 */
+    commit_slot(&p, 2, 'B');                       /* so a second slot is made */
+    assert_int_equal(p.n, 2);
+    expect_shard(1, 'A');
+    unlink_shard(1); /* pruned */
+    assert_int_equal(ck_slots_free_count(&p), 1);
+    commit_slot(&p, 3, 'C');
+    assert_int_equal(p.n, 2);               /* recycled, not made */
+    assert_ptr_equal(p.s[0].map, first);
+    expect_shard(2, 'B');
+    expect_shard(3, 'C');
+
+    /* a file someone truncated is never reused (a store past its end is SIGBUS) */
+    char slot1[128];
+    snprintf(slot1, sizeof slot1, "%s/.slots/r0-own.1", slot_dir);
+    unlink_shard(2);
+    assert_int_equal(truncate(slot1, 4096), 0);
+    assert_int_equal(ck_slots_free_count(&p), 0);
+    commit_slot(&p, 4, 'D');
+    assert_int_equal(p.n, 3);
+    /* all three held or unusable: refused with a message, nothing written over */
+    char err[600] = "";
+    assert_null(ck_slots_take(&p, err, sizeof err));
+    assert_non_null(strstr(err, "still held"));
+    expect_shard(3, 'C');
+    expect_shard(4, 'D');
+
+    ck_slots_destroy(&p);
+    assert_int_equal(access(slot1, F_OK), -1);
+    expect_shard(3, 'C'); /* the checkpoints keep their files */
+    expect_shard(4, 'D');
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", slot_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A file that cannot get its blocks (here a file size limit, as with a full
+ * disk) is an error with the reason at take, never a SIGBUS later. */
+static void test_slots_full(void **state)
+{
+    (void)state;
+    snprintf(slot_dir, sizeof slot_dir, "/tmp/so_slots_XXXXXX");
+    assert_non_null(mkdtemp(slot_dir));
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        struct rlimit rl = {SLOT_LEN / 2, SLOT_LEN / 2};
+        setrlimit(RLIMIT_FSIZE, &rl);
+        ck_slots p;
+        char err[600] = "";
+        if (ck_slots_init(&p, slot_dir, "r0-own", SLOT_LEN, 3))
+            _exit(3);
+        ck_slots_reserve(&p); /* quiet */
+        int ok = p.n == 0 && !ck_slots_take(&p, err, sizeof err) && strstr(err, "File too large");
+        ck_slots_destroy(&p);
+        _exit(ok ? 0 : 1);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", slot_dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -469,7 +618,8 @@ int main(void)
         cmocka_unit_test(test_manifest_round_trip), cmocka_unit_test(test_manifest_refusals),
         cmocka_unit_test(test_daly),              cmocka_unit_test(test_session_restore),
         cmocka_unit_test(test_safetensors), cmocka_unit_test(test_snapshot_waits),
-        cmocka_unit_test(test_io_observer),
+        cmocka_unit_test(test_io_observer),       cmocka_unit_test(test_slots),
+        cmocka_unit_test(test_slots_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -163,13 +163,15 @@ void so_ckpt_set_span(so_ckpt *ck, so_ckpt_span_fn fn, void *arg);
  * writer thread does SNAPSHOT (copying this rank's shard into the staging
  * buffer), SHARD, PARTNER and MANIFEST writes one after another; the flush
  * thread FLUSH (copy of the shard to the shared level) and FLUSH_MANIFEST.
+ * RESERVE is the writer making node-local shard files a few steps before a
+ * checkpoint needs them (only reported when it made one; bytes = their size).
  * Times are so_now() seconds (CLOCK_MONOTONIC), step is the checkpoint's
  * step, rc 0 or the task's error. fn must be thread-safe and must not call
  * back into ck; NULL turns it off (no call is in progress once this returns).
  * The naive mode's synchronous write is not reported. */
 typedef enum {
     SO_CKPT_IO_SNAPSHOT, SO_CKPT_IO_SHARD, SO_CKPT_IO_PARTNER, SO_CKPT_IO_MANIFEST,
-    SO_CKPT_IO_FLUSH, SO_CKPT_IO_FLUSH_MANIFEST, SO_CKPT_IO_KINDS
+    SO_CKPT_IO_FLUSH, SO_CKPT_IO_FLUSH_MANIFEST, SO_CKPT_IO_RESERVE, SO_CKPT_IO_KINDS
 } so_ckpt_io_kind;
 typedef struct {
     so_ckpt_io_kind kind;
@@ -180,7 +182,7 @@ typedef struct {
 } so_ckpt_io_event;
 typedef void (*so_ckpt_io_fn)(void *arg, const so_ckpt_io_event *e);
 void so_ckpt_set_io(so_ckpt *ck, so_ckpt_io_fn fn, void *arg);
-/* "snapshot", "shard write", "partner write", "manifest", "flush", "flush manifest". */
+/* "snapshot", "shard write", "partner write", "manifest", "flush", "flush manifest", "file reserve". */
 const char *so_ckpt_io_name(so_ckpt_io_kind k);
 /* Collective: completes the checkpoint and flush in flight (blocking). */
 int so_ckpt_finish(so_ckpt *ck);

@@ -58,10 +58,10 @@ static void partners(const so_ckpt *ck, int *dst, int *src);
 
 static void *alloc_raw(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64); }
 
-/* Writer thread, at start-up: touches both staging buffers. MPI receives into
- * the partner buffer on the training or gradient thread, and the first
- * snapshot into the own one must be done by the next update: with their page
- * faults still ahead (~25k for ResNet-50's 100 MB shard) the first checkpoint
+/* Writer thread, at start-up: touches the staging buffer of the shared
+ * level (node-local shard files are made by reserve instead). The first
+ * snapshot into it must be done by the next update: with its page faults
+ * still ahead (~25k for ResNet-50's 100 MB shard) the first checkpoint
  * stalled training 60-170 ms (the rest ~1 ms). Populated in one call first:
  * faulting 200 MB in page by page cost this thread 0.85 s of CPU on that VM. */
 static int prefault(void *arg, ck_task *t)
@@ -70,10 +70,34 @@ static int prefault(void *arg, ck_task *t)
     (void)t;
     so_mem_populate(ck->stage, ck->stage_cap);
     memset(ck->stage, 0, ck->stage_cap);
-    if (ck->pbuf) {
-        so_mem_populate(ck->pbuf, ck->pbuf_cap);
-        memset(ck->pbuf, 0, ck->pbuf_cap);
-    }
+    return 0;
+}
+
+/* With a node-local level the shards are written in place into recycled
+ * files (slot.c): keep + 3 of each kind cover the kept checkpoints, the one
+ * in flight, one a flush holds and one a failed checkpoint left; a run
+ * normally needs keep + 1 (see reserve_ahead). */
+static int init_slots(so_ckpt *ck)
+{
+    char tag[32];
+    int max = ck->c.keep + 3, rc;
+    ck->slots = 1;
+    ck_fmt(tag, sizeof tag, "r%d-own", ck->t.rank);
+    if ((rc = ck_slots_init(&ck->own_slots, ck->node_dir, tag, ck->stage_cap, max)))
+        return rc;
+    ck_fmt(tag, sizeof tag, "r%d-partner", ck->t.rank);
+    return ck->pbuf_cap ? ck_slots_init(&ck->partner_slots, ck->node_dir, tag, ck->pbuf_cap, max) : 0;
+}
+
+/* Writer thread: a free shard file in each pool, made now if there is none
+ * (at start-up, the equivalent of the shared level's staging buffer). */
+static int reserve(void *arg, ck_task *t)
+{
+    so_ckpt *ck = arg;
+    int own = ck->own_slots.n, part = ck->partner_slots.n;
+    ck_slots_reserve(&ck->own_slots);
+    ck_slots_reserve(&ck->partner_slots);
+    t->len = (size_t)(ck->own_slots.n - own) * ck->stage_cap + (size_t)(ck->partner_slots.n - part) * ck->pbuf_cap;
     return 0;
 }
 
@@ -98,15 +122,17 @@ static int alloc_buffers(so_ckpt *ck)
         partners(ck, &dst, &src);
         ck_block(ck->rep_bytes, w, src, &off, &len);
         ck->pbuf_cap = (size_t)(len + ck->rank_bytes);
-        if (!(ck->pbuf = alloc_raw(ck->pbuf_cap)))
-            return so_err(SO_ENOMEM, "out of memory for a %zu-byte partner checkpoint buffer", ck->pbuf_cap);
     }
-    if (!(ck->stage = alloc_raw(ck->stage_cap)))
-        return so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->stage_cap);
+    int rc = ck->c.local_dir ? init_slots(ck) : 0;
+    if (!rc && !ck->c.local_dir && !(ck->stage = alloc_raw(ck->stage_cap)))
+        rc = so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->stage_cap);
+    if (rc)
+        return rc;
     memset(&ck->t_prep, 0, sizeof ck->t_prep);
     ck->t_prep.kind = CK_TASK_PREPARE;
-    ck->t_prep.prepare = prefault;
+    ck->t_prep.prepare = ck->slots ? reserve : prefault;
     ck->t_prep.prep_arg = ck;
+    ck->t_prep.prep_io = ck->slots ? CK_IO(SO_CKPT_IO_RESERVE) : 0;
     ck_worker_submit(&ck->writer, &ck->t_prep);
     return 0;
 }
@@ -154,8 +180,14 @@ void so_ckpt_destroy(so_ckpt *ck)
         return;
     ck_worker_stop(&ck->writer);
     ck_worker_stop(&ck->flusher);
-    free(ck->stage);
-    free(ck->pbuf);
+    if (ck->slots) {
+        ck_slots_destroy(&ck->own_slots);
+        ck_slots_destroy(&ck->partner_slots);
+        free(ck->scratch_own);
+        free(ck->scratch_part);
+    } else {
+        free(ck->stage);
+    }
     free(ck->av);
     free(ck->rankbuf);
     free(ck->man_copy);
@@ -248,6 +280,10 @@ static void queue_write(so_ckpt *ck, ck_task *t, const char *dir, const char *na
     t->len = len;
     t->delay_ms = ck->delay_ms;
     t->step = ck->pm.step;
+    if (ck->slots) {
+        t->slots = t == &ck->t_partner ? &ck->partner_slots : &ck->own_slots;
+        t->no_crc = t == &ck->t_partner;
+    }
     t->io = CK_IO(t == &ck->t_partner ? SO_CKPT_IO_PARTNER : SO_CKPT_IO_SHARD);
     t->prep_io = prep ? CK_IO(SO_CKPT_IO_SNAPSHOT) : 0;
     ck_worker_submit(&ck->writer, t);
@@ -264,20 +300,44 @@ static void partners(const so_ckpt *ck, int *dst, int *src)
     *src = (ck->t.rank - shift + w) % w;
 }
 
-/* Writer thread, first step of the shard write: the directory and the
- * snapshot of this rank's shard (the parameters are frozen until
+/* Scratch memory in place of a slot that could not be had (the checkpoint
+ * fails, but the exchange its partner posted must still be matched). */
+static uint8_t *scratch(uint8_t **buf, size_t cap)
+{
+    if (!*buf && (*buf = malloc(cap)))
+        memset(*buf, 0, cap);
+    return *buf;
+}
+
+/* Writer thread: the files this checkpoint's shard and partner copy are
+ * written into; 0, or SO_EIO with t->err (then stage and pbuf are scratch). */
+static int take_slots(so_ckpt *ck, ck_task *t)
+{
+    ck->stage = ck_slots_take(&ck->own_slots, t->err, sizeof t->err);
+    ck->pbuf = ck->stage && ck->pbuf_cap ? ck_slots_take(&ck->partner_slots, t->err, sizeof t->err) : NULL;
+    if (ck->stage && (ck->pbuf || !ck->pbuf_cap))
+        return 0;
+    if (!ck->stage)
+        ck->stage = scratch(&ck->scratch_own, ck->stage_cap);
+    if (ck->pbuf_cap && !ck->pbuf)
+        ck->pbuf = scratch(&ck->scratch_part, ck->pbuf_cap);
+    return SO_EIO;
+}
+
+/* Writer thread, first step of the shard write: the directory, the files,
+ * and the snapshot of this rank's shard (the parameters are frozen until
  * before_update has seen this step finish). */
 static int snapshot(void *arg, ck_task *t)
 {
     so_ckpt *ck = arg;
+    if (ck->slots && take_slots(ck, t))
+        return SO_EIO;
     if (ck_mkdirs(ck->pdir)) {
         ck_fmt(t->err, sizeof t->err, "%s", so_errmsg());
         return SO_EIO;
     }
-    if (ck->delay_ms > 0) { /* test hook: a slow snapshot, which before_update must wait for */
-        struct timespec ts = {ck->delay_ms / 1000, (long)(ck->delay_ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    if (ck->delay_ms > 0) /* test hook: a slow snapshot, which before_update must wait for */
+        ck_sleep_ms(ck->delay_ms);
     uint64_t off, len;
     ck_block(ck->rep_bytes, ck->t.world, ck->t.rank, &off, &len);
     ck_rep_get(ck->m, ck->opt, ck->stage, off, len);
@@ -294,7 +354,7 @@ static int start_scaleout(so_ckpt *ck, const so_train_state *s)
     char name[64];
     ck_fmt(name, sizeof name, "shard-%d.bin", ck->t.rank);
     queue_write(ck, &ck->t_own, ck->pdir, name, ck->stage, ck->stage_cap, snapshot);
-    ck->partner = ck->pbuf != NULL;
+    ck->partner = ck->pbuf_cap > 0;
     ck->t_partner.state = CK_IDLE;
     ck->snapping = 1;
     ck->pending = 1;
@@ -315,7 +375,10 @@ static int snapped(so_ckpt *ck)
     partners(ck, &dst, &src);
     ck->partner_src = src;
     ck->partner_len = ck->pbuf_cap;
+    if (!ck->stage || !ck->pbuf)
+        return so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->pbuf_cap);
     ck->x_fresh = 1;
+    ck->x_t0 = so_now();
     return ck->t.exchange_start(ck->t.ctx, ck->stage, ck->stage_cap, dst, ck->pbuf, ck->partner_len, src,
                                 &ck->xreq);
 }
@@ -402,11 +465,14 @@ static int complete(so_ckpt *ck)
         return rc;
     ck->st.count++;
     ck->st.last_complete_seconds = so_now() - ck->p_t0;
+    /* The partner copy lands in its file as MPI receives it: its time runs
+     * from posting the exchange to the file being durable. */
+    double part = !ck->partner ? 0 : ck->slots ? ck->t_partner.t_end - ck->x_t0 : ck->t_partner.seconds;
     if (ck->partner) {
-        ck->st.partner_seconds += ck->t_partner.seconds;
+        ck->st.partner_seconds += part;
         ck->st.partner_bytes += (double)ck->t_partner.bytes;
     }
-    ck->st.write_seconds += ck->t_own.seconds + (ck->partner ? ck->t_partner.seconds : 0);
+    ck->st.write_seconds += ck->t_own.seconds + part;
     ck->st.write_bytes += (double)ck->t_own.bytes + (ck->partner ? (double)ck->t_partner.bytes : 0);
     if (ck->c.local_dir && ck->c.shared_dir && ck->st.count % ck->c.flush_every == 0) {
         if (!ck->flushing)
@@ -797,7 +863,7 @@ void so_ckpt_set_io(so_ckpt *ck, so_ckpt_io_fn fn, void *arg)
 const char *so_ckpt_io_name(so_ckpt_io_kind k)
 {
     static const char *const names[SO_CKPT_IO_KINDS] = {"snapshot", "shard write", "partner write", "manifest",
-                                                        "flush", "flush manifest"};
+                                                        "flush", "flush manifest", "file reserve"};
     return (unsigned)k < SO_CKPT_IO_KINDS ? names[k] : "?";
 }
 
@@ -859,6 +925,35 @@ static void schedule_poll(so_ckpt *ck, const so_train_state *s, int moved)
     ck->next_poll = s->step + gap;
 }
 
+/* Steps ahead of a due checkpoint at which its shard files are made. */
+#define RESERVE_AHEAD 4
+
+/* Shard files for the next checkpoint are made a few steps before it is
+ * due, when no free one is left (checkpoints 2 .. keep + 1 of a run; the
+ * first one's are made at start-up): not in the snapshot, which training
+ * waits for, and not for a checkpoint the run never reaches (most of a new
+ * file's cost is the first touch of its pages: 1-2 ms per MB on this VM
+ * idle, up to 9 within a busy job). When the previous checkpoint has not
+ * settled by then, its pruning comes later and the pool settles at keep + 2
+ * files rather than keep + 1. Reported as "file reserve" work with the step
+ * it is for, so the profiler and the overhead attribution see it. The slot
+ * pools are only ever touched by the writer thread. */
+static void reserve_ahead(so_ckpt *ck, const so_train_state *s)
+{
+    long to_due = steps_to_due(ck, s);
+    if (!ck->slots || to_due > RESERVE_AHEAD || s->step + to_due == ck->reserved_for ||
+        !ck_task_done(&ck->writer, &ck->t_res, 0))
+        return;
+    ck->reserved_for = s->step + to_due;
+    memset(&ck->t_res, 0, sizeof ck->t_res);
+    ck->t_res.kind = CK_TASK_PREPARE;
+    ck->t_res.prepare = reserve;
+    ck->t_res.prep_arg = ck;
+    ck->t_res.step = ck->reserved_for;
+    ck->t_res.prep_io = CK_IO(SO_CKPT_IO_RESERVE);
+    ck_worker_submit(&ck->writer, &ck->t_res);
+}
+
 int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
 {
     double t0 = so_now();
@@ -889,6 +984,8 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
         if (!rc)
             rc = progressed(ck, was_pending, s->step, &t0);
     }
+    if (!rc)
+        reserve_ahead(ck, s);
     account(ck, t0, active, "poll");
     return rc;
 }

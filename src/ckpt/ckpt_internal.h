@@ -36,5 +36,9 @@ void ck_prune(const char *base, int keep, long protect);
 int ck_read_manifest(const char *dir, so_ckpt_manifest *m);
 /* The test hook SCALEOUT_CKPT_TEST_DELAY_MS (0 when unset). */
 int ck_test_delay_ms(void);
+/* nanosleep through signals. */
+void ck_sleep_ms(int ms);
+/* fsync of a directory (after a rename in it); -1 with errno on failure. */
+int ck_fsync_dir(const char *dir);
 
 #endif

@@ -36,7 +36,7 @@ int ck_test_delay_ms(void)
     return s ? atoi(s) : 0;
 }
 
-static void sleep_ms(int ms)
+void ck_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -64,7 +64,7 @@ int ck_mkdirs(const char *path)
     return 0;
 }
 
-static int fsync_dir(const char *dir)
+int ck_fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd < 0)
@@ -113,7 +113,7 @@ static int commit(int fd, const char *tmp, const char *dir, const char *name, ch
         ok = 0;
         step = "rename";
     }
-    if (ok && fsync_dir(dir) != 0) {
+    if (ok && ck_fsync_dir(dir) != 0) {
         ok = 0;
         step = "fsync of the directory";
     }
@@ -145,10 +145,10 @@ int ck_write_atomic(const char *dir, const char *name, const void *buf, size_t l
             return SO_EIO;
         }
         if (delay_ms > 0 && off == 0)
-            sleep_ms(delay_ms);
+            ck_sleep_ms(delay_ms);
     }
     if (len == 0 && delay_ms > 0)
-        sleep_ms(delay_ms);
+        ck_sleep_ms(delay_ms);
     *crc = c;
     return commit(fd, tmp, dir, name, errbuf, errlen);
 }
@@ -184,7 +184,7 @@ int ck_copy_atomic(const char *src, const char *dir, const char *name, int delay
         c = so_crc32c(c, b, (size_t)r);
         total += (uint64_t)r;
         if (first && delay_ms > 0)
-            sleep_ms(delay_ms);
+            ck_sleep_ms(delay_ms);
     }
     free(b);
     close(in);
@@ -232,7 +232,7 @@ void ck_remove_dir(const char *dir)
     char p[4096];
     ck_fmt(p, sizeof p, "%s/MANIFEST", dir);
     unlink(p);
-    fsync_dir(dir);
+    ck_fsync_dir(dir);
     DIR *d = opendir(dir);
     if (!d)
         return;

@@ -3,6 +3,7 @@
 #ifndef SCALEOUT_CKPT_SESSION_H
 #define SCALEOUT_CKPT_SESSION_H
 #include "ckpt_internal.h"
+#include "slot.h"
 #include "state.h"
 #include "worker.h"
 
@@ -27,10 +28,19 @@ struct so_ckpt {
     char pdir[4096];
     uint8_t *stage, *pbuf;       /* this rank's shard; the partner's shard we keep */
     size_t stage_cap, pbuf_cap, partner_len;
+    /* With a node-local level, stage and pbuf are mappings of recycled shard
+     * files (slot.c), taken per checkpoint by the snapshot; scratch_* stand
+     * in for them when none can be had (the exchange must still run). */
+    int slots;
+    ck_slots own_slots, partner_slots;
+    uint8_t *scratch_own, *scratch_part;
+    ck_task t_res;               /* makes shard files ahead of a checkpoint (reserve_ahead) */
+    long reserved_for;           /* the due step it last ran for */
     int partner_src;
     void *xreq;                  /* partner exchange in flight */
     ck_task t_own, t_partner;
     int x_fresh;                 /* the exchange was posted at this step (ckpt_flags) */
+    double x_t0;                 /* when it was posted */
     int snapping;                /* t_own's snapshot may still be running (before_update waits) */
     uint8_t *rankbuf;            /* the per-rank state, recorded at the due step_end */
     ck_task t_prep;              /* prefaults stage and pbuf at start-up */

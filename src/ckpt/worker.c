@@ -28,7 +28,11 @@ static void run(ck_worker *w, ck_task *t)
     t->t_start = so_now();
     t->rc = t->prep_rc = prepare(w, t);
     t->t_prep = so_now();
-    if (!t->rc && (t->kind == CK_TASK_WRITE || t->kind == CK_TASK_MANIFEST)) {
+    if (!t->rc && t->kind == CK_TASK_WRITE && t->slots) {
+        t->rc = ck_slots_commit(t->slots, t->dir, t->name, t->delay_ms, t->no_crc ? NULL : &t->crc, t->err,
+                                sizeof t->err);
+        t->bytes = t->len;
+    } else if (!t->rc && (t->kind == CK_TASK_WRITE || t->kind == CK_TASK_MANIFEST)) {
         t->rc = ck_write_atomic(t->dir, t->name, t->buf, t->len, t->delay_ms, &t->crc, t->err, sizeof t->err);
         t->bytes = t->len;
         if (t->kind == CK_TASK_MANIFEST && !t->rc)
@@ -48,6 +52,8 @@ static void report(ck_worker *w, const ck_task *t)
     if (!w->io_fn)
         return;
     double from = t->t_start;
+    if (t->prep_io && t->kind == CK_TASK_PREPARE && t->len == 0)
+        return; /* a prepare-only task that had nothing to do (a reserve) */
     if (t->prep_io) {
         so_ckpt_io_event e = {(so_ckpt_io_kind)(t->prep_io - 1), t->step, t->len, t->t_start, t->t_prep, t->prep_rc};
         w->io_fn(w->io_arg, &e);

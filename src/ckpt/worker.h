@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 
 #include "ckpt_internal.h"
+#include "slot.h"
 
 enum { CK_TASK_WRITE, CK_TASK_COPY, CK_TASK_MANIFEST, CK_TASK_PREPARE };
 enum { CK_IDLE, CK_QUEUED, CK_DONE };
@@ -29,6 +30,8 @@ typedef struct ck_task {
     char dir[4096], name[64], src[4096];
     const void *buf;
     size_t len;
+    ck_slots *slots;     /* WRITE: commit the slot taken from these instead of writing buf */
+    int no_crc;          /* ... without a CRC (a partner copy: restore checks it against the owner's) */
     int delay_ms;
     /* What the I/O observer hears of this task: CK_IO(so_ckpt_io_kind) of
      * the prepare step (prep_io) and of the rest (io), 0 = nothing; step is
