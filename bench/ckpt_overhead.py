@@ -184,6 +184,7 @@ def main():
           "stall per checkpoint ms, median (min–max) | stall + background CPU, % of wall | "
           "in-run attributed overhead, % | placebo, % | write MB/s (own shard / partner copy) | flush MB/s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    startup = []  # checkpoint work inside the start-up steps: shown, not estimated
     for model in a.models.split(","):
         for np in map(int, a.np.split(",")):
             with held(lock, not a.lock_per_run):
@@ -207,6 +208,9 @@ def main():
                     fmt(attributed) if ok else "— (work covers > 1/3 of the steps)", fmt(placebo) if ok else "—",
                     write_cell(runs),
                     "%.0f" % statistics.median(x["flush"] for x in runs) if m == "scaleout" else "—"), flush=True)
+                startup.append("%s np %d %s %s s" % (model, np, m, fmt([x["attr"]["startup"] for x in runs], "%.2f")))
+    print("\nCheckpoint work inside the first %d (start-up) steps, not in the attributed overhead: %s"
+          % (ckpt_attrib.SKIP_FIRST, "; ".join(startup)))
     with held(lock):
         print("\n`dd if=/dev/zero bs=1M count=256 conv=fsync`: %s %.0f MB/s, %s %.0f MB/s" % (
             a.local, dd(a.local), a.shared, dd(a.shared)))
