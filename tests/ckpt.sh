@@ -6,8 +6,9 @@
 #  - a flipped or truncated shard is named and the partner copy or an older
 #    checkpoint is used; kill -9 during training, a local write and a flush
 #    leaves older checkpoints intact and the restart resumes
-#  - disk full (ulimit -f, SIGXFSZ ignored): message, previous checkpoint valid,
-#    --ckpt-on-error continue|stop; another model or version: exit 2
+#  - disk full (ulimit -f, SIGXFSZ ignored), shared and node-local level: message,
+#    previous checkpoint valid, --ckpt-on-error continue|stop; another model or
+#    version: exit 2
 #  - ckpt list/verify/export and --init-from round trip
 #  - bench/ckpt_attrib.py finds the checkpoint steps in a real profile
 # Usage: ckpt.sh path/to/scaleout
@@ -179,6 +180,17 @@ st=$?
   ok "disk full, stop: message, exit 1" || bad "disk full stop: exit $st: $(cat "$tmp/dfs.log")"
 "$bin" ckpt verify "$tmp/df" >"$tmp/dfv.log" 2>&1 && grep -q "step 6 .*OK" "$tmp/dfv.log" && ! ls "$tmp/df"/ckpt-*/*.tmp 2>/dev/null &&
   ok "disk full: the previous checkpoint stays valid, no debris" || bad "after disk full: $(cat "$tmp/dfv.log")"
+# The node-local level writes into recycled, preallocated files: a file that
+# cannot get its blocks fails that checkpoint with the reason, nothing else.
+must 1 dl0 --steps 6 --ckpt-every 6 --ckpt-local "$tmp/dl"
+(trap '' XFSZ; ulimit -f 64; "$bin" "${base[@]}" --steps 14 --ckpt-every 4 --ckpt-local "$tmp/dl" --resume auto \
+  --ckpt-on-error continue) >"$tmp/dlc.log" 2>&1
+st=$?
+"$bin" ckpt verify "$tmp/dl" >"$tmp/dlv.log" 2>&1
+[ $st -eq 0 ] && grep -q "File too large" "$tmp/dlc.log" && grep -q "trained 8 steps" "$tmp/dlc.log" &&
+  grep -q "step 6 .*OK" "$tmp/dlv.log" && ! ls "$tmp/dl"/node0/ckpt-*/*.tmp 2>/dev/null &&
+  ok "local level full: message, training finished, the previous checkpoint stays valid" ||
+  bad "local level full: exit $st: $(cat "$tmp/dlc.log" "$tmp/dlv.log")"
 
 # ---- refusals: another model, another version ----
 "$bin" train --model lenet5 --dataset synthetic --steps 2 --progress none --ckpt-dir "$tmp/df" --resume auto \
