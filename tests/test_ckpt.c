@@ -576,9 +576,7 @@ static void test_slots(void **state)
     assert_int_equal(access(slot1, F_OK), -1);
     expect_shard(3, 'C'); /* the checkpoints keep their files */
     expect_shard(4, 'D');
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", slot_dir);
-    assert_int_equal(system(cmd), 0);
+    remove_dir(slot_dir);
 }
 
 /* A file that cannot get its blocks (here a file size limit, as with a full
@@ -606,9 +604,7 @@ static void test_slots_full(void **state)
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", slot_dir);
-    assert_int_equal(system(cmd), 0);
+    remove_dir(slot_dir);
 }
 
 int main(void)

@@ -19,6 +19,11 @@ int ck_mkdirs(const char *path);
  * and errbuf holds a one-line message; returns SO_EIO. */
 int ck_write_atomic(const char *dir, const char *name, const void *buf, size_t len, int delay_ms, uint32_t *crc,
                     char *errbuf, size_t errlen);
+/* The end of every atomic write: fsync fd (and close it when close_fd),
+ * rename tmp to dir/name, fsync dir; on failure removes tmp and fills errbuf
+ * naming the step. */
+int ck_commit_tmp(int fd, int close_fd, const char *tmp, const char *dir, const char *name, char *errbuf,
+                  size_t errlen);
 /* Copies src to dir/name atomically (same steps), computing the CRC. */
 int ck_copy_atomic(const char *src, const char *dir, const char *name, int delay_ms, uint32_t *crc, uint64_t *bytes,
                    char *errbuf, size_t errlen);
@@ -38,7 +43,5 @@ int ck_read_manifest(const char *dir, so_ckpt_manifest *m);
 int ck_test_delay_ms(void);
 /* nanosleep through signals. */
 void ck_sleep_ms(int ms);
-/* fsync of a directory (after a rename in it); -1 with errno on failure. */
-int ck_fsync_dir(const char *dir);
 
 #endif

@@ -64,7 +64,7 @@ int ck_mkdirs(const char *path)
     return 0;
 }
 
-int ck_fsync_dir(const char *dir)
+static int fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY);
     if (fd < 0)
@@ -98,14 +98,14 @@ static int open_tmp(const char *dir, const char *name, char *tmp, size_t cap)
     return open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 }
 
-/* fsync, close, rename, fsync dir; on failure removes tmp and fills errbuf. */
-static int commit(int fd, const char *tmp, const char *dir, const char *name, char *errbuf, size_t errlen)
+int ck_commit_tmp(int fd, int close_fd, const char *tmp, const char *dir, const char *name, char *errbuf,
+                  size_t errlen)
 {
     char final[4096];
     ck_fmt(final, sizeof final, "%s/%s", dir, name);
     const char *step = "fsync";
     int ok = fsync(fd) == 0;
-    if (close(fd) != 0 && ok) {
+    if (close_fd && close(fd) != 0 && ok) {
         ok = 0;
         step = "close";
     }
@@ -113,7 +113,7 @@ static int commit(int fd, const char *tmp, const char *dir, const char *name, ch
         ok = 0;
         step = "rename";
     }
-    if (ok && ck_fsync_dir(dir) != 0) {
+    if (ok && fsync_dir(dir) != 0) {
         ok = 0;
         step = "fsync of the directory";
     }
@@ -150,7 +150,7 @@ int ck_write_atomic(const char *dir, const char *name, const void *buf, size_t l
     if (len == 0 && delay_ms > 0)
         ck_sleep_ms(delay_ms);
     *crc = c;
-    return commit(fd, tmp, dir, name, errbuf, errlen);
+    return ck_commit_tmp(fd, 1, tmp, dir, name, errbuf, errlen);
 }
 
 int ck_copy_atomic(const char *src, const char *dir, const char *name, int delay_ms, uint32_t *crc, uint64_t *bytes,
@@ -197,7 +197,7 @@ int ck_copy_atomic(const char *src, const char *dir, const char *name, int delay
     }
     *crc = c;
     *bytes = total;
-    return commit(fd, tmp, dir, name, errbuf, errlen);
+    return ck_commit_tmp(fd, 1, tmp, dir, name, errbuf, errlen);
 }
 
 int ck_read(const char *path, void **buf, size_t *len)
@@ -232,7 +232,7 @@ void ck_remove_dir(const char *dir)
     char p[4096];
     ck_fmt(p, sizeof p, "%s/MANIFEST", dir);
     unlink(p);
-    ck_fsync_dir(dir);
+    fsync_dir(dir);
     DIR *d = opendir(dir);
     if (!d)
         return;

@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -143,10 +142,9 @@ int ck_slots_commit(ck_slots *p, const char *dir, const char *name, int delay_ms
         ck_fmt(err, cap, "%s/%s: no checkpoint file was taken for it", dir, name);
         return SO_EIO;
     }
-    char src[4096], tmp[4096], final[4096];
+    char src[4096], tmp[4096];
     slot_path(p, i, src, sizeof src);
     ck_fmt(tmp, sizeof tmp, "%s/%s.tmp", dir, name);
-    ck_fmt(final, sizeof final, "%s/%s", dir, name);
     unlink(tmp); /* debris of a killed run */
     if (link(src, tmp) != 0) {
         ck_fmt(err, cap, "cannot create '%s': %s", tmp, strerror(errno));
@@ -156,14 +154,7 @@ int ck_slots_commit(ck_slots *p, const char *dir, const char *name, int delay_ms
         ck_sleep_ms(delay_ms);
     if (crc)
         *crc = so_crc32c(0, p->s[i].map, p->len);
-    const char *step = fsync(p->s[i].fd) != 0 ? "fsync" : rename(tmp, final) != 0 ? "rename" : NULL;
-    if (!step && ck_fsync_dir(dir) != 0)
-        step = "fsync of the directory";
-    if (!step)
-        return 0;
-    ck_fmt(err, cap, "%s of '%s' failed: %s", step, final, strerror(errno));
-    unlink(tmp);
-    return SO_EIO;
+    return ck_commit_tmp(p->s[i].fd, 0, tmp, dir, name, err, cap);
 }
 
 void ck_slots_destroy(ck_slots *p)
