@@ -56,7 +56,8 @@ static int check_config(const so_ckpt_config *c)
 
 static void partners(const so_ckpt *ck, int *dst, int *src);
 
-static void *alloc_raw(size_t n) { return aligned_alloc(64, (n + 63) / 64 * 64); }
+/* Page-aligned, so the shared level's shard writes can bypass the page cache (io.c). */
+static void *alloc_raw(size_t n) { return aligned_alloc(4096, (n + 4095) / 4096 * 4096); }
 
 /* Writer thread, at start-up: touches the staging buffer of the shared
  * level (node-local shard files are made by reserve instead). The first
@@ -239,7 +240,7 @@ static int agree(so_ckpt *ck, int done, int failed, int *all_done, int *any_fail
 static int write_manifest(const so_ckpt *ck, const char *dir, const char *text, size_t len, char *err, size_t cap)
 {
     uint32_t crc;
-    return ck_write_atomic(dir, "MANIFEST", text, len, 0, &crc, err, cap) ? (void)ck, SO_EIO : 0;
+    return ck_write_atomic(dir, "MANIFEST", text, len, 0, 0, &crc, err, cap) ? (void)ck, SO_EIO : 0;
 }
 
 /* ---- starting a checkpoint ---------------------------------------------------- */
@@ -758,7 +759,7 @@ static int naive(so_ckpt *ck, const so_train_state *s)
         if (mine)
             ck_fmt(err, sizeof err, "%s", so_errmsg());
         else
-            mine = ck_write_atomic(ck->pdir, "shard-0.bin", ck->stage, bytes, ck->delay_ms, &sh.crc, err, sizeof err);
+            mine = ck_write_atomic(ck->pdir, "shard-0.bin", ck->stage, bytes, 0, ck->delay_ms, &sh.crc, err, sizeof err);
         ck->pm.shards = &sh;
         char *text = NULL;
         size_t len = 0;

@@ -16,8 +16,9 @@ int ck_mkdirs(const char *path);
 /* Writes buf to dir/name through dir/name.tmp: write, fsync, rename, fsync
  * dir. *crc = CRC32C of buf (computed while writing). delay_ms > 0 sleeps half
  * way (test hook that widens the kill window). On failure the .tmp is removed
- * and errbuf holds a one-line message; returns SO_EIO. */
-int ck_write_atomic(const char *dir, const char *name, const void *buf, size_t len, int delay_ms, uint32_t *crc,
+ * and errbuf holds a one-line message; returns SO_EIO. direct: bypass the
+ * page cache where the file system can (O_DIRECT; buf 4096-aligned). */
+int ck_write_atomic(const char *dir, const char *name, const void *buf, size_t len, int direct, int delay_ms, uint32_t *crc,
                     char *errbuf, size_t errlen);
 /* The end of every atomic write: fsync fd (and close it when close_fd),
  * rename tmp to dir/name, fsync dir; on failure removes tmp and fills errbuf
@@ -25,8 +26,13 @@ int ck_write_atomic(const char *dir, const char *name, const void *buf, size_t l
 int ck_commit_tmp(int fd, int close_fd, const char *tmp, const char *dir, const char *name, char *errbuf,
                   size_t errlen);
 /* Copies src to dir/name atomically (same steps), computing the CRC. */
-int ck_copy_atomic(const char *src, const char *dir, const char *name, int delay_ms, uint32_t *crc, uint64_t *bytes,
-                   char *errbuf, size_t errlen);
+/* Copies src to dir/name through buf (CK_COPY_BUF bytes from ck_copy_buffer,
+ * kept by the caller: fresh memory per copy is slow on the VM), bypassing the
+ * destination's page cache where it can (O_DIRECT). */
+#define CK_COPY_BUF (8u << 20)
+void *ck_copy_buffer(void);
+int ck_copy_atomic(const char *src, const char *dir, const char *name, void *buf, int delay_ms, uint32_t *crc,
+                   uint64_t *bytes, char *errbuf, size_t errlen);
 /* Reads a whole file of exactly `len` bytes (len = (size_t)-1: any size, *got). */
 int ck_read(const char *path, void **buf, size_t *len);
 /* Removes a checkpoint directory: MANIFEST first, so a half-removed one never counts. */

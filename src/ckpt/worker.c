@@ -4,6 +4,7 @@
 #include "worker.h"
 
 #include <sched.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -33,12 +34,21 @@ static void run(ck_worker *w, ck_task *t)
                                 sizeof t->err);
         t->bytes = t->len;
     } else if (!t->rc && (t->kind == CK_TASK_WRITE || t->kind == CK_TASK_MANIFEST)) {
-        t->rc = ck_write_atomic(t->dir, t->name, t->buf, t->len, t->delay_ms, &t->crc, t->err, sizeof t->err);
+        t->rc = ck_write_atomic(t->dir, t->name, t->buf, t->len, t->kind == CK_TASK_WRITE, t->delay_ms, &t->crc,
+                                t->err, sizeof t->err);
         t->bytes = t->len;
         if (t->kind == CK_TASK_MANIFEST && !t->rc)
             ck_prune(t->src, t->keep, t->protect);
     } else if (!t->rc && t->kind == CK_TASK_COPY) {
-        t->rc = ck_copy_atomic(t->src, t->dir, t->name, t->delay_ms, &t->crc, &t->bytes, t->err, sizeof t->err);
+        if (!w->copy_buf)
+            w->copy_buf = ck_copy_buffer();
+        if (w->copy_buf) {
+            t->rc = ck_copy_atomic(t->src, t->dir, t->name, w->copy_buf, t->delay_ms, &t->crc, &t->bytes, t->err,
+                                   sizeof t->err);
+        } else {
+            t->rc = SO_ENOMEM;
+            ck_fmt(t->err, sizeof t->err, "out of memory for the copy to '%s'", t->dir);
+        }
     }
     t->t_end = so_now();
     t->seconds = t->t_end - t->t_start;
@@ -131,6 +141,8 @@ void ck_worker_stop(ck_worker *w)
     pthread_join(w->th, NULL);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
+    free(w->copy_buf);
+    w->copy_buf = NULL;
     w->started = 0;
 }
 

@@ -58,6 +58,7 @@ typedef struct {
     so_ckpt_io_fn io_fn; /* I/O observer (under mu; called with mu held) */
     void *io_arg;
     char name[16];       /* thread name (perf, top): "so-ckpt-write" */
+    void *copy_buf;      /* CK_TASK_COPY's buffer, made at the first copy, kept until stop */
 } ck_worker;
 
 #define CK_IO(kind) ((int)(kind) + 1)
