@@ -53,13 +53,15 @@ BLOCKS = {
 
 # `--interval issue`: the intervals the issue names, unscaled. ResNet-20 checkpoints
 # once per CIFAR-10 epoch (50,000 images split over the ranks, so 781 steps at np 2),
-# ResNet-50 every 100 steps; two checkpoints per run and 10% more steps after the
-# last one, so the background work of both is inside the measured time.
-def issue_block(model, np):
+# ResNet-50 every 100 steps; two checkpoints per run (--checkpoints K: K) and 10%
+# of an interval more steps after the last one, so the background work of all
+# is inside the measured time. With K > keep + 1 the run reaches the steady state
+# in which the node-local files are all recycled (docs/CHECKPOINT.md).
+def issue_block(model, np, k=2):
     if model == "resnet20":
         spe = 50000 // (32 * np)
-        return dict(batch=32, spe=spe, steps=2 * spe + spe // 10, every="1epoch")
-    return dict(batch=2, spe=10, steps=220, every="100")
+        return dict(batch=32, spe=spe, steps=k * spe + spe // 10, every="1epoch")
+    return dict(batch=2, spe=10, steps=100 * k + 20, every="100")
 
 
 @contextlib.contextmanager
@@ -112,7 +114,7 @@ def dd(directory):
 
 
 def block(a, model, np, lock):
-    cfg = issue_block(model, np) if a.interval == "issue" else BLOCKS[model]
+    cfg = issue_block(model, np, a.checkpoints) if a.interval == "issue" else BLOCKS[model]
     # Every mode runs on the same emulated nodes (two, so partner copies cross
     # a node boundary): the node split changes the gradient allreduce (hier
     # across nodes), so a split only in the scaleout runs measured the
@@ -175,6 +177,8 @@ def main():
     ap.add_argument("--interval", choices=("scaled", "issue"), default="scaled",
                     help="scaled: short runs (every 15-step epoch, ResNet-50 every 6 steps); "
                          "issue: every CIFAR-10 epoch / every 100 steps, runs of minutes")
+    ap.add_argument("--checkpoints", type=int, default=2,
+                    help="with --interval issue: checkpoints per run (default 2)")
     ap.add_argument("--profiles", default="/tmp/so-ckpt-prof", help="where each run's profile is kept")
     ap.add_argument("--lock-per-run", action="store_true",
                     help="hold the benchmark lock per run instead of per (model, np) block")

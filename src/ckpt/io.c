@@ -78,21 +78,27 @@ static int fsync_dir(const char *dir)
     return rc;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
+/* Writes n bytes of p: 0, or -1 with errno. *done (if given) counts the
+ * bytes written, so a caller can go on after a refused write. */
+static int write_all(int fd, const uint8_t *p, size_t n, size_t *done)
 {
-    while (n) {
-        ssize_t w = write(fd, p, n);
+    size_t k = 0;
+    int rc = 0;
+    while (k < n) {
+        ssize_t w = write(fd, p + k, n - k);
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0) {
             if (w == 0)
                 errno = ENOSPC;
-            return -1;
+            rc = -1;
+            break;
         }
-        p += w;
-        n -= (size_t)w;
+        k += (size_t)w;
     }
-    return 0;
+    if (done)
+        *done = k;
+    return rc;
 }
 
 /* Opens dir/name.tmp for writing (direct: O_DIRECT where the file system
@@ -122,25 +128,13 @@ static int clear_direct(int fd)
 static int write_bulk(int fd, const uint8_t *p, size_t n)
 {
     int fl = fcntl(fd, F_GETFL);
-    size_t head = fl >= 0 && (fl & O_DIRECT) && (uintptr_t)p % DIO_ALIGN == 0 ? n - n % DIO_ALIGN : 0;
-    while (head) {
-        ssize_t w = write(fd, p, head);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && errno == EINVAL)
-            break;
-        if (w <= 0) {
-            if (w == 0)
-                errno = ENOSPC;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-        head = (size_t)w <= head && (size_t)w % DIO_ALIGN == 0 ? head - (size_t)w : 0;
-    }
-    if (n && clear_direct(fd) != 0)
+    size_t head = fl >= 0 && (fl & O_DIRECT) && (uintptr_t)p % DIO_ALIGN == 0 ? n - n % DIO_ALIGN : 0, done = 0;
+    if (head && write_all(fd, p, head, &done) != 0 && errno != EINVAL)
         return -1;
-    return write_all(fd, p, n);
+    /* after EINVAL or a short direct write (p no longer aligned): buffered */
+    if (n > done && clear_direct(fd) != 0)
+        return -1;
+    return write_all(fd, p + done, n - done, NULL);
 }
 
 int ck_commit_tmp(int fd, int close_fd, const char *tmp, const char *dir, const char *name, char *errbuf,

@@ -19,6 +19,8 @@ struct so_ckpt {
     uint64_t model_hash, config_hash, rep_bytes, rank_bytes;
     int delay_ms;                /* SCALEOUT_CKPT_TEST_DELAY_MS */
     double trace_ms;             /* SCALEOUT_CKPT_TRACE_MS (-1: off) */
+    double trace_cpu;            /* ... the training thread's CPU time and involuntary */
+    long trace_ivcsw;            /*     context switches at the start of the piece traced */
     long cur_step;               /* of the step_end in progress (trace) */
     ck_worker writer, flusher;
 
