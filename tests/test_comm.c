@@ -139,6 +139,38 @@ static void test_algo_names(void)
     CHECK(so_allreduce_algo_name(SO_ALLREDUCE_COUNT) == NULL, "name of an invalid algorithm");
 }
 
+/* The partner exchange in two halves (receive posted a collective before the
+ * send, as checkpoints do) delivers the same bytes as in one; a send larger
+ * than the receive reserved room for is refused with a message. */
+static void test_exchange_halves(so_comm *c)
+{
+    so_comm_p2p *p = NULL;
+    CHECK(so_comm_p2p_create(c, &p) == 0, "p2p create: %s", so_errmsg());
+    if (!p)
+        return;
+    enum { N = 300001 };
+    unsigned char *out = malloc(N), *in = calloc(1, N);
+    for (int i = 0; i < N; i++)
+        out[i] = (unsigned char)(i * 7 + g_rank * 31);
+    int dst = (g_rank + 1) % g_size, src = (g_rank + g_size - 1) % g_size;
+    so_comm_xfer *x = NULL;
+    CHECK(so_comm_exchange_recv(p, in, N, src, N, &x) == 0, "exchange_recv: %s", so_errmsg());
+    int64_t v = 1; /* a collective in between: every receive is posted before any send */
+    CHECK(so_comm_allreduce_i64(c, &v, 1, SO_REDUCE_SUM) == 0 && v == g_size, "allreduce between halves");
+    CHECK(x && so_comm_exchange_send(p, x, out, (size_t)1 << 31, dst) == SO_EINVAL &&
+              strstr(so_errmsg(), "room for"), "oversized send refused: %s", so_errmsg());
+    CHECK(x && so_comm_exchange_send(p, x, out, N, dst) == 0, "exchange_send: %s", so_errmsg());
+    int done = 0;
+    CHECK(x && so_comm_exchange_test(p, x, 1, &done) == 0 && done, "exchange wait: %s", so_errmsg());
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+        bad += in[i] != (unsigned char)(i * 7 + src * 31);
+    CHECK(bad == 0, "%d bytes differ from rank %d's", bad, src);
+    free(out);
+    free(in);
+    so_comm_p2p_destroy(p);
+}
+
 int main(int argc, char **argv)
 {
     so_comm *c;
@@ -157,6 +189,7 @@ int main(int argc, char **argv)
     test_counters(c);
     test_nodes(c);
     test_config(c);
+    test_exchange_halves(c);
     int64_t t[2] = {g_pass, g_fail};
     if (so_comm_allreduce_i64(c, t, 2, SO_REDUCE_SUM))
         so_comm_abort(c, 1, so_errmsg());

@@ -99,6 +99,13 @@ typedef struct so_ckpt_transport {
      * another in between. NULL: the blocking allreduce_i64 is used. */
     int (*isum_start)(void *ctx, int64_t *v, int n, void **req);
     int (*isum_wait)(void *ctx, void *req);
+    /* Optional: exchange_start in two halves, so the receive can be posted a
+     * step before the partner may send (a receive posted after the partner's
+     * send arrived can make the MPI library copy the whole shard inside it, on
+     * the training thread). recv reserves room for
+     * a send of sn bytes; send completes the pair; test as before. */
+    int (*exchange_recv)(void *ctx, void *rbuf, size_t rn, int src, size_t sn, void **req);
+    int (*exchange_send)(void *ctx, void *req, const void *sbuf, size_t sn, int dst);
 } so_ckpt_transport;
 
 /* ---- a checkpointing session ----------------------------------------------- */

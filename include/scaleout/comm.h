@@ -330,6 +330,13 @@ int so_comm_p2p_create(so_comm *c, so_comm_p2p **out);
 void so_comm_p2p_destroy(so_comm_p2p *p); /* accepts NULL */
 int so_comm_exchange_start(so_comm_p2p *p, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn, int src,
                            so_comm_xfer **out);
+/* The same exchange in two halves: the receive first (with room for a send
+ * of up to sn bytes), the send later. A receive posted before the peer's
+ * send arrives is matched, and its data copied, by whichever MPI call
+ * progresses it later; one posted after can have the library copy the whole
+ * message inside MPI_Irecv, on the caller's thread. */
+int so_comm_exchange_recv(so_comm_p2p *p, void *rbuf, size_t rn, int src, size_t sn, so_comm_xfer **out);
+int so_comm_exchange_send(so_comm_p2p *p, so_comm_xfer *x, const void *sbuf, size_t sn, int dst);
 int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done);
 /* Non-blocking in-place SUM of n int64 over all ranks on the channel's
  * communicator (progress agreements that must not make ranks wait for each

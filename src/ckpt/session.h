@@ -40,6 +40,7 @@ struct so_ckpt {
     long reserved_for;           /* the due step it last ran for */
     int partner_src;
     void *xreq;                  /* partner exchange in flight */
+    int x_early;                 /* its receive was posted at the due step (recv_early), the send comes later */
     ck_task t_own, t_partner;
     int x_fresh;                 /* the exchange was posted at this step (ckpt_flags) */
     double x_t0;                 /* when it was posted */

@@ -33,7 +33,7 @@ uint8_t *ck_slots_take(ck_slots *p, char *err, size_t cap);
  * fsync of dir. delay_ms > 0 sleeps before the CRC (test hook). */
 int ck_slots_commit(ck_slots *p, const char *dir, const char *name, int delay_ms, uint32_t *crc, char *err,
                     size_t cap);
-/* Number of slots no checkpoint holds (tests). */
+/* Number of slots no checkpoint holds (take will not have to make one). */
 int ck_slots_free_count(const ck_slots *p);
 /* Unmaps and removes every slot name (a checkpoint holding a slot keeps it). */
 void ck_slots_destroy(ck_slots *p);

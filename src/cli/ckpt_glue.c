@@ -57,6 +57,19 @@ static int t_start(void *ctx, const void *sbuf, size_t sn, int dst, void *rbuf, 
     return rc;
 }
 
+static int t_recv(void *ctx, void *rbuf, size_t rn, int src, size_t sn, void **req)
+{
+    so_comm_xfer *x = NULL;
+    int rc = so_comm_exchange_recv(((ckpt_glue *)ctx)->p2p, rbuf, rn, src, sn, &x);
+    *req = x;
+    return rc;
+}
+
+static int t_send(void *ctx, void *req, const void *sbuf, size_t sn, int dst)
+{
+    return so_comm_exchange_send(((ckpt_glue *)ctx)->p2p, req, sbuf, sn, dst);
+}
+
 static int t_test(void *ctx, void *req, int wait, int *done)
 {
     return so_comm_exchange_test(((ckpt_glue *)ctx)->p2p, req, wait, done);
@@ -84,7 +97,7 @@ static int transport(ckpt_glue *g, dist_handle *dh)
     so_comm_node_info(g->comm, &nd);
     g->t = (so_ckpt_transport){g, so_comm_rank(g->comm), so_comm_size(g->comm), nd.node_id, nd.num_nodes,
                                nd.node_rank, nd.node_size, t_bcast, t_allreduce, t_start, t_test,
-                               t_isum_start, t_isum_wait};
+                               t_isum_start, t_isum_wait, t_recv, t_send};
     g->rank = g->t.rank;
     return 0;
 }

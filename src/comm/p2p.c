@@ -21,7 +21,8 @@ struct so_comm_p2p {
 };
 
 struct so_comm_xfer {
-    int n;               /* requests: ceil(sn / chunk) sends + ceil(rn / chunk) receives */
+    int n;               /* requests: ceil(rn / chunk) receives, then ceil(sn / chunk) sends */
+    int nr;
     MPI_Request req[];
 };
 
@@ -73,8 +74,7 @@ static int post(so_comm_p2p *p, void *buf, size_t n, int peer, int send, MPI_Req
     return 0;
 }
 
-int so_comm_exchange_start(so_comm_p2p *p, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn, int src,
-                           so_comm_xfer **out)
+int so_comm_exchange_recv(so_comm_p2p *p, void *rbuf, size_t rn, int src, size_t sn, so_comm_xfer **out)
 {
     *out = NULL;
     int rc = so_comm_check_idle(p->c);
@@ -85,17 +85,35 @@ int so_comm_exchange_start(so_comm_p2p *p, const void *sbuf, size_t sn, int dst,
     if (!x)
         return so_err(SO_ENOMEM, "out of memory");
     x->n = (int)(ns + nr);
+    x->nr = (int)nr;
     for (int i = 0; i < x->n; i++)
         x->req[i] = MPI_REQUEST_NULL;
     rc = post(p, rbuf, rn, src, 0, x->req);
-    if (!rc)
-        rc = post(p, (void *)sbuf, sn, dst, 1, x->req + nr);
     if (rc) { /* not expected after a successful start-up; the caller aborts the job */
         free(x);
         return rc;
     }
     *out = x;
     return 0;
+}
+
+int so_comm_exchange_send(so_comm_p2p *p, so_comm_xfer *x, const void *sbuf, size_t sn, int dst)
+{
+    int rc = so_comm_check_idle(p->c);
+    if (!rc && chunks(sn) > (size_t)(x->n - x->nr))
+        rc = so_err(SO_EINVAL, "partner exchange: %zu bytes to send, room for %d chunks", sn, x->n - x->nr);
+    return rc ? rc : post(p, (void *)sbuf, sn, dst, 1, x->req + x->nr);
+}
+
+int so_comm_exchange_start(so_comm_p2p *p, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn, int src,
+                           so_comm_xfer **out)
+{
+    int rc = so_comm_exchange_recv(p, rbuf, rn, src, sn, out);
+    if (!rc && (rc = so_comm_exchange_send(p, *out, sbuf, sn, dst)) != 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
 }
 
 int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done)
