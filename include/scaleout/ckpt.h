@@ -85,11 +85,15 @@ typedef struct so_ckpt_transport {
     int (*bcast)(void *ctx, void *buf, size_t n, int root);
     /* In-place element-wise reduction of n int64 values over all ranks. */
     int (*allreduce_i64)(void *ctx, int64_t *v, int n, so_ckpt_op op);
-    /* Starts sending sn bytes to dst while receiving rn bytes from src;
-     * *req identifies the pair. Non-blocking: progress happens while other
-     * MPI calls run (the gradient engine's). */
-    int (*exchange_start)(void *ctx, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn, int src,
-                          void **req);
+    /* The partner exchange, in two halves: recv posts the receive of rn bytes
+     * from src (with room for a send of up to sn bytes; *req identifies the
+     * pair), send then posts the send of sn bytes to dst. Non-blocking:
+     * progress happens while other MPI calls run (the gradient engine's). The
+     * receive is posted a step before the partner may send: one posted after
+     * the partner's send arrived can make the MPI library copy the whole shard
+     * inside it, on the training thread. */
+    int (*exchange_recv)(void *ctx, void *rbuf, size_t rn, int src, size_t sn, void **req);
+    int (*exchange_send)(void *ctx, void *req, const void *sbuf, size_t sn, int dst);
     /* *done = 1 once both halves finished (req is then released); wait = 1
      * blocks until then. */
     int (*exchange_test)(void *ctx, void *req, int wait, int *done);
@@ -99,13 +103,6 @@ typedef struct so_ckpt_transport {
      * another in between. NULL: the blocking allreduce_i64 is used. */
     int (*isum_start)(void *ctx, int64_t *v, int n, void **req);
     int (*isum_wait)(void *ctx, void *req);
-    /* Optional: exchange_start in two halves, so the receive can be posted a
-     * step before the partner may send (a receive posted after the partner's
-     * send arrived can make the MPI library copy the whole shard inside it, on
-     * the training thread). recv reserves room for
-     * a send of sn bytes; send completes the pair; test as before. */
-    int (*exchange_recv)(void *ctx, void *rbuf, size_t rn, int src, size_t sn, void **req);
-    int (*exchange_send)(void *ctx, void *req, const void *sbuf, size_t sn, int dst);
 } so_ckpt_transport;
 
 /* ---- a checkpointing session ----------------------------------------------- */

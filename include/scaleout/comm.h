@@ -328,10 +328,8 @@ typedef struct so_comm_p2p so_comm_p2p;
 typedef struct so_comm_xfer so_comm_xfer;
 int so_comm_p2p_create(so_comm *c, so_comm_p2p **out);
 void so_comm_p2p_destroy(so_comm_p2p *p); /* accepts NULL */
-int so_comm_exchange_start(so_comm_p2p *p, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn, int src,
-                           so_comm_xfer **out);
-/* The same exchange in two halves: the receive first (with room for a send
- * of up to sn bytes), the send later. A receive posted before the peer's
+/* An exchange is posted in two halves: the receive first (with room for a
+ * send of up to sn bytes), the send later. A receive posted before the peer's
  * send arrives is matched, and its data copied, by whichever MPI call
  * progresses it later; one posted after can have the library copy the whole
  * message inside MPI_Irecv, on the caller's thread. */

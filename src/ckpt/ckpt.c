@@ -39,7 +39,7 @@ static int one_allreduce(void *ctx, int64_t *v, int n, so_ckpt_op op)
     return 0;
 }
 
-static const so_ckpt_transport one = {NULL, 0, 1, 0, 1, 0, 1, one_bcast, one_allreduce, NULL, NULL, NULL, NULL, NULL, NULL};
+static const so_ckpt_transport one = {NULL, 0, 1, 0, 1, 0, 1, one_bcast, one_allreduce, NULL, NULL, NULL, NULL, NULL};
 
 /* ---- set-up ----------------------------------------------------------------- */
 
@@ -119,7 +119,7 @@ static int alloc_buffers(so_ckpt *ck)
     uint64_t off, len;
     ck_block(ck->rep_bytes, w, ck->t.rank, &off, &len);
     ck->stage_cap = (size_t)(len + ck->rank_bytes);
-    if (ck->c.local_dir && w > 1 && ck->t.exchange_start) {
+    if (ck->c.local_dir && w > 1 && ck->t.exchange_recv) {
         int dst, src;
         partners(ck, &dst, &src);
         ck_block(ck->rep_bytes, w, src, &off, &len);
@@ -361,8 +361,7 @@ static int snapshot(void *arg, ck_task *t)
 static int recv_early(so_ckpt *ck)
 {
     ck->x_early = 0;
-    if (!ck->slots || !ck->pbuf_cap || !ck->t.exchange_recv || !ck->t.exchange_send ||
-        !ck_task_done(&ck->writer, &ck->t_prep, 0) || !ck_task_done(&ck->writer, &ck->t_res, 0) ||
+    if (!ck->slots || !ck->pbuf_cap || !ck_task_done(&ck->writer, &ck->t_prep, 0) || !ck_task_done(&ck->writer, &ck->t_res, 0) ||
         ck_slots_free_count(&ck->partner_slots) == 0)
         return 0;
     char err[600];
@@ -416,10 +415,9 @@ static int snapped(so_ckpt *ck)
         return so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->pbuf_cap);
     ck->x_fresh = 1;
     ck->x_t0 = so_now();
-    if (ck->x_early)
-        return ck->t.exchange_send(ck->t.ctx, ck->xreq, ck->stage, ck->stage_cap, dst);
-    return ck->t.exchange_start(ck->t.ctx, ck->stage, ck->stage_cap, dst, ck->pbuf, ck->partner_len, src,
-                                &ck->xreq);
+    int rc = ck->x_early ? 0
+                         : ck->t.exchange_recv(ck->t.ctx, ck->pbuf, ck->partner_len, src, ck->stage_cap, &ck->xreq);
+    return rc ? rc : ck->t.exchange_send(ck->t.ctx, ck->xreq, ck->stage, ck->stage_cap, dst);
 }
 
 /* ---- completing a checkpoint ---------------------------------------------------- */

@@ -211,12 +211,12 @@ int ck_copy_atomic(const char *src, const char *dir, const char *name, void *buf
     }
     char tmp[4096];
     int fd = open_tmp(dir, name, 1, tmp, sizeof tmp);
-    uint8_t *b = fd >= 0 ? buf : NULL;
+    uint8_t *b = buf;
     int rc = 0, first = 1;
     uint32_t c = 0;
     uint64_t total = 0;
-    if (!b) {
-        ck_fmt(errbuf, errlen, "cannot create '%s': %s", tmp, fd < 0 ? strerror(errno) : "out of memory");
+    if (fd < 0) {
+        ck_fmt(errbuf, errlen, "cannot create '%s': %s", tmp, strerror(errno));
         rc = SO_EIO;
     }
     for (ssize_t r; !rc && (r = read(in, b, CK_COPY_BUF)) != 0; first = 0) {

@@ -49,14 +49,6 @@ static int t_allreduce(void *ctx, int64_t *v, int n, so_ckpt_op op)
     return so_comm_allreduce_i64(((ckpt_glue *)ctx)->comm, v, (size_t)n, o);
 }
 
-static int t_start(void *ctx, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn, int src, void **req)
-{
-    so_comm_xfer *x = NULL;
-    int rc = so_comm_exchange_start(((ckpt_glue *)ctx)->p2p, sbuf, sn, dst, rbuf, rn, src, &x);
-    *req = x;
-    return rc;
-}
-
 static int t_recv(void *ctx, void *rbuf, size_t rn, int src, size_t sn, void **req)
 {
     so_comm_xfer *x = NULL;
@@ -96,8 +88,8 @@ static int transport(ckpt_glue *g, dist_handle *dh)
     so_comm_node nd;
     so_comm_node_info(g->comm, &nd);
     g->t = (so_ckpt_transport){g, so_comm_rank(g->comm), so_comm_size(g->comm), nd.node_id, nd.num_nodes,
-                               nd.node_rank, nd.node_size, t_bcast, t_allreduce, t_start, t_test,
-                               t_isum_start, t_isum_wait, t_recv, t_send};
+                               nd.node_rank, nd.node_size, t_bcast, t_allreduce, t_recv, t_send,
+                               t_test, t_isum_start, t_isum_wait};
     g->rank = g->t.rank;
     return 0;
 }

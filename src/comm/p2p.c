@@ -105,17 +105,6 @@ int so_comm_exchange_send(so_comm_p2p *p, so_comm_xfer *x, const void *sbuf, siz
     return rc ? rc : post(p, (void *)sbuf, sn, dst, 1, x->req + x->nr);
 }
 
-int so_comm_exchange_start(so_comm_p2p *p, const void *sbuf, size_t sn, int dst, void *rbuf, size_t rn, int src,
-                           so_comm_xfer **out)
-{
-    int rc = so_comm_exchange_recv(p, rbuf, rn, src, sn, out);
-    if (!rc && (rc = so_comm_exchange_send(p, *out, sbuf, sn, dst)) != 0) {
-        free(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
 int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done)
 {
     int rc = so_comm_check_idle(p->c), flag = 0;
