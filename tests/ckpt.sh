@@ -5,11 +5,13 @@
 #  - resuming on a different number of ranks restores exactly the saved state
 #  - a flipped or truncated shard is named and the partner copy or an older
 #    checkpoint is used; kill -9 during training, a local write and a flush
-#    leaves older checkpoints intact and the restart resumes
+#    leaves older checkpoints intact and the restart resumes; its node-local
+#    pool names are swept at the next start, on fewer ranks too
 #  - disk full (ulimit -f, SIGXFSZ ignored), shared and node-local level: message,
 #    previous checkpoint valid, --ckpt-on-error continue|stop; another model or
 #    version: exit 2
-#  - ckpt list/verify/export and --init-from round trip
+#  - ckpt list/verify/export (verify of a live directory being pruned too) and
+#    --init-from round trip
 #  - bench/ckpt_attrib.py finds the checkpoint steps in a real profile
 # Usage: ckpt.sh path/to/scaleout
 set -u
@@ -166,6 +168,14 @@ kill_test kill_flush "$tmp/kill_flush/s/ckpt-0000000004/MANIFEST" "$tmp/kill_flu
 [ -n "$hit" ] && [ ! -f "$hit/MANIFEST" ] && ok "kill_flush: the interrupted flush has no shared manifest" ||
   bad "kill_flush: interrupted flush $hit has a manifest"
 
+# A killed run's pool names (ckpt-local) are removed at the next start, also
+# those of ranks a smaller restarted job no longer has.
+mkdir -p "$tmp/sw/node0/.slots" "$tmp/sw/node1/.slots"
+touch "$tmp/sw/node0/.slots/r0-own.2" "$tmp/sw/node1/.slots/r1-partner.0" "$tmp/sw/node1/.slots/r1-own.1"
+must 1 sweep --steps 2 --ckpt-every 100 --ckpt-local "$tmp/sw" &&
+  [ -z "$(find "$tmp/sw" -path '*/.slots/*')" ] && ok "a killed 2-rank run's pool names are swept by a 1-rank restart" ||
+  bad "sweep: left $(find "$tmp/sw" -path '*/.slots/*')"
+
 # ---- disk full: write fails with EFBIG (ulimit -f, SIGXFSZ ignored) ----
 must 1 df0 --steps 6 --ckpt-every 6 --ckpt-dir "$tmp/df"
 full() { (trap '' XFSZ; ulimit -f 64; "$bin" "${base[@]}" --steps 14 --ckpt-every 4 --ckpt-dir "$tmp/df" --resume auto "$@") }
@@ -222,6 +232,18 @@ printf '\x00' | dd of="$tmp/s2.bak/ckpt-0000000020/shard-1.bin" bs=1 seek=7 conv
 "$bin" ckpt verify "$tmp/s2.bak" >"$tmp/verify.log" 2>&1
 [ $? -eq 1 ] && grep -q "ckpt-0000000020 .*DAMAGED: shard 1" "$tmp/verify.log" && ok "ckpt verify finds a damaged shard" ||
   bad "verify: $(cat "$tmp/verify.log")"
+# verify of a live directory: a checkpoint pruned (manifest first) and its
+# file recycled while verify reads it is not reported as damaged
+cp -r "$tmp/s2" "$tmp/pr" && first=$(ls -d "$tmp/pr"/ckpt-* | head -1)
+SCALEOUT_CKPT_TEST_DELAY_MS=2000 "$bin" ckpt verify "$tmp/pr" >"$tmp/pr.log" 2>&1 &
+vp=$!
+sleep 0.7
+rm "$first/MANIFEST" && printf '\x00' | dd of="$first/shard-0.bin" bs=1 seek=7 conv=notrunc 2>/dev/null
+wait $vp
+st=$?
+[ $st -eq 0 ] && grep -q "${first##*/} .*changed while being verified" "$tmp/pr.log" && ! grep -q DAMAGED "$tmp/pr.log" &&
+  ok "ckpt verify: a checkpoint pruned while it is read is not called damaged" ||
+  bad "verify during prune: exit $st: $(cat "$tmp/pr.log")"
 "$bin" ckpt export "$tmp/c6/ckpt-0000000006" -o "$tmp/m.safetensors" >/dev/null &&
   must 1 init --steps 1 --lr 0 --init-from "$tmp/m.safetensors" --dump-params "$tmp/init.bin" &&
   same at6.bin init.bin "export -> --init-from round trip gives identical parameters"

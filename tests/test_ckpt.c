@@ -528,21 +528,14 @@ static void unlink_shard(int step)
 
 /* A slot is reused only once no checkpoint holds it; kept checkpoints are
  * never written over; the pool is bounded; names go at the end while the
- * checkpoints stay; a killed run's names are cleared. */
+ * checkpoints stay. */
 static void test_slots(void **state)
 {
     (void)state;
     snprintf(slot_dir, sizeof slot_dir, "/tmp/so_slots_XXXXXX");
     assert_non_null(mkdtemp(slot_dir));
-    char stale[128];
-    snprintf(stale, sizeof stale, "%s/.slots", slot_dir);
-    mkdir(stale, 0777);
-    snprintf(stale, sizeof stale, "%s/.slots/r0-own.7", slot_dir);
-    fclose(fopen(stale, "w"));
-
     ck_slots p;
     assert_int_equal(ck_slots_init(&p, slot_dir, "r0-own", SLOT_LEN, 3), 0);
-    assert_int_equal(access(stale, F_OK), -1); /* a killed run's name is gone */
     ck_slots_reserve(&p);
     assert_int_equal(p.n, 1);
     assert_int_equal(ck_slots_free_count(&p), 1);
@@ -579,6 +572,53 @@ static void test_slots(void **state)
     assert_int_equal(access(slot1, F_OK), -1);
     expect_shard(3, 'C'); /* the checkpoints keep their files */
     expect_shard(4, 'D');
+    remove_dir(slot_dir);
+}
+
+static void touch_name(const char *dir, const char *node, const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, node);
+    mkdir(path, 0777);
+    snprintf(path, sizeof path, "%s/%s/.slots", dir, node);
+    mkdir(path, 0777);
+    snprintf(path, sizeof path, "%s/%s/.slots/%s", dir, node, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
+static int name_exists(const char *dir, const char *node, const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s/.slots/%s", dir, node, name);
+    return access(path, F_OK) == 0;
+}
+
+/* A killed run's slot names: rank 0 of a restarted 2-rank job removes its
+ * own in every node directory (ranks per node may have changed) and those of
+ * ranks 2 and up (the old job was larger), never rank 1's (alive in this
+ * job) nor names that are not slots. */
+static void test_slots_sweep(void **state)
+{
+    (void)state;
+    snprintf(slot_dir, sizeof slot_dir, "/tmp/so_slots_XXXXXX");
+    assert_non_null(mkdtemp(slot_dir));
+    const char *gone[][2] = {{"node0", "r0-own.7"}, {"node1", "r0-partner.0"}, {"node0", "r2-own.0"},
+                             {"node1", "r3-partner.2"}, {"node1", "r10-own.0"}};
+    const char *kept[][2] = {{"node0", "r1-own.0"}, {"node1", "r1-partner.3"}, {"node0", "readme"}};
+    for (size_t i = 0; i < 5; i++)
+        touch_name(slot_dir, gone[i][0], gone[i][1]);
+    for (size_t i = 0; i < 3; i++)
+        touch_name(slot_dir, kept[i][0], kept[i][1]);
+    ck_slots_sweep(slot_dir, 0, 2);
+    for (size_t i = 0; i < 5; i++)
+        assert_false(name_exists(slot_dir, gone[i][0], gone[i][1]));
+    for (size_t i = 0; i < 3; i++)
+        assert_true(name_exists(slot_dir, kept[i][0], kept[i][1]));
+    ck_slots_sweep(slot_dir, 1, 1); /* a 1-rank job: rank 1's are stale now */
+    assert_false(name_exists(slot_dir, "node0", "r1-own.0"));
+    assert_true(name_exists(slot_dir, "node0", "readme"));
     remove_dir(slot_dir);
 }
 
@@ -708,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_daly),              cmocka_unit_test(test_session_restore),
         cmocka_unit_test(test_safetensors), cmocka_unit_test(test_snapshot_waits),
         cmocka_unit_test(test_io_observer),       cmocka_unit_test(test_slots),
+        cmocka_unit_test(test_slots_sweep),
         cmocka_unit_test(test_slots_full),        cmocka_unit_test(test_direct_writes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

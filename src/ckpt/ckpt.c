@@ -84,6 +84,7 @@ static int init_slots(so_ckpt *ck)
     char tag[32];
     int max = ck->c.keep + 3, rc;
     ck->slots = 1;
+    ck_slots_sweep(ck->c.local_dir, ck->t.rank, ck->t.world);
     ck_fmt(tag, sizeof tag, "r%d-own", ck->t.rank);
     if ((rc = ck_slots_init(&ck->own_slots, ck->node_dir, tag, ck->stage_cap, max)))
         return rc;

@@ -327,6 +327,18 @@ static int all_dirs(const char *root, cands *c)
     return rc;
 }
 
+/* Whether dir/MANIFEST is still the file `was` describes. A running job's
+ * prune removes the manifest first and may then recycle the shard files, so
+ * a shard that fails while the manifest changed was pruned, not damaged. */
+static int same_manifest(const char *dir, const struct stat *was)
+{
+    char p[4200];
+    struct stat now;
+    ck_fmt(p, sizeof p, "%s/MANIFEST", dir);
+    return stat(p, &now) == 0 && now.st_ino == was->st_ino && now.st_dev == was->st_dev &&
+           now.st_mtim.tv_sec == was->st_mtim.tv_sec && now.st_mtim.tv_nsec == was->st_mtim.tv_nsec;
+}
+
 int so_ckpt_scan(const char *root, int verify, so_ckpt_list_fn cb, void *arg)
 {
     struct stat st;
@@ -336,12 +348,20 @@ int so_ckpt_scan(const char *root, int verify, so_ckpt_list_fn cb, void *arg)
     int rc = all_dirs(root, &all);
     if (!rc)
         rc = collect(&good, root, 0, 1, 1);
+    int delay_ms = verify ? ck_test_delay_ms() : 0; /* test hook: widens the window for a prune */
     for (int i = 0; !rc && i < all.n; i++) {
         so_ckpt_manifest m;
+        struct stat was = {0};
+        char mp[4200];
+        ck_fmt(mp, sizeof mp, "%s/MANIFEST", all.v[i].dir);
+        if (stat(mp, &was) != 0) /* then the read fails too and says why */
+            memset(&was, 0, sizeof was);
         if (ck_read_manifest(all.v[i].dir, &m)) {
             cb(arg, all.v[i].dir, NULL, 0, so_errmsg());
             continue;
         }
+        if (delay_ms > 0)
+            ck_sleep_ms(delay_ms);
         char problem[256] = "";
         for (int k = 0; verify && k < m.nshards && !problem[0]; k++) {
             void *buf = NULL;
@@ -349,7 +369,10 @@ int so_ckpt_scan(const char *root, int verify, so_ckpt_list_fn cb, void *arg)
                 ck_fmt(problem, sizeof problem, "shard %d has no intact copy", k);
             free(buf);
         }
-        cb(arg, all.v[i].dir, &m, verify && !problem[0], problem);
+        if (problem[0] && !same_manifest(all.v[i].dir, &was))
+            cb(arg, all.v[i].dir, NULL, 0, "changed while being verified (a running job pruned or rewrote it)");
+        else
+            cb(arg, all.v[i].dir, &m, verify && !problem[0], problem);
         so_ckpt_manifest_free(&m);
     }
     free(all.v);

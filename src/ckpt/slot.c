@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -25,20 +26,41 @@ static void slot_path(const ck_slots *p, int i, char *out, size_t cap)
     ck_fmt(out, cap, "%s/%s.%d", p->dir, p->tag, i);
 }
 
-/* Names of this tag left by a killed run: removing a name is always safe
- * (a checkpoint that holds the file keeps it under its own name). */
-static void remove_stale(const ck_slots *p)
+/* The rank k of a slot name "r<k>-own.<i>" or "r<k>-partner.<i>", or -1. */
+static int name_rank(const char *name)
 {
-    char **names, pre[64], path[4096];
-    int n;
-    ck_fmt(pre, sizeof pre, "%s.", p->tag);
-    if (ck_list(p->dir, pre, &names, &n))
+    char *end;
+    if (name[0] != 'r' || name[1] < '0' || name[1] > '9')
+        return -1;
+    long k = strtol(name + 1, &end, 10);
+    return *end == '-' && k <= INT_MAX ? (int)k : -1;
+}
+
+/* A slot name is only ever made by its own rank after this sweep, so the
+ * names it removes belong to no live process of this job: removing a name
+ * is always safe (a checkpoint that holds the file keeps it under its own
+ * name), and it frees the memory of a node-local file system. */
+void ck_slots_sweep(const char *local_dir, int rank, int world)
+{
+    char **nodes, **names, dir[4096], path[4096];
+    int nn, n;
+    if (ck_list(local_dir, "node", &nodes, &nn))
         return;
-    for (int i = 0; i < n; i++) {
-        ck_fmt(path, sizeof path, "%s/%s", p->dir, names[i]);
-        unlink(path);
+    for (int j = 0; j < nn; j++) {
+        ck_fmt(dir, sizeof dir, "%s/%s/.slots", local_dir, nodes[j]);
+        if (ck_list(dir, "r", &names, &n))
+            continue;
+        for (int i = 0; i < n; i++) {
+            int k = name_rank(names[i]);
+            if (k >= 0 && (k == rank || k >= world)) {
+                ck_fmt(path, sizeof path, "%s/%s", dir, names[i]);
+                unlink(path);
+            }
+        }
+        ck_list_free(names, n);
+        /* no rmdir: another rank may have just made its (still empty) pool there */
     }
-    ck_list_free(names, n);
+    ck_list_free(nodes, nn);
 }
 
 int ck_slots_init(ck_slots *p, const char *node_dir, const char *tag, size_t len, int max)
@@ -51,10 +73,7 @@ int ck_slots_init(ck_slots *p, const char *node_dir, const char *tag, size_t len
     ck_fmt(p->tag, sizeof p->tag, "%s", tag);
     if (!(p->s = calloc((size_t)max, sizeof *p->s)))
         return so_err(SO_ENOMEM, "out of memory");
-    int rc = ck_mkdirs(p->dir);
-    if (!rc)
-        remove_stale(p);
-    return rc;
+    return ck_mkdirs(p->dir);
 }
 
 /* Held by no checkpoint, and not the slot the checkpoint in flight took.

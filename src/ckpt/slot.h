@@ -18,8 +18,12 @@ typedef struct {
     int cur;        /* taken for the checkpoint in flight (-1: none) */
 } ck_slots;
 
-/* Makes <node_dir>/.slots and removes the names of this tag a killed run left
- * there; no slot is made yet. max bounds the pool (keep + 3 covers the kept
+/* Removes, in every <local_dir>/node<N>/.slots, the names a killed run left
+ * that no live rank of this job can own: this rank's own (in any node
+ * directory: ranks per node may have changed) and those of ranks >= world
+ * (the job restarted with fewer ranks). Called before ck_slots_init. */
+void ck_slots_sweep(const char *local_dir, int rank, int world);
+/* Makes <node_dir>/.slots; no slot is made yet. max bounds the pool (keep + 3 covers the kept
  * checkpoints, the one in flight, one held by a flush and a failed one). */
 int ck_slots_init(ck_slots *p, const char *node_dir, const char *tag, size_t len, int max);
 /* Makes a slot if none is free (and max allows); quiet when it cannot

@@ -26,7 +26,7 @@ static void on_ckpt(void *arg, const char *dir, const so_ckpt_manifest *m, int v
 {
     scan_state *s = arg;
     if (!m) {
-        printf("%-60s  incomplete or damaged: %s\n", dir, problem);
+        printf("%-60s  not a complete checkpoint: %s\n", dir, problem);
         return;
     }
     s->complete++;
