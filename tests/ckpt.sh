@@ -8,7 +8,8 @@
 #    leaves older checkpoints intact and the restart resumes; its node-local
 #    pool names are swept at the next start, on fewer ranks too
 #  - disk full (ulimit -f, SIGXFSZ ignored), shared and node-local level: message,
-#    previous checkpoint valid, --ckpt-on-error continue|stop; another model or
+#    previous checkpoint valid, --ckpt-on-error continue|stop; a failed
+#    checkpoint's files dropped at once; another model or
 #    version: exit 2
 #  - ckpt list/verify/export (verify of a live directory being pruned too) and
 #    --init-from round trip
@@ -201,6 +202,18 @@ st=$?
   grep -q "step 6 .*OK" "$tmp/dlv.log" && ! ls "$tmp/dl"/node0/ckpt-*/*.tmp 2>/dev/null &&
   ok "local level full: message, training finished, the previous checkpoint stays valid" ||
   bad "local level full: exit $st: $(cat "$tmp/dlc.log" "$tmp/dlv.log")"
+
+# Failed checkpoints leave no files behind: node 1 cannot write steps 4-28 (a
+# file where its checkpoint directory would go), so node 0's shard and partner
+# copy of those steps are dropped at once; otherwise they would hold node 0's
+# whole pool (keep 1 + 3 files) and every later checkpoint would fail too.
+mkdir -p "$tmp/ff/node1" && touch "$tmp/ff/node1/ckpt-00000000"{04,08,12,16,20,24,28}
+must 2 ff --steps 40 --ckpt-every 4 --ckpt-keep 1 --ckpt-local "$tmp/ff" --ranks-per-node 1 &&
+  [ "$(grep -c "failed" "$tmp/ff.log")" -ge 6 ] && ! grep -q "step 3[26] failed\|step 40 failed\|still held" "$tmp/ff.log" &&
+  "$bin" ckpt verify "$tmp/ff" >"$tmp/ffv.log" 2>&1 && grep -q "node0/ckpt-0000000040 .*OK" "$tmp/ffv.log" &&
+  [ "$(ls "$tmp/ff/node0")" = ckpt-0000000040 ] &&
+  ok "failed checkpoints leave no files; checkpoints succeed again once the fault is gone" ||
+  bad "failed checkpoints: $(cat "$tmp/ff.log" "$tmp/ffv.log"; ls "$tmp/ff/node0")"
 
 # ---- refusals: another model, another version ----
 "$bin" train --model lenet5 --dataset synthetic --steps 2 --progress none --ckpt-dir "$tmp/df" --resume auto \

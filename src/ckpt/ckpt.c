@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "scaleout/err.h"
 #include "scaleout/log.h"
@@ -554,6 +555,37 @@ static int ckpt_flags(so_ckpt *ck, int block, int *done, int *bad)
     return 0;
 }
 
+/* A failed checkpoint's names of this rank (its shard, the partner copy)
+ * go at once: pruning only removes debris older than a complete checkpoint,
+ * so while failures last each would hold a file of the node-local pool (or
+ * space on a full disk) until none is left for the checkpoint that would
+ * succeed once the fault is gone. The last rank of the node takes the
+ * directory. A directory with a MANIFEST is a complete checkpoint of an
+ * earlier run, never touched. */
+static void unlink_in(const char *dir, const char *name)
+{
+    char path[4200];
+    ck_fmt(path, sizeof path, "%s/%s", dir, name);
+    unlink(path);
+    ck_fmt(path, sizeof path, "%s/%s.tmp", dir, name);
+    unlink(path);
+}
+
+static void drop_failed(so_ckpt *ck)
+{
+    char path[4200], name[64];
+    ck_fmt(path, sizeof path, "%s/MANIFEST", ck->pdir);
+    if (access(path, F_OK) == 0)
+        return;
+    ck_fmt(name, sizeof name, "shard-%d.bin", ck->t.rank);
+    unlink_in(ck->pdir, name);
+    if (ck->partner) {
+        ck_fmt(name, sizeof name, "partner-%d.bin", ck->partner_src);
+        unlink_in(ck->pdir, name);
+    }
+    rmdir(ck->pdir); /* fails while other ranks' names are there: they drop theirs */
+}
+
 /* All ranks agreed the checkpoint finished (all_done) or failed somewhere. */
 static int ckpt_settle(so_ckpt *ck, int all_done, int failed)
 {
@@ -566,6 +598,7 @@ static int ckpt_settle(so_ckpt *ck, int all_done, int failed)
     ck_task_done(&ck->writer, &ck->t_own, 1);
     if (ck->partner && !ck->xreq)
         ck_task_done(&ck->writer, &ck->t_partner, 1);
+    drop_failed(ck);
     const char *why = ck->t_own.rc ? ck->t_own.err : ck->partner && ck->t_partner.rc ? ck->t_partner.err : NULL;
     char msg[700];
     ck_fmt(msg, sizeof msg, "checkpoint at step %ld failed: %s", ck->pm.step,
