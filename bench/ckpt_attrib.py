@@ -124,6 +124,13 @@ def attribute(run, placebo_run=None):
         pgroups = [g for g in pgroups if g]
         res["placebo"] = extra(pcyc, pgroups) if pgroups else 0.0
         res["placebo_train"] = pend - pstarts[0]
+        # What the local baselines cannot see: a slowdown of every step. The
+        # unaffected steps' median against the same steps of the other run
+        # (runs minutes apart: as noisy as the wall time, but per step).
+        excluded = {i for g in groups for i in g}
+        same = [i for i in range(SKIP_FIRST, min(len(cyc), len(pcyc))) if i not in excluded]
+        if same:
+            res["steady"] = statistics.median(cyc[i] for i in same) / statistics.median(pcyc[i] for i in same) - 1
     return res
 
 
@@ -158,7 +165,12 @@ def self_test():
     assert res["affected"] in (20, 22), res
     assert abs(res["extra"] - 1.2) < 0.25, res
     assert abs(res["placebo"]) < 0.25, res
+    assert abs(res["steady"]) < 0.02, res
     assert res["tail"] == 0.0
+    # Every step 5% slower: invisible to the local baselines, seen by "steady".
+    starts, end, _ = without
+    slow = [t * 1.05 for t in starts], end * 1.05, with_ck[2]
+    assert abs(attribute(slow, without)["steady"] - 0.05) < 0.005
     # A window that outlives the last step counts as tail, not as step time.
     starts, end, _ = without
     res = attribute((starts, end, [(end - 0.1, end + 0.5)]))
@@ -168,7 +180,8 @@ def self_test():
     # Work in the start-up cycles is reported apart, never compared.
     res = attribute((starts, end, [(starts[0], starts[1] + 0.1)]))
     assert res["affected"] == 0 and abs(res["startup"] - (starts[1] + 0.1 - starts[0])) < 1e-9, res
-    print("ckpt_attrib self-test: extra 1.2 s estimated within 0.25 s, placebo within 0.25 s: ok")
+    print("ckpt_attrib self-test: extra 1.2 s estimated within 0.25 s, placebo within 0.25 s, "
+          "a uniform 5% slowdown seen by the steady-step ratio: ok")
 
 
 def main():
@@ -185,6 +198,8 @@ def main():
     if "placebo" in res:
         print("placebo (same steps, run without checkpoints): %.3f s = %.2f%%"
               % (res["placebo"], placebo_percent(res)))
+        print("unaffected steps against the same steps of the run without checkpoints: %+.1f%%"
+              % (100 * res.get("steady", 0.0)))
 
 
 if __name__ == "__main__":

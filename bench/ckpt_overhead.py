@@ -4,8 +4,9 @@ checkpoints vs without, and the stall the training thread sees per checkpoint,
 for the naive scheme (rank 0 writes everything while the others wait) and the
 scaleout scheme (sharded, node-local + partner + background flush).
 
-For every (model, np) block the three modes run INTERLEAVED (none, naive,
-scaleout, none, naive, ...) `--repeats` times while holding
+For every (model, np) block the three modes run INTERLEAVED `--repeats` times,
+the order rotating per repeat (none-naive-scaleout, naive-scaleout-none,
+scaleout-none-naive, ...), while holding
 /tmp/scaleout-bench.lock (the lock every helper's benchmark takes), so another
 benchmark never runs in between. Reported: median and min-max of the
 training wall time ("trained N steps in X s" plus the exit drain), overhead vs the median of
@@ -19,7 +20,9 @@ overhead cannot resolve 2%. Every run is therefore profiled at step detail and
 bench/ckpt_attrib.py attributes the overhead inside each run: the steps that
 overlap checkpoint work (on any rank) against their unaffected neighbours,
 plus background work after the last step; the same step indices of the
-repeat's `none` run give the estimator's noise floor (placebo).
+repeat's `none` run give the estimator's noise floor (placebo). What local
+baselines cannot see, a slowdown of every step, is shown apart: the median of
+the unaffected steps against the same steps of the repeat's `none` run.
 
     flock -n /tmp/scaleout-bench.lock true   # the lock is taken per block inside
     /usr/bin/python3 bench/ckpt_overhead.py --bin build/scaleout --repeats 3 \\
@@ -133,8 +136,12 @@ def block(a, model, np, lock):
     res = {m: [] for m in modes}
     os.makedirs(a.profiles, exist_ok=True)
     prof_dir = lambda m, r: os.path.join(a.profiles, "%s-np%d-%s-%d" % (model, np, m, r))
+    names = list(modes)
     for r in range(a.repeats):
-        for m, extra in modes.items():
+        # The order rotates per repeat (none first, then naive first, ...): a
+        # machine that drifts within a repeat must not always favour one mode.
+        for m in names[r % 3:] + names[:r % 3]:
+            extra = modes[m]
             shutil.rmtree(local, ignore_errors=True)
             shutil.rmtree(shared, ignore_errors=True)
             # Step-level profile (+0.016% instructions): rank 0's step times and
@@ -144,9 +151,11 @@ def block(a, model, np, lock):
             with held(lock, a.lock_per_run):  # long runs: other benchmarks in between, never during
                 out, _ = run(base + extra + ["--profile", prof, "--profile-detail", "step", "--timeline-steps", "0:1"])
             res[m].append(parse(out))
-            # The placebo: the same step indices in this repeat's run without checkpoints.
+        # The placebo: the same step indices in this repeat's run without checkpoints.
+        for m in names:
             if m != "none":
-                res[m][-1]["attr"] = ckpt_attrib.attribute(ckpt_attrib.load(prof), ckpt_attrib.load(prof_dir("none", r)))
+                res[m][-1]["attr"] = ckpt_attrib.attribute(ckpt_attrib.load(prof_dir(m, r)),
+                                                           ckpt_attrib.load(prof_dir("none", r)))
             print("  %s np=%d %s rep %d: %s" % (model, np, m, r + 1, res[m][-1]), file=sys.stderr, flush=True)
     shutil.rmtree(local, ignore_errors=True)
     shutil.rmtree(shared, ignore_errors=True)
@@ -186,8 +195,9 @@ def main():
     lock = open("/tmp/scaleout-bench.lock", "a")
     print("| model | np | mode | wall s, median (min–max) | overhead vs none | checkpoints | "
           "stall per checkpoint ms, median (min–max) | stall + background CPU, % of wall | "
-          "in-run attributed overhead, % | placebo, % | write MB/s (own shard / partner copy) | flush MB/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "in-run attributed overhead, % | placebo, % | unaffected steps vs none, % | "
+          "write MB/s (own shard / partner copy) | flush MB/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     startup = []  # checkpoint work inside the start-up steps: shown, not estimated
     for model in a.models.split(","):
         for np in map(int, a.np.split(",")):
@@ -198,7 +208,7 @@ def main():
                 walls = [x["wall"] for x in runs]
                 over = "—" if m == "none" else "%+.1f%%" % (100 * (statistics.median(walls) / base - 1))
                 if m == "none":
-                    print("| %s | %d | %s | %s | %s | | | | | | | |" % (model, np, m, fmt(walls), over))
+                    print("| %s | %d | %s | %s | %s | | | | | | | | |" % (model, np, m, fmt(walls), over))
                     continue
                 stalls = [1e3 * x["stall"] for x in runs]
                 # The noise-free cost on a node whose cores are all busy: the
@@ -207,10 +217,11 @@ def main():
                 ok = [x for x in runs if x["attr"]["valid"]]
                 attributed = [ckpt_attrib.percent(x["attr"]) for x in ok]
                 placebo = [ckpt_attrib.placebo_percent(x["attr"]) for x in ok]
-                print("| %s | %d | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s |" % (
+                steady = [100 * x["attr"]["steady"] for x in runs if "steady" in x["attr"]]
+                print("| %s | %d | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
                     model, np, m, fmt(walls), over, runs[0]["count"], fmt(stalls, "%.1f"), fmt(cost, "%.2f"),
                     fmt(attributed) if ok else "— (work covers > 1/3 of the steps)", fmt(placebo) if ok else "—",
-                    write_cell(runs),
+                    fmt(steady, "%+.1f") if steady else "—", write_cell(runs),
                     "%.0f" % statistics.median(x["flush"] for x in runs) if m == "scaleout" else "—"), flush=True)
                 startup.append("%s np %d %s %s s" % (model, np, m, fmt([x["attr"]["startup"] for x in runs], "%.2f")))
     print("\nCheckpoint work inside the first %d (start-up) steps, not in the attributed overhead: %s"
