@@ -555,13 +555,7 @@ static int ckpt_flags(so_ckpt *ck, int block, int *done, int *bad)
     return 0;
 }
 
-/* A failed checkpoint's names of this rank (its shard, the partner copy)
- * go at once: pruning only removes debris older than a complete checkpoint,
- * so while failures last each would hold a file of the node-local pool (or
- * space on a full disk) until none is left for the checkpoint that would
- * succeed once the fault is gone. The last rank of the node takes the
- * directory. A directory with a MANIFEST is a complete checkpoint of an
- * earlier run, never touched. */
+/* Removes dir/name and its .tmp. */
 static void unlink_in(const char *dir, const char *name)
 {
     char path[4200];
@@ -571,6 +565,13 @@ static void unlink_in(const char *dir, const char *name)
     unlink(path);
 }
 
+/* A failed checkpoint's names of this rank (its shard, the partner copy)
+ * go at once: pruning only removes debris older than a complete checkpoint,
+ * so while failures last each would hold a file of the node-local pool (or
+ * space on a full disk) until none is left for the checkpoint that would
+ * succeed once the fault is gone. The last rank of the node takes the
+ * directory. A directory with a MANIFEST is a complete checkpoint of an
+ * earlier run, never touched. */
 static void drop_failed(so_ckpt *ck)
 {
     char path[4200], name[64];

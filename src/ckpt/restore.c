@@ -351,7 +351,7 @@ int so_ckpt_scan(const char *root, int verify, so_ckpt_list_fn cb, void *arg)
     int delay_ms = verify ? ck_test_delay_ms() : 0; /* test hook: widens the window for a prune */
     for (int i = 0; !rc && i < all.n; i++) {
         so_ckpt_manifest m;
-        struct stat was = {0};
+        struct stat was;
         char mp[4200];
         ck_fmt(mp, sizeof mp, "%s/MANIFEST", all.v[i].dir);
         if (stat(mp, &was) != 0) /* then the read fails too and says why */
