@@ -172,7 +172,6 @@ def self_test():
     slow = [t * 1.05 for t in starts], end * 1.05, with_ck[2]
     assert abs(attribute(slow, without)["steady"] - 0.05) < 0.005
     # A window that outlives the last step counts as tail, not as step time.
-    starts, end, _ = without
     res = attribute((starts, end, [(end - 0.1, end + 0.5)]))
     assert abs(res["tail"] - 0.5) < 1e-9 and res["affected"] == 1 and res["valid"], res
     assert not attribute((starts, end, [(starts[5], starts[100])]))["valid"]
