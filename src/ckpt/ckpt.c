@@ -363,8 +363,8 @@ static int snapshot(void *arg, ck_task *t)
 static int recv_early(so_ckpt *ck)
 {
     ck->x_early = 0;
-    if (!ck->slots || !ck->pbuf_cap || !ck_task_done(&ck->writer, &ck->t_prep, 0) || !ck_task_done(&ck->writer, &ck->t_res, 0) ||
-        ck_slots_free_count(&ck->partner_slots) == 0)
+    if (!ck->slots || !ck->pbuf_cap || !ck_task_done(&ck->writer, &ck->t_prep, 0) ||
+        !ck_task_done(&ck->writer, &ck->t_res, 0) || ck_slots_free_count(&ck->partner_slots) == 0)
         return 0;
     char err[600];
     uint8_t *b = ck_slots_take(&ck->partner_slots, err, sizeof err);
@@ -412,13 +412,12 @@ static int snapped(so_ckpt *ck)
     int dst, src;
     partners(ck, &dst, &src);
     ck->partner_src = src;
-    ck->partner_len = ck->pbuf_cap;
     if (!ck->stage || !ck->pbuf)
         return so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->pbuf_cap);
     ck->x_fresh = 1;
     ck->x_t0 = so_now();
     int rc = ck->x_early ? 0
-                         : ck->t.exchange_recv(ck->t.ctx, ck->pbuf, ck->partner_len, src, ck->stage_cap, &ck->xreq);
+                         : ck->t.exchange_recv(ck->t.ctx, ck->pbuf, ck->pbuf_cap, src, ck->stage_cap, &ck->xreq);
     return rc ? rc : ck->t.exchange_send(ck->t.ctx, ck->xreq, ck->stage, ck->stage_cap, dst);
 }
 
@@ -545,7 +544,7 @@ static int ckpt_flags(so_ckpt *ck, int block, int *done, int *bad)
             ck->xreq = NULL;
             char name[64];
             ck_fmt(name, sizeof name, "partner-%d.bin", ck->partner_src);
-            queue_write(ck, &ck->t_partner, ck->pdir, name, ck->pbuf, ck->partner_len, NULL);
+            queue_write(ck, &ck->t_partner, ck->pdir, name, ck->pbuf, ck->pbuf_cap, NULL);
         }
     }
     int own = ck_task_done(&ck->writer, &ck->t_own, block);

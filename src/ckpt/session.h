@@ -29,7 +29,7 @@ struct so_ckpt {
     so_ckpt_manifest pm;         /* its manifest, shards filled at completion */
     char pdir[4096];
     uint8_t *stage, *pbuf;       /* this rank's shard; the partner's shard we keep */
-    size_t stage_cap, pbuf_cap, partner_len;
+    size_t stage_cap, pbuf_cap;
     /* With a node-local level, stage and pbuf are mappings of recycled shard
      * files (slot.c), taken per checkpoint by the snapshot; scratch_* stand
      * in for them when none can be had (the exchange must still run). */
