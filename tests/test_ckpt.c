@@ -2,11 +2,14 @@
  * table versions), the manifest format (round trip, tampering, versions),
  * Daly's interval against hand-computed values, a one-process save/restore of
  * a model with batchnorm and an optimizer with state, the I/O observer of the
- * writer and flush threads, recycled node-local shard files, and safetensors. */
+ * writer and flush threads, recycled node-local shard files, safetensors, and
+ * the training thread's clocks that split a stall into work and scheduling. */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,12 +21,14 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "ckpt/ckpt_internal.h"
 #include "ckpt/slot.h"
+#include "ckpt/tclock.h"
 #include "scaleout/ckpt.h"
 #include "scaleout/err.h"
 #include "scaleout/zoo.h"
@@ -740,6 +745,83 @@ static void test_direct_writes(void **state)
     remove_dir(dir);
 }
 
+/* ---- the training thread's clocks (tclock.c) ---- */
+
+static void test_tclock_taken(void **state)
+{
+    (void)state;
+    double runq, stolen;
+    ck_tclock a = {1.0, 0.5, 10, 20};
+    ck_tclock slept = {1.0001, 0.5, 11, 20}; /* 5 ms asleep on a condition: its own wait */
+    ck_tclock_taken(&a, &slept, 5e-3, &runq, &stolen);
+    assert_true(runq == 0 && stolen == 0);
+    ck_tclock preempted = {1.0019, 0.503, 10, 21}; /* 1.9 ms on a CPU, 3 ms waiting for one */
+    ck_tclock_taken(&a, &preempted, 5e-3, &runq, &stolen);
+    assert_true(fabs(runq - 3e-3) < 1e-9 && fabs(stolen - 0.1e-3) < 1e-9);
+    ck_tclock still = {1.00005, 0.5, 10, 20}; /* no switch, no CPU: the virtual CPU was stopped */
+    ck_tclock_taken(&a, &still, 5e-3, &runq, &stolen);
+    assert_true(runq == 0 && fabs(stolen - 4.95e-3) < 1e-9);
+    ck_tclock longer = {1.0, 0.6, 10, 21}; /* a wait longer than the piece is clipped to it */
+    ck_tclock_taken(&a, &longer, 5e-3, &runq, &stolen);
+    assert_true(runq == 5e-3 && stolen == 0);
+}
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *spin(void *arg)
+{
+    while (!atomic_load((atomic_int *)arg))
+        ;
+    return NULL;
+}
+
+/* Real readings: a sleep is the thread's own wait (nothing taken); sharing
+ * one CPU with a spinning thread shows as runqueue wait. */
+static void test_tclock_readings(void **state)
+{
+    (void)state;
+    int fd = ck_tclock_open();
+    if (fd < 0)
+        skip(); /* no /proc/thread-self/schedstat (kernel without CONFIG_SCHED_INFO) */
+    ck_tclock a, b;
+    double runq, stolen, t0 = mono();
+    ck_tclock_read(fd, &a);
+    struct timespec nap = {0, 20000000};
+    nanosleep(&nap, NULL);
+    ck_tclock_read(fd, &b);
+    ck_tclock_taken(&a, &b, mono() - t0, &runq, &stolen);
+    assert_true(b.vcsw > a.vcsw && stolen == 0 && b.cpu - a.cpu < 5e-3);
+
+    cpu_set_t one, old;
+    CPU_ZERO(&one);
+    CPU_SET(0, &one);
+    pthread_t th;
+    atomic_int stop = 0;
+    if (sched_getaffinity(0, sizeof old, &old) || sched_setaffinity(0, sizeof one, &one))
+        skip();
+    assert_int_equal(pthread_create(&th, NULL, spin, &stop), 0); /* inherits the one CPU */
+    ck_tclock_read(fd, &a);
+    t0 = mono();
+    while (mono() - t0 < 0.2)
+        ;
+    ck_tclock_read(fd, &b);
+    double wall = mono() - t0;
+    atomic_store(&stop, 1);
+    pthread_join(th, NULL);
+    sched_setaffinity(0, sizeof old, &old);
+    close(fd);
+    ck_tclock_taken(&a, &b, wall, &runq, &stolen);
+    /* Two runnable threads on one CPU: each waits about half the time. */
+    if (runq < 0.04 || b.cpu - a.cpu + runq + stolen > wall + 1e-3)
+        fail_msg("200 ms sharing a CPU: runqueue %.1f ms, CPU %.1f ms, stolen %.1f ms, wall %.1f ms", runq * 1e3,
+                 (b.cpu - a.cpu) * 1e3, stolen * 1e3, wall * 1e3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -750,6 +832,7 @@ int main(void)
         cmocka_unit_test(test_io_observer),       cmocka_unit_test(test_slots),
         cmocka_unit_test(test_slots_sweep),
         cmocka_unit_test(test_slots_full),        cmocka_unit_test(test_direct_writes),
+        cmocka_unit_test(test_tclock_taken),      cmocka_unit_test(test_tclock_readings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

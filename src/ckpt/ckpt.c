@@ -161,6 +161,7 @@ int so_ckpt_create(const so_ckpt_config *c, const so_ckpt_transport *t, so_model
     ck->delay_ms = ck_test_delay_ms();
     const char *tr = getenv("SCALEOUT_CKPT_TRACE_MS"); /* diagnostics: log stall pieces of at least N ms */
     ck->trace_ms = tr && *tr ? atof(tr) : -1;
+    ck->tclock_fd = -2;
     ck->next_auto = c->mtbf_hours > 0 ? 10 : LONG_MAX;
     ck->last_step_time = -1;
     ck_fmt(ck->optim_name, sizeof ck->optim_name, "%s", c->optimizer ? c->optimizer : "optim");
@@ -198,6 +199,8 @@ void so_ckpt_destroy(so_ckpt *ck)
     free(ck->fman_copy);
     free(ck->manifest_text);
     free(ck->flush_text);
+    if (ck->tclock_fd >= 0)
+        close(ck->tclock_fd);
     free(ck);
 }
 
@@ -905,42 +908,45 @@ static void track_step_time(so_ckpt *ck)
     ck->last_step_time = now;
 }
 
-/* Diagnostics (SCALEOUT_CKPT_TRACE_MS): the training thread's CPU time and
- * involuntary context switches, so a traced stall tells work or waiting from
- * being descheduled (4 ranks on 2 cores; this VM reports no steal time). */
-static void trace_mark(so_ckpt *ck)
+/* The training thread's clocks at the start of a piece (tclock.h); the
+ * file is opened here, on that thread. */
+static void mark(so_ckpt *ck)
 {
-    if (ck->trace_ms < 0)
-        return;
-    struct timespec ts;
-    struct rusage ru;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    ck->trace_cpu = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    ck->trace_ivcsw = getrusage(RUSAGE_THREAD, &ru) == 0 ? ru.ru_nivcsw : 0;
+    if (ck->tclock_fd == -2)
+        ck->tclock_fd = ck_tclock_open();
+    ck_tclock_read(ck->tclock_fd, &ck->mark);
 }
 
-static void trace(so_ckpt *ck, double dt, const char *phase)
+/* Diagnostics (SCALEOUT_CKPT_TRACE_MS): a piece's CPU time and context
+ * switches tell work from waiting (voluntary: a lock, a condition, the comm
+ * layer's sleeping poll) and from what the scheduler took (involuntary:
+ * preempted; none at all and no CPU time: the virtual CPU stolen). */
+static void trace(so_ckpt *ck, double dt, const ck_tclock *a, const ck_tclock *b, const char *phase)
 {
-    double cpu = ck->trace_cpu;
-    long ivcsw = ck->trace_ivcsw;
-    trace_mark(ck);
+    double runq, stolen;
+    ck_tclock_taken(a, b, dt, &runq, &stolen);
     if (dt * 1e3 >= ck->trace_ms)
-        so_log(SO_LOG_INFO, "checkpoint stall %.3f ms in %s (step %ld, rank %d; thread CPU %.3f ms, %ld involuntary "
-               "context switches)", dt * 1e3, phase, ck->cur_step, ck->t.rank, (ck->trace_cpu - cpu) * 1e3,
-               ck->trace_ivcsw - ivcsw);
+        so_log(SO_LOG_INFO, "checkpoint stall %.3f ms in %s (step %ld, rank %d; thread CPU %.3f ms, context switches "
+               "%ld involuntary, %ld voluntary; runqueue %.3f ms, stolen %.3f ms)", dt * 1e3, phase, ck->cur_step,
+               ck->t.rank, (b->cpu - a->cpu) * 1e3, b->ivcsw - a->ivcsw, b->vcsw - a->vcsw, runq * 1e3, stolen * 1e3);
 }
 
+/* Closes a piece of stall that began at t0 (when the session was active)
+ * and starts the next one. */
 static void account(so_ckpt *ck, double t0, int was_active, const char *phase)
 {
-    if (!was_active) {
-        trace_mark(ck);
+    if (!was_active)
         return;
-    }
-    double now = so_now(), dt = now - t0;
+    ck_tclock a = ck->mark;
+    mark(ck);
+    double now = so_now(), dt = now - t0, runq, stolen;
+    ck_tclock_taken(&a, &ck->mark, dt, &runq, &stolen);
     if (ck->trace_ms >= 0)
-        trace(ck, dt, phase);
+        trace(ck, dt, &a, &ck->mark, phase);
     ck->cur_stall += dt;
     ck->st.stall_total += dt;
+    ck->st.stall_runq += runq;
+    ck->st.stall_stolen += stolen;
     if (ck->span_fn)
         ck->span_fn(ck->span_arg, t0, now);
 }
@@ -1064,15 +1070,19 @@ static void reserve_ahead(so_ckpt *ck, const so_train_state *s)
 int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
 {
     double t0 = so_now();
-    trace_mark(ck);
+    int was_pending = ck->pending, was_flushing = ck->flushing, active = ck->pending || ck->flushing;
+    if (active || ck->areq || due(ck, s))
+        mark(ck); /* 2 us: only at steps that may stall */
     ck->cur_step = s->step;
     track_step_time(ck);
     check_manifests(ck);
     ck->err_is_ckpt = 0;
-    int was_pending = ck->pending, was_flushing = ck->flushing, active = ck->pending || ck->flushing;
     int polled = ck->areq != NULL && s->step >= ck->a_step + SETTLE_LAG, rc = polled ? settle_posted(ck) : 0;
-    if (polled)
+    if (polled) {
         schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->flushing);
+        account(ck, t0, active, "poll (agreement)"); /* its own piece: waiting for peers is told apart */
+        t0 = so_now();
+    }
     if (!rc)
         rc = progressed(ck, was_pending, s->step, &t0);
     if (!rc && due(ck, s)) {
@@ -1103,7 +1113,7 @@ int so_ckpt_before_update(so_ckpt *ck)
     if (!ck->snapping)
         return 0;
     double t0 = so_now();
-    trace_mark(ck);
+    mark(ck);
     ck->err_is_ckpt = 0;
     /* Two pieces, so a trace tells a late snapshot from a slow post. */
     ck_task_prepared(&ck->writer, &ck->t_own, 1);

@@ -5,6 +5,7 @@
 #include "ckpt_internal.h"
 #include "slot.h"
 #include "state.h"
+#include "tclock.h"
 #include "worker.h"
 
 struct so_ckpt {
@@ -19,8 +20,8 @@ struct so_ckpt {
     uint64_t model_hash, config_hash, rep_bytes, rank_bytes;
     int delay_ms;                /* SCALEOUT_CKPT_TEST_DELAY_MS */
     double trace_ms;             /* SCALEOUT_CKPT_TRACE_MS (-1: off) */
-    double trace_cpu;            /* ... the training thread's CPU time and involuntary */
-    long trace_ivcsw;            /*     context switches at the start of the piece traced */
+    int tclock_fd;               /* the training thread's schedstat (-2: not opened yet) */
+    ck_tclock mark;              /* its clocks at the start of the piece being accounted */
     long cur_step;               /* of the step_end in progress (trace) */
     ck_worker writer, flusher;
 
