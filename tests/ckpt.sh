@@ -9,7 +9,8 @@
 #    pool names are swept at the next start, on fewer ranks too
 #  - disk full (ulimit -f, SIGXFSZ ignored), shared and node-local level: message,
 #    previous checkpoint valid, --ckpt-on-error continue|stop; a failed
-#    checkpoint's files dropped at once; another model or
+#    checkpoint's files dropped at once, and the next one taken even when the
+#    failure is agreed at its due step; another model or
 #    version: exit 2
 #  - ckpt list/verify/export (verify of a live directory being pruned too) and
 #    --init-from round trip
@@ -214,6 +215,21 @@ must 2 ff --steps 40 --ckpt-every 4 --ckpt-keep 1 --ckpt-local "$tmp/ff" --ranks
   [ "$(ls "$tmp/ff/node0")" = ckpt-0000000040 ] &&
   ok "failed checkpoints leave no files; checkpoints succeed again once the fault is gone" ||
   bad "failed checkpoints: $(cat "$tmp/ff.log" "$tmp/ffv.log"; ls "$tmp/ff/node0")"
+
+# A failure agreed at the very step the next checkpoint is due does not cost
+# that one: ckpt-4 fails on node 1 and is agreed at step 8 (the progress SUM
+# is posted 2 steps after the start and completed 2 steps later).
+mkdir -p "$tmp/fs/node1" && touch "$tmp/fs/node1/ckpt-0000000004"
+must 2 fs --steps 10 --ckpt-every 4 --ckpt-keep 2 --ckpt-local "$tmp/fs" --ranks-per-node 1 &&
+  grep -q "step 4 failed" "$tmp/fs.log" && grep -q "checkpoints: 1 complete, 0 flushed, 1 failed" "$tmp/fs.log" &&
+  "$bin" ckpt verify "$tmp/fs" >"$tmp/fsv.log" 2>&1 && grep -q "node0/ckpt-0000000008 .*OK" "$tmp/fsv.log" &&
+  ok "a failure agreed at a due step: that step's checkpoint is still taken" ||
+  bad "failure at a due step: $(cat "$tmp/fs.log" "$tmp/fsv.log")"
+rm -rf "$tmp/fs" && mkdir -p "$tmp/fs/node1" && touch "$tmp/fs/node1/ckpt-0000000004"
+run 2 fss --steps 10 --ckpt-every 4 --ckpt-keep 2 --ckpt-local "$tmp/fs" --ranks-per-node 1 --ckpt-on-error stop
+[ $st -ne 0 ] && grep -q "stopping: --ckpt-on-error stop" "$tmp/fss.log" && [ -z "$(ls "$tmp/fs/node0")" ] &&
+  ok "--ckpt-on-error stop: no checkpoint starts after the failure" ||
+  bad "stop after a failure at a due step: exit $st: $(cat "$tmp/fss.log"; ls "$tmp/fs/node0")"
 
 # ---- refusals: another model, another version ----
 "$bin" train --model lenet5 --dataset synthetic --steps 2 --progress none --ckpt-dir "$tmp/df" --resume auto \

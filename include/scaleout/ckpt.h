@@ -115,6 +115,7 @@ typedef struct {
     int keep;                /* complete checkpoints kept per level (>= 1) */
     int flush_every;         /* with both levels: every M-th checkpoint goes to shared_dir */
     int naive;               /* rank 0 writes everything synchronously; others wait */
+    int stop_on_error;       /* after a failed checkpoint the caller stops: none is started at that step */
     const char *model_name;
     const char *optimizer;   /* its name, recorded in the manifest and checked on restore */
     const char *config_text;

@@ -993,6 +993,22 @@ static int progressed(so_ckpt *ck, int was_pending, long step, double *t0)
     return closed(ck, step);
 }
 
+/* May the checkpoint due now start after rc? Yes when rc is 0, and after a
+ * failed checkpoint (agreed on every rank) unless the caller stops then: one
+ * failure must not cost the next checkpoint too. The caller clears
+ * err_is_ckpt before starting, so an error of the start's own says what it is. */
+static int may_start(const so_ckpt *ck, int rc) { return !rc || (ck->err_is_ckpt && !ck->c.stop_on_error); }
+
+/* The outcome of a start (rc) after `failed`: the failure, with its message,
+ * unless the start failed too. */
+static int started(so_ckpt *ck, int failed, int rc)
+{
+    if (!failed || rc)
+        return rc;
+    ck->err_is_ckpt = 1;
+    return failed;
+}
+
 /* Due: the naive scheme, or (after finishing the previous one) a new snapshot. */
 static int start(so_ckpt *ck, const so_train_state *s, double *t0)
 {
@@ -1009,7 +1025,10 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
         int rc2 = progressed(ck, 1, s->step, t0);
         rc = rc ? rc : rc2;
     }
-    return rc ? rc : start_scaleout(ck, s);
+    if (!may_start(ck, rc))
+        return rc;
+    ck->err_is_ckpt = 0;
+    return started(ck, rc, start_scaleout(ck, s));
 }
 
 /* When the next progress round is posted: one step after anything moved,
@@ -1085,8 +1104,10 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
     }
     if (!rc)
         rc = progressed(ck, was_pending, s->step, &t0);
-    if (!rc && due(ck, s)) {
-        rc = start(ck, s, &t0);
+    if (may_start(ck, rc) && due(ck, s)) {
+        int failed = rc;
+        ck->err_is_ckpt = 0;
+        rc = started(ck, failed, start(ck, s, &t0));
         account(ck, t0, 1, "start");
         t0 = so_now();
         active = 0;

@@ -181,6 +181,7 @@ static int make_config(const ckpt_args *a, const char *model, const char *optimi
 {
     *c = (so_ckpt_config){.local_dir = a->local, .shared_dir = a->dir, .keep = a->keep,
                           .flush_every = a->flush_every, .naive = !strcmp(a->mode, "naive"),
+                          .stop_on_error = !strcmp(a->on_error, "stop"),
                           .model_name = model, .optimizer = optimizer, .config_text = config};
     if (!a->every && !a->resume)
         return 0;
