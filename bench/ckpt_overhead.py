@@ -11,9 +11,9 @@ scaleout-none-naive, ...), while holding
 benchmark never runs in between. Reported: median and min-max of the
 training wall time ("trained N steps in X s" plus the exit drain), overhead vs the median of
 `none`, stall per checkpoint (the slowest rank's time inside step_end, from the
-checkpoint summary line) and the same net of what the scheduler took from
-the training thread meanwhile (runqueue waits with 4 ranks on 2 cores, its
-virtual CPU stolen by the host: /proc/stat's steal is shown per run), write bandwidth per level (rank 0: own shard to
+checkpoint summary line), the host's steal of the VM's CPUs during each run
+(/proc/stat: a stolen virtual CPU inside a checkpoint piece lengthens the stall,
+SCALEOUT_CKPT_TRACE_MS shows it per piece), write bandwidth per level (rank 0: own shard to
 node-local storage, the partner's copy, the flush to the shared directory), and `dd` (1 MiB
 blocks, conv=fsync) to the same directories.
 
@@ -98,7 +98,6 @@ def parse(out):
     n = int(m.group(1))
     levels = re.search(r"write = own shard ([\d.]+) MB/s \+ partner copy ([\d.]+) MB/s", out)
     cpu = re.search(r"background CPU ([\d.]+) s per rank", out)
-    net = re.search(r"net of the scheduler's ([\d.]+) s \(slowest rank; runqueue ([\d.]+) s, stolen ([\d.]+) s\)", out)
     drain = re.search(r"exit drain ([\d.]+) s", out)
     # The training time ends at the last step; waiting for the last checkpoint
     # to become durable (the exit drain) is part of the run, so it is added.
@@ -106,7 +105,6 @@ def parse(out):
     return dict(wall=wall, count=n, cpu=float(cpu.group(1)) if cpu else 0.0,
                 drain=float(drain.group(1)) if drain else 0.0, flushed=int(m.group(2)), stall=float(m.group(4)) / max(n, 1),
                 stall_max=float(m.group(5)), write=float(m.group(6)), flush=float(m.group(7)),
-                net=float(net.group(1)) / max(n, 1) if net else None,
                 own=float(levels.group(1)) if levels else None, partner=float(levels.group(2)) if levels else None)
 
 
@@ -208,11 +206,11 @@ def main():
     a = ap.parse_args()
     lock = open("/tmp/scaleout-bench.lock", "a")
     print("| model | np | mode | wall s, median (min–max) | overhead vs none | checkpoints | "
-          "stall per checkpoint ms, median (min–max) | of it, net of the scheduler's | host steal s per run | "
+          "stall per checkpoint ms, median (min–max) | host steal s per run | "
           "stall + background CPU, % of wall | "
           "in-run attributed overhead, % | placebo, % | unaffected steps vs none, % | "
           "write MB/s (own shard / partner copy) | flush MB/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     startup = []  # checkpoint work inside the start-up steps: shown, not estimated
     for model in a.models.split(","):
         for np in map(int, a.np.split(",")):
@@ -223,13 +221,10 @@ def main():
                 walls = [x["wall"] for x in runs]
                 over = "—" if m == "none" else "%+.1f%%" % (100 * (statistics.median(walls) / base - 1))
                 if m == "none":
-                    print("| %s | %d | %s | %s | %s | | | | %s | | | | | | |" % (
+                    print("| %s | %d | %s | %s | %s | | | %s | | | | | | |" % (
                         model, np, m, fmt(walls), over, fmt([x["steal"] for x in runs])))
                     continue
                 stalls = [1e3 * x["stall"] for x in runs]
-                # The training thread's stall without its runqueue waits and a stolen virtual
-                # CPU (so_ckpt_stats): the checkpoint's own cost on an oversubscribed VM.
-                nets = [1e3 * x["net"] for x in runs if x.get("net") is not None]
                 # The noise-free cost on a node whose cores are all busy: the
                 # training thread's stall plus the checkpoint threads' CPU time.
                 cost = [100 * (x["stall"] * x["count"] + x["cpu"] + x["drain"]) / x["wall"] for x in runs]
@@ -237,9 +232,9 @@ def main():
                 attributed = [ckpt_attrib.percent(x["attr"]) for x in ok]
                 placebo = [ckpt_attrib.placebo_percent(x["attr"]) for x in ok]
                 steady = [100 * x["attr"]["steady"] for x in runs if "steady" in x["attr"]]
-                print("| %s | %d | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                print("| %s | %d | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                     model, np, m, fmt(walls), over, runs[0]["count"], fmt(stalls, "%.1f"),
-                    fmt(nets, "%.1f") if nets else "—", fmt([x["steal"] for x in runs]), fmt(cost, "%.2f"),
+                    fmt([x["steal"] for x in runs]), fmt(cost, "%.2f"),
                     fmt(attributed) if ok else "— (work covers > 1/3 of the steps)", fmt(placebo) if ok else "—",
                     fmt(steady, "%+.1f") if steady else "—", write_cell(runs),
                     "%.0f" % statistics.median(x["flush"] for x in runs) if m == "scaleout" else "—"), flush=True)

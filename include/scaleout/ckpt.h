@@ -127,10 +127,6 @@ typedef struct {
     long failures;
     double stall_total, stall_max; /* seconds the training thread spent in step_end for checkpoints */
     double stall_last;
-    /* Of stall_total, what the scheduler took (not checkpoint work): the training thread
-     * waiting on a runqueue (an oversubscribed node), and its virtual CPU stopped by the
-     * host (a VM: steal, e.g. while the host emulates the disk a flush writes to). */
-    double stall_runq, stall_stolen;
     double drain_seconds;    /* so_ckpt_finish waiting for the last checkpoint and flush (exit drain) */
     double write_seconds;    /* background seconds writing shards (this rank): own + partner copy */
     double write_bytes;

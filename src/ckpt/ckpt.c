@@ -908,45 +908,48 @@ static void track_step_time(so_ckpt *ck)
     ck->last_step_time = now;
 }
 
-/* The training thread's clocks at the start of a piece (tclock.h); the
- * file is opened here, on that thread. */
+/* Diagnostics (SCALEOUT_CKPT_TRACE_MS): the training thread's clocks
+ * (tclock.h) at the start of a piece. Only when tracing: a reading costs
+ * ~10 us after a training step has evicted the kernel's paths from the
+ * caches, and an always-on split of every piece (tried) tripled a ResNet-20
+ * checkpoint's stall. The file is opened here, on the training thread. */
 static void mark(so_ckpt *ck)
 {
+    if (ck->trace_ms < 0)
+        return;
     if (ck->tclock_fd == -2)
         ck->tclock_fd = ck_tclock_open();
     ck_tclock_read(ck->tclock_fd, &ck->mark);
 }
 
-/* Diagnostics (SCALEOUT_CKPT_TRACE_MS): a piece's CPU time and context
- * switches tell work from waiting (voluntary: a lock, a condition, the comm
- * layer's sleeping poll) and from what the scheduler took (involuntary:
- * preempted; none at all and no CPU time: the virtual CPU stolen). */
-static void trace(so_ckpt *ck, double dt, const ck_tclock *a, const ck_tclock *b, const char *phase)
+/* A piece's CPU time and context switches tell work from waiting (voluntary:
+ * a lock, a condition, the comm layer's sleeping poll) and from what the
+ * scheduler took (runqueue wait: preempted; no switch and no CPU time: the
+ * virtual CPU stolen by the host). */
+static void trace(so_ckpt *ck, double dt, const char *phase)
 {
+    ck_tclock a = ck->mark, *b = &ck->mark;
     double runq, stolen;
-    ck_tclock_taken(a, b, dt, &runq, &stolen);
+    mark(ck);
+    ck_tclock_taken(&a, b, dt, &runq, &stolen);
     if (dt * 1e3 >= ck->trace_ms)
         so_log(SO_LOG_INFO, "checkpoint stall %.3f ms in %s (step %ld, rank %d; thread CPU %.3f ms, context switches "
                "%ld involuntary, %ld voluntary; runqueue %.3f ms, stolen %.3f ms)", dt * 1e3, phase, ck->cur_step,
-               ck->t.rank, (b->cpu - a->cpu) * 1e3, b->ivcsw - a->ivcsw, b->vcsw - a->vcsw, runq * 1e3, stolen * 1e3);
+               ck->t.rank, (b->cpu - a.cpu) * 1e3, b->ivcsw - a.ivcsw, b->vcsw - a.vcsw, runq * 1e3, stolen * 1e3);
 }
 
-/* Closes a piece of stall that began at t0 (when the session was active)
- * and starts the next one. */
+/* Closes a piece of stall that began at t0 (when the session was active). */
 static void account(so_ckpt *ck, double t0, int was_active, const char *phase)
 {
-    if (!was_active)
+    if (!was_active) {
+        mark(ck);
         return;
-    ck_tclock a = ck->mark;
-    mark(ck);
-    double now = so_now(), dt = now - t0, runq, stolen;
-    ck_tclock_taken(&a, &ck->mark, dt, &runq, &stolen);
+    }
+    double now = so_now(), dt = now - t0;
     if (ck->trace_ms >= 0)
-        trace(ck, dt, &a, &ck->mark, phase);
+        trace(ck, dt, phase);
     ck->cur_stall += dt;
     ck->st.stall_total += dt;
-    ck->st.stall_runq += runq;
-    ck->st.stall_stolen += stolen;
     if (ck->span_fn)
         ck->span_fn(ck->span_arg, t0, now);
 }
@@ -1090,8 +1093,7 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
 {
     double t0 = so_now();
     int was_pending = ck->pending, was_flushing = ck->flushing, active = ck->pending || ck->flushing;
-    if (active || ck->areq || due(ck, s))
-        mark(ck); /* 2 us: only at steps that may stall */
+    mark(ck);
     ck->cur_step = s->step;
     track_step_time(ck);
     check_manifests(ck);

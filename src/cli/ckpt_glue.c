@@ -271,20 +271,15 @@ int ckpt_glue_finish(ckpt_glue *g)
         return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     so_ckpt_stats st;
     so_ckpt_get_stats(g->ck, &st);
-    /* The stall net of what the scheduler took (so_ckpt_stats.stall_runq, stall_stolen): the checkpoint's own
-     * cost, and those two parts, each the largest of any rank. */
-    int64_t mx[6] = {(int64_t)(st.stall_total * 1e6), (int64_t)(st.stall_max * 1e6), (int64_t)(st.drain_seconds * 1e6),
-                     (int64_t)((st.stall_total - st.stall_runq - st.stall_stolen) * 1e6),
-                     (int64_t)(st.stall_runq * 1e6), (int64_t)(st.stall_stolen * 1e6)};
+    int64_t mx[3] = {(int64_t)(st.stall_total * 1e6), (int64_t)(st.stall_max * 1e6), (int64_t)(st.drain_seconds * 1e6)};
     int64_t cpu = (int64_t)(st.bg_cpu_seconds * 1e6);
-    if (tp(g) && (g->t.allreduce_i64(g->t.ctx, mx, 6, SO_CKPT_MAX) || g->t.allreduce_i64(g->t.ctx, &cpu, 1, SO_CKPT_SUM)))
+    if (tp(g) && (g->t.allreduce_i64(g->t.ctx, mx, 3, SO_CKPT_MAX) || g->t.allreduce_i64(g->t.ctx, &cpu, 1, SO_CKPT_SUM)))
         return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     if (g->rank == 0 && st.count + st.failures > 0)
         printf("checkpoints: %ld complete, %ld flushed, %ld failed; stall total %.4f s, max %.4f s per checkpoint "
-               "(slowest rank), net of the scheduler's %.4f s (slowest rank; runqueue %.4f s, stolen %.4f s); write %.1f "
-               "MB/s, flush %.1f MB/s (rank 0; write = own shard %.1f MB/s + partner copy %.1f MB/s); background CPU "
-               "%.4f s per rank; exit drain %.4f s\n",
-               st.count, st.flushes, st.failures, mx[0] * 1e-6, mx[1] * 1e-6, mx[3] * 1e-6, mx[4] * 1e-6, mx[5] * 1e-6,
+               "(slowest rank); write %.1f MB/s, flush %.1f MB/s (rank 0; write = own shard %.1f MB/s + partner copy "
+               "%.1f MB/s); background CPU %.4f s per rank; exit drain %.4f s\n",
+               st.count, st.flushes, st.failures, mx[0] * 1e-6, mx[1] * 1e-6,
                mb_per_s(st.write_bytes, st.write_seconds), mb_per_s(st.flush_bytes, st.flush_seconds),
                mb_per_s(st.write_bytes - st.partner_bytes, st.write_seconds - st.partner_seconds),
                mb_per_s(st.partner_bytes, st.partner_seconds),
