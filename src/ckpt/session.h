@@ -21,7 +21,7 @@ struct so_ckpt {
     int delay_ms;                /* SCALEOUT_CKPT_TEST_DELAY_MS */
     double trace_ms;             /* SCALEOUT_CKPT_TRACE_MS (-1: off) */
     int tclock_fd;               /* the training thread's schedstat (-2: not opened yet) */
-    ck_tclock mark;              /* its clocks at the start of the piece being accounted */
+    ck_tclock mark;              /* its clocks at the start of the piece being traced */
     long cur_step;               /* of the step_end in progress (trace) */
     ck_worker writer, flusher;
 
