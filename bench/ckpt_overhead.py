@@ -205,7 +205,7 @@ def main():
                     help="hold the benchmark lock per run instead of per (model, np) block")
     a = ap.parse_args()
     lock = open("/tmp/scaleout-bench.lock", "a")
-    print("| model | np | mode | wall s, median (min–max) | overhead vs none | checkpoints | "
+    print("| model | np | mode | wall s, median (min–max) | overhead vs none (paired: vs its repeat's none, %) | checkpoints | "
           "stall per checkpoint ms, median (min–max) | host steal s per run | "
           "stall + background CPU, % of wall | "
           "in-run attributed overhead, % | placebo, % | unaffected steps vs none, % | "
@@ -219,7 +219,11 @@ def main():
             base = statistics.median(x["wall"] for x in res["none"])
             for m, runs in res.items():
                 walls = [x["wall"] for x in runs]
-                over = "—" if m == "none" else "%+.1f%%" % (100 * (statistics.median(walls) / base - 1))
+                # Against the median of none, and paired: each run against the none run of
+                # its own repeat (minutes apart rather than up to half an hour).
+                paired = [100 * (x["wall"] / y["wall"] - 1) for x, y in zip(runs, res["none"])]
+                over = "—" if m == "none" else "%+.1f%%; paired %s" % (
+                    100 * (statistics.median(walls) / base - 1), fmt(paired, "%+.1f"))
                 if m == "none":
                     print("| %s | %d | %s | %s | %s | | | %s | | | | | | |" % (
                         model, np, m, fmt(walls), over, fmt([x["steal"] for x in runs])))
@@ -233,7 +237,7 @@ def main():
                 placebo = [ckpt_attrib.placebo_percent(x["attr"]) for x in ok]
                 steady = [100 * x["attr"]["steady"] for x in runs if "steady" in x["attr"]]
                 print("| %s | %d | %s | %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                    model, np, m, fmt(walls), over, runs[0]["count"], fmt(stalls, "%.1f"),
+                    model, np, m, fmt(walls), over, runs[0]["count"], fmt(stalls, "%.2f"),
                     fmt([x["steal"] for x in runs]), fmt(cost, "%.2f"),
                     fmt(attributed) if ok else "— (work covers > 1/3 of the steps)", fmt(placebo) if ok else "—",
                     fmt(steady, "%+.1f") if steady else "—", write_cell(runs),
