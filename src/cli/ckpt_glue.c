@@ -276,7 +276,7 @@ int ckpt_glue_finish(ckpt_glue *g)
     if (tp(g) && (g->t.allreduce_i64(g->t.ctx, mx, 3, SO_CKPT_MAX) || g->t.allreduce_i64(g->t.ctx, &cpu, 1, SO_CKPT_SUM)))
         return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     if (g->rank == 0 && st.count + st.failures > 0)
-        printf("checkpoints: %ld complete, %ld flushed, %ld failed; stall total %.4f s, max %.4f s per checkpoint "
+        printf("checkpoints: %ld complete, %ld flushed, %ld failed; stall total %.6f s, max %.6f s per checkpoint "
                "(slowest rank); write %.1f MB/s, flush %.1f MB/s (rank 0; write = own shard %.1f MB/s + partner copy "
                "%.1f MB/s); background CPU %.4f s per rank; exit drain %.4f s\n",
                st.count, st.flushes, st.failures, mx[0] * 1e-6, mx[1] * 1e-6,
