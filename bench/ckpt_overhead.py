@@ -219,15 +219,14 @@ def main():
             base = statistics.median(x["wall"] for x in res["none"])
             for m, runs in res.items():
                 walls = [x["wall"] for x in runs]
+                if m == "none":
+                    print("| %s | %d | %s | %s | — | | | %s | | | | | | |" % (
+                        model, np, m, fmt(walls), fmt([x["steal"] for x in runs])))
+                    continue
                 # Against the median of none, and paired: each run against the none run of
                 # its own repeat (minutes apart rather than up to half an hour).
                 paired = [100 * (x["wall"] / y["wall"] - 1) for x, y in zip(runs, res["none"])]
-                over = "—" if m == "none" else "%+.1f%%; paired %s" % (
-                    100 * (statistics.median(walls) / base - 1), fmt(paired, "%+.1f"))
-                if m == "none":
-                    print("| %s | %d | %s | %s | %s | | | %s | | | | | | |" % (
-                        model, np, m, fmt(walls), over, fmt([x["steal"] for x in runs])))
-                    continue
+                over = "%+.1f%%; paired %s" % (100 * (statistics.median(walls) / base - 1), fmt(paired, "%+.1f"))
                 stalls = [1e3 * x["stall"] for x in runs]
                 # The noise-free cost on a node whose cores are all busy: the
                 # training thread's stall plus the checkpoint threads' CPU time.
