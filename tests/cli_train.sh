@@ -38,6 +38,12 @@ printf 'garbage-not-idx' >"$tmp/bad/train-labels-idx1-ubyte"
 expect_usage "train-images-idx3-ubyte" train --data-dir "$tmp/bad" --steps 1
 expect_usage "--json" train --dataset synthetic --steps 2 --json "$tmp/no/such/dir/x.json" --progress none
 
+# ISA: a malformed cap stops every command; Winograd where the ISA has none
+# names the missing feature (the cap stands in for an AVX2-only CPU).
+SCALEOUT_MAX_ISA=avx3 expect_usage "SCALEOUT_MAX_ISA: unknown level 'avx3'" models
+SCALEOUT_MAX_ISA=avx2 expect_usage "--conv-algo winograd: needs AVX-512" \
+  train --model resnet20 --dataset synthetic --steps 1 --batch-size 4 --conv-algo winograd --progress none
+
 if "$bin" train --help | grep -q -- "--batch-size"; then ok; else bad "train --help lacks --batch-size"; fi
 if "$bin" models | grep -q resnet50; then ok; else bad "models does not list resnet50"; fi
 
@@ -51,6 +57,9 @@ for k in ("config", "epochs", "images_per_sec", "final_loss", "test_accuracy", "
     assert k in r, k
 assert r["images_per_sec"] > 0 and r["steps"] == 20 and r["peak_rss_bytes"] > 0
 assert r["config"]["model"] == "lenet5" and r["config"]["batch_size"] == 32
+c = r["conv_algo_used"]
+assert c["requested"] == "auto" and c["isa"] in ("avx512", "avx2", "sse4.2"), c
+assert [l["node"] for l in c["layers"]] and sum(c["forward"].values()) == len(c["layers"]) == 2, c
 PY
   then ok; else bad "synthetic run JSON invalid"; fi
 else bad "synthetic run failed: $(tail -3 "$tmp/out")"; fi

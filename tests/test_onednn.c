@@ -16,6 +16,9 @@
 
 #include <cmocka.h>
 
+#include "isa_cap.h"
+#include "scaleout/backend.h"
+#include "scaleout/cpu.h"
 #include "scaleout/err.h"
 #include "scaleout/model.h"
 #include "scaleout/rng.h"
@@ -232,8 +235,20 @@ static so_graph *build(const tcase *tc)
 }
 
 /* Model on `backend`, or NULL when that backend is not built yet. */
+/* Forced Winograd where the CPU (or the ISA cap) has none is refused at
+ * create (test_winograd_refused): such cases skip, naming the feature. */
+static void skip_without_winograd(const tcase *tc, const char *backend)
+{
+    if (tc->algo == SO_CONV_WINOGRAD && !strcmp(backend, "onednn") && !so_backend_has_winograd()) {
+        print_message("  %s: skipped, no Winograd convolution with %s (oneDNN 2.6 needs AVX-512)\n",
+                      tc->name, so_isa_label(so_cpu_isa()));
+        skip();
+    }
+}
+
 static so_model *open_model(const tcase *tc, const char *backend)
 {
+    skip_without_winograd(tc, backend);
     so_model *m = NULL;
     so_model_opts o = {.backend = backend, .batch = BATCH, .seed = 42, .conv_algo = tc->algo};
     int rc = so_model_create_opts(build(tc), &o, &m);
@@ -457,6 +472,7 @@ static void test_winograd_differs(void **state)
     }
     assert_non_null(w);
     assert_non_null(d);
+    skip_without_winograd(w, "onednn");
     so_model *mw = open_model(w, "onednn"), *md = open_model(d, "onednn"), *md2 = open_model(d, "onednn");
     float *x;
     int32_t *y;
@@ -472,6 +488,65 @@ static void test_winograd_differs(void **state)
     so_model_destroy(md2);
     free(x);
     free(y);
+}
+
+/* Without Winograd, asking for it fails at create with SO_EINVAL and a
+ * message that names the CPU feature, instead of running direct kernels. */
+static void test_winograd_refused(void **state)
+{
+    (void)state;
+    if (so_backend_has_winograd()) {
+        print_message("  skipped: this CPU has Winograd (AVX-512), nothing to refuse\n");
+        skip();
+    }
+    const tcase *w = NULL;
+    for (int i = 0; i < NCASES; i++)
+        if (!strcmp(cases[i].name, "wino_forced"))
+            w = &cases[i];
+    assert_non_null(w);
+    so_model *m = NULL;
+    so_model_opts o = {.backend = "onednn", .batch = BATCH, .seed = 42, .conv_algo = SO_CONV_WINOGRAD};
+    assert_int_equal(so_model_create_opts(build(w), &o, &m), SO_EINVAL);
+    assert_null(m);
+    assert_non_null(strstr(so_errmsg(), "--conv-algo winograd"));
+    assert_non_null(strstr(so_errmsg(), "AVX-512"));
+    o.conv_algo = SO_CONV_AUTO; /* auto picks what the CPU has */
+    assert_int_equal(so_model_create_opts(build(w), &o, &m), 0);
+    so_model_destroy(m);
+}
+
+/* The ISA the kernels report is the one dispatch allows: under
+ * SCALEOUT_MAX_ISA=avx2 (the capped run of this test) neither scaleout's
+ * AVX-512 direct convolution nor oneDNN's avx512 kernels run; uncapped on an
+ * AVX-512 CPU, LeNet's first convolution runs scaleout's own kernel. */
+static void test_isa_dispatch(void **state)
+{
+    (void)state;
+    const tcase *tc = NULL;
+    for (int i = 0; i < NCASES; i++)
+        if (!strcmp(cases[i].name, "lenet"))
+            tc = &cases[i];
+    assert_non_null(tc);
+    so_model *m = open_model(tc, "onednn");
+    int conv = -1;
+    for (int i = 1; i < so_graph_size(m->g) && conv < 0; i++)
+        if (so_graph_node(m->g, i)->op == SO_OP_CONV)
+            conv = i;
+    so_conv_kernels k;
+    assert_int_equal(so_model_conv_kernels(m, conv, &k), 0);
+    print_message("  %s on %s: forward %s (%s)\n", so_graph_node(m->g, conv)->name, so_isa_name(so_cpu_isa()),
+                  k.algo[SO_PROP_FWD], k.impl[SO_PROP_FWD]);
+    if (so_cpu_isa() < SO_ISA_AVX512)
+        for (int p = 0; p < SO_NPROPS; p++)
+            assert_null(strstr(k.impl[p], "avx512"));
+    else
+        assert_string_equal(k.impl[SO_PROP_FWD], "scaleout:avx512");
+    const char *cap = getenv("SCALEOUT_MAX_ISA");
+    so_isa want;
+    if (cap && !so_isa_parse(cap, &want))
+        assert_true(so_cpu_isa() <= want);
+    assert_int_equal(so_model_conv_kernels(m, conv + 1, &k) == SO_EINVAL, so_graph_node(m->g, conv + 1)->op != SO_OP_CONV);
+    so_model_destroy(m);
 }
 
 static void test_bad_label(void **state)
@@ -490,7 +565,9 @@ static void test_bad_label(void **state)
 
 int main(void)
 {
-    struct CMUnitTest tests[2 * NCASES + 3];
+    if (isa_cap_redundant())
+        return 77;
+    struct CMUnitTest tests[2 * NCASES + 5];
     int nt = 0;
     for (int i = 0; i < NCASES; i++) {
         static char names[2 * NCASES][64];
@@ -502,5 +579,7 @@ int main(void)
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_params_changed);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_bad_label);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_winograd_differs);
+    tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_winograd_refused);
+    tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_isa_dispatch);
     return _cmocka_run_group_tests("onednn", tests, (size_t)nt, NULL, NULL);
 }

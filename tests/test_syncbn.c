@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "isa_cap.h"
 #include "scaleout/err.h"
 #include "scaleout/model.h"
 #include "scaleout/rng.h"
@@ -171,6 +172,8 @@ static void test_unsynced_differs(void **state) { (void)state; check_backend("re
 
 int main(void)
 {
+    if (isa_cap_redundant())
+        return 77;
     so_threads_set(1, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ref_synced),

@@ -25,6 +25,9 @@ typedef struct so_backend_ops {
     int (*read_output)(void *state, int node, float *dst);
     /* Parameters or running stats changed outside backward. May be NULL. */
     void (*params_changed)(void *state);
+    /* The kernels a convolution node runs. May be NULL (reported as "direct"
+     * kernels named after the backend). */
+    int (*conv_kernels)(void *state, int node, so_conv_kernels *out);
 } so_backend_ops;
 
 extern const so_backend_ops so_backend_ref;
@@ -36,5 +39,10 @@ const so_backend_ops *so_backend_find(const char *name);
 /* The oneDNN library version the onednn backend runs on, "major.minor.patch
  * (commit)", for benchmark records. */
 const char *so_backend_version(void);
+
+/* Whether the onednn backend can run --conv-algo winograd on this CPU (and
+ * under the ISA caps of scaleout/cpu.h): oneDNN 2.6 has Winograd only for
+ * AVX-512. Asked of oneDNN once. */
+int so_backend_has_winograd(void);
 
 #endif

@@ -37,6 +37,16 @@ typedef enum { SO_CONV_AUTO, SO_CONV_DIRECT, SO_CONV_WINOGRAD } so_conv_algo;
 /* "auto", "direct" or "winograd" -> *out; SO_EINVAL naming --conv-algo. */
 int so_conv_algo_parse(const char *name, so_conv_algo *out);
 
+/* What one convolution runs, per propagation (SO_PROP_*): the algorithm
+ * family ("winograd", "direct", "gemm" for im2col + GEMM, "ref", or "none"
+ * where the propagation is not needed) and the implementation's own name
+ * ("jit:avx512_core", "scaleout:avx512", ...), for --json and banners. */
+enum { SO_PROP_FWD, SO_PROP_BWD_DATA, SO_PROP_BWD_WEIGHTS, SO_NPROPS };
+typedef struct {
+    char algo[SO_NPROPS][12];
+    char impl[SO_NPROPS][48];
+} so_conv_kernels;
+
 typedef struct so_model_opts {
     const char *backend;         /* "onednn" or "ref" */
     int batch;
@@ -111,5 +121,9 @@ int so_model_node_output(so_model *m, int node, float *out);
 void so_model_params_changed(so_model *m);
 
 void so_model_set_grad_ready(so_model *m, so_grad_ready_fn fn, void *arg);
+
+/* The kernels convolution `node` runs (see so_conv_kernels); SO_EINVAL if
+ * the node is not a convolution. */
+int so_model_conv_kernels(so_model *m, int node, so_conv_kernels *out);
 
 #endif

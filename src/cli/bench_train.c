@@ -212,6 +212,7 @@ static void write_config(so_json *js, const bt_args *a, const job *j, int world)
     so_json_int(js, "parameters", (int64_t)j->m->nparams);
     so_json_num(js, "flops_per_sample", so_graph_flops(j->m->g));
     so_json_obj_end(js);
+    job_conv_json(js, j->m, a->conv_algo);
 }
 
 static int write_json(const bt_args *a, const job *j, const bench_rec *r, const bt_result *s, int world)

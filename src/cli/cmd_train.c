@@ -10,6 +10,7 @@
 #include "dist.h"
 #include "job.h"
 #include "progress.h"
+#include "scaleout/cpu.h"
 #include "prof_glue.h"
 #include "scaleout/err.h"
 #include "scaleout/json.h"
@@ -219,6 +220,7 @@ static void write_json(FILE *f, const train_args *a, const job *j, const so_trai
     so_json_str(&js, "version", SCALEOUT_VERSION);
     so_json_str(&js, "git", cli_git_commit());
     so_json_obj_end(&js);
+    job_conv_json(&js, j->m, a->conv_algo);
     so_json_arr_begin(&js, "epochs");
     for (int e = 0; e < r->nepochs; e++) {
         const so_epoch_stats *s = &r->epochs[e];
@@ -334,6 +336,19 @@ static int report(const train_args *a, const job *j, const so_train_result *r, i
     return CLI_OK;
 }
 
+/* What runs where: the model and job shape, then the kernels (ISA, and for a
+ * model with convolutions the algorithm each propagation got). */
+static void banner(const train_args *a, const job *j, int world)
+{
+    char conv[256];
+    printf("training %s (%zu parameters, %.3g GFLOPs/sample) on %s, %d rank(s) x batch %d, %d thread(s)\n",
+           a->model, j->m->nparams, so_graph_flops(j->m->g) * 1e-9, a->dataset, world, a->batch, a->threads);
+    job_conv_summary(j->m, conv, sizeof conv);
+    if (conv[0])
+        printf("kernels: %s; convolutions (--conv-algo %s): %s\n", so_isa_label(so_cpu_isa()), a->conv_algo, conv);
+    else
+        printf("kernels: %s\n", so_isa_label(so_cpu_isa()));
+}
 
 int cmd_train(int argc, char **argv)
 {
@@ -385,8 +400,7 @@ int cmd_train(int argc, char **argv)
     progress_state ps;
     progress_init(&ps, a.progress, rank);
     if (rank == 0 && ps.enabled)
-        printf("training %s (%zu parameters, %.3g GFLOPs/sample) on %s, %d rank(s) x batch %d, %d thread(s)\n",
-               a.model, j.m->nparams, so_graph_flops(j.m->g) * 1e-9, a.dataset, world, a.batch, a.threads);
+        banner(&a, &j, world);
     rc = so_train(j.m, j.opt, j.ltrain, j.ltest, &tc, d, progress_update, &ps, &r);
     if (rc)
         rc = dist_fail(dh, "train", cli_exit_code(rc), so_errmsg());

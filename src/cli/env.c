@@ -1,7 +1,8 @@
 /* Collects the benchmark environment: CPU model and count (/proc/cpuinfo),
  * kernel, host, UTC date, MPI library (MPI_Get_library_version through the
  * comm layer), oneDNN version, compiler and flags, scaleout version and git
- * commit, thread settings. Anything unavailable is reported as such. */
+ * commit, thread settings, the ISA the kernels run (after caps), the clock
+ * and the FP32 peak that MFU divides by. Anything unavailable is reported as such. */
 #include "env.h"
 
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "cli.h"
 #include "scaleout/backend.h"
+#include "scaleout/cpu.h"
 #ifdef SCALEOUT_HAVE_MPI
 #include "scaleout/comm.h"
 #endif
@@ -84,6 +86,14 @@ void env_write_json(so_json *js, const env_info *e, int threads, int pin)
     so_json_str(js, "date", e->date);
     so_json_str(js, "kernel", e->kernel);
     so_json_str(js, "cpu_model", e->cpu_model);
+    so_json_str(js, "isa", so_isa_name(so_cpu_isa()));
+    so_json_str(js, "isa_detected", so_isa_name(so_cpu_isa_detected()));
+    if (so_cpu_isa_cap())
+        so_json_str(js, "isa_cap", so_cpu_isa_cap());
+    else
+        so_json_null(js, "isa_cap");
+    so_json_num(js, "cpu_clock_ghz", so_cpu_clock_ghz());
+    so_json_num(js, "peak_gflops_per_core", so_cpu_peak_gflops());
     so_json_int(js, "cpu_count", e->cpu_logical);
     so_json_int(js, "cpu_online", e->cpu_online);
     so_json_str(js, "mpi_library", e->mpi);

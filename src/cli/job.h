@@ -3,6 +3,9 @@
  * benchmark measures exactly the training path users run. */
 #ifndef SCALEOUT_CLI_JOB_H
 #define SCALEOUT_CLI_JOB_H
+#include <stddef.h>
+
+#include "scaleout/json.h"
 #include "scaleout/train.h"
 
 /* What a job is built from (the subset of the train flags that shape it). */
@@ -35,6 +38,13 @@ typedef struct {
  * it only after all ranks agreed job_load succeeded. */
 int job_load(const job_spec *s, job *j);
 int job_build(const job_spec *s, const so_dist *d, job *j);
+/* What the convolutions run, for the banner: "forward: winograd 12, direct 7
+ * | backward data: ... | backward weights: ..." ("" for a model without
+ * convolutions). */
+void job_conv_summary(so_model *m, char *buf, size_t len);
+/* The same as "conv_algo_used" in --json: counts per propagation, the ISA
+ * the kernels run, and every layer's algorithm and implementation. */
+void job_conv_json(so_json *js, so_model *m, const char *requested);
 /* Frees everything; collective like job_build (the gradient buffer): call it
  * on every rank, after the ranks agreed on any failure, before dist_close. */
 void job_free(job *j);

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "scaleout/cpu.h"
+#include "scaleout/err.h"
 
 typedef struct {
     const char *name;
@@ -34,8 +36,17 @@ int main(int argc, char **argv)
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
+    /* A malformed SCALEOUT_MAX_ISA stops every command, not only those that
+     * build a model: a cap that silently does nothing misleads a benchmark. */
+    if (so_cpu_init()) {
+        fprintf(stderr, "scaleout: %s\n", so_errmsg());
+        return CLI_USAGE;
+    }
     if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
-        printf("scaleout %s (git %s)\n", SCALEOUT_VERSION, cli_git_commit());
+        const char *cap = so_cpu_isa_cap();
+        printf("scaleout %s (git %s)\nkernels: %s (CPU: %s%s%s)\n", SCALEOUT_VERSION, cli_git_commit(),
+               so_isa_label(so_cpu_isa()), so_isa_label(so_cpu_isa_detected()), cap ? ", capped by " : "",
+               cap ? cap : "");
         return CLI_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)

@@ -272,3 +272,20 @@ void so_model_set_grad_ready(so_model *m, so_grad_ready_fn fn, void *arg)
     m->on_grad = fn;
     m->on_grad_arg = arg;
 }
+
+int so_model_conv_kernels(so_model *m, int node, so_conv_kernels *out)
+{
+    if (node < 1 || node >= so_graph_size(m->g) || so_graph_node(m->g, node)->op != SO_OP_CONV)
+        return so_err(SO_EINVAL, "node %d is not a convolution", node);
+    if (m->be->conv_kernels)
+        return m->be->conv_kernels(m->bs, node, out);
+    for (int p = 0; p < SO_NPROPS; p++) {
+        snprintf(out->algo[p], sizeof out->algo[p], "direct");
+        snprintf(out->impl[p], sizeof out->impl[p], "%s", m->be->name);
+    }
+    if (!so_graph_needs_diff(m->g, node, 0)) {
+        snprintf(out->algo[SO_PROP_BWD_DATA], sizeof out->algo[0], "none");
+        snprintf(out->impl[SO_PROP_BWD_DATA], sizeof out->impl[0], "none");
+    }
+    return 0;
+}

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/onednn/onednn_internal.h"
+#include "scaleout/cpu.h"
 #include "scaleout/err.h"
 #include "scaleout/mem.h"
 
@@ -109,9 +110,30 @@ static int build(od_state *s)
     return rc;
 }
 
+/* An explicit --conv-algo winograd where oneDNN has none fails here, naming
+ * the CPU feature, instead of quietly running the direct kernels. */
+static int check_cpu(const so_model *m)
+{
+    int rc = so_cpu_init();
+    if (rc)
+        return rc;
+    od_cpu_setup();
+    if (m->conv_algo != SO_CONV_WINOGRAD || od_winograd_available())
+        return 0;
+    const char *cap = so_cpu_isa_cap();
+    return so_err(SO_EINVAL,
+                  "--conv-algo winograd: needs AVX-512 (oneDNN %d.%d has Winograd only for avx512_core); "
+                  "this CPU runs %s%s%s (use auto or direct)",
+                  dnnl_version()->major, dnnl_version()->minor, so_isa_label(so_cpu_isa()),
+                  cap ? ", capped by " : "", cap ? cap : "");
+}
+
 static int create(so_model *m, void **state)
 {
     *state = NULL;
+    int crc = check_cpu(m);
+    if (crc)
+        return crc;
     od_state *s = calloc(1, sizeof *s);
     if (!s)
         return so_err(SO_ENOMEM, "out of memory for the onednn backend");
@@ -196,4 +218,5 @@ const so_backend_ops so_backend_onednn = {
     .backward = backward,
     .read_output = read_output,
     .params_changed = params_changed,
+    .conv_kernels = od_conv_kernels,
 };

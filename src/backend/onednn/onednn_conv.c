@@ -3,9 +3,12 @@
  * the activation and weight layouts; the flat OIHW weights are reordered into
  * the primitive's layout once per parameter change, and weight gradients are
  * reordered back into the flat OIHW grads. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/onednn/onednn_internal.h"
+#include "scaleout/cpu.h"
 #include "scaleout/err.h"
 
 typedef struct {
@@ -63,7 +66,7 @@ static void conv_geometry(od_state *s, int node, conv_geom *cg)
     cg->wcount = (size_t)a->out * (size_t)(is.c / g) * (size_t)(a->kh * a->kw);
 }
 
-/* Winograd F(4x4, 3x3) or direct, per propagation. Measured on this AVX-512
+/* Winograd F(4x4, 3x3) or direct, per propagation. Measured on an AVX-512
  * core with oneDNN 2.6 (docs/PERFORMANCE.md, "Convolution algorithm"):
  * Winograd is 1.2-2.5x faster than direct from 32 channels in and out in all
  * three propagations, but about 3x slower forward and backward-data at 16
@@ -78,7 +81,7 @@ static int winograd_wanted(od_state *s, int node, conv_prop prop)
     int ch = od_node(s, nd->inputs[0])->out.c;
     if (a->out < ch)
         ch = a->out;
-    if (s->m->conv_algo == SO_CONV_DIRECT || a->kh != 3 || a->kw != 3 || a->sh != 1 || a->sw != 1 ||
+    if (s->m->conv_algo == SO_CONV_DIRECT || !od_winograd_available() || a->kh != 3 || a->kw != 3 || a->sh != 1 || a->sw != 1 ||
         a->groups != 1)
         return 0;
     if (s->m->conv_algo == SO_CONV_WINOGRAD)
@@ -261,3 +264,41 @@ static void conv_destroy(void *priv)
 }
 
 const od_op od_op_conv = {conv_create, conv_forward, conv_backward, conv_destroy, NULL};
+
+/* oneDNN's implementation name ("jit:avx512_core", "x64:gemm:jit",
+ * "jit_wino_4x3:avx512_core", "ref:any") and the family it belongs to. */
+static void prim_kernel(const od_prim *p, char *algo, size_t alen, char *impl, size_t ilen)
+{
+    const char *name = NULL;
+    if (!p->pd || dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &name) != dnnl_success || !name) {
+        snprintf(algo, alen, "none");
+        snprintf(impl, ilen, "none");
+        return;
+    }
+    snprintf(impl, ilen, "%s", name);
+    snprintf(algo, alen, "%s", strstr(name, "wino")   ? "winograd"
+                               : strstr(name, "gemm")      ? "gemm"
+                               : !strncmp(name, "ref", 3)  ? "ref"
+                                                           : "direct");
+}
+
+int od_conv_kernels(void *state, int node, so_conv_kernels *out)
+{
+    od_state *s = state;
+    if (s->t[node].op == &od_op_dconv) { /* the backend's own direct kernel, AVX-512 only */
+        for (int p = 0; p < SO_NPROPS; p++) {
+            snprintf(out->algo[p], sizeof out->algo[p], "direct");
+            snprintf(out->impl[p], sizeof out->impl[p], "scaleout:%s", so_isa_name(SO_ISA_AVX512));
+        }
+        if (!so_graph_needs_diff(s->g, node, 0)) {
+            snprintf(out->algo[SO_PROP_BWD_DATA], sizeof out->algo[0], "none");
+            snprintf(out->impl[SO_PROP_BWD_DATA], sizeof out->impl[0], "none");
+        }
+        return 0;
+    }
+    od_conv *c = s->t[node].priv;
+    const od_prim *prims[SO_NPROPS] = {&c->fwd, &c->bwd_data, &c->bwd_w};
+    for (int p = 0; p < SO_NPROPS; p++)
+        prim_kernel(prims[p], out->algo[p], sizeof out->algo[p], out->impl[p], sizeof out->impl[p]);
+    return 0;
+}

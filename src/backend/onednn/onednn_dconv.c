@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/onednn/onednn_internal.h"
+#include "scaleout/cpu.h"
 #include "scaleout/err.h"
 #include "scaleout/mem.h"
 
@@ -194,8 +195,7 @@ int od_dconv_applies(od_state *s, int node)
         return 0;
     if (!od_md_equal(&od_in(s, node, 0)->md, &plain))
         return 0;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma");
+    return so_cpu_isa() >= SO_ISA_AVX512;
 }
 
 /* ---- setup ---- */

@@ -86,6 +86,13 @@ extern const od_op od_op_conv, od_op_dense, od_op_maxpool, od_op_avgpool, od_op_
 extern const od_op od_op_dconv;
 int od_dconv_applies(od_state *s, int node);
 
+/* onednn_cpu.c: passes SCALEOUT_MAX_ISA on to oneDNN (once, before the first
+ * primitive); whether oneDNN has a Winograd convolution on this CPU. */
+void od_cpu_setup(void);
+int od_winograd_available(void);
+/* onednn_conv.c: the kernels a convolution node runs (so_model_conv_kernels). */
+int od_conv_kernels(void *state, int node, so_conv_kernels *out);
+
 /* ---- errors ---- */
 int od_fail(od_state *s, int node, const char *what, dnnl_status_t st);
 #define OD_CHECK(s, node, what, call)                                                            \

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/onednn/onednn_internal.h"
+#include "scaleout/cpu.h"
 #include "scaleout/err.h"
 
 typedef struct {
@@ -179,9 +180,8 @@ static int pmax_create(od_state *s, int node, od_pool *p)
     od_md_plain(s, node, &md);
     size_t n = (size_t)s->m->batch * nd->out.c * nd->out.h * nd->out.w;
     const so_attrs *a = &nd->a;
-    __builtin_cpu_init();
     p->fast = a->kh == 2 && a->kw == 2 && a->sh == 2 && a->sw == 2 && a->ph == 0 && a->pw == 0 &&
-              __builtin_cpu_supports("avx512f");
+              so_cpu_isa() >= SO_ISA_AVX512;
     p->arg = calloc(n, sizeof *p->arg);
     if (!p->arg)
         return so_err(SO_ENOMEM, "out of memory for node %s", nd->name);
