@@ -4,6 +4,7 @@
  * doubling and Rabenseifner run on any process count. */
 #include "coll_internal.h"
 
+#include "core/vec_clones.h"
 #include "scaleout/err.h"
 #include "scaleout/timer.h"
 
@@ -18,7 +19,8 @@
 
 /* ---- reduction kernels ----------------------------------------------------------
  * One loop per op with restrict pointers and no branches inside: GCC turns
- * each into AVX-512 / AVX2 adds and max/min at -O3 -march=native. The
+ * each into AVX-512 / AVX2 / SSE adds and max/min, one copy per ISA picked
+ * at load time (SO_VEC_CLONES: the build itself is portable). The
  * ternaries for max/min compile to vmaxps / vminps (no NaN ordering needs). */
 void so_reduce_acc(float *dst, const float *src, size_t n, so_reduce_op op)
 {
@@ -27,19 +29,19 @@ void so_reduce_acc(float *dst, const float *src, size_t n, so_reduce_op op)
 
 /* dst may equal a: every element is read before it is written, and the
  * compiler is told only b is distinct, so both pointers are not restrict. */
-static void sum_out(float *dst, const float *a, const float *restrict b, size_t n)
+SO_VEC_CLONES static void sum_out(float *dst, const float *a, const float *restrict b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         dst[i] = a[i] + b[i];
 }
 
-static void max_out(float *dst, const float *a, const float *restrict b, size_t n)
+SO_VEC_CLONES static void max_out(float *dst, const float *a, const float *restrict b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         dst[i] = b[i] > a[i] ? b[i] : a[i];
 }
 
-static void min_out(float *dst, const float *a, const float *restrict b, size_t n)
+SO_VEC_CLONES static void min_out(float *dst, const float *a, const float *restrict b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         dst[i] = b[i] < a[i] ? b[i] : a[i];

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vec_clones.h"
 #include "scaleout/err.h"
 #include "scaleout/mem.h"
 
@@ -122,7 +123,7 @@ void so_optim_destroy(so_optim *o)
 /* ---- update rules; g' = g + wd p is torch's L2 term (exact no-op for wd = 0) ---- */
 
 /* torch SGD without momentum: p += -lr g'. */
-static void step_sgd(size_t n, float *restrict p, const float *restrict g, float lr, float wd)
+SO_VEC_CLONES static void step_sgd(size_t n, float *restrict p, const float *restrict g, float lr, float wd)
 {
     for (size_t i = 0; i < n; i++) {
         float d = g[i] + wd * p[i];
@@ -133,7 +134,7 @@ static void step_sgd(size_t n, float *restrict p, const float *restrict g, float
 /* torch SGD with momentum, dampening 0: b = mu b + g' (b starts at 0, so the
  * first step gives b = g' exactly as torch's clone(g')); plain p += -lr b,
  * Nesterov p += -lr (g' + mu b). `nest` is 0 or 1 and selects arithmetically. */
-static void step_momentum(size_t n, float *restrict p, const float *restrict g, float *restrict b, float lr,
+SO_VEC_CLONES static void step_momentum(size_t n, float *restrict p, const float *restrict g, float *restrict b, float lr,
                           float wd, float mu, float nest)
 {
     float keep = 1.0f - nest; /* weight of b alone in the update */
@@ -146,7 +147,7 @@ static void step_momentum(size_t n, float *restrict p, const float *restrict g, 
 }
 
 /* torch Adagrad (lr_decay 0, initial accumulator 0): s += g'^2; p += -lr g'/(sqrt(s)+eps). */
-static void step_adagrad(size_t n, float *restrict p, const float *restrict g, float *restrict s, float lr,
+SO_VEC_CLONES static void step_adagrad(size_t n, float *restrict p, const float *restrict g, float *restrict s, float lr,
                          float wd, float eps)
 {
     for (size_t i = 0; i < n; i++) {
@@ -158,7 +159,7 @@ static void step_adagrad(size_t n, float *restrict p, const float *restrict g, f
 }
 
 /* torch RMSprop (not centered, no momentum): v = a v + (1-a) g'^2; p += -lr g'/(sqrt(v)+eps). */
-static void step_rmsprop(size_t n, float *restrict p, const float *restrict g, float *restrict v, float lr,
+SO_VEC_CLONES static void step_rmsprop(size_t n, float *restrict p, const float *restrict g, float *restrict v, float lr,
                          float wd, double alpha_d, float eps)
 {
     float alpha = (float)alpha_d, one_minus = (float)(1.0 - alpha_d);
@@ -177,7 +178,7 @@ typedef struct {
     float decay, l2, b1, c1, b2, c2, step_size, bc2_sqrt, eps;
 } adam_scalars;
 
-static void step_adam(size_t n, float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
+SO_VEC_CLONES static void step_adam(size_t n, float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                       adam_scalars k)
 {
     for (size_t i = 0; i < n; i++) {

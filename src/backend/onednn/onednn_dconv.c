@@ -39,9 +39,37 @@ typedef struct {
 
 static int round_up(int x, int m) { return (x + m - 1) / m * m; }
 
-/* ---- kernels (AVX-512; only selected when the CPU has it) ---- */
+/* Called only where oneDNN would run im2col+gemm (onednn_conv.c's
+ * small_channels: an output or needed input-diff channel count not a multiple
+ * of 16); further requires a plain NCHW source, channel counts small enough
+ * for the register tiling (<= 32 each way), stride 1 (the wide-grid trick),
+ * no groups, padding below the kernel size (PyTorch's usual range; keeps the
+ * zero margins of plan_bd_init sufficient), and an AVX-512 CPU. Elsewhere
+ * oneDNN's jit kernels win. */
+int od_dconv_applies(od_state *s, int node)
+{
+    const so_node *nd = od_node(s, node);
+    const so_attrs *a = &nd->a;
+    so_shape is = od_node(s, nd->inputs[0])->out;
+    dnnl_memory_desc_t plain;
+    od_md_plain(s, nd->inputs[0], &plain);
+    if (a->groups != 1 || a->sh != 1 || a->sw != 1 || a->ph >= a->kh || a->pw >= a->kw)
+        return 0;
+    if (a->out > 32 || is.c > 32)
+        return 0;
+    if (!od_md_equal(&od_in(s, node, 0)->md, &plain))
+        return 0;
+    return so_cpu_isa() >= SO_ISA_AVX512;
+}
+
+/* Everything below runs only where od_dconv_applies said yes, so all of it
+ * (the kernels, and the padding, ReLU and reduction loops around them that
+ * the compiler vectorises) is built for AVX-512 whatever the build's
+ * baseline: a portable build loses nothing here. */
 #pragma GCC push_options
-#pragma GCC target("avx512f,fma")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,prefer-vector-width=512")
+
+/* ---- kernels ---- */
 
 /* out[o][p] = sum_t w[t][o] * in[p + off[t]] for nb <= OB channels, p < len. */
 static inline __attribute__((always_inline)) void tap_block(const float *in, const dc_plan *pl,
@@ -171,32 +199,8 @@ static void lane_accum(float *acc, const float *x, int len)
 
 static float lane_sum(const float *v) { return _mm512_reduce_add_ps(_mm512_load_ps(v)); }
 
-#pragma GCC pop_options
-
 /* ---- selection ---- */
 
-/* Called only where oneDNN would run im2col+gemm (onednn_conv.c's
- * small_channels: an output or needed input-diff channel count not a multiple
- * of 16); further requires a plain NCHW source, channel counts small enough
- * for the register tiling (<= 32 each way), stride 1 (the wide-grid trick),
- * no groups, padding below the kernel size (PyTorch's usual range; keeps the
- * zero margins of plan_bd_init sufficient), and an AVX-512 CPU. Elsewhere
- * oneDNN's jit kernels win. */
-int od_dconv_applies(od_state *s, int node)
-{
-    const so_node *nd = od_node(s, node);
-    const so_attrs *a = &nd->a;
-    so_shape is = od_node(s, nd->inputs[0])->out;
-    dnnl_memory_desc_t plain;
-    od_md_plain(s, nd->inputs[0], &plain);
-    if (a->groups != 1 || a->sh != 1 || a->sw != 1 || a->ph >= a->kh || a->pw >= a->kw)
-        return 0;
-    if (a->out > 32 || is.c > 32)
-        return 0;
-    if (!od_md_equal(&od_in(s, node, 0)->md, &plain))
-        return 0;
-    return so_cpu_isa() >= SO_ISA_AVX512;
-}
 
 /* ---- setup ---- */
 
@@ -537,3 +541,5 @@ static void dconv_destroy(void *priv)
 }
 
 const od_op od_op_dconv = {dconv_create, dconv_forward, dconv_backward, dconv_destroy, dconv_invalidate};
+
+#pragma GCC pop_options

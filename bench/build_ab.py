@@ -1,0 +1,75 @@
+#!/usr/bin/python3
+"""Training throughput of two scaleout builds, interleaved in one run: A then
+B for every row and repeat, so machine drift hits both alike. Made for the
+portable default build (x86-64-v2 + run-time dispatch) against
+-DSCALEOUT_NATIVE=ON, but any two binaries work (two commits, two compilers).
+Prints, per row, medians (min-max) of img/s and B/A - 1 with the spread of
+the per-repeat pairs; names the CPU and the ISA the kernels ran.
+
+    /usr/bin/python3 bench/build_ab.py --a build/scaleout --b build-native/scaleout \\
+        [--rows lenet5:64:1,resnet20:64:1] [--repeat 5] [--env SCALEOUT_MAX_ISA=avx2]
+Holds /tmp/scaleout-bench.lock for the whole run (no other benchmark at once).
+"""
+import argparse
+import fcntl
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+
+# model, batch, threads, timed steps, warm-up steps
+DEFAULT_ROWS = "lenet5:64:1,resnet20:64:1,lenet5:64:2,resnet20:64:2"
+STEPS = {"lenet5": (300, 10), "mlp": (200, 10), "resnet20": (30, 5), "resnet50": (4, 2)}
+
+
+ENV = dict(os.environ)
+
+
+def run(binary, model, batch, threads):
+    steps, warmup = STEPS.get(model, (20, 3))
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [binary, "bench", "train", "--model", model, "--dataset", "synthetic", "--batch-size", str(batch),
+               "--num-batches", str(steps), "--num-warmup-batches", str(warmup), "--threads", str(threads),
+               "--synthetic-samples", str(4 * batch), "--display-every", "0", "--json", f.name]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=ENV)
+        r = json.load(open(f.name))
+        return r["results"]["total_images_per_sec"], r["environment"]
+
+
+def fmt(v):
+    return f"{statistics.median(v):,.1f} ({min(v):,.1f}-{max(v):,.1f})"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--a", required=True, help="first binary (the baseline)")
+    ap.add_argument("--b", required=True, help="second binary")
+    ap.add_argument("--rows", default=DEFAULT_ROWS, help="model:batch:threads,...")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for both binaries (e.g. an ISA cap)")
+    args = ap.parse_args()
+    ENV.update(kv.split("=", 1) for kv in args.env)
+    rows = [(m, int(b), int(t)) for m, b, t in (r.split(":") for r in args.rows.split(","))]
+    with open("/tmp/scaleout-bench.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        res = {r: ([], []) for r in rows}
+        env = None
+        for rep in range(args.repeat):
+            for r in rows:
+                a, env = run(args.a, *r)
+                b, _ = run(args.b, *r)
+                res[r][0].append(a)
+                res[r][1].append(b)
+    print(f"CPU: {env['cpu_model']}, kernels: {env['isa']} (detected {env['isa_detected']}), "
+          f"clock {env['cpu_clock_ghz']:.2f} GHz{' ' + ' '.join(args.env) if args.env else ''}; A = {args.a}, B = {args.b}; {args.repeat} interleaved repeats")
+    print(f"{'row':<20} | {'A img/s':>24} | {'B img/s':>24} | {'B/A-1 median (pairs min..max)':>30}")
+    for (m, bs, t), (a, b) in res.items():
+        pairs = [y / x - 1 for x, y in zip(a, b)]
+        d = statistics.median(b) / statistics.median(a) - 1
+        print(f"{m + ' b' + str(bs) + ' ' + str(t) + 't':<20} | {fmt(a):>24} | {fmt(b):>24} | "
+              f"{100 * d:+6.1f}% ({100 * min(pairs):+.1f}..{100 * max(pairs):+.1f}%)")
+
+
+if __name__ == "__main__":
+    main()
