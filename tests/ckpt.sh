@@ -262,11 +262,34 @@ printf '\x00' | dd of="$tmp/s2.bak/ckpt-0000000020/shard-1.bin" bs=1 seek=7 conv
 [ $? -eq 1 ] && grep -q "ckpt-0000000020 .*DAMAGED: shard 1" "$tmp/verify.log" && ok "ckpt verify finds a damaged shard" ||
   bad "verify: $(cat "$tmp/verify.log")"
 # verify of a live directory: a checkpoint pruned (manifest first) and its
-# file recycled while verify reads it is not reported as damaged
+# file recycled while verify reads it is not reported as damaged. The prune
+# comes while verify sleeps in its test delay, after reading the first
+# manifest: the test waits for that state (verify's main thread blocked in the
+# syscall a plain `sleep` blocks in; its number differs between architectures,
+# so a reference sleep gives it), not a fixed time a slow start-up can overrun.
+sleep_nr=
+sleep 30 &
+ref=$!
+for _ in $(seq 200); do
+  read -r sleep_nr _ 2>/dev/null </proc/$ref/syscall
+  [[ $sleep_nr =~ ^[0-9]+$ ]] && break
+  sleep 0.05
+done
+kill $ref 2>/dev/null
+wait $ref 2>/dev/null
 cp -r "$tmp/s2" "$tmp/pr" && first=$(ls -d "$tmp/pr"/ckpt-* | head -1)
 SCALEOUT_CKPT_TEST_DELAY_MS=2000 "$bin" ckpt verify "$tmp/pr" >"$tmp/pr.log" 2>&1 &
 vp=$!
-sleep 0.7
+if [[ $sleep_nr =~ ^[0-9]+$ ]]; then
+  for _ in $(seq 600); do # 30 s at most
+    read -r nr _ 2>/dev/null </proc/$vp/syscall
+    [ "$nr" = "$sleep_nr" ] && break
+    sleep 0.05
+  done
+else
+  echo "note: /proc/PID/syscall unreadable here; waiting a fixed 0.7 s for verify to read the first manifest"
+  sleep 0.7
+fi
 rm "$first/MANIFEST" && printf '\x00' | dd of="$first/shard-0.bin" bs=1 seek=7 conv=notrunc 2>/dev/null
 wait $vp
 st=$?

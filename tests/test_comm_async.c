@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,26 +96,90 @@ static void test_engine(so_comm *c)
     }
 }
 
+/* Rank 0's handshake directory for test_busy_guard: made in the working
+ * directory (shared by the ranks of a multi-node job on a cluster file
+ * system), else in $TMPDIR or /tmp; "" if neither works. */
+static void make_handshake_dir(char *dir, size_t len)
+{
+    char cwd[200];
+    const char *tmp = getenv("TMPDIR");
+    const char *bases[] = {getcwd(cwd, sizeof cwd), tmp && *tmp ? tmp : "/tmp", "/tmp"};
+    for (int i = 0; i < 3; i++) {
+        if (!bases[i])
+            continue;
+        snprintf(dir, len, "%s/so_busy_guard_XXXXXX", bases[i]);
+        if (mkdtemp(dir))
+            return;
+    }
+    dir[0] = '\0';
+}
+
 /* While the engine owns MPI, a main-thread collective must be refused, not
- * race it. Rank 0 submits 0.3 s late, so the others' request is surely
- * outstanding when they try; only they test (a local check, no MPI call). */
+ * race it. The other ranks submit, and their request stays outstanding until
+ * rank 0 submits too; so rank 0 submits only once every other rank has made
+ * its check (a local one, no MPI call). They cannot tell it through MPI (a
+ * rank whose engine is busy may not call it: that is what is tested), so
+ * each creates a file in a directory rank 0 made, which rank 0 polls for
+ * (20 s at most). Before this a 0.3 s sleep of rank 0 ordered them, which a
+ * rank descheduled on a loaded node could overrun. */
 static void test_busy_guard(so_comm *c)
 {
     if (g_size < 2)
         return;
+    char dir[256] = "", path[300];
+    if (g_rank == 0)
+        make_handshake_dir(dir, sizeof dir);
+    CHECK_RC(so_comm_bcast_bytes(c, dir, sizeof dir, 0));
+    struct stat st;
+    int64_t seen = dir[0] && stat(dir, &st) == 0 && S_ISDIR(st.st_mode);
+    CHECK_RC(so_comm_allreduce_i64(c, &seen, 1, SO_REDUCE_SUM));
+    if (seen != g_size) {
+        if (g_rank == 0) {
+            printf("test_busy_guard skipped: the ranks share no directory for the handshake (%s)\n",
+                   dir[0] ? dir : "mkdtemp failed in the working directory, $TMPDIR and /tmp");
+            if (dir[0])
+                rmdir(dir);
+        }
+        return;
+    }
     so_async *a;
     if (so_async_create(c, SO_ALLREDUCE_MPI, &a))
         so_comm_abort(c, 1, so_errmsg());
     float x[4] = {1, 1, 1, 1};
-    if (g_rank == 0)
-        nanosleep(&(struct timespec){0, 300000000L}, NULL);
-    CHECK_RC(so_async_submit(a, x, 4, SO_REDUCE_SUM, 0));
-    if (g_rank != 0)
+    if (g_rank != 0) {
+        CHECK_RC(so_async_submit(a, x, 4, SO_REDUCE_SUM, 0));
         CHECK(so_comm_barrier(c) == SO_EINVAL, "main-thread barrier accepted while the engine is busy");
+        snprintf(path, sizeof path, "%s/checked.%d", dir, g_rank);
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL, "cannot create %s", path);
+        if (f)
+            fclose(f);
+    } else {
+        int n = 0;
+        double waited = 0;
+        for (; n < g_size - 1 && waited < 20; waited += 1e-3) {
+            n = 0;
+            for (int r = 1; r < g_size; r++) {
+                snprintf(path, sizeof path, "%s/checked.%d", dir, r);
+                n += access(path, F_OK) == 0;
+            }
+            if (n < g_size - 1)
+                nanosleep(&(struct timespec){0, 1000000L}, NULL);
+        }
+        CHECK(n == g_size - 1, "only %d of %d ranks made their check within 20 s", n, g_size - 1);
+        CHECK_RC(so_async_submit(a, x, 4, SO_REDUCE_SUM, 0));
+    }
     CHECK_RC(so_async_wait_all(a, 30, NULL));
     CHECK(x[0] == (float)g_size && x[3] == (float)g_size, "busy-guard allreduce gave %g", x[0]);
     CHECK_RC(so_comm_barrier(c)); /* allowed again once wait_all returned */
     so_async_destroy(a);
+    if (g_rank == 0) {
+        for (int r = 1; r < g_size; r++) {
+            snprintf(path, sizeof path, "%s/checked.%d", dir, r);
+            unlink(path);
+        }
+        rmdir(dir);
+    }
 }
 
 /* Submits `nb` buckets of 1000 floats (skipping `skip`), then waits. */

@@ -63,10 +63,12 @@ endfunction()
 
 so_add_mpi_test(test_comm NP 1 2 3 4)
 so_add_mpi_test(test_comm_async NP 1 2 3 4)
-# Rank 1 skips a bucket and hangs: the others' watchdog (3 s) must abort naming it.
-so_add_mpi_fail_test(comm_watchdog test_comm_async 3 25
+# Rank 1 skips a bucket and hangs (120 s): the others' watchdog (3 s) must abort
+# naming it. The 60 s bound includes MPI start-up of 3 ranks on a loaded node
+# and stays well below the hang, so a watchdog that never fires still fails.
+so_add_mpi_fail_test(comm_watchdog test_comm_async 3 60
   "timed out after 3 s.*no stall report from ranks 1" watchdog)
 # Rank 1 dies by SIGKILL: the runtime (Open MPI names the rank, MPICH the PID)
-# or else the watchdog (5 s) must end the job.
-so_add_mpi_fail_test(comm_kill test_comm_async 3 30
+# or else the watchdog (5 s) must end the job (60 s bound, as above).
+so_add_mpi_fail_test(comm_kill test_comm_async 3 60
   "process rank 1 .*signal 9|timed out after|EXIT STRING: Killed .signal 9." kill)
