@@ -32,3 +32,65 @@ def prepare(threads):
     if any(os.environ.get(k) != v for k, v in KEEP_MEMORY.items()):
         os.environ.update(KEEP_MEMORY)
         os.execv(sys.executable, [sys.executable] + sys.argv)
+
+
+# FP32 FLOP per cycle per core by ISA: two FMA pipes x vector lanes x 2.
+FLOP_PER_CYCLE = {"avx512": 64, "avx2": 32, "sse4.2": 16}
+_ISA_ORDER = ["sse4.2", "avx2", "avx512"]
+
+
+def _isa_from_name(name):
+    """SCALEOUT_MAX_ISA (avx512|avx2|sse4.2) or ONEDNN_MAX_CPU_ISA (SSE41, AVX, AVX2,
+    AVX2_VNNI, AVX512_CORE, ..., ALL) as one of _ISA_ORDER; None for no cap."""
+    n = (name or "").strip().lower()
+    if not n or n in ("all", "default"):
+        return None
+    if n.startswith("avx512"):
+        return "avx512"
+    if n.startswith("avx2"):
+        return "avx2"
+    if n.startswith("sse") or n == "avx":  # AVX without FMA: counted as the SSE baseline
+        return "sse4.2"
+    return None
+
+
+def cpu_peak(json_env=None):
+    """(isa, clock GHz, peak FP32 GFLOP/s per core) for MFU.
+
+    Prefers the `environment` object of a scaleout --json output (fields `isa`,
+    `cpu_clock_ghz`, `peak_gflops_per_core`, after any cap). Otherwise reads
+    /proc/cpuinfo: avx512f -> avx512 (64 FLOP/cycle), avx2+fma -> avx2 (32),
+    else sse4.2 (16), capped by SCALEOUT_MAX_ISA and ONEDNN_MAX_CPU_ISA (the
+    lower wins), at the highest "cpu MHz" listed."""
+    env = json_env or {}
+    isa, ghz, peak = env.get("isa"), env.get("cpu_clock_ghz"), env.get("peak_gflops_per_core")
+    if isa in FLOP_PER_CYCLE and ghz and peak:
+        return isa, float(ghz), float(peak)
+    flags, mhz = set(), []
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, val = line.partition(":")
+                key = key.strip()
+                if key == "flags" and not flags:
+                    flags = set(val.split())
+                elif key == "cpu MHz":
+                    mhz.append(float(val))
+    except OSError:
+        pass
+    if isa not in FLOP_PER_CYCLE:
+        isa = "avx512" if "avx512f" in flags else "avx2" if {"avx2", "fma"} <= flags else "sse4.2"
+        for cap in (_isa_from_name(os.environ.get("SCALEOUT_MAX_ISA")),
+                    _isa_from_name(os.environ.get("ONEDNN_MAX_CPU_ISA"))):
+            if cap is not None and _ISA_ORDER.index(cap) < _ISA_ORDER.index(isa):
+                isa = cap
+    if not ghz:
+        ghz = max(mhz) / 1000 if mhz else float("nan")
+    ghz = float(ghz)
+    return isa, ghz, FLOP_PER_CYCLE[isa] * ghz
+
+
+def peak_line(isa, ghz, gflops):
+    """One line naming the peak an MFU figure is divided by."""
+    return (f"MFU peak: {isa}, {FLOP_PER_CYCLE[isa]} FLOP/cycle x {ghz:.2f} GHz = "
+            f"{gflops:.0f} GFLOP/s per core (FP32)")

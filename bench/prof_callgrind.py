@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Profiler overhead in instructions (docs/PERFORMANCE.md, "Profiler overhead by
-instruction count"): reads callgrind files DIR/cg.CFG.3 and DIR/cg.CFG.4 (the
+"""Profiler overhead in instructions (docs/PERFORMANCE.md, "Profiler overhead",
+instructions per step): reads callgrind files DIR/cg.CFG.3 and DIR/cg.CFG.4 (the
 same `scaleout train` run for 3 and 4 steps, CFG = off and profile details)
 and prints Ir per step = Ir(4) - Ir(3) without the data loader's prefetch
 thread (how many batches it prefetches before the run ends depends on thread

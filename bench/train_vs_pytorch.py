@@ -9,8 +9,12 @@ Prints medians (min-max), the ratio, model-FLOP utilisation and peak memory.
         [--scaleout-args "..."] [--also "--conv-algo direct"]
 --also runs scaleout a second time per repeat with those extra arguments (e.g.
 the direct-convolution baseline), interleaved, as one more column.
-MFU = images/s x 3 x forward FLOPs per sample / (250 GFLOP/s x threads):
-the fp32 FMA peak of one of this machine's cores (AVX-512, 2 FMA pipes, ~3.9 GHz).
+MFU = images/s x 3 x forward FLOPs per sample / (peak per core x threads), the
+peak being the ISA's FP32 FMA peak at the core's clock (bench/peer_env.py
+cpu_peak: 64 FLOP/cycle with AVX-512, 32 with AVX2+FMA, 16 for SSE4.2), taken
+from scaleout's --json environment when it has it, else from /proc/cpuinfo
+capped by SCALEOUT_MAX_ISA / ONEDNN_MAX_CPU_ISA. The line above the table names
+the ISA, clock and peak used.
 """
 import argparse
 import json
@@ -21,7 +25,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PEAK_PER_CORE = 250e9
+sys.path.insert(0, HERE)
+import peer_env  # noqa: E402  (no torch here: only the CPU peak helper)
 
 # model, batch, threads, timed steps, warm-up steps. Matches the foundation issue's table.
 ROWS = [
@@ -32,7 +37,7 @@ ROWS = [
 ]
 
 
-def run_scaleout(binary, model, batch, threads, steps, warmup, flops, extra=()):
+def run_scaleout(binary, model, batch, threads, steps, warmup, flops, extra=(), envs=None):
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         cmd = [binary, "train", "--model", model, "--dataset", "synthetic", "--batch-size", str(batch),
                "--steps", str(steps + warmup), "--warmup-steps", str(warmup), "--threads", str(threads),
@@ -42,6 +47,8 @@ def run_scaleout(binary, model, batch, threads, steps, warmup, flops, extra=()):
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         r = json.load(open(f.name))
         flops[model] = r["config"]["flops_per_sample"]
+        if envs is not None and isinstance(r.get("environment"), dict):
+            envs.append(r["environment"])
         return r["images_per_sec"], r["peak_rss_bytes"]
 
 
@@ -79,12 +86,13 @@ def main():
     extra = a.scaleout_args.split()
     also = extra + a.also.split() if a.also is not None else None
     also_hdr = f" {'scaleout ' + a.also:>26} | {'ratio':>5} | {'RSS MB':>6} |" if also is not None else ""
-    print(f"{'model':9} {'batch':>5} {'thr':>3} | {'scaleout img/s':>26} | {'PyTorch img/s':>26} | "
-          f"{'ratio':>5} | {'MFU so':>6} {'MFU pt':>6} | {'RSS so MB':>9} {'RSS pt MB':>9} |{also_hdr}")
+    header = (f"{'model':9} {'batch':>5} {'thr':>3} | {'scaleout img/s':>26} | {'PyTorch img/s':>26} | "
+              f"{'ratio':>5} | {'MFU so':>6} {'MFU pt':>6} | {'RSS so MB':>9} {'RSS pt MB':>9} |{also_hdr}")
+    envs, peak_info = [], None
     for model, batch, threads, steps, warmup in rows:
         so, pt, so_rss, pt_rss, al, al_rss = [], [], 0, 0, [], 0
         for _ in range(a.repeat):
-            v, rss = run_scaleout(a.bin, model, batch, threads, steps, warmup, flops, extra)
+            v, rss = run_scaleout(a.bin, model, batch, threads, steps, warmup, flops, extra, envs)
             so.append(v)
             so_rss = max(so_rss, rss)
             if also is not None:
@@ -94,7 +102,11 @@ def main():
             v, rss = run_torch(model, batch, threads, steps, warmup)
             pt.append(v)
             pt_rss = max(pt_rss, rss)
-        peak = PEAK_PER_CORE * threads
+        if peak_info is None:  # after the first scaleout run: its --json environment, if any
+            peak_info = peer_env.cpu_peak(envs[0] if envs else None)
+            print(peer_env.peak_line(*peak_info))
+            print(header, flush=True)
+        peak = peak_info[2] * 1e9 * threads
         mfu = lambda v: 100 * statistics.median(v) * 3 * flops[model] / peak
         ratio = statistics.median(so) / statistics.median(pt)
         also_col = ""
@@ -106,7 +118,8 @@ def main():
               flush=True)
         results.append(dict(model=model, batch=batch, threads=threads, scaleout=so, pytorch=pt, ratio=ratio,
                             scaleout_rss=so_rss, pytorch_rss=pt_rss, flops_per_sample=flops[model],
-                            also_args=a.also, also=al, also_rss=al_rss))
+                            also_args=a.also, also=al, also_rss=al_rss, isa=peak_info[0],
+                            cpu_clock_ghz=peak_info[1], peak_gflops_per_core=peak_info[2]))
     if a.json:
         json.dump(results, open(a.json, "w"), indent=1)
 
