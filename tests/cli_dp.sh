@@ -120,5 +120,13 @@ for np in 2 4; do
 done
 if compare bn-plain-1 bn-plain-2 1e-3 >/dev/null; then bad "without --sync-bn the runs should differ"; else ok; fi
 
+# Progress under mpirun writing to a file: Open MPI gives ranks a pty, yet the
+# log must hold lines (one per epoch), not a bar's carriage returns.
+"$mpirun" -np 2 "$bin" train --model lenet5 --dataset synthetic --synthetic-samples 256 --batch-size 32 --steps 12 \
+  --eval-every -1 >"$tmp/progress.log" 2>&1 || bad "progress run: $(tail -3 "$tmp/progress.log")"
+if grep -q $'\r' "$tmp/progress.log"; then bad "progress bar in a log file under mpirun"
+elif [ "$(grep -c '^epoch [123]/3: loss' "$tmp/progress.log")" -ne 3 ]; then bad "no epoch lines: $(head -5 "$tmp/progress.log")"
+else ok; fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

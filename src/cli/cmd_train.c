@@ -35,7 +35,7 @@ typedef struct {
 static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
 static const char *const schedules[] = {"constant", "step", "cosine", NULL};
-static const char *const progress_modes[] = {"auto", "bar", "plain", "none", NULL};
+static const char *const progress_modes[] = {"auto", "bar", "lines", "plain", "none", NULL};
 static const char *const scalings[] = {"none", "linear", NULL};
 static const char *const prof_details[] = {"layer", "block", "step", NULL};
 
@@ -87,7 +87,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"warmup-steps", OPT_INT, &a->warmup_steps, "N", "first steps left out of images/sec", 0, 1 << 30, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write a machine-readable summary", 0, -1, NULL},
         {"dump-params", OPT_STR, &a->dump_params, "FILE", "write the final parameters as raw float32 (rank 0)", 0, -1, NULL},
-        {"progress", OPT_CHOICE, &a->progress, "MODE", "progress display", 0, -1, progress_modes},
+        {"progress", OPT_CHOICE, &a->progress, "MODE", "progress display: auto (a bar on a terminal, lines in files, pipes and mpirun logs), bar, lines (one per epoch and every 30 s), none", 0, -1, progress_modes},
         {"profile", OPT_STR, &a->profile, "DIR", "write DIR/timeline.json and DIR/profile.json (docs/PROFILING.md)", 0, -1, NULL},
         {"profile-detail", OPT_CHOICE, &a->profile_detail, "LEVEL", "timeline detail of forward/backward", 0, -1, prof_details},
         {"timeline-steps", OPT_STR, &a->timeline_steps, "A:B", "steps A..B-1 in full detail, others summarised (or all)", 0, -1, NULL},
