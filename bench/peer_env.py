@@ -58,13 +58,19 @@ def cpu_peak(json_env=None):
     """(isa, clock GHz, peak FP32 GFLOP/s per core) for MFU.
 
     Prefers the `environment` object of a scaleout --json output (fields `isa`,
-    `cpu_clock_ghz`, `peak_gflops_per_core`, after any cap). Otherwise reads
+    `cpu_clock_ghz`, `peak_gflops_per_core`, after any cap); where it also has
+    `fma_gflops_measured` (FMA chains at the ISA's width) and that is clearly
+    lower, the measured rate is the peak: some CPUs split wide operations
+    (Zen 4 runs AVX-512 at 32 FLOP/cycle, not 64). Otherwise reads
     /proc/cpuinfo: avx512f -> avx512 (64 FLOP/cycle), avx2+fma -> avx2 (32),
     else sse4.2 (16), capped by SCALEOUT_MAX_ISA and ONEDNN_MAX_CPU_ISA (the
     lower wins), at the highest "cpu MHz" listed."""
     env = json_env or {}
     isa, ghz, peak = env.get("isa"), env.get("cpu_clock_ghz"), env.get("peak_gflops_per_core")
     if isa in FLOP_PER_CYCLE and ghz and peak:
+        measured = env.get("fma_gflops_measured") or 0
+        if 0 < measured < 0.8 * float(peak):
+            return isa, float(ghz), float(measured)
         return isa, float(ghz), float(peak)
     flags, mhz = set(), []
     try:
@@ -92,5 +98,9 @@ def cpu_peak(json_env=None):
 
 def peak_line(isa, ghz, gflops):
     """One line naming the peak an MFU figure is divided by."""
+    nominal = FLOP_PER_CYCLE[isa] * ghz
+    if gflops < 0.8 * nominal:
+        return (f"MFU peak: {isa} measured in FMA chains, {gflops:.0f} GFLOP/s per core (FP32; nominal "
+                f"{FLOP_PER_CYCLE[isa]} FLOP/cycle x {ghz:.2f} GHz = {nominal:.0f}: this CPU splits wide operations)")
     return (f"MFU peak: {isa}, {FLOP_PER_CYCLE[isa]} FLOP/cycle x {ghz:.2f} GHz = "
             f"{gflops:.0f} GFLOP/s per core (FP32)")

@@ -51,4 +51,10 @@ double so_cpu_clock_ghz(void);
  * core reaches in GFLOP/s, the denominator of model-FLOP utilisation. */
 double so_cpu_peak_gflops(void);
 
+/* FP32 GFLOP/s one core sustains in independent FMA chains at so_cpu_isa()'s
+ * vector width, measured once (~25 ms). Below so_cpu_peak_gflops() where
+ * the CPU splits wide operations (Zen 4 runs AVX-512 on 256-bit units).
+ * 0 for the SSE level (not probed). */
+double so_cpu_fma_gflops(void);
+
 #endif

@@ -9,6 +9,7 @@
 #include "ckpt_glue.h"
 #include "dist.h"
 #include "job.h"
+#include "env.h"
 #include "progress.h"
 #include "scaleout/cpu.h"
 #include "prof_glue.h"
@@ -221,6 +222,9 @@ static void write_json(FILE *f, const train_args *a, const job *j, const so_trai
     so_json_str(&js, "git", cli_git_commit());
     so_json_obj_end(&js);
     job_conv_json(&js, j->m, a->conv_algo);
+    env_info e;
+    env_collect(&e);
+    env_write_json(&js, &e, a->threads, !a->no_pin);
     so_json_arr_begin(&js, "epochs");
     for (int e = 0; e < r->nepochs; e++) {
         const so_epoch_stats *s = &r->epochs[e];

@@ -94,6 +94,7 @@ void env_write_json(so_json *js, const env_info *e, int threads, int pin)
         so_json_null(js, "isa_cap");
     so_json_num(js, "cpu_clock_ghz", so_cpu_clock_ghz());
     so_json_num(js, "peak_gflops_per_core", so_cpu_peak_gflops());
+    so_json_num(js, "fma_gflops_measured", so_cpu_fma_gflops());
     so_json_int(js, "cpu_count", e->cpu_logical);
     so_json_int(js, "cpu_online", e->cpu_online);
     so_json_str(js, "mpi_library", e->mpi);

@@ -47,6 +47,11 @@ int main(int argc, char **argv)
         printf("scaleout %s (git %s)\nkernels: %s (CPU: %s%s%s)\n", SCALEOUT_VERSION, cli_git_commit(),
                so_isa_label(so_cpu_isa()), so_isa_label(so_cpu_isa_detected()), cap ? ", capped by " : "",
                cap ? cap : "");
+        if (argc > 2 && !strcmp(argv[2], "--cpu"))
+            printf("clock: %.2f GHz; FP32 peak per core: %d FLOP/cycle = %.0f GFLOP/s nominal, %.0f GFLOP/s "
+                   "measured in FMA chains\n",
+                   so_cpu_clock_ghz(), so_isa_flops_per_cycle(so_cpu_isa()), so_cpu_peak_gflops(),
+                   so_cpu_fma_gflops());
         return CLI_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
