@@ -96,6 +96,18 @@ def cpu_peak(json_env=None):
     return isa, ghz, FLOP_PER_CYCLE[isa] * ghz
 
 
+def blas_cap_env():
+    """The ISA cap for the peer's BLAS. ONEDNN_MAX_CPU_ISA caps oneDNN only;
+    PyTorch's Linear layers run on OpenBLAS, which picks its kernels from the
+    CPU. Under an AVX2 cap (SCALEOUT_MAX_ISA or ONEDNN_MAX_CPU_ISA) the peer
+    gets OPENBLAS_CORETYPE=Haswell (AVX2+FMA kernels) unless the environment
+    already sets a core type; nothing otherwise."""
+    caps = [_isa_from_name(os.environ.get(v)) for v in ("SCALEOUT_MAX_ISA", "ONEDNN_MAX_CPU_ISA")]
+    if "avx2" in caps and "sse4.2" not in caps and not os.environ.get("OPENBLAS_CORETYPE"):
+        return {"OPENBLAS_CORETYPE": "Haswell"}
+    return {}
+
+
 def peak_line(isa, ghz, gflops):
     """One line naming the peak an MFU figure is divided by."""
     nominal = FLOP_PER_CYCLE[isa] * ghz

@@ -56,6 +56,7 @@ def run_torch(model, batch, threads, steps, warmup):
     env = dict(os.environ)
     if threads > 1:
         env["OMP_PROC_BIND"] = "true"  # PyTorch's best 2-thread setting here
+    env.update(peer_env.blas_cap_env())
     cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py"), "--model", model, "--batch", str(batch),
            "--steps", str(steps), "--warmup", str(warmup), "--threads", str(threads)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
