@@ -50,7 +50,7 @@ typedef struct {
 #define PROF_PENDING_COMM 16
 #define PROF_TICKS_PER_US 8 /* a power of two: k / 8 prints exactly with 3 decimals */
 
-/* One background I/O event (prof_io.c); a summary merges one checkpoint's
+/* One background I/O event (prof_ckpt_io.c); a summary merges one checkpoint's
  * events on one track outside the window. */
 typedef struct {
     double t0, t1;
@@ -90,7 +90,7 @@ struct so_prof {
     /* communication statistics */
     prof_cstat stats[PROF_MAX_STATS];
     int nstats;
-    /* background I/O, all under io_mu (prof_io.c) */
+    /* background I/O, all under io_mu (prof_ckpt_io.c) */
     pthread_mutex_t io_mu;
     prof_io_ev *io;
     size_t nio, capio, io_dropped;
@@ -109,7 +109,7 @@ int prof_size_bin(uint64_t bytes);
 int prof_in_window(const so_prof *p, long step);
 /* t on rank 0's clock in whole 1/8 us since origin. */
 long long prof_ticks(const so_prof_clock *clock, double origin, double t);
-/* The I/O tracks' metadata and events (prof_io.c), each preceded by ",\n". */
+/* The I/O tracks' metadata and events (prof_ckpt_io.c), each preceded by ",\n". */
 void prof_io_write_trace(so_prof *p, FILE *f, const so_prof_clock *clock, double origin);
 /* "checkpoint_io": [...] totals per kind, as a member of the open object. */
 void prof_io_write_json(so_json *js, so_prof *p);
