@@ -46,6 +46,7 @@ int cmd_bench(int argc, char **argv);      /* bench: dispatches to train|scaling
 int cmd_tune(int argc, char **argv);
 int cmd_report(int argc, char **argv); /* HTML / text report of profile.json files */
 int cmd_ckpt(int argc, char **argv); /* ckpt list|verify|export DIR */
+int cmd_predict(int argc, char **argv); /* data-parallel scaling from measured layers + cost model */
 
 /* Bytes with an optional K/M/G (binary) suffix; 0 or -1. */
 int cli_parse_bytes(const char *s, size_t *out);

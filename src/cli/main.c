@@ -19,6 +19,7 @@ static const command commands[] = {
     {"bench", cmd_bench, "benchmarks: bench train|scaling|accuracy|compare|plot|allreduce|... (see bench --help)"},
     {"tune", cmd_tune, "measure allreduce algorithms and write the table auto uses (mpirun)"},
     {"report", cmd_report, "HTML or text report of profiles: report DIR-or-JSON... -o report.html | --text"},
+    {"predict", cmd_predict, "predict data-parallel scaling to N nodes from per-layer times and the allreduce model"},
     {"ckpt", cmd_ckpt, "inspect checkpoints: ckpt list|verify|export DIR"},
 };
 

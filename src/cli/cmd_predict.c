@@ -1,0 +1,286 @@
+/* `scaleout predict`: data-parallel scaling of a zoo model from one rank's
+ * per-layer times measured here, the trainer's bucket plan, and the allreduce
+ * cost model at each scale: node-local levels from the tuning table, the
+ * link between nodes from --link/--latency (or all of it from --tune). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "job.h"
+#include "scaleout/cpu.h"
+#include "scaleout/err.h"
+#include "scaleout/json.h"
+#include "scaleout/predict.h"
+#include "scaleout/threads.h"
+#include "scaleout/zoo.h"
+#ifdef SCALEOUT_HAVE_MPI
+#include "scaleout/comm.h"
+#endif
+
+#define MAX_POINTS 32
+
+typedef struct {
+    const char *model, *nodes_arg, *link_arg, *latency_arg, *tune, *json, *bucket_mb_arg;
+    int batch, ranks_per_node, threads, steps, warmup;
+    int nodes[MAX_POINTS], npoints;
+    double link_bytes_per_s, latency_s;
+} pred_args;
+
+/* "10gbit", "25gbit", "100gbit", "800mbit": bits per second -> bytes per second. */
+static int parse_rate(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double unit = !strcmp(end, "gbit") ? 1e9 : !strcmp(end, "mbit") ? 1e6 : !strcmp(end, "tbit") ? 1e12 : 0;
+    if (end == s || !unit || !(v > 0 && v * unit <= 1e13))
+        return -1;
+    *out = v * unit / 8;
+    return 0;
+}
+
+/* "1.5us", "800ns", "0.2ms" -> seconds. */
+static int parse_latency(const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    double unit = !strcmp(end, "ns") ? 1e-9 : !strcmp(end, "us") ? 1e-6 : !strcmp(end, "ms") ? 1e-3 : 0;
+    if (end == s || !unit || !(v >= 0 && v * unit < 1))
+        return -1;
+    *out = v * unit;
+    return 0;
+}
+
+/* "1,2,4,8": ascending positive node counts, at most MAX_POINTS. */
+static int parse_nodes(const char *s, int *nodes, int *n)
+{
+    *n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1000000 || (*n && v <= nodes[*n - 1]) || *n == MAX_POINTS ||
+            (*end && *end != ','))
+            return -1;
+        nodes[(*n)++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return *n ? 0 : -1;
+}
+
+static int parse(pred_args *a, int argc, char **argv)
+{
+    *a = (pred_args){.nodes_arg = "1,2,4,8,16,32,64,128,256,512,1024", .batch = 64, .ranks_per_node = 1,
+                     .threads = 1, .steps = 10, .warmup = 3, .link_arg = "100gbit", .latency_arg = "1.5us",
+                     .bucket_mb_arg = "25"};
+    const cli_opt opts[] = {
+        {"model", OPT_STR, &a->model, "NAME", "zoo model (see `scaleout models`)", 0, -1, NULL},
+        {"batch-size", OPT_INT, &a->batch, "N", "samples per rank per step", 1, 65536, NULL},
+        {"nodes", OPT_STR, &a->nodes_arg, "LIST", "node counts, ascending (e.g. 1,2,4,8)", 0, -1, NULL},
+        {"ranks-per-node", OPT_INT, &a->ranks_per_node, "K", "ranks on each node", 1, 1024, NULL},
+        {"link", OPT_STR, &a->link_arg, "RATE", "link between nodes: 10gbit, 100gbit, 800mbit ...", 0, -1, NULL},
+        {"latency", OPT_STR, &a->latency_arg, "TIME", "one-way latency between nodes: 1.5us, 50us ...", 0, -1, NULL},
+        {"tune", OPT_STR, &a->tune, "FILE", "tuning table measured on the target (`scaleout tune`): replaces --link/--latency", 0, -1, NULL},
+        {"bucket-mb", OPT_STR, &a->bucket_mb_arg, "MB|auto", "gradient bucket size as in train (auto: the trainer's joint choice)", 0, -1, NULL},
+        {"threads", OPT_INT, &a->threads, "N", "compute threads per rank while measuring", 1, 1024, NULL},
+        {"steps", OPT_INT, &a->steps, "N", "timed steps of the measurement", 1, 100000, NULL},
+        {"json", OPT_STR, &a->json, "FILE", "write the prediction as JSON", 0, -1, NULL},
+        {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
+    int rc = cli_parse("predict", "Predicts data-parallel scaling from per-layer times measured here and the "
+                       "allreduce cost model.", opts, argc, argv);
+    if (rc)
+        return rc;
+    if (!a->model)
+        return cli_error("predict", CLI_USAGE, "--model is required");
+    if (!so_zoo_find(a->model))
+        return cli_error("predict", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    if (parse_nodes(a->nodes_arg, a->nodes, &a->npoints))
+        return cli_error("predict", CLI_USAGE, "--nodes: '%s' is not an ascending list of node counts", a->nodes_arg);
+    if (parse_rate(a->link_arg, &a->link_bytes_per_s))
+        return cli_error("predict", CLI_USAGE, "--link: '%s' is not a rate like 10gbit or 800mbit", a->link_arg);
+    if (parse_latency(a->latency_arg, &a->latency_s))
+        return cli_error("predict", CLI_USAGE, "--latency: '%s' is not a time like 1.5us or 0.2ms", a->latency_arg);
+    char *end = NULL;
+    double mb = strcmp(a->bucket_mb_arg, "auto") ? strtod(a->bucket_mb_arg, &end) : 0;
+    if (end && (*end || end == a->bucket_mb_arg || !(mb >= 0.001 && mb <= 4096)))
+        return cli_error("predict", CLI_USAGE, "--bucket-mb: '%s' is not auto or a size in [0.001, 4096] MiB",
+                         a->bucket_mb_arg);
+    return CLI_OK;
+}
+
+#ifdef SCALEOUT_HAVE_MPI
+/* The cost of one gradient allreduce at one scale. */
+typedef struct {
+    int nodes, rpn;
+    const so_comm_tuning *table; /* --tune: the whole job from the table */
+    so_comm_tuning node, link;   /* else: node-local level, and the link with its alpha and beta */
+} pred_cost;
+
+/* Without a table: reduce inside the node and broadcast back (one node-local
+ * allreduce's cost, what hier's window steps move) plus the leaders'
+ * allreduce over the link with the best of the algorithms that suit it. */
+static double allreduce_cost(void *ctx, size_t bytes)
+{
+    const pred_cost *c = ctx;
+    if (c->table)
+        return so_comm_predict(SO_ALLREDUCE_AUTO, bytes, c->nodes * c->rpn, c->rpn, c->table);
+    double t = c->rpn > 1 ? so_comm_predict(SO_ALLREDUCE_AUTO, bytes, c->rpn, 0, &c->node) : 0;
+    if (c->nodes > 1) {
+        const so_allreduce_algo algos[] = {SO_ALLREDUCE_RING, SO_ALLREDUCE_RD, SO_ALLREDUCE_RABENSEIFNER};
+        double best = -1;
+        for (int i = 0; i < 3; i++) {
+            double v = so_comm_predict(algos[i], bytes, c->nodes, 0, &c->link);
+            best = best < 0 || v < best ? v : best;
+        }
+        t += best;
+    }
+    return t;
+}
+
+static void link_table(const pred_args *a, so_comm_tuning *t)
+{
+    so_comm_tuning_default(t);
+    for (int i = 0; i < SO_ALLREDUCE_AUTO; i++)
+        t->fit[i] = (so_comm_fit){.alpha = a->latency_s, .beta = 1.0 / a->link_bytes_per_s, .valid = 1};
+}
+#endif
+
+/* Per-layer times of one rank at --batch-size, measured on this machine:
+ * *t gets 2 x so_graph_size entries, forward then backward (free it). */
+static int measure(const pred_args *a, job *j, double **t, double *t_other)
+{
+    job_spec spec = {a->model, "synthetic", NULL, "onednn", "momentum", a->batch, 0, 0, a->batch, 42, 0.9f, 0,
+                     NULL};
+    int rc = so_threads_set(a->threads, 1);
+    if (!rc)
+        rc = job_load(&spec, j);
+    if (!rc)
+        rc = job_build(&spec, NULL, j);
+    if (rc)
+        return rc;
+    so_shape sh = so_graph_input_shape(j->m->g);
+    size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)a->batch, n = (size_t)so_graph_size(j->m->g);
+    float *x = calloc(len, sizeof *x);
+    int32_t *y = calloc((size_t)a->batch, sizeof *y);
+    *t = calloc(2 * n, sizeof **t);
+    if (!x || !y || !*t)
+        rc = so_err(SO_ENOMEM, "out of memory for a batch");
+    for (size_t i = 0; !rc && i < len; i++)
+        x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    for (int i = 0; !rc && i < a->batch; i++)
+        y[i] = i % so_graph_classes(j->m->g);
+    if (!rc)
+        rc = so_predict_measure(j->m, j->opt, x, y, a->warmup, a->steps, *t, *t + n, t_other);
+    free(x);
+    free(y);
+    return rc;
+}
+
+static void print_table(const pred_args *a, const so_predict_point *pt, const char *link)
+{
+    printf("%s, batch %d per rank, %d rank(s) per node; per-layer times measured here (%s, %d thread(s)); %s\n",
+           a->model, a->batch, a->ranks_per_node, so_isa_label(so_cpu_isa()), a->threads, link);
+    printf("%7s %7s %10s %12s %10s %10s %11s %8s\n", "nodes", "ranks", "step ms", "images/s", "efficiency",
+           "comm ms", "exposed ms", "buckets");
+    double one = pt[0].images_per_sec / (a->nodes[0] * a->ranks_per_node);
+    for (int i = 0; i < a->npoints; i++) {
+        int ranks = a->nodes[i] * a->ranks_per_node;
+        printf("%7d %7d %10.2f %12.1f %9.1f%% %10.2f %11.2f %8d\n", a->nodes[i], ranks, pt[i].step_seconds * 1e3,
+               pt[i].images_per_sec, 100 * pt[i].images_per_sec / (ranks * one), pt[i].comm_seconds * 1e3,
+               pt[i].comm_exposed_seconds * 1e3, pt[i].nbuckets);
+    }
+}
+
+static int write_json(const pred_args *a, const so_predict_point *pt, const char *link)
+{
+    FILE *f = fopen(a->json, "w");
+    if (!f)
+        return cli_error("predict", CLI_USAGE, "--json: cannot write '%s'", a->json);
+    so_json js;
+    so_json_init(&js, f, 1);
+    so_json_obj_begin(&js, NULL);
+    so_json_str(&js, "kind", "predict");
+    so_json_str(&js, "model", a->model);
+    so_json_int(&js, "batch_size", a->batch);
+    so_json_int(&js, "ranks_per_node", a->ranks_per_node);
+    so_json_str(&js, "communication", link);
+    so_json_str(&js, "isa", so_isa_name(so_cpu_isa()));
+    so_json_arr_begin(&js, "points");
+    double one = pt[0].images_per_sec / (a->nodes[0] * a->ranks_per_node);
+    for (int i = 0; i < a->npoints; i++) {
+        int ranks = a->nodes[i] * a->ranks_per_node;
+        so_json_obj_begin(&js, NULL);
+        so_json_int(&js, "nodes", a->nodes[i]);
+        so_json_int(&js, "ranks", ranks);
+        so_json_num(&js, "step_seconds", pt[i].step_seconds);
+        so_json_num(&js, "images_per_sec", pt[i].images_per_sec);
+        so_json_num(&js, "efficiency", pt[i].images_per_sec / (ranks * one));
+        so_json_num(&js, "comm_seconds", pt[i].comm_seconds);
+        so_json_num(&js, "comm_exposed_seconds", pt[i].comm_exposed_seconds);
+        so_json_int(&js, "buckets", pt[i].nbuckets);
+        so_json_int(&js, "first_bucket_bytes", (int64_t)pt[i].first_bucket_bytes);
+        so_json_int(&js, "bucket_bytes", (int64_t)pt[i].bucket_bytes);
+        so_json_obj_end(&js);
+    }
+    so_json_arr_end(&js);
+    so_json_obj_end(&js);
+    return fclose(f) ? cli_error("predict", CLI_FAIL, "--json: error writing '%s'", a->json) : CLI_OK;
+}
+
+#ifdef SCALEOUT_HAVE_MPI
+static int predict_points(const pred_args *a, const so_predict_compute *c, so_predict_point *pt, char *link,
+                          size_t len)
+{
+    so_comm_tuning table;
+    pred_cost cost = {.rpn = a->ranks_per_node};
+    if (a->tune) {
+        if (so_comm_tuning_load(a->tune, &table))
+            return cli_error("predict", CLI_USAGE, "--tune: %s", so_errmsg());
+        cost.table = &table;
+        snprintf(link, len, "allreduce from the tuning table %s", a->tune);
+    } else {
+        so_comm_tuning_default(&cost.node);
+        link_table(a, &cost.link);
+        snprintf(link, len, "nodes joined by %s, %s latency; node-local levels from the built-in model",
+                 a->link_arg, a->latency_arg);
+    }
+    for (int i = 0; i < a->npoints; i++) {
+        cost.nodes = a->nodes[i];
+        int rc = so_predict_step(c, a->nodes[i] * a->ranks_per_node, allreduce_cost, &cost, &pt[i]);
+        if (rc)
+            return cli_error("predict", cli_exit_code(rc), "%s", so_errmsg());
+    }
+    return CLI_OK;
+}
+#endif
+
+int cmd_predict(int argc, char **argv)
+{
+    pred_args a;
+    int rc = parse(&a, argc, argv);
+    if (rc)
+        return rc == CLI_HELP ? CLI_OK : rc;
+#ifndef SCALEOUT_HAVE_MPI
+    return cli_error("predict", CLI_FAIL, "this build has no communication layer (SCALEOUT_MPI=OFF)");
+#else
+    job j = {0};
+    double *t = NULL, other = 0;
+    so_predict_point pt[MAX_POINTS];
+    char link[512];
+    if ((rc = measure(&a, &j, &t, &other)))
+        rc = cli_error("predict", cli_exit_code(rc), "%s", so_errmsg());
+    if (!rc) {
+        int n = so_graph_size(j.m->g);
+        size_t mb = strcmp(a.bucket_mb_arg, "auto") ? (size_t)(strtod(a.bucket_mb_arg, NULL) * (1 << 20)) : 0;
+        so_predict_compute c = {j.m->g, t, t + n, other, a.batch, mb ? (1u << 20) : 0, mb};
+        rc = predict_points(&a, &c, pt, link, sizeof link);
+    }
+    if (!rc) {
+        print_table(&a, pt, link);
+        if (a.json)
+            rc = write_json(&a, pt, link);
+    }
+    free(t);
+    job_free(&j);
+    return rc;
+#endif
+}

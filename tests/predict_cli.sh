@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# `scaleout predict`: bad input exits 2 with one line naming the flag; a
+# small prediction is self-consistent (one node at 100%, efficiency never
+# above it, a slower link never faster, exposed <= total communication,
+# the buckets the trainer would use) and its JSON parses.
+set -u
+bin=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+expect_usage() { # pattern args...
+  local pat=$1; shift
+  "$bin" predict "$@" >"$tmp/out" 2>"$tmp/err"
+  local st=$?
+  if [ $st -ne 2 ]; then bad "predict $* exited $st, want 2"; return; fi
+  if [ "$(wc -l <"$tmp/err")" -ne 1 ] || ! grep -q -- "$pat" "$tmp/err"; then
+    bad "predict $*: stderr does not say '$pat' in one line: $(cat "$tmp/err")"; return
+  fi
+  ok
+}
+expect_usage "unknown model 'nosuch'" --model nosuch
+expect_usage "--model is required" --nodes 1,2
+expect_usage "--link: '10gbps'" --model lenet5 --link 10gbps
+expect_usage "--latency: 'fast'" --model lenet5 --latency fast
+expect_usage "--nodes: '4,2'" --model lenet5 --nodes 4,2
+expect_usage "--nodes: '1,,2'" --model lenet5 --nodes 1,,2
+expect_usage "--tune" --model lenet5 --tune "$tmp/none.tune" --steps 1
+
+run() { # out args...
+  local out=$1; shift
+  "$bin" predict --model lenet5 --batch-size 32 --nodes 1,2,8 --ranks-per-node 2 --steps 3 --json "$tmp/$out.json" "$@" \
+    >"$tmp/$out.log" 2>&1 || { bad "predict $*: $(tail -3 "$tmp/$out.log")"; return 1; }
+}
+if run fast --link 100gbit --latency 1us && run slow --link 100mbit --latency 100us; then
+  if /usr/bin/python3 - "$tmp/fast.json" "$tmp/slow.json" <<'PY'
+import json, sys
+f, s = (json.load(open(p)) for p in sys.argv[1:3])
+for r in (f, s):
+    pts = r["points"]
+    assert [p["nodes"] for p in pts] == [1, 2, 8] and pts[0]["ranks"] == 2, pts
+    assert abs(pts[0]["efficiency"] - 1) < 1e-9, pts[0]
+    for p in pts:
+        assert 0 < p["efficiency"] <= 1 + 1e-9 and p["images_per_sec"] > 0, p
+        assert 0 <= p["comm_exposed_seconds"] <= p["comm_seconds"] + 1e-12, p
+        assert p["buckets"] >= 1 and p["bucket_bytes"] == 25 << 20, p
+for a, b in zip(f["points"][1:], s["points"][1:]):
+    assert b["comm_seconds"] > a["comm_seconds"] and b["images_per_sec"] <= a["images_per_sec"] * 1.3, (a, b)
+assert s["points"][-1]["efficiency"] < 0.9, s["points"][-1]  # LeNet-5 over 100 Mbit/s cannot scale
+PY
+  then ok; else bad "prediction inconsistent: $(cat "$tmp/slow.log")"; fi
+fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
