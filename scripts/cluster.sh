@@ -3,7 +3,8 @@
 # shaped veth links to a bridge in a namespace of its own, and mpirun across them
 # (docs/CLUSTER.md). Nothing is created in, or routed from, the host namespace.
 #   scripts/cluster.sh up N [--rate 10gbit] | down | status
-#   scripts/cluster.sh mpirun -np P --ranks-per-node K [--mpich] PROGRAM ARGS...
+#   scripts/cluster.sh mpirun -np P --ranks-per-node K [--mpich|--openmpi] PROGRAM ARGS...
+# The launcher is $MPIEXEC (else mpiexec); --mpich / --openmpi pick mpiexec.mpich / .openmpi.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,8 +28,9 @@ nodes() {
 
 is_up() { ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$br_ns"; }
 
-# tbf burst: 4 ms of traffic at the rate (at least 64 KiB), so one kernel
-# tick's worth of packets passes and the long-run rate is the one asked for.
+# tbf burst: 1 ms of traffic at the rate, at least 64 KiB (one GSO packet):
+# small enough that a multi-MiB message feels the rate, large enough that the
+# qdisc's timer (hrtimer) keeps the link busy.
 burst_for() {
   local r="$1" num unit bps
   num="${r%%[a-zA-Z]*}"
@@ -38,7 +40,7 @@ burst_for() {
     kbit) bps=$((num * 1000)) ;; bit | '') bps=$num ;;
     *) echo 65536; return ;;
   esac
-  local b=$((bps / 8 / 250))
+  local b=$((bps / 8 / 1000))
   [ "$b" -lt 65536 ] && b=65536
   echo "$b"
 }
@@ -127,13 +129,13 @@ EOF
 }
 
 mpirun_cmd() {
-  local np="" rpn="" flavour=openmpi
+  local np="" rpn="" launcher="${MPIEXEC:-mpiexec}"
   while [ $# -gt 0 ]; do
     case "$1" in
       -np | -n) np="${2:-}"; shift 2 ;;
       --ranks-per-node) rpn="${2:-}"; shift 2 ;;
-      --mpich) flavour=mpich; shift ;;
-      --openmpi) flavour=openmpi; shift ;;
+      --mpich) launcher=mpiexec.mpich; shift ;;
+      --openmpi) launcher=mpiexec.openmpi; shift ;;
       --) shift; break ;;
       *) break ;;
     esac
@@ -153,19 +155,21 @@ mpirun_cmd() {
     echo "$subnet_prefix.$i slots=$rpn" >>"$tmp/hostfile"
     hosts+=("$subnet_prefix.$i:$rpn")
   done
-  local launcher
+  local flavour=mpich version
+  version="$("$launcher" --version 2>&1 || true)"
+  if grep -qE "Open ?MPI|OpenRTE" <<<"$version"; then flavour=openmpi; fi
   # mpiexec runs on node1 (its daemons must reach the others over the test range).
   local on1=(ip netns exec "$(node_ns 1)" unshare --uts sh -c 'hostname node1; exec "$@"' sh)
   if [ "$flavour" = openmpi ]; then
-    launcher="${MPIEXEC:-mpiexec.openmpi}"
+    # Idle MPI waits yield the core (docs/CLUSTER.md), unless the caller set it.
+    local yield=(--mca mpi_yield_when_idle 1)
+    [ -z "${OMPI_MCA_mpi_yield_when_idle:-}" ] || yield=()
     "${on1[@]}" "$launcher" --allow-run-as-root --oversubscribe -np "$np" \
       --hostfile "$tmp/hostfile" --map-by slot \
       --mca plm_rsh_agent "$tmp/agent" --mca plm_rsh_no_tree_spawn 1 \
       --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" \
-      --mca btl self,vader,tcp --mca mpi_yield_when_idle 1 \
-      "$@"
+      --mca btl self,vader,tcp "${yield[@]}" "$@"
   else
-    launcher="${MPIEXEC:-mpiexec.mpich}"
     "${on1[@]}" "$launcher" -launcher ssh -launcher-exec "$tmp/agent" -iface eth0 \
       -hosts "$(IFS=,; echo "${hosts[*]}")" -n "$np" -genv FI_TCP_IFACE eth0 \
       -genv FI_SOCKETS_IFACE eth0 "$@"
