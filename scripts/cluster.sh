@@ -158,22 +158,35 @@ mpirun_cmd() {
   local flavour=mpich version
   version="$("$launcher" --version 2>&1 || true)"
   if grep -qE "Open ?MPI|OpenRTE" <<<"$version"; then flavour=openmpi; fi
+  launch "$flavour" "$launcher" "$np" "$(IFS=,; echo "${hosts[*]}")" "$@" &
+  # A signal (timeout, ^C) stops the launcher, which stops its ranks; then the EXIT trap.
+  lpid=$!
+  trap 'kill -TERM "$lpid" 2>/dev/null; wait "$lpid"; exit 143' TERM INT
+  wait "$lpid"
+}
+
+launch() { # launch FLAVOUR LAUNCHER NP HOST:K,HOST:K,... PROGRAM ARGS...
+  local flavour="$1" launcher="$2" np="$3" hosts="$4"
+  shift 4
   # mpiexec runs on node1 (its daemons must reach the others over the test range).
   local on1=(ip netns exec "$(node_ns 1)" unshare --uts sh -c 'hostname node1; exec "$@"' sh)
   if [ "$flavour" = openmpi ]; then
     # Idle MPI waits yield the core (docs/CLUSTER.md), unless the caller set it.
     local yield=(--mca mpi_yield_when_idle 1)
     [ -z "${OMPI_MCA_mpi_yield_when_idle:-}" ] || yield=()
-    "${on1[@]}" "$launcher" --allow-run-as-root --oversubscribe -np "$np" \
+    exec "${on1[@]}" "$launcher" --allow-run-as-root --oversubscribe -np "$np" \
       --hostfile "$tmp/hostfile" --map-by slot \
       --mca plm_rsh_agent "$tmp/agent" --mca plm_rsh_no_tree_spawn 1 \
       --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" \
       --mca btl self,vader,tcp "${yield[@]}" "$@"
-  else
-    "${on1[@]}" "$launcher" -launcher ssh -launcher-exec "$tmp/agent" -iface eth0 \
-      -hosts "$(IFS=,; echo "${hosts[*]}")" -n "$np" -genv FI_TCP_IFACE eth0 \
-      -genv FI_SOCKETS_IFACE eth0 "$@"
   fi
+  # UCX (MPICH's ch4:ucx) judges "same host" by the boot id, which every
+  # namespace shares, and would move inter-node data through shared memory:
+  # between nodes it may only use TCP on eth0. Within a node MPICH's own shm
+  # module serves, by hydra's node map. FI_*: the same for a ch4:ofi build.
+  exec "${on1[@]}" "$launcher" -launcher ssh -launcher-exec "$tmp/agent" -iface eth0 \
+    -hosts "$hosts" -n "$np" -genv UCX_TLS self,tcp -genv UCX_NET_DEVICES eth0 \
+    -genv FI_PROVIDER tcp -genv FI_TCP_IFACE eth0 "$@"
 }
 
 cmd="${1:-}"

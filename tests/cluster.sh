@@ -19,13 +19,14 @@ ip netns del "$SCALEOUT_CLUSTER-probe"
 
 tmp=$(mktemp -d)
 trap '"$cluster" down >/dev/null 2>&1; SCALEOUT_CLUSTER=sotestbad$$ "$cluster" down >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM # ctest's timeout, ^C: still run the EXIT trap
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 leftovers() { ip netns list | awk '{print $1}' | grep -E "^$1-" || true; }
-run() { # run NP RPN OUT cmd...: mpirun across the nodes, output in $tmp/OUT
+run() { # run NP RPN OUT cmd...: mpirun across the nodes (60 s at most), output in $tmp/OUT
   local np=$1 rpn=$2 out=$3; shift 3
-  "$cluster" mpirun -np "$np" --ranks-per-node "$rpn" "$@" >"$tmp/$out" 2>&1 ||
+  timeout -k 5 60 "$cluster" mpirun -np "$np" --ranks-per-node "$rpn" "$@" >"$tmp/$out" 2>&1 ||
     { bad "$out: exit $?: $(tail -3 "$tmp/$out")"; return 1; }
 }
 
