@@ -17,6 +17,9 @@ PACKAGES=(
   libopenblas0-openmp
   gnuplot-nox
   chromium # tests/report_cli.sh renders `scaleout report` pages headless
+  # tests/cluster.sh: network namespaces, veth, bridge and tbf (ip, tc); unshare
+  # for the per-node hostname comes with util-linux (essential, always there).
+  iproute2
 )
 # Optional extras (MPICH variant, profiling, browser tests) are asked for with
 # SCALEOUT_DEPS_EXTRA="mpich libmpich-dev ..." so the default set stays small.

@@ -65,6 +65,14 @@ void so_copy_nt(float *dst, const float *src, size_t n);
 int so_coll_wait(so_waiter *w, int n, MPI_Request *reqs);
 /* 1 when this node runs more ranks than it has cores: waits must yield. */
 int so_coll_oversubscribed(void);
+/* Whether so_coll_wait's spin yields the core between polls. SCALEOUT_COLL_YIELD
+ * = 1 always, 0 never, auto (default) when oversubscribed or when the job spans
+ * several hosts: a peer across a network link needs the kernel's network
+ * processing, which a rank busy-polling MPI_Testall starves on a busy machine
+ * (docs/CLUSTER.md). Shared-memory waits (shm.c) keep their spin. */
+int so_coll_yield(void);
+/* Tells the waits whether the job spans several hosts (so_comm_init sets it). */
+void so_coll_set_multi_host(int multi_host);
 /* Spin budget (seconds) before a wait starts sleeping (SCALEOUT_COLL_SPIN_US). */
 double so_coll_spin_s(void);
 

@@ -140,13 +140,31 @@ int so_coll_oversubscribed(void)
     return v;
 }
 
+static _Atomic int multi_host;
+
+void so_coll_set_multi_host(int v) { atomic_store_explicit(&multi_host, v, memory_order_relaxed); }
+
+int so_coll_yield(void)
+{
+    static _Atomic int mode = -2; /* -2 unread, -1 auto, 0 never, 1 always */
+    int m = atomic_load_explicit(&mode, memory_order_relaxed);
+    if (m == -2) {
+        const char *s = getenv("SCALEOUT_COLL_YIELD");
+        m = s && strcmp(s, "1") == 0 ? 1 : s && strcmp(s, "0") == 0 ? 0 : -1;
+        atomic_store_explicit(&mode, m, memory_order_relaxed);
+    }
+    if (m >= 0)
+        return m;
+    return so_coll_oversubscribed() || atomic_load_explicit(&multi_host, memory_order_relaxed);
+}
+
 /* ---- waits ----------------------------------------------------------------------- */
 
 int so_coll_wait(so_waiter *w, int n, MPI_Request *reqs)
 {
     if (!w)
         return so_waiter_wait(NULL, n, reqs);
-    int yield = so_coll_oversubscribed();
+    int yield = so_coll_yield();
     double budget = so_coll_spin_s(), t0 = 0;
     for (unsigned it = 1;; it++) {
         int done = 0;

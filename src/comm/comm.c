@@ -14,6 +14,7 @@
  * inside MPI at a time, which is exactly SERIALIZED. MULTIPLE would also work
  * but makes Open MPI take locks on every call and is not needed. FUNNELED is
  * not enough: the engine thread is not the thread that called MPI_Init. */
+#include "coll_internal.h"
 #include "comm_internal.h"
 
 #include "scaleout/err.h"
@@ -102,7 +103,10 @@ int so_comm_init(int *argc, char ***argv, so_comm **out)
     SO_MPI_TRY(MPI_Comm_size(c->world, &c->size));
     so_log_set_rank(c->size > 1 ? c->rank : -1);
     read_env(c);
-    rc = so_comm_set_ranks_per_node(c, 0);
+    /* The real nodes (no emulation yet): fewer node ranks than ranks means peers
+     * across a network, and the waits must leave the kernel a core (coll_util.c). */
+    if (!(rc = so_comm_set_ranks_per_node(c, 0)))
+        so_coll_set_multi_host(c->topo.node_size < c->size);
 out:
     if (rc) {
         free_comm(&c->cross);

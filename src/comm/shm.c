@@ -216,7 +216,10 @@ int so_shm_get(MPI_Comm comm, so_waiter *w, so_shm **out)
         return rc;
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    s->yield = cpus > 0 && s->q > cpus;
+    /* Spinning wins on one node. Across nodes the non-leaders wait here while the
+     * leaders' traffic needs the kernel, which a spinning rank starves on a busy
+     * machine: then yield like so_coll_wait (docs/CLUSTER.md). */
+    s->yield = (cpus > 0 && s->q > cpus) || (s->nodes > 1 && so_coll_yield());
     int mrc = MPI_Comm_set_attr(comm, ctx_key, s);
     if (mrc != MPI_SUCCESS) {
         shm_free(s);
