@@ -514,7 +514,9 @@ static int complete(so_ckpt *ck)
     }
     ck->st.write_seconds += ck->t_own.seconds + part;
     ck->st.write_bytes += (double)ck->t_own.bytes + (ck->partner ? (double)ck->t_partner.bytes : 0);
-    if (ck->c.local_dir && ck->c.shared_dir && ck->st.count % ck->c.flush_every == 0) {
+    /* A requested checkpoint (the last before a stop) also goes to the shared
+     * level: a requeued job may start on other nodes. */
+    if (ck->c.local_dir && ck->c.shared_dir && (ck->st.count % ck->c.flush_every == 0 || ck->p_requested)) {
         if (!ck->flushing)
             return start_flush(ck);
         if (ck->t.rank == 0)
@@ -857,6 +859,8 @@ static int naive(so_ckpt *ck, const so_train_state *s)
 
 static int due(so_ckpt *ck, const so_train_state *s)
 {
+    if (ck->requested)
+        return 1;
     if (ck->c.mtbf_hours > 0)
         return s->step >= ck->next_auto;
     if (ck->c.every_steps > 0)
@@ -1108,6 +1112,8 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
     if (may_start(ck, rc) && due(ck, s)) {
         int failed = rc;
         ck->err_is_ckpt = 0;
+        ck->p_requested = ck->requested;
+        ck->requested = 0;
         rc = started(ck, failed, start(ck, s, &t0));
         account(ck, t0, 1, "start");
         t0 = so_now();
@@ -1145,6 +1151,8 @@ int so_ckpt_before_update(so_ckpt *ck)
     account(ck, t0, 1, "before_update (exchange post)");
     return rc;
 }
+
+void so_ckpt_request(so_ckpt *ck) { ck->requested = 1; }
 
 /* The end of training waits until the last checkpoint is durable: the exit
  * drain. Training is over, so it is not a stall of any step; it is reported
