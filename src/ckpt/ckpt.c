@@ -1018,6 +1018,7 @@ static int started(so_ckpt *ck, int failed, int rc)
 /* Due: the naive scheme, or (after finishing the previous one) a new snapshot. */
 static int start(so_ckpt *ck, const so_train_state *s, double *t0)
 {
+    ck->p_requested = 0; /* the previous one, finished below, keeps its own flush rule */
     if (ck->c.naive) {
         int rc = naive(ck, s);
         account(ck, *t0, 1, "naive write");
@@ -1031,9 +1032,14 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
         int rc2 = progressed(ck, 1, s->step, t0);
         rc = rc ? rc : rc2;
     }
+    /* A requested checkpoint (the last before a stop) must reach the shared
+     * level, so a flush still running finishes first instead of skipping it. */
+    if (!rc && ck->requested && ck->flushing)
+        rc = advance_flush(ck);
     if (!may_start(ck, rc))
         return rc;
     ck->err_is_ckpt = 0;
+    ck->p_requested = ck->requested;
     return started(ck, rc, start_scaleout(ck, s));
 }
 
@@ -1112,9 +1118,8 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
     if (may_start(ck, rc) && due(ck, s)) {
         int failed = rc;
         ck->err_is_ckpt = 0;
-        ck->p_requested = ck->requested;
-        ck->requested = 0;
         rc = started(ck, failed, start(ck, s, &t0));
+        ck->requested = 0;
         account(ck, t0, 1, "start");
         t0 = so_now();
         active = 0;
