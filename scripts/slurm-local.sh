@@ -61,7 +61,8 @@ SlurmUser=$(id -un)
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$dir/munge/munge.socket
+# cred_expire: also how long a requeued job waits before it may start again (Slurm: 120 s).
+AuthInfo=socket=$dir/munge/munge.socket,cred_expire=${SLURM_LOCAL_CRED_EXPIRE:-10}
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool
 SlurmctldPidFile=$dir/slurmctld.pid
