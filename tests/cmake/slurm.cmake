@@ -5,5 +5,5 @@
 include_guard(GLOBAL)
 if(TARGET scaleout_comm)
   so_add_script_test(slurm slurm.sh LABELS "mpi;cli;slurm" TIMEOUT 240)
-  set_tests_properties(slurm PROPERTIES SKIP_RETURN_CODE 77 RUN_SERIAL ON)
+  set_tests_properties(slurm PROPERTIES SKIP_RETURN_CODE 77)
 endif()
