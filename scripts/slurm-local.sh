@@ -114,6 +114,12 @@ wait_idle() {
   return 1
 }
 
+undo() { # undo MESSAGE: stops what start started, exit 1
+  [ -z "$1" ] || echo "slurm-local: $1" >&2
+  stop >/dev/null 2>&1
+  exit 1
+}
+
 start() {
   need
   alive "$dir/slurmctld.pid" || alive "$dir/slurmd.pid" || alive "$dir/munge/munged.pid" &&
@@ -125,12 +131,10 @@ start() {
   write_conf none
   write_conf "$(pick_mpi)"
   # Anything failing from here on is undone: nothing half-made stays running.
-  trap 'stop >/dev/null 2>&1' ERR
-  start_munge || { echo "slurm-local: munged did not start (log: $dir/log/munged.log)" >&2; stop >/dev/null 2>&1; exit 1; }
-  slurmctld -f "$conf" -i
-  slurmd -f "$conf" -N "$node"
-  wait_idle || { stop >/dev/null 2>&1; exit 1; }
-  trap - ERR
+  start_munge || undo "munged did not start (log: $dir/log/munged.log)"
+  slurmctld -f "$conf" -i || undo "slurmctld did not start (log: $dir/log/slurmctld.log)"
+  slurmd -f "$conf" -N "$node" || undo "slurmd did not start (log: $dir/log/slurmd.log)"
+  wait_idle || undo ""
   echo "slurm-local: running in $dir (node $node, $(nproc) CPUs, MpiDefault=$(sed -n 's/^MpiDefault=//p' "$conf"), ports $cport $dport)"
   echo "slurm-local: eval \"\$($0 env $dir)\" to use it"
 }
