@@ -24,6 +24,10 @@ done
   skip "missing ${missing[*]} (Debian's slurm-wlm: make deps SLURM=1; make test installs it)"
 [ "$(id -u)" -eq 0 ] || skip "slurmd must run as root to start jobs as the user (run as root, as CI does)"
 
+# Open MPI speaks PMIx (the local Slurm's MpiDefault), MPICH only PMI-2:
+# srun reads SLURM_MPI_TYPE as --mpi, in the job scripts too.
+if ldd "$bin" 2>/dev/null | grep -q libmpich; then export SLURM_MPI_TYPE=pmi2; fi
+
 tmp=$(mktemp -d /tmp/scaleout-slurm-test.XXXXXX)
 export SLURM_LOCAL_DIR=$tmp/slurm SLURM_LOCAL_KILLWAIT=10 SLURM_CONF=$tmp/slurm/slurm.conf
 # Two free ports, chosen by the kernel; a race with another program is

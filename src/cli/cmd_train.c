@@ -409,7 +409,7 @@ int cmd_train(int argc, char **argv)
     if ((rc = ckpt_glue_open(&a.ck, dh, j.m, j.opt, a.model, a.optimizer, cfg, &tc, &cg)))
         goto out;
     /* Outside the checkpoint hook, so it can ask for a checkpoint at the step it stops after. */
-    if ((rc = stop_hook_open(&tc, d, cg, &sh)))
+    if ((rc = stop_hook_open(&tc, dh, cg, &sh)))
         goto out;
     prof_options po = {a.profile, a.profile_detail, a.timeline_steps, a.allreduce};
     if ((rc = prof_glue_start(&po, dh, j.m, &tc, &pg)))

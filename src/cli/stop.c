@@ -1,7 +1,9 @@
 /* SIGTERM -> checkpoint -> exit CLI_REQUEUE (stop.h). A signal may reach the
  * ranks at different steps (Slurm signals each task on its own), so the flag
- * is agreed by a one-value MAX allreduce at every step end, when the gradient
- * engine is idle; every rank then stops after the same step. */
+ * is agreed by a non-blocking SUM posted at one step end and completed two
+ * step ends later, as the checkpoint progress agreement does: by then the
+ * gradient traffic has progressed it, so no rank waits for another, and every
+ * rank acts on the same sum at the same step. */
 #include "stop.h"
 
 #include <signal.h>
@@ -10,6 +12,13 @@
 
 #include "cli.h"
 #include "scaleout/err.h"
+
+#ifdef SCALEOUT_HAVE_MPI
+#include "scaleout/comm.h"
+#endif
+
+/* Steps between posting the agreement and completing it. */
+#define STOP_LAG 2
 
 static volatile sig_atomic_t term_seen;
 
@@ -32,9 +41,14 @@ void stop_install(void)
 struct stop_hook {
     so_train_hooks hooks;
     const so_train_hooks *prev;
-    const so_dist *d;
     ckpt_glue *cg;
     long stopped_at;
+#ifdef SCALEOUT_HAVE_MPI
+    so_comm_p2p *p2p; /* its own communicator: never matched against the checkpoint's requests */
+    so_comm_isum *req;
+    long req_step;
+    int64_t sum;
+#endif
 };
 
 static void hook_span(void *arg, so_span_kind kind, long step, int id, double t0, double t1)
@@ -49,34 +63,61 @@ static int hook_before_update(void *arg)
     return h->prev && h->prev->before_update ? h->prev->before_update(h->prev->arg) : 0;
 }
 
+/* Whether every rank is to stop after step s (*stop), the same on all ranks. */
+static int agreed(stop_hook *h, const so_train_state *s, int *stop)
+{
+    *stop = 0;
+#ifdef SCALEOUT_HAVE_MPI
+    if (h->p2p) {
+        int rc = 0;
+        if (h->req && s->step >= h->req_step + STOP_LAG) {
+            rc = so_comm_isum_wait(h->p2p, h->req);
+            h->req = NULL;
+            *stop = h->sum > 0;
+        }
+        if (!rc && !h->req && !*stop) {
+            h->sum = term_seen;
+            h->req_step = s->step;
+            rc = so_comm_isum_start(h->p2p, &h->sum, 1, &h->req);
+        }
+        return rc;
+    }
+#endif
+    *stop = term_seen;
+    return 0;
+}
+
 /* The agreement comes first, so the checkpoint hook further down the chain
  * sees the request at this very step. */
 static int hook_step_end(void *arg, const so_train_state *s)
 {
     stop_hook *h = arg;
-    double v = term_seen;
-    if (h->d && h->d->world > 1) {
-        int rc = h->d->max(h->d->ctx, &v, 1);
-        if (rc)
-            return rc;
-    }
-    if (v > 0)
+    int stop = 0, rc = agreed(h, s, &stop);
+    if (rc)
+        return rc;
+    if (stop)
         ckpt_glue_request(h->cg);
-    int rc = h->prev && h->prev->step_end ? h->prev->step_end(h->prev->arg, s) : 0;
-    if (rc || v <= 0)
+    rc = h->prev && h->prev->step_end ? h->prev->step_end(h->prev->arg, s) : 0;
+    if (rc || !stop)
         return rc;
     h->stopped_at = s->step;
     return SO_STOP;
 }
 
-int stop_hook_open(so_train_config *tc, const so_dist *d, ckpt_glue *cg, stop_hook **out)
+int stop_hook_open(so_train_config *tc, dist_handle *dh, ckpt_glue *cg, stop_hook **out)
 {
     stop_hook *h = calloc(1, sizeof *h);
     *out = h;
     if (!h)
         return cli_error("train", CLI_FAIL, "out of memory");
+#ifdef SCALEOUT_HAVE_MPI
+    so_comm *c = dist_comm(dh);
+    if (c && so_comm_size(c) > 1 && so_comm_p2p_create(c, &h->p2p))
+        return cli_error("train", CLI_FAIL, "%s", so_errmsg());
+#else
+    (void)dh;
+#endif
     h->prev = tc->hooks;
-    h->d = d;
     h->cg = cg;
     h->stopped_at = -1;
     h->hooks = (so_train_hooks){h, h->prev && h->prev->span ? hook_span : NULL, hook_step_end, hook_before_update};
@@ -86,4 +127,16 @@ int stop_hook_open(so_train_config *tc, const so_dist *d, ckpt_glue *cg, stop_ho
 
 long stop_hook_step(const stop_hook *h) { return h ? h->stopped_at : -1; }
 
-void stop_hook_close(stop_hook *h) { free(h); }
+/* After training on every rank: the agreement still in flight was posted at
+ * the same step everywhere, so completing it here matches on all ranks. */
+void stop_hook_close(stop_hook *h)
+{
+    if (!h)
+        return;
+#ifdef SCALEOUT_HAVE_MPI
+    if (h->req)
+        so_comm_isum_wait(h->p2p, h->req);
+    so_comm_p2p_destroy(h->p2p);
+#endif
+    free(h);
+}

@@ -4,6 +4,7 @@
 #ifndef SCALEOUT_CLI_STOP_H
 #define SCALEOUT_CLI_STOP_H
 #include "ckpt_glue.h"
+#include "dist.h"
 #include "scaleout/train.h"
 
 /* Installs the SIGTERM handler (it only sets a flag). */
@@ -11,13 +12,14 @@ void stop_install(void);
 
 typedef struct stop_hook stop_hook;
 
-/* Chains a step_end hook into tc that agrees on the flag over d (NULL: one
- * process) at every step and, when any rank was signalled, asks cg (may be
- * NULL) for a checkpoint at that step and stops training. Returns 0 or
- * CLI_FAIL (out of memory, message printed). */
-int stop_hook_open(so_train_config *tc, const so_dist *d, ckpt_glue *cg, stop_hook **out);
+/* Chains a step_end hook into tc that agrees on the flag over dh's ranks
+ * (collective: every rank calls it) and, when any rank was signalled, asks
+ * cg (may be NULL) for a checkpoint at the step where they agree and stops
+ * training after it. Returns 0 or CLI_FAIL (message printed). */
+int stop_hook_open(so_train_config *tc, dist_handle *dh, ckpt_glue *cg, stop_hook **out);
 /* The step after which training stopped on SIGTERM, or -1. */
 long stop_hook_step(const stop_hook *h);
-void stop_hook_close(stop_hook *h); /* accepts NULL */
+/* On every rank after training (it may complete an agreement). Accepts NULL. */
+void stop_hook_close(stop_hook *h);
 
 #endif
