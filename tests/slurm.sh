@@ -9,12 +9,21 @@
 #    from that step and completes
 #  - the same job scancel'ed: the checkpoint is intact, the job is not
 #    requeued, and submitting it again resumes from the checkpoint
+#  - a PMI mismatch (N singletons instead of one job) is refused, exit 2
 # Skips (exit 77) naming what is missing when Slurm cannot be started here.
 # Usage: slurm.sh path/to/scaleout
 set -u
 bin=$(realpath "$1")
 src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 skip() { echo "slurm.sh: SKIP: $*"; exit 77; }
+
+# Needs no Slurm: a process that srun says is one of 2 tasks but that MPI
+# started alone (srun's PMI not the MPI library's) stops: one line, exit 2.
+out=$(SLURM_STEP_NUM_TASKS=2 timeout 60 "$bin" train --model lenet5 --dataset synthetic --steps 2 --progress none 2>&1)
+st=$?
+[ $st -eq 2 ] && [ "$(wc -l <<<"$out")" -eq 1 ] && grep -q "one of 2 processes" <<<"$out" ||
+  { echo "FAIL: PMI mismatch: exit $st: $out"; exit 1; }
+echo "ok: PMI mismatch (N singletons) refused: exit 2, one line"
 
 missing=()
 for t in munged mungekey slurmctld slurmd srun sbatch scancel scontrol sinfo squeue; do

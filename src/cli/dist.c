@@ -58,10 +58,12 @@ static void check_size(so_comm *c)
     long want = launched_size();
     if (want <= 1 || so_comm_size(c) > 1)
         return;
-    char msg[400];
-    snprintf(msg, sizeof msg, "started as one of %ld processes, but MPI sees this one only: the launcher's PMI does "
-             "not match this MPI library (srun: --mpi=pmix for Open MPI, --mpi=pmi2 for MPICH; docs/SLURM.md)", want);
-    so_comm_abort(c, CLI_USAGE, msg);
+    fprintf(stderr, "scaleout: started as one of %ld processes, but MPI sees this one only: the launcher's PMI "
+            "does not match this MPI library (srun: --mpi=pmix for Open MPI, --mpi=pmi2 for MPICH; docs/SLURM.md)\n",
+            want);
+    /* A world of one: a clean finalize, not MPI_Abort and its banner. */
+    so_comm_finalize(c);
+    exit(CLI_USAGE);
 }
 
 static int grad_submit(void *ctx, float *buf, size_t count, int bucket)
