@@ -32,7 +32,9 @@ run_and_term() {
     compgen -G "$d/local/node0/ckpt-*/MANIFEST" >/dev/null && break
     sleep 0.1
   done
-  if [ "$target" = ranks ]; then pkill -TERM -P "$pid" -f "scaleout train" || pkill -TERM -f "$d/local"
+  # The ranks are the processes running $bin on this directory (under Hydra
+  # they are not mpiexec's children; mpiexec's own command line names it too).
+  if [ "$target" = ranks ]; then pkill -TERM -f "^$bin .*$d/local"
   else kill -TERM "$pid"; fi
   wait "$pid"
   st=$?
