@@ -15,8 +15,11 @@ NP ?= 2
 
 all: build
 
+# SLURM=1 also installs Debian's Slurm (scripts/slurm-local.sh, tests/slurm.sh).
+SLURM ?= 0
+
 deps:
-	@scripts/install-deps.sh
+	@SLURM=$(SLURM) scripts/install-deps.sh
 
 build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
@@ -25,6 +28,8 @@ build: deps
 demo: build
 	scripts/demo.sh $(BUILD)/scaleout $(DATA) $(NP)
 
+# With Slurm installed, so the ctest `slurm` runs instead of skipping.
+test: SLURM = 1
 test: build test-asan test-mpich
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 

@@ -24,6 +24,12 @@ PACKAGES=(
 # Optional extras (MPICH variant, profiling, browser tests) are asked for with
 # SCALEOUT_DEPS_EXTRA="mpich libmpich-dev ..." so the default set stays small.
 read -r -a EXTRA <<< "${SCALEOUT_DEPS_EXTRA:-}"
+# SLURM=1 (make deps SLURM=1; make test sets it): Debian's Slurm 22.05 --
+# slurmctld, slurmd, the clients and munge -- for scripts/slurm-local.sh and
+# tests/slurm.sh. Its services are not used: slurm-local.sh runs private ones.
+if [ "${SLURM:-0}" = 1 ]; then
+  EXTRA+=(slurm-wlm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}" "${EXTRA[@]}"; do

@@ -158,6 +158,10 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s);
  * change) and posts the partner exchange. Same return codes as step_end. */
 int so_ckpt_before_update(so_ckpt *ck);
 int so_ckpt_last_error_is_ckpt(const so_ckpt *ck);
+/* The next so_ckpt_step_end starts a checkpoint whether one is due or not
+ * (a stop on SIGTERM: the CLI asks on every rank at the same step, then
+ * stops training and so_ckpt_finish makes it durable). */
+void so_ckpt_request(so_ckpt *ck);
 /* Observer of the time the training thread spends on checkpoints (each piece
  * of stall inside step_end, as [t0, t1] in so_now seconds), e.g. for the
  * profiler's timeline. Training thread only; fn NULL turns it off. */

@@ -514,7 +514,9 @@ static int complete(so_ckpt *ck)
     }
     ck->st.write_seconds += ck->t_own.seconds + part;
     ck->st.write_bytes += (double)ck->t_own.bytes + (ck->partner ? (double)ck->t_partner.bytes : 0);
-    if (ck->c.local_dir && ck->c.shared_dir && ck->st.count % ck->c.flush_every == 0) {
+    /* A requested checkpoint (the last before a stop) also goes to the shared
+     * level: a requeued job may start on other nodes. */
+    if (ck->c.local_dir && ck->c.shared_dir && (ck->st.count % ck->c.flush_every == 0 || ck->p_requested)) {
         if (!ck->flushing)
             return start_flush(ck);
         if (ck->t.rank == 0)
@@ -857,6 +859,8 @@ static int naive(so_ckpt *ck, const so_train_state *s)
 
 static int due(so_ckpt *ck, const so_train_state *s)
 {
+    if (ck->requested)
+        return 1;
     if (ck->c.mtbf_hours > 0)
         return s->step >= ck->next_auto;
     if (ck->c.every_steps > 0)
@@ -1014,6 +1018,7 @@ static int started(so_ckpt *ck, int failed, int rc)
 /* Due: the naive scheme, or (after finishing the previous one) a new snapshot. */
 static int start(so_ckpt *ck, const so_train_state *s, double *t0)
 {
+    ck->p_requested = 0; /* the previous one, finished below, keeps its own flush rule */
     if (ck->c.naive) {
         int rc = naive(ck, s);
         account(ck, *t0, 1, "naive write");
@@ -1027,9 +1032,14 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
         int rc2 = progressed(ck, 1, s->step, t0);
         rc = rc ? rc : rc2;
     }
+    /* A requested checkpoint (the last before a stop) must reach the shared
+     * level, so a flush still running finishes first instead of skipping it. */
+    if (!rc && ck->requested && ck->flushing)
+        rc = advance_flush(ck);
     if (!may_start(ck, rc))
         return rc;
     ck->err_is_ckpt = 0;
+    ck->p_requested = ck->requested;
     return started(ck, rc, start_scaleout(ck, s));
 }
 
@@ -1109,6 +1119,7 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
         int failed = rc;
         ck->err_is_ckpt = 0;
         rc = started(ck, failed, start(ck, s, &t0));
+        ck->requested = 0;
         account(ck, t0, 1, "start");
         t0 = so_now();
         active = 0;
@@ -1145,6 +1156,8 @@ int so_ckpt_before_update(so_ckpt *ck)
     account(ck, t0, 1, "before_update (exchange post)");
     return rc;
 }
+
+void so_ckpt_request(so_ckpt *ck) { ck->requested = 1; }
 
 /* The end of training waits until the last checkpoint is durable: the exit
  * drain. Training is over, so it is not a stall of any step; it is reported

@@ -69,6 +69,8 @@ struct so_ckpt {
 
     /* interval and accounting */
     long next_auto, steps_to_complete;
+    int requested;               /* so_ckpt_request: the next step_end starts one, due or not */
+    int p_requested;             /* the checkpoint in flight was requested: it is flushed, whatever M */
     double step_time, last_step_time, cur_stall;
     int err_is_ckpt;
     so_ckpt_stats st;

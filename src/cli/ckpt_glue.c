@@ -18,7 +18,7 @@ const char *const ckpt_on_errors[] = {"continue", "stop", NULL};
 struct ckpt_glue {
     so_ckpt *ck;
     so_ckpt_transport t;
-    int rank, stop_on_error, failed;
+    int rank, stop_on_error, failed, writes;
     so_train_hooks hooks;
     const so_train_hooks *prev;
 #ifdef SCALEOUT_HAVE_MPI
@@ -247,6 +247,7 @@ int ckpt_glue_open(const ckpt_args *a, dist_handle *dh, so_model *m, so_optim *o
     g->hooks = (so_train_hooks){g, g->prev && g->prev->span ? hook_span : NULL, hook_step_end, hook_before_update};
     if (a->every)
         tc->hooks = &g->hooks;
+    g->writes = a->every != NULL;
     *out = g;
     return 0;
 }
@@ -288,6 +289,14 @@ int ckpt_glue_finish(ckpt_glue *g)
         printf("checkpoint interval (Daly, --mtbf): %ld steps\n", st.interval);
     return g->failed ? CLI_FAIL : 0;
 }
+
+void ckpt_glue_request(ckpt_glue *g)
+{
+    if (g && g->ck && g->writes)
+        so_ckpt_request(g->ck);
+}
+
+int ckpt_glue_writes(const ckpt_glue *g) { return g && g->ck && g->writes; }
 
 void ckpt_glue_close(ckpt_glue *g)
 {

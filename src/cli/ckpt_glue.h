@@ -45,6 +45,11 @@ int ckpt_glue_open(const ckpt_args *a, dist_handle *dh, so_model *m, so_optim *o
  * Returns 0 or a CLI exit code (--ckpt-on-error stop after a failure). */
 int ckpt_glue_finish(ckpt_glue *g);
 void ckpt_glue_close(ckpt_glue *g); /* accepts NULL */
+/* A checkpoint at the next step end, due or not (stop on SIGTERM). No-op
+ * when g is NULL or the run does not write checkpoints. */
+void ckpt_glue_request(ckpt_glue *g);
+/* Whether the run writes checkpoints (--ckpt-every). */
+int ckpt_glue_writes(const ckpt_glue *g);
 /* Passes the training thread's checkpoint stalls to fn (a timeline); g may be NULL. */
 void ckpt_glue_set_span(ckpt_glue *g, so_ckpt_span_fn fn, void *arg);
 /* Passes the writer and flush threads' I/O to fn (called on those threads); g may be NULL. */

@@ -6,6 +6,10 @@
 #include <stdio.h>
 
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_HELP = 3 };
+/* `train` stopped by SIGTERM after its checkpoint was made durable: run it
+ * again with --resume auto (EX_TEMPFAIL; examples/slurm/train.sbatch
+ * requeues the job on it). Never used for help (CLI_HELP is mapped to 0). */
+enum { CLI_REQUEUE = 75 };
 
 /* The gradient allreduce of every training command unless --allreduce says
  * otherwise: per bucket, what the tuning table (or the built-in alpha-beta

@@ -11,6 +11,7 @@
 #include "job.h"
 #include "env.h"
 #include "progress.h"
+#include "stop.h"
 #include "scaleout/cpu.h"
 #include "prof_glue.h"
 #include "scaleout/err.h"
@@ -354,6 +355,18 @@ static void banner(const train_args *a, const job *j, int world)
         printf("kernels: %s\n", so_isa_label(so_cpu_isa()));
 }
 
+/* After a stop on SIGTERM, once the checkpoint taken at that step is durable
+ * (ckpt_glue_finish): the status tells a scheduler to run the job again. */
+static int stopped(const ckpt_glue *cg, long step, int rank)
+{
+    if (rank == 0)
+        fprintf(stderr, ckpt_glue_writes(cg) ? "scaleout train: SIGTERM: stopped after step %ld and checkpointed "
+                                               "it; run again with --resume auto to continue (exit %d)\n"
+                                             : "scaleout train: SIGTERM: stopped after step %ld; nothing saved "
+                                               "(no --ckpt-every) (exit %d)\n", step, CLI_REQUEUE);
+    return CLI_REQUEUE;
+}
+
 int cmd_train(int argc, char **argv)
 {
     train_args a;
@@ -368,6 +381,8 @@ int cmd_train(int argc, char **argv)
         return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     const so_dist *d = dist_get(dh);
     int rank = d ? d->rank : 0, world = d ? d->world : 1;
+    stop_install(); /* after MPI start-up, so no MPI library replaces the handler */
+    stop_hook *sh = NULL;
     job j = {0};
     so_train_result r = {0};
     prof_glue *pg = NULL;
@@ -393,6 +408,9 @@ int cmd_train(int argc, char **argv)
     /* Checkpointing first: the profiler chains the hooks it finds. */
     if ((rc = ckpt_glue_open(&a.ck, dh, j.m, j.opt, a.model, a.optimizer, cfg, &tc, &cg)))
         goto out;
+    /* Outside the checkpoint hook, so it can ask for a checkpoint at the step it stops after. */
+    if ((rc = stop_hook_open(&tc, dh, cg, &sh)))
+        goto out;
     prof_options po = {a.profile, a.profile_detail, a.timeline_steps, a.allreduce};
     if ((rc = prof_glue_start(&po, dh, j.m, &tc, &pg)))
         goto out;
@@ -413,11 +431,14 @@ int cmd_train(int argc, char **argv)
         rc = finish(&a, &j, &r, d);
         if (!rc)
             rc = prof_glue_finish(pg, &r, cfg);
+        if (!rc && stop_hook_step(sh) >= 0)
+            rc = stopped(cg, stop_hook_step(sh), rank);
     }
 out:
     ckpt_glue_set_io(cg, NULL, NULL); /* the background threads stop calling into the profiler */
     prof_glue_free(pg, j.m);
     ckpt_glue_close(cg);
+    stop_hook_close(sh);
     so_train_result_free(&r);
     job_free(&j);
     dist_close(dh);

@@ -39,6 +39,33 @@ static int launched_by_mpi(void)
     return 0;
 }
 
+/* How many processes the launcher started, from its environment (0: not
+ * said). An srun whose PMI this MPI library does not speak (--mpi=pmix with
+ * an MPICH build) starts N singletons that would each train alone. */
+static long launched_size(void)
+{
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_STEP_NUM_TASKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && atol(v) > 0)
+            return atol(v);
+    }
+    return 0;
+}
+
+static void check_size(so_comm *c)
+{
+    long want = launched_size();
+    if (want <= 1 || so_comm_size(c) > 1)
+        return;
+    fprintf(stderr, "scaleout: started as one of %ld processes, but MPI sees this one only: the launcher's PMI "
+            "does not match this MPI library (srun: --mpi=pmix for Open MPI, --mpi=pmi2 for MPICH; docs/SLURM.md)\n",
+            want);
+    /* A world of one: a clean finalize, not MPI_Abort and its banner. */
+    so_comm_finalize(c);
+    exit(CLI_USAGE);
+}
+
 static int grad_submit(void *ctx, float *buf, size_t count, int bucket)
 {
     dist_handle *h = ctx;
@@ -105,6 +132,7 @@ static int open_mpi(const dist_options *o, dist_handle *h)
     int rc = so_comm_init(NULL, NULL, &h->comm);
     if (rc)
         return rc;
+    check_size(h->comm);
     so_allreduce_algo algo = SO_ALLREDUCE_AUTO;
     if (so_allreduce_algo_parse(o && o->allreduce ? o->allreduce : CLI_DEFAULT_ALLREDUCE, &algo))
         so_comm_abort(h->comm, CLI_USAGE, so_errmsg());

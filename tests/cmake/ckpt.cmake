@@ -19,8 +19,10 @@ set_tests_properties(ckpt_attrib PROPERTIES LABELS unit TIMEOUT 60)
 # this file (alphabetical glob), so the property is set at the end of the directory.
 if(TARGET scaleout_comm)
   so_add_script_test(ckpt_cli ckpt.sh LABELS "mpi;cli" TIMEOUT 600)
+  # SIGTERM (scancel, time limit, requeue) -> checkpoint -> exit 75 -> --resume auto; no Slurm needed.
+  so_add_script_test(ckpt_sigterm ckpt_sigterm.sh LABELS "mpi;cli" TIMEOUT 120)
   function(so_ckpt_set_launcher)
-    set_property(TEST ckpt_cli APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+    set_property(TEST ckpt_cli ckpt_sigterm APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
   endfunction()
   cmake_language(DEFER CALL so_ckpt_set_launcher)
 endif()

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# SIGTERM to a running 2-rank job (what Slurm does at scancel, time limit or
+# requeue; no Slurm needed here): every rank stops after the same step, the
+# checkpoint of that step is complete (`ckpt verify`), flushed to --ckpt-dir,
+# the exit status is 75, and `--resume auto` continues from that step. Also
+# through mpirun: mpirun passes SIGTERM on to the ranks.
+# Usage: ckpt_sigterm.sh path/to/scaleout
+set -u
+bin=$1
+src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+mpirun=$src/scripts/mpirun.sh
+tmp=$(mktemp -d)
+pid=
+cleanup() { [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+[ -n "${KEEP:-}" ] && trap - EXIT && echo "kept $tmp"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+args=(train --model lenet5 --dataset synthetic --steps 600 --progress none --eval-every -1
+      --ckpt-every 50 --ckpt-flush-every 1000)
+
+# run_and_term NAME TARGET: starts the job, waits for its first checkpoint,
+# sends SIGTERM to TARGET (ranks: each rank, as slurmstepd does; mpirun: the
+# launcher), waits; exit status in $st, log in $tmp/NAME.log.
+run_and_term() {
+  local name=$1 target=$2 d=$tmp/$1
+  "$mpirun" -np 2 "$bin" "${args[@]}" --ckpt-local "$d/local" --ckpt-dir "$d/shared" >"$tmp/$name.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 300); do
+    compgen -G "$d/local/node0/ckpt-*/MANIFEST" >/dev/null && break
+    sleep 0.1
+  done
+  # The ranks are the processes running $bin on this directory (under Hydra
+  # they are not mpiexec's children; mpiexec's own command line names it too).
+  if [ "$target" = ranks ]; then pkill -TERM -f "^$bin .*$d/local"
+  else kill -TERM "$pid"; fi
+  wait "$pid"
+  st=$?
+  pid=
+}
+
+check() { # check NAME: the stop step's checkpoint is intact and resumable
+  local name=$1 d=$tmp/$1 step
+  step=$(sed -n 's/.*stopped after step \([0-9]*\).*/\1/p' "$tmp/$name.log")
+  [ -n "$step" ] || { bad "$name: no stop line: $(tail -3 "$tmp/$name.log")"; return; }
+  [ "$step" -lt 600 ] && ok "$name: stopped early, after step $step" || bad "$name: ran to the end"
+  "$bin" ckpt verify "$d/shared" >"$tmp/$name.verify" 2>&1 &&
+    grep -qE "ckpt-0*$step .* OK" "$tmp/$name.verify" && ok "$name: checkpoint of step $step flushed and intact" ||
+    bad "$name: ckpt verify: $(cat "$tmp/$name.verify")"
+  rm -rf "$d/local" # the requeued job may land on other nodes: the shared level must do
+  "$mpirun" -np 2 "$bin" "${args[@]}" --ckpt-dir "$d/shared" --resume auto >"$tmp/$name.resume.log" 2>&1
+  local rst=$?
+  grep -q "resuming from the checkpoint at step $step" "$tmp/$name.resume.log" && [ $rst -eq 0 ] &&
+    grep -q "trained $((600 - step)) steps" "$tmp/$name.resume.log" &&
+    ok "$name: --resume auto continued from step $step to 600" ||
+    bad "$name: resume (exit $rst): $(tail -3 "$tmp/$name.resume.log")"
+}
+
+run_and_term ranks ranks
+[ $st -eq 75 ] && ok "ranks: exit 75" || bad "ranks: exit $st, want 75: $(tail -3 "$tmp/ranks.log")"
+check ranks
+
+run_and_term launcher mpirun
+[ $st -ne 0 ] && ok "launcher: non-zero exit ($st)" || bad "launcher: exit 0 after SIGTERM"
+check launcher
+
+echo "ckpt_sigterm: $pass passed, $fail failed"
+[ $fail -eq 0 ]
