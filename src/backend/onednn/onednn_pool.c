@@ -142,14 +142,33 @@ static __m256i lanes_below(int n)
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* A row's windows ox..ox+n-1; their 2n inputs in two vectors (masks lo, hi).
+ * Masked stores are slow on AMD (vmaskmovps is microcoded), so rows of 8 or
+ * more windows take full chunks only, the last one moved back to end at
+ * the row's end: it redoes some windows, which writes the same values. */
 typedef struct {
-    __m256i out, lo, hi;         /* n windows; their 2n inputs in two vectors */
+    int ox, full;
+    __m256i out, lo, hi;
 } win8;
 
-static win8 win8_masks(int n)
+static win8 win8_at(int ox, int ow)
 {
-    int lo = 2 * n < 8 ? 2 * n : 8;
-    return (win8){lanes_below(n), lanes_below(lo), lanes_below(2 * n - lo)};
+    if (ow >= 8)
+        return (win8){ox + 8 > ow ? ow - 8 : ox, 1, {0}, {0}, {0}};
+    return (win8){ox, 0, lanes_below(ow), lanes_below(2 * ow < 8 ? 2 * ow : 8), lanes_below(2 * ow - 8)};
+}
+
+static __m256 load8(const float *p, const win8 *w, __m256i m)
+{
+    return w->full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+
+static void store8(float *p, const win8 *w, __m256i m, __m256 v)
+{
+    if (w->full)
+        _mm256_storeu_ps(p, v);
+    else
+        _mm256_maskstore_ps(p, m, v);
 }
 
 static void pmax_plane_2x2_avx2(so_shape is, so_shape os, const float *x, float *y, int32_t *arg)
@@ -158,11 +177,11 @@ static void pmax_plane_2x2_avx2(so_shape is, so_shape os, const float *x, float 
     const __m256i row = _mm256_set1_epi32(is.w);
     for (int oy = 0; oy < os.h; oy++)
         for (int ox = 0; ox < os.w; ox += 8) {
-            win8 w = win8_masks(os.w - ox < 8 ? os.w - ox : 8);
-            __m256i at = _mm256_add_epi32(_mm256_set1_epi32(2 * oy * is.w + 2 * ox), order);
-            const float *r0 = x + 2 * oy * is.w + 2 * ox, *r1 = r0 + is.w;
-            __m256 l0 = _mm256_maskload_ps(r0, w.lo), h0 = _mm256_maskload_ps(r0 + 8, w.hi);
-            __m256 l1 = _mm256_maskload_ps(r1, w.lo), h1 = _mm256_maskload_ps(r1 + 8, w.hi);
+            win8 w = win8_at(ox, os.w);
+            __m256i at = _mm256_add_epi32(_mm256_set1_epi32(2 * oy * is.w + 2 * w.ox), order);
+            const float *r0 = x + 2 * oy * is.w + 2 * w.ox, *r1 = r0 + is.w;
+            __m256 l0 = load8(r0, &w, w.lo), h0 = load8(r0 + 8, &w, w.hi);
+            __m256 l1 = load8(r1, &w, w.lo), h1 = load8(r1 + 8, &w, w.hi);
             __m256 a = _mm256_shuffle_ps(l0, h0, 0x88), b = _mm256_shuffle_ps(l0, h0, 0xdd);
             __m256 c = _mm256_shuffle_ps(l1, h1, 0x88), d = _mm256_shuffle_ps(l1, h1, 0xdd);
             __m256 mb = _mm256_cmp_ps(b, a, _CMP_GT_OQ), md = _mm256_cmp_ps(d, c, _CMP_GT_OQ);
@@ -176,8 +195,8 @@ static void pmax_plane_2x2_avx2(so_shape is, so_shape os, const float *x, float 
                 _mm256_blendv_ps(_mm256_castsi256_ps(ia), _mm256_castsi256_ps(ic), mm));
             v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xd8));
             k = _mm256_permute4x64_epi64(k, 0xd8);
-            _mm256_maskstore_ps(y + oy * os.w + ox, w.out, v);
-            _mm256_maskstore_epi32(arg + oy * os.w + ox, w.out, k);
+            store8(y + oy * os.w + w.ox, &w, w.out, v);
+            store8((float *)(arg + oy * os.w + w.ox), &w, w.out, _mm256_castsi256_ps(k));
         }
 }
 
@@ -192,11 +211,11 @@ static void pmax_plane_2x2_bwd_avx2(so_shape is, so_shape os, const float *dy, c
     const __m256i one = _mm256_set1_epi32(1), row = _mm256_set1_epi32(is.w);
     for (int oy = 0; oy < os.h; oy++)
         for (int ox = 0; ox < os.w; ox += 8) {
-            win8 w = win8_masks(os.w - ox < 8 ? os.w - ox : 8);
-            __m256i at = _mm256_add_epi32(_mm256_set1_epi32(2 * oy * is.w + 2 * ox), lane2);
+            win8 w = win8_at(ox, os.w);
+            __m256i at = _mm256_add_epi32(_mm256_set1_epi32(2 * oy * is.w + 2 * w.ox), lane2);
             __m256i at1 = _mm256_add_epi32(at, row);
-            __m256 g = _mm256_maskload_ps(dy + oy * os.w + ox, w.out);
-            __m256i k = _mm256_maskload_epi32(arg + oy * os.w + ox, w.out);
+            __m256 g = load8(dy + oy * os.w + w.ox, &w, w.out);
+            __m256i k = _mm256_castps_si256(load8((const float *)(arg + oy * os.w + w.ox), &w, w.out));
             __m256 a = _mm256_and_ps(g, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, at)));
             __m256 b = _mm256_and_ps(g, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_add_epi32(at, one))));
             __m256 c = _mm256_and_ps(g, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, at1)));
@@ -204,11 +223,11 @@ static void pmax_plane_2x2_bwd_avx2(so_shape is, so_shape os, const float *dy, c
             /* unpack interleaves within 128-bit lanes; permute2f128 orders the halves */
             __m256 ab0 = _mm256_unpacklo_ps(a, b), ab1 = _mm256_unpackhi_ps(a, b);
             __m256 cd0 = _mm256_unpacklo_ps(c, d), cd1 = _mm256_unpackhi_ps(c, d);
-            float *r0 = dx + 2 * oy * is.w + 2 * ox, *r1 = r0 + is.w;
-            _mm256_maskstore_ps(r0, w.lo, _mm256_permute2f128_ps(ab0, ab1, 0x20));
-            _mm256_maskstore_ps(r0 + 8, w.hi, _mm256_permute2f128_ps(ab0, ab1, 0x31));
-            _mm256_maskstore_ps(r1, w.lo, _mm256_permute2f128_ps(cd0, cd1, 0x20));
-            _mm256_maskstore_ps(r1 + 8, w.hi, _mm256_permute2f128_ps(cd0, cd1, 0x31));
+            float *r0 = dx + 2 * oy * is.w + 2 * w.ox, *r1 = r0 + is.w;
+            store8(r0, &w, w.lo, _mm256_permute2f128_ps(ab0, ab1, 0x20));
+            store8(r0 + 8, &w, w.hi, _mm256_permute2f128_ps(ab0, ab1, 0x31));
+            store8(r1, &w, w.lo, _mm256_permute2f128_ps(cd0, cd1, 0x20));
+            store8(r1 + 8, &w, w.hi, _mm256_permute2f128_ps(cd0, cd1, 0x31));
         }
 }
 
