@@ -1,6 +1,6 @@
 /* AVX2+FMA instance of the direct convolution (onednn_dconv_body.h): 8-lane
  * vectors and, for 16 ymm registers, 6 output channels x 2 vectors of forward
- * accumulators (one block for LeNet's 6 channels) and 2 x 5 weight-gradient
+ * accumulators (one block for LeNet's 6 channels) and 3 x 4 weight-gradient
  * ones. Runs only where od_dconv_op() picked it; built for AVX2+FMA. */
 #include <immintrin.h>
 
@@ -10,8 +10,8 @@
 typedef __m256 vf;
 #define VL 8
 #define OB 6 /* output channels per forward register block: 12 accumulators */
-#define GO 2 /* output channels per weight-gradient register block */
-#define GT 5 /* taps per weight-gradient register block: 10 accumulators */
+#define GO 3 /* output channels per weight-gradient register block */
+#define GT 4 /* taps per weight-gradient register block: 12 accumulators */
 #define DC_OP od_op_dconv_avx2
 
 static inline vf v_zero(void) { return _mm256_setzero_ps(); }
