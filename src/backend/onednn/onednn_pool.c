@@ -142,20 +142,23 @@ static __m256i lanes_below(int n)
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-/* A row's windows ox..ox+n-1; their 2n inputs in two vectors (masks lo, hi).
+/* A row's windows ox..ox+n-1; their 2n inputs in two vectors (lanes lo, hi).
  * Masked stores are slow on AMD (vmaskmovps is microcoded), so rows of 8 or
  * more windows take full chunks only, the last one moved back to end at
- * the row's end: it redoes some windows, which writes the same values. */
+ * the row's end: it redoes some windows, which writes the same values.
+ * Shorter rows load with masks and store lane by lane (store_first). */
 typedef struct {
     int ox, full;
-    __m256i out, lo, hi;
+    int n_out, n_lo, n_hi;       /* lanes in use */
+    __m256i out, lo, hi;         /* the same as load masks, for short rows */
 } win8;
 
 static win8 win8_at(int ox, int ow)
 {
     if (ow >= 8)
-        return (win8){ox + 8 > ow ? ow - 8 : ox, 1, {0}, {0}, {0}};
-    return (win8){ox, 0, lanes_below(ow), lanes_below(2 * ow < 8 ? 2 * ow : 8), lanes_below(2 * ow - 8)};
+        return (win8){ox + 8 > ow ? ow - 8 : ox, 1, 8, 8, 8, {0}, {0}, {0}};
+    int lo = 2 * ow < 8 ? 2 * ow : 8;
+    return (win8){ox, 0, ow, lo, 2 * ow - lo, lanes_below(ow), lanes_below(lo), lanes_below(2 * ow - lo)};
 }
 
 static __m256 load8(const float *p, const win8 *w, __m256i m)
@@ -163,12 +166,32 @@ static __m256 load8(const float *p, const win8 *w, __m256i m)
     return w->full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
 }
 
-static void store8(float *p, const win8 *w, __m256i m, __m256 v)
+/* The first n (< 8) lanes of v to p, in 4-, 2- and 1-float stores. */
+static void store_first(float *p, __m256 v, int n)
 {
-    if (w->full)
+    __m128 q = _mm256_castps256_ps128(v);
+    if (n >= 4) {
+        _mm_storeu_ps(p, q);
+        q = _mm256_extractf128_ps(v, 1);
+        p += 4;
+        n -= 4;
+    }
+    if (n >= 2) {
+        _mm_storel_pi((__m64 *)p, q);
+        q = _mm_movehl_ps(q, q);
+        p += 2;
+        n -= 2;
+    }
+    if (n)
+        _mm_store_ss(p, q);
+}
+
+static void store8(float *p, int n, __m256 v)
+{
+    if (n == 8)
         _mm256_storeu_ps(p, v);
     else
-        _mm256_maskstore_ps(p, m, v);
+        store_first(p, v, n);
 }
 
 static void pmax_plane_2x2_avx2(so_shape is, so_shape os, const float *x, float *y, int32_t *arg)
@@ -195,8 +218,8 @@ static void pmax_plane_2x2_avx2(so_shape is, so_shape os, const float *x, float 
                 _mm256_blendv_ps(_mm256_castsi256_ps(ia), _mm256_castsi256_ps(ic), mm));
             v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xd8));
             k = _mm256_permute4x64_epi64(k, 0xd8);
-            store8(y + oy * os.w + w.ox, &w, w.out, v);
-            store8((float *)(arg + oy * os.w + w.ox), &w, w.out, _mm256_castsi256_ps(k));
+            store8(y + oy * os.w + w.ox, w.n_out, v);
+            store8((float *)(arg + oy * os.w + w.ox), w.n_out, _mm256_castsi256_ps(k));
         }
 }
 
@@ -224,10 +247,10 @@ static void pmax_plane_2x2_bwd_avx2(so_shape is, so_shape os, const float *dy, c
             __m256 ab0 = _mm256_unpacklo_ps(a, b), ab1 = _mm256_unpackhi_ps(a, b);
             __m256 cd0 = _mm256_unpacklo_ps(c, d), cd1 = _mm256_unpackhi_ps(c, d);
             float *r0 = dx + 2 * oy * is.w + 2 * w.ox, *r1 = r0 + is.w;
-            store8(r0, &w, w.lo, _mm256_permute2f128_ps(ab0, ab1, 0x20));
-            store8(r0 + 8, &w, w.hi, _mm256_permute2f128_ps(ab0, ab1, 0x31));
-            store8(r1, &w, w.lo, _mm256_permute2f128_ps(cd0, cd1, 0x20));
-            store8(r1 + 8, &w, w.hi, _mm256_permute2f128_ps(cd0, cd1, 0x31));
+            store8(r0, w.n_lo, _mm256_permute2f128_ps(ab0, ab1, 0x20));
+            store8(r0 + 8, w.n_hi, _mm256_permute2f128_ps(ab0, ab1, 0x31));
+            store8(r1, w.n_lo, _mm256_permute2f128_ps(cd0, cd1, 0x20));
+            store8(r1 + 8, w.n_hi, _mm256_permute2f128_ps(cd0, cd1, 0x31));
         }
 }
 
