@@ -1,7 +1,8 @@
 /* The direct convolution of onednn_dconv.c, written once over the vector
  * operations of one ISA: included by onednn_dconv_avx512.c and
  * onednn_dconv_avx2.c, each under its own `#pragma GCC target`, after
- * defining vf, VL, v_*(), OB, GO, GT and DC_OP (see onednn_dconv_avx2.c). */
+ * defining vf, VL, v_*(), OB, GO, GT and DC_OP (see onednn_dconv_avx2.c).
+ * No include guard: each instance file includes it once. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@
 typedef struct {
     int pw, plane, len;          /* row pitch, floats per padded channel, wide length */
     int *off;                    /* per tap: channel*plane + kh*pw + kw */
-    float *w;                    /* packed weights [block][tap][8] */
+    float *w;                    /* packed weights [block][tap][OB] */
     int ntaps, nin, nout;        /* taps = nin*kh*kw */
 } dc_plan;
 
