@@ -167,8 +167,8 @@ static int conv_create(od_state *s, int node)
     /* Small channel counts on a plain source: oneDNN only has im2col+gemm
      * there, the backend's own direct kernel is several times faster. */
     if (small_channels(s, node) && od_dconv_applies(s, node)) {
-        s->t[node].op = &od_op_dconv;
-        return od_op_dconv.create(s, node);
+        s->t[node].op = od_dconv_op();
+        return s->t[node].op->create(s, node);
     }
     od_conv *c = calloc(1, sizeof *c);
     if (!c)
@@ -285,10 +285,11 @@ static void prim_kernel(const od_prim *p, char *algo, size_t alen, char *impl, s
 int od_conv_kernels(void *state, int node, so_conv_kernels *out)
 {
     od_state *s = state;
-    if (s->t[node].op == &od_op_dconv) { /* the backend's own direct kernel, AVX-512 only */
+    int isa = od_dconv_isa(s->t[node].op);
+    if (isa >= 0) { /* the backend's own direct kernel, named by the ISA it runs */
         for (int p = 0; p < SO_NPROPS; p++) {
             snprintf(out->algo[p], sizeof out->algo[p], "direct");
-            snprintf(out->impl[p], sizeof out->impl[p], "scaleout:%s", so_isa_name(SO_ISA_AVX512));
+            snprintf(out->impl[p], sizeof out->impl[p], "scaleout:%s", so_isa_name((so_isa)isa));
         }
         if (!so_graph_needs_diff(s->g, node, 0)) {
             snprintf(out->algo[SO_PROP_BWD_DATA], sizeof out->algo[0], "none");

@@ -82,9 +82,14 @@ extern const od_op od_op_conv, od_op_dense, od_op_maxpool, od_op_avgpool, od_op_
     od_op_eltwise, od_op_bn, od_op_dropout, od_op_flatten, od_op_add, od_op_concat,
     od_op_loss;
 /* Direct small-channel convolution (onednn_dconv.c) and the rule choosing it
- * over oneDNN's gemm fallback for a conv node. */
-extern const od_op od_op_dconv;
+ * over oneDNN's gemm fallback for a conv node; one instance per ISA
+ * (onednn_dconv_avx512.c, onednn_dconv_avx2.c), od_dconv_op() picks the
+ * widest so_cpu_isa() allows, od_dconv_isa() names an op's ISA (an so_isa;
+ * -1 when the op is not a dconv instance). */
+extern const od_op od_op_dconv_avx512, od_op_dconv_avx2;
 int od_dconv_applies(od_state *s, int node);
+const od_op *od_dconv_op(void);
+int od_dconv_isa(const od_op *op);
 
 /* onednn_cpu.c: passes SCALEOUT_MAX_ISA on to oneDNN (once, before the first
  * primitive); whether oneDNN has a Winograd convolution on this CPU. */

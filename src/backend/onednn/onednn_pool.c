@@ -16,7 +16,8 @@ typedef struct {
     float *ws;                   /* max pooling workspace */
     dnnl_memory_t ws_mem;
     int32_t *arg;                /* plain max pooling: argmax offset in the input plane */
-    int fast;                    /* plain 2x2 stride-2 unpadded windows */
+    int fast;                    /* plain 2x2 stride-2 unpadded windows: the so_isa
+                                  * of the kernel that runs them, 0 for the scalar loop */
 } od_pool;
 
 /* ---- max pooling of plain NCHW tensors ----
@@ -50,8 +51,8 @@ static void pmax_plane(const so_attrs *a, so_shape is, so_shape os, const float 
         }
 }
 
-/* The common 2x2 stride-2 unpadded case with AVX-512 (p->fast is only set
- * on such CPUs), 16 windows at a time: rows are split into even and odd
+/* The common 2x2 stride-2 unpadded case with AVX-512 (p->fast names the
+ * ISA allowed), 16 windows at a time: rows are split into even and odd
  * columns by a permute, then three branch-free compares (the scalar loop's
  * data-dependent compares mispredict half the time). Ties: first wins. */
 #pragma GCC push_options
@@ -128,6 +129,133 @@ static void pmax_plane_2x2_bwd(so_shape is, so_shape os, const float *dy, const 
 
 #pragma GCC pop_options
 
+/* The same with AVX2, 8 windows at a time. Without masked permutes, a row's
+ * 16 inputs are split by one in-lane shuffle into even and odd columns with
+ * the windows in the order 0 1 4 5 2 3 6 7, computed on in that order and
+ * put back in place by one 64-bit permute before the stores. */
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+/* All-ones in the first n lanes (n <= 8; fewer at a row's end). */
+static __m256i lanes_below(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* A row's windows ox..ox+n-1; their 2n inputs in two vectors (lanes lo, hi).
+ * Masked stores are slow on AMD (vmaskmovps is microcoded), so rows of 8 or
+ * more windows take full chunks only, the last one moved back to end at
+ * the row's end: it redoes some windows, which writes the same values.
+ * Shorter rows load with masks and store lane by lane (store_first). */
+typedef struct {
+    int ox, full;
+    int n_out, n_lo, n_hi;       /* lanes in use */
+    __m256i out, lo, hi;         /* the same as load masks, for short rows */
+} win8;
+
+static win8 win8_at(int ox, int ow)
+{
+    if (ow >= 8)
+        return (win8){ox + 8 > ow ? ow - 8 : ox, 1, 8, 8, 8, {0}, {0}, {0}};
+    int lo = 2 * ow < 8 ? 2 * ow : 8;
+    return (win8){ox, 0, ow, lo, 2 * ow - lo, lanes_below(ow), lanes_below(lo), lanes_below(2 * ow - lo)};
+}
+
+static __m256 load8(const float *p, const win8 *w, __m256i m)
+{
+    return w->full ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, m);
+}
+
+/* The first n (< 8) lanes of v to p, in 4-, 2- and 1-float stores. */
+static void store_first(float *p, __m256 v, int n)
+{
+    __m128 q = _mm256_castps256_ps128(v);
+    if (n >= 4) {
+        _mm_storeu_ps(p, q);
+        q = _mm256_extractf128_ps(v, 1);
+        p += 4;
+        n -= 4;
+    }
+    if (n >= 2) {
+        _mm_storel_pi((__m64 *)p, q);
+        q = _mm_movehl_ps(q, q);
+        p += 2;
+        n -= 2;
+    }
+    if (n)
+        _mm_store_ss(p, q);
+}
+
+static void store8(float *p, int n, __m256 v)
+{
+    if (n == 8)
+        _mm256_storeu_ps(p, v);
+    else
+        store_first(p, v, n);
+}
+
+static void pmax_plane_2x2_avx2(so_shape is, so_shape os, const float *x, float *y, int32_t *arg)
+{
+    const __m256i order = _mm256_setr_epi32(0, 2, 8, 10, 4, 6, 12, 14); /* 2 x (0 1 4 5 2 3 6 7) */
+    const __m256i row = _mm256_set1_epi32(is.w);
+    for (int oy = 0; oy < os.h; oy++)
+        for (int ox = 0; ox < os.w; ox += 8) {
+            win8 w = win8_at(ox, os.w);
+            __m256i at = _mm256_add_epi32(_mm256_set1_epi32(2 * oy * is.w + 2 * w.ox), order);
+            const float *r0 = x + 2 * oy * is.w + 2 * w.ox, *r1 = r0 + is.w;
+            __m256 l0 = load8(r0, &w, w.lo), h0 = load8(r0 + 8, &w, w.hi);
+            __m256 l1 = load8(r1, &w, w.lo), h1 = load8(r1 + 8, &w, w.hi);
+            __m256 a = _mm256_shuffle_ps(l0, h0, 0x88), b = _mm256_shuffle_ps(l0, h0, 0xdd);
+            __m256 c = _mm256_shuffle_ps(l1, h1, 0x88), d = _mm256_shuffle_ps(l1, h1, 0xdd);
+            __m256 mb = _mm256_cmp_ps(b, a, _CMP_GT_OQ), md = _mm256_cmp_ps(d, c, _CMP_GT_OQ);
+            __m256 ma = _mm256_blendv_ps(a, b, mb), mc = _mm256_blendv_ps(c, d, md);
+            /* a true compare is -1 in every lane bit: subtracting it adds 1 */
+            __m256i ia = _mm256_sub_epi32(at, _mm256_castps_si256(mb));
+            __m256i ic = _mm256_sub_epi32(_mm256_add_epi32(at, row), _mm256_castps_si256(md));
+            __m256 mm = _mm256_cmp_ps(mc, ma, _CMP_GT_OQ);
+            __m256 v = _mm256_blendv_ps(ma, mc, mm);
+            __m256i k = _mm256_castps_si256(
+                _mm256_blendv_ps(_mm256_castsi256_ps(ia), _mm256_castsi256_ps(ic), mm));
+            v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), 0xd8));
+            k = _mm256_permute4x64_epi64(k, 0xd8);
+            store8(y + oy * os.w + w.ox, w.n_out, v);
+            store8((float *)(arg + oy * os.w + w.ox), w.n_out, _mm256_castsi256_ps(k));
+        }
+}
+
+/* Backward as pmax_plane_2x2_bwd: each window's dy goes to the one of its
+ * four inputs the argmax names, interleaved back into the two rows. */
+static void pmax_plane_2x2_bwd_avx2(so_shape is, so_shape os, const float *dy, const int32_t *arg,
+                                    float *dx)
+{
+    if (is.h != 2 * os.h || is.w != 2 * os.w)
+        memset(dx, 0, (size_t)is.h * is.w * sizeof *dx);
+    const __m256i lane2 = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i one = _mm256_set1_epi32(1), row = _mm256_set1_epi32(is.w);
+    for (int oy = 0; oy < os.h; oy++)
+        for (int ox = 0; ox < os.w; ox += 8) {
+            win8 w = win8_at(ox, os.w);
+            __m256i at = _mm256_add_epi32(_mm256_set1_epi32(2 * oy * is.w + 2 * w.ox), lane2);
+            __m256i at1 = _mm256_add_epi32(at, row);
+            __m256 g = load8(dy + oy * os.w + w.ox, &w, w.out);
+            __m256i k = _mm256_castps_si256(load8((const float *)(arg + oy * os.w + w.ox), &w, w.out));
+            __m256 a = _mm256_and_ps(g, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, at)));
+            __m256 b = _mm256_and_ps(g, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_add_epi32(at, one))));
+            __m256 c = _mm256_and_ps(g, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, at1)));
+            __m256 d = _mm256_and_ps(g, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_add_epi32(at1, one))));
+            /* unpack interleaves within 128-bit lanes; permute2f128 orders the halves */
+            __m256 ab0 = _mm256_unpacklo_ps(a, b), ab1 = _mm256_unpackhi_ps(a, b);
+            __m256 cd0 = _mm256_unpacklo_ps(c, d), cd1 = _mm256_unpackhi_ps(c, d);
+            float *r0 = dx + 2 * oy * is.w + 2 * w.ox, *r1 = r0 + is.w;
+            store8(r0, w.n_lo, _mm256_permute2f128_ps(ab0, ab1, 0x20));
+            store8(r0 + 8, w.n_hi, _mm256_permute2f128_ps(ab0, ab1, 0x31));
+            store8(r1, w.n_lo, _mm256_permute2f128_ps(cd0, cd1, 0x20));
+            store8(r1 + 8, w.n_hi, _mm256_permute2f128_ps(cd0, cd1, 0x31));
+        }
+}
+
+#pragma GCC pop_options
+
 static int pmax_forward(od_state *s, int node)
 {
     const so_node *nd = od_node(s, node);
@@ -139,8 +267,10 @@ static int pmax_forward(od_state *s, int node)
     size_t ip = (size_t)is.h * is.w, op = (size_t)os.h * os.w;
 #pragma omp parallel for schedule(static) if (planes * op > 32768)
     for (int i = 0; i < planes; i++) {
-        if (p->fast)
+        if (p->fast == SO_ISA_AVX512)
             pmax_plane_2x2(is, os, x + i * ip, y + i * op, p->arg + i * op);
+        else if (p->fast == SO_ISA_AVX2)
+            pmax_plane_2x2_avx2(is, os, x + i * ip, y + i * op, p->arg + i * op);
         else
             pmax_plane(&nd->a, is, os, x + i * ip, y + i * op, p->arg + i * op);
     }
@@ -161,8 +291,12 @@ static int pmax_backward(od_state *s, int node)
 #pragma omp parallel for schedule(static) if (planes * op > 32768)
     for (int i = 0; i < planes; i++) {
         float *d = dx + i * ip;
-        if (p->fast) {
+        if (p->fast == SO_ISA_AVX512) {
             pmax_plane_2x2_bwd(is, os, dy + i * op, p->arg + i * op, d);
+            continue;
+        }
+        if (p->fast == SO_ISA_AVX2) {
+            pmax_plane_2x2_bwd_avx2(is, os, dy + i * op, p->arg + i * op, d);
             continue;
         }
         memset(d, 0, ip * sizeof *d);
@@ -180,8 +314,8 @@ static int pmax_create(od_state *s, int node, od_pool *p)
     od_md_plain(s, node, &md);
     size_t n = (size_t)s->m->batch * nd->out.c * nd->out.h * nd->out.w;
     const so_attrs *a = &nd->a;
-    p->fast = a->kh == 2 && a->kw == 2 && a->sh == 2 && a->sw == 2 && a->ph == 0 && a->pw == 0 &&
-              so_cpu_isa() >= SO_ISA_AVX512;
+    int w2x2 = a->kh == 2 && a->kw == 2 && a->sh == 2 && a->sw == 2 && a->ph == 0 && a->pw == 0;
+    p->fast = w2x2 && so_cpu_isa() >= SO_ISA_AVX2 ? (int)so_cpu_isa() : 0;
     p->arg = calloc(n, sizeof *p->arg);
     if (!p->arg)
         return so_err(SO_ENOMEM, "out of memory for node %s", nd->name);
