@@ -4,8 +4,9 @@
  * ones. Runs only where od_dconv_op() picked it; built for AVX2+FMA. */
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#include "core/isa_target.h"
+
+SO_ISA_BEGIN(SO_TARGET_AVX2)
 
 typedef __m256 vf;
 #define VL 8
@@ -31,4 +32,4 @@ static inline float v_sum(vf v)
 
 #include "backend/onednn/onednn_dconv_body.h"
 
-#pragma GCC pop_options
+SO_ISA_END

@@ -4,8 +4,9 @@
  * od_dconv_op() picked it, so the whole file is built for AVX-512. */
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,fma,prefer-vector-width=512")
+#include "core/isa_target.h"
+
+SO_ISA_BEGIN(SO_TARGET_AVX512)
 
 typedef __m512 vf;
 #define VL 16
@@ -26,4 +27,4 @@ static inline float v_sum(vf v) { return _mm512_reduce_add_ps(v); }
 
 #include "backend/onednn/onednn_dconv_body.h"
 
-#pragma GCC pop_options
+SO_ISA_END

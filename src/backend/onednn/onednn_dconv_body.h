@@ -1,6 +1,6 @@
 /* The direct convolution of onednn_dconv.c, written once over the vector
  * operations of one ISA: included by onednn_dconv_avx512.c and
- * onednn_dconv_avx2.c, each under its own `#pragma GCC target`, after
+ * onednn_dconv_avx2.c, each under its own SO_ISA_BEGIN (core/isa_target.h), after
  * defining vf, VL, v_*(), OB, GO, GT and DC_OP (see onednn_dconv_avx2.c).
  * No include guard: each instance file includes it once. */
 #include <omp.h>

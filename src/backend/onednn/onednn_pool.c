@@ -3,6 +3,8 @@
  * guarantees windows never leave the padded input, so the divisor is kh*kw
  * like oneDNN's avg_include_padding) and global average pooling. */
 #include <immintrin.h>
+
+#include "core/isa_target.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +57,7 @@ static void pmax_plane(const so_attrs *a, so_shape is, so_shape os, const float 
  * ISA allowed), 16 windows at a time: rows are split into even and odd
  * columns by a permute, then three branch-free compares (the scalar loop's
  * data-dependent compares mispredict half the time). Ties: first wins. */
-#pragma GCC push_options
-#pragma GCC target("avx512f")
+SO_ISA_BEGIN(SO_TARGET_AVX512)
 
 typedef struct {
     __mmask16 out, lo, hi;       /* n windows; their 2n inputs in two vectors */
@@ -127,14 +128,13 @@ static void pmax_plane_2x2_bwd(so_shape is, so_shape os, const float *dy, const 
         }
 }
 
-#pragma GCC pop_options
+SO_ISA_END
 
 /* The same with AVX2, 8 windows at a time. Without masked permutes, a row's
  * 16 inputs are split by one in-lane shuffle into even and odd columns with
  * the windows in the order 0 1 4 5 2 3 6 7, computed on in that order and
  * put back in place by one 64-bit permute before the stores. */
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+SO_ISA_BEGIN(SO_TARGET_AVX2)
 
 /* All-ones in the first n lanes (n <= 8; fewer at a row's end). */
 static __m256i lanes_below(int n)
@@ -254,7 +254,7 @@ static void pmax_plane_2x2_bwd_avx2(so_shape is, so_shape os, const float *dy, c
         }
 }
 
-#pragma GCC pop_options
+SO_ISA_END
 
 static int pmax_forward(od_state *s, int node)
 {
