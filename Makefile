@@ -3,6 +3,7 @@
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 MPICH_BUILD ?= build-mpich
+CLANG_BUILD ?= build-clang
 JOBS ?= 2
 CMAKE_FLAGS ?=
 ifeq ($(CI),true)
@@ -11,7 +12,7 @@ endif
 DATA ?= /usr/share/datasets/fashion-mnist
 NP ?= 2
 
-.PHONY: all deps build demo test test-asan test-mpich bench clean
+.PHONY: all deps build demo test test-asan test-mpich test-clang bench clean
 
 all: build
 
@@ -30,7 +31,7 @@ demo: build
 
 # With Slurm installed, so the ctest `slurm` runs instead of skipping.
 test: SLURM = 1
-test: build test-asan test-mpich
+test: build test-asan test-mpich test-clang
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Sanitizer build: the unit tests (not the long end-to-end runs) under ASan+UBSan.
@@ -47,8 +48,15 @@ test-mpich: deps
 	cmake --build $(MPICH_BUILD) -j $(JOBS)
 	ctest --test-dir $(MPICH_BUILD) --output-on-failure -L mpi
 
+# The kernels per ISA again with clang (AOCC, icx and the fuzz build are
+# clang-based): built through SO_ISA_BEGIN, checked against the ref backend.
+test-clang: deps
+	CC=clang cmake -S . -B $(CLANG_BUILD) -DCMAKE_BUILD_TYPE=Release -DSCALEOUT_WERROR=ON -DSCALEOUT_MPI=OFF >/dev/null
+	cmake --build $(CLANG_BUILD) -j $(JOBS) --target test_onednn
+	ctest --test-dir $(CLANG_BUILD) --output-on-failure -R '^test_onednn'
+
 bench: build
 	bench/run-all.sh $(BUILD)/scaleout
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(MPICH_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(MPICH_BUILD) $(CLANG_BUILD)
