@@ -63,7 +63,14 @@ run_and_term ranks ranks
 check ranks
 
 run_and_term launcher mpirun
-[ $st -ne 0 ] && ok "launcher: non-zero exit ($st)" || bad "launcher: exit 0 after SIGTERM"
+# Open MPI's mpirun reports the ranks' 75 as a failure. MPICH's Hydra, signalled
+# itself, returns 0 or not depending on whether its ranks exit before it has
+# forwarded the signal: its status says nothing about scaleout (the ranks'
+# own 75 is checked above), so only Open MPI's is asserted.
+if "${MPIEXEC:-mpiexec}" --version 2>&1 | grep -qi hydra; then
+  ok "launcher: Hydra exited $st (not asserted)"
+elif [ $st -ne 0 ]; then ok "launcher: non-zero exit ($st)"
+else bad "launcher: exit 0 after SIGTERM"; fi
 check launcher
 
 echo "ckpt_sigterm: $pass passed, $fail failed"
