@@ -174,8 +174,10 @@ launch() { # launch FLAVOUR LAUNCHER NP HOST:K,HOST:K,... PROGRAM ARGS...
     # Idle MPI waits yield the core (docs/CLUSTER.md), unless the caller set it.
     local yield=(--mca mpi_yield_when_idle 1)
     [ -z "${OMPI_MCA_mpi_yield_when_idle:-}" ] || yield=()
+    # --bind-to none: every emulated node's daemon sees the machine's cores as
+    # its own and would bind its first rank to core 0, all nodes' ranks on one core.
     exec "${on1[@]}" "$launcher" --allow-run-as-root --oversubscribe -np "$np" \
-      --hostfile "$tmp/hostfile" --map-by slot \
+      --hostfile "$tmp/hostfile" --map-by slot --bind-to none \
       --mca plm_rsh_agent "$tmp/agent" --mca plm_rsh_no_tree_spawn 1 \
       --mca oob_tcp_if_include "$subnet" --mca btl_tcp_if_include "$subnet" \
       --mca btl self,vader,tcp "${yield[@]}" "$@"
