@@ -27,7 +27,7 @@ expect_usage "--link: '10gbps'" --model lenet5 --link 10gbps
 expect_usage "--latency: 'fast'" --model lenet5 --latency fast
 expect_usage "--nodes: '4,2'" --model lenet5 --nodes 4,2
 expect_usage "--nodes: '1,,2'" --model lenet5 --nodes 1,,2
-expect_usage "--tune" --model lenet5 --tune "$tmp/none.tune" --steps 1
+expect_usage "--tune" --model lenet5 --tune "$tmp/none.tune"
 
 run() { # out args...
   local out=$1; shift

@@ -52,6 +52,9 @@ int cmd_report(int argc, char **argv); /* HTML / text report of profile.json fil
 int cmd_ckpt(int argc, char **argv); /* ckpt list|verify|export DIR */
 int cmd_predict(int argc, char **argv); /* data-parallel scaling from measured layers + cost model */
 
+/* --bucket-mb of train and predict: "auto" (*mb = -1) or MiB in [0.001, 4096];
+ * else one line naming the flag and CLI_USAGE. */
+int cli_parse_bucket_mb(const char *cmd, const char *arg, double *mb);
 /* Bytes with an optional K/M/G (binary) suffix; 0 or -1. */
 int cli_parse_bytes(const char *s, size_t *out);
 /* Rewrites OSU-style short flags in argv (map: {"-m", "--message-size"}, ..., {NULL, NULL}). */

@@ -25,6 +25,7 @@ typedef struct {
     int batch, ranks_per_node, threads, steps, warmup;
     int nodes[MAX_POINTS], npoints;
     double link_bytes_per_s, latency_s;
+    double bucket_mb;            /* < 0: the trainer's automatic choice */
 } pred_args;
 
 /* "10gbit", "25gbit", "100gbit", "800mbit": bits per second -> bytes per second. */
@@ -99,12 +100,7 @@ static int parse(pred_args *a, int argc, char **argv)
         return cli_error("predict", CLI_USAGE, "--link: '%s' is not a rate like 10gbit or 800mbit", a->link_arg);
     if (parse_latency(a->latency_arg, &a->latency_s))
         return cli_error("predict", CLI_USAGE, "--latency: '%s' is not a time like 1.5us or 0.2ms", a->latency_arg);
-    char *end = NULL;
-    double mb = strcmp(a->bucket_mb_arg, "auto") ? strtod(a->bucket_mb_arg, &end) : 0;
-    if (end && (*end || end == a->bucket_mb_arg || !(mb >= 0.001 && mb <= 4096)))
-        return cli_error("predict", CLI_USAGE, "--bucket-mb: '%s' is not auto or a size in [0.001, 4096] MiB",
-                         a->bucket_mb_arg);
-    return CLI_OK;
+    return cli_parse_bucket_mb("predict", a->bucket_mb_arg, &a->bucket_mb);
 }
 
 #ifdef SCALEOUT_HAVE_MPI
@@ -227,15 +223,12 @@ static int write_json(const pred_args *a, const so_predict_point *pt, const char
 }
 
 #ifdef SCALEOUT_HAVE_MPI
-static int predict_points(const pred_args *a, const so_predict_compute *c, so_predict_point *pt, char *link,
-                          size_t len)
+/* table: --tune's, loaded before anything was measured (NULL: --link/--latency). */
+static int predict_points(const pred_args *a, const so_comm_tuning *table, const so_predict_compute *c,
+                          so_predict_point *pt, char *link, size_t len)
 {
-    so_comm_tuning table;
-    pred_cost cost = {.rpn = a->ranks_per_node};
-    if (a->tune) {
-        if (so_comm_tuning_load(a->tune, &table))
-            return cli_error("predict", CLI_USAGE, "--tune: %s", so_errmsg());
-        cost.table = &table;
+    pred_cost cost = {.rpn = a->ranks_per_node, .table = table};
+    if (table) {
         snprintf(link, len, "allreduce from the tuning table %s", a->tune);
     } else {
         so_comm_tuning_default(&cost.node);
@@ -262,6 +255,9 @@ int cmd_predict(int argc, char **argv)
 #ifndef SCALEOUT_HAVE_MPI
     return cli_error("predict", CLI_FAIL, "this build has no communication layer (SCALEOUT_MPI=OFF)");
 #else
+    so_comm_tuning table;
+    if (a.tune && so_comm_tuning_load(a.tune, &table))
+        return cli_error("predict", CLI_USAGE, "--tune: %s", so_errmsg());
     job j = {0};
     double *t = NULL, other = 0;
     so_predict_point pt[MAX_POINTS];
@@ -270,9 +266,9 @@ int cmd_predict(int argc, char **argv)
         rc = cli_error("predict", cli_exit_code(rc), "%s", so_errmsg());
     if (!rc) {
         int n = so_graph_size(j.m->g);
-        size_t mb = strcmp(a.bucket_mb_arg, "auto") ? (size_t)(strtod(a.bucket_mb_arg, NULL) * (1 << 20)) : 0;
+        size_t mb = a.bucket_mb > 0 ? (size_t)(a.bucket_mb * (1 << 20)) : 0;
         so_predict_compute c = {j.m->g, t, t + n, other, a.batch, mb ? (1u << 20) : 0, mb};
-        rc = predict_points(&a, &c, pt, link, sizeof link);
+        rc = predict_points(&a, a.tune ? &table : NULL, &c, pt, link, sizeof link);
     }
     if (!rc) {
         print_table(&a, pt, link);

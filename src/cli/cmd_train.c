@@ -98,12 +98,7 @@ static int parse(train_args *a, int argc, char **argv)
     int rc = cli_parse("train", SUMMARY, opts, argc, argv);
     if (rc)
         return rc;
-    char *end = NULL;
-    a->bucket_mb = strcmp(a->bucket_mb_arg, "auto") ? strtod(a->bucket_mb_arg, &end) : -1;
-    if (end && (*end || end == a->bucket_mb_arg || !(a->bucket_mb >= 0.001 && a->bucket_mb <= 4096)))
-        return cli_error("train", CLI_USAGE, "--bucket-mb: '%s' is not auto or a size in [0.001, 4096] MiB",
-                         a->bucket_mb_arg);
-    return CLI_OK;
+    return cli_parse_bucket_mb("train", a->bucket_mb_arg, &a->bucket_mb);
 }
 
 /* Everything that must be equal on all ranks, as key=value lines; its hash is

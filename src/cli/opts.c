@@ -145,3 +145,16 @@ int cli_exit_code(int so_rc)
 {
     return so_rc == SO_EINVAL || so_rc == SO_EIO || so_rc == SO_EFORMAT ? CLI_USAGE : CLI_FAIL;
 }
+
+int cli_parse_bucket_mb(const char *cmd, const char *arg, double *mb)
+{
+    if (!strcmp(arg, "auto")) {
+        *mb = -1;
+        return CLI_OK;
+    }
+    char *end;
+    *mb = strtod(arg, &end);
+    if (*end || end == arg || !(*mb >= 0.001 && *mb <= 4096))
+        return cli_error(cmd, CLI_USAGE, "--bucket-mb: '%s' is not auto or a size in [0.001, 4096] MiB", arg);
+    return CLI_OK;
+}
