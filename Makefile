@@ -50,9 +50,10 @@ test-mpich: deps
 
 # The kernels per ISA again with clang (AOCC, icx and the fuzz build are
 # clang-based): built through SO_ISA_BEGIN, checked against the ref backend.
+# The CLI is built too: this is also the build without MPI.
 test-clang: deps
 	CC=clang cmake -S . -B $(CLANG_BUILD) -DCMAKE_BUILD_TYPE=Release -DSCALEOUT_WERROR=ON -DSCALEOUT_MPI=OFF >/dev/null
-	cmake --build $(CLANG_BUILD) -j $(JOBS) --target test_onednn
+	cmake --build $(CLANG_BUILD) -j $(JOBS) --target scaleout_cli test_onednn
 	ctest --test-dir $(CLANG_BUILD) --output-on-failure -R '^test_onednn'
 
 bench: build

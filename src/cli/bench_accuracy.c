@@ -11,11 +11,10 @@
 
 #include "bench.h"
 #include "cli.h"
-#include "dist.h"
 #include "env.h"
-#include "job.h"
+#include "kernels.h"
 #include "scaleout/err.h"
-#include "scaleout/threads.h"
+#include "scaleout/job.h"
 #include "scaleout/timer.h"
 #include "scaleout/zoo.h"
 
@@ -55,8 +54,8 @@ static int parse(acc_args *a, int argc, char **argv)
         {"seed", OPT_LONG, &a->seed, "N", "random seed", 0, 9.2e18, NULL},
         {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
         {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
-        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, job_backends},
-        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, job_conv_algos},
+        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, cli_backends},
+        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, cli_conv_algos},
         {"synthetic-samples", OPT_INT, &a->synthetic_n, "N", "synthetic data set size", 0, 1 << 30, NULL},
         {"allreduce", OPT_STR, &a->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"mllog", OPT_STR, &a->mllog, "FILE", "write the :::MLLOG lines to FILE instead of stdout", 0, -1, NULL},
@@ -194,7 +193,7 @@ static int on_step_end(void *arg, const so_train_state *st)
     return 0;
 }
 
-static void log_config(mllog *ml, const acc_args *a, const job *j, int world)
+static void log_config(mllog *ml, const acc_args *a, so_job *j, int world)
 {
     char v[64];
     ml_str(ml, "submission_benchmark", a->model, __LINE__);
@@ -212,9 +211,9 @@ static void log_config(mllog *ml, const acc_args *a, const job *j, int world)
     POINT(ml, "opt_base_learning_rate", v, NULL);
     ml_str(ml, "opt_learning_rate_schedule", a->schedule, __LINE__);
     POINT(ml, "gradient_accumulation_steps", "1", NULL);
-    snprintf(v, sizeof v, "%d", j->train->n);
+    snprintf(v, sizeof v, "%d", so_job_dataset(j, 1)->n);
     POINT(ml, "train_samples", v, NULL);
-    snprintf(v, sizeof v, "%d", j->test ? j->test->n : 0);
+    snprintf(v, sizeof v, "%d", so_job_dataset(j, 0) ? so_job_dataset(j, 0)->n : 0);
     POINT(ml, "eval_samples", v, NULL);
     snprintf(v, sizeof v, "%g", a->target);
     POINT(ml, "target_accuracy", v, NULL);
@@ -282,34 +281,53 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     return bench_json_end("bench accuracy", a->json, &js, f);
 }
 
-static int run(const acc_args *a, dist_handle *dh, job *j, acc_state *s, double init_start)
+/* The job: evaluation after every epoch, the budget in epochs or steps, the
+ * recorder's hooks (a step_end that stops at the target). */
+static void job_config(const acc_args *a, const so_train_hooks *hooks, so_job_config *c)
 {
-    const so_dist *d = dist_get(dh);
-    int world = d ? d->world : 1, rank = d ? d->rank : 0;
+    so_job_defaults(c);
+    c->model = a->model;
+    c->dataset = a->dataset;
+    c->data_dir = a->data_dir;
+    c->synthetic_samples = a->synthetic_n;
+    c->batch = a->batch;
+    c->augment = a->augment;
+    c->prefetch = a->prefetch;
+    c->seed = a->seed;
+    c->backend = a->backend;
+    c->conv_algo = a->conv_algo;
+    c->threads = a->threads;
+    c->pin_threads = !a->no_pin;
+    c->optimizer = a->optimizer;
+    c->lr = a->lr;
+    c->momentum = a->momentum;
+    c->weight_decay = a->weight_decay;
+    c->lr_schedule = a->schedule;
+    c->epochs = a->max_epochs;
+    c->steps = a->max_steps;
+    c->eval_every = 1;
+    c->allreduce = a->allreduce;
+    c->hooks = hooks;
+    c->build_id = cli_git_commit();
+}
+
+static int run(const acc_args *a, so_job *j, acc_state *s, double init_start)
+{
+    int world = so_job_world(j), rank = so_job_rank(j);
     mllog *ml = s->ml;
     ml_event(ml, init_start, "INTERVAL_START", "init_start", "null", __LINE__, NULL);
     log_config(ml, a, j, world);
-    so_train_hooks hooks = {s, on_span, on_step_end, NULL};
-    so_train_config tc;
-    so_train_defaults(&tc);
-    tc.epochs = a->max_epochs;
-    tc.steps = a->max_steps;
-    tc.eval_every = 1;
-    tc.lr.base_lr = a->lr;
-    tc.hooks = &hooks;
-    long spe = so_loader_steps(j->ltrain);
+    long spe = so_loader_steps(so_job_train_loader(j));
     long total = a->max_steps ? a->max_steps : (long)a->max_epochs * spe;
-    so_lr_parse(a->schedule, &tc.lr.kind);
-    tc.lr.total_steps = total;
     s->last_epoch = spe > 0 ? (int)((total + spe - 1) / spe) - 1 : 0;
     ml_event(ml, so_now(), "INTERVAL_END", "init_stop", "null", __LINE__, NULL);
     double start = so_now();
     ml_event(ml, start, "INTERVAL_START", "run_start", "null", __LINE__, NULL);
     ml_event(ml, start, "INTERVAL_START", "epoch_start", "null", __LINE__, "\"epoch_num\": 1");
     so_train_result r;
-    int rc = so_train(j->m, j->opt, j->ltrain, j->ltest, &tc, d, on_progress, s, &r);
+    int rc = so_job_train(j, on_progress, s, &r);
     if (rc) {
-        rc = dist_fail(dh, "bench accuracy", cli_exit_code(rc), so_errmsg());
+        rc = cli_job_train_error("bench accuracy", j, rc);
     } else {
         double stop = s->reached ? s->reached_at : so_now(), tta = stop - start;
         ml_event(ml, stop, "INTERVAL_END", "run_stop", "null", __LINE__, "\"status\": \"%s\"",
@@ -345,40 +363,31 @@ int cmd_bench_accuracy(int argc, char **argv)
     if (rc)
         return rc == CLI_HELP ? CLI_OK : rc;
     double init_start = so_now();
-    dist_handle *dh = NULL;
-    dist_options dopt = {60, 300, a.allreduce, 0};
-    if (dist_open(&dopt, &dh))
-        return cli_error("bench accuracy", CLI_FAIL, "%s", so_errmsg());
-    const so_dist *d = dist_get(dh);
-    int rank = d ? d->rank : 0;
-    mllog ml = {stdout, rank == 0, wall_offset_ms()};
-    if (rank == 0 && a.mllog && !(ml.f = fopen(a.mllog, "w")))
-        rc = so_err(SO_EINVAL, "--mllog: cannot write '%s'", a.mllog);
-    job j = {0};
+    acc_state s = {.a = &a, .ml = NULL, .last_accuracy = -1};
     bench_rec rec;
     so_train_hooks unused;
-    job_spec spec = {a.model, a.dataset, a.data_dir, a.backend, a.optimizer, a.batch, a.prefetch, a.augment,
-                     a.synthetic_n, a.seed, a.momentum, a.weight_decay, a.conv_algo};
-    int rc2 = bench_rec_init(&rec, &unused);
-    rc = rc ? rc : rc2;
-    if (!rc)
-        rc = so_threads_set(a.threads, !a.no_pin);
-    if (!rc)
-        rc = job_load(&spec, &j);
-    if (!rc && !j.test)
+    if ((rc = bench_rec_init(&rec, &unused)))
+        return cli_error("bench accuracy", cli_exit_code(rc), "%s", so_errmsg());
+    s.rec = &rec;
+    so_train_hooks hooks = {&s, on_span, on_step_end, NULL};
+    so_job_config cfg;
+    job_config(&a, &hooks, &cfg);
+    so_job *j = NULL;
+    rc = so_job_create(&cfg, &j);
+    if (!rc && !so_job_test_loader(j)) /* the same data set everywhere: every rank finds it alike */
         rc = so_err(SO_EINVAL, "--dataset %s has no test split to evaluate", a.dataset);
-    rc = dist_agree(dh, "bench accuracy", rc ? cli_exit_code(rc) : 0, so_errmsg());
-    if (!rc) { /* a collective allocation inside: after the agreement (job.h) */
-        rc = job_build(&spec, d, &j);
-        rc = dist_agree(dh, "bench accuracy", rc ? cli_exit_code(rc) : 0, so_errmsg());
-    }
-    acc_state s = {.a = &a, .rec = &rec, .ml = &ml, .last_accuracy = -1};
-    if (!rc)
-        rc = run(&a, dh, &j, &s, init_start);
+    int rank = so_job_rank(j);
+    mllog ml = {stdout, rank == 0, wall_offset_ms()};
+    s.ml = &ml;
+    if (!rc && rank == 0 && a.mllog && !(ml.f = fopen(a.mllog, "w")))
+        rc = so_err(SO_EINVAL, "--mllog: cannot write '%s'", a.mllog);
+    if (rc)
+        rc = cli_job_setup_error("bench accuracy", j, rc);
+    else
+        rc = run(&a, j, &s, init_start);
     if (ml.f && ml.f != stdout && fclose(ml.f) && !rc)
         rc = cli_error("bench accuracy", CLI_FAIL, "--mllog: error writing '%s'", a.mllog);
+    so_job_free(j);
     bench_rec_free(&rec);
-    job_free(&j);
-    dist_close(dh);
     return rc;
 }

@@ -15,7 +15,7 @@
 #include "bench.h"
 #include "cli.h"
 #include "env.h"
-#include "job.h"
+#include "kernels.h"
 #include "jread.h"
 #include "scaleout/zoo.h"
 
@@ -70,8 +70,8 @@ static int parse(sc_args *a, int argc, char **argv)
         {"num-warmup-batches", OPT_INT, &a->warmup, "N", "untimed steps per run", 0, 1 << 30, NULL},
         {"num-batches", OPT_INT, &a->batches, "N", "timed steps per run", 1, 1 << 30, NULL},
         {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
-        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, job_backends},
-        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, job_conv_algos},
+        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, cli_backends},
+        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, cli_conv_algos},
         {"dataset", OPT_CHOICE, &a->dataset, "NAME", "data set of the runs", 0, -1, datasets},
         {"synthetic-samples", OPT_INT, &a->synthetic_n, "N", "synthetic data set size", 0, 1 << 30, NULL},
         {"launcher", OPT_CHOICE, &a->launcher, "NAME", "how to start the processes", 0, -1, launchers},

@@ -8,11 +8,10 @@
 
 #include "bench.h"
 #include "cli.h"
-#include "dist.h"
 #include "env.h"
-#include "job.h"
+#include "kernels.h"
 #include "scaleout/err.h"
-#include "scaleout/threads.h"
+#include "scaleout/job.h"
 #include "scaleout/timer.h"
 #include "scaleout/zoo.h"
 
@@ -51,8 +50,8 @@ static int parse(bt_args *a, int argc, char **argv)
         {"seed", OPT_LONG, &a->seed, "N", "random seed", 0, 9.2e18, NULL},
         {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
         {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
-        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, job_backends},
-        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, job_conv_algos},
+        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, cli_backends},
+        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, cli_conv_algos},
         {"prefetch", OPT_INT, &a->prefetch, "N", "batches prepared ahead on a background thread", 0, 64, NULL},
         {"allreduce", OPT_STR, &a->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"bucket-mb", OPT_FLOAT, &a->bucket_mb, "MB", "gradient bucket size in MiB", 0.001, 4096, NULL},
@@ -183,7 +182,7 @@ static void print_result(const bt_args *a, const bt_result *s, int world)
     printf("benchmark overhead (timing hooks, display): %.3f%% of run time\n", 100 * s->overhead_fraction);
 }
 
-static void write_config(so_json *js, const bt_args *a, const job *j, int world)
+static void write_config(so_json *js, const bt_args *a, so_model *m, int world)
 {
     so_json_obj_begin(js, "config");
     so_json_str(js, "model", a->model);
@@ -209,13 +208,13 @@ static void write_config(so_json *js, const bt_args *a, const job *j, int world)
     so_json_str(js, "allreduce", a->allreduce);
     so_json_num(js, "bucket_mb", a->bucket_mb);
     so_json_bool(js, "overlap", !a->no_overlap);
-    so_json_int(js, "parameters", (int64_t)j->m->nparams);
-    so_json_num(js, "flops_per_sample", so_graph_flops(j->m->g));
+    so_json_int(js, "parameters", (int64_t)m->nparams);
+    so_json_num(js, "flops_per_sample", so_graph_flops(m->g));
     so_json_obj_end(js);
-    job_conv_json(js, j->m, a->conv_algo);
+    kernels_conv_json(js, m, a->conv_algo);
 }
 
-static int write_json(const bt_args *a, const job *j, const bench_rec *r, const bt_result *s, int world)
+static int write_json(const bt_args *a, so_model *m, const bench_rec *r, const bt_result *s, int world)
 {
     FILE *f;
     so_json js;
@@ -224,7 +223,7 @@ static int write_json(const bt_args *a, const job *j, const bench_rec *r, const 
         return rc;
     env_info e;
     env_collect(&e);
-    write_config(&js, a, j, world);
+    write_config(&js, a, m, world);
     env_write_json(&js, &e, a->threads, !a->no_pin);
     so_json_obj_begin(&js, "results");
     so_json_num(&js, "total_images_per_sec", s->total_ips);
@@ -237,7 +236,7 @@ static int write_json(const bt_args *a, const job *j, const bench_rec *r, const 
         so_json_num(&js, bench_phase_names[p], s->phase[p]);
     so_json_num(&js, "other", s->other);
     so_json_obj_end(&js);
-    so_json_num(&js, "final_loss", j->m->loss);
+    so_json_num(&js, "final_loss", m->loss);
     so_json_num(&js, "overhead_fraction", s->overhead_fraction);
     so_json_obj_end(&js);
     so_json_arr_begin(&js, "ranks");
@@ -255,39 +254,51 @@ static int write_json(const bt_args *a, const job *j, const bench_rec *r, const 
     return bench_json_end("bench train", a->json, &js, f);
 }
 
-static int run(const bt_args *a, dist_handle *dh, job *j, bench_rec *rec, so_train_hooks *hooks)
+/* The job this benchmark runs: the training path of `scaleout train`, with
+ * warm-up and timed steps, no evaluation, and the recorder's hooks. */
+static void job_config(const bt_args *a, const so_train_hooks *hooks, so_job_config *c)
 {
-    const so_dist *d = dist_get(dh);
-    int rank = d ? d->rank : 0, world = d ? d->world : 1;
-    char cfg[512];
-    snprintf(cfg, sizeof cfg, "model=%s\nbatch=%d\ndataset=%s\nbackend=%s\nconv_algo=%s\nwarmup=%d\nbatches=%d\n",
-             a->model, a->batch, a->dataset, a->backend, a->conv_algo, a->warmup, a->batches);
-    int rc = dist_check_config(dh, "bench train", cfg);
-    if (rc)
-        return rc;
-    so_train_config tc;
-    so_train_defaults(&tc);
-    tc.steps = (long)a->warmup + a->batches;
-    tc.eval_every = -1;
-    tc.throughput_skip = a->warmup;
-    tc.overlap = !a->no_overlap;
-    tc.bucket_bytes = (size_t)(a->bucket_mb * 1048576.0);
-    tc.lr.base_lr = a->lr;
-    tc.hooks = hooks;
-    display disp = {a, rec, j->m, rank, world, 0, 0};
+    so_job_defaults(c);
+    c->model = a->model;
+    c->dataset = a->dataset;
+    c->data_dir = a->data_dir;
+    c->synthetic_samples = a->synthetic_n;
+    c->batch = a->batch;
+    c->prefetch = a->prefetch;
+    c->seed = a->seed;
+    c->backend = a->backend;
+    c->conv_algo = a->conv_algo;
+    c->threads = a->threads;
+    c->pin_threads = !a->no_pin;
+    c->optimizer = a->optimizer;
+    c->lr = a->lr;
+    c->momentum = a->momentum;
+    c->steps = (long)a->warmup + a->batches;
+    c->eval_every = -1;
+    c->warmup_steps = a->warmup;
+    c->allreduce = a->allreduce;
+    c->bucket_mb = a->bucket_mb;
+    c->overlap = !a->no_overlap;
+    c->hooks = hooks;
+    c->build_id = cli_git_commit();
+}
+
+static int run(const bt_args *a, so_job *j, bench_rec *rec)
+{
+    int rank = so_job_rank(j), world = so_job_world(j);
+    so_model *m = so_job_model(j);
+    display disp = {a, rec, m, rank, world, 0, 0};
     if (rank == 0)
         printf("bench train: %s, %d rank(s) x batch %d (global %d), %s data, %d warm-up + %d timed steps, %d thread(s)\n",
                a->model, world, a->batch, a->batch * world, a->dataset, a->warmup, a->batches, a->threads);
     so_train_result r;
-    rc = so_train(j->m, j->opt, j->ltrain, NULL, &tc, d, on_progress, &disp, &r);
+    int rc = so_job_train(j, on_progress, &disp, &r);
     bt_result s = {0};
-    if (rc)
-        rc = dist_fail(dh, "bench train", cli_exit_code(rc), so_errmsg());
-    else if ((rc = summarize(a, rec, d, &s)))
-        rc = dist_fail(dh, "bench train", cli_exit_code(rc), so_errmsg());
+    if (rc || (rc = summarize(a, rec, so_job_dist(j), &s)))
+        rc = cli_job_train_error("bench train", j, rc);
     else if (rank == 0) {
         print_result(a, &s, world);
-        rc = a->json ? write_json(a, j, rec, &s, world) : CLI_OK;
+        rc = a->json ? write_json(a, m, rec, &s, world) : CLI_OK;
     }
     free(s.ranks);
     so_train_result_free(&r);
@@ -300,30 +311,16 @@ int cmd_bench_train(int argc, char **argv)
     int rc = parse(&a, argc, argv);
     if (rc)
         return rc == CLI_HELP ? CLI_OK : rc;
-    dist_handle *dh = NULL;
-    dist_options dopt = {60, 300, a.allreduce, 0};
-    if (dist_open(&dopt, &dh))
-        return cli_error("bench train", CLI_FAIL, "%s", so_errmsg());
-    const so_dist *d = dist_get(dh);
-    job j = {0};
     bench_rec rec;
     so_train_hooks hooks;
-    job_spec spec = {a.model, a.dataset, a.data_dir, a.backend, a.optimizer, a.batch, a.prefetch, 0,
-                     a.synthetic_n, a.seed, a.momentum, 0, a.conv_algo};
-    rc = bench_rec_init(&rec, &hooks);
-    if (!rc)
-        rc = so_threads_set(a.threads, !a.no_pin);
-    if (!rc)
-        rc = job_load(&spec, &j);
-    rc = dist_agree(dh, "bench train", rc ? cli_exit_code(rc) : 0, so_errmsg());
-    if (!rc) { /* a collective allocation inside: after the agreement (job.h) */
-        rc = job_build(&spec, d, &j);
-        rc = dist_agree(dh, "bench train", rc ? cli_exit_code(rc) : 0, so_errmsg());
-    }
-    if (!rc)
-        rc = run(&a, dh, &j, &rec, &hooks);
+    if ((rc = bench_rec_init(&rec, &hooks)))
+        return cli_error("bench train", cli_exit_code(rc), "%s", so_errmsg());
+    so_job_config cfg;
+    job_config(&a, &hooks, &cfg);
+    so_job *j = NULL;
+    rc = so_job_create(&cfg, &j);
+    rc = rc ? cli_job_setup_error("bench train", j, rc) : run(&a, j, &rec);
+    so_job_free(j);
     bench_rec_free(&rec);
-    job_free(&j);
-    dist_close(dh);
     return rc;
 }

@@ -43,6 +43,13 @@ void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opt
 /* One-line error "scaleout CMD: message" to stderr; returns code. */
 int cli_error(const char *cmd, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* A so_job's set-up error (printed by the rank that had it, and by rank 0),
+ * and an error during training (with more than one rank it aborts the job:
+ * the others may be inside a collective). Both return the exit status. */
+struct so_job;
+int cli_job_setup_error(const char *cmd, struct so_job *j, int rc);
+int cli_job_train_error(const char *cmd, struct so_job *j, int rc);
+
 int cmd_train(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_bench_coll(int argc, char **argv); /* bench allreduce|reduce-scatter|allgather|bcast */

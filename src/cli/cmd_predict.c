@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "job.h"
+#include "scaleout/job.h"
 #include "scaleout/cpu.h"
 #include "scaleout/err.h"
 #include "scaleout/json.h"
@@ -138,23 +138,24 @@ static void link_table(const pred_args *a, so_comm_tuning *t)
     for (int i = 0; i < SO_ALLREDUCE_AUTO; i++)
         t->fit[i] = (so_comm_fit){.alpha = a->latency_s, .beta = 1.0 / a->link_bytes_per_s, .valid = 1};
 }
-#endif
 
 /* Per-layer times of one rank at --batch-size, measured on this machine:
  * *t gets 2 x so_graph_size entries, forward then backward (free it). */
-static int measure(const pred_args *a, job *j, double **t, double *t_other)
+static int measure(const pred_args *a, so_job **job, double **t, double *t_other)
 {
-    job_spec spec = {a->model, "synthetic", NULL, "onednn", "momentum", a->batch, 0, 0, a->batch, 42, 0.9f, 0,
-                     NULL};
-    int rc = so_threads_set(a->threads, 1);
-    if (!rc)
-        rc = job_load(&spec, j);
-    if (!rc)
-        rc = job_build(&spec, NULL, j);
+    so_job_config c;
+    so_job_defaults(&c);
+    c.model = a->model;
+    c.dataset = "synthetic";
+    c.synthetic_samples = c.batch = a->batch;
+    c.prefetch = 0;
+    c.threads = a->threads;
+    int rc = so_job_create(&c, job);
     if (rc)
         return rc;
-    so_shape sh = so_graph_input_shape(j->m->g);
-    size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)a->batch, n = (size_t)so_graph_size(j->m->g);
+    so_model *m = so_job_model(*job);
+    so_shape sh = so_graph_input_shape(m->g);
+    size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)a->batch, n = (size_t)so_graph_size(m->g);
     float *x = calloc(len, sizeof *x);
     int32_t *y = calloc((size_t)a->batch, sizeof *y);
     *t = calloc(2 * n, sizeof **t);
@@ -163,9 +164,9 @@ static int measure(const pred_args *a, job *j, double **t, double *t_other)
     for (size_t i = 0; !rc && i < len; i++)
         x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     for (int i = 0; !rc && i < a->batch; i++)
-        y[i] = i % so_graph_classes(j->m->g);
+        y[i] = i % so_graph_classes(m->g);
     if (!rc)
-        rc = so_predict_measure(j->m, j->opt, x, y, a->warmup, a->steps, *t, *t + n, t_other);
+        rc = so_predict_measure(m, so_job_optim(*job), x, y, a->warmup, a->steps, *t, *t + n, t_other);
     free(x);
     free(y);
     return rc;
@@ -222,7 +223,6 @@ static int write_json(const pred_args *a, const so_predict_point *pt, const char
     return fclose(f) ? cli_error("predict", CLI_FAIL, "--json: error writing '%s'", a->json) : CLI_OK;
 }
 
-#ifdef SCALEOUT_HAVE_MPI
 /* table: --tune's, loaded before anything was measured (NULL: --link/--latency). */
 static int predict_points(const pred_args *a, const so_comm_tuning *table, const so_predict_compute *c,
                           so_predict_point *pt, char *link, size_t len)
@@ -258,16 +258,17 @@ int cmd_predict(int argc, char **argv)
     so_comm_tuning table;
     if (a.tune && so_comm_tuning_load(a.tune, &table))
         return cli_error("predict", CLI_USAGE, "--tune: %s", so_errmsg());
-    job j = {0};
+    so_job *j = NULL;
     double *t = NULL, other = 0;
     so_predict_point pt[MAX_POINTS];
     char link[512];
     if ((rc = measure(&a, &j, &t, &other)))
         rc = cli_error("predict", cli_exit_code(rc), "%s", so_errmsg());
     if (!rc) {
-        int n = so_graph_size(j.m->g);
+        so_model *m = so_job_model(j);
+        int n = so_graph_size(m->g);
         size_t mb = a.bucket_mb > 0 ? (size_t)(a.bucket_mb * (1 << 20)) : 0;
-        so_predict_compute c = {j.m->g, t, t + n, other, a.batch, mb ? (1u << 20) : 0, mb};
+        so_predict_compute c = {m->g, t, t + n, other, a.batch, mb ? (1u << 20) : 0, mb};
         rc = predict_points(&a, a.tune ? &table : NULL, &c, pt, link, sizeof link);
     }
     if (!rc) {
@@ -276,7 +277,7 @@ int cmd_predict(int argc, char **argv)
             rc = write_json(&a, pt, link);
     }
     free(t);
-    job_free(&j);
+    so_job_free(j);
     return rc;
 #endif
 }

@@ -2,8 +2,8 @@
  * "Clocks"): each rank's offset to rank 0 is measured by ping-pong at the
  * start and at the end of the run, and the two measurements give a linear
  * model (offset + drift) that maps every timestamp onto rank 0's clock. */
-#ifndef SCALEOUT_CLI_PROF_CLOCK_H
-#define SCALEOUT_CLI_PROF_CLOCK_H
+#ifndef SCALEOUT_JOB_PROF_CLOCK_H
+#define SCALEOUT_JOB_PROF_CLOCK_H
 #include "dist.h"
 #include "scaleout/prof.h"
 

@@ -1,4 +1,4 @@
-/* The profiler's MPI side for `scaleout train` (see prof_glue.h): feeds the
+/* The profiler's MPI side for a job (see prof_glue.h): feeds the
  * async engine's per-bucket timings and the blocking collectives into the
  * recorder, aligns each rank's clock to rank 0's (prof_clock.c), and gathers every rank's trace events and statistics into one timeline
  * and one profile.json on rank 0. */
@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "prof_clock.h"
 #include "scaleout/err.h"
 #include "scaleout/json.h"
@@ -29,7 +28,8 @@ struct prof_glue {
     so_prof_detail detail;
     long first, last;
     char timeline[1024], profile[1024];
-    const char *allreduce, *steps;
+    const char *allreduce, *steps, *build_id;
+    char *summary;                /* rank 0's short summary, after the finish */
     double origin;                /* rank 0's start on rank 0's clock */
     double start_offset, start_at;/* the offset to rank 0 measured at the start, and when */
     so_prof_clock clock;          /* this rank's clock -> rank 0's (set at the end) */
@@ -37,8 +37,6 @@ struct prof_glue {
     prof_clock_test test;         /* SCALEOUT_PROF_TEST_CLOCK (tests only) */
     so_node_span_fn node_fn;      /* the recorder's per-node hook, when the test skew wraps it */
     void *node_arg;
-    so_train_hooks hooks;
-    const so_train_hooks *next;   /* hooks installed before ours (chained) */
     so_dist dist;                 /* d with timed blocking collectives */
     const so_dist *inner;
     int sleep_rank, sleep_ms;     /* SCALEOUT_PROF_TEST_SLEEP (tests only) */
@@ -77,35 +75,22 @@ static void feed_async(prof_glue *g)
 #endif
 }
 
-static void span(void *arg, so_span_kind kind, long step, int id, double t0, double t1)
+void prof_glue_span(prof_glue *g, so_span_kind kind, long step, int id, double t0, double t1)
 {
-    prof_glue *g = arg;
+    if (!g)
+        return;
     if (kind == SO_SPAN_COMM_WAIT)
         feed_async(g); /* the round's stats are valid until the next submit */
     so_prof_span(g->p, kind, step, id, skew(g, t0), skew(g, t1));
     /* Test-only imbalance: the slow rank's extra time lands in its backward. */
     if (kind == SO_SPAN_FORWARD && g->rank == g->sleep_rank && g->sleep_ms > 0)
         usleep((useconds_t)g->sleep_ms * 1000);
-    if (g->next && g->next->span)
-        g->next->span(g->next->arg, kind, step, id, t0, t1);
 }
 
 static void node_span(void *arg, int node, int backward, double t0, double t1)
 {
     prof_glue *g = arg;
     g->node_fn(g->node_arg, node, backward, skew(g, t0), skew(g, t1));
-}
-
-static int step_end(void *arg, const so_train_state *s)
-{
-    prof_glue *g = arg;
-    return g->next && g->next->step_end ? g->next->step_end(g->next->arg, s) : 0;
-}
-
-static int before_update(void *arg)
-{
-    prof_glue *g = arg;
-    return g->next && g->next->before_update ? g->next->before_update(g->next->arg) : 0;
 }
 
 /* ---- timed blocking collectives ---------------------------------------------- */
@@ -230,8 +215,7 @@ static int clock_end(prof_glue *g)
 
 /* ---- start ------------------------------------------------------------------- */
 
-/* Set-up steps return a CLI exit code with the message in so_errmsg(). */
-static int paths(prof_glue *g, const prof_options *o)
+static int paths(prof_glue *g, const so_job_prof_config *o)
 {
     const char *env = getenv("SCALEOUT_TIMELINE");
     if (env && *env)
@@ -241,14 +225,14 @@ static int paths(prof_glue *g, const prof_options *o)
     if (o->dir)
         snprintf(g->profile, sizeof g->profile, "%s/profile.json", o->dir);
     if (g->rank == 0 && o->dir && mkdir(o->dir, 0777) && errno != EEXIST)
-        return so_err(CLI_USAGE, "--profile: cannot create directory '%s': %s", o->dir,
+        return so_err(SO_EINVAL, "--profile: cannot create directory '%s': %s", o->dir,
                          strerror(errno));
     /* Fail before training, not after it, when a file cannot be written. */
     const char *files[2] = {g->timeline, g->profile};
     for (int i = 0; g->rank == 0 && i < 2; i++) {
         FILE *f = files[i][0] ? fopen(files[i], "w") : NULL;
         if (files[i][0] && !f)
-            return so_err(CLI_USAGE, "%s: cannot write '%s': %s",
+            return so_err(SO_EINVAL, "%s: cannot write '%s': %s",
                              i == 0 && env && *env ? "SCALEOUT_TIMELINE" : "--profile", files[i], strerror(errno));
         if (f)
             fclose(f);
@@ -264,7 +248,7 @@ static void test_sleep(prof_glue *g)
         g->sleep_rank = -1;
 }
 
-static int setup(prof_glue *g, const prof_options *o, so_model *m)
+static int setup(prof_glue *g, const so_job_prof_config *o, so_model *m)
 {
     int rc = paths(g, o);
     if (rc)
@@ -274,15 +258,15 @@ static int setup(prof_glue *g, const prof_options *o, so_model *m)
                        : so_prof_window_parse(o->steps, &g->first, &g->last) ? "timeline-steps" : NULL;
     if (flag) {
         snprintf(msg, sizeof msg, "%s", so_errmsg());
-        return so_err(CLI_USAGE, "--%s: %s", flag, msg);
+        return so_err(SO_EINVAL, "--%s: %s", flag, msg);
     }
     g->clocks = calloc((size_t)g->world, sizeof *g->clocks);
     so_prof_config pc = {g->detail, g->first, g->last, g->rank, 0, PROF_SKIP_STEPS};
     if (!g->clocks)
-        return so_err(CLI_FAIL, "profiler: out of memory");
+        return so_err(SO_ENOMEM, "profiler: out of memory");
     if (so_prof_create(&pc, &g->p) || so_prof_attach_model(g->p, m)) {
         snprintf(msg, sizeof msg, "%s", so_errmsg());
-        return so_err(CLI_FAIL, "profiler: %s", msg);
+        return so_err(SO_EINVAL, "profiler: %s", msg);
     }
     test_sleep(g);
     if (g->test.rank == g->rank && m->on_node) { /* the skewed clock reaches per-node spans too */
@@ -294,7 +278,8 @@ static int setup(prof_glue *g, const prof_options *o, so_model *m)
     return 0;
 }
 
-int prof_glue_start(const prof_options *o, dist_handle *dh, so_model *m, so_train_config *tc, prof_glue **out)
+int prof_glue_start(const so_job_prof_config *o, const char *allreduce, const char *build_id, dist_handle *dh,
+                    so_model *m, prof_glue **out)
 {
     *out = NULL;
     const char *env = getenv("SCALEOUT_TIMELINE");
@@ -302,25 +287,23 @@ int prof_glue_start(const prof_options *o, dist_handle *dh, so_model *m, so_trai
         return 0;
     prof_glue *g = calloc(1, sizeof *g);
     if (!g)
-        return cli_error("train", CLI_FAIL, "out of memory");
+        return dist_agree(dh, so_err(SO_ENOMEM, "out of memory"));
     const so_dist *d = dist_get(dh);
     g->dh = dh;
     g->rank = d ? d->rank : 0;
     g->world = d ? d->world : 1;
-    g->allreduce = o->allreduce ? o->allreduce : CLI_DEFAULT_ALLREDUCE;
+    g->allreduce = allreduce ? allreduce : "auto";
+    g->build_id = build_id ? build_id : "";
     g->steps = o->steps;
     g->origin = so_now();
     prof_clock_test_init(&g->test, g->origin);
     g->origin = now(g);
     int rc = setup(g, o, m);
     /* Every rank learns whether any failed (rank 0 owns the files). */
-    if ((rc = dist_agree(dh, "train", rc, so_errmsg())) || (rc = clock_start(g) ? CLI_FAIL : 0)) {
+    if ((rc = dist_agree(dh, rc)) || (rc = clock_start(g))) {
         prof_glue_free(g, m);
         return rc;
     }
-    g->next = tc->hooks;
-    g->hooks = (so_train_hooks){g, span, step_end, before_update};
-    tc->hooks = &g->hooks;
     *out = g;
     return 0;
 }
@@ -336,6 +319,7 @@ void prof_glue_free(prof_glue *g, so_model *m)
     so_prof_detach_model(g->p, m);
     so_prof_destroy(g->p);
     free(g->clocks);
+    free(g->summary);
     free(g);
 }
 
@@ -492,7 +476,7 @@ static void write_header(prof_glue *g, FILE *f, const so_train_result *r, const 
     so_json_obj_begin(&js, "environment");
     so_json_str(&js, "host", host);
     so_json_str(&js, "scaleout", SCALEOUT_VERSION);
-    so_json_str(&js, "git", cli_git_commit());
+    so_json_str(&js, "git", g->build_id);
     so_json_int(&js, "world_size", g->world);
     so_json_int(&js, "threads", so_threads_get());
     so_json_str(&js, "allreduce", g->allreduce);
@@ -546,26 +530,26 @@ static int write_profile(prof_glue *g, const so_train_result *r, const char *con
     return fclose(f) ? so_err(SO_EIO, "error writing '%s'", g->profile) : 0;
 }
 
-static void print_summary(const prof_glue *g, const so_train_result *r, const so_prof_totals *all,
+static void print_summary(const prof_glue *g, FILE *out, const so_train_result *r, const so_prof_totals *all,
                           const so_prof_pop *pop)
 {
     long steps = all[0].steps > 0 ? all[0].steps : 1;
-    printf("profile: %d rank(s), %ld of %ld steps (the first %d left out): parallel efficiency %.2f = load "
+    fprintf(out, "profile: %d rank(s), %ld of %ld steps (the first %d left out): parallel efficiency %.2f = load "
            "balance %.2f x communication efficiency %.2f; per-step load balance %.2f\n", g->world, all[0].steps,
            r->steps, PROF_SKIP_STEPS, pop->parallel_efficiency, pop->load_balance, pop->comm_efficiency,
            pop->step_load_balance);
-    printf("profile: per step %.2f ms compute, %.2f ms data wait (%.1f%%)", 1e3 * pop->useful_mean / steps,
+    fprintf(out, "profile: per step %.2f ms compute, %.2f ms data wait (%.1f%%)", 1e3 * pop->useful_mean / steps,
            1e3 * all[0].data_wait / steps, 100 * pop->data_wait_share);
     if (pop->overlap_pct >= 0)
-        printf(", %.2f ms gradient communication, %.0f%% overlapped, %.2f ms exposed",
+        fprintf(out, ", %.2f ms gradient communication, %.0f%% overlapped, %.2f ms exposed",
                1e3 * all[0].comm_pure / steps, pop->overlap_pct, 1e3 * all[0].comm_wait / steps);
-    printf("\n");
+    fprintf(out, "\n");
     if (g->timeline[0])
-        printf("profile: timeline %s", g->timeline);
+        fprintf(out, "profile: timeline %s", g->timeline);
     if (g->profile[0])
-        printf("%sstatistics %s (scaleout report %s)", g->timeline[0] ? ", " : "profile: ", g->profile,
+        fprintf(out, "%sstatistics %s (scaleout report %s)", g->timeline[0] ? ", " : "profile: ", g->profile,
                g->profile);
-    printf("\n");
+    fprintf(out, "\n");
 }
 
 /* Count, bytes and seconds of each checkpoint I/O kind, summed over ranks. */
@@ -585,18 +569,31 @@ static int gather_io(prof_glue *g, double *v)
 }
 
 /* One line of the background checkpoint work, when there was any. */
-static void print_io(const double *v)
+static void print_io(FILE *out, const double *v)
 {
     const char *sep = "profile: checkpoint I/O (all ranks): ";
     for (int k = 0; k < SO_CKPT_IO_KINDS; k++) {
         if (v[3 * k] <= 0)
             continue;
-        printf("%s%s %.0f x, %.2f MB in %.1f ms (%.0f MB/s)", sep, so_ckpt_io_name((so_ckpt_io_kind)k), v[3 * k],
+        fprintf(out, "%s%s %.0f x, %.2f MB in %.1f ms (%.0f MB/s)", sep, so_ckpt_io_name((so_ckpt_io_kind)k), v[3 * k],
                v[3 * k + 1] / 1e6, v[3 * k + 2] * 1e3, v[3 * k + 2] > 0 ? v[3 * k + 1] / v[3 * k + 2] / 1e6 : 0);
         sep = "; ";
     }
     if (sep[0] == ';')
-        printf("\n");
+        fprintf(out, "\n");
+}
+
+/* Rank 0's summary lines, kept for the caller to print. */
+static int summarise(prof_glue *g, const so_train_result *r, const so_prof_totals *all, const so_prof_pop *pop,
+                     const double *io)
+{
+    size_t len = 0;
+    FILE *f = open_memstream(&g->summary, &len);
+    if (!f)
+        return so_err(SO_ENOMEM, "out of memory");
+    print_summary(g, f, r, all, pop);
+    print_io(f, io);
+    return fclose(f) ? so_err(SO_ENOMEM, "out of memory") : 0;
 }
 
 int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
@@ -631,19 +628,17 @@ int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
         if (!rc && g->profile[0])
             rc = write_profile(g, r, config, &pop, stats, ssz);
         if (!rc)
-            print_summary(g, r, all, &pop);
-        if (!rc)
-            print_io(io);
+            rc = summarise(g, r, all, &pop, io);
     }
     free(trace);
     free(stats);
     free(tsz);
     free(ssz);
     free(all);
-    if (rc)
-        return dist_fail(g->dh, "train", rc == SO_EIO ? CLI_USAGE : CLI_FAIL, so_errmsg());
-    return CLI_OK;
+    return rc;
 }
+
+const char *prof_glue_summary(const prof_glue *g) { return g && g->summary ? g->summary : ""; }
 
 void prof_glue_checkpoint_io(void *arg, const so_ckpt_io_event *e)
 {

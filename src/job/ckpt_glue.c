@@ -1,4 +1,4 @@
-/* Glue between `scaleout train`, the checkpoint library and the comm module:
+/* Glue between a job, the checkpoint library and the comm module:
  * fills the so_ckpt_transport from so_comm (blocking bcast and int64
  * allreduce, a non-blocking partner exchange on its own communicator), turns
  * the flags into a so_ckpt_config, restores --resume before training, and runs
@@ -11,30 +11,19 @@
 
 #include "scaleout/ckpt.h"
 #include "scaleout/err.h"
-
-const char *const ckpt_modes[] = {"scaleout", "naive", NULL};
-const char *const ckpt_on_errors[] = {"continue", "stop", NULL};
+#include "scaleout/log.h"
 
 struct ckpt_glue {
     so_ckpt *ck;
     so_ckpt_transport t;
     int rank, stop_on_error, failed, writes;
-    so_train_hooks hooks;
-    const so_train_hooks *prev;
+    int resume_asked, resume_found;
+    long resume_step;
 #ifdef SCALEOUT_HAVE_MPI
     so_comm *comm;
     so_comm_p2p *p2p;
 #endif
 };
-
-void ckpt_args_defaults(ckpt_args *a)
-{
-    memset(a, 0, sizeof *a);
-    a->keep = 2;
-    a->flush_every = 10;
-    a->mode = "scaleout";
-    a->on_error = "continue";
-}
 
 /* ---- transport over so_comm -------------------------------------------------- */
 #ifdef SCALEOUT_HAVE_MPI
@@ -103,44 +92,31 @@ static int transport(ckpt_glue *g, dist_handle *dh)
 
 static const so_ckpt_transport *tp(const ckpt_glue *g) { return g->t.bcast ? &g->t : NULL; }
 
-/* ---- the hook ------------------------------------------------------------------ */
-
-static void hook_span(void *arg, so_span_kind kind, long step, int id, double t0, double t1)
-{
-    ckpt_glue *g = arg;
-    if (g->prev && g->prev->span)
-        g->prev->span(g->prev->arg, kind, step, id, t0, t1);
-}
+/* ---- the observer ----------------------------------------------------------- */
 
 static int ckpt_error(ckpt_glue *g, int rc);
 
-static int hook_before_update(void *arg)
+int ckpt_glue_before_update(ckpt_glue *g)
 {
-    ckpt_glue *g = arg;
-    int rc = g->prev && g->prev->before_update ? g->prev->before_update(g->prev->arg) : 0;
-    return rc ? rc : ckpt_error(g, so_ckpt_before_update(g->ck));
+    return g && g->writes ? ckpt_error(g, so_ckpt_before_update(g->ck)) : 0;
 }
 
-static int hook_step_end(void *arg, const so_train_state *s)
+int ckpt_glue_step_end(ckpt_glue *g, const so_train_state *s)
 {
-    ckpt_glue *g = arg;
-    int rc = g->prev && g->prev->step_end ? g->prev->step_end(g->prev->arg, s) : 0;
-    if (rc)
-        return rc;
-    return ckpt_error(g, so_ckpt_step_end(g->ck, s));
+    return g && g->writes ? ckpt_error(g, so_ckpt_step_end(g->ck, s)) : 0;
 }
 
 /* A checkpoint error is reported and either ignored or turned into a clean
- * stop (--ckpt-on-error); other errors (communication) end training. */
+ * stop (on_error "stop"); other errors (communication) end training. */
 static int ckpt_error(ckpt_glue *g, int rc)
 {
     if (!rc || !so_ckpt_last_error_is_ckpt(g->ck))
         return rc;
     const char *msg = so_errmsg();
     if (g->rank == 0 || !strstr(msg, "another rank"))
-        fprintf(stderr, "scaleout train: %s%s\n", msg,
-                g->stop_on_error ? " (stopping: --ckpt-on-error stop)" : "; training continues, the previous "
-                                                                         "checkpoint stays valid");
+        so_log(SO_LOG_WARN, "%s%s", msg,
+               g->stop_on_error ? " (stopping: --ckpt-on-error stop)" : "; training continues, the previous "
+                                                                        "checkpoint stays valid");
     if (!g->stop_on_error)
         return 0;
     g->failed = 1;
@@ -149,21 +125,16 @@ static int ckpt_error(ckpt_glue *g, int rc)
 
 /* ---- flags ---------------------------------------------------------------------- */
 
-/* Leaves the message in so_errmsg() for dist_agree and returns exit status 2. */
-static int usage_err(const char *fmt, const char *arg)
-{
-    so_err(SO_EINVAL, fmt, arg);
-    return CLI_USAGE;
-}
+static int usage_err(const char *fmt, const char *arg) { return so_err(SO_EINVAL, fmt, arg); }
 
-static int parse_every(const ckpt_args *a, so_ckpt_config *c)
+static int parse_every(const so_job_ckpt_config *a, so_ckpt_config *c)
 {
     const char *e = a->every;
     char *end;
     if (!strcmp(e, "auto")) {
-        if (a->mtbf <= 0)
+        if (a->mtbf_hours <= 0)
             return usage_err("--ckpt-every %s needs --mtbf HOURS", e);
-        c->mtbf_hours = a->mtbf;
+        c->mtbf_hours = a->mtbf_hours;
         return 0;
     }
     long n = strtol(e, &end, 10);
@@ -176,7 +147,7 @@ static int parse_every(const ckpt_args *a, so_ckpt_config *c)
     return 0;
 }
 
-static int make_config(const ckpt_args *a, const char *model, const char *optimizer, const char *config,
+static int make_config(const so_job_ckpt_config *a, const char *model, const char *optimizer, const char *config,
                        so_ckpt_config *c)
 {
     *c = (so_ckpt_config){.local_dir = a->local, .shared_dir = a->dir, .keep = a->keep,
@@ -200,55 +171,54 @@ static int init_from(const char *path, so_model *m)
 }
 
 /* The per-rank part of the set-up; every rank's status is agreed afterwards. */
-static int setup(const ckpt_args *a, ckpt_glue *g, dist_handle *dh, so_model *m, so_optim *opt,
+static int setup(const so_job_ckpt_config *a, ckpt_glue *g, dist_handle *dh, so_model *m, so_optim *opt,
                  const so_ckpt_config *c)
 {
-    if ((a->every || a->resume) && transport(g, dh))
-        return CLI_FAIL;
-    int rc = a->init_from ? init_from(a->init_from, m) : 0; /* every rank reads the file: no broadcast */
+    int rc = (a->every || a->resume) ? transport(g, dh) : 0;
+    if (rc)
+        return rc;
+    rc = a->init_from ? init_from(a->init_from, m) : 0; /* every rank reads the file: no broadcast */
     if (rc || (!a->every && !a->resume))
         return rc;
     g->stop_on_error = !strcmp(a->on_error, "stop");
-    return so_ckpt_create(c, tp(g), m, opt, &g->ck) ? CLI_USAGE : 0;
+    return so_ckpt_create(c, tp(g), m, opt, &g->ck);
 }
 
-int ckpt_glue_open(const ckpt_args *a, dist_handle *dh, so_model *m, so_optim *opt, const char *model,
+int ckpt_glue_open(const so_job_ckpt_config *a, dist_handle *dh, so_model *m, so_optim *opt, const char *model,
                    const char *optimizer, const char *config, so_train_config *tc, ckpt_glue **out)
 {
     *out = NULL;
     ckpt_glue *g = calloc(1, sizeof *g);
-    if (!g)
-        return cli_error("train", CLI_FAIL, "out of memory");
     so_ckpt_config c;
-    int rc = make_config(a, model, optimizer, config, &c);
+    int rc = g ? make_config(a, model, optimizer, config, &c) : so_err(SO_ENOMEM, "out of memory");
     if (!rc)
         rc = setup(a, g, dh, m, opt, &c);
-    if ((rc = dist_agree(dh, "train", rc, so_errmsg())) || !g->ck) {
+    if ((rc = dist_agree(dh, rc)) || !g->ck) {
         ckpt_glue_close(g);
         return rc;
     }
     if (a->resume) {
-        long step = 0;
-        int found = 0;
-        if ((rc = so_ckpt_restore(g->ck, a->resume, &step, &found))) {
-            int code = rc == SO_ECOMM || rc == SO_ENOMEM ? CLI_FAIL : CLI_USAGE;
-            if (g->rank == 0 || code == CLI_FAIL) /* input errors are the same on every rank */
-                cli_error("train", code, "%s", so_errmsg());
+        if ((rc = so_ckpt_restore(g->ck, a->resume, &g->resume_step, &g->resume_found))) {
+            if (g->rank != 0 && rc != SO_ECOMM && rc != SO_ENOMEM)
+                dist_mark_elsewhere(dh); /* the same input error on every rank: rank 0 says it */
             ckpt_glue_close(g);
-            return code;
+            return rc;
         }
-        if (g->rank == 0)
-            printf(found ? "resuming from the checkpoint at step %ld\n" : "no checkpoint to resume from: starting "
-                                                                          "at step %ld\n", step);
-        tc->start_step = step;
-        tc->no_initial_bcast = found;
+        g->resume_asked = 1;
+        tc->start_step = g->resume_step;
+        tc->no_initial_bcast = g->resume_found;
     }
-    g->prev = tc->hooks;
-    g->hooks = (so_train_hooks){g, g->prev && g->prev->span ? hook_span : NULL, hook_step_end, hook_before_update};
-    if (a->every)
-        tc->hooks = &g->hooks;
     g->writes = a->every != NULL;
     *out = g;
+    return 0;
+}
+
+int ckpt_glue_resumed(const ckpt_glue *g, long *step, int *found)
+{
+    if (!g || !g->resume_asked)
+        return -1;
+    *step = g->resume_step;
+    *found = g->resume_found;
     return 0;
 }
 
@@ -257,37 +227,37 @@ static double mb_per_s(double bytes, double seconds)
     return seconds > 0 ? bytes / seconds / 1e6 : 0;
 }
 
-int ckpt_glue_finish(ckpt_glue *g)
+int ckpt_glue_finish(ckpt_glue *g, so_job_ckpt_summary *out)
 {
+    memset(out, 0, sizeof *out);
     if (!g || !g->ck)
         return 0;
     int rc = so_ckpt_finish(g->ck);
     if (rc && so_ckpt_last_error_is_ckpt(g->ck)) {
-        fprintf(stderr, "scaleout train: %s\n", so_errmsg());
+        so_log(SO_LOG_WARN, "%s", so_errmsg());
         if (g->stop_on_error)
             g->failed = 1;
         rc = 0;
     }
     if (rc)
-        return cli_error("train", CLI_FAIL, "%s", so_errmsg());
+        return rc;
     so_ckpt_stats st;
     so_ckpt_get_stats(g->ck, &st);
     int64_t mx[3] = {(int64_t)(st.stall_total * 1e6), (int64_t)(st.stall_max * 1e6), (int64_t)(st.drain_seconds * 1e6)};
     int64_t cpu = (int64_t)(st.bg_cpu_seconds * 1e6);
-    if (tp(g) && (g->t.allreduce_i64(g->t.ctx, mx, 3, SO_CKPT_MAX) || g->t.allreduce_i64(g->t.ctx, &cpu, 1, SO_CKPT_SUM)))
-        return cli_error("train", CLI_FAIL, "%s", so_errmsg());
-    if (g->rank == 0 && st.count + st.failures > 0)
-        printf("checkpoints: %ld complete, %ld flushed, %ld failed; stall total %.6f s, max %.6f s per checkpoint "
-               "(slowest rank); write %.1f MB/s, flush %.1f MB/s (rank 0; write = own shard %.1f MB/s + partner copy "
-               "%.1f MB/s); background CPU %.4f s per rank; exit drain %.4f s\n",
-               st.count, st.flushes, st.failures, mx[0] * 1e-6, mx[1] * 1e-6,
-               mb_per_s(st.write_bytes, st.write_seconds), mb_per_s(st.flush_bytes, st.flush_seconds),
-               mb_per_s(st.write_bytes - st.partner_bytes, st.write_seconds - st.partner_seconds),
-               mb_per_s(st.partner_bytes, st.partner_seconds),
-               cpu * 1e-6 / (tp(g) ? g->t.world : 1), mx[2] * 1e-6);
-    if (g->rank == 0 && st.interval > 0)
-        printf("checkpoint interval (Daly, --mtbf): %ld steps\n", st.interval);
-    return g->failed ? CLI_FAIL : 0;
+    if (tp(g) && ((rc = g->t.allreduce_i64(g->t.ctx, mx, 3, SO_CKPT_MAX)) ||
+                  (rc = g->t.allreduce_i64(g->t.ctx, &cpu, 1, SO_CKPT_SUM))))
+        return rc;
+    *out = (so_job_ckpt_summary){
+        .complete = st.count, .flushed = st.flushes, .failed = st.failures,
+        .stall_total_s = mx[0] * 1e-6, .stall_max_s = mx[1] * 1e-6,
+        .write_mb_s = mb_per_s(st.write_bytes, st.write_seconds),
+        .flush_mb_s = mb_per_s(st.flush_bytes, st.flush_seconds),
+        .own_write_mb_s = mb_per_s(st.write_bytes - st.partner_bytes, st.write_seconds - st.partner_seconds),
+        .partner_mb_s = mb_per_s(st.partner_bytes, st.partner_seconds),
+        .background_cpu_s = cpu * 1e-6 / (tp(g) ? g->t.world : 1), .drain_s = mx[2] * 1e-6,
+        .daly_interval = st.interval > 0 ? st.interval : 0, .stopped_by_failure = g->failed};
+    return 0;
 }
 
 void ckpt_glue_request(ckpt_glue *g)

@@ -1,5 +1,4 @@
-/* The CLI's bridge from the trainer's so_dist hooks to the comm module (see
- * dist.h). MPI starts only when a launcher started this process (mpirun,
+/* The bridge from the trainer's so_dist hooks to the comm module (dist.h). MPI starts only when a launcher started this process (mpirun,
  * mpiexec or srun set PMI/PMIx/Open MPI variables), so a plain `scaleout
  * train` never pays for MPI start-up and works where MPI is absent. */
 #include "dist.h"
@@ -8,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "scaleout/err.h"
 #include "scaleout/log.h"
 
@@ -20,14 +18,13 @@
 struct dist_handle {
     so_dist d;
     int active;
+    int elsewhere; /* the last agreed failure was another rank's */
 #ifdef SCALEOUT_HAVE_MPI
     so_comm *comm;
     so_async *async;
     so_allreduce_algo algo;
 #endif
 };
-
-static dist_handle single;
 
 #ifdef SCALEOUT_HAVE_MPI
 static int launched_by_mpi(void)
@@ -53,17 +50,14 @@ static long launched_size(void)
     return 0;
 }
 
-static void check_size(so_comm *c)
+static int check_size(so_comm *c)
 {
     long want = launched_size();
     if (want <= 1 || so_comm_size(c) > 1)
-        return;
-    fprintf(stderr, "scaleout: started as one of %ld processes, but MPI sees this one only: the launcher's PMI "
-            "does not match this MPI library (srun: --mpi=pmix for Open MPI, --mpi=pmi2 for MPICH; docs/SLURM.md)\n",
-            want);
-    /* A world of one: a clean finalize, not MPI_Abort and its banner. */
-    so_comm_finalize(c);
-    exit(CLI_USAGE);
+        return 0;
+    return so_err(SO_EINVAL, "started as one of %ld processes, but MPI sees this one only: the launcher's PMI "
+                  "does not match this MPI library (srun: --mpi=pmix for Open MPI, --mpi=pmi2 for MPICH; "
+                  "docs/SLURM.md)", want);
 }
 
 static int grad_submit(void *ctx, float *buf, size_t count, int bucket)
@@ -127,34 +121,54 @@ static int registered_grads(so_allreduce_algo algo)
 so_comm *dist_comm(dist_handle *h) { return h && h->active ? h->comm : NULL; }
 so_async *dist_async(dist_handle *h) { return h && h->active ? h->async : NULL; }
 
-static int open_mpi(const dist_options *o, dist_handle *h)
+/* The algorithm name is checked together with the registered-memory
+ * decision, so a bad name on one rank stops every rank before any
+ * collective allocation. */
+static int agree_start(dist_handle *h, const dist_options *o, so_allreduce_algo *algo, int64_t *reg)
 {
-    int rc = so_comm_init(NULL, NULL, &h->comm);
-    if (rc)
-        return rc;
-    check_size(h->comm);
-    so_allreduce_algo algo = SO_ALLREDUCE_AUTO;
-    if (so_allreduce_algo_parse(o && o->allreduce ? o->allreduce : CLI_DEFAULT_ALLREDUCE, &algo))
-        so_comm_abort(h->comm, CLI_USAGE, so_errmsg());
-    if (o)
-        so_comm_set_timeouts(h->comm, o->stall_warning, o->comm_timeout);
-    if (o && o->ranks_per_node > 0 && so_comm_set_ranks_per_node(h->comm, o->ranks_per_node))
-        so_comm_abort(h->comm, CLI_FAIL, so_errmsg());
+    int64_t v[2] = {0, 1}; /* registered gradients, name valid */
+    const char *name = o && o->allreduce ? o->allreduce : "auto";
+    if (so_allreduce_algo_parse(name, algo))
+        v[1] = 0;
     /* Every rank must take the same decision (the allocation is collective),
      * even with different flags or environments: those are only reported by
      * the configuration check after the model exists. */
-    int64_t reg = registered_grads(algo);
-    if (so_comm_allreduce_i64(h->comm, &reg, 1, SO_REDUCE_MIN))
-        so_comm_abort(h->comm, CLI_FAIL, so_errmsg());
+    v[0] = v[1] && registered_grads(*algo);
+    int rc = so_comm_allreduce_i64(h->comm, v, 2, SO_REDUCE_MIN);
+    if (rc)
+        return rc;
+    *reg = v[0];
+    if (v[1])
+        return 0;
+    if (!so_allreduce_algo_parse(name, algo)) {
+        h->elsewhere = 1;
+        return so_err(SO_EINVAL, "--allreduce: unknown algorithm on another rank (see its message)");
+    }
+    return so_err(SO_EINVAL, "--allreduce: unknown algorithm '%s' (mpi, ring, rd, rabenseifner, tree, hier, auto)",
+                  name);
+}
+
+static int open_mpi(const dist_options *o, dist_handle *h)
+{
+    int rc = so_comm_init(NULL, NULL, &h->comm);
+    if (rc || (rc = check_size(h->comm)))
+        return rc;
+    if (o)
+        so_comm_set_timeouts(h->comm, o->stall_warning, o->comm_timeout);
+    if (o && o->ranks_per_node > 0 && (rc = so_comm_set_ranks_per_node(h->comm, o->ranks_per_node)))
+        return rc;
+    so_allreduce_algo algo = SO_ALLREDUCE_AUTO;
+    int64_t reg = 0;
+    if ((rc = agree_start(h, o, &algo, &reg)))
+        return rc;
     h->d = (so_dist){.rank = so_comm_rank(h->comm), .world = so_comm_size(h->comm), .ctx = h,
                      .grad_submit = grad_submit, .grad_wait = grad_wait, .sum = sum, .max = max, .bcast = bcast,
                      .allsum = allsum, .cost = cost, .buf_alloc = reg ? buf_alloc : NULL,
                      .buf_free = reg ? buf_free : NULL};
     h->algo = algo;
     so_log_set_rank(h->d.rank);
-    rc = so_async_create(h->comm, algo, &h->async);
-    if (rc)
-        so_comm_abort(h->comm, CLI_FAIL, so_errmsg());
+    if ((rc = so_async_create(h->comm, algo, &h->async)))
+        return rc;
     h->active = 1;
     return 0;
 }
@@ -162,72 +176,81 @@ static int open_mpi(const dist_options *o, dist_handle *h)
 
 int dist_open(const dist_options *o, dist_handle **out)
 {
-    *out = &single;
+    dist_handle *h = calloc(1, sizeof *h);
+    *out = h;
+    if (!h)
+        return so_err(SO_ENOMEM, "out of memory");
 #ifdef SCALEOUT_HAVE_MPI
     if (launched_by_mpi())
-        return open_mpi(o, &single);
+        return open_mpi(o, h);
 #endif
     (void)o;
     return 0;
 }
 
-const so_dist *dist_get(dist_handle *h) { return h->active ? &h->d : NULL; }
+const so_dist *dist_get(dist_handle *h) { return h && h->active ? &h->d : NULL; }
 
-int dist_agree(dist_handle *h, const char *cmd, int code, const char *msg)
+int dist_failed_elsewhere(const dist_handle *h) { return h && h->elsewhere; }
+
+void dist_mark_elsewhere(dist_handle *h) { h->elsewhere = 1; }
+
+/* Input errors (2) outrank other failures (1), as the CLI's exit codes do. */
+static int severity(int rc) { return !rc ? 0 : rc == SO_EINVAL || rc == SO_EIO || rc == SO_EFORMAT ? 2 : 1; }
+
+int dist_agree(dist_handle *h, int rc)
 {
-    if (code)
-        cli_error(cmd, code, "%s", msg);
+    h->elsewhere = 0;
     if (!h->active)
-        return code;
-    double worst = code;
-    if (h->d.max(h->d.ctx, &worst, 1))
-        return dist_fail(h, cmd, CLI_FAIL, so_errmsg());
-    if (!code && worst > 0 && h->d.rank == 0)
-        fprintf(stderr, "scaleout %s: stopping: set-up failed on another rank (see its message)\n", cmd);
-    return (int)worst;
+        return rc;
+    double worst = severity(rc);
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", rc ? so_errmsg() : "");
+    int crc = h->d.max(h->d.ctx, &worst, 1);
+    if (crc)
+        return crc;
+    if (rc)
+        return so_err(rc, "%s", msg);
+    if (worst == 0)
+        return 0;
+    h->elsewhere = 1;
+    return so_err(worst > 1 ? SO_EINVAL : SO_ECOMM, "stopping: set-up failed on another rank (see its message)");
 }
 
-int dist_check_config(dist_handle *h, const char *cmd, const char *config)
+int dist_check_config(dist_handle *h, const char *config)
 {
+    h->elsewhere = 0;
     if (!h->active)
         return 0;
 #ifdef SCALEOUT_HAVE_MPI
     char msg[512];
     int rc = so_comm_check_config(h->comm, config, msg, sizeof msg);
     if (rc == SO_EINVAL) {
-        if (h->d.rank == 0)
-            cli_error(cmd, CLI_USAGE, "%s", msg);
-        return CLI_USAGE;
+        h->elsewhere = h->d.rank != 0; /* the same message everywhere: one rank says it */
+        return so_err(SO_EINVAL, "%s", msg);
     }
-    if (rc)
-        return dist_fail(h, cmd, CLI_FAIL, so_errmsg());
-#endif
-    (void)cmd;
+    return rc;
+#else
     (void)config;
     return 0;
-}
-
-int dist_fail(dist_handle *h, const char *cmd, int code, const char *msg)
-{
-#ifdef SCALEOUT_HAVE_MPI
-    if (h->active && h->d.world > 1) {
-        char line[600];
-        snprintf(line, sizeof line, "scaleout %s: %s", cmd, msg);
-        so_comm_abort(h->comm, code, line);
-    }
 #endif
-    (void)h;
-    return cli_error(cmd, code, "%s", msg);
 }
 
-int dist_comm_seconds(dist_handle *h, double *comm_s)
+void dist_abort(dist_handle *h, int code, const char *line)
 {
-    *comm_s = 0;
 #ifdef SCALEOUT_HAVE_MPI
-    if (h->active) {
+    if (h && h->active && h->d.world > 1)
+        so_comm_abort(h->comm, code, line);
+#endif
+    (void)h, (void)code, (void)line;
+}
+
+double dist_comm_seconds(dist_handle *h)
+{
+#ifdef SCALEOUT_HAVE_MPI
+    if (h && h->active) {
         so_async_totals t;
         so_async_get_totals(h->async, &t);
-        *comm_s = t.comm_s;
+        return t.comm_s;
     }
 #endif
     (void)h;
@@ -236,12 +259,11 @@ int dist_comm_seconds(dist_handle *h, double *comm_s)
 
 void dist_close(dist_handle *h)
 {
+    if (!h)
+        return;
 #ifdef SCALEOUT_HAVE_MPI
-    if (h->active) {
-        so_async_destroy(h->async);
-        so_comm_finalize(h->comm);
-        h->active = 0;
-    }
+    so_async_destroy(h->async);
+    so_comm_finalize(h->comm);
 #endif
-    (void)h;
+    free(h);
 }

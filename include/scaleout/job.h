@@ -1,0 +1,173 @@
+/* scaleout/job.h: the library's entry to a training run, on one process or as
+ * one rank of an MPI job. so_job_create does the whole set-up in the order
+ * that makes collective allocations and cross-rank agreements safe; the CLI's
+ * `train` and `bench` commands are thin layers over it, and so is
+ * examples/train_lenet5.c.
+ *
+ * Every call below is collective when the job has more than one rank: every
+ * rank calls it, in the same order. Errors: 0 or a negative SO_E* code with a
+ * message in so_errmsg(); messages name options as the CLI spells them
+ * (--model, --ckpt-every, ...), field names here follow the same words. */
+#ifndef SCALEOUT_JOB_H
+#define SCALEOUT_JOB_H
+#include <stddef.h>
+
+#include "scaleout/train.h"
+
+typedef struct so_job so_job;
+
+/* Checkpointing (scaleout/ckpt.h, docs/CHECKPOINT.md). Off unless every or
+ * resume is set. */
+typedef struct {
+    const char *every;      /* "N" steps, "Nepoch", or "auto" (Daly's interval from mtbf_hours) */
+    const char *dir;        /* shared level */
+    const char *local;      /* node-local level (node<id>/ under it) */
+    const char *resume;     /* "auto" (newest complete checkpoint) or a checkpoint's path */
+    const char *mode;       /* "scaleout" (sharded, asynchronous) or "naive" (rank 0 writes) */
+    const char *on_error;   /* "continue" or "stop" when a checkpoint fails */
+    const char *init_from;  /* initial parameters from a .safetensors file */
+    int keep;               /* complete checkpoints kept per level */
+    int flush_every;        /* every M-th checkpoint is flushed to dir */
+    float mtbf_hours;       /* for every = "auto" */
+} so_job_ckpt_config;
+
+/* The profiler (docs/PROFILING.md). Off unless dir is set or the environment
+ * names SCALEOUT_TIMELINE. */
+typedef struct {
+    const char *dir;        /* DIR/timeline.json and DIR/profile.json */
+    const char *detail;     /* "layer", "block" or "step" */
+    const char *steps;      /* timeline window "A:B" or "all" */
+} so_job_prof_config;
+
+typedef struct {
+    /* what is trained, on what */
+    const char *model;           /* zoo name (scaleout/zoo.h) */
+    const char *dataset;         /* fashion-mnist, mnist, cifar10, synthetic */
+    const char *data_dir;
+    int synthetic_samples;       /* synthetic set size (0: 32 batches) */
+    int batch;                   /* samples per step on each rank */
+    int augment;                 /* random crop (pad 4) and horizontal flip */
+    int prefetch;                /* batches prepared ahead on a background thread */
+    long seed;
+    const char *backend;         /* onednn or ref */
+    const char *conv_algo;       /* auto, direct or winograd */
+    int threads;                 /* compute threads per process */
+    int pin_threads;             /* pin them one per core */
+    /* optimizer and learning rate */
+    const char *optimizer;       /* sgd, momentum, nesterov, adagrad, rmsprop, adam, adamw */
+    float lr, momentum, weight_decay;
+    const char *lr_schedule;     /* constant, step, cosine */
+    float warmup_epochs;         /* linear warm-up, from lr/world (or lr/10 on one rank) */
+    float lr_step_epochs, lr_gamma; /* step schedule */
+    int scale_lr;                /* multiply lr by the number of ranks (Goyal et al.) */
+    /* the loop */
+    int epochs;
+    long steps;                  /* optimizer steps (0: epochs) */
+    int eval_every;              /* epochs between evaluations; 0 at the end only; < 0 never */
+    int accumulate;              /* micro-batches per optimizer step */
+    int warmup_steps;            /* first steps left out of images/sec */
+    /* data parallelism: the strategy of this version */
+    const char *allreduce;       /* gradient allreduce algorithm (scaleout/comm.h names) */
+    double bucket_mb;            /* gradient bucket size in MiB; < 0: chosen from the cost model */
+    float first_bucket_mb;       /* the small first (and last) bucket */
+    int overlap;                 /* allreduce during backward (1) or after it (0) */
+    int sync_bn;                 /* batchnorm statistics over the global batch */
+    double stall_warning_s;      /* report a collective stuck this long (0: off) */
+    double comm_timeout_s;       /* abort the job when a collective is stuck this long (0: off) */
+    int ranks_per_node;          /* > 0: emulate nodes of this many ranks */
+    so_job_ckpt_config ckpt;
+    so_job_prof_config prof;
+    /* The caller's observers, called after the library's own (may be NULL). */
+    const so_train_hooks *hooks;
+    /* Recorded in profile.json (e.g. the build's git commit); may be NULL. */
+    const char *build_id;
+} so_job_config;
+
+/* The defaults of `scaleout train`: LeNet-5 on Fashion-MNIST from
+ * /usr/share/datasets/fashion-mnist, batch 64, momentum SGD at lr 0.01,
+ * one epoch, allreduce auto, 25 MiB buckets (first 1 MiB), overlap on. */
+void so_job_defaults(so_job_config *c);
+
+/* Starts MPI when a launcher (mpirun, mpiexec, srun) started this process,
+ * then loads the data, builds the model, optimizer and loaders for this rank,
+ * checks that every rank has the same configuration, restores a checkpoint
+ * when asked, and attaches the checkpoint, stop and profiler observers. A
+ * failure on one rank is agreed on by all: every rank returns an error, and
+ * so_job_failed_elsewhere() tells the ranks that only learnt of it.
+ * *out is set whenever MPI was started, even on failure: free it on every
+ * rank with so_job_free. */
+int so_job_create(const so_job_config *c, so_job **out);
+
+/* Trains. progress (may be NULL) is called on every rank; out is filled on
+ * every rank (free it with so_train_result_free). A failure here may leave
+ * other ranks inside a collective: call so_job_abort when world > 1. On
+ * success the checkpoints in flight are complete and the profile is written. */
+int so_job_train(so_job *j, so_progress_fn progress, void *progress_arg, so_train_result *out);
+
+/* Collective clean-up: frees the model, data and observers, and finalises MPI
+ * when so_job_create started it. Accepts NULL. */
+void so_job_free(so_job *j);
+
+/* This process's rank and the number of ranks (0 and 1 without MPI). */
+int so_job_rank(const so_job *j);
+int so_job_world(const so_job *j);
+/* Whether the last error came from another rank (this rank's set-up was fine). */
+int so_job_failed_elsewhere(const so_job *j);
+/* The end of a job that cannot go on: with more than one rank, prints
+ * "[rank R] fatal: scaleout msg" and aborts every rank with exit status code
+ * (MPI_Abort); on one process it returns and the caller reports msg. The one fatal path: other ranks may be inside a
+ * collective that will never complete. */
+void so_job_abort(so_job *j, int code, const char *msg);
+
+/* The parts, for callers that look inside (reports, benchmarks). */
+so_model *so_job_model(const so_job *j);
+so_optim *so_job_optim(const so_job *j);
+so_loader *so_job_train_loader(const so_job *j);
+so_loader *so_job_test_loader(const so_job *j);   /* NULL when the data set has no test split */
+/* The training (train = 1) or test split; NULL for a missing test split. */
+const so_dataset *so_job_dataset(const so_job *j, int train);
+/* The hooks the trainer reaches other ranks through (NULL on one rank). */
+const so_dist *so_job_dist(const so_job *j);
+/* The "key=value" lines every rank was checked to agree on. */
+const char *so_job_config_text(const so_job *j);
+
+/* Element-wise sum over ranks, in place (per-rank figures for a report). */
+int so_job_sum(so_job *j, double *v, int n);
+/* Seconds the gradient engine spent in collectives on this rank. */
+double so_job_comm_seconds(const so_job *j);
+/* How many gradient allreduces ran hier's zero-copy path on the registered
+ * gradient buffer, and how many copied through its window (this rank). */
+void so_job_hier_paths(const so_job *j, unsigned long long *zero_copy, unsigned long long *copied);
+
+/* ---- checkpoints ------------------------------------------------------------- */
+/* *step where training starts; *found = 1 when a checkpoint was restored.
+ * Returns 0 when the job was asked to resume, else -1. */
+int so_job_resumed(const so_job *j, long *step, int *found);
+/* Whether the job writes checkpoints. */
+int so_job_writes_checkpoints(const so_job *j);
+typedef struct {
+    long complete, flushed, failed;
+    double stall_total_s, stall_max_s;     /* slowest rank */
+    double write_mb_s, flush_mb_s;         /* rank 0 */
+    double own_write_mb_s, partner_mb_s;   /* rank 0: own shard, partner copy */
+    double background_cpu_s;               /* mean per rank */
+    double drain_s;                        /* waiting at exit for checkpoints in flight (slowest rank) */
+    long daly_interval;                    /* steps, with every = "auto"; else 0 */
+    int stopped_by_failure;                /* on_error "stop" ended training after a failed checkpoint */
+} so_job_ckpt_summary;
+/* After so_job_train; 0, or -1 when the job does not checkpoint. */
+int so_job_ckpt_stats(const so_job *j, so_job_ckpt_summary *out);
+
+/* ---- stop on a signal ---------------------------------------------------------- */
+/* Asks every rank to stop after the same step, with a checkpoint there when
+ * the job writes checkpoints. Async-signal-safe: call it from a SIGTERM
+ * handler (Slurm's scancel and time limit). */
+void so_job_request_stop(void);
+/* The step after which training stopped on such a request, or -1. */
+long so_job_stopped_step(const so_job *j);
+
+/* ---- profile ------------------------------------------------------------------- */
+/* The profiler's short summary (rank 0, after so_job_train; "" otherwise). */
+const char *so_job_profile_summary(const so_job *j);
+
+#endif

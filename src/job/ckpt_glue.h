@@ -1,0 +1,39 @@
+/* Checkpointing inside a job, private to src/job: fills the checkpoint
+ * library's transport (scaleout/ckpt.h) from the comm module, turns the
+ * so_job_ckpt_config into a so_ckpt_config, restores before training, and
+ * runs the checkpoint at the trainer's step ends. */
+#ifndef SCALEOUT_JOB_CKPT_GLUE_H
+#define SCALEOUT_JOB_CKPT_GLUE_H
+#include "dist.h"
+#include "scaleout/ckpt.h"
+#include "scaleout/job.h"
+
+typedef struct ckpt_glue ckpt_glue;
+
+/* After the model is built and the configuration checked on every rank:
+ * validates the options, loads init_from, restores resume (setting
+ * tc->start_step and no_initial_bcast). Collective; the ranks agree on any
+ * failure. *out is NULL when checkpointing is off. */
+int ckpt_glue_open(const so_job_ckpt_config *a, dist_handle *dh, so_model *m, so_optim *opt, const char *model,
+                   const char *optimizer, const char *config, so_train_config *tc, ckpt_glue **out);
+/* The trainer's observer calls (g may be NULL). A checkpoint's own failure
+ * is logged and ignored, or turned into SO_STOP (on_error "stop"). */
+int ckpt_glue_step_end(ckpt_glue *g, const so_train_state *s);
+int ckpt_glue_before_update(ckpt_glue *g);
+/* After training: completes pending checkpoints and fills the summary
+ * (collective). Failures of the checkpoints themselves are counted there
+ * (stopped_by_failure under on_error "stop"); the return is for others. */
+int ckpt_glue_finish(ckpt_glue *g, so_job_ckpt_summary *out);
+void ckpt_glue_close(ckpt_glue *g); /* accepts NULL */
+/* A checkpoint at the next step end, due or not (a stop request). No-op
+ * when g is NULL or the run does not write checkpoints. */
+void ckpt_glue_request(ckpt_glue *g);
+/* Whether the run writes checkpoints; the resume outcome (-1: not asked). */
+int ckpt_glue_writes(const ckpt_glue *g);
+int ckpt_glue_resumed(const ckpt_glue *g, long *step, int *found);
+/* Passes the training thread's checkpoint stalls / the writer and flush
+ * threads' I/O to fn (a timeline); g may be NULL. */
+void ckpt_glue_set_span(ckpt_glue *g, so_ckpt_span_fn fn, void *arg);
+void ckpt_glue_set_io(ckpt_glue *g, so_ckpt_io_fn fn, void *arg);
+
+#endif

@@ -1,0 +1,296 @@
+/* so_job (scaleout/job.h): the set-up of a training run in the one order that
+ * is safe across ranks -- MPI, data and graph, agreement, the collective
+ * gradient buffer, agreement, configuration check, checkpoint restore, stop
+ * channel, profiler -- then the trainer with the observers in a fixed order,
+ * then the collective ends of the checkpoints and the profile. */
+#include "scaleout/job.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt_glue.h"
+#include "dist.h"
+#include "parts.h"
+#include "prof_glue.h"
+#include "stop.h"
+#include "scaleout/err.h"
+#include "scaleout/threads.h"
+#include "scaleout/zoo.h"
+
+struct so_job {
+    so_job_config cfg;
+    dist_handle *dh;
+    job_parts parts;
+    so_train_config tc;
+    so_train_hooks hooks;        /* the observers below, in their order */
+    ckpt_glue *ckpt;
+    stop_state *stop;
+    prof_glue *prof;
+    const so_dist *dist;         /* what the trainer uses (timed by the profiler) */
+    so_job_ckpt_summary ckpt_summary;
+    int ckpt_done;
+    char config[2048];
+};
+
+void so_job_defaults(so_job_config *c)
+{
+    *c = (so_job_config){.model = "lenet5", .dataset = "fashion-mnist",
+                         .data_dir = "/usr/share/datasets/fashion-mnist", .batch = 64, .prefetch = 4, .seed = 42,
+                         .backend = "onednn", .conv_algo = "auto", .threads = 1, .pin_threads = 1,
+                         .optimizer = "momentum", .lr = 0.01f, .momentum = 0.9f, .lr_schedule = "constant",
+                         .lr_step_epochs = 30, .lr_gamma = 0.1f, .epochs = 1, .eval_every = 1, .accumulate = 1,
+                         .warmup_steps = 10, .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
+                         .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300,
+                         .ckpt = {.mode = "scaleout", .on_error = "continue", .keep = 2, .flush_every = 10},
+                         .prof = {.detail = "layer", .steps = "0:30"}};
+}
+
+/* Everything that must be equal on all ranks, as key=value lines; the
+ * ranks compare it at start-up and the first differing key is reported. */
+static void config_text(const so_job_config *a, const so_graph *g, char *buf, size_t len)
+{
+    so_shape in = so_graph_input_shape(g);
+    char bucket[32];
+    if (a->bucket_mb < 0)
+        snprintf(bucket, sizeof bucket, "auto");
+    else
+        snprintf(bucket, sizeof bucket, "%g", a->bucket_mb);
+    snprintf(buf, len,
+             "version=%s\nmodel=%s\ninput=%dx%dx%d\nclasses=%d\nparams=%zu\nbackend=%s\nconv_algo=%s\ndataset=%s\n"
+             "batch=%d\nepochs=%d\nsteps=%ld\noptimizer=%s\nlr=%g\nmomentum=%g\nweight_decay=%g\n"
+             "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n"
+             "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\n",
+             SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
+             a->conv_algo, a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum,
+             a->weight_decay, a->lr_schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn,
+             bucket, a->first_bucket_mb, a->allreduce, a->overlap);
+}
+
+static int train_config(const so_job_config *a, so_loader *train, int world, so_train_config *c)
+{
+    so_train_defaults(c);
+    long spe = so_loader_steps(train) / a->accumulate;
+    c->epochs = a->epochs;
+    c->steps = a->steps;
+    c->eval_every = a->eval_every;
+    c->accumulate = a->accumulate;
+    c->throughput_skip = a->warmup_steps;
+    c->overlap = a->overlap;
+    c->sync_bn = a->sync_bn;
+    c->auto_buckets = a->bucket_mb < 0;
+    c->bucket_bytes = (size_t)((c->auto_buckets ? 25 : a->bucket_mb) * 1048576.0);
+    c->first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0);
+    if (so_lr_parse(a->lr_schedule, &c->lr.kind))
+        return so_err(SO_EINVAL, "--lr-schedule: unknown schedule '%s' (constant, step, cosine)", a->lr_schedule);
+    c->lr.base_lr = a->lr * (a->scale_lr ? (float)world : 1.0f);
+    c->lr.warmup_steps = (long)(a->warmup_epochs * spe);
+    c->lr.warmup_start = 1.0f / (float)(world > 1 ? world : 10);
+    c->lr.step_size = (long)(a->lr_step_epochs * spe);
+    if (c->lr.step_size < 1)
+        c->lr.step_size = 1;
+    c->lr.gamma = a->lr_gamma;
+    c->lr.total_steps = a->steps ? a->steps : (long)a->epochs * spe;
+    return 0;
+}
+
+/* ---- the observers, in order ---------------------------------------------------
+ * span: profiler, then the caller. step_end: the stop agreement first (so the
+ * checkpoint sees its request at this very step), the checkpoint, then the
+ * caller. before_update: the checkpoint, then the caller. */
+
+static void on_span(void *arg, so_span_kind kind, long step, int id, double t0, double t1)
+{
+    so_job *j = arg;
+    prof_glue_span(j->prof, kind, step, id, t0, t1);
+    const so_train_hooks *u = j->cfg.hooks;
+    if (u && u->span)
+        u->span(u->arg, kind, step, id, t0, t1);
+}
+
+static int on_step_end(void *arg, const so_train_state *s)
+{
+    so_job *j = arg;
+    int stop = 0, rc = stop_step_end(j->stop, s, &stop);
+    if (rc)
+        return rc;
+    if (stop)
+        ckpt_glue_request(j->ckpt);
+    if ((rc = ckpt_glue_step_end(j->ckpt, s)))
+        return rc;
+    const so_train_hooks *u = j->cfg.hooks;
+    if (u && u->step_end && (rc = u->step_end(u->arg, s)))
+        return rc;
+    if (!stop)
+        return 0;
+    stop_mark(j->stop, s->step);
+    return SO_STOP;
+}
+
+static int on_before_update(void *arg)
+{
+    so_job *j = arg;
+    int rc = ckpt_glue_before_update(j->ckpt);
+    const so_train_hooks *u = j->cfg.hooks;
+    return rc ? rc : u && u->before_update ? u->before_update(u->arg) : 0;
+}
+
+/* ---- set-up --------------------------------------------------------------------- */
+
+/* Data, graph and model, with the ranks' agreement before and after the
+ * collective gradient allocation (parts.h). */
+static int build(so_job *j)
+{
+    const so_job_config *c = &j->cfg;
+    int rc = so_zoo_find(c->model) ? 0 : so_err(SO_EINVAL, "--model: unknown model '%s' (see `scaleout models`)", c->model);
+    if (!rc && c->accumulate < 1)
+        rc = so_err(SO_EINVAL, "--accumulate %d must be >= 1", c->accumulate);
+    if (!rc)
+        rc = so_threads_set(c->threads, c->pin_threads);
+    if (!rc)
+        rc = parts_load(c, &j->parts);
+    if ((rc = dist_agree(j->dh, rc)))
+        return rc;
+    j->dist = dist_get(j->dh);
+    rc = parts_build(c, j->dist, &j->parts);
+    if (!rc)
+        rc = train_config(c, j->parts.ltrain, so_job_world(j), &j->tc);
+    return dist_agree(j->dh, rc);
+}
+
+static int observers(so_job *j)
+{
+    const so_job_config *c = &j->cfg;
+    int rc = ckpt_glue_open(&c->ckpt, j->dh, j->parts.m, j->parts.opt, c->model, c->optimizer, j->config, &j->tc,
+                            &j->ckpt);
+    if (rc)
+        return rc;
+    if ((rc = dist_agree(j->dh, stop_open(j->dh, &j->stop))))
+        return rc;
+    if ((rc = prof_glue_start(&c->prof, c->allreduce, c->build_id, j->dh, j->parts.m, &j->prof)))
+        return rc;
+    j->dist = prof_glue_dist(j->prof, j->dist);
+    if (j->prof) {
+        ckpt_glue_set_span(j->ckpt, prof_glue_checkpoint_span, j->prof);
+        ckpt_glue_set_io(j->ckpt, prof_glue_checkpoint_io, j->prof); /* the writer and flush threads' work */
+    }
+    j->hooks = (so_train_hooks){j, on_span, on_step_end, on_before_update};
+    j->tc.hooks = &j->hooks;
+    return 0;
+}
+
+int so_job_create(const so_job_config *c, so_job **out)
+{
+    *out = NULL;
+    so_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return so_err(SO_ENOMEM, "out of memory");
+    j->cfg = *c;
+    *out = j;
+    dist_options dopt = {c->stall_warning_s, c->comm_timeout_s, c->allreduce, c->ranks_per_node};
+    int rc = dist_open(&dopt, &j->dh);
+    if (rc || (rc = build(j)))
+        return rc;
+    config_text(c, j->parts.m->g, j->config, sizeof j->config);
+    if ((rc = dist_check_config(j->dh, j->config)))
+        return rc;
+    return observers(j);
+}
+
+int so_job_train(so_job *j, so_progress_fn progress, void *progress_arg, so_train_result *out)
+{
+    memset(out, 0, sizeof *out);
+    job_parts *p = &j->parts;
+    int rc = so_train(p->m, p->opt, p->ltrain, p->ltest, &j->tc, j->dist, progress, progress_arg, out);
+    if (!rc && !(rc = ckpt_glue_finish(j->ckpt, &j->ckpt_summary))) {
+        j->ckpt_done = j->ckpt != NULL;
+        out->comm_total = dist_comm_seconds(j->dh);
+        rc = prof_glue_finish(j->prof, out, j->config);
+    }
+    return rc;
+}
+
+void so_job_free(so_job *j)
+{
+    if (!j)
+        return;
+    ckpt_glue_set_io(j->ckpt, NULL, NULL); /* the background threads stop calling into the profiler */
+    prof_glue_free(j->prof, j->parts.m);
+    ckpt_glue_close(j->ckpt);
+    stop_close(j->stop);
+    parts_free(&j->parts);
+    dist_close(j->dh);
+    free(j);
+}
+
+/* ---- accessors -------------------------------------------------------------------- */
+
+int so_job_rank(const so_job *j)
+{
+    const so_dist *d = j ? dist_get(j->dh) : NULL;
+    return d ? d->rank : 0;
+}
+
+int so_job_world(const so_job *j)
+{
+    const so_dist *d = j ? dist_get(j->dh) : NULL;
+    return d ? d->world : 1;
+}
+
+int so_job_failed_elsewhere(const so_job *j) { return j && dist_failed_elsewhere(j->dh); }
+
+void so_job_abort(so_job *j, int code, const char *msg)
+{
+    char line[1200];
+    snprintf(line, sizeof line, "scaleout %s", msg);
+    dist_abort(j ? j->dh : NULL, code, line);
+}
+
+so_model *so_job_model(const so_job *j) { return j->parts.m; }
+so_optim *so_job_optim(const so_job *j) { return j->parts.opt; }
+so_loader *so_job_train_loader(const so_job *j) { return j->parts.ltrain; }
+so_loader *so_job_test_loader(const so_job *j) { return j->parts.ltest; }
+const so_dataset *so_job_dataset(const so_job *j, int train) { return train ? j->parts.train : j->parts.test; }
+const so_dist *so_job_dist(const so_job *j) { return j->dist; }
+const char *so_job_config_text(const so_job *j) { return j->config; }
+
+int so_job_sum(so_job *j, double *v, int n)
+{
+    const so_dist *d = dist_get(j->dh);
+    return d ? d->sum(d->ctx, v, n) : 0;
+}
+
+double so_job_comm_seconds(const so_job *j) { return dist_comm_seconds(j->dh); }
+
+void so_job_hier_paths(const so_job *j, unsigned long long *zero_copy, unsigned long long *copied)
+{
+    *zero_copy = *copied = 0;
+#ifdef SCALEOUT_HAVE_MPI
+    if (dist_get(j->dh)) {
+        uint64_t zc, cp;
+        so_comm_hier_path_counts(&zc, &cp);
+        *zero_copy = zc;
+        *copied = cp;
+    }
+#else
+    (void)j;
+#endif
+}
+
+int so_job_resumed(const so_job *j, long *step, int *found) { return ckpt_glue_resumed(j->ckpt, step, found); }
+
+int so_job_writes_checkpoints(const so_job *j) { return ckpt_glue_writes(j->ckpt); }
+
+int so_job_ckpt_stats(const so_job *j, so_job_ckpt_summary *out)
+{
+    if (!j->ckpt_done)
+        return -1;
+    *out = j->ckpt_summary;
+    return 0;
+}
+
+void so_job_request_stop(void) { stop_request(); }
+
+long so_job_stopped_step(const so_job *j) { return stop_step(j->stop); }
+
+const char *so_job_profile_summary(const so_job *j) { return prof_glue_summary(j->prof); }

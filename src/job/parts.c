@@ -1,0 +1,94 @@
+/* A job's parts from its configuration (parts.h): data set, zoo model, optimizer,
+ * and the train / test loaders sharded for this rank, in two steps so the
+ * ranks can agree between them (the gradient buffer is collective). */
+#include "parts.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "scaleout/backend.h"
+#include "scaleout/err.h"
+#include "scaleout/zoo.h"
+
+void parts_free(job_parts *j)
+{
+    so_loader_destroy(j->ltrain);
+    so_loader_destroy(j->ltest);
+    so_optim_destroy(j->opt);
+    so_model_destroy(j->m);
+    so_graph_destroy(j->g);
+    so_dataset_destroy(j->train);
+    so_dataset_destroy(j->test);
+    *j = (job_parts){0};
+}
+
+static int load_data(const so_job_config *a, job_parts *j)
+{
+    if (strcmp(a->dataset, "synthetic") != 0) {
+        int rc = so_dataset_load(a->dataset, a->data_dir, 1, &j->train);
+        return rc ? rc : so_dataset_load(a->dataset, a->data_dir, 0, &j->test);
+    }
+    const so_zoo_entry *z = so_zoo_find(a->model);
+    if (!z)
+        return so_err(SO_EINVAL, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    int n = a->synthetic_samples ? a->synthetic_samples : 32 * a->batch;
+    return so_dataset_synthetic(n, z->c, z->h, z->w, z->classes, (uint64_t)a->seed, &j->train);
+}
+
+int parts_load(const so_job_config *a, job_parts *j)
+{
+    /* What so_model_create_opts checks before its (collective) gradient
+     * allocation is checked here, so the ranks agree on it first. */
+    so_conv_algo ca;
+    int rc = so_conv_algo_parse(a->conv_algo ? a->conv_algo : "auto", &ca);
+    if (!rc && !so_backend_find(a->backend))
+        rc = so_err(SO_EINVAL, "--backend: unknown backend '%s' (use onednn or ref)", a->backend);
+    if (!rc && a->batch < 1)
+        rc = so_err(SO_EINVAL, "batch size %d must be >= 1", a->batch);
+    if (!rc)
+        rc = load_data(a, j);
+    if (rc)
+        return rc;
+    const so_dataset *ds = j->train;
+    return so_zoo_build(a->model, ds->c, ds->h, ds->w, ds->classes, &j->g);
+}
+
+/* The gradient buffer comes from the dist hooks when they offer registered
+ * memory: a collective allocation, so set-up failures are agreed on before
+ * (parts_load) and after (the caller's dist_agree) this call. A rank that ran
+ * out of memory inside so_model_create_opts after it would free the buffer
+ * alone and block; its peers' dist_agree then times out (watched) and aborts. */
+int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
+{
+    const so_dataset *ds = j->train;
+    so_graph *g = j->g;
+    j->g = NULL; /* the model owns it from here */
+    so_model_opts mo = {.backend = a->backend, .batch = a->batch, .seed = (uint64_t)a->seed};
+    if (d && d->buf_alloc) {
+        mo.grads_alloc = d->buf_alloc;
+        mo.grads_free = d->buf_free;
+        mo.grads_ctx = d->ctx;
+    }
+    int rc = so_conv_algo_parse(a->conv_algo ? a->conv_algo : "auto", &mo.conv_algo);
+    if (rc)
+        so_graph_destroy(g);
+    else
+        rc = so_model_create_opts(g, &mo, &j->m);
+    so_optim_config oc;
+    so_optim_kind kind;
+    if (!rc && !(rc = so_optim_parse(a->optimizer, &kind))) {
+        so_optim_defaults(&oc, kind);
+        oc.momentum = a->momentum;
+        oc.weight_decay = a->weight_decay;
+        rc = so_optim_create(&oc, j->m->nparams, &j->opt);
+    }
+    int rank = d ? d->rank : 0, world = d ? d->world : 1;
+    so_loader_config lc = {.batch = a->batch, .shuffle = 1, .drop_last = 1, .augment = a->augment,
+                           .pad = 4, .prefetch = a->prefetch, .seed = (uint64_t)a->seed, .rank = rank, .world = world};
+    if (!rc)
+        rc = so_loader_create(ds, &lc, &j->ltrain);
+    lc.shuffle = lc.drop_last = lc.augment = 0;
+    if (!rc && j->test)
+        rc = so_loader_create(j->test, &lc, &j->ltest);
+    return rc;
+}

@@ -1,0 +1,27 @@
+/* A job's parts (data sets, model, optimizer, loaders) from its
+ * configuration. Private to src/job: so_job_create calls these in order,
+ * with the ranks' agreement (dist_agree) between and after them. */
+#ifndef SCALEOUT_JOB_PARTS_H
+#define SCALEOUT_JOB_PARTS_H
+#include "scaleout/job.h"
+
+typedef struct {
+    so_dataset *train, *test;
+    so_graph *g;
+    so_model *m;
+    so_optim *opt;
+    so_loader *ltrain, *ltest;
+} job_parts;
+
+/* Loads the data (the synthetic set: synthetic_samples, default 32 batches)
+ * and builds the graph: it may fail on one rank only (a missing file). */
+int parts_load(const so_job_config *c, job_parts *p);
+/* Builds model, optimizer and loaders for this rank (d may be NULL). It is
+ * collective when d has buf_alloc (the gradient buffer is registered
+ * memory), so call it only after all ranks agreed parts_load succeeded. */
+int parts_build(const so_job_config *c, const so_dist *d, job_parts *p);
+/* Frees everything; collective like parts_build: on every rank, after the
+ * ranks agreed on any failure, before dist_close. */
+void parts_free(job_parts *p);
+
+#endif
