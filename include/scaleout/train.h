@@ -1,6 +1,7 @@
 /* The training loop: epochs of loader batches through forward, backward,
- * gradient averaging (through the so_dist hooks, so this module never sees
- * MPI) and the optimizer; distributed evaluation; timing of every phase. */
+ * the strategy (scaleout/strategy.h: data parallelism through the so_dist
+ * hooks by default, so this module never sees MPI) and the optimizer;
+ * distributed evaluation; timing of every phase. */
 #ifndef SCALEOUT_TRAIN_H
 #define SCALEOUT_TRAIN_H
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include "scaleout/data.h"
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
+#include "scaleout/strategy.h"
 
 /* How the trainer reaches the other ranks. NULL means one process. The CLI
  * fills it from the comm module; tests may fake it. */
@@ -85,7 +87,7 @@ typedef struct so_train_hooks {
     int (*before_update)(void *arg);
 } so_train_hooks;
 
-typedef struct {
+typedef struct so_train_config {
     int epochs;               /* used when steps == 0 */
     long steps;               /* total optimizer steps (0 = epochs x steps per epoch) */
     so_lr_schedule lr;
@@ -101,6 +103,10 @@ typedef struct {
     int sync_bn;              /* batchnorm statistics over the global batch (needs dist->allsum) */
     int auto_buckets;         /* choose bucket sizes from measured backward times and dist->cost */
     const so_train_hooks *hooks;
+    /* What happens between gradients ready and the optimizer step
+     * (scaleout/strategy.h). NULL: data parallelism over dist when dist is
+     * set, else the plain local step. */
+    const so_strategy *strategy;
 } so_train_config;
 
 /* Fills the defaults above (25 MiB / 1 MiB buckets, overlap on, 1 micro-batch, skip 10). */
@@ -126,7 +132,7 @@ typedef struct {
 
 typedef void (*so_progress_fn)(void *arg, const so_progress *p);
 
-typedef struct {
+typedef struct so_train_result {
     so_epoch_stats *epochs;
     int nepochs;
     long steps;               /* optimizer steps taken by this call (not counting start_step) */

@@ -1,13 +1,13 @@
 /* The training loop (see train.h): per step, K micro-batches of forward and
- * backward, gradient buckets handed to the dist hooks as soon as backward has
- * produced them, one wait, then one optimizer loop over the flat buffers.
- * Every phase is timed so reports can say where the time goes. */
+ * backward, the strategy told as backward produces gradients (data
+ * parallelism submits buckets then), one wait, then the update. The loop
+ * does not know how ranks cooperate (scaleout/strategy.h). Every phase is
+ * timed so reports can say where the time goes. */
 #include "scaleout/train.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "buckets.h"
 #include "scaleout/err.h"
 #include "scaleout/timer.h"
 
@@ -26,41 +26,16 @@ void so_train_defaults(so_train_config *c)
     c->throughput_skip = 10;
 }
 
-/* State shared with the gradients-ready hook during backward. */
-typedef struct {
-    so_model *m;
-    const so_dist *d;
-    so_bucket_plan plan;
-    int live;   /* submit from inside backward (overlap, last micro-batch) */
-    int err;
-} grad_hook;
-
-static int submit_bucket(grad_hook *h, int b)
-{
-    so_bucket bk = h->plan.b[b];
-    return h->d->grad_submit(h->d->ctx, h->m->grads + bk.lo, bk.hi - bk.lo, b);
-}
-
-static void on_grad_ready(void *arg, int node, size_t off, size_t n)
-{
-    grad_hook *h = arg;
-    (void)off;
-    (void)n;
-    int b = h->plan.closes[node];
-    if (h->live && b >= 0 && !h->err)
-        h->err = submit_bucket(h, b);
-}
-
 typedef struct {
     so_model *m;
     so_optim *opt;
     so_loader *train;
     const so_train_config *c;
     const so_dist *d;
-    grad_hook hook;
+    const so_strategy *strat; /* NULL: the plain local step */
+    int grad_err;       /* the strategy's error from inside backward */
     so_train_result *r;
     long step;          /* global optimizer step */
-    double *t_bwd0;     /* auto_buckets: per-node backward times when measuring began */
     double img_time;    /* seconds of steps counted for throughput */
     double img_count;
     double all_time, all_count; /* every step: the fallback for runs shorter than the skip */
@@ -97,24 +72,20 @@ static int train_step(trainer *t, double *loss_out)
         double t2 = so_now();
         r->forward += t2 - t1;
         span(t, SO_SPAN_FORWARD, k, t1, t2);
-        t->hook.live = t->d && t->c->overlap && k == K - 1;
+        if (t->strat && t->strat->ops->backward_begin)
+            t->strat->ops->backward_begin(t->strat->self, k, K);
         if (!rc)
             rc = so_model_backward(m);
         double t3 = so_now();
         r->backward += t3 - t2;
         span(t, SO_SPAN_BACKWARD, k, t2, t3);
-        if (rc || (rc = t->hook.err))
+        if (rc || (rc = t->grad_err))
             return rc;
         loss += m->loss;
     }
-    if (t->d) {
-        for (int b = 0; !t->c->overlap && b < t->hook.plan.n; b++) {
-            int rc = submit_bucket(&t->hook, b);
-            if (rc)
-                return rc;
-        }
+    if (t->strat) {
         double waited = 0, w0 = so_now();
-        int rc = t->d->grad_wait(t->d->ctx, &waited);
+        int rc = t->strat->ops->grads_done(t->strat->self, &waited);
         if (rc)
             return rc;
         r->comm_exposed += waited;
@@ -128,8 +99,14 @@ static int train_step(trainer *t, double *loss_out)
     if (K > 1)
         for (size_t i = 0; i < m->nparams; i++)
             m->grads[i] *= 1.0f / (float)K;
-    so_optim_step(t->opt, m->params, m->grads, so_lr_at(&t->c->lr, t->step));
+    float lr = so_lr_at(&t->c->lr, t->step);
+    if (t->strat && t->strat->ops->update)
+        rc = t->strat->ops->update(t->strat->self, t->opt, m->params, m->grads, lr);
+    else
+        so_optim_step(t->opt, m->params, m->grads, lr);
     so_model_params_changed(m);
+    if (rc)
+        return rc;
     double t4 = so_now();
     r->optimizer += t4 - t3;
     span(t, SO_SPAN_OPTIMIZER, 0, t3, t4);
@@ -192,54 +169,6 @@ static int record_step(trainer *t, double seconds)
     return 0;
 }
 
-/* Steps timed before auto bucket planning (after one untimed warm-up step). */
-enum { PLAN_FROM = 1, PLAN_STEPS = 2 };
-
-static double plan_cost(void *ctx, size_t bytes)
-{
-    const so_dist *d = ctx;
-    return d->cost(d->ctx, bytes);
-}
-
-/* auto_buckets: times backward per node over PLAN_STEPS steps, takes the max
- * over ranks (every rank must build the same plan), and re-plans the buckets
- * jointly with the cost model's per-size algorithm choice. */
-static int maybe_replan(trainer *t)
-{
-    const so_dist *d = t->d;
-    so_model *m = t->m;
-    long rel = t->step - t->c->start_step;
-    if (!t->c->auto_buckets || !d || !d->cost || rel > PLAN_FROM + PLAN_STEPS)
-        return 0;
-    int n = so_graph_size(m->g);
-    if (rel == PLAN_FROM) {
-        if (!(t->t_bwd0 = malloc((size_t)n * sizeof *t->t_bwd0)))
-            return so_err(SO_ENOMEM, "out of memory timing backward");
-        memcpy(t->t_bwd0, m->t_bwd, (size_t)n * sizeof *t->t_bwd0);
-        m->timing++;
-        return 0;
-    }
-    if (rel != PLAN_FROM + PLAN_STEPS || !t->t_bwd0)
-        return 0;
-    m->timing--;
-    for (int i = 0; i < n; i++)
-        t->t_bwd0[i] = (m->t_bwd[i] - t->t_bwd0[i]) / PLAN_STEPS;
-    int rc = d->max(d->ctx, t->t_bwd0, n);
-    so_train_result *r = t->r;
-    double total = 0; /* the plan is made for the slowest rank's backward */
-    for (int i = 0; i < n; i++)
-        total += t->t_bwd0[i];
-    if (!rc)
-        rc = so_bucket_plan_auto(m->g, t->t_bwd0, plan_cost, (void *)d, &t->hook.plan, &r->first_bucket_bytes,
-                                 &r->bucket_bytes, &r->predicted_comm_end);
-    r->measured_backward = total;
-    r->nbuckets = t->hook.plan.n;
-    r->bucket_plan_step = t->step;
-    free(t->t_bwd0);
-    t->t_bwd0 = NULL;
-    return rc;
-}
-
 static int step_end(trainer *t, int epoch, long s, long spe, int epoch_end)
 {
     const so_train_hooks *h = t->c->hooks;
@@ -291,8 +220,8 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
         s++;
         t->step++;
         span(t, SO_SPAN_STEP, 0, t0, t1);
-        if (!rc)
-            rc = maybe_replan(t);
+        if (!rc && t->strat && t->strat->ops->step_done)
+            rc = t->strat->ops->step_done(t->strat->self, t->step);
         double el = t1 - start;
         so_progress p = {epoch, epochs, s, spe, loss_sum / (s - s0),
                          el > 0 ? (double)(s - s0) * t->m->batch * t->c->accumulate * world / el : 0, el, NULL};
@@ -331,6 +260,14 @@ static int bn_allsum(void *arg, double *v, int n)
     return d->allsum(d->ctx, v, (size_t)n);
 }
 
+/* The model's gradients-ready hook, passed on to the strategy. */
+static void on_grad_ready(void *arg, int node, size_t off, size_t n)
+{
+    trainer *t = arg;
+    if (!t->grad_err && t->strat->ops->grads_ready)
+        t->grad_err = t->strat->ops->grads_ready(t->strat->self, node, off, n);
+}
+
 static int trainer_setup(trainer *t)
 {
     const so_train_config *c = t->c;
@@ -346,22 +283,23 @@ static int trainer_setup(trainer *t)
     if (spe < 1)
         return so_err(SO_EINVAL, "an epoch has %d batches per rank, fewer than --accumulate %d",
                       so_loader_steps(t->train), c->accumulate);
-    int rc = so_bucket_plan_build(t->m->g, c->first_bucket_bytes, c->bucket_bytes, &t->hook.plan);
-    if (rc)
-        return rc;
-    t->hook.m = t->m;
-    t->hook.d = t->d;
-    t->r->nbuckets = t->hook.plan.n;
     t->r->first_bucket_bytes = c->first_bucket_bytes;
     t->r->bucket_bytes = c->bucket_bytes;
-    if (t->d)
-        so_model_set_grad_ready(t->m, on_grad_ready, &t->hook);
-    if (t->d && !c->no_initial_bcast) {
-        rc = t->d->bcast(t->d->ctx, t->m->params, t->m->nparams);
-        if (!rc && t->m->nbufs)
-            rc = t->d->bcast(t->d->ctx, t->m->bufs, t->m->nbufs);
-        so_model_params_changed(t->m);
-    }
+    if (!t->strat)
+        return 0;
+    so_model_set_grad_ready(t->m, on_grad_ready, t);
+    return t->strat->ops->start ? t->strat->ops->start(t->strat->self, t->m, c, t->r) : 0;
+}
+
+/* The strategy of the run: the caller's, or data parallelism over dist. */
+static int pick_strategy(trainer *t, so_strategy **owned)
+{
+    *owned = NULL;
+    t->strat = t->c->strategy;
+    if (t->strat || !t->d)
+        return 0;
+    int rc = so_strategy_data_parallel(t->d, owned);
+    t->strat = *owned;
     return rc;
 }
 
@@ -371,7 +309,10 @@ int so_train(so_model *m, so_optim *opt, so_loader *train, so_loader *test, cons
     memset(out, 0, sizeof *out);
     out->test_accuracy = -1;
     trainer t = {.m = m, .opt = opt, .train = train, .c = c, .d = dist, .r = out, .step = c->start_step};
-    int rc = trainer_setup(&t);
+    so_strategy *owned;
+    int rc = pick_strategy(&t, &owned);
+    if (!rc)
+        rc = trainer_setup(&t);
     long spe = so_loader_steps(train) / (c->accumulate > 0 ? c->accumulate : 1);
     long max_steps = c->steps > 0 ? c->steps : (long)c->epochs * spe;
     int epochs = spe > 0 ? (int)((max_steps + spe - 1) / spe) : 0;
@@ -399,11 +340,9 @@ int so_train(so_model *m, so_optim *opt, so_loader *train, so_loader *test, cons
     out->comm_total = out->comm_exposed;
     so_model_set_grad_ready(m, NULL, NULL);
     m->bn_allsum = NULL;
-    if (t.t_bwd0) { /* stopped while measuring */
-        m->timing--;
-        free(t.t_bwd0);
-    }
-    so_bucket_plan_free(&t.hook.plan);
+    if (t.strat && t.strat->ops->finish)
+        t.strat->ops->finish(t.strat->self);
+    so_strategy_free(owned);
     return rc;
 }
 

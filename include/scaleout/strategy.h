@@ -1,0 +1,60 @@
+/* The trainer's strategy seam: a strategy owns what happens between "backward
+ * has produced the gradients of these parameters" and "the optimizer may
+ * step these parameters", so the loop in train.c stays the same for every
+ * way of parallelising. Bucketed data parallelism (strategy_dp.c) is the
+ * first; docs/ARCHITECTURE.md sketches sharded optimizer state, compression,
+ * local SGD and pipeline stages against the same calls. */
+#ifndef SCALEOUT_STRATEGY_H
+#define SCALEOUT_STRATEGY_H
+#include <stddef.h>
+
+#include "scaleout/model.h"
+#include "scaleout/optim.h"
+
+struct so_train_config;
+struct so_train_result;
+struct so_dist;
+
+/* Called by so_train, in this order per optimizer step of K micro-batches:
+ *   backward_begin(k, K) before each micro-batch's backward,
+ *   grads_ready(node, ...) from inside backward as nodes finish,
+ *   grads_done once after the last backward,
+ *   (the before_update observers), update, then step_done.
+ * Every member but grads_done may be NULL. Return 0 or an SO_E* code. */
+typedef struct so_strategy_ops {
+    const char *name;
+    /* Before the first step: the model, the run's configuration and result
+     * (for the strategy's own fields, e.g. the bucket plan). */
+    int (*start)(void *self, so_model *m, const struct so_train_config *c, struct so_train_result *r);
+    void (*backward_begin)(void *self, int k, int K);
+    /* Backward produced node `node`'s gradients: floats [off, off + n) of
+     * m->grads. Called from inside so_model_backward; an error is kept and
+     * ends the step after backward. */
+    int (*grads_ready)(void *self, int node, size_t off, size_t n);
+    /* After the step's last backward: when it returns, m->grads holds what
+     * this rank steps with. *exposed = seconds spent blocked here. */
+    int (*grads_done)(void *self, double *exposed);
+    /* The update of the parameters from the gradients (already divided by
+     * K). NULL: so_optim_step over the whole flat buffer. */
+    int (*update)(void *self, so_optim *opt, float *params, float *grads, float lr);
+    /* After the step counter moved on: `step` optimizer steps are done. */
+    int (*step_done)(void *self, long step);
+    /* After the last step, on success or failure. */
+    void (*finish)(void *self);
+} so_strategy_ops;
+
+typedef struct so_strategy {
+    const so_strategy_ops *ops;
+    void *self;
+} so_strategy;
+
+/* Today's data parallelism: the gradient buffer tiled into buckets in
+ * backward order (first small, then bucket_bytes, last small), each averaged
+ * over ranks through d->grad_submit as soon as backward closes it (overlap)
+ * or after backward; with auto_buckets the plan is re-made after a few steps
+ * from measured backward times and d->cost. Broadcasts rank 0's parameters
+ * at start unless the run resumes with identical state. d must outlive it. */
+int so_strategy_data_parallel(const struct so_dist *d, so_strategy **out);
+void so_strategy_free(so_strategy *s); /* accepts NULL */
+
+#endif

@@ -1,0 +1,168 @@
+/* Bucketed data parallelism as a strategy (scaleout/strategy.h): the first
+ * implementation of the seam, moved out of the loop. Buckets are contiguous
+ * slices of the flat gradient buffer (buckets.h), submitted to the so_dist
+ * hooks as soon as backward closes them on the step's last micro-batch, so
+ * communication overlaps the rest of backward. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "buckets.h"
+#include "scaleout/err.h"
+#include "scaleout/train.h"
+
+/* Steps timed before auto bucket planning (after one untimed warm-up step). */
+enum { PLAN_FROM = 1, PLAN_STEPS = 2 };
+
+typedef struct {
+    const so_dist *d;
+    so_model *m;
+    const so_train_config *c;
+    so_train_result *r;
+    so_bucket_plan plan;
+    int live;           /* submit from inside backward (overlap, last micro-batch) */
+    long start_step;    /* the run's first step (resume) */
+    double *t_bwd0;     /* auto_buckets: per-node backward times when measuring began */
+} dp_state;
+
+static int submit_bucket(dp_state *s, int b)
+{
+    so_bucket bk = s->plan.b[b];
+    return s->d->grad_submit(s->d->ctx, s->m->grads + bk.lo, bk.hi - bk.lo, b);
+}
+
+static int dp_start(void *self, so_model *m, const so_train_config *c, so_train_result *r)
+{
+    dp_state *s = self;
+    s->m = m;
+    s->c = c;
+    s->r = r;
+    s->start_step = c->start_step;
+    int rc = so_bucket_plan_build(m->g, c->first_bucket_bytes, c->bucket_bytes, &s->plan);
+    if (rc)
+        return rc;
+    r->nbuckets = s->plan.n;
+    r->first_bucket_bytes = c->first_bucket_bytes;
+    r->bucket_bytes = c->bucket_bytes;
+    if (c->no_initial_bcast)
+        return 0;
+    rc = s->d->bcast(s->d->ctx, m->params, m->nparams);
+    if (!rc && m->nbufs)
+        rc = s->d->bcast(s->d->ctx, m->bufs, m->nbufs);
+    so_model_params_changed(m);
+    return rc;
+}
+
+static void dp_backward_begin(void *self, int k, int K)
+{
+    dp_state *s = self;
+    s->live = s->c->overlap && k == K - 1;
+}
+
+static int dp_grads_ready(void *self, int node, size_t off, size_t n)
+{
+    dp_state *s = self;
+    (void)off, (void)n;
+    int b = s->plan.closes[node];
+    return s->live && b >= 0 ? submit_bucket(s, b) : 0;
+}
+
+static int dp_grads_done(void *self, double *exposed)
+{
+    dp_state *s = self;
+    for (int b = 0; !s->c->overlap && b < s->plan.n; b++) {
+        int rc = submit_bucket(s, b);
+        if (rc)
+            return rc;
+    }
+    return s->d->grad_wait(s->d->ctx, exposed);
+}
+
+static double plan_cost(void *ctx, size_t bytes)
+{
+    const so_dist *d = ctx;
+    return d->cost(d->ctx, bytes);
+}
+
+/* The per-node backward times of the PLAN_STEPS steps just measured, as
+ * the slowest rank's (every rank must build the same plan), and the plan. */
+static int replan(dp_state *s, long step)
+{
+    so_model *m = s->m;
+    int n = so_graph_size(m->g);
+    m->timing--;
+    for (int i = 0; i < n; i++)
+        s->t_bwd0[i] = (m->t_bwd[i] - s->t_bwd0[i]) / PLAN_STEPS;
+    int rc = s->d->max(s->d->ctx, s->t_bwd0, n);
+    double total = 0;
+    for (int i = 0; i < n; i++)
+        total += s->t_bwd0[i];
+    so_train_result *r = s->r;
+    if (!rc)
+        rc = so_bucket_plan_auto(m->g, s->t_bwd0, plan_cost, (void *)s->d, &s->plan, &r->first_bucket_bytes,
+                                 &r->bucket_bytes, &r->predicted_comm_end);
+    r->measured_backward = total;
+    r->nbuckets = s->plan.n;
+    r->bucket_plan_step = step;
+    free(s->t_bwd0);
+    s->t_bwd0 = NULL;
+    return rc;
+}
+
+/* auto_buckets: times backward per node over PLAN_STEPS steps, then re-plans
+ * the buckets jointly with the cost model's per-size algorithm choice. */
+static int dp_step_done(void *self, long step)
+{
+    dp_state *s = self;
+    long rel = step - s->start_step;
+    if (!s->c->auto_buckets || !s->d->cost || rel > PLAN_FROM + PLAN_STEPS)
+        return 0;
+    if (rel == PLAN_FROM) {
+        int n = so_graph_size(s->m->g);
+        if (!(s->t_bwd0 = malloc((size_t)n * sizeof *s->t_bwd0)))
+            return so_err(SO_ENOMEM, "out of memory timing backward");
+        memcpy(s->t_bwd0, s->m->t_bwd, (size_t)n * sizeof *s->t_bwd0);
+        s->m->timing++;
+        return 0;
+    }
+    return rel == PLAN_FROM + PLAN_STEPS && s->t_bwd0 ? replan(s, step) : 0;
+}
+
+static void dp_finish(void *self)
+{
+    dp_state *s = self;
+    if (s->t_bwd0) { /* stopped while measuring */
+        s->m->timing--;
+        free(s->t_bwd0);
+        s->t_bwd0 = NULL;
+    }
+    so_bucket_plan_free(&s->plan);
+}
+
+static const so_strategy_ops dp_ops = {"data-parallel", dp_start, dp_backward_begin, dp_grads_ready,
+                                       dp_grads_done, NULL, dp_step_done, dp_finish};
+
+int so_strategy_data_parallel(const so_dist *d, so_strategy **out)
+{
+    *out = NULL;
+    if (!d)
+        return so_err(SO_EINVAL, "data parallelism needs the so_dist hooks");
+    so_strategy *st = calloc(1, sizeof *st);
+    dp_state *s = calloc(1, sizeof *s);
+    if (!st || !s) {
+        free(st);
+        free(s);
+        return so_err(SO_ENOMEM, "out of memory");
+    }
+    s->d = d;
+    *st = (so_strategy){&dp_ops, s};
+    *out = st;
+    return 0;
+}
+
+void so_strategy_free(so_strategy *s)
+{
+    if (!s)
+        return;
+    free(s->self);
+    free(s);
+}
