@@ -1,5 +1,5 @@
 /* Multi-level checkpoint/restart (in the manner of LLNL SCR), without MPI:
- * the caller hands in a small transport of function pointers (src/cli/
+ * the caller hands in a small transport of function pointers (src/job/
  * ckpt_glue.c fills it from the comm module). The whole training state is
  * flattened into one byte vector and SHARDED: rank r writes 1/N of it to
  * node-local storage, a partner rank on another node keeps a copy, and every

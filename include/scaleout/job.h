@@ -66,7 +66,9 @@ typedef struct {
     int eval_every;              /* epochs between evaluations; 0 at the end only; < 0 never */
     int accumulate;              /* micro-batches per optimizer step */
     int warmup_steps;            /* first steps left out of images/sec */
-    /* data parallelism: the strategy of this version */
+    /* how ranks cooperate: "data" (data parallelism, the only strategy of
+     * this version; its options follow) */
+    const char *strategy;
     const char *allreduce;       /* gradient allreduce algorithm (scaleout/comm.h names) */
     double bucket_mb;            /* gradient bucket size in MiB; < 0: chosen from the cost model */
     float first_bucket_mb;       /* the small first (and last) bucket */

@@ -2,7 +2,7 @@
  * (phases per step, per-layer or per-block forward/backward, communication
  * events) that writes Chrome trace events, communication statistics by
  * message size and the POP efficiency metrics (docs/PROFILING.md).
- * No MPI here: the CLI glue (src/cli/prof_glue.c) feeds communication events,
+ * No MPI here: the job glue (src/job/prof_glue.c) feeds communication events,
  * measures clock offsets and merges the ranks' output. */
 #ifndef SCALEOUT_PROF_H
 #define SCALEOUT_PROF_H

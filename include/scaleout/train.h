@@ -12,8 +12,8 @@
 #include "scaleout/optim.h"
 #include "scaleout/strategy.h"
 
-/* How the trainer reaches the other ranks. NULL means one process. The CLI
- * fills it from the comm module; tests may fake it. */
+/* How the trainer reaches the other ranks. NULL means one process. so_job
+ * fills it from the comm module (src/job/dist.c); tests may fake it. */
 typedef struct so_dist {
     int rank, world;
     void *ctx;

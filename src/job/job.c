@@ -40,7 +40,7 @@ void so_job_defaults(so_job_config *c)
                          .backend = "onednn", .conv_algo = "auto", .threads = 1, .pin_threads = 1,
                          .optimizer = "momentum", .lr = 0.01f, .momentum = 0.9f, .lr_schedule = "constant",
                          .lr_step_epochs = 30, .lr_gamma = 0.1f, .epochs = 1, .eval_every = 1, .accumulate = 1,
-                         .warmup_steps = 10, .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
+                         .warmup_steps = 10, .strategy = "data", .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
                          .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300,
                          .ckpt = {.mode = "scaleout", .on_error = "continue", .keep = 2, .flush_every = 10},
                          .prof = {.detail = "layer", .steps = "0:30"}};
@@ -143,6 +143,8 @@ static int build(so_job *j)
 {
     const so_job_config *c = &j->cfg;
     int rc = so_zoo_find(c->model) ? 0 : so_err(SO_EINVAL, "--model: unknown model '%s' (see `scaleout models`)", c->model);
+    if (!rc && c->strategy && strcmp(c->strategy, "data"))
+        rc = so_err(SO_EUNSUP, "strategy '%s': this version has data parallelism (\"data\") only", c->strategy);
     if (!rc && c->accumulate < 1)
         rc = so_err(SO_EINVAL, "--accumulate %d must be >= 1", c->accumulate);
     if (!rc)
