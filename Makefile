@@ -18,12 +18,15 @@ all: build
 
 # SLURM=1 also installs Debian's Slurm (scripts/slurm-local.sh, tests/slurm.sh).
 SLURM ?= 0
+# The test-only environment hooks (src/core/test_hooks.h): on for the test
+# builds only, so `make` and `make demo` build a binary without them.
+TEST_HOOKS ?= OFF
 
 deps:
 	@SLURM=$(SLURM) scripts/install-deps.sh
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DSCALEOUT_TEST_HOOKS=$(TEST_HOOKS) $(CMAKE_FLAGS) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
@@ -31,12 +34,14 @@ demo: build
 
 # With Slurm installed, so the ctest `slurm` runs instead of skipping.
 test: SLURM = 1
+test: TEST_HOOKS = ON
 test: build test-asan test-mpich test-clang
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # Sanitizer build: the unit tests (not the long end-to-end runs) under ASan+UBSan.
 test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSCALEOUT_SANITIZE=ON -DSCALEOUT_WERROR=ON >/dev/null
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSCALEOUT_SANITIZE=ON -DSCALEOUT_WERROR=ON \
+	  -DSCALEOUT_TEST_HOOKS=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -L unit
@@ -44,7 +49,7 @@ test-asan: deps
 # The MPI layer and data-parallel tests again against MPICH instead of Open MPI.
 test-mpich: deps
 	cmake -S . -B $(MPICH_BUILD) -DCMAKE_BUILD_TYPE=Release -DSCALEOUT_WERROR=ON \
-	  -DMPI_C_COMPILER=/usr/bin/mpicc.mpich >/dev/null
+	  -DSCALEOUT_TEST_HOOKS=ON -DMPI_C_COMPILER=/usr/bin/mpicc.mpich >/dev/null
 	cmake --build $(MPICH_BUILD) -j $(JOBS)
 	ctest --test-dir $(MPICH_BUILD) --output-on-failure -L mpi
 

@@ -16,6 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+[ "${SCALEOUT_TEST_HOOKS:-1}" = 1 ] || { echo "SKIP: the clock test needs a build with -DSCALEOUT_TEST_HOOKS=ON (SCALEOUT_PROF_TEST_CLOCK)"; exit 77; }
 
 args=(train --model lenet5 --dataset synthetic --synthetic-samples 4096 --batch-size 32 --eval-every -1
   --progress none --bucket-mb 0.05 --first-bucket-mb 0.02 --steps 200 --timeline-steps all)

@@ -3,6 +3,7 @@
  * directory, so after a crash a file is either absent, a stray .tmp, or
  * complete. Messages go to a caller buffer because writes run on background
  * threads. */
+#include "core/test_hooks.h"
 #include "ckpt_internal.h"
 
 #include <dirent.h>
@@ -36,7 +37,7 @@ int ck_fmt(char *out, size_t cap, const char *fmt, ...)
 
 int ck_test_delay_ms(void)
 {
-    const char *s = getenv("SCALEOUT_CKPT_TEST_DELAY_MS");
+    const char *s = so_test_hook("SCALEOUT_CKPT_TEST_DELAY_MS");
     return s ? atoi(s) : 0;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/test_hooks.h"
 #include "bench.h"
 #include "cli.h"
 #include "scaleout/err.h"
@@ -86,7 +87,7 @@ int bench_rec_init(bench_rec *r, so_train_hooks *hooks)
     memset(hooks, 0, sizeof *hooks);
     hooks->arg = r;
     hooks->span = bench_rec_span;
-    const char *s = getenv("SCALEOUT_BENCH_TEST_SLOW_STEPS");
+    const char *s = so_test_hook("SCALEOUT_BENCH_TEST_SLOW_STEPS");
     r->slow_ms = 100;
     if (s && *s) {
         char *end;

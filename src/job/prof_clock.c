@@ -2,6 +2,7 @@
  * measurements with rank 0, the linear offset + drift model built from the
  * measurements at the start and the end of a run, and the test hook that
  * skews one rank's clock by a known offset and rate. */
+#include "core/test_hooks.h"
 #include "prof_clock.h"
 
 #include <stdio.h>
@@ -14,7 +15,7 @@
 
 void prof_clock_test_init(prof_clock_test *t, double start)
 {
-    const char *s = getenv("SCALEOUT_PROF_TEST_CLOCK");
+    const char *s = so_test_hook("SCALEOUT_PROF_TEST_CLOCK");
     char mode[16] = "drift";
     *t = (prof_clock_test){-1, 0, 0, start, PROF_CLOCK_DRIFT};
     if (!s || sscanf(s, "%d:%lf:%lf:%15s", &t->rank, &t->offset, &t->rate, mode) < 3 || t->rate <= -0.5) {

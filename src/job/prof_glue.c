@@ -2,6 +2,7 @@
  * async engine's per-bucket timings and the blocking collectives into the
  * recorder, aligns each rank's clock to rank 0's (prof_clock.c), and gathers every rank's trace events and statistics into one timeline
  * and one profile.json on rank 0. */
+#include "core/test_hooks.h"
 #include "prof_glue.h"
 
 #include <errno.h>
@@ -242,7 +243,7 @@ static int paths(prof_glue *g, const so_job_prof_config *o)
 
 static void test_sleep(prof_glue *g)
 {
-    const char *s = getenv("SCALEOUT_PROF_TEST_SLEEP"); /* "RANK:MS", tests only */
+    const char *s = so_test_hook("SCALEOUT_PROF_TEST_SLEEP"); /* "RANK:MS", tests only */
     g->sleep_rank = -1;
     if (s && sscanf(s, "%d:%d", &g->sleep_rank, &g->sleep_ms) != 2)
         g->sleep_rank = -1;
