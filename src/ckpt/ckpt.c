@@ -1076,8 +1076,8 @@ static long reserve_lead(const so_ckpt *ck, const so_train_state *s)
  * is due, when no free one is left (checkpoints 2 .. keep + 1 of a run; the
  * first one's are made at start-up): not in the snapshot, which training
  * waits for, and not for a checkpoint the run never reaches (most of a new
- * file's cost is the first touch of its pages: 1-2 ms per MB on this VM
- * idle, up to 9 within a busy job). When the previous checkpoint has not
+ * file's cost is the first touch of its pages, milliseconds per MB on a VM;
+ * docs/CHECKPOINT.md). When the previous checkpoint has not
  * settled by then, its pruning comes later and the pool settles at keep + 2
  * files rather than keep + 1. Reported as "file reserve" work with the step
  * it is for, so the profiler and the overhead attribution see it. The slot

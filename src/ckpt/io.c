@@ -121,11 +121,11 @@ static int clear_direct(int fd)
 /* write_all to a file that may be open with O_DIRECT: the aligned head of p
  * goes straight to the device; an unaligned tail (the file's last bytes), or
  * all of it if the file system refuses the alignment, through the page cache,
- * and the file stays buffered from then on. Why bypass the page cache: on
- * the EPYC VM the guest hands freed memory back to the host (free page
- * reporting), so page-cache pages for a 100 MB shard are fresh memory the
- * host backs on first touch: ~200 ms of CPU per buffered write, ~6 ms
- * direct (docs/CHECKPOINT.md). */
+ * and the file stays buffered from then on. Why bypass the page cache: a VM
+ * guest that hands freed memory back to its host (free page reporting) gets
+ * page-cache pages for a large shard as fresh memory the host backs on
+ * first touch, far more CPU per buffered write than a direct one (figures
+ * and machine in docs/CHECKPOINT.md). */
 static int write_bulk(int fd, const uint8_t *p, size_t n)
 {
     int fl = fcntl(fd, F_GETFL);

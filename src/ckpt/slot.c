@@ -2,8 +2,8 @@
  * <node dir>/.slots, kept open and mapped; a checkpoint's shard is a second
  * (hard) name of it. The snapshot and the partner exchange write straight
  * into the mapping, so a checkpoint costs no write(2) copy and no fresh
- * tmpfs pages (whose zeroing and first touch were most of the writer's CPU
- * on this VM). A slot is reused only once its link count is back to 1, i.e.
+ * tmpfs pages (whose zeroing and first touch can be most of the writer's CPU;
+ * docs/CHECKPOINT.md has the measurement). A slot is reused only once its link count is back to 1, i.e.
  * pruning removed every checkpoint name of it: no kept checkpoint is ever
  * written over. */
 #include "slot.h"
@@ -104,9 +104,9 @@ int ck_slots_free_count(const ck_slots *p)
 
 /* A new slot: the file gets its blocks first, so a full disk is an error
  * here rather than a SIGBUS on a page of the mapping; then its pages are
- * mapped in one call and touched (tmpfs zeroes a page, and this VM's host
- * backs it, at the first touch: ~1 ms per MB that must not fall into the
- * snapshot, which training waits for). */
+ * mapped in one call and touched (tmpfs zeroes a page, and a VM's host may
+ * back it, at the first touch: a cost that must not fall into the snapshot,
+ * which training waits for). */
 static int add_slot(ck_slots *p, char *err, size_t cap)
 {
     char path[4096];

@@ -42,7 +42,7 @@ static void dense_geometry(od_state *s, int node, dense_geom *dg)
     /* On a plain source (LeNet's, after the direct convolution and plain max
      * pooling) oneDNN's own weight choice costs two reorders per step (ihwo
      * for gemm:jit, blocked for brgemm); gemm:jit on the OIHW user layout needs
-     * none and ran LeNet's three layers in 0.38 instead of 0.85 ms per step. */
+     * none, and LeNet's three dense layers take less than half the time. */
     dnnl_memory_desc_t plain;
     od_md_plain(s, nd->inputs[0], &plain);
     int plain_src = od_md_equal(&od_in(s, node, 0)->md, &plain);
