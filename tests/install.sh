@@ -28,7 +28,9 @@ say() { echo "install: $* [$((SECONDS - t0)) s]"; }
 # run LOG CMD...: CMD's output goes to LOG, shown if it fails.
 run() {
     local log="$1"; shift
-    "$@" >"$log" 2>&1 || { cat "$log" >&2; fail "$* (exit $?)"; }
+    local rc=0
+    "$@" >"$log" 2>&1 || rc=$?
+    [ "$rc" = 0 ] || { cat "$log" >&2; fail "$* (exit $rc)"; }
 }
 
 prefix="$tmp/prefix"
@@ -51,7 +53,7 @@ ldir_rel="${libdir#"$prefix"/}"
 check_headers_from_prefix() {
     local file="$1"; shift
     local deps
-    deps="$("$cc" -std=c11 "$@" -M "$file" | tr ' \\' '\n\n' | grep 'scaleout/' || true)"
+    deps="$("$cc" -std=c11 "$@" -M "$file" | tr -d '\\' | tr ' ' '\n' | grep 'scaleout/' || true)"
     [ -n "$deps" ] || fail "$file includes no scaleout header?"
     local d
     for d in $deps; do
@@ -84,16 +86,16 @@ if [ "$mode" = lib ]; then
     [ -n "$want" ] || fail "the installed 'scaleout models' lists no lenet5"
 
     # pkg-config: the static link line lists the libraries in order, then their dependencies.
-    cflags="$(pkg-config --cflags scaleout)"
-    libs="$(pkg-config --libs --static scaleout)"
+    read -r -a cflags <<<"$(pkg-config --cflags scaleout)"
+    read -r -a libs <<<"$(pkg-config --libs --static scaleout)"
     [ "$(realpath "$(pkg-config --variable=includedir scaleout)")" = "$(realpath "$prefix/include")" ] ||
         fail "scaleout.pc's includedir is not $prefix/include: $(pkg-config --variable=includedir scaleout)"
-    [[ "$libs" =~ -lscaleout\ .*-lscaleout_core\ .*-ldnnl\ .*-lz\ .*-lm ]] ||
-        fail "pkg-config --libs --static scaleout: $libs"
-    say "pkg-config: $cflags | $libs"
-    check_headers_from_prefix "$tmp/probe/probe.c" $cflags
-    run "$tmp/probe/cc.log" "$cc" -std=c11 -Wall -Wextra -Werror $cflags "$tmp/probe/probe.c" \
-        -o "$tmp/probe/probe" $libs
+    [[ "${libs[*]}" =~ -lscaleout\ .*-lscaleout_core\ .*-ldnnl\ .*-lz\ .*-lm ]] ||
+        fail "pkg-config --libs --static scaleout: ${libs[*]}"
+    say "pkg-config: ${cflags[*]} | ${libs[*]}"
+    check_headers_from_prefix "$tmp/probe/probe.c" "${cflags[@]}"
+    run "$tmp/probe/cc.log" "$cc" -std=c11 -Wall -Wextra -Werror "${cflags[@]}" "$tmp/probe/probe.c" \
+        -o "$tmp/probe/probe" "${libs[@]}"
     got="$("$tmp/probe/probe" | awk '/^lenet5 parameters/ { print $3 }')"
     [ "$got" = "$want" ] || fail "probe (pkg-config) counts '$got' LeNet-5 parameters, scaleout models $want"
     say "probe through pkg-config: $got parameters, as scaleout models"
@@ -121,7 +123,8 @@ fi
 : "${MPIEXEC:?MPIEXEC must name the launcher of the MPI scaleout was built with}"
 mpicc="$(pkg-config --variable=mpicc scaleout)"
 [ -x "$mpicc" ] || fail "scaleout.pc's mpicc '$mpicc' is not an executable"
-check_headers_from_prefix "$tmp/examples/train_lenet5.c" $(pkg-config --cflags scaleout)
+read -r -a cflags <<<"$(pkg-config --cflags scaleout)"
+check_headers_from_prefix "$tmp/examples/train_lenet5.c" "${cflags[@]}"
 
 # The Makefile finds scaleout.pc from SCALEOUT_PREFIX alone (lib/ or lib64/).
 export PKG_CONFIG_LIBDIR="$tmp/no-system-pc"
@@ -132,8 +135,8 @@ esac
 run "$tmp/make.log" make -C "$tmp/examples" SCALEOUT_PREFIX="$prefix" CFLAGS="-O2 -Wall -Wextra -Werror"
 say "examples/Makefile built train_lenet5 with $mpicc"
 
-flags1="$(bash "$src/scripts/mpirun-flags.sh" 1 "$MPIEXEC")"
-flags2="$(bash "$src/scripts/mpirun-flags.sh" 2 "$MPIEXEC")"
+read -r -a flags1 <<<"$(bash "$src/scripts/mpirun-flags.sh" 1 "$MPIEXEC")"
+read -r -a flags2 <<<"$(bash "$src/scripts/mpirun-flags.sh" 2 "$MPIEXEC")"
 # check_run LOG NP: one summary, from rank 0 of NP ranks, with a finite final loss.
 check_run() {
     local log="$1" np="$2" loss ips
@@ -144,8 +147,7 @@ check_run() {
     awk -v l="$loss" -v i="$ips" 'BEGIN { exit !(l ~ /^[0-9.]+$/ && l > 0 && l < 100 && i > 0) }' ||
         { cat "$log" >&2; fail "final loss '$loss', images/s '$ips'"; }
 }
-# shellcheck disable=SC2086 # the flags are words
-timeout 120 "$MPIEXEC" $flags2 -np 2 "$tmp/examples/train_lenet5" --steps 20 >"$tmp/run2.log" 2>&1 ||
+timeout 120 "$MPIEXEC" "${flags2[@]}" -np 2 "$tmp/examples/train_lenet5" --steps 20 >"$tmp/run2.log" 2>&1 ||
     { cat "$tmp/run2.log" >&2; fail "mpiexec -np 2 train_lenet5 --steps 20"; }
 check_run "$tmp/run2.log" 2
 say "2 ranks, 20 steps: $(grep -E '^(training|final loss|images/s|test accuracy)' "$tmp/run2.log" | paste -sd ' ')"
@@ -155,7 +157,7 @@ run "$tmp/examples/cmake.log" cmake -S "$tmp/examples" -B "$tmp/examples/build" 
     -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
     -DCMAKE_C_FLAGS="-Wall -Wextra -Werror"
 run "$tmp/examples/build.log" cmake --build "$tmp/examples/build"
-timeout 60 "$MPIEXEC" $flags1 -np 1 "$tmp/examples/build/train_lenet5" --dataset synthetic --steps 5 \
+timeout 60 "$MPIEXEC" "${flags1[@]}" -np 1 "$tmp/examples/build/train_lenet5" --dataset synthetic --steps 5 \
     >"$tmp/run1.log" 2>&1 || { cat "$tmp/run1.log" >&2; fail "train_lenet5 (CMake build), 1 rank"; }
 check_run "$tmp/run1.log" 1
 say "examples/CMakeLists.txt: built; 1 rank, 5 synthetic steps ok"
