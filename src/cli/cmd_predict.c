@@ -138,7 +138,6 @@ static void link_table(const pred_args *a, so_comm_tuning *t)
     for (int i = 0; i < SO_ALLREDUCE_AUTO; i++)
         t->fit[i] = (so_comm_fit){.alpha = a->latency_s, .beta = 1.0 / a->link_bytes_per_s, .valid = 1};
 }
-#endif
 
 /* Per-layer times of one rank at --batch-size, measured on this machine:
  * *t gets 2 x so_graph_size entries, forward then backward (free it). */
@@ -222,7 +221,6 @@ static int write_json(const pred_args *a, const so_predict_point *pt, const char
     return fclose(f) ? cli_error("predict", CLI_FAIL, "--json: error writing '%s'", a->json) : CLI_OK;
 }
 
-#ifdef SCALEOUT_HAVE_MPI
 /* table: --tune's, loaded before anything was measured (NULL: --link/--latency). */
 static int predict_points(const pred_args *a, const so_comm_tuning *table, const so_predict_compute *c,
                           so_predict_point *pt, char *link, size_t len)

@@ -82,6 +82,8 @@ static int agreed(stop_hook *h, const so_train_state *s, int *stop)
         }
         return rc;
     }
+#else
+    (void)h, (void)s;
 #endif
     *stop = term_seen;
     return 0;
