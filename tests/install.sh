@@ -45,8 +45,6 @@ export PKG_CONFIG_LIBDIR="$libdir/pkgconfig"
 unset PKG_CONFIG_PATH
 cp -r "$src/examples" "$tmp/examples"
 cp -r "$src/tests/install_probe" "$tmp/probe"
-# Absent outside Debian's multiarch or lib64 layouts only.
-ldir_rel="${libdir#"$prefix"/}"
 
 # check_headers_from_prefix FILE CFLAGS...: every scaleout header FILE includes
 # resolves inside the prefix (not the source tree's include/).
@@ -126,9 +124,10 @@ mpicc="$(pkg-config --variable=mpicc scaleout)"
 read -r -a cflags <<<"$(pkg-config --cflags scaleout)"
 check_headers_from_prefix "$tmp/examples/train_lenet5.c" "${cflags[@]}"
 
-# The Makefile finds scaleout.pc from SCALEOUT_PREFIX alone (lib/ or lib64/).
+# The Makefile finds scaleout.pc from SCALEOUT_PREFIX alone when the libdir is
+# lib/ or lib64/ (a multiarch libdir, for the /usr prefix, is searched anyway).
 export PKG_CONFIG_LIBDIR="$tmp/no-system-pc"
-case "$ldir_rel" in
+case "${libdir#"$prefix"/}" in
 lib | lib64) ;;
 *) export PKG_CONFIG_PATH="$libdir/pkgconfig" ;;
 esac
