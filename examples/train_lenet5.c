@@ -169,8 +169,8 @@ int main(int argc, char **argv)
     }
 
     /* Collective: trains, evaluating on the test set at the end when the
-     * data set has one. Every rank gets the same summary (images/s counts
-     * all ranks' images). */
+     * data set has one. images/s in the result counts the images of all
+     * ranks; rank 0 prints it. */
     so_train_result r;
     memset(&r, 0, sizeof r);
     rc = so_job_train(job, on_progress, job, &r);
