@@ -5,6 +5,8 @@
 set -euo pipefail
 
 PACKAGES=(
+  # pkg-config (Debian 12: the pkgconf implementation) reads the installed
+  # scaleout.pc for examples/Makefile and tests/install.sh.
   build-essential cmake pkg-config
   libdnnl-dev zlib1g-dev libcmocka-dev
   openmpi-bin libopenmpi-dev mpich libmpich-dev
