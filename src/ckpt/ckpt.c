@@ -89,7 +89,7 @@ static int init_slots(so_ckpt *ck)
     if ((rc = ck_slots_init(&ck->own_slots, ck->node_dir, tag, ck->stage_cap, max)))
         return rc;
     ck_fmt(tag, sizeof tag, "r%d-partner", ck->t.rank);
-    return ck->pbuf_cap ? ck_slots_init(&ck->partner_slots, ck->node_dir, tag, ck->pbuf_cap, max) : 0;
+    return ck->partner_buf_cap ? ck_slots_init(&ck->partner_slots, ck->node_dir, tag, ck->partner_buf_cap, max) : 0;
 }
 
 /* Writer thread: a free shard file in each pool, made now if there is none
@@ -100,7 +100,7 @@ static int reserve(void *arg, ck_task *t)
     int own = ck->own_slots.n, part = ck->partner_slots.n;
     ck_slots_reserve(&ck->own_slots);
     ck_slots_reserve(&ck->partner_slots);
-    t->len = (size_t)(ck->own_slots.n - own) * ck->stage_cap + (size_t)(ck->partner_slots.n - part) * ck->pbuf_cap;
+    t->len = (size_t)(ck->own_slots.n - own) * ck->stage_cap + (size_t)(ck->partner_slots.n - part) * ck->partner_buf_cap;
     return 0;
 }
 
@@ -110,9 +110,9 @@ static int reserve(void *arg, ck_task *t)
 static int alloc_buffers(so_ckpt *ck)
 {
     int w = ck->t.world, writes = ck->c.every_steps > 0 || ck->c.every_epochs > 0 || ck->c.mtbf_hours > 0;
-    ck->av = calloc(4 + 2 * (size_t)w, sizeof *ck->av);
+    ck->a.row = calloc(4 + 2 * (size_t)w, sizeof *ck->a.row);
     ck->rankbuf = malloc(ck->rank_bytes);
-    if (!ck->av || !ck->rankbuf)
+    if (!ck->a.row || !ck->rankbuf)
         return so_err(SO_ENOMEM, "out of memory");
     memset(ck->rankbuf, 0, ck->rank_bytes); /* its page faults now, not at the first checkpoint */
     if (!writes || ck->c.naive)
@@ -124,19 +124,19 @@ static int alloc_buffers(so_ckpt *ck)
         int dst, src;
         partners(ck, &dst, &src);
         ck_block(ck->rep_bytes, w, src, &off, &len);
-        ck->pbuf_cap = (size_t)(len + ck->rank_bytes);
+        ck->partner_buf_cap = (size_t)(len + ck->rank_bytes);
     }
     int rc = ck->c.local_dir ? init_slots(ck) : 0;
     if (!rc && !ck->c.local_dir && !(ck->stage = alloc_raw(ck->stage_cap)))
         rc = so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->stage_cap);
     if (rc)
         return rc;
-    memset(&ck->t_prep, 0, sizeof ck->t_prep);
-    ck->t_prep.kind = CK_TASK_PREPARE;
-    ck->t_prep.prepare = ck->slots ? reserve : prefault;
-    ck->t_prep.prep_arg = ck;
-    ck->t_prep.prep_io = ck->slots ? CK_IO(SO_CKPT_IO_RESERVE) : 0;
-    ck_worker_submit(&ck->writer, &ck->t_prep);
+    memset(&ck->prefault_task, 0, sizeof ck->prefault_task);
+    ck->prefault_task.kind = CK_TASK_PREPARE;
+    ck->prefault_task.prepare = ck->slots ? reserve : prefault;
+    ck->prefault_task.prep_arg = ck;
+    ck->prefault_task.prep_io = ck->slots ? CK_IO(SO_CKPT_IO_RESERVE) : 0;
+    ck_worker_submit(&ck->writer, &ck->prefault_task);
     return 0;
 }
 
@@ -161,8 +161,8 @@ int so_ckpt_create(const so_ckpt_config *c, const so_ckpt_transport *t, so_model
     const char *tr = getenv("SCALEOUT_CKPT_TRACE_MS"); /* diagnostics: log stall pieces of at least N ms */
     ck->trace_ms = tr && *tr ? atof(tr) : -1;
     ck->tclock_fd = -2;
-    ck->next_auto = c->mtbf_hours > 0 ? 10 : LONG_MAX;
-    ck->last_step_time = -1;
+    ck->sched.next_auto = c->mtbf_hours > 0 ? 10 : LONG_MAX;
+    ck->sched.last_step_time = -1;
     ck_fmt(ck->optim_name, sizeof ck->optim_name, "%s", c->optimizer ? c->optimizer : "optim");
     if (c->local_dir)
         ck_fmt(ck->node_dir, sizeof ck->node_dir, "%s/node%d", c->local_dir, ck->t.node_id);
@@ -192,12 +192,12 @@ void so_ckpt_destroy(so_ckpt *ck)
     } else {
         free(ck->stage);
     }
-    free(ck->av);
+    free(ck->a.row);
     free(ck->rankbuf);
-    free(ck->man_copy);
-    free(ck->fman_copy);
+    free(ck->manifest_copy);
+    free(ck->flush_manifest_copy);
     free(ck->manifest_text);
-    free(ck->flush_text);
+    free(ck->f.manifest_text);
     if (ck->tclock_fd >= 0)
         close(ck->tclock_fd);
     free(ck);
@@ -285,12 +285,12 @@ static void queue_write(so_ckpt *ck, ck_task *t, const char *dir, const char *na
     t->buf = buf;
     t->len = len;
     t->delay_ms = ck->delay_ms;
-    t->step = ck->pm.step;
+    t->step = ck->pending_manifest.step;
     if (ck->slots) {
-        t->slots = t == &ck->t_partner ? &ck->partner_slots : &ck->own_slots;
-        t->no_crc = t == &ck->t_partner;
+        t->slots = t == &ck->partner_task ? &ck->partner_slots : &ck->own_slots;
+        t->no_crc = t == &ck->partner_task;
     }
-    t->io = CK_IO(t == &ck->t_partner ? SO_CKPT_IO_PARTNER : SO_CKPT_IO_SHARD);
+    t->io = CK_IO(t == &ck->partner_task ? SO_CKPT_IO_PARTNER : SO_CKPT_IO_SHARD);
     t->prep_io = prep ? CK_IO(SO_CKPT_IO_SNAPSHOT) : 0;
     ck_worker_submit(&ck->writer, t);
 }
@@ -316,18 +316,18 @@ static uint8_t *scratch(uint8_t **buf, size_t cap)
 }
 
 /* Writer thread: the files this checkpoint's shard and partner copy are
- * written into; 0, or SO_EIO with t->err (then stage and pbuf are scratch). */
+ * written into; 0, or SO_EIO with t->err (then stage and partner_buf are scratch). */
 static int take_slots(so_ckpt *ck, ck_task *t)
 {
     ck->stage = ck_slots_take(&ck->own_slots, t->err, sizeof t->err);
-    if (!ck->x_early) /* else the receive is already posted into its file */
-        ck->pbuf = ck->stage && ck->pbuf_cap ? ck_slots_take(&ck->partner_slots, t->err, sizeof t->err) : NULL;
-    if (ck->stage && (ck->pbuf || !ck->pbuf_cap))
+    if (!ck->x.recv_early) /* else the receive is already posted into its file */
+        ck->partner_buf = ck->stage && ck->partner_buf_cap ? ck_slots_take(&ck->partner_slots, t->err, sizeof t->err) : NULL;
+    if (ck->stage && (ck->partner_buf || !ck->partner_buf_cap))
         return 0;
     if (!ck->stage)
         ck->stage = scratch(&ck->scratch_own, ck->stage_cap);
-    if (ck->pbuf_cap && !ck->pbuf)
-        ck->pbuf = scratch(&ck->scratch_part, ck->pbuf_cap);
+    if (ck->partner_buf_cap && !ck->partner_buf)
+        ck->partner_buf = scratch(&ck->scratch_part, ck->partner_buf_cap);
     return SO_EIO;
 }
 
@@ -339,7 +339,7 @@ static int snapshot(void *arg, ck_task *t)
     so_ckpt *ck = arg;
     if (ck->slots && take_slots(ck, t))
         return SO_EIO;
-    if (ck_mkdirs(ck->pdir)) {
+    if (ck_mkdirs(ck->pending_dir)) {
         ck_fmt(t->err, sizeof t->err, "%s", so_errmsg());
         return SO_EIO;
     }
@@ -364,9 +364,9 @@ static int snapshot(void *arg, ck_task *t)
  * the file and the pair is posted at before_update as before. */
 static int recv_early(so_ckpt *ck)
 {
-    ck->x_early = 0;
-    if (!ck->slots || !ck->pbuf_cap || !ck_task_done(&ck->writer, &ck->t_prep, 0) ||
-        !ck_task_done(&ck->writer, &ck->t_res, 0) || ck_slots_free_count(&ck->partner_slots) == 0)
+    ck->x.recv_early = 0;
+    if (!ck->slots || !ck->partner_buf_cap || !ck_task_done(&ck->writer, &ck->prefault_task, 0) ||
+        !ck_task_done(&ck->writer, &ck->reserve_task, 0) || ck_slots_free_count(&ck->partner_slots) == 0)
         return 0;
     char err[600];
     uint8_t *b = ck_slots_take(&ck->partner_slots, err, sizeof err);
@@ -374,10 +374,10 @@ static int recv_early(so_ckpt *ck)
         return 0;
     int dst, src;
     partners(ck, &dst, &src);
-    int rc = ck->t.exchange_recv(ck->t.ctx, b, ck->pbuf_cap, src, ck->stage_cap, &ck->xreq);
+    int rc = ck->t.exchange_recv(ck->t.ctx, b, ck->partner_buf_cap, src, ck->stage_cap, &ck->x.req);
     if (!rc) {
-        ck->pbuf = b;
-        ck->x_early = 1;
+        ck->partner_buf = b;
+        ck->x.recv_early = 1;
     }
     return rc;
 }
@@ -386,19 +386,19 @@ static int recv_early(so_ckpt *ck)
 static int start_scaleout(so_ckpt *ck, const so_train_state *s)
 {
     ck_rank_get(ck->m, ck->rankbuf);
-    fill_manifest(ck, &ck->pm, s, ck->t.world);
-    ckpt_dir(ck->pdir, sizeof ck->pdir, level1(ck), s->step);
+    fill_manifest(ck, &ck->pending_manifest, s, ck->t.world);
+    ckpt_dir(ck->pending_dir, sizeof ck->pending_dir, level1(ck), s->step);
     char name[64];
     ck_fmt(name, sizeof name, "shard-%d.bin", ck->t.rank);
     int rc = recv_early(ck);
     if (rc)
         return rc;
-    queue_write(ck, &ck->t_own, ck->pdir, name, ck->stage, ck->stage_cap, snapshot);
-    ck->partner = ck->pbuf_cap > 0;
-    ck->t_partner.state = CK_IDLE;
+    queue_write(ck, &ck->snapshot_task, ck->pending_dir, name, ck->stage, ck->stage_cap, snapshot);
+    ck->partner = ck->partner_buf_cap > 0;
+    ck->partner_task.state = CK_IDLE;
     ck->snapping = 1;
     ck->pending = 1;
-    ck->p_t0 = so_now();
+    ck->pending_since = so_now();
     return 0;
 }
 
@@ -407,20 +407,20 @@ static int start_scaleout(so_ckpt *ck, const so_train_state *s)
  * fails at the agreement on every rank). */
 static int snapped(so_ckpt *ck)
 {
-    ck_task_prepared(&ck->writer, &ck->t_own, 1);
+    ck_task_prepared(&ck->writer, &ck->snapshot_task, 1);
     ck->snapping = 0;
     if (!ck->partner)
         return 0;
     int dst, src;
     partners(ck, &dst, &src);
-    ck->partner_src = src;
-    if (!ck->stage || !ck->pbuf)
-        return so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->pbuf_cap);
-    ck->x_fresh = 1;
-    ck->x_t0 = so_now();
-    int rc = ck->x_early ? 0
-                         : ck->t.exchange_recv(ck->t.ctx, ck->pbuf, ck->pbuf_cap, src, ck->stage_cap, &ck->xreq);
-    return rc ? rc : ck->t.exchange_send(ck->t.ctx, ck->xreq, ck->stage, ck->stage_cap, dst);
+    ck->x.src = src;
+    if (!ck->stage || !ck->partner_buf)
+        return so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->partner_buf_cap);
+    ck->x.posted_now = 1;
+    ck->x.posted_at = so_now();
+    int rc = ck->x.recv_early ? 0
+                         : ck->t.exchange_recv(ck->t.ctx, ck->partner_buf, ck->partner_buf_cap, src, ck->stage_cap, &ck->x.req);
+    return rc ? rc : ck->t.exchange_send(ck->t.ctx, ck->x.req, ck->stage, ck->stage_cap, dst);
 }
 
 /* ---- completing a checkpoint ---------------------------------------------------- */
@@ -439,15 +439,15 @@ static int build_manifest(so_ckpt *ck)
         ck_block(ck->rep_bytes, w, k, &sh[k].rep_off, &sh[k].rep_len);
         sh[k].rank_first = k;
         sh[k].rank_count = 1;
-        sh[k].crc = (uint32_t)ck->av[AV_SHARDS + 2 * k];
-        sh[k].bytes = (uint64_t)ck->av[AV_SHARDS + 2 * k + 1];
+        sh[k].crc = (uint32_t)ck->a.row[AV_SHARDS + 2 * k];
+        sh[k].bytes = (uint64_t)ck->a.row[AV_SHARDS + 2 * k + 1];
     }
-    ck->pm.shards = sh;
+    ck->pending_manifest.shards = sh;
     free(ck->manifest_text);
     ck->manifest_text = NULL;
-    int rc = so_ckpt_manifest_format(&ck->pm, &ck->manifest_text, &ck->manifest_len);
+    int rc = so_ckpt_manifest_format(&ck->pending_manifest, &ck->manifest_text, &ck->manifest_len);
     free(sh);
-    ck->pm.shards = NULL;
+    ck->pending_manifest.shards = NULL;
     return rc;
 }
 
@@ -471,7 +471,7 @@ static int queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, co
     t->len = len;
     t->keep = ck->c.keep;
     t->protect = protect;
-    t->step = w == &ck->flusher ? ck->f_step : ck->pm.step;
+    t->step = w == &ck->flusher ? ck->f.step : ck->pending_manifest.step;
     t->io = CK_IO(w == &ck->flusher ? SO_CKPT_IO_FLUSH_MANIFEST : SO_CKPT_IO_MANIFEST);
     ck_worker_submit(w, t);
     return 0;
@@ -481,7 +481,7 @@ static int queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, co
  * exist at that level (restore falls back); reported once, on this rank. */
 static void check_manifests(so_ckpt *ck)
 {
-    ck_task *t[2] = {&ck->t_man, &ck->t_fman};
+    ck_task *t[2] = {&ck->manifest_task, &ck->flush_manifest_task};
     ck_worker *w[2] = {&ck->writer, &ck->flusher};
     for (int i = 0; i < 2; i++)
         if (t[i]->kind == CK_TASK_MANIFEST && !t[i]->reported && ck_task_done(w[i], t[i], 0) && t[i]->rc) {
@@ -499,28 +499,28 @@ static int complete(so_ckpt *ck)
     int rc = build_manifest(ck);
     int leader = ck->c.local_dir ? ck->t.node_rank == 0 : ck->t.rank == 0;
     if (!rc && leader)
-        rc = queue_manifest(ck, &ck->writer, &ck->t_man, &ck->man_copy, ck->pdir, ck->manifest_text,
-                            ck->manifest_len, level1(ck), ck->flushing ? ck->f_step : -1);
+        rc = queue_manifest(ck, &ck->writer, &ck->manifest_task, &ck->manifest_copy, ck->pending_dir, ck->manifest_text,
+                            ck->manifest_len, level1(ck), ck->f.active ? ck->f.step : -1);
     if (rc)
         return rc;
     ck->st.count++;
-    ck->st.last_complete_seconds = so_now() - ck->p_t0;
+    ck->st.last_complete_seconds = so_now() - ck->pending_since;
     /* The partner copy lands in its file as MPI receives it: its time runs
      * from posting the exchange to the file being durable. */
-    double part = !ck->partner ? 0 : ck->slots ? ck->t_partner.t_end - ck->x_t0 : ck->t_partner.seconds;
+    double part = !ck->partner ? 0 : ck->slots ? ck->partner_task.t_end - ck->x.posted_at : ck->partner_task.seconds;
     if (ck->partner) {
         ck->st.partner_seconds += part;
-        ck->st.partner_bytes += (double)ck->t_partner.bytes;
+        ck->st.partner_bytes += (double)ck->partner_task.bytes;
     }
-    ck->st.write_seconds += ck->t_own.seconds + part;
-    ck->st.write_bytes += (double)ck->t_own.bytes + (ck->partner ? (double)ck->t_partner.bytes : 0);
+    ck->st.write_seconds += ck->snapshot_task.seconds + part;
+    ck->st.write_bytes += (double)ck->snapshot_task.bytes + (ck->partner ? (double)ck->partner_task.bytes : 0);
     /* A requested checkpoint (the last before a stop) also goes to the shared
      * level: a requeued job may start on other nodes. */
-    if (ck->c.local_dir && ck->c.shared_dir && (ck->st.count % ck->c.flush_every == 0 || ck->p_requested)) {
-        if (!ck->flushing)
+    if (ck->c.local_dir && ck->c.shared_dir && (ck->st.count % ck->c.flush_every == 0 || ck->sched.in_flight_requested)) {
+        if (!ck->f.active)
             return start_flush(ck);
         if (ck->t.rank == 0)
-            so_log(SO_LOG_WARN, "checkpoint %ld is not flushed: the previous flush is still running", ck->pm.step);
+            so_log(SO_LOG_WARN, "checkpoint %ld is not flushed: the previous flush is still running", ck->pending_manifest.step);
     }
     return 0;
 }
@@ -532,29 +532,29 @@ static int ckpt_flags(so_ckpt *ck, int block, int *done, int *bad)
     *done = *bad = 0;
     if (ck->snapping) /* the exchange is not even posted yet (blocking callers resolve this first) */
         return 0;
-    if (ck->x_fresh && !block) {
+    if (ck->x.posted_now && !block) {
         /* Posted just before this step's update: testing it now would make
          * this thread do the whole transfer (a shared-memory MPI copies a
          * large message inside whichever call progresses it). One step later
          * the gradient engine's calls have progressed it in the background. */
-        ck->x_fresh = 0;
+        ck->x.posted_now = 0;
         return 0;
     }
-    if (ck->xreq) {
-        int got = 0, rc = ck->t.exchange_test(ck->t.ctx, ck->xreq, block, &got);
+    if (ck->x.req) {
+        int got = 0, rc = ck->t.exchange_test(ck->t.ctx, ck->x.req, block, &got);
         if (rc)
             return rc;
         if (got) {
-            ck->xreq = NULL;
+            ck->x.req = NULL;
             char name[64];
-            ck_fmt(name, sizeof name, "partner-%d.bin", ck->partner_src);
-            queue_write(ck, &ck->t_partner, ck->pdir, name, ck->pbuf, ck->pbuf_cap, NULL);
+            ck_fmt(name, sizeof name, "partner-%d.bin", ck->x.src);
+            queue_write(ck, &ck->partner_task, ck->pending_dir, name, ck->partner_buf, ck->partner_buf_cap, NULL);
         }
     }
-    int own = ck_task_done(&ck->writer, &ck->t_own, block);
-    int part = !ck->partner || (!ck->xreq && ck_task_done(&ck->writer, &ck->t_partner, block));
+    int own = ck_task_done(&ck->writer, &ck->snapshot_task, block);
+    int part = !ck->partner || (!ck->x.req && ck_task_done(&ck->writer, &ck->partner_task, block));
     *done = own && part;
-    *bad = (own && ck->t_own.rc) || (ck->partner && part && ck->t_partner.rc);
+    *bad = (own && ck->snapshot_task.rc) || (ck->partner && part && ck->partner_task.rc);
     return 0;
 }
 
@@ -578,16 +578,16 @@ static void unlink_in(const char *dir, const char *name)
 static void drop_failed(so_ckpt *ck)
 {
     char path[4200], name[64];
-    ck_fmt(path, sizeof path, "%s/MANIFEST", ck->pdir);
+    ck_fmt(path, sizeof path, "%s/MANIFEST", ck->pending_dir);
     if (access(path, F_OK) == 0)
         return;
     ck_fmt(name, sizeof name, "shard-%d.bin", ck->t.rank);
-    unlink_in(ck->pdir, name);
+    unlink_in(ck->pending_dir, name);
     if (ck->partner) {
-        ck_fmt(name, sizeof name, "partner-%d.bin", ck->partner_src);
-        unlink_in(ck->pdir, name);
+        ck_fmt(name, sizeof name, "partner-%d.bin", ck->x.src);
+        unlink_in(ck->pending_dir, name);
     }
-    rmdir(ck->pdir); /* fails while other ranks' names are there: they drop theirs */
+    rmdir(ck->pending_dir); /* fails while other ranks' names are there: they drop theirs */
 }
 
 /* All ranks agreed the checkpoint finished (all_done) or failed somewhere. */
@@ -597,15 +597,15 @@ static int ckpt_settle(so_ckpt *ck, int all_done, int failed)
     if (!failed)
         return all_done ? complete(ck) : 0;
     int done = 0;
-    if (ck->xreq && !ck->t.exchange_test(ck->t.ctx, ck->xreq, 1, &done)) /* pbuf must be free */
-        ck->xreq = NULL;
-    ck_task_done(&ck->writer, &ck->t_own, 1);
-    if (ck->partner && !ck->xreq)
-        ck_task_done(&ck->writer, &ck->t_partner, 1);
+    if (ck->x.req && !ck->t.exchange_test(ck->t.ctx, ck->x.req, 1, &done)) /* partner_buf must be free */
+        ck->x.req = NULL;
+    ck_task_done(&ck->writer, &ck->snapshot_task, 1);
+    if (ck->partner && !ck->x.req)
+        ck_task_done(&ck->writer, &ck->partner_task, 1);
     drop_failed(ck);
-    const char *why = ck->t_own.rc ? ck->t_own.err : ck->partner && ck->t_partner.rc ? ck->t_partner.err : NULL;
+    const char *why = ck->snapshot_task.rc ? ck->snapshot_task.err : ck->partner && ck->partner_task.rc ? ck->partner_task.err : NULL;
     char msg[700];
-    ck_fmt(msg, sizeof msg, "checkpoint at step %ld failed: %s", ck->pm.step,
+    ck_fmt(msg, sizeof msg, "checkpoint at step %ld failed: %s", ck->pending_manifest.step,
            why ? why : "a shard could not be written on another rank");
     return ckpt_fail(ck, SO_EIO, msg);
 }
@@ -618,7 +618,7 @@ static void nap(void)
 
 /* ---- agreeing on progress --------------------------------------------------------- */
 
-/* The agreement vector ck->av, summed over ranks:
+/* The agreement vector ck->a.row, summed over ranks:
  *   [0] ranks whose checkpoint is durable   [1] ranks whose checkpoint failed
  *   [2] ranks whose flush is done           [3] ranks whose flush failed
  *   [4 + 2k], [5 + 2k] CRC and byte count of rank k's shard (once durable). */
@@ -631,19 +631,19 @@ static int flush_settle(so_ckpt *ck, int failed, int bad);
 static int local_row(so_ckpt *ck, int ckpt, int flush, int block)
 {
     int d = 0, b = 0, rc = 0, r = ck->t.rank;
-    memset(ck->av, 0, (size_t)av_len(ck) * sizeof *ck->av);
-    ck->a_ckpt = ckpt;
-    ck->a_flush = flush;
+    memset(ck->a.row, 0, (size_t)av_len(ck) * sizeof *ck->a.row);
+    ck->a.covers_ckpt = ckpt;
+    ck->a.covers_flush = flush;
     if (ckpt && !(rc = ckpt_flags(ck, block, &d, &b))) {
-        ck->av[AV_DONE] = d;
-        ck->av[AV_BAD] = b;
-        ck->av[AV_SHARDS + 2 * r] = d ? ck->t_own.crc : 0;
-        ck->av[AV_SHARDS + 2 * r + 1] = d ? (int64_t)ck->t_own.bytes : 0;
+        ck->a.row[AV_DONE] = d;
+        ck->a.row[AV_BAD] = b;
+        ck->a.row[AV_SHARDS + 2 * r] = d ? ck->snapshot_task.crc : 0;
+        ck->a.row[AV_SHARDS + 2 * r + 1] = d ? (int64_t)ck->snapshot_task.bytes : 0;
     }
     if (flush) {
         flush_flags(ck, block, &d, &b);
-        ck->av[AV_FDONE] = d;
-        ck->av[AV_FBAD] = ck->a_fbad = b;
+        ck->a.row[AV_FDONE] = d;
+        ck->a.row[AV_FBAD] = ck->a.flush_failed = b;
     }
     return rc;
 }
@@ -651,15 +651,15 @@ static int local_row(so_ckpt *ck, int ckpt, int flush, int block)
 /* Acts on the summed row: the same values at the same step on every rank. */
 static int apply_row(so_ckpt *ck)
 {
-    const int64_t *v = ck->av, w = ck->t.world;
+    const int64_t *v = ck->a.row, w = ck->t.world;
     int rc = 0;
-    if (ck->a_flush && (v[AV_FDONE] == w || v[AV_FBAD] > 0)) /* first: a completing checkpoint may start a flush */
-        rc = flush_settle(ck, v[AV_FBAD] > 0, ck->a_fbad);
-    if (ck->a_ckpt && (v[AV_DONE] == w || v[AV_BAD] > 0)) {
+    if (ck->a.covers_flush && (v[AV_FDONE] == w || v[AV_FBAD] > 0)) /* first: a completing checkpoint may start a flush */
+        rc = flush_settle(ck, v[AV_FBAD] > 0, ck->a.flush_failed);
+    if (ck->a.covers_ckpt && (v[AV_DONE] == w || v[AV_BAD] > 0)) {
         int rc2 = ckpt_settle(ck, v[AV_DONE] == w, v[AV_BAD] > 0);
         rc = rc ? rc : rc2;
     }
-    ck->a_ckpt = ck->a_flush = 0;
+    ck->a.covers_ckpt = ck->a.covers_flush = 0;
     return rc;
 }
 
@@ -675,17 +675,17 @@ static int round_blocking(so_ckpt *ck, int ckpt, int flush)
 {
     int rc = local_row(ck, ckpt, flush, 1);
     if (!rc)
-        rc = comm_failed(ck, ck->t.allreduce_i64(ck->t.ctx, ck->av, av_len(ck), SO_CKPT_SUM));
+        rc = comm_failed(ck, ck->t.allreduce_i64(ck->t.ctx, ck->a.row, av_len(ck), SO_CKPT_SUM));
     return rc ? rc : apply_row(ck);
 }
 
 /* Completes the agreement posted at the previous step_end and acts on it. */
 static int settle_posted(so_ckpt *ck)
 {
-    if (!ck->areq)
+    if (!ck->a.req)
         return 0;
-    void *req = ck->areq;
-    ck->areq = NULL;
+    void *req = ck->a.req;
+    ck->a.req = NULL;
     int rc = comm_failed(ck, ck->t.isum_wait(ck->t.ctx, req));
     return rc ? rc : apply_row(ck);
 }
@@ -703,10 +703,10 @@ static int settle_posted(so_ckpt *ck)
 static int post_row(so_ckpt *ck)
 {
     if (!ck->t.isum_start)
-        return round_blocking(ck, ck->pending, ck->flushing);
-    int rc = local_row(ck, ck->pending, ck->flushing, 0);
-    ck->a_step = ck->cur_step;
-    return rc ? rc : comm_failed(ck, ck->t.isum_start(ck->t.ctx, ck->av, av_len(ck), &ck->areq));
+        return round_blocking(ck, ck->pending, ck->f.active);
+    int rc = local_row(ck, ck->pending, ck->f.active, 0);
+    ck->a.posted_step = ck->cur_step;
+    return rc ? rc : comm_failed(ck, ck->t.isum_start(ck->t.ctx, ck->a.row, av_len(ck), &ck->a.req));
 }
 
 /* Finishes the checkpoint in flight (blocking). */
@@ -736,33 +736,33 @@ static int flush_mkdir(void *arg, ck_task *t)
 
 static int start_flush(so_ckpt *ck)
 {
-    ck_task *t = &ck->t_flush;
+    ck_task *t = &ck->f.task;
     memset(t, 0, sizeof *t);
     t->kind = CK_TASK_COPY;
     t->prepare = flush_mkdir;
-    ckpt_dir(t->dir, sizeof t->dir, ck->c.shared_dir, ck->pm.step);
+    ckpt_dir(t->dir, sizeof t->dir, ck->c.shared_dir, ck->pending_manifest.step);
     ck_fmt(t->name, sizeof t->name, "shard-%d.bin", ck->t.rank);
-    ck_fmt(t->src, sizeof t->src, "%s/%s", ck->pdir, t->name);
+    ck_fmt(t->src, sizeof t->src, "%s/%s", ck->pending_dir, t->name);
     t->delay_ms = ck->delay_ms;
-    t->step = ck->pm.step;
+    t->step = ck->pending_manifest.step;
     t->io = CK_IO(SO_CKPT_IO_FLUSH);
-    free(ck->flush_text);
-    ck->flush_text = ck->manifest_text;
-    ck->flush_len = ck->manifest_len;
+    free(ck->f.manifest_text);
+    ck->f.manifest_text = ck->manifest_text;
+    ck->f.manifest_len = ck->manifest_len;
     ck->manifest_text = NULL;
-    ck->f_step = ck->pm.step;
-    ck->f_crc = ck->t_own.crc;
-    ck->flushing = 1;
+    ck->f.step = ck->pending_manifest.step;
+    ck->f.crc = ck->snapshot_task.crc;
+    ck->f.active = 1;
     ck_worker_submit(&ck->flusher, t);
     return 0;
 }
 
 static void flush_flags(so_ckpt *ck, int block, int *done, int *bad)
 {
-    ck_task *t = &ck->t_flush;
+    ck_task *t = &ck->f.task;
     *done = ck_task_done(&ck->flusher, t, block);
-    *bad = *done && (t->rc || t->crc != ck->f_crc);
-    if (*done && !t->rc && t->crc != ck->f_crc)
+    *bad = *done && (t->rc || t->crc != ck->f.crc);
+    if (*done && !t->rc && t->crc != ck->f.crc)
         ck_fmt(t->err, sizeof t->err, "%s/%s: copy does not match the checksum in the manifest", t->dir, t->name);
 }
 
@@ -770,11 +770,11 @@ static void flush_flags(so_ckpt *ck, int block, int *done, int *bad)
  * shared MANIFEST on the flush thread), or a copy failed somewhere. */
 static int flush_settle(so_ckpt *ck, int failed, int bad)
 {
-    ck_task *t = &ck->t_flush;
-    ck->flushing = 0;
+    ck_task *t = &ck->f.task;
+    ck->f.active = 0;
     if (failed) {
         char msg[800];
-        ck_fmt(msg, sizeof msg, "flush of checkpoint %ld to the shared level failed: %s", ck->f_step,
+        ck_fmt(msg, sizeof msg, "flush of checkpoint %ld to the shared level failed: %s", ck->f.step,
                bad ? t->err : "see the message of another rank");
         return ckpt_fail(ck, SO_EIO, msg);
     }
@@ -782,7 +782,7 @@ static int flush_settle(so_ckpt *ck, int failed, int bad)
     ck->st.flush_seconds += t->seconds;
     ck->st.flush_bytes += (double)t->bytes;
     if (ck->t.rank == 0)
-        return queue_manifest(ck, &ck->flusher, &ck->t_fman, &ck->fman_copy, t->dir, ck->flush_text, ck->flush_len,
+        return queue_manifest(ck, &ck->flusher, &ck->flush_manifest_task, &ck->flush_manifest_copy, t->dir, ck->f.manifest_text, ck->f.manifest_len,
                               ck->c.shared_dir, -1);
     return 0;
 }
@@ -790,8 +790,8 @@ static int flush_settle(so_ckpt *ck, int failed, int bad)
 static int advance_flush(so_ckpt *ck)
 {
     int rc = settle_posted(ck);
-    while (!rc && ck->flushing)
-        if (!(rc = round_blocking(ck, 0, 1)) && ck->flushing)
+    while (!rc && ck->f.active)
+        if (!(rc = round_blocking(ck, 0, 1)) && ck->f.active)
             nap();
     return rc;
 }
@@ -823,24 +823,24 @@ static int naive(so_ckpt *ck, const so_train_state *s)
         return rc;
     char err[600] = "";
     int mine = 0;
-    fill_manifest(ck, &ck->pm, s, 1);
+    fill_manifest(ck, &ck->pending_manifest, s, 1);
     so_ckpt_shard sh = {0, ck->rep_bytes, 0, w, bytes, 0};
-    ckpt_dir(ck->pdir, sizeof ck->pdir, level1(ck), s->step);
+    ckpt_dir(ck->pending_dir, sizeof ck->pending_dir, level1(ck), s->step);
     if (ck->t.rank == 0) {
         ck_rep_get(ck->m, ck->opt, ck->stage, 0, ck->rep_bytes);
         double t0 = so_now();
-        mine = ck_mkdirs(ck->pdir);
+        mine = ck_mkdirs(ck->pending_dir);
         if (mine)
             ck_fmt(err, sizeof err, "%s", so_errmsg());
         else
-            mine = ck_write_atomic(ck->pdir, "shard-0.bin", ck->stage, bytes, 0, ck->delay_ms, &sh.crc, err, sizeof err);
-        ck->pm.shards = &sh;
+            mine = ck_write_atomic(ck->pending_dir, "shard-0.bin", ck->stage, bytes, 0, ck->delay_ms, &sh.crc, err, sizeof err);
+        ck->pending_manifest.shards = &sh;
         char *text = NULL;
         size_t len = 0;
-        if (!mine && !(mine = so_ckpt_manifest_format(&ck->pm, &text, &len)))
-            mine = write_manifest(ck, ck->pdir, text, len, err, sizeof err);
+        if (!mine && !(mine = so_ckpt_manifest_format(&ck->pending_manifest, &text, &len)))
+            mine = write_manifest(ck, ck->pending_dir, text, len, err, sizeof err);
         free(text);
-        ck->pm.shards = NULL;
+        ck->pending_manifest.shards = NULL;
         ck->st.write_seconds += so_now() - t0;
         ck->st.write_bytes += (double)bytes;
     }
@@ -859,10 +859,10 @@ static int naive(so_ckpt *ck, const so_train_state *s)
 
 static int due(so_ckpt *ck, const so_train_state *s)
 {
-    if (ck->requested)
+    if (ck->sched.requested)
         return 1;
     if (ck->c.mtbf_hours > 0)
-        return s->step >= ck->next_auto;
+        return s->step >= ck->sched.next_auto;
     if (ck->c.every_steps > 0)
         return s->step % ck->c.every_steps == 0;
     return ck->c.every_epochs > 0 && s->epoch_end && s->epoch % ck->c.every_epochs == 0;
@@ -873,7 +873,7 @@ static int due(so_ckpt *ck, const so_train_state *s)
 static long steps_to_due(const so_ckpt *ck, const so_train_state *s)
 {
     if (ck->c.mtbf_hours > 0)
-        return ck->next_auto > s->step ? ck->next_auto - s->step : 1;
+        return ck->sched.next_auto > s->step ? ck->sched.next_auto - s->step : 1;
     if (ck->c.every_steps > 0)
         return ck->c.every_steps - s->step % ck->c.every_steps;
     if (ck->c.every_epochs > 0 && s->steps_per_epoch > 0)
@@ -888,27 +888,27 @@ static int update_interval(so_ckpt *ck, long step, double stall)
 {
     if (ck->c.mtbf_hours <= 0)
         return 0;
-    int64_t v[2] = {(int64_t)(stall * 1e6), (int64_t)(ck->step_time * 1e6)};
+    int64_t v[2] = {(int64_t)(stall * 1e6), (int64_t)(ck->sched.step_time * 1e6)};
     int rc = ck->t.allreduce_i64(ck->t.ctx, v, 2, SO_CKPT_MAX);
     if (rc)
         return rc;
     double delta = v[0] * 1e-6 > 1e-6 ? v[0] * 1e-6 : 1e-6, st = v[1] > 0 ? v[1] * 1e-6 : 1e-3;
     double tau = so_ckpt_daly(delta, ck->c.mtbf_hours * 3600.0);
     long steps = (long)ceil(tau / st);
-    long floor_steps = ck->steps_to_complete + 1;
+    long floor_steps = ck->sched.steps_to_complete + 1;
     ck->st.interval = steps > floor_steps ? steps : floor_steps;
-    ck->next_auto = step + ck->st.interval;
+    ck->sched.next_auto = step + ck->st.interval;
     return 0;
 }
 
 static void track_step_time(so_ckpt *ck)
 {
     double now = so_now();
-    if (ck->last_step_time >= 0) {
-        double dt = now - ck->last_step_time;
-        ck->step_time = ck->step_time > 0 ? 0.9 * ck->step_time + 0.1 * dt : dt;
+    if (ck->sched.last_step_time >= 0) {
+        double dt = now - ck->sched.last_step_time;
+        ck->sched.step_time = ck->sched.step_time > 0 ? 0.9 * ck->sched.step_time + 0.1 * dt : dt;
     }
-    ck->last_step_time = now;
+    ck->sched.last_step_time = now;
 }
 
 /* Diagnostics (SCALEOUT_CKPT_TRACE_MS): the training thread's clocks
@@ -951,7 +951,7 @@ static void account(so_ckpt *ck, double t0, int was_active, const char *phase)
     double now = so_now(), dt = now - t0;
     if (ck->trace_ms >= 0)
         trace(ck, dt, phase);
-    ck->cur_stall += dt;
+    ck->sched.cur_stall += dt;
     ck->st.stall_total += dt;
     if (ck->span_fn)
         ck->span_fn(ck->span_arg, t0, now);
@@ -979,12 +979,12 @@ const char *so_ckpt_io_name(so_ckpt_io_kind k)
 /* Called when a checkpoint has completed: closes its stall account. */
 static int closed(so_ckpt *ck, long step)
 {
-    ck->st.stall_last = ck->cur_stall;
-    if (ck->cur_stall > ck->st.stall_max)
-        ck->st.stall_max = ck->cur_stall;
-    ck->steps_to_complete = step - ck->pm.step;
-    int rc = update_interval(ck, step, ck->cur_stall);
-    ck->cur_stall = 0;
+    ck->st.stall_last = ck->sched.cur_stall;
+    if (ck->sched.cur_stall > ck->st.stall_max)
+        ck->st.stall_max = ck->sched.cur_stall;
+    ck->sched.steps_to_complete = step - ck->pending_manifest.step;
+    int rc = update_interval(ck, step, ck->sched.cur_stall);
+    ck->sched.cur_stall = 0;
     return rc;
 }
 
@@ -1018,7 +1018,7 @@ static int started(so_ckpt *ck, int failed, int rc)
 /* Due: the naive scheme, or (after finishing the previous one) a new snapshot. */
 static int start(so_ckpt *ck, const so_train_state *s, double *t0)
 {
-    ck->p_requested = 0; /* the previous one, finished below, keeps its own flush rule */
+    ck->sched.in_flight_requested = 0; /* the previous one, finished below, keeps its own flush rule */
     if (ck->c.naive) {
         int rc = naive(ck, s);
         account(ck, *t0, 1, "naive write");
@@ -1034,12 +1034,12 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
     }
     /* A requested checkpoint (the last before a stop) must reach the shared
      * level, so a flush still running finishes first instead of skipping it. */
-    if (!rc && ck->requested && ck->flushing)
+    if (!rc && ck->sched.requested && ck->f.active)
         rc = advance_flush(ck);
     if (!may_start(ck, rc))
         return rc;
     ck->err_is_ckpt = 0;
-    ck->p_requested = ck->requested;
+    ck->sched.in_flight_requested = ck->sched.requested;
     return started(ck, rc, start_scaleout(ck, s));
 }
 
@@ -1049,14 +1049,14 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
  * step numbers only, so every rank posts at the same steps. */
 static void schedule_poll(so_ckpt *ck, const so_train_state *s, int moved)
 {
-    ck->poll_gap = moved || ck->poll_gap < 1 ? 1 : ck->poll_gap < 16 ? 2 * ck->poll_gap : 16;
+    ck->a.poll_gap = moved || ck->a.poll_gap < 1 ? 1 : ck->a.poll_gap < 16 ? 2 * ck->a.poll_gap : 16;
     /* The last poll before the next due step is posted two steps ahead, so a
      * finished checkpoint is known to be finished by then and the next one
      * does not start with a blocking round. */
-    long gap = ck->poll_gap, to_due = steps_to_due(ck, s);
+    long gap = ck->a.poll_gap, to_due = steps_to_due(ck, s);
     if (to_due < LONG_MAX && gap > to_due - 2)
         gap = to_due - 2 > 1 ? to_due - 2 : 1;
-    ck->next_poll = s->step + gap;
+    ck->a.next_poll = s->step + gap;
 }
 
 /* Steps ahead of a due checkpoint at which its shard files are made: a
@@ -1086,30 +1086,30 @@ static void reserve_ahead(so_ckpt *ck, const so_train_state *s)
 {
     long to_due = steps_to_due(ck, s);
     if (!ck->slots || to_due > reserve_lead(ck, s) || s->step + to_due == ck->reserved_for ||
-        !ck_task_done(&ck->writer, &ck->t_res, 0))
+        !ck_task_done(&ck->writer, &ck->reserve_task, 0))
         return;
     ck->reserved_for = s->step + to_due;
-    memset(&ck->t_res, 0, sizeof ck->t_res);
-    ck->t_res.kind = CK_TASK_PREPARE;
-    ck->t_res.prepare = reserve;
-    ck->t_res.prep_arg = ck;
-    ck->t_res.step = ck->reserved_for;
-    ck->t_res.prep_io = CK_IO(SO_CKPT_IO_RESERVE);
-    ck_worker_submit(&ck->writer, &ck->t_res);
+    memset(&ck->reserve_task, 0, sizeof ck->reserve_task);
+    ck->reserve_task.kind = CK_TASK_PREPARE;
+    ck->reserve_task.prepare = reserve;
+    ck->reserve_task.prep_arg = ck;
+    ck->reserve_task.step = ck->reserved_for;
+    ck->reserve_task.prep_io = CK_IO(SO_CKPT_IO_RESERVE);
+    ck_worker_submit(&ck->writer, &ck->reserve_task);
 }
 
 int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
 {
     double t0 = so_now();
-    int was_pending = ck->pending, was_flushing = ck->flushing, active = ck->pending || ck->flushing;
+    int was_pending = ck->pending, was_flushing = ck->f.active, active = ck->pending || ck->f.active;
     mark(ck);
     ck->cur_step = s->step;
     track_step_time(ck);
     check_manifests(ck);
     ck->err_is_ckpt = 0;
-    int polled = ck->areq != NULL && s->step >= ck->a_step + SETTLE_LAG, rc = polled ? settle_posted(ck) : 0;
+    int polled = ck->a.req != NULL && s->step >= ck->a.posted_step + SETTLE_LAG, rc = polled ? settle_posted(ck) : 0;
     if (polled) {
-        schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->flushing);
+        schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->f.active);
         account(ck, t0, active, "poll (agreement)"); /* its own piece: waiting for peers is told apart */
         t0 = so_now();
     }
@@ -1119,15 +1119,15 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
         int failed = rc;
         ck->err_is_ckpt = 0;
         rc = started(ck, failed, start(ck, s, &t0));
-        ck->requested = 0;
+        ck->sched.requested = 0;
         account(ck, t0, 1, "start");
         t0 = so_now();
         active = 0;
-        ck->poll_gap = 1;
-        ck->next_poll = s->step + 2; /* the exchange is posted at the next update and tested one step later */
+        ck->a.poll_gap = 1;
+        ck->a.next_poll = s->step + 2; /* the exchange is posted at the next update and tested one step later */
     }
     was_pending = ck->pending;
-    if (!rc && !ck->areq && (ck->pending || ck->flushing) && s->step >= ck->next_poll) {
+    if (!rc && !ck->a.req && (ck->pending || ck->f.active) && s->step >= ck->a.next_poll) {
         rc = post_row(ck); /* one process: settles at once */
         active = 1;
         if (!ck->t.isum_start)
@@ -1149,7 +1149,7 @@ int so_ckpt_before_update(so_ckpt *ck)
     mark(ck);
     ck->err_is_ckpt = 0;
     /* Two pieces, so a trace tells a late snapshot from a slow post. */
-    ck_task_prepared(&ck->writer, &ck->t_own, 1);
+    ck_task_prepared(&ck->writer, &ck->snapshot_task, 1);
     account(ck, t0, 1, "before_update (snapshot wait)");
     t0 = so_now();
     int rc = snapped(ck);
@@ -1157,7 +1157,7 @@ int so_ckpt_before_update(so_ckpt *ck)
     return rc;
 }
 
-void so_ckpt_request(so_ckpt *ck) { ck->requested = 1; }
+void so_ckpt_request(so_ckpt *ck) { ck->sched.requested = 1; }
 
 /* The end of training waits until the last checkpoint is durable: the exit
  * drain. Training is over, so it is not a stall of any step; it is reported
@@ -1167,10 +1167,10 @@ int so_ckpt_finish(so_ckpt *ck)
     double t0 = so_now();
     int was_pending = ck->pending, rc = advance(ck);
     if (was_pending) {
-        int rc2 = closed(ck, ck->pm.step);
+        int rc2 = closed(ck, ck->pending_manifest.step);
         rc = rc ? rc : rc2;
     }
-    if (ck->flushing) {
+    if (ck->f.active) {
         int rc2 = advance_flush(ck);
         rc = rc ? rc : rc2;
     }
@@ -1178,8 +1178,8 @@ int so_ckpt_finish(so_ckpt *ck)
     ck->st.drain_seconds += t1 - t0;
     if (ck->span_fn && t1 - t0 > 0)
         ck->span_fn(ck->span_arg, t0, t1);
-    ck_task_done(&ck->writer, &ck->t_man, 1);
-    ck_task_done(&ck->flusher, &ck->t_fman, 1);
+    ck_task_done(&ck->writer, &ck->manifest_task, 1);
+    ck_task_done(&ck->flusher, &ck->flush_manifest_task, 1);
     check_manifests(ck);
     return rc;
 }

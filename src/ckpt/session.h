@@ -8,6 +8,46 @@
 #include "tclock.h"
 #include "worker.h"
 
+/* The partner exchange of the checkpoint in flight: this rank's shard goes
+ * to a rank on another node, and it keeps that of another. */
+typedef struct {
+    int src;                     /* the rank whose shard this one keeps */
+    void *req;                   /* the exchange in flight (transport's handle) */
+    int recv_early;              /* its receive was posted at the due step, the send comes later */
+    int posted_now;              /* posted at this very step end (ckpt_flags) */
+    double posted_at;            /* when */
+} ck_exchange;
+
+/* The ranks' agreement on progress (ckpt.c: local_row): one non-blocking SUM
+ * of a row per round, posted at a step end and settled SETTLE_LAG steps on. */
+typedef struct {
+    int64_t *row;                /* in MPI's hands while req is set */
+    void *req;
+    long posted_step;
+    long next_poll, poll_gap;    /* when the next round is posted (schedule_poll) */
+    int covers_ckpt, covers_flush; /* what the pending round covers */
+    int flush_failed;            /* this rank's flush failed (in the round) */
+} ck_agreement;
+
+/* Level 3: the flush of a complete checkpoint to the shared directory. */
+typedef struct {
+    int active;
+    long step;                   /* the checkpoint being flushed */
+    uint32_t crc;
+    ck_task task;
+    char *manifest_text;
+    size_t manifest_len;
+} ck_flush;
+
+/* When checkpoints are due, and the step times that set the interval. */
+typedef struct {
+    long next_auto;              /* --ckpt-every auto: the next due step */
+    long steps_to_complete;      /* steps the last checkpoint took to complete */
+    int requested;               /* so_ckpt_request: the next step_end starts one, due or not */
+    int in_flight_requested;     /* the checkpoint in flight was requested: flushed, whatever M */
+    double step_time, last_step_time, cur_stall;
+} ck_schedule;
+
 struct so_ckpt {
     so_ckpt_span_fn span_fn; /* stall observer (so_ckpt_set_span) */
     void *span_arg;
@@ -27,51 +67,32 @@ struct so_ckpt {
 
     /* the checkpoint in flight (level 1 + partner) */
     int pending, partner;
-    so_ckpt_manifest pm;         /* its manifest, shards filled at completion */
-    char pdir[4096];
-    uint8_t *stage, *pbuf;       /* this rank's shard; the partner's shard we keep */
-    size_t stage_cap, pbuf_cap;
-    /* With a node-local level, stage and pbuf are mappings of recycled shard
+    so_ckpt_manifest pending_manifest; /* its manifest, shards filled at completion */
+    char pending_dir[4096];
+    uint8_t *stage, *partner_buf; /* this rank's shard; the partner's shard we keep */
+    size_t stage_cap, partner_buf_cap;
+    /* With a node-local level, stage and partner_buf are mappings of recycled shard
      * files (slot.c), taken per checkpoint by the snapshot; scratch_* stand
      * in for them when none can be had (the exchange must still run). */
     int slots;
     ck_slots own_slots, partner_slots;
     uint8_t *scratch_own, *scratch_part;
-    ck_task t_res;               /* makes shard files ahead of a checkpoint (reserve_ahead) */
+    ck_task reserve_task;        /* makes shard files ahead of a checkpoint (reserve_ahead) */
     long reserved_for;           /* the due step it last ran for */
-    int partner_src;
-    void *xreq;                  /* partner exchange in flight */
-    int x_early;                 /* its receive was posted at the due step (recv_early), the send comes later */
-    ck_task t_own, t_partner;
-    int x_fresh;                 /* the exchange was posted at this step (ckpt_flags) */
-    double x_t0;                 /* when it was posted */
-    int snapping;                /* t_own's snapshot may still be running (before_update waits) */
+    ck_task snapshot_task, partner_task; /* this rank's snapshot; writing the partner's shard */
+    int snapping;                /* the snapshot may still be running (before_update waits) */
     uint8_t *rankbuf;            /* the per-rank state, recorded at the due step_end */
-    ck_task t_prep;              /* prefaults stage and pbuf at start-up */
-    int64_t *av;                 /* agreement vector (ckpt.c: local_row), in MPI's hands while areq */
-    void *areq;
-    long a_step;                 /* step at which areq was posted (settled SETTLE_LAG steps later) */
-    long next_poll, poll_gap;    /* progress rounds: when the next is posted (schedule_poll) */
-    int a_ckpt, a_flush, a_fbad; /* what av's pending round covers; this rank's flush failure */
+    ck_task prefault_task;       /* prefaults stage and partner_buf at start-up */
     char *manifest_text;
     size_t manifest_len;
-    double p_t0;
-    ck_task t_man, t_fman;       /* manifest + prune on the writer / flush thread */
-    char *man_copy, *fman_copy;  /* the text those tasks write */
+    double pending_since;        /* when the checkpoint in flight started */
+    ck_task manifest_task, flush_manifest_task; /* manifest + prune on the writer / flush thread */
+    char *manifest_copy, *flush_manifest_copy; /* the text those tasks write */
 
-    /* the flush in flight (level 3) */
-    int flushing;
-    long f_step;
-    uint32_t f_crc;
-    ck_task t_flush;
-    char *flush_text;
-    size_t flush_len;
-
-    /* interval and accounting */
-    long next_auto, steps_to_complete;
-    int requested;               /* so_ckpt_request: the next step_end starts one, due or not */
-    int p_requested;             /* the checkpoint in flight was requested: it is flushed, whatever M */
-    double step_time, last_step_time, cur_stall;
+    ck_exchange x;
+    ck_agreement a;
+    ck_flush f;
+    ck_schedule sched;
     int err_is_ckpt;
     so_ckpt_stats st;
 };
