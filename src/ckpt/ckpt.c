@@ -110,7 +110,7 @@ static int reserve(void *arg, ck_task *t)
 static int alloc_buffers(so_ckpt *ck)
 {
     int w = ck->t.world, writes = ck->c.every_steps > 0 || ck->c.every_epochs > 0 || ck->c.mtbf_hours > 0;
-    ck->a.row = calloc(4 + 2 * (size_t)w, sizeof *ck->a.row);
+    ck->a.row = calloc((size_t)ck_av_len(ck), sizeof *ck->a.row);
     ck->rankbuf = malloc(ck->rank_bytes);
     if (!ck->a.row || !ck->rankbuf)
         return so_err(SO_ENOMEM, "out of memory");
@@ -213,14 +213,14 @@ int so_ckpt_last_error_is_ckpt(const so_ckpt *ck) { return ck->err_is_ckpt; }
 /* ---- helpers ----------------------------------------------------------------- */
 
 /* The directory of level 1 (node-local if configured, else shared). */
-static const char *level1(const so_ckpt *ck) { return ck->c.local_dir ? ck->node_dir : ck->c.shared_dir; }
+const char *ck_level1(const so_ckpt *ck) { return ck->c.local_dir ? ck->node_dir : ck->c.shared_dir; }
 
-static void ckpt_dir(char *out, size_t cap, const char *base, long step)
+void ck_dir(char *out, size_t cap, const char *base, long step)
 {
     ck_fmt(out, cap, "%s/ckpt-%010ld", base, step);
 }
 
-static int ckpt_fail(so_ckpt *ck, int code, const char *msg)
+int ck_fail(so_ckpt *ck, int code, const char *msg)
 {
     ck->err_is_ckpt = 1;
     ck->st.failures++;
@@ -228,7 +228,7 @@ static int ckpt_fail(so_ckpt *ck, int code, const char *msg)
 }
 
 /* Agreement: v[0] "done" and v[1] "failed" over all ranks (MIN of done, MAX of failed). */
-static int agree(so_ckpt *ck, int done, int failed, int *all_done, int *any_failed)
+int ck_agree_blocking(so_ckpt *ck, int done, int failed, int *all_done, int *any_failed)
 {
     int64_t v[2] = {done ? 1 : 0, failed ? -1 : 0};
     int rc = ck->t.allreduce_i64(ck->t.ctx, v, 2, SO_CKPT_MIN);
@@ -242,7 +242,7 @@ static int agree(so_ckpt *ck, int done, int failed, int *all_done, int *any_fail
 }
 
 /* Writes the manifest text into dir as MANIFEST (atomic). */
-static int write_manifest(const so_ckpt *ck, const char *dir, const char *text, size_t len, char *err, size_t cap)
+int ck_write_manifest(const so_ckpt *ck, const char *dir, const char *text, size_t len, char *err, size_t cap)
 {
     uint32_t crc;
     return ck_write_atomic(dir, "MANIFEST", text, len, 0, 0, &crc, err, cap) ? (void)ck, SO_EIO : 0;
@@ -250,7 +250,7 @@ static int write_manifest(const so_ckpt *ck, const char *dir, const char *text, 
 
 /* ---- starting a checkpoint ---------------------------------------------------- */
 
-static void fill_manifest(so_ckpt *ck, so_ckpt_manifest *m, const so_train_state *s, int nshards)
+void ck_fill_manifest(so_ckpt *ck, so_ckpt_manifest *m, const so_train_state *s, int nshards)
 {
     memset(m, 0, sizeof *m);
     m->version = SO_CKPT_VERSION;
@@ -386,8 +386,8 @@ static int recv_early(so_ckpt *ck)
 static int start_scaleout(so_ckpt *ck, const so_train_state *s)
 {
     ck_rank_get(ck->m, ck->rankbuf);
-    fill_manifest(ck, &ck->pending_manifest, s, ck->t.world);
-    ckpt_dir(ck->pending_dir, sizeof ck->pending_dir, level1(ck), s->step);
+    ck_fill_manifest(ck, &ck->pending_manifest, s, ck->t.world);
+    ck_dir(ck->pending_dir, sizeof ck->pending_dir, ck_level1(ck), s->step);
     char name[64];
     ck_fmt(name, sizeof name, "shard-%d.bin", ck->t.rank);
     int rc = recv_early(ck);
@@ -405,7 +405,7 @@ static int start_scaleout(so_ckpt *ck, const so_train_state *s)
 /* The snapshot is taken: post the partner exchange (also after a failed
  * snapshot, so that the partner's receive is matched; the checkpoint then
  * fails at the agreement on every rank). */
-static int snapped(so_ckpt *ck)
+int ck_snapped(so_ckpt *ck)
 {
     ck_task_prepared(&ck->writer, &ck->snapshot_task, 1);
     ck->snapping = 0;
@@ -425,8 +425,6 @@ static int snapped(so_ckpt *ck)
 
 /* ---- completing a checkpoint ---------------------------------------------------- */
 
-/* Layout of the agreement vector (see local_row). */
-enum { AV_DONE, AV_BAD, AV_FDONE, AV_FBAD, AV_SHARDS };
 
 /* The manifest's shard table from the agreed CRCs and sizes, formatted. */
 static int build_manifest(so_ckpt *ck)
@@ -451,10 +449,9 @@ static int build_manifest(so_ckpt *ck)
     return rc;
 }
 
-static int start_flush(so_ckpt *ck);
 
 /* Queues "write dir/MANIFEST from a private copy of text, then prune base" on w. */
-static int queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, const char *dir, const char *text,
+int ck_queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, const char *dir, const char *text,
                           size_t len, const char *base, long protect)
 {
     ck_task_done(w, t, 1); /* the previous one (long done) still owns *copy */
@@ -499,8 +496,8 @@ static int complete(so_ckpt *ck)
     int rc = build_manifest(ck);
     int leader = ck->c.local_dir ? ck->t.node_rank == 0 : ck->t.rank == 0;
     if (!rc && leader)
-        rc = queue_manifest(ck, &ck->writer, &ck->manifest_task, &ck->manifest_copy, ck->pending_dir, ck->manifest_text,
-                            ck->manifest_len, level1(ck), ck->f.active ? ck->f.step : -1);
+        rc = ck_queue_manifest(ck, &ck->writer, &ck->manifest_task, &ck->manifest_copy, ck->pending_dir, ck->manifest_text,
+                            ck->manifest_len, ck_level1(ck), ck->f.active ? ck->f.step : -1);
     if (rc)
         return rc;
     ck->st.count++;
@@ -518,7 +515,7 @@ static int complete(so_ckpt *ck)
      * level: a requeued job may start on other nodes. */
     if (ck->c.local_dir && ck->c.shared_dir && (ck->st.count % ck->c.flush_every == 0 || ck->sched.in_flight_requested)) {
         if (!ck->f.active)
-            return start_flush(ck);
+            return ck_flush_start(ck);
         if (ck->t.rank == 0)
             so_log(SO_LOG_WARN, "checkpoint %ld is not flushed: the previous flush is still running", ck->pending_manifest.step);
     }
@@ -527,7 +524,7 @@ static int complete(so_ckpt *ck)
 
 /* Local progress of the checkpoint in flight: tests the partner exchange and
  * queues the partner write once it arrived. *done / *bad feed the agreement. */
-static int ckpt_flags(so_ckpt *ck, int block, int *done, int *bad)
+int ck_flags(so_ckpt *ck, int block, int *done, int *bad)
 {
     *done = *bad = 0;
     if (ck->snapping) /* the exchange is not even posted yet (blocking callers resolve this first) */
@@ -591,7 +588,7 @@ static void drop_failed(so_ckpt *ck)
 }
 
 /* All ranks agreed the checkpoint finished (all_done) or failed somewhere. */
-static int ckpt_settle(so_ckpt *ck, int all_done, int failed)
+int ck_settle(so_ckpt *ck, int all_done, int failed)
 {
     ck->pending = 0;
     if (!failed)
@@ -607,309 +604,16 @@ static int ckpt_settle(so_ckpt *ck, int all_done, int failed)
     char msg[700];
     ck_fmt(msg, sizeof msg, "checkpoint at step %ld failed: %s", ck->pending_manifest.step,
            why ? why : "a shard could not be written on another rank");
-    return ckpt_fail(ck, SO_EIO, msg);
+    return ck_fail(ck, SO_EIO, msg);
 }
 
-static void nap(void)
+void ck_nap(void)
 {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
 }
 
-/* ---- agreeing on progress --------------------------------------------------------- */
-
-/* The agreement vector ck->a.row, summed over ranks:
- *   [0] ranks whose checkpoint is durable   [1] ranks whose checkpoint failed
- *   [2] ranks whose flush is done           [3] ranks whose flush failed
- *   [4 + 2k], [5 + 2k] CRC and byte count of rank k's shard (once durable). */
-static int av_len(const so_ckpt *ck) { return AV_SHARDS + 2 * ck->t.world; }
-
-static void flush_flags(so_ckpt *ck, int block, int *done, int *bad);
-static int flush_settle(so_ckpt *ck, int failed, int bad);
-
-/* This rank's row: the flags of the checkpoint (ckpt) and/or flush (flush) in flight. */
-static int local_row(so_ckpt *ck, int ckpt, int flush, int block)
-{
-    int d = 0, b = 0, rc = 0, r = ck->t.rank;
-    memset(ck->a.row, 0, (size_t)av_len(ck) * sizeof *ck->a.row);
-    ck->a.covers_ckpt = ckpt;
-    ck->a.covers_flush = flush;
-    if (ckpt && !(rc = ckpt_flags(ck, block, &d, &b))) {
-        ck->a.row[AV_DONE] = d;
-        ck->a.row[AV_BAD] = b;
-        ck->a.row[AV_SHARDS + 2 * r] = d ? ck->snapshot_task.crc : 0;
-        ck->a.row[AV_SHARDS + 2 * r + 1] = d ? (int64_t)ck->snapshot_task.bytes : 0;
-    }
-    if (flush) {
-        flush_flags(ck, block, &d, &b);
-        ck->a.row[AV_FDONE] = d;
-        ck->a.row[AV_FBAD] = ck->a.flush_failed = b;
-    }
-    return rc;
-}
-
-/* Acts on the summed row: the same values at the same step on every rank. */
-static int apply_row(so_ckpt *ck)
-{
-    const int64_t *v = ck->a.row, w = ck->t.world;
-    int rc = 0;
-    if (ck->a.covers_flush && (v[AV_FDONE] == w || v[AV_FBAD] > 0)) /* first: a completing checkpoint may start a flush */
-        rc = flush_settle(ck, v[AV_FBAD] > 0, ck->a.flush_failed);
-    if (ck->a.covers_ckpt && (v[AV_DONE] == w || v[AV_BAD] > 0)) {
-        int rc2 = ckpt_settle(ck, v[AV_DONE] == w, v[AV_BAD] > 0);
-        rc = rc ? rc : rc2;
-    }
-    ck->a.covers_ckpt = ck->a.covers_flush = 0;
-    return rc;
-}
-
-static int comm_failed(so_ckpt *ck, int rc)
-{
-    if (rc)
-        ck->err_is_ckpt = 0;
-    return rc;
-}
-
-/* Blocking round: local flags (waiting for local completion), SUM, act. */
-static int round_blocking(so_ckpt *ck, int ckpt, int flush)
-{
-    int rc = local_row(ck, ckpt, flush, 1);
-    if (!rc)
-        rc = comm_failed(ck, ck->t.allreduce_i64(ck->t.ctx, ck->a.row, av_len(ck), SO_CKPT_SUM));
-    return rc ? rc : apply_row(ck);
-}
-
-/* Completes the agreement posted at the previous step_end and acts on it. */
-static int settle_posted(so_ckpt *ck)
-{
-    if (!ck->a.req)
-        return 0;
-    void *req = ck->a.req;
-    ck->a.req = NULL;
-    int rc = comm_failed(ck, ck->t.isum_wait(ck->t.ctx, req));
-    return rc ? rc : apply_row(ck);
-}
-
-/* Steps between posting a row and completing it. One step is not enough:
- * a rank's part of the SUM only moves while that rank calls MPI, and a rank
- * that was descheduled (4 ranks on 2 cores) reaches its next step_end late,
- * so the first to arrive waited for it inside the checkpoint (4.7 ms seen at
- * np 4). Two steps later every rank has run a whole step of gradient
- * traffic since posting, and the SUM is complete before anybody asks. */
-#define SETTLE_LAG 2
-
-/* Posts this step's flags; step_end completes the SUM SETTLE_LAG steps
- * later, by when the gradient traffic in between has progressed it. */
-static int post_row(so_ckpt *ck)
-{
-    if (!ck->t.isum_start)
-        return round_blocking(ck, ck->pending, ck->f.active);
-    int rc = local_row(ck, ck->pending, ck->f.active, 0);
-    ck->a.posted_step = ck->cur_step;
-    return rc ? rc : comm_failed(ck, ck->t.isum_start(ck->t.ctx, ck->a.row, av_len(ck), &ck->a.req));
-}
-
-/* Finishes the checkpoint in flight (blocking). */
-static int advance(so_ckpt *ck)
-{
-    int rc = settle_posted(ck);
-    if (!rc && ck->snapping)
-        rc = snapped(ck);
-    while (!rc && ck->pending)
-        if (!(rc = round_blocking(ck, 1, 0)) && ck->pending)
-            nap();
-    return rc;
-}
-
-/* ---- level 3: flush to the shared directory -------------------------------------- */
-
-/* Flush thread: the shared directory is made there (a parallel file system's
- * mkdir can take long). */
-static int flush_mkdir(void *arg, ck_task *t)
-{
-    (void)arg;
-    if (!ck_mkdirs(t->dir))
-        return 0;
-    ck_fmt(t->err, sizeof t->err, "%s", so_errmsg());
-    return SO_EIO;
-}
-
-static int start_flush(so_ckpt *ck)
-{
-    ck_task *t = &ck->f.task;
-    memset(t, 0, sizeof *t);
-    t->kind = CK_TASK_COPY;
-    t->prepare = flush_mkdir;
-    ckpt_dir(t->dir, sizeof t->dir, ck->c.shared_dir, ck->pending_manifest.step);
-    ck_fmt(t->name, sizeof t->name, "shard-%d.bin", ck->t.rank);
-    ck_fmt(t->src, sizeof t->src, "%s/%s", ck->pending_dir, t->name);
-    t->delay_ms = ck->delay_ms;
-    t->step = ck->pending_manifest.step;
-    t->io = CK_IO(SO_CKPT_IO_FLUSH);
-    free(ck->f.manifest_text);
-    ck->f.manifest_text = ck->manifest_text;
-    ck->f.manifest_len = ck->manifest_len;
-    ck->manifest_text = NULL;
-    ck->f.step = ck->pending_manifest.step;
-    ck->f.crc = ck->snapshot_task.crc;
-    ck->f.active = 1;
-    ck_worker_submit(&ck->flusher, t);
-    return 0;
-}
-
-static void flush_flags(so_ckpt *ck, int block, int *done, int *bad)
-{
-    ck_task *t = &ck->f.task;
-    *done = ck_task_done(&ck->flusher, t, block);
-    *bad = *done && (t->rc || t->crc != ck->f.crc);
-    if (*done && !t->rc && t->crc != ck->f.crc)
-        ck_fmt(t->err, sizeof t->err, "%s/%s: copy does not match the checksum in the manifest", t->dir, t->name);
-}
-
-/* All ranks agreed: every copy is at the shared level (rank 0 queues the
- * shared MANIFEST on the flush thread), or a copy failed somewhere. */
-static int flush_settle(so_ckpt *ck, int failed, int bad)
-{
-    ck_task *t = &ck->f.task;
-    ck->f.active = 0;
-    if (failed) {
-        char msg[800];
-        ck_fmt(msg, sizeof msg, "flush of checkpoint %ld to the shared level failed: %s", ck->f.step,
-               bad ? t->err : "see the message of another rank");
-        return ckpt_fail(ck, SO_EIO, msg);
-    }
-    ck->st.flushes++;
-    ck->st.flush_seconds += t->seconds;
-    ck->st.flush_bytes += (double)t->bytes;
-    if (ck->t.rank == 0)
-        return queue_manifest(ck, &ck->flusher, &ck->flush_manifest_task, &ck->flush_manifest_copy, t->dir, ck->f.manifest_text, ck->f.manifest_len,
-                              ck->c.shared_dir, -1);
-    return 0;
-}
-
-static int advance_flush(so_ckpt *ck)
-{
-    int rc = settle_posted(ck);
-    while (!rc && ck->f.active)
-        if (!(rc = round_blocking(ck, 0, 1)) && ck->f.active)
-            nap();
-    return rc;
-}
-
-/* ---- the naive scheme: rank 0 writes everything, the others wait --------------- */
-
-static int grow(uint8_t **buf, size_t *cap, size_t n)
-{
-    if (*cap >= n)
-        return 0;
-    free(*buf);
-    *buf = so_alloc(n ? n : 1);
-    *cap = *buf ? n : 0;
-    return *buf ? 0 : so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", n);
-}
-
-static int naive(so_ckpt *ck, const so_train_state *s)
-{
-    int w = ck->t.world;
-    size_t bytes = (size_t)(ck->rep_bytes + (uint64_t)w * ck->rank_bytes);
-    int rc = grow(&ck->stage, &ck->stage_cap, ck->t.rank == 0 ? bytes : (size_t)ck->rank_bytes * w);
-    if (rc)
-        return rc;
-    uint8_t *ranks = ck->stage + (ck->t.rank == 0 ? ck->rep_bytes : 0);
-    ck_rank_get(ck->m, ranks + (size_t)ck->t.rank * ck->rank_bytes);
-    for (int r = 0; r < w && !rc; r++) /* gather the small per-rank sections */
-        rc = ck->t.bcast(ck->t.ctx, ranks + (size_t)r * ck->rank_bytes, (size_t)ck->rank_bytes, r);
-    if (rc)
-        return rc;
-    char err[600] = "";
-    int mine = 0;
-    fill_manifest(ck, &ck->pending_manifest, s, 1);
-    so_ckpt_shard sh = {0, ck->rep_bytes, 0, w, bytes, 0};
-    ckpt_dir(ck->pending_dir, sizeof ck->pending_dir, level1(ck), s->step);
-    if (ck->t.rank == 0) {
-        ck_rep_get(ck->m, ck->opt, ck->stage, 0, ck->rep_bytes);
-        double t0 = so_now();
-        mine = ck_mkdirs(ck->pending_dir);
-        if (mine)
-            ck_fmt(err, sizeof err, "%s", so_errmsg());
-        else
-            mine = ck_write_atomic(ck->pending_dir, "shard-0.bin", ck->stage, bytes, 0, ck->delay_ms, &sh.crc, err, sizeof err);
-        ck->pending_manifest.shards = &sh;
-        char *text = NULL;
-        size_t len = 0;
-        if (!mine && !(mine = so_ckpt_manifest_format(&ck->pending_manifest, &text, &len)))
-            mine = write_manifest(ck, ck->pending_dir, text, len, err, sizeof err);
-        free(text);
-        ck->pending_manifest.shards = NULL;
-        ck->st.write_seconds += so_now() - t0;
-        ck->st.write_bytes += (double)bytes;
-    }
-    int all_done, failed;
-    if ((rc = agree(ck, 1, mine != 0, &all_done, &failed))) /* the barrier */
-        return rc;
-    if (failed)
-        return ckpt_fail(ck, SO_EIO, err[0] ? err : "rank 0 could not write the checkpoint");
-    if (ck->t.rank == 0)
-        ck_prune(level1(ck), ck->c.keep, -1);
-    ck->st.count++;
-    return 0;
-}
-
 /* ---- the hook ------------------------------------------------------------------------ */
-
-static int due(so_ckpt *ck, const so_train_state *s)
-{
-    if (ck->sched.requested)
-        return 1;
-    if (ck->c.mtbf_hours > 0)
-        return s->step >= ck->sched.next_auto;
-    if (ck->c.every_steps > 0)
-        return s->step % ck->c.every_steps == 0;
-    return ck->c.every_epochs > 0 && s->epoch_end && s->epoch % ck->c.every_epochs == 0;
-}
-
-/* Steps from s to the next due step (an upper bound for epoch intervals,
- * whose due step is the next epoch end; LONG_MAX when unknown). */
-static long steps_to_due(const so_ckpt *ck, const so_train_state *s)
-{
-    if (ck->c.mtbf_hours > 0)
-        return ck->sched.next_auto > s->step ? ck->sched.next_auto - s->step : 1;
-    if (ck->c.every_steps > 0)
-        return ck->c.every_steps - s->step % ck->c.every_steps;
-    if (ck->c.every_epochs > 0 && s->steps_per_epoch > 0)
-        return s->steps_per_epoch - s->epoch_step;
-    return LONG_MAX;
-}
-
-/* Auto interval: Daly's optimum from the largest stall any rank saw and the
- * slowest rank's mean step time, never shorter than a checkpoint takes to
- * complete in the background. */
-static int update_interval(so_ckpt *ck, long step, double stall)
-{
-    if (ck->c.mtbf_hours <= 0)
-        return 0;
-    int64_t v[2] = {(int64_t)(stall * 1e6), (int64_t)(ck->sched.step_time * 1e6)};
-    int rc = ck->t.allreduce_i64(ck->t.ctx, v, 2, SO_CKPT_MAX);
-    if (rc)
-        return rc;
-    double delta = v[0] * 1e-6 > 1e-6 ? v[0] * 1e-6 : 1e-6, st = v[1] > 0 ? v[1] * 1e-6 : 1e-3;
-    double tau = so_ckpt_daly(delta, ck->c.mtbf_hours * 3600.0);
-    long steps = (long)ceil(tau / st);
-    long floor_steps = ck->sched.steps_to_complete + 1;
-    ck->st.interval = steps > floor_steps ? steps : floor_steps;
-    ck->sched.next_auto = step + ck->st.interval;
-    return 0;
-}
-
-static void track_step_time(so_ckpt *ck)
-{
-    double now = so_now();
-    if (ck->sched.last_step_time >= 0) {
-        double dt = now - ck->sched.last_step_time;
-        ck->sched.step_time = ck->sched.step_time > 0 ? 0.9 * ck->sched.step_time + 0.1 * dt : dt;
-    }
-    ck->sched.last_step_time = now;
-}
 
 /* Diagnostics (SCALEOUT_CKPT_TRACE_MS): the training thread's clocks
  * (tclock.h) at the start of a piece. Only when tracing: a reading costs
@@ -983,7 +687,7 @@ static int closed(so_ckpt *ck, long step)
     if (ck->sched.cur_stall > ck->st.stall_max)
         ck->st.stall_max = ck->sched.cur_stall;
     ck->sched.steps_to_complete = step - ck->pending_manifest.step;
-    int rc = update_interval(ck, step, ck->sched.cur_stall);
+    int rc = ck_update_interval(ck, step, ck->sched.cur_stall);
     ck->sched.cur_stall = 0;
     return rc;
 }
@@ -1020,7 +724,7 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
 {
     ck->sched.in_flight_requested = 0; /* the previous one, finished below, keeps its own flush rule */
     if (ck->c.naive) {
-        int rc = naive(ck, s);
+        int rc = ck_naive(ck, s);
         account(ck, *t0, 1, "naive write");
         *t0 = so_now();
         int rc2 = closed(ck, s->step);
@@ -1028,48 +732,19 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
     }
     int rc = 0;
     if (ck->pending) { /* the previous one is still in flight: finish it first */
-        rc = advance(ck);
+        rc = ck_agree_advance(ck);
         int rc2 = progressed(ck, 1, s->step, t0);
         rc = rc ? rc : rc2;
     }
     /* A requested checkpoint (the last before a stop) must reach the shared
      * level, so a flush still running finishes first instead of skipping it. */
     if (!rc && ck->sched.requested && ck->f.active)
-        rc = advance_flush(ck);
+        rc = ck_flush_advance(ck);
     if (!may_start(ck, rc))
         return rc;
     ck->err_is_ckpt = 0;
     ck->sched.in_flight_requested = ck->sched.requested;
     return started(ck, rc, start_scaleout(ck, s));
-}
-
-/* When the next progress round is posted: one step after anything moved,
- * then backing off (2, 4, ... 16 steps) while a long write or flush runs, so
- * an idle poll is not paid at every step. Decided from agreed values and
- * step numbers only, so every rank posts at the same steps. */
-static void schedule_poll(so_ckpt *ck, const so_train_state *s, int moved)
-{
-    ck->a.poll_gap = moved || ck->a.poll_gap < 1 ? 1 : ck->a.poll_gap < 16 ? 2 * ck->a.poll_gap : 16;
-    /* The last poll before the next due step is posted two steps ahead, so a
-     * finished checkpoint is known to be finished by then and the next one
-     * does not start with a blocking round. */
-    long gap = ck->a.poll_gap, to_due = steps_to_due(ck, s);
-    if (to_due < LONG_MAX && gap > to_due - 2)
-        gap = to_due - 2 > 1 ? to_due - 2 : 1;
-    ck->a.next_poll = s->step + gap;
-}
-
-/* Steps ahead of a due checkpoint at which its shard files are made: a
- * tenth of the interval, at least RESERVE_AHEAD. 4 steps were too few at
- * ResNet-50 np 4 (4 ranks on 2 cores): making 100 MB took longer than 5 s
- * there, and the snapshot queued behind it stalled the update 114-193 ms. */
-#define RESERVE_AHEAD 4
-
-static long reserve_lead(const so_ckpt *ck, const so_train_state *s)
-{
-    long every = ck->c.every_steps > 0 ? ck->c.every_steps
-                 : ck->c.every_epochs > 0 ? s->steps_per_epoch * ck->c.every_epochs : 0;
-    return every / 10 > RESERVE_AHEAD ? every / 10 : RESERVE_AHEAD;
 }
 
 /* Shard files for the next checkpoint are made reserve_lead steps before it
@@ -1084,8 +759,8 @@ static long reserve_lead(const so_ckpt *ck, const so_train_state *s)
  * pools are only ever touched by the writer thread. */
 static void reserve_ahead(so_ckpt *ck, const so_train_state *s)
 {
-    long to_due = steps_to_due(ck, s);
-    if (!ck->slots || to_due > reserve_lead(ck, s) || s->step + to_due == ck->reserved_for ||
+    long to_due = ck_steps_to_due(ck, s);
+    if (!ck->slots || to_due > ck_reserve_lead(ck, s) || s->step + to_due == ck->reserved_for ||
         !ck_task_done(&ck->writer, &ck->reserve_task, 0))
         return;
     ck->reserved_for = s->step + to_due;
@@ -1104,18 +779,18 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
     int was_pending = ck->pending, was_flushing = ck->f.active, active = ck->pending || ck->f.active;
     mark(ck);
     ck->cur_step = s->step;
-    track_step_time(ck);
+    ck_track_step_time(ck);
     check_manifests(ck);
     ck->err_is_ckpt = 0;
-    int polled = ck->a.req != NULL && s->step >= ck->a.posted_step + SETTLE_LAG, rc = polled ? settle_posted(ck) : 0;
+    int polled = ck->a.req != NULL && s->step >= ck->a.posted_step + SETTLE_LAG, rc = polled ? ck_agree_settle(ck) : 0;
     if (polled) {
-        schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->f.active);
+        ck_schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->f.active);
         account(ck, t0, active, "poll (agreement)"); /* its own piece: waiting for peers is told apart */
         t0 = so_now();
     }
     if (!rc)
         rc = progressed(ck, was_pending, s->step, &t0);
-    if (may_start(ck, rc) && due(ck, s)) {
+    if (may_start(ck, rc) && ck_due(ck, s)) {
         int failed = rc;
         ck->err_is_ckpt = 0;
         rc = started(ck, failed, start(ck, s, &t0));
@@ -1128,10 +803,10 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
     }
     was_pending = ck->pending;
     if (!rc && !ck->a.req && (ck->pending || ck->f.active) && s->step >= ck->a.next_poll) {
-        rc = post_row(ck); /* one process: settles at once */
+        rc = ck_agree_post(ck); /* one process: settles at once */
         active = 1;
         if (!ck->t.isum_start)
-            schedule_poll(ck, s, was_pending != ck->pending);
+            ck_schedule_poll(ck, s, was_pending != ck->pending);
         if (!rc)
             rc = progressed(ck, was_pending, s->step, &t0);
     }
@@ -1152,7 +827,7 @@ int so_ckpt_before_update(so_ckpt *ck)
     ck_task_prepared(&ck->writer, &ck->snapshot_task, 1);
     account(ck, t0, 1, "before_update (snapshot wait)");
     t0 = so_now();
-    int rc = snapped(ck);
+    int rc = ck_snapped(ck);
     account(ck, t0, 1, "before_update (exchange post)");
     return rc;
 }
@@ -1165,13 +840,13 @@ void so_ckpt_request(so_ckpt *ck) { ck->sched.requested = 1; }
 int so_ckpt_finish(so_ckpt *ck)
 {
     double t0 = so_now();
-    int was_pending = ck->pending, rc = advance(ck);
+    int was_pending = ck->pending, rc = ck_agree_advance(ck);
     if (was_pending) {
         int rc2 = closed(ck, ck->pending_manifest.step);
         rc = rc ? rc : rc2;
     }
     if (ck->f.active) {
-        int rc2 = advance_flush(ck);
+        int rc2 = ck_flush_advance(ck);
         rc = rc ? rc : rc2;
     }
     double t1 = so_now();

@@ -97,4 +97,54 @@ struct so_ckpt {
     so_ckpt_stats st;
 };
 
+/* Steps between posting a row and completing it. One step is not enough:
+ * a rank's part of the SUM only moves while that rank calls MPI, and a rank
+ * that was descheduled (4 ranks on 2 cores) reaches its next step_end late,
+ * so the first to arrive waited for it inside the checkpoint (4.7 ms seen at
+ * np 4). Two steps later every rank has run a whole step of gradient
+ * traffic since posting, and the SUM is complete before anybody asks. */
+#define SETTLE_LAG 2
+
+/* Layout of the agreement row (agree.c: local_row): [AV_SHARDS + 2k] and
+ * [AV_SHARDS + 2k + 1] are the CRC and size of rank k's shard. */
+enum { AV_DONE, AV_BAD, AV_FDONE, AV_FBAD, AV_SHARDS };
+
+/* ---- shared by the parts of the write path ----------------------------------
+ * ckpt.c: the session, starting and completing a checkpoint, the hook. */
+const char *ck_level1(const so_ckpt *ck);       /* the directory of the first level */
+void ck_dir(char *out, size_t cap, const char *base, long step); /* <base>/ckpt-<step> */
+int ck_fail(so_ckpt *ck, int code, const char *msg);            /* a checkpoint's own failure */
+/* Blocking agreement on one checkpoint's outcome (naive mode). */
+int ck_agree_blocking(so_ckpt *ck, int done, int failed, int *all_done, int *any_failed);
+int ck_write_manifest(const so_ckpt *ck, const char *dir, const char *text, size_t len, char *err, size_t cap);
+void ck_fill_manifest(so_ckpt *ck, so_ckpt_manifest *m, const so_train_state *s, int nshards);
+/* Writes the manifest text (copied) on worker w's thread, then prunes base
+ * beyond the kept checkpoints, sparing step `protect`. */
+int ck_queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, const char *dir, const char *text,
+                      size_t len, const char *base, long protect);
+int ck_snapped(so_ckpt *ck);                    /* waits for the snapshot, posts the exchange */
+int ck_flags(so_ckpt *ck, int block, int *done, int *bad); /* this rank's state of the checkpoint in flight */
+int ck_settle(so_ckpt *ck, int all_done, int failed);       /* acts on the agreed outcome */
+void ck_nap(void);                              /* a short sleep between blocking rounds */
+/* agree.c */
+int ck_av_len(const so_ckpt *ck);
+int ck_agree_round(so_ckpt *ck, int ckpt, int flush);      /* blocking round: flags, SUM, act */
+int ck_agree_settle(so_ckpt *ck);               /* completes the posted round and acts on it */
+int ck_agree_post(so_ckpt *ck);                 /* posts this step's row */
+int ck_agree_advance(so_ckpt *ck);              /* finishes the checkpoint in flight (blocking) */
+/* flush.c */
+int ck_flush_start(so_ckpt *ck);
+void ck_flush_flags(so_ckpt *ck, int block, int *done, int *bad);
+int ck_flush_settle(so_ckpt *ck, int failed, int bad);
+int ck_flush_advance(so_ckpt *ck);               /* finishes the flush in flight (blocking) */
+/* schedule.c */
+int ck_due(so_ckpt *ck, const so_train_state *s);            /* a checkpoint starts at this step end */
+long ck_steps_to_due(const so_ckpt *ck, const so_train_state *s); /* LONG_MAX when unknown */
+int ck_update_interval(so_ckpt *ck, long step, double stall);  /* --mtbf: Daly's interval (collective) */
+void ck_track_step_time(so_ckpt *ck);
+void ck_schedule_poll(so_ckpt *ck, const so_train_state *s, int moved);
+long ck_reserve_lead(const so_ckpt *ck, const so_train_state *s);
+/* naive.c */
+int ck_naive(so_ckpt *ck, const so_train_state *s);
+
 #endif
