@@ -156,10 +156,8 @@ typedef struct so_shm {
 /* The context of comm (created on first use: collective over comm, waits
  * through w). Freed with the communicator (attribute delete callback). */
 int so_shm_get(MPI_Comm comm, so_waiter *w, so_shm **out);
-/* The ranks-per-node recorded on comm (0 = real nodes). */
-int so_shm_ranks_per_node(MPI_Comm comm);
-/* so_shm_set_ranks_per_node (comm_internal.h) records the emulated layout on
- * comm for contexts created later on it and its duplicates, and drops comm's
+/* so_shm_set_node_color (comm_internal.h) records the node grouping on comm
+ * for contexts created later on it and its duplicates, and drops comm's
  * cached context (collective when one exists). */
 /* Signals this rank's next step and waits until every node rank signalled it:
  * a barrier over shared memory, watched by w. Writes before it are visible to

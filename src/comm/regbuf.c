@@ -210,7 +210,7 @@ int so_comm_buf_alloc(so_comm *c, size_t bytes, void **out)
     so_waiter w;
     so_waiter_init(&w, c, "registered buffer");
     so_shm *s;
-    if ((rc = so_shm_get(c->world, &w, &s)))
+    if ((rc = so_shm_get(c->mcomm, &w, &s)))
         return rc;
     so_regbuf *g = new_region(c, s);
     if (!g)
