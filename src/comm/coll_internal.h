@@ -71,7 +71,8 @@ int so_coll_oversubscribed(void);
  * processing, which a rank busy-polling MPI_Testall starves on a busy machine
  * (docs/CLUSTER.md). Shared-memory waits (shm.c) keep their spin. */
 int so_coll_yield(void);
-/* Tells the waits whether the job spans several hosts (so_comm_init sets it). */
+/* Tells the waits whether the job spans several hosts (so_comm_init sets it,
+ * for every group of the process). */
 void so_coll_set_multi_host(int multi_host);
 /* Spin budget (seconds) before a wait starts sleeping (SCALEOUT_COLL_SPIN_US). */
 double so_coll_spin_s(void);
@@ -167,7 +168,8 @@ int so_shm_barrier(so_shm *s, so_waiter *w);
 /* ---- registered buffers (regbuf.c) ------------------------------------------------
  * A region is one so_comm_buf_alloc: an MPI-3 shared window over the node of
  * the communicator's hier context, one buffer per node rank, every one mapped
- * in this process. The registry is process-wide (a mutex guards the list;
+ * in this process. The registry is process-wide -- a pointer alone must find
+ * its region whichever group allocated it (a mutex guards the list;
  * regions live until the collective so_comm_buf_free, which must not overlap
  * a collective that uses them). */
 typedef struct so_regbuf so_regbuf;

@@ -1,7 +1,9 @@
-/* so_comm: MPI start-up and shutdown, the fatal-error hook, node topology and
- * the blocking helpers (bcast, counter reductions, barrier) of the training
- * thread. Every MPI call's return code is checked: communicators are set to
- * MPI_ERRORS_RETURN, so errors come back as SO_ECOMM instead of killing us.
+/* so_comm, the process group: MPI start-up and shutdown, groups made by
+ * splitting (each owning its node and leaders subgroups), the fatal-error
+ * hook, node topology and the blocking helpers (bcast, counter reductions,
+ * barrier) of the training thread. Every MPI call's return code is checked:
+ * communicators are set to MPI_ERRORS_RETURN, so errors come back as SO_ECOMM
+ * instead of killing us.
  *
  * Thread level: MPI_THREAD_SERIALIZED. After start-up one background thread
  * (the async engine, Horovod-style) makes the MPI calls of the gradient
@@ -13,7 +15,9 @@
  * to run while async_busy > 0 (so_comm_check_idle). So at most one thread is
  * inside MPI at a time, which is exactly SERIALIZED. MULTIPLE would also work
  * but makes Open MPI take locks on every call and is not needed. FUNNELED is
- * not enough: the engine thread is not the thread that called MPI_Init. */
+ * not enough: the engine thread is not the thread that called MPI_Init. The
+ * thread level belongs to the process, so all groups share one async_busy
+ * counter: an engine busy on any group keeps every group's calls out. */
 #include "coll_internal.h"
 #include "comm_internal.h"
 

@@ -8,7 +8,7 @@
 #include "comm_internal.h"
 #include "scaleout/err.h"
 
-/* A tag space of our own on the duplicated world communicator. */
+/* A tag space of our own on the group's communicator (so_comm_isend uses another dup). */
 #define SO_P2P_TAG_BASE 4242
 
 static int check_peer(const so_comm *c, int peer, size_t n)

@@ -178,7 +178,7 @@ int so_comm_exchange_recv(so_comm_p2p *p, void *rbuf, size_t rn, int src, size_t
     if (!x)
         return so_err(SO_ENOMEM, "out of memory");
     x->room = sn;
-    if ((rc = req_post(p->comm, rbuf, rn, SO_MPI_CHUNK, src, TAG_XFER, 0, &x->recv))) {
+    if ((rc = req_post(p->comm, rbuf, rn, p->c->p2p_chunk, src, TAG_XFER, 0, &x->recv))) {
         xfer_free(x);
         return rc;
     }
@@ -191,7 +191,7 @@ int so_comm_exchange_send(so_comm_p2p *p, so_comm_xfer *x, const void *sbuf, siz
     int rc = so_comm_check_idle(p->c);
     if (!rc && (sn > x->room || x->send))
         rc = so_err(SO_EINVAL, "partner exchange: %zu bytes to send, room for %zu (once)", sn, x->room);
-    return rc ? rc : req_post(p->comm, (void *)sbuf, sn, SO_MPI_CHUNK, dst, TAG_XFER, 1, &x->send);
+    return rc ? rc : req_post(p->comm, (void *)sbuf, sn, p->c->p2p_chunk, dst, TAG_XFER, 1, &x->send);
 }
 
 int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done)
