@@ -94,9 +94,10 @@ int so_comm_split(so_comm *parent, int color, int key, so_comm **out);
 so_comm *so_comm_node_group(so_comm *c);
 so_comm *so_comm_leaders_group(so_comm *c);
 
-/* Prints "[rank R] fatal: msg" to stderr and aborts the whole job with exit
- * status `code` (MPI_Abort). The one fatal path once MPI is up. c may be NULL
- * (aborts MPI_COMM_WORLD; exits directly if MPI is not running). */
+/* Prints "[rank R] fatal: msg" to stderr (R: the rank in the whole job) and
+ * aborts the whole job with exit status `code` (MPI_Abort on MPI_COMM_WORLD),
+ * from any group. The one fatal path once MPI is up. c may be NULL (exits
+ * directly if MPI is not running). */
 _Noreturn void so_comm_abort(so_comm *c, int code, const char *msg);
 
 /* This process's rank in, and the number of ranks of, the group (for the
