@@ -201,8 +201,8 @@ static void check_registered(so_comm *c, const group_ref *g)
     rc = so_comm_coll(c, SO_COLL_ALLREDUCE, SO_ALLREDUCE_HIER, a, b, MAXN, SO_REDUCE_SUM, 0);
     so_comm_hier_path_counts(&z1, &c1);
     size_t bad = count_bad(g, b, 0, MAXN, SO_REDUCE_SUM);
-    CHECK(rc == 0 && bad == 0 && (z1 - z0 == 1) == want_zc, "%s: registered hier: rc %d, %zu wrong, zero copy %d (want %d)",
-          g->name, rc, bad, (int)(z1 - z0), want_zc);
+    CHECK(rc == 0 && bad == 0 && (z1 - z0 == 1) == want_zc,
+          "%s: registered hier: rc %d, %zu wrong, zero copy %d (want %d)", g->name, rc, bad, (int)(z1 - z0), want_zc);
     so_comm_buf_free(c, b);
     so_comm_buf_free(c, a);
 }

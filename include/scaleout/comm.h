@@ -1,8 +1,9 @@
 /* scaleout communication module (libscaleout_comm): process start-up, the
  * process group (so_comm: the whole job, or a subset made by so_comm_split),
  * node topology, collectives on float buffers, point-to-point requests and
- * the configuration check of a data-parallel job. It moves buffers only and knows nothing about networks
- * of layers; this header does not include mpi.h, so any code can include it.
+ * the configuration check of a data-parallel job. It moves buffers only and
+ * knows nothing about networks of layers; this header does not include
+ * mpi.h, so any code can include it.
  *
  * Threading: so_comm_* calls are made by ONE thread (the training thread).
  * The async engine (comm_async.h) owns MPI while it has outstanding requests;
@@ -295,8 +296,8 @@ so_allreduce_algo so_comm_auto_algo(so_comm *c, size_t bytes);
 
 /* Predicted seconds of one allreduce of `bytes` on p ranks (ranks_per_node as
  * in so_comm_set_ranks_per_node, 0 = one real node holds them all) with algo,
- * from t (NULL: the built-in table; a group's: so_comm_get_tuning). For SO_ALLREDUCE_AUTO the
- * prediction of the algorithm auto picks. The trainer can minimise
+ * from t (NULL: the built-in table; a group's: so_comm_get_tuning). For
+ * SO_ALLREDUCE_AUTO the prediction of the algorithm auto picks. The trainer can minimise
  * sum over buckets of predict(bucket bytes) - overlap to pick the bucket size
  * and the algorithm together. */
 double so_comm_predict(so_allreduce_algo algo, size_t bytes, int p, int ranks_per_node,
@@ -360,10 +361,11 @@ int so_comm_gather_bytes(so_comm *c, const void *buf, size_t n, int root, void *
 /* The MPI library's own version string (MPI_Get_library_version; callable
  * before MPI is initialised), one line, into buf. Returns 0 or SO_EINVAL. */
 int so_comm_library_version(char *buf, size_t len);
+
 /* ---- non-blocking point-to-point requests on a group (src/comm/p2p.c) ----------
  * Sends / receives of `bytes` bytes (any size: cut into messages of at most
- * SO_MPI_CHUNK bytes, or SCALEOUT_P2P_CHUNK if smaller -- the same on every
- * rank) to / from group rank dst / src, on the group's own duplicated
+ * 1 GiB, or SCALEOUT_P2P_CHUNK bytes if smaller -- the same on every rank)
+ * to / from group rank dst / src, on the group's own duplicated
  * communicator: tags (0..32767) never meet the collectives'. Messages between
  * one pair with one tag match in posting order; sizes must match. The buffer
  * belongs to MPI until the request completes. Test or wait for every
@@ -379,8 +381,8 @@ int so_comm_req_wait(so_comm *c, so_comm_req *r);
 
 /* ---- byte-level point-to-point (src/comm/p2p.c) ---------------------------------
  * For CLI features such as checkpoint partner copies. A channel owns a
- * duplicated communicator (create is collective over the group's ranks). An exchange
- * sends sn bytes to dst and receives rn bytes from src without blocking; test
+ * duplicated communicator (create is collective over the group's ranks). An
+ * exchange sends sn bytes to dst and receives rn bytes from src without blocking; test
  * it between steps (wait = 1 blocks, watched by the stall warning/timeout);
  * the buffers belong to MPI until *done = 1, which also frees the exchange.
  * Call only from the training thread while the async engine is idle. */
