@@ -2,8 +2,8 @@
  * groups of every size from 1 to np-1 appear (and one with reversed keys and
  * an undefined colour), and on each group every algorithm of every collective
  * kind, the counter reductions, config check, gather, registered buffers, the
- * async engine, isend/irecv and per-group tuning are checked against
- * references computed locally. Values depend on the group rank and the group
+ * async engine, isend/irecv, per-group tuning and a split of the split are
+ * checked against references computed locally. Values depend on the group rank and the group
  * id, so a collective that ran on the wrong communicator gives wrong numbers.
  * Run as `mpiexec -n NP test_group NP`. Check-and-continue (mpi_check.h). */
 #include "scaleout/comm.h"
@@ -338,6 +338,29 @@ static void check_tuning(so_comm *c, const group_ref *g)
           "%s: set_tuning(NULL) did not restore the built-in table", g->name);
 }
 
+/* A group split again (replica groups within a pipeline stage): odd and even
+ * group ranks; the grandchild keeps the world's nodes through its parent. */
+static void check_nested(so_comm *c, const group_ref *g)
+{
+    so_comm *sub = NULL;
+    int rc = so_comm_split(c, g->gr % 2, 0, &sub);
+    char name[96];
+    snprintf(name, sizeof name, "%s, %s ranks", g->name, g->gr % 2 ? "odd" : "even");
+    group_ref h = {.gid = 10 + 2 * g->gid + g->gr % 2, .name = name};
+    for (int r = g->gr % 2; r < g->gs; r += 2) {
+        if (r == g->gr)
+            h.gr = h.gs;
+        h.node_of[h.gs] = g->node_of[r];
+        h.world[h.gs++] = g->world[r];
+    }
+    CHECK(rc == 0 && sub && so_comm_rank(sub) == h.gr && so_comm_size(sub) == h.gs, "%s: split rc %d", name, rc);
+    if (!sub)
+        so_comm_abort(c, 1, "nested split failed");
+    check_subgroups(sub, &h);
+    check_allreduce(sub, &h, SO_ALLREDUCE_HIER, "nested");
+    CHECK_RC(so_comm_finalize(sub));
+}
+
 /* ---- the suite on one group --------------------------------------------------------- */
 
 static void run_suite(so_comm *c, const group_ref *g)
@@ -357,6 +380,7 @@ static void run_suite(so_comm *c, const group_ref *g)
     check_async(c, g);
     check_p2p(c, g);
     check_tuning(c, g);
+    check_nested(c, g);
     /* The group's own emulation: nodes of 3 consecutive group ranks. */
     CHECK_RC(so_comm_set_ranks_per_node(c, 3));
     group_ref own = *g;
