@@ -1,7 +1,7 @@
 /* The allreduce selector: a table from so_allreduce_algo to the algorithm's
  * function (one file each, same signature, see comm_internal.h), the
- * resolution of `auto` (tune.c, per group; the names behind --allreduce are in
- * tune_text.c), and the shared argument checks and AVG scaling so each
+ * resolution of `auto` (tune.c, per group; the names behind --allreduce are
+ * in tune_text.c), and the shared argument checks and AVG scaling so each
  * algorithm only implements SUM, MAX and MIN. */
 #include "coll_internal.h"
 

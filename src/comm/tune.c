@@ -1,6 +1,6 @@
 /* The allreduce cost model (one line or size bands per algorithm), each
- * group's tuning table, the choice `auto` makes, the least-squares fits of alpha/beta,
- * and the timing helpers `scaleout tune` and `scaleout bench` share. The text
+ * group's tuning table, the choice `auto` makes, the least-squares fits of
+ * alpha/beta, and the timing helpers `scaleout tune` and `scaleout bench` share. The text
  * format is in tune_text.c. Documented in docs/COLLECTIVES.md. */
 #include "coll_internal.h"
 #include "tune_internal.h"
