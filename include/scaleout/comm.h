@@ -1,7 +1,9 @@
-/* scaleout communication module (libscaleout_comm): process start-up, node
- * topology, collectives on float buffers and the configuration check of a
- * data-parallel job. It moves buffers only and knows nothing about networks
- * of layers; this header does not include mpi.h, so any code can include it.
+/* scaleout communication module (libscaleout_comm): process start-up, the
+ * process group (so_comm: the whole job, or a subset made by so_comm_split),
+ * node topology, collectives on float buffers, point-to-point requests and
+ * the configuration check of a data-parallel job. It moves buffers only and
+ * knows nothing about networks of layers; this header does not include
+ * mpi.h, so any code can include it.
  *
  * Threading: so_comm_* calls are made by ONE thread (the training thread).
  * The async engine (comm_async.h) owns MPI while it has outstanding requests;
@@ -57,31 +59,65 @@ typedef enum {
  * so_comm_abort(NULL, ...). */
 int so_comm_init(int *argc, char ***argv, so_comm **out);
 
-/* Frees the registered buffers still allocated (collective), the
- * communicators and, if so_comm_init started MPI, finalises it.
- * Destroy every async engine first. Accepts NULL. */
+/* Frees the registered buffers still allocated (collective), the node and
+ * leaders subgroups, the communicators and, if so_comm_init started MPI,
+ * finalises it (never for a group of so_comm_split). Collective over c.
+ * Destroy every async engine of c first, and finalise c's split children
+ * before c. Accepts NULL. */
 int so_comm_finalize(so_comm *c);
 
-/* Prints "[rank R] fatal: msg" to stderr and aborts the whole job with exit
- * status `code` (MPI_Abort). The one fatal path once MPI is up. c may be NULL
- * (aborts MPI_COMM_WORLD; exits directly if MPI is not running). */
+/* ---- process groups ---------------------------------------------------------
+ * Every so_comm is a process group; every call below works on any of them,
+ * with ranks numbered within the group (docs/COLLECTIVES.md, "Process groups").
+ * MPI_THREAD_SERIALIZED is per process: while an async engine of ANY group has
+ * requests outstanding, so_comm_* calls on every group return SO_EINVAL. */
+
+#define SO_COMM_UNDEFINED (-1)
+
+/* MPI_Comm_split of parent: ranks passing the same color >= 0 form one new
+ * group, ordered by (key, parent rank); color < 0 (SO_COMM_UNDEFINED) gives
+ * *out = NULL. Collective over parent. The child inherits the parent's
+ * timeouts, allreduce algorithm, p2p chunk and node grouping: child ranks that
+ * were on one (possibly emulated) node of the parent are on one node of the
+ * child, with ranks_per_node as in the parent (for the cost model), and it
+ * starts with its own tuning table (SCALEOUT_TUNING on first auto use). The
+ * caller owns the child: so_comm_finalize(child) (collective over the child)
+ * frees it, and the parent must outlive its children. */
+int so_comm_split(so_comm *parent, int color, int key, so_comm **out);
+
+/* The ranks of my node, and node_rank 0 of every node (NULL on the other
+ * ranks), as groups. Owned by c: built with c's topology (so_comm_init,
+ * so_comm_split, so_comm_set_ranks_per_node, which frees and rebuilds them:
+ * earlier handles become invalid) and freed by so_comm_finalize(c); never
+ * finalise them yourself. c itself is returned where it already is that
+ * group (one node; one rank per node). They inherit c's settings, and
+ * so_comm_set_timeouts on c reaches them. */
+so_comm *so_comm_node_group(so_comm *c);
+so_comm *so_comm_leaders_group(so_comm *c);
+
+/* Prints "[rank R] fatal: msg" to stderr (R: the rank in the whole job) and
+ * aborts the whole job with exit status `code` (MPI_Abort on MPI_COMM_WORLD),
+ * from any group. The one fatal path once MPI is up. c may be NULL (exits
+ * directly if MPI is not running). */
 _Noreturn void so_comm_abort(so_comm *c, int code, const char *msg);
 
-/* This process's rank in, and the number of ranks of, the whole job. */
+/* This process's rank in, and the number of ranks of, the group (for the
+ * group of so_comm_init: the whole job). */
 int so_comm_rank(const so_comm *c);
 int so_comm_size(const so_comm *c);
 
 /* Stall warning and timeout (seconds, <= 0 disables) for every later
- * collective, blocking or asynchronous. Defaults 60 s and 300 s. */
+ * collective on c and its node / leaders groups, blocking or asynchronous.
+ * Defaults 60 s and 300 s; split groups start with their parent's. */
 void so_comm_set_timeouts(so_comm *c, double stall_warning_s, double timeout_s);
 
 /* ---- node topology ----------------------------------------------------------- */
 
-/* Groups ranks into nodes: K > 0 emulates nodes of K consecutive ranks (node
- * id = rank / K, the last node may be smaller); K = 0 uses the real shared-
- * memory nodes. Collective over all ranks; all must pass the same K.
- * Builds a node-local communicator and a leaders communicator (one rank per
- * node, node_rank 0) used by hierarchical collectives and checkpoint partners. */
+/* Groups c's ranks into nodes: K > 0 emulates nodes of K consecutive ranks
+ * of c (node id = rank / K, the last node may be smaller); K = 0 uses the
+ * real shared-memory nodes. Collective over c; all must pass the same K.
+ * Rebuilds the node and leaders groups (so_comm_node_group) used by
+ * hierarchical collectives and checkpoint partners. */
 int so_comm_set_ranks_per_node(so_comm *c, int ranks_per_node);
 
 typedef struct {
@@ -245,22 +281,30 @@ void so_comm_tuning_default(so_comm_tuning *t);
 int so_comm_tuning_load(const char *path, so_comm_tuning *t);
 int so_comm_tuning_save(const so_comm_tuning *t, const char *path);
 
-/* The table `auto` uses in this process (copied; NULL = back to the built-in
- * model). Without a call, the file named by SCALEOUT_TUNING is loaded on the
- * first `auto` allreduce. Every rank must use the same table (the choice must
- * agree). Call between collectives. */
-int so_comm_set_tuning(const so_comm_tuning *t);
+/* The table `auto` uses on group c (copied; NULL = back to the built-in
+ * model). Each group has its own; without a call, the file named by
+ * SCALEOUT_TUNING is loaded on the group's first `auto` use. Every rank of c
+ * must use the same table (the choice must agree). Call between collectives
+ * (SO_EINVAL while an async engine is busy). */
+int so_comm_set_tuning(so_comm *c, const so_comm_tuning *t);
+/* c's table (loading SCALEOUT_TUNING the first time); valid until the next
+ * so_comm_set_tuning on c. */
+const so_comm_tuning *so_comm_get_tuning(so_comm *c);
+/* The algorithm `auto` picks on c for an allreduce of `bytes`: so_comm_select
+ * with c's size, ranks_per_node and table. */
+so_allreduce_algo so_comm_auto_algo(so_comm *c, size_t bytes);
 
 /* Predicted seconds of one allreduce of `bytes` on p ranks (ranks_per_node as
  * in so_comm_set_ranks_per_node, 0 = one real node holds them all) with algo,
- * from t (NULL: the active table, else built-in). For SO_ALLREDUCE_AUTO the
- * prediction of the algorithm auto picks. The trainer can minimise
+ * from t (NULL: the built-in table; a group's: so_comm_get_tuning). For
+ * SO_ALLREDUCE_AUTO the prediction of the algorithm auto picks. The trainer can minimise
  * sum over buckets of predict(bucket bytes) - overlap to pick the bucket size
  * and the algorithm together. */
 double so_comm_predict(so_allreduce_algo algo, size_t bytes, int p, int ranks_per_node,
                        const so_comm_tuning *t);
 /* The algorithm `auto` picks: the table's rules when t->p == p and its layout
- * matches, else the argmin of so_comm_predict over the concrete algorithms. */
+ * matches, else the argmin of so_comm_predict over the concrete algorithms
+ * (t NULL: the built-in table). */
 so_allreduce_algo so_comm_select(size_t bytes, int p, int ranks_per_node, const so_comm_tuning *t);
 
 /* Weighted least squares of alpha and beta (relative error, so small and
@@ -317,10 +361,28 @@ int so_comm_gather_bytes(so_comm *c, const void *buf, size_t n, int root, void *
 /* The MPI library's own version string (MPI_Get_library_version; callable
  * before MPI is initialised), one line, into buf. Returns 0 or SO_EINVAL. */
 int so_comm_library_version(char *buf, size_t len);
+
+/* ---- non-blocking point-to-point requests on a group (src/comm/p2p.c) ----------
+ * Sends / receives of `bytes` bytes (any size: cut into messages of at most
+ * 1 GiB, or SCALEOUT_P2P_CHUNK bytes if smaller -- the same on every rank)
+ * to / from group rank dst / src, on the group's own duplicated
+ * communicator: tags (0..32767) never meet the collectives'. Messages between
+ * one pair with one tag match in posting order; sizes must match. The buffer
+ * belongs to MPI until the request completes. Test or wait for every
+ * request: test sets *done = 1 and frees it on completion; wait blocks,
+ * watched by the stall warning and timeout (SO_ECOMM then: the request stays
+ * posted and the job must abort) and frees it. Training thread only, while
+ * no async engine is busy (SO_EINVAL). Pipeline stages pass activations so. */
+typedef struct so_comm_req so_comm_req;
+int so_comm_isend(so_comm *c, const void *buf, size_t bytes, int dst, int tag, so_comm_req **out);
+int so_comm_irecv(so_comm *c, void *buf, size_t bytes, int src, int tag, so_comm_req **out);
+int so_comm_req_test(so_comm *c, so_comm_req *r, int *done);
+int so_comm_req_wait(so_comm *c, so_comm_req *r);
+
 /* ---- byte-level point-to-point (src/comm/p2p.c) ---------------------------------
  * For CLI features such as checkpoint partner copies. A channel owns a
- * duplicated communicator (create is collective over all ranks). An exchange
- * sends sn bytes to dst and receives rn bytes from src without blocking; test
+ * duplicated communicator (create is collective over the group's ranks). An
+ * exchange sends sn bytes to dst and receives rn bytes from src without blocking; test
  * it between steps (wait = 1 blocks, watched by the stall warning/timeout);
  * the buffers belong to MPI until *done = 1, which also frees the exchange.
  * Call only from the training thread while the async engine is idle. */

@@ -40,9 +40,10 @@ typedef struct {
     double waited_s; /* sum of the time wait_all blocked: exposed communication */
 } so_async_totals;
 
-/* Starts an engine over c (its own duplicate communicator) with algorithm
- * `algo`. Collective: all ranks create their engines in the same order.
- * Call between steps, never while another engine is busy. */
+/* Starts an engine over c, any process group (its own duplicate of c's
+ * communicator), with algorithm `algo` (auto: c's tuning table, loaded here).
+ * Collective over c: its ranks create their engines in the same order.
+ * Call between steps, never while another engine (of any group) is busy. */
 int so_async_create(so_comm *c, so_allreduce_algo algo, so_async **out);
 
 /* Waits for outstanding requests (no timeout but the watchdog), stops the

@@ -357,7 +357,8 @@ static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int
         for (int k = 0; k < nalgo; k++) {
             wrong += res[k].wrong;
             double pred = model && res[k].algo >= 0
-                              ? so_comm_predict((so_allreduce_algo)res[k].algo, sizes[i], b->size, o->rpn, NULL)
+                              ? so_comm_predict((so_allreduce_algo)res[k].algo, sizes[i], b->size, o->rpn,
+                                                so_comm_get_tuning(b->c))
                               : 0;
             if (b->rank == 0)
                 emit(b, s, sizes[i], &res[k], ref, pred, o->check);
@@ -427,7 +428,7 @@ static int bench_main(const coll_desc *d, const bench_opts *o, const size_t *siz
     b.rank = so_comm_rank(b.c);
     b.size = so_comm_size(b.c);
     if (o->tuning)
-        so_comm_set_tuning(&t);
+        so_comm_set_tuning(b.c, &t);
     if (so_comm_set_ranks_per_node(b.c, o->rpn))
         so_comm_abort(b.c, CLI_FAIL, so_errmsg());
     sinks s = {0};

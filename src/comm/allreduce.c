@@ -1,10 +1,9 @@
 /* The allreduce selector: a table from so_allreduce_algo to the algorithm's
  * function (one file each, same signature, see comm_internal.h), the
- * resolution of `auto` (tune.c; the names behind --allreduce are in
- * tune_text.c), and the shared argument checks and AVG scaling so each
+ * resolution of `auto` (tune.c, per group; the names behind --allreduce are
+ * in tune_text.c), and the shared argument checks and AVG scaling so each
  * algorithm only implements SUM, MAX and MIN. */
 #include "coll_internal.h"
-#include "tune_internal.h"
 
 #include "scaleout/err.h"
 
@@ -16,7 +15,7 @@ static so_allreduce_fn *const algos[SO_ALLREDUCE_AUTO] = {
     [SO_ALLREDUCE_RABENSEIFNER] = so_allreduce_rabenseifner,
     [SO_ALLREDUCE_TREE] = so_allreduce_tree,
     [SO_ALLREDUCE_HIER] = so_allreduce_hier,
-}; /* SO_ALLREDUCE_AUTO is resolved per call by so_tuning_pick */
+}; /* SO_ALLREDUCE_AUTO is resolved per call from the group's table (so_comm_auto_algo) */
 
 so_allreduce_fn *so_allreduce_fn_of(so_allreduce_algo algo)
 {
@@ -38,7 +37,7 @@ int so_comm_set_allreduce_algo(so_comm *c, so_allreduce_algo algo)
     return 0;
 }
 
-int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, size_t count,
+int so_allreduce_run(so_comm *c, so_allreduce_algo algo, const float *send, float *recv, size_t count,
                      so_reduce_op op, MPI_Comm comm, so_waiter *w)
 {
     if ((unsigned)algo >= SO_ALLREDUCE_COUNT)
@@ -49,12 +48,9 @@ int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, siz
         return 0;
     if (!send || !recv)
         return so_err(SO_EINVAL, "allreduce of %zu floats with a NULL buffer", count);
-    int size;
-    int mrc = MPI_Comm_size(comm, &size);
-    if (mrc != MPI_SUCCESS)
-        return so_mpi_err(mrc, "MPI_Comm_size");
+    int size = c->size; /* comm is c's communicator or a duplicate */
     if (algo == SO_ALLREDUCE_AUTO)
-        algo = so_tuning_pick(count * sizeof *send, size, so_shm_ranks_per_node(comm));
+        algo = so_comm_auto_algo(c, count * sizeof *send);
     /* Multiply by 1/size (not divide): one rounding per element, same on every rank. */
     float scale = 1.0f / (float)size;
     int rc, scaled = 0;
@@ -74,5 +70,5 @@ int so_comm_allreduce(so_comm *c, const float *send, float *recv, size_t count, 
         return rc;
     so_waiter w;
     so_waiter_init(&w, c, "allreduce");
-    return so_allreduce_run(c->algo, send, recv, count, op, c->world, &w);
+    return so_allreduce_run(c, c->algo, send, recv, count, op, c->mcomm, &w);
 }

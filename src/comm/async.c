@@ -171,7 +171,7 @@ static void run_request(so_async *a, const pending *p)
              (unsigned long long)a->cur.seq, a->cur.tag, a->cur.count);
     so_waiter w = {warn_s, timeout_s, a->what, on_stall, a, 0};
     int rc = p->dbuf ? so_allreduce_mpi_double(p->dbuf, a->cur.count, a->mcomm, &w)
-                     : so_allreduce_run(a->algo, p->buf, p->buf, a->cur.count, a->cur.op, a->mcomm, &w);
+                     : so_allreduce_run(a->comm, a->algo, p->buf, p->buf, a->cur.count, a->cur.op, a->mcomm, &w);
     if (!rc)
         return;
     char msg[1024];
@@ -201,7 +201,7 @@ static void engine_step(so_async *a)
     a->totals.comm_s += t - a->stats[i].t_started;
     a->done++;
     /* Our last MPI call for this request is behind us: release MPI to the main thread. */
-    atomic_fetch_sub_explicit(&a->comm->async_busy, 1, memory_order_release);
+    atomic_fetch_sub_explicit(a->comm->async_busy, 1, memory_order_release);
     if (a->done == a->n)
         pthread_cond_broadcast(&a->done_cv);
 }
@@ -285,7 +285,9 @@ int so_async_create(so_comm *c, so_allreduce_algo algo, so_async **out)
     a->rank = c->rank;
     a->size = c->size;
     a->mcomm = MPI_COMM_NULL;
-    int mrc = MPI_Comm_dup(c->world, &a->mcomm);
+    if (algo == SO_ALLREDUCE_AUTO) /* the engine thread only reads c's table */
+        so_comm_get_tuning(c);
+    int mrc = MPI_Comm_dup(c->mcomm, &a->mcomm);
     if (mrc != MPI_SUCCESS) {
         free(a);
         return so_mpi_err(mrc, "MPI_Comm_dup");
@@ -351,7 +353,7 @@ static int enqueue(so_async *a, float *buf, double *dbuf, size_t count, so_reduc
     a->stats[a->n] = (so_async_stat){a->seq_next++, tag, op, count, bytes, t, 0, 0};
     a->pend[a->n] = (pending){buf, dbuf, a->comm->stall_warning_s, a->comm->timeout_s};
     a->n++;
-    atomic_fetch_add_explicit(&a->comm->async_busy, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(a->comm->async_busy, 1, memory_order_relaxed);
     pthread_cond_signal(&a->work_cv);
 out:
     pthread_mutex_unlock(&a->mu);

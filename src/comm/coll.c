@@ -99,7 +99,7 @@ int so_comm_reduce_scatter(so_comm *c, so_rs_algo algo, const float *send, float
         return rc;
     so_waiter w;
     so_waiter_init(&w, c, "reduce-scatter");
-    rc = rs_algos[algo].fn(send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, c->world, &w);
+    rc = rs_algos[algo].fn(send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, c->mcomm, &w);
     if (!rc && op == SO_REDUCE_AVG)
         so_scale(recv, len, 1.0f / (float)c->size);
     return rc;
@@ -115,7 +115,7 @@ int so_comm_allgather(so_comm *c, so_ag_algo algo, const float *send, float *rec
         return rc;
     so_waiter w;
     so_waiter_init(&w, c, "allgather");
-    return ag_algos[algo].fn(send, recv, count, c->world, &w);
+    return ag_algos[algo].fn(send, recv, count, c->mcomm, &w);
 }
 
 int so_comm_bcast_algo(so_comm *c, so_bcast_algo algo, float *buf, size_t count, int root)
@@ -127,7 +127,7 @@ int so_comm_bcast_algo(so_comm *c, so_bcast_algo algo, float *buf, size_t count,
         return so_err(SO_EINVAL, "bcast root %d out of range (size %d)", root, c->size);
     so_waiter w;
     so_waiter_init(&w, c, "bcast");
-    return bc_algos[algo].fn(buf, count, root, c->world, &w);
+    return bc_algos[algo].fn(buf, count, root, c->mcomm, &w);
 }
 
 /* The MPI library's blocking collective: the benchmark's baseline (no watchdog). */
@@ -147,17 +147,17 @@ static int reference(so_comm *c, so_coll_kind kind, const float *send, float *re
     switch (kind) {
     case SO_COLL_ALLREDUCE:
         SO_MPI_TRY(MPI_Allreduce(send == recv ? MPI_IN_PLACE : (const void *)send, recv, (int)count,
-                                 MPI_FLOAT, mop, c->world));
+                                 MPI_FLOAT, mop, c->mcomm));
         break;
     case SO_COLL_REDUCE_SCATTER:
-        SO_MPI_TRY(MPI_Reduce_scatter(send, recv, counts, MPI_FLOAT, mop, c->world));
+        SO_MPI_TRY(MPI_Reduce_scatter(send, recv, counts, MPI_FLOAT, mop, c->mcomm));
         break;
     case SO_COLL_ALLGATHER:
         SO_MPI_TRY(MPI_Allgatherv(send == recv + displs[c->rank] ? MPI_IN_PLACE : (const void *)send,
-                                  counts[c->rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, c->world));
+                                  counts[c->rank], MPI_FLOAT, recv, counts, displs, MPI_FLOAT, c->mcomm));
         break;
     default:
-        SO_MPI_TRY(MPI_Bcast(recv, (int)count, MPI_FLOAT, root, c->world));
+        SO_MPI_TRY(MPI_Bcast(recv, (int)count, MPI_FLOAT, root, c->mcomm));
     }
 out:
     return rc;
@@ -181,7 +181,7 @@ int so_comm_coll(so_comm *c, so_coll_kind kind, int algo, const float *send, flo
             return rc;
         so_waiter w;
         so_waiter_init(&w, c, "allreduce");
-        return so_allreduce_run((so_allreduce_algo)algo, send, recv, count, op, c->world, &w);
+        return so_allreduce_run(c, (so_allreduce_algo)algo, send, recv, count, op, c->mcomm, &w);
     }
     case SO_COLL_REDUCE_SCATTER: return so_comm_reduce_scatter(c, (so_rs_algo)algo, send, recv, count, op);
     case SO_COLL_ALLGATHER: return so_comm_allgather(c, (so_ag_algo)algo, send, recv, count);

@@ -71,7 +71,8 @@ int so_coll_oversubscribed(void);
  * processing, which a rank busy-polling MPI_Testall starves on a busy machine
  * (docs/CLUSTER.md). Shared-memory waits (shm.c) keep their spin. */
 int so_coll_yield(void);
-/* Tells the waits whether the job spans several hosts (so_comm_init sets it). */
+/* Tells the waits whether the job spans several hosts (so_comm_init sets it,
+ * for every group of the process). */
 void so_coll_set_multi_host(int multi_host);
 /* Spin budget (seconds) before a wait starts sleeping (SCALEOUT_COLL_SPIN_US). */
 double so_coll_spin_s(void);
@@ -156,10 +157,8 @@ typedef struct so_shm {
 /* The context of comm (created on first use: collective over comm, waits
  * through w). Freed with the communicator (attribute delete callback). */
 int so_shm_get(MPI_Comm comm, so_waiter *w, so_shm **out);
-/* The ranks-per-node recorded on comm (0 = real nodes). */
-int so_shm_ranks_per_node(MPI_Comm comm);
-/* so_shm_set_ranks_per_node (comm_internal.h) records the emulated layout on
- * comm for contexts created later on it and its duplicates, and drops comm's
+/* so_shm_set_node_color (comm_internal.h) records the node grouping on comm
+ * for contexts created later on it and its duplicates, and drops comm's
  * cached context (collective when one exists). */
 /* Signals this rank's next step and waits until every node rank signalled it:
  * a barrier over shared memory, watched by w. Writes before it are visible to
@@ -169,7 +168,8 @@ int so_shm_barrier(so_shm *s, so_waiter *w);
 /* ---- registered buffers (regbuf.c) ------------------------------------------------
  * A region is one so_comm_buf_alloc: an MPI-3 shared window over the node of
  * the communicator's hier context, one buffer per node rank, every one mapped
- * in this process. The registry is process-wide (a mutex guards the list;
+ * in this process. The registry is process-wide -- a pointer alone must find
+ * its region whichever group allocated it (a mutex guards the list;
  * regions live until the collective so_comm_buf_free, which must not overlap
  * a collective that uses them). */
 typedef struct so_regbuf so_regbuf;

@@ -127,7 +127,9 @@ int so_coll_oversubscribed(void)
     static _Atomic int over = -1;
     int v = atomic_load_explicit(&over, memory_order_relaxed);
     if (v < 0) {
-        /* The launchers export the local rank count (Open MPI, MPICH/Hydra). */
+        /* The launchers export the local rank count (Open MPI, MPICH/Hydra).
+         * The job's count, not a group's, on purpose: every process on this
+         * host competes for its cores, whichever group it is talking in. */
         const char *names[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"};
         long local = 0, cpus = sysconf(_SC_NPROCESSORS_ONLN);
         for (size_t i = 0; i < sizeof names / sizeof *names && local <= 0; i++) {
@@ -140,6 +142,9 @@ int so_coll_oversubscribed(void)
     return v;
 }
 
+/* Process-wide like the oversubscription above: set once from the job's group
+ * (so_comm_init) and kept for every group, since the network processing a
+ * spinning rank would starve runs on this host whichever group it serves. */
 static _Atomic int multi_host;
 
 void so_coll_set_multi_host(int v) { atomic_store_explicit(&multi_host, v, memory_order_relaxed); }

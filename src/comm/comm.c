@@ -1,7 +1,9 @@
-/* so_comm: MPI start-up and shutdown, the fatal-error hook, node topology and
- * the blocking helpers (bcast, counter reductions, barrier) of the training
- * thread. Every MPI call's return code is checked: communicators are set to
- * MPI_ERRORS_RETURN, so errors come back as SO_ECOMM instead of killing us.
+/* so_comm, the process group: MPI start-up and shutdown, groups made by
+ * splitting (each owning its node and leaders subgroups), the fatal-error
+ * hook, node topology and the blocking helpers (bcast, counter reductions,
+ * barrier) of the training thread. Every MPI call's return code is checked:
+ * communicators are set to MPI_ERRORS_RETURN, so errors come back as SO_ECOMM
+ * instead of killing us.
  *
  * Thread level: MPI_THREAD_SERIALIZED. After start-up one background thread
  * (the async engine, Horovod-style) makes the MPI calls of the gradient
@@ -13,7 +15,9 @@
  * to run while async_busy > 0 (so_comm_check_idle). So at most one thread is
  * inside MPI at a time, which is exactly SERIALIZED. MULTIPLE would also work
  * but makes Open MPI take locks on every call and is not needed. FUNNELED is
- * not enough: the engine thread is not the thread that called MPI_Init. */
+ * not enough: the engine thread is not the thread that called MPI_Init. The
+ * thread level belongs to the process, so all groups share one async_busy
+ * counter: an engine busy on any group keeps every group's calls out. */
 #include "coll_internal.h"
 #include "comm_internal.h"
 
@@ -65,11 +69,22 @@ out:
     return rc;
 }
 
-/* Reads the allreduce override from SCALEOUT_ALLREDUCE. */
+/* Byte count of env var `name` (> 0), else def: SCALEOUT_P2P_CHUNK lowers the
+ * messages of so_comm_isend / irecv so tests reach the chunking cheaply. */
+static size_t env_chunk(const char *name, size_t def)
+{
+    const char *s = getenv(name);
+    char *end;
+    unsigned long long v = s && *s ? strtoull(s, &end, 10) : 0;
+    return s && *s && !*end && v > 0 && v <= def ? (size_t)v : def;
+}
+
+/* Timeouts, the allreduce override (SCALEOUT_ALLREDUCE) and the p2p chunk. */
 static void read_env(so_comm *c)
 {
     c->stall_warning_s = env_seconds("SCALEOUT_STALL_WARNING", DEFAULT_STALL_WARNING_S);
     c->timeout_s = env_seconds("SCALEOUT_COMM_TIMEOUT", DEFAULT_TIMEOUT_S);
+    c->p2p_chunk = env_chunk("SCALEOUT_P2P_CHUNK", SO_MPI_CHUNK);
     const char *algo = getenv("SCALEOUT_ALLREDUCE");
     if (algo && *algo && so_allreduce_algo_parse(algo, &c->algo))
         so_log(SO_LOG_WARN, "ignoring SCALEOUT_ALLREDUCE=%s: %s", algo, so_errmsg());
@@ -85,104 +100,248 @@ static int free_comm(MPI_Comm *m)
     return rc == MPI_SUCCESS ? 0 : so_mpi_err(rc, "MPI_Comm_free");
 }
 
-int so_comm_init(int *argc, char ***argv, so_comm **out)
+/* ---- groups: creation and release ---------------------------------------------- */
+
+static int group_free(so_comm *c);
+
+/* A group over mcomm (owned from here on, freed on failure too) with the
+ * settings of `from`, or of the environment when from is NULL. Collective
+ * over mcomm. Its topology is built by the caller (build_topology). */
+static int group_new(const so_comm *from, MPI_Comm mcomm, so_comm **out)
 {
     *out = NULL;
     so_comm *c = calloc(1, sizeof *c);
-    if (!c)
-        return so_err(SO_ENOMEM, "so_comm_init: out of memory");
-    c->world = c->node = c->cross = MPI_COMM_NULL;
+    if (!c) {
+        free_comm(&mcomm);
+        return so_err(SO_ENOMEM, "process group: out of memory");
+    }
+    c->mcomm = mcomm;
+    c->p2p = MPI_COMM_NULL;
     c->algo = SO_ALLREDUCE_MPI;
-    atomic_init(&c->async_busy, 0);
-    int rc = start_mpi(argc, argv, &c->owns_mpi);
-    if (rc)
-        goto out;
-    SO_MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &c->world));
-    SO_MPI_TRY(MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN));
-    SO_MPI_TRY(MPI_Comm_rank(c->world, &c->rank));
-    SO_MPI_TRY(MPI_Comm_size(c->world, &c->size));
-    so_log_set_rank(c->size > 1 ? c->rank : -1);
-    read_env(c);
-    /* The real nodes (no emulation yet): fewer node ranks than ranks means peers
-     * across a network, and the waits must leave the kernel a core (coll_util.c). */
-    if (!(rc = so_comm_set_ranks_per_node(c, 0)))
-        so_coll_set_multi_host(c->topo.node_size < c->size);
+    atomic_init(&c->busy_store, 0);
+    c->async_busy = from ? from->async_busy : &c->busy_store;
+    if (from) {
+        c->stall_warning_s = from->stall_warning_s;
+        c->timeout_s = from->timeout_s;
+        c->p2p_chunk = from->p2p_chunk;
+        c->algo = from->algo;
+    } else {
+        read_env(c);
+    }
+    int rc = 0;
+    SO_MPI_TRY(MPI_Comm_set_errhandler(mcomm, MPI_ERRORS_RETURN));
+    SO_MPI_TRY(MPI_Comm_rank(mcomm, &c->rank));
+    SO_MPI_TRY(MPI_Comm_size(mcomm, &c->size));
+    SO_MPI_TRY(MPI_Comm_dup(mcomm, &c->p2p)); /* inherits MPI_ERRORS_RETURN */
 out:
     if (rc) {
-        free_comm(&c->cross);
-        free_comm(&c->node);
-        free_comm(&c->world);
-        free(c); /* MPI stays up: the caller aborts through so_comm_abort(NULL, ...) */
+        group_free(c);
         return rc;
     }
     *out = c;
     return 0;
 }
 
+/* Frees the subgroups c owns (leaders first: the reverse of their creation). */
+static int free_subgroups(so_comm *c)
+{
+    int rc = 0, rc2 = 0;
+    if (c->leaders_group && c->leaders_group != c)
+        rc = group_free(c->leaders_group);
+    if (c->node_group && c->node_group != c)
+        rc2 = group_free(c->node_group);
+    c->leaders_group = c->node_group = NULL;
+    return rc ? rc : rc2;
+}
+
+/* Everything c holds but MPI itself: its registered buffers, subgroups and
+ * communicators (collective over c). */
+static int group_free(so_comm *c)
+{
+    so_regbuf_release_all(c);
+    int rc = free_subgroups(c);
+    int rc2 = free_comm(&c->p2p);
+    int rc3 = free_comm(&c->mcomm);
+    free(c);
+    return rc ? rc : rc2 ? rc2 : rc3;
+}
+
+/* ---- topology: nodes and the node / leaders subgroups ------------------------------ */
+
+static int build_topology(so_comm *c, int color, int ranks_per_node);
+
+/* Two ints broadcast from the node leader: node id and node count. */
+static int share_node_ids(so_comm *c, MPI_Comm node, MPI_Comm leaders)
+{
+    int rc = 0, ids[2] = {0, 0};
+    if (c->topo.node_rank == 0) {
+        SO_MPI_TRY(MPI_Comm_rank(leaders, &ids[0]));
+        SO_MPI_TRY(MPI_Comm_size(leaders, &ids[1]));
+    }
+    SO_MPI_TRY(MPI_Bcast(ids, 2, MPI_INT, 0, node));
+    c->topo.node_id = ids[0];
+    c->topo.num_nodes = ids[1];
+out:
+    return rc;
+}
+
+/* A subgroup of c over mcomm (taken) whose nodes are `color`'s. */
+static int subgroup_new(so_comm *c, MPI_Comm *mcomm, int color, so_comm **out)
+{
+    MPI_Comm m = *mcomm;
+    *mcomm = MPI_COMM_NULL;
+    int rc = group_new(c, m, out);
+    if (!rc && (rc = build_topology(*out, color, c->topo.ranks_per_node))) {
+        group_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+/* c's node group and leaders group from its node and leaders communicators
+ * (taken when used). c stands for itself where it is that group already,
+ * which also ends the recursion: a node group is one node, a leaders group
+ * has one rank per node, and a group of one rank is both. */
+static int make_subgroups(so_comm *c, MPI_Comm *node, MPI_Comm *leaders)
+{
+    int rc = 0;
+    if (c->topo.num_nodes == 1)
+        c->node_group = c;
+    else
+        rc = subgroup_new(c, node, 0, &c->node_group);
+    if (c->topo.num_nodes == c->size)
+        c->leaders_group = c;
+    else if (!rc && *leaders != MPI_COMM_NULL) /* its ranks are on distinct nodes of c */
+        rc = subgroup_new(c, leaders, c->topo.node_id, &c->leaders_group);
+    return rc;
+}
+
+/* Groups c's ranks into nodes -- equal colours (>= 0) form a node, colour < 0
+ * takes the real shared-memory nodes -- and rebuilds the subgroups and the
+ * colour hier's shared-memory context reads. Collective over c. */
+static int build_topology(so_comm *c, int color, int ranks_per_node)
+{
+    MPI_Comm node = MPI_COMM_NULL, leaders = MPI_COMM_NULL;
+    int rc = free_subgroups(c);
+    if (rc)
+        return rc;
+    if (color >= 0)
+        SO_MPI_TRY(MPI_Comm_split(c->mcomm, color, c->rank, &node));
+    else
+        SO_MPI_TRY(MPI_Comm_split_type(c->mcomm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
+    SO_MPI_TRY(MPI_Comm_rank(node, &c->topo.node_rank));
+    SO_MPI_TRY(MPI_Comm_size(node, &c->topo.node_size));
+    /* Leaders keyed by rank, so their ranks (the node ids) follow the nodes' lowest ranks. */
+    SO_MPI_TRY(MPI_Comm_split(c->mcomm, c->topo.node_rank == 0 ? 0 : MPI_UNDEFINED, c->rank, &leaders));
+    c->topo.ranks_per_node = ranks_per_node;
+    if (!(rc = share_node_ids(c, node, leaders)) && !(rc = so_shm_set_node_color(c->mcomm, c->topo.node_id)))
+        rc = make_subgroups(c, &node, &leaders);
+out:
+    free_comm(&leaders);
+    free_comm(&node);
+    return rc;
+}
+
+/* ---- life cycle ------------------------------------------------------------------ */
+
+int so_comm_init(int *argc, char ***argv, so_comm **out)
+{
+    *out = NULL;
+    int owns = 0, rc = start_mpi(argc, argv, &owns);
+    MPI_Comm m = MPI_COMM_NULL;
+    so_comm *c = NULL;
+    if (rc)
+        return rc; /* MPI may be up: the caller aborts through so_comm_abort(NULL, ...) */
+    SO_MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &m));
+    if ((rc = group_new(NULL, m, &c)))
+        return rc;
+    c->owns_mpi = owns;
+    so_log_set_rank(c->size > 1 ? c->rank : -1); /* the job's rank: only this group sets it */
+    /* The real nodes (no emulation yet): fewer node ranks than ranks means peers
+     * across a network, and the waits must leave the kernel a core (coll_util.c). */
+    if ((rc = so_comm_set_ranks_per_node(c, 0))) {
+        group_free(c);
+        return rc;
+    }
+    so_coll_set_multi_host(c->topo.node_size < c->size);
+    *out = c;
+out:
+    return rc;
+}
+
+int so_comm_split(so_comm *parent, int color, int key, so_comm **out)
+{
+    *out = NULL;
+    MPI_Comm m = MPI_COMM_NULL;
+    so_comm *c = NULL;
+    int rc = so_comm_check_idle(parent);
+    if (rc)
+        return rc;
+    SO_MPI_TRY(MPI_Comm_split(parent->mcomm, color < 0 ? MPI_UNDEFINED : color, key, &m));
+    if (m == MPI_COMM_NULL)
+        return 0;
+    if ((rc = group_new(parent, m, &c)))
+        return rc;
+    /* The parent's nodes, emulated or real: ranks that shared one still do. */
+    if ((rc = build_topology(c, parent->topo.node_id, parent->topo.ranks_per_node))) {
+        group_free(c);
+        return rc;
+    }
+    *out = c;
+out:
+    return rc;
+}
+
 int so_comm_finalize(so_comm *c)
 {
     if (!c)
         return 0;
-    so_regbuf_release_all(c); /* registered buffers the caller did not free (collective) */
-    int rc = free_comm(&c->cross);
-    int rc2 = free_comm(&c->node);
-    int rc3 = free_comm(&c->world);
-    if (!rc)
-        rc = rc2 ? rc2 : rc3;
-    if (c->owns_mpi) {
+    int owns = c->owns_mpi;
+    int rc = group_free(c); /* registered buffers the caller did not free too (collective) */
+    if (owns) {
         int mrc = MPI_Finalize();
         if (mrc != MPI_SUCCESS && !rc)
             rc = so_mpi_err(mrc, "MPI_Finalize");
     }
-    free(c);
     return rc;
 }
 
 _Noreturn void so_comm_abort(so_comm *c, int code, const char *msg)
 {
     int inited = 0, finalized = 0, rank = c ? c->rank : -1;
-    if (!c && MPI_Initialized(&inited) == MPI_SUCCESS && inited)
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized) /* the job's rank: c may be a subgroup */
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     fprintf(stderr, "[rank %d] fatal: %s\n", rank, msg ? msg : "(no message)");
     fflush(stderr);
     fflush(stdout);
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finalized);
-    if (inited && !finalized)
-        MPI_Abort(c ? c->world : MPI_COMM_WORLD, code ? code : 1);
+    if (inited && !finalized) /* the whole job, even from a subgroup */
+        MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
     _exit(code ? code : 1); /* MPI_Abort does not return; this is for no-MPI and safety */
 }
 
 int so_comm_rank(const so_comm *c) { return c->rank; }
 int so_comm_size(const so_comm *c) { return c->size; }
+so_comm *so_comm_node_group(so_comm *c) { return c->node_group; }
+so_comm *so_comm_leaders_group(so_comm *c) { return c->leaders_group; }
 
 void so_comm_set_timeouts(so_comm *c, double stall_warning_s, double timeout_s)
 {
     c->stall_warning_s = stall_warning_s;
     c->timeout_s = timeout_s;
+    if (c->node_group && c->node_group != c) /* owned subgroups follow their group */
+        so_comm_set_timeouts(c->node_group, stall_warning_s, timeout_s);
+    if (c->leaders_group && c->leaders_group != c)
+        so_comm_set_timeouts(c->leaders_group, stall_warning_s, timeout_s);
 }
 
 int so_comm_check_idle(const so_comm *c)
 {
-    if (atomic_load_explicit(&c->async_busy, memory_order_acquire) > 0)
+    if (atomic_load_explicit(c->async_busy, memory_order_acquire) > 0)
         return so_err(SO_EINVAL, "collective called while an async engine has outstanding "
                                  "requests: call so_async_wait_all first");
     return 0;
-}
-
-/* Two ints broadcast from the node leader: node id and node count. */
-static int share_node_ids(so_comm *c)
-{
-    int rc = 0, ids[2] = {0, 0};
-    if (c->topo.node_rank == 0) {
-        SO_MPI_TRY(MPI_Comm_rank(c->cross, &ids[0]));
-        SO_MPI_TRY(MPI_Comm_size(c->cross, &ids[1]));
-    }
-    SO_MPI_TRY(MPI_Bcast(ids, 2, MPI_INT, 0, c->node));
-    c->topo.node_id = ids[0];
-    c->topo.num_nodes = ids[1];
-out:
-    return rc;
 }
 
 int so_comm_set_ranks_per_node(so_comm *c, int ranks_per_node)
@@ -190,24 +349,7 @@ int so_comm_set_ranks_per_node(so_comm *c, int ranks_per_node)
     if (ranks_per_node < 0)
         return so_err(SO_EINVAL, "ranks per node must be >= 0, got %d", ranks_per_node);
     int rc = so_comm_check_idle(c);
-    if (rc)
-        return rc;
-    if ((rc = free_comm(&c->cross)) || (rc = free_comm(&c->node)))
-        return rc;
-    if (ranks_per_node > 0)
-        SO_MPI_TRY(MPI_Comm_split(c->world, c->rank / ranks_per_node, c->rank, &c->node));
-    else
-        SO_MPI_TRY(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL,
-                                    &c->node));
-    SO_MPI_TRY(MPI_Comm_rank(c->node, &c->topo.node_rank));
-    SO_MPI_TRY(MPI_Comm_size(c->node, &c->topo.node_size));
-    /* Ranks keyed by world rank, so leaders (and each cross comm) are ordered by node. */
-    SO_MPI_TRY(MPI_Comm_split(c->world, c->topo.node_rank, c->rank, &c->cross));
-    c->topo.ranks_per_node = ranks_per_node;
-    if (!(rc = share_node_ids(c)))
-        rc = so_shm_set_ranks_per_node(c->world, ranks_per_node);
-out:
-    return rc;
+    return rc ? rc : build_topology(c, ranks_per_node > 0 ? c->rank / ranks_per_node : -1, ranks_per_node);
 }
 
 void so_comm_node_info(const so_comm *c, so_comm_node *out) { *out = c->topo; }
@@ -224,7 +366,7 @@ int so_comm_bcast_bytes(so_comm *c, void *buf, size_t nbytes, int root)
     for (size_t off = 0; !rc && off < nbytes; off += SO_MPI_CHUNK) {
         size_t n = nbytes - off < SO_MPI_CHUNK ? nbytes - off : SO_MPI_CHUNK;
         MPI_Request req;
-        SO_MPI_TRY(MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, root, c->world, &req));
+        SO_MPI_TRY(MPI_Ibcast((char *)buf + off, (int)n, MPI_BYTE, root, c->mcomm, &req));
         rc = so_waiter_wait(&w, 1, &req);
     }
 out:
@@ -250,7 +392,7 @@ static int small_allreduce(so_comm *c, void *vals, size_t n, MPI_Datatype type, 
     so_waiter w;
     so_waiter_init(&w, c, what);
     MPI_Request req;
-    SO_MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, vals, (int)n, type, op, c->world, &req));
+    SO_MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, vals, (int)n, type, op, c->mcomm, &req));
     rc = so_waiter_wait(&w, 1, &req);
 out:
     return rc;
@@ -288,7 +430,7 @@ int so_comm_barrier(so_comm *c)
     so_waiter w;
     so_waiter_init(&w, c, "barrier");
     MPI_Request req;
-    SO_MPI_TRY(MPI_Ibarrier(c->world, &req));
+    SO_MPI_TRY(MPI_Ibarrier(c->mcomm, &req));
     rc = so_waiter_wait(&w, 1, &req);
 out:
     return rc;

@@ -9,16 +9,27 @@
 #include <mpi.h>
 #include <stdatomic.h>
 
+/* A process group: the whole job (so_comm_init) or a subset (so_comm_split,
+ * and the node / leaders subgroups every group owns). */
 struct so_comm {
-    MPI_Comm world;  /* dup of MPI_COMM_WORLD: our traffic never matches the caller's */
-    MPI_Comm node;   /* ranks of this node */
-    MPI_Comm cross;  /* ranks with the same node_rank on every node; leaders comm on node_rank 0 */
+    MPI_Comm mcomm;  /* this group's ranks (a dup of MPI_COMM_WORLD for the job): collectives */
+    MPI_Comm p2p;    /* a dup of mcomm: so_comm_isend / irecv, so user tags never meet collectives */
     int rank, size;
     so_comm_node topo;
+    so_comm *node_group;    /* the ranks of my node: c itself when c is one node; owned otherwise */
+    so_comm *leaders_group; /* rank 0 of every node (NULL on other ranks): c itself when every
+                             * rank is its own node; owned otherwise */
     int owns_mpi;    /* so_comm_init called MPI_Init_thread, so finalize calls MPI_Finalize */
     double stall_warning_s, timeout_s;
     so_allreduce_algo algo;
-    atomic_int async_busy; /* requests outstanding in async engines (they own MPI meanwhile) */
+    size_t p2p_chunk; /* bytes per MPI message of so_comm_isend / irecv (SO_MPI_CHUNK) */
+    so_comm_tuning tuning; /* the table `auto` uses on this group */
+    int tuning_state;      /* 0: SCALEOUT_TUNING not looked at yet, 1: set, 2: built-in */
+    /* Requests outstanding in async engines of ANY group of this process (they
+     * own MPI meanwhile): MPI_THREAD_SERIALIZED is per process, so every group
+     * points at the job's counter (busy_store of the so_comm_init group). */
+    atomic_int *async_busy;
+    atomic_int busy_store;
 };
 
 /* A watched wait. Collectives post non-blocking operations and wait here, so
@@ -65,12 +76,16 @@ so_allreduce_fn so_allreduce_mpi;
  * so_comm_finalize's clean-up of what the caller left (collective). */
 void so_regbuf_release_all(so_comm *c);
 
-/* Records the emulated ranks-per-node on comm for the hierarchical algorithms (shm.c). */
-int so_shm_set_ranks_per_node(MPI_Comm comm, int ranks_per_node);
+/* Records this rank's node colour on comm (its so_comm node id, -1: real
+ * shared-memory nodes) for the hierarchical algorithms and registered
+ * buffers, which group ranks by it within each real node (shm.c). */
+int so_shm_set_node_color(MPI_Comm comm, int color);
 
-/* Validates and dispatches to the algorithm, applies AVG scaling; count 0 is a no-op. */
+/* Validates and dispatches to the algorithm, applies AVG scaling; count 0 is
+ * a no-op. comm is c's communicator or a duplicate of it (the async
+ * engine's); c gives the size and, for auto, the tuning table. */
 int so_allreduce_mpi_double(double *buf, size_t count, MPI_Comm comm, so_waiter *w);
-int so_allreduce_run(so_allreduce_algo algo, const float *send, float *recv, size_t count,
+int so_allreduce_run(so_comm *c, so_allreduce_algo algo, const float *send, float *recv, size_t count,
                      so_reduce_op op, MPI_Comm comm, so_waiter *w);
 
 /* Checks an MPI call inside a function with `int rc` and an `out:` label. */

@@ -8,7 +8,7 @@
 #include "comm_internal.h"
 #include "scaleout/err.h"
 
-/* A tag space of our own on the duplicated world communicator. */
+/* A tag space of our own on the group's communicator (so_comm_isend uses another dup). */
 #define SO_P2P_TAG_BASE 4242
 
 static int check_peer(const so_comm *c, int peer, size_t n)
@@ -28,7 +28,7 @@ int so_comm_send_bytes(so_comm *c, const void *buf, size_t n, int dest, int tag)
     so_waiter w;
     so_waiter_init(&w, c, "send");
     MPI_Request req;
-    SO_MPI_TRY(MPI_Isend(buf, (int)n, MPI_BYTE, dest, SO_P2P_TAG_BASE + tag, c->world, &req));
+    SO_MPI_TRY(MPI_Isend(buf, (int)n, MPI_BYTE, dest, SO_P2P_TAG_BASE + tag, c->mcomm, &req));
     rc = so_waiter_wait(&w, 1, &req);
 out:
     return rc;
@@ -42,7 +42,7 @@ int so_comm_recv_bytes(so_comm *c, void *buf, size_t n, int src, int tag)
     so_waiter w;
     so_waiter_init(&w, c, "recv");
     MPI_Request req;
-    SO_MPI_TRY(MPI_Irecv(buf, (int)n, MPI_BYTE, src, SO_P2P_TAG_BASE + tag, c->world, &req));
+    SO_MPI_TRY(MPI_Irecv(buf, (int)n, MPI_BYTE, src, SO_P2P_TAG_BASE + tag, c->mcomm, &req));
     rc = so_waiter_wait(&w, 1, &req);
 out:
     return rc;
@@ -68,7 +68,7 @@ int so_comm_gather_bytes(so_comm *c, const void *buf, size_t n, int root, void *
         rc = so_err(SO_ENOMEM, "out of memory in gather");
         goto out;
     }
-    SO_MPI_TRY(MPI_Igather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, root, c->world, &req));
+    SO_MPI_TRY(MPI_Igather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, root, c->mcomm, &req));
     if ((rc = so_waiter_wait(&w, 1, &req)))
         goto out;
     uint64_t total = 0;
@@ -83,7 +83,7 @@ int so_comm_gather_bytes(so_comm *c, const void *buf, size_t n, int root, void *
     int too_big = me && total > INT_MAX;
     if (me && !too_big && !(data = malloc(total ? total : 1)))
         too_big = -1;
-    SO_MPI_TRY(MPI_Ibcast(&too_big, 1, MPI_INT, root, c->world, &req));
+    SO_MPI_TRY(MPI_Ibcast(&too_big, 1, MPI_INT, root, c->mcomm, &req));
     if ((rc = so_waiter_wait(&w, 1, &req)))
         goto out;
     if (too_big) {
@@ -95,7 +95,7 @@ int so_comm_gather_bytes(so_comm *c, const void *buf, size_t n, int root, void *
         rc = so_err(SO_EINVAL, "gather of %zu bytes from one rank too large", n);
         goto out;
     }
-    SO_MPI_TRY(MPI_Igatherv(buf, (int)n, MPI_BYTE, data, counts, displs, MPI_BYTE, root, c->world, &req));
+    SO_MPI_TRY(MPI_Igatherv(buf, (int)n, MPI_BYTE, data, counts, displs, MPI_BYTE, root, c->mcomm, &req));
     rc = so_waiter_wait(&w, 1, &req);
 out:
     if (me && !rc)

@@ -1,19 +1,123 @@
-/* Byte-level point-to-point for CLI features (checkpoint partner copies):
- * a channel on its own duplicated communicator, so its messages never match
- * the collectives' tags, and a non-blocking send+receive pair that is posted
- * and tested by the training thread between steps. Under
- * MPI_THREAD_SERIALIZED the requests may stay outstanding while the async
- * engine's thread makes its own MPI calls (Open MPI and MPICH progress all
- * requests from any call), as long as the two threads never call MPI at the
- * same time: the training thread only posts and tests here while the engine
- * is idle (so_comm_check_idle). */
+/* Non-blocking point-to-point of byte buffers: a group's requests
+ * (so_comm_isend / irecv on the group's own duplicated communicator, so user
+ * tags never meet the collectives'; pipeline stages pass activations with
+ * them) and, built on the same requests, the checkpoint's channel (partner
+ * exchanges and a non-blocking int64 sum on a communicator of its own).
+ * Under MPI_THREAD_SERIALIZED the requests may stay outstanding while the
+ * async engine's thread makes its own MPI calls (Open MPI and MPICH progress
+ * all requests from any call), as long as the two threads never call MPI at
+ * the same time: the training thread only posts and tests here while the
+ * engine is idle (so_comm_check_idle). */
 #include "comm_internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 
 #include "scaleout/err.h"
 
 #define TAG_XFER 0x5cf0
+#define TAG_MAX 32767 /* the MPI standard's smallest allowed MPI_TAG_UB */
+
+/* One message cut into chunks of at most the group's p2p_chunk bytes (MPI
+ * counts are int): one MPI request per chunk. */
+struct so_comm_req {
+    int n;
+    MPI_Request req[];
+};
+
+/* Posts buf[0..n) as sends (send = 1) or receives from / to peer on comm. */
+static int req_post(MPI_Comm comm, void *buf, size_t n, size_t chunk, int peer, int tag, int send,
+                    so_comm_req **out)
+{
+    size_t k = n ? (n - 1) / chunk + 1 : 0;
+    *out = NULL;
+    if (k > INT_MAX / 2)
+        return so_err(SO_EINVAL, "point-to-point message of %zu bytes too large", n);
+    so_comm_req *r = calloc(1, sizeof *r + k * sizeof(MPI_Request));
+    if (!r)
+        return so_err(SO_ENOMEM, "point-to-point request: out of memory");
+    r->n = (int)k;
+    char *b = buf;
+    for (size_t i = 0; i < k; i++) {
+        size_t off = i * chunk;
+        int len = (int)(n - off < chunk ? n - off : chunk);
+        int mrc = send ? MPI_Isend(b + off, len, MPI_BYTE, peer, tag, comm, &r->req[i])
+                       : MPI_Irecv(b + off, len, MPI_BYTE, peer, tag, comm, &r->req[i]);
+        if (mrc != MPI_SUCCESS) { /* not expected once MPI is up; the caller aborts the job */
+            free(r);
+            return so_mpi_err(mrc, send ? "MPI_Isend" : "MPI_Irecv");
+        }
+    }
+    *out = r;
+    return 0;
+}
+
+/* *done = 1 when every chunk of r completed (r is not freed). */
+static int req_poll(so_comm_req *r, int *done)
+{
+    SO_IGNORE_STATUSES_BEGIN
+    int mrc = MPI_Testall(r->n, r->req, done, MPI_STATUSES_IGNORE);
+    SO_IGNORE_STATUSES_END
+    return mrc == MPI_SUCCESS ? 0 : so_mpi_err(mrc, "MPI_Testall");
+}
+
+/* Watched wait for every chunk of r (r is not freed). */
+static int req_block(const so_comm *c, so_comm_req *r, const char *what)
+{
+    so_waiter w;
+    so_waiter_init(&w, c, what);
+    return so_waiter_wait(&w, r->n, r->req);
+}
+
+/* ---- a group's requests ---------------------------------------------------------- */
+
+static int check_p2p(const so_comm *c, int peer, int tag, const void *buf, size_t bytes)
+{
+    if (peer < 0 || peer >= c->size)
+        return so_err(SO_EINVAL, "point-to-point peer %d out of range (group of %d)", peer, c->size);
+    if (tag < 0 || tag > TAG_MAX)
+        return so_err(SO_EINVAL, "point-to-point tag %d outside 0..%d", tag, TAG_MAX);
+    if (bytes && !buf)
+        return so_err(SO_EINVAL, "point-to-point message of %zu bytes with a NULL buffer", bytes);
+    return so_comm_check_idle(c);
+}
+
+int so_comm_isend(so_comm *c, const void *buf, size_t bytes, int dst, int tag, so_comm_req **out)
+{
+    *out = NULL;
+    int rc = check_p2p(c, dst, tag, buf, bytes);
+    return rc ? rc : req_post(c->p2p, (void *)buf, bytes, c->p2p_chunk, dst, tag, 1, out);
+}
+
+int so_comm_irecv(so_comm *c, void *buf, size_t bytes, int src, int tag, so_comm_req **out)
+{
+    *out = NULL;
+    int rc = check_p2p(c, src, tag, buf, bytes);
+    return rc ? rc : req_post(c->p2p, buf, bytes, c->p2p_chunk, src, tag, 0, out);
+}
+
+int so_comm_req_test(so_comm *c, so_comm_req *r, int *done)
+{
+    *done = 0;
+    int rc = so_comm_check_idle(c);
+    if (!rc)
+        rc = req_poll(r, done);
+    if (!rc && *done)
+        free(r);
+    return rc;
+}
+
+int so_comm_req_wait(so_comm *c, so_comm_req *r)
+{
+    int rc = so_comm_check_idle(c);
+    if (!rc)
+        rc = req_block(c, r, "point-to-point request");
+    if (!rc)
+        free(r);
+    return rc;
+}
+
+/* ---- the checkpoint's channel ------------------------------------------------------- */
 
 struct so_comm_p2p {
     so_comm *c;
@@ -21,9 +125,8 @@ struct so_comm_p2p {
 };
 
 struct so_comm_xfer {
-    int n;               /* requests: ceil(rn / chunk) receives, then ceil(sn / chunk) sends */
-    int nr;
-    MPI_Request req[];
+    so_comm_req *recv, *send; /* send is NULL until exchange_send */
+    size_t room;              /* bytes the send may have */
 };
 
 int so_comm_p2p_create(so_comm *c, so_comm_p2p **out)
@@ -37,7 +140,7 @@ int so_comm_p2p_create(so_comm *c, so_comm_p2p **out)
         return so_err(SO_ENOMEM, "out of memory");
     p->c = c;
     p->comm = MPI_COMM_NULL;
-    SO_MPI_TRY(MPI_Comm_dup(c->world, &p->comm));
+    SO_MPI_TRY(MPI_Comm_dup(c->mcomm, &p->comm));
     SO_MPI_TRY(MPI_Comm_set_errhandler(p->comm, MPI_ERRORS_RETURN));
 out:
     if (rc) {
@@ -58,20 +161,11 @@ void so_comm_p2p_destroy(so_comm_p2p *p)
     free(p);
 }
 
-static size_t chunks(size_t n) { return n ? (n + SO_MPI_CHUNK - 1) / SO_MPI_CHUNK : 0; }
-
-/* Posts byte chunks of buf: sends (send = 1) or receives. */
-static int post(so_comm_p2p *p, void *buf, size_t n, int peer, int send, MPI_Request *req)
+static void xfer_free(so_comm_xfer *x)
 {
-    char *b = buf;
-    for (size_t off = 0, i = 0; off < n; off += SO_MPI_CHUNK, i++) {
-        int len = (int)(n - off < SO_MPI_CHUNK ? n - off : SO_MPI_CHUNK);
-        int mrc = send ? MPI_Isend(b + off, len, MPI_BYTE, peer, TAG_XFER, p->comm, &req[i])
-                       : MPI_Irecv(b + off, len, MPI_BYTE, peer, TAG_XFER, p->comm, &req[i]);
-        if (mrc != MPI_SUCCESS)
-            return so_mpi_err(mrc, send ? "MPI_Isend" : "MPI_Irecv");
-    }
-    return 0;
+    free(x->recv);
+    free(x->send);
+    free(x);
 }
 
 int so_comm_exchange_recv(so_comm_p2p *p, void *rbuf, size_t rn, int src, size_t sn, so_comm_xfer **out)
@@ -80,17 +174,12 @@ int so_comm_exchange_recv(so_comm_p2p *p, void *rbuf, size_t rn, int src, size_t
     int rc = so_comm_check_idle(p->c);
     if (rc)
         return rc;
-    size_t ns = chunks(sn), nr = chunks(rn);
-    so_comm_xfer *x = calloc(1, sizeof *x + (ns + nr) * sizeof(MPI_Request));
+    so_comm_xfer *x = calloc(1, sizeof *x);
     if (!x)
         return so_err(SO_ENOMEM, "out of memory");
-    x->n = (int)(ns + nr);
-    x->nr = (int)nr;
-    for (int i = 0; i < x->n; i++)
-        x->req[i] = MPI_REQUEST_NULL;
-    rc = post(p, rbuf, rn, src, 0, x->req);
-    if (rc) { /* not expected after a successful start-up; the caller aborts the job */
-        free(x);
+    x->room = sn;
+    if ((rc = req_post(p->comm, rbuf, rn, p->c->p2p_chunk, src, TAG_XFER, 0, &x->recv))) {
+        xfer_free(x);
         return rc;
     }
     *out = x;
@@ -100,31 +189,28 @@ int so_comm_exchange_recv(so_comm_p2p *p, void *rbuf, size_t rn, int src, size_t
 int so_comm_exchange_send(so_comm_p2p *p, so_comm_xfer *x, const void *sbuf, size_t sn, int dst)
 {
     int rc = so_comm_check_idle(p->c);
-    if (!rc && chunks(sn) > (size_t)(x->n - x->nr))
-        rc = so_err(SO_EINVAL, "partner exchange: %zu bytes to send, room for %d chunks", sn, x->n - x->nr);
-    return rc ? rc : post(p, (void *)sbuf, sn, dst, 1, x->req + x->nr);
+    if (!rc && (sn > x->room || x->send))
+        rc = so_err(SO_EINVAL, "partner exchange: %zu bytes to send, room for %zu (once)", sn, x->room);
+    return rc ? rc : req_post(p->comm, (void *)sbuf, sn, p->c->p2p_chunk, dst, TAG_XFER, 1, &x->send);
 }
 
 int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done)
 {
-    int rc = so_comm_check_idle(p->c), flag = 0;
+    int rc = so_comm_check_idle(p->c), rdone = 0, sdone = 1;
     *done = 0;
     if (rc)
         return rc;
+    const char *what = "checkpoint partner exchange";
     if (wait) {
-        so_waiter w;
-        so_waiter_init(&w, p->c, "checkpoint partner exchange");
-        rc = so_waiter_wait(&w, x->n, x->req);
-        flag = !rc;
-    } else {
-        SO_IGNORE_STATUSES_BEGIN
-        int mrc = MPI_Testall(x->n, x->req, &flag, MPI_STATUSES_IGNORE);
-        SO_IGNORE_STATUSES_END
-        if (mrc != MPI_SUCCESS)
-            rc = so_mpi_err(mrc, "MPI_Testall");
+        rc = req_block(p->c, x->recv, what);
+        if (!rc && x->send)
+            rc = req_block(p->c, x->send, what);
+        rdone = !rc;
+    } else if (!(rc = req_poll(x->recv, &rdone)) && x->send) {
+        rc = req_poll(x->send, &sdone);
     }
-    if (!rc && flag) {
-        free(x);
+    if (!rc && rdone && sdone) {
+        xfer_free(x);
         *done = 1;
     }
     return rc;

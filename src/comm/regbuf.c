@@ -16,7 +16,7 @@
 #define PAGE 4096 /* buffers start on a page: also 64-byte (AVX-512 line) aligned */
 
 struct so_regbuf {
-    uint64_t id;         /* same on every node rank: allocations are collective and ordered */
+    uint64_t id;         /* same on every node rank of the window, unique in each process */
     so_comm *owner;      /* so_comm_finalize frees what the caller left */
     MPI_Win win;         /* MPI_WIN_NULL: the plain fallback (base[r] from so_alloc) */
     MPI_Group group;     /* the window's node ranks */
@@ -123,10 +123,14 @@ out:
 
 /* The window over s's node. All node ranks must agree it exists: 0 with
  * *made = 1 (window), 0 with *made = 0 (nobody got one: use plain memory),
- * or an error when only some ranks did (no way back to a common state). */
+ * or an error when only some ranks did (no way back to a common state).
+ * The same reduction agrees on the id: the largest of the node ranks' next
+ * ids (g->id in and out). Ranks of one node may have allocated different
+ * counts in other groups, so a per-process counter alone would not agree. */
 static int make_window(so_regbuf *g, so_shm *s, size_t bytes, so_waiter *w, int *made)
 {
-    int rc = 0, ok[2];
+    int rc = 0;
+    int64_t ok[3];
     MPI_Info info = MPI_INFO_NULL;
     MPI_Request req;
     char *mine = NULL;
@@ -137,7 +141,8 @@ static int make_window(so_regbuf *g, so_shm *s, size_t bytes, so_waiter *w, int 
     if (!ok[0])
         g->win = MPI_WIN_NULL;
     ok[1] = -ok[0];
-    SO_MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, ok, 2, MPI_INT, MPI_MAX, s->node, &req));
+    ok[2] = (int64_t)g->id;
+    SO_MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, ok, 3, MPI_INT64_T, MPI_MAX, s->node, &req));
     if ((rc = so_coll_wait(w, 1, &req)))
         goto out;
     if (ok[0] != -ok[1]) { /* some have a window, some not: it cannot be freed collectively */
@@ -145,7 +150,8 @@ static int make_window(so_regbuf *g, so_shm *s, size_t bytes, so_waiter *w, int 
         rc = so_err(SO_ECOMM, "registered buffer: the shared window failed on some node ranks");
         goto out;
     }
-    *made = ok[0];
+    *made = (int)ok[0];
+    g->id = (uint64_t)ok[2];
     if (*made)
         SO_MPI_TRY(MPI_Win_get_group(g->win, &g->group));
 out:
@@ -210,17 +216,22 @@ int so_comm_buf_alloc(so_comm *c, size_t bytes, void **out)
     so_waiter w;
     so_waiter_init(&w, c, "registered buffer");
     so_shm *s;
-    if ((rc = so_shm_get(c->world, &w, &s)))
+    if ((rc = so_shm_get(c->mcomm, &w, &s)))
         return rc;
     so_regbuf *g = new_region(c, s);
     if (!g)
         return so_err(SO_ENOMEM, "registered buffer: out of memory");
+    pthread_mutex_lock(&reg_mu);
+    g->id = next_id; /* a proposal: the window's node ranks agree on the largest */
+    pthread_mutex_unlock(&reg_mu);
     if ((rc = fill_region(g, s, bytes, &w))) {
         destroy_region(g);
         return rc;
     }
     pthread_mutex_lock(&reg_mu);
-    g->id = next_id++;
+    if (g->id < next_id) /* plain memory: no agreement, nobody compares its id */
+        g->id = next_id;
+    next_id = g->id + 1;
     g->next = regions;
     regions = g;
     pthread_mutex_unlock(&reg_mu);

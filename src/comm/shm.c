@@ -21,7 +21,7 @@
 #define DEFAULT_SMALL (64 << 10) /* bytes: one barrier, every rank reduces everything */
 #define DEFAULT_CHUNK (128 << 10) /* bytes: per pipeline chunk; the fastest with streaming stores (np 2, 32 KiB-512 KiB swept) */
 
-static int ctx_key = MPI_KEYVAL_INVALID, rpn_key = MPI_KEYVAL_INVALID;
+static int ctx_key = MPI_KEYVAL_INVALID, color_key = MPI_KEYVAL_INVALID;
 
 static void shm_free(so_shm *s)
 {
@@ -64,21 +64,21 @@ static int make_keys(void)
     /* SERIALIZED: one thread in MPI at a time, so this lazy set-up cannot race. */
     if (ctx_key == MPI_KEYVAL_INVALID)
         SO_MPI_TRY(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, ctx_delete, &ctx_key, NULL));
-    /* The ranks-per-node value is stored in the pointer itself; MPI_COMM_DUP_FN
+    /* The node colour + 1 is stored in the pointer itself; MPI_COMM_DUP_FN
      * copies it to duplicates (the async engine's communicator). */
-    if (rpn_key == MPI_KEYVAL_INVALID)
-        SO_MPI_TRY(MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &rpn_key, NULL));
+    if (color_key == MPI_KEYVAL_INVALID)
+        SO_MPI_TRY(MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &color_key, NULL));
 out:
     return rc;
 }
 
-int so_shm_set_ranks_per_node(MPI_Comm comm, int ranks_per_node)
+int so_shm_set_node_color(MPI_Comm comm, int color)
 {
     int rc = make_keys(), flag = 0;
     void *val;
     if (rc)
         return rc;
-    SO_MPI_TRY(MPI_Comm_set_attr(comm, rpn_key, (void *)(intptr_t)ranks_per_node));
+    SO_MPI_TRY(MPI_Comm_set_attr(comm, color_key, (void *)(intptr_t)(color + 1)));
     SO_MPI_TRY(MPI_Comm_get_attr(comm, ctx_key, &val, &flag));
     if (flag)
         SO_MPI_TRY(MPI_Comm_delete_attr(comm, ctx_key));
@@ -86,13 +86,14 @@ out:
     return rc;
 }
 
-int so_shm_ranks_per_node(MPI_Comm comm)
+/* The node colour recorded on comm; -1 when none (real nodes only). */
+static int node_color(MPI_Comm comm)
 {
     void *val;
     int flag = 0;
-    if (make_keys() || MPI_Comm_get_attr(comm, rpn_key, &val, &flag) != MPI_SUCCESS || !flag)
-        return 0;
-    return (int)(intptr_t)val;
+    if (make_keys() || MPI_Comm_get_attr(comm, color_key, &val, &flag) != MPI_SUCCESS || !flag)
+        return -1;
+    return (int)(intptr_t)val - 1;
 }
 
 /* A byte count from the environment, else def; a multiple of 64 bytes. */
@@ -106,16 +107,17 @@ static size_t env_bytes(const char *name, size_t def)
     return (size_t)n & ~(size_t)63;
 }
 
-/* Splits comm into nodes (shared memory, cut by the emulated ranks-per-node). */
+/* Splits comm into nodes: shared memory, cut by the group's node colour (its
+ * so_comm's node id: emulated nodes, and a split group keeps its parent's). */
 static int split_nodes(MPI_Comm comm, so_shm *s, so_waiter *w)
 {
-    int rc = 0, rank, rpn = so_shm_ranks_per_node(comm), ids[2] = {0, 0};
+    int rc = 0, rank, color = node_color(comm), ids[2] = {0, 0};
     MPI_Comm shared = MPI_COMM_NULL;
     MPI_Request req;
     SO_MPI_TRY(MPI_Comm_rank(comm, &rank));
     SO_MPI_TRY(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &shared));
-    if (rpn > 0) {
-        SO_MPI_TRY(MPI_Comm_split(shared, rank / rpn, rank, &s->node));
+    if (color >= 0) {
+        SO_MPI_TRY(MPI_Comm_split(shared, color, rank, &s->node));
         SO_MPI_TRY(MPI_Comm_free(&shared));
     } else {
         s->node = shared;

@@ -1,6 +1,6 @@
-/* The allreduce cost model (one line or size bands per algorithm), the active
- * tuning table, the choice `auto` makes, the least-squares fits of alpha/beta,
- * and the timing helpers `scaleout tune` and `scaleout bench` share. The text
+/* The allreduce cost model (one line or size bands per algorithm), each
+ * group's tuning table, the choice `auto` makes, the least-squares fits of
+ * alpha/beta, and the timing helpers `scaleout tune` and `scaleout bench` share. The text
  * format is in tune_text.c. Documented in docs/COLLECTIVES.md. */
 #include "coll_internal.h"
 #include "tune_internal.h"
@@ -10,7 +10,6 @@
 #include "scaleout/timer.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,38 +79,43 @@ static void coef(so_allreduce_algo algo, int p, int rpn, double *a, double *b, d
     }
 }
 
-/* ---- active table --------------------------------------------------------------------- */
+/* ---- each group's table ------------------------------------------------------------- */
 
-static so_comm_tuning g_table;
-static atomic_int g_state; /* 0: SCALEOUT_TUNING not looked at yet, 1: table set, 2: built-in */
-
-int so_comm_set_tuning(const so_comm_tuning *t)
+int so_comm_set_tuning(so_comm *c, const so_comm_tuning *t)
 {
+    int rc = so_comm_check_idle(c); /* an async engine of c may be reading the table */
+    if (rc)
+        return rc;
     if (t)
-        g_table = *t;
+        c->tuning = *t;
     else
-        so_comm_tuning_default(&g_table);
-    atomic_store_explicit(&g_state, t ? 1 : 2, memory_order_release);
+        so_comm_tuning_default(&c->tuning);
+    c->tuning_state = t ? 1 : 2;
     return 0;
 }
 
-/* The active table; loads SCALEOUT_TUNING the first time. Only one thread
- * runs collectives at a time (comm.h), so the lazy load does not race. */
-static const so_comm_tuning *active(void)
+/* Loads SCALEOUT_TUNING into c's table the first time. Only one thread runs
+ * so_comm_* calls, and so_async_create loads it before its engine can read
+ * it, so the lazy load does not race. */
+const so_comm_tuning *so_comm_get_tuning(so_comm *c)
 {
-    int st = atomic_load_explicit(&g_state, memory_order_acquire);
-    if (st == 0) {
+    if (c->tuning_state == 0) {
         const char *path = getenv("SCALEOUT_TUNING");
-        so_comm_tuning t;
-        if (path && *path && so_comm_tuning_load(path, &t) == 0) {
-            so_comm_set_tuning(&t);
+        if (path && *path && so_comm_tuning_load(path, &c->tuning) == 0) {
+            c->tuning_state = 1;
         } else {
             if (path && *path)
                 so_log(SO_LOG_WARN, "ignoring SCALEOUT_TUNING=%s: %s", path, so_errmsg());
-            so_comm_set_tuning(NULL);
+            so_comm_tuning_default(&c->tuning);
+            c->tuning_state = 2;
         }
     }
-    return &g_table;
+    return &c->tuning;
+}
+
+so_allreduce_algo so_comm_auto_algo(so_comm *c, size_t bytes)
+{
+    return so_comm_select(bytes, c->size, c->topo.ranks_per_node, so_comm_get_tuning(c));
 }
 
 /* The coefficients of one algorithm at one p, and gamma: t = a al + n (b be + g gamma). */
@@ -147,8 +151,11 @@ static double fit_time(const so_comm_fit *f, const model_coef *m, double n)
 double so_comm_predict(so_allreduce_algo algo, size_t bytes, int p, int ranks_per_node,
                        const so_comm_tuning *t)
 {
-    if (!t)
-        t = active();
+    so_comm_tuning builtin;
+    if (!t) {
+        so_comm_tuning_default(&builtin);
+        t = &builtin;
+    }
     if (algo == SO_ALLREDUCE_AUTO)
         algo = so_comm_select(bytes, p, ranks_per_node, t);
     if ((unsigned)algo >= SO_ALLREDUCE_AUTO)
@@ -160,8 +167,11 @@ double so_comm_predict(so_allreduce_algo algo, size_t bytes, int p, int ranks_pe
 
 so_allreduce_algo so_comm_select(size_t bytes, int p, int ranks_per_node, const so_comm_tuning *t)
 {
-    if (!t)
-        t = active();
+    so_comm_tuning builtin;
+    if (!t) {
+        so_comm_tuning_default(&builtin);
+        t = &builtin;
+    }
     if (t->nrules > 0 && t->p == p && t->ranks_per_node == ranks_per_node)
         for (int i = 0; i < t->nrules; i++)
             if ((uint64_t)bytes <= t->rule[i].max_bytes)
@@ -176,11 +186,6 @@ so_allreduce_algo so_comm_select(size_t bytes, int p, int ranks_per_node, const 
         }
     }
     return best;
-}
-
-so_allreduce_algo so_tuning_pick(size_t bytes, int p, int ranks_per_node)
-{
-    return so_comm_select(bytes, p, ranks_per_node, active());
 }
 
 /* ---- fit ------------------------------------------------------------------------------------ */

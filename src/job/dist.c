@@ -97,7 +97,8 @@ static double cost(void *ctx, size_t bytes)
     dist_handle *h = ctx;
     so_comm_node nd;
     so_comm_node_info(h->comm, &nd);
-    return so_comm_predict(h->algo, bytes, so_comm_size(h->comm), nd.ranks_per_node, NULL);
+    return so_comm_predict(h->algo, bytes, so_comm_size(h->comm), nd.ranks_per_node,
+                           so_comm_get_tuning(h->comm));
 }
 
 /* Registered memory (so_comm_buf_alloc) for the gradient buffer, so hier

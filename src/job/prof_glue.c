@@ -64,7 +64,8 @@ static void feed_async(prof_glue *g)
     so_comm_node_info(dist_comm(g->dh), &node);
     for (size_t i = 0; i < n; i++) {
         so_allreduce_algo used = algo == SO_ALLREDUCE_AUTO
-                                     ? so_comm_select(st[i].bytes, g->world, node.ranks_per_node, NULL)
+                                     ? so_comm_select(st[i].bytes, g->world, node.ranks_per_node,
+                                                      so_comm_get_tuning(dist_comm(g->dh)))
                                      : algo;
         so_prof_comm_event e = {"allreduce", so_allreduce_algo_name(used), SO_PROF_USE_GRADIENTS, st[i].bytes,
                                 st[i].tag, skew(g, st[i].t_queued), skew(g, st[i].t_started),
