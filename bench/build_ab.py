@@ -7,7 +7,9 @@ Prints, per row, medians (min-max) of img/s and B/A - 1 with the spread of
 the per-repeat pairs; names the CPU and the ISA the kernels ran.
 
     /usr/bin/python3 bench/build_ab.py --a build/scaleout --b build-native/scaleout \\
-        [--rows lenet5:64:1,resnet20:64:1] [--repeat 5] [--env SCALEOUT_MAX_ISA=avx2]
+        [--rows lenet5:64:1,resnet20:64:1,lenet5:64:1:2] [--repeat 5] [--env SCALEOUT_MAX_ISA=avx2]
+A row is model:batch:threads[:np]; np > 1 runs data-parallel under $MPIEXEC
+(else mpiexec) with scripts/mpirun-flags.sh, images/sec over all ranks.
 Holds /tmp/scaleout-bench.lock for the whole run (no other benchmark at once).
 """
 import argparse
@@ -26,10 +28,20 @@ STEPS = {"lenet5": (300, 10), "mlp": (200, 10), "resnet20": (30, 5), "resnet50":
 ENV = dict(os.environ)
 
 
-def run(binary, model, batch, threads):
+def launcher(np):
+    if np <= 1:
+        return []
+    mpiexec = os.environ.get("MPIEXEC", "mpiexec")
+    here = os.path.dirname(os.path.abspath(__file__))
+    flags = subprocess.run([os.path.join(here, "..", "scripts", "mpirun-flags.sh"), str(np), mpiexec],
+                           check=True, capture_output=True, text=True).stdout.split()
+    return [mpiexec] + flags + ["-np", str(np)]
+
+
+def run(binary, model, batch, threads, np=1):
     steps, warmup = STEPS.get(model, (20, 3))
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        cmd = [binary, "bench", "train", "--model", model, "--dataset", "synthetic", "--batch-size", str(batch),
+        cmd = launcher(np) + [binary, "bench", "train", "--model", model, "--dataset", "synthetic", "--batch-size", str(batch),
                "--num-batches", str(steps), "--num-warmup-batches", str(warmup), "--threads", str(threads),
                "--synthetic-samples", str(4 * batch), "--display-every", "0", "--json", f.name]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=ENV)
@@ -50,7 +62,8 @@ def main():
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for both binaries (e.g. an ISA cap)")
     args = ap.parse_args()
     ENV.update(kv.split("=", 1) for kv in args.env)
-    rows = [(m, int(b), int(t)) for m, b, t in (r.split(":") for r in args.rows.split(","))]
+    rows = [tuple(int(x) if i else x for i, x in enumerate((r + ":1").split(":")[:4]))
+            for r in args.rows.split(",")]
     with open("/tmp/scaleout-bench.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         res = {r: ([], []) for r in rows}
@@ -64,10 +77,11 @@ def main():
     print(f"CPU: {env['cpu_model']}, kernels: {env['isa']} (detected {env['isa_detected']}), "
           f"clock {env['cpu_clock_ghz']:.2f} GHz{' ' + ' '.join(args.env) if args.env else ''}; A = {args.a}, B = {args.b}; {args.repeat} interleaved repeats")
     print(f"{'row':<20} | {'A img/s':>24} | {'B img/s':>24} | {'B/A-1 median (pairs min..max)':>30}")
-    for (m, bs, t), (a, b) in res.items():
+    for (m, bs, t, np), (a, b) in res.items():
         pairs = [y / x - 1 for x, y in zip(a, b)]
         d = statistics.median(b) / statistics.median(a) - 1
-        print(f"{m + ' b' + str(bs) + ' ' + str(t) + 't':<20} | {fmt(a):>24} | {fmt(b):>24} | "
+        name = f"{m} b{bs} {t}t" + (f" np{np}" if np > 1 else "")
+        print(f"{name:<20} | {fmt(a):>24} | {fmt(b):>24} | "
               f"{100 * d:+6.1f}% ({100 * min(pairs):+.1f}..{100 * max(pairs):+.1f}%)")
 
 
