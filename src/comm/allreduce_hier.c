@@ -33,6 +33,7 @@
  * Zero copy: above the small-message size, when every node rank's send and
  * recv live in registered memory (so_comm_buf_alloc), allreduce_hier_zc.c
  * runs instead of phases 1-2 (it decides, with all node ranks, first). */
+#include "comm_env.h"
 #include "coll_internal.h"
 
 #include <stdlib.h>
@@ -70,12 +71,7 @@ static int small_reduce(so_shm *s, const float *send, float *recv, size_t count,
  * to 64 MiB, docs/PERFORMANCE.md). (On the earlier Xeon VM they were slower.) */
 static void copy(float *dst, const float *src, size_t n)
 {
-    static int nt = -1;
-    if (nt < 0) {
-        const char *e = getenv("SCALEOUT_SHM_NT");
-        nt = !(e && *e == '0');
-    }
-    if (nt)
+    if (so_comm_env_get()->shm_nt)
         so_copy_nt(dst, src, n);
     else
         memcpy(dst, src, n * sizeof *dst);

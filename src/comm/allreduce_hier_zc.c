@@ -52,6 +52,7 @@
  *   barrier
  * In place is safe: only rank r reads or writes slice r of any buffer, and
  * it reads a sub-chunk of all q inputs before storing it anywhere. */
+#include "comm_env.h"
 #include "coll_internal.h"
 
 #include <stdlib.h>
@@ -62,12 +63,7 @@
  * streams them instead. */
 static void store_peer(float *dst, const float *src, size_t n)
 {
-    static int nt = -1;
-    if (nt < 0) {
-        const char *e = getenv("SCALEOUT_SHM_ZC_NT");
-        nt = e && *e == '1';
-    }
-    if (nt)
+    if (so_comm_env_get()->shm_zc_nt)
         so_copy_nt(dst, src, n);
     else
         memcpy(dst, src, n * sizeof *dst);

@@ -2,6 +2,7 @@
  * the spin-then-watch wait, point-to-point exchanges (plain and segmented
  * exchange-and-reduce) and the fold-in / fold-out steps that let recursive
  * doubling and Rabenseifner run on any process count. */
+#include "comm_env.h"
 #include "coll_internal.h"
 
 #include "core/vec_clones.h"
@@ -86,60 +87,16 @@ void so_copy_nt(float *dst, const float *src, size_t n)
 
 /* ---- settings read once from the environment ------------------------------------- */
 
-static size_t env_size(const char *name, size_t def, size_t lo, size_t hi)
-{
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return def;
-    char *end;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (*end || v < lo || v > hi)
-        return def;
-    return (size_t)v;
-}
+size_t so_coll_seg(void) { return so_comm_env_get()->coll_seg_floats; }
 
-size_t so_coll_seg(void)
-{
-    static _Atomic size_t seg;
-    size_t v = atomic_load_explicit(&seg, memory_order_relaxed);
-    if (!v) {
-        /* 256 KiB: big enough that per-segment MPI overhead (~1 us) is small,
-         * small enough that two segments and their block stay in the 2 MiB L2. */
-        v = env_size("SCALEOUT_COLL_SEG", 256 << 10, 64, (size_t)1 << 30) / sizeof(float);
-        atomic_store_explicit(&seg, v, memory_order_relaxed);
-    }
-    return v;
-}
+double so_coll_spin_s(void) { return so_comm_env_get()->coll_spin_s; }
 
-double so_coll_spin_s(void)
-{
-    static _Atomic long us = -1;
-    long v = atomic_load_explicit(&us, memory_order_relaxed);
-    if (v < 0) {
-        v = (long)env_size("SCALEOUT_COLL_SPIN_US", 2000, 0, 10000000);
-        atomic_store_explicit(&us, v, memory_order_relaxed);
-    }
-    return (double)v * 1e-6;
-}
-
+/* More ranks on this host than cores (the launcher's count: every process
+ * here competes for the cores, whichever group it is talking in). */
 int so_coll_oversubscribed(void)
 {
-    static _Atomic int over = -1;
-    int v = atomic_load_explicit(&over, memory_order_relaxed);
-    if (v < 0) {
-        /* The launchers export the local rank count (Open MPI, MPICH/Hydra).
-         * The job's count, not a group's, on purpose: every process on this
-         * host competes for its cores, whichever group it is talking in. */
-        const char *names[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE"};
-        long local = 0, cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        for (size_t i = 0; i < sizeof names / sizeof *names && local <= 0; i++) {
-            const char *s = getenv(names[i]);
-            local = s ? strtol(s, NULL, 10) : 0;
-        }
-        v = local > 0 && cpus > 0 && local > cpus;
-        atomic_store_explicit(&over, v, memory_order_relaxed);
-    }
-    return v;
+    long local = so_comm_env_get()->local_ranks, cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return local > 0 && cpus > 0 && local > cpus;
 }
 
 /* Process-wide like the oversubscription above: set once from the job's group
@@ -151,13 +108,7 @@ void so_coll_set_multi_host(int v) { atomic_store_explicit(&multi_host, v, memor
 
 int so_coll_yield(void)
 {
-    static _Atomic int mode = -2; /* -2 unread, -1 auto, 0 never, 1 always */
-    int m = atomic_load_explicit(&mode, memory_order_relaxed);
-    if (m == -2) {
-        const char *s = getenv("SCALEOUT_COLL_YIELD");
-        m = s && strcmp(s, "1") == 0 ? 1 : s && strcmp(s, "0") == 0 ? 0 : -1;
-        atomic_store_explicit(&mode, m, memory_order_relaxed);
-    }
+    int m = so_comm_env_get()->coll_yield; /* 1 always, 0 never, -1 auto */
     if (m >= 0)
         return m;
     return so_coll_oversubscribed() || atomic_load_explicit(&multi_host, memory_order_relaxed);

@@ -18,6 +18,7 @@
  * not enough: the engine thread is not the thread that called MPI_Init. The
  * thread level belongs to the process, so all groups share one async_busy
  * counter: an engine busy on any group keeps every group's calls out. */
+#include "comm_env.h"
 #include "coll_internal.h"
 #include "comm_internal.h"
 
@@ -29,25 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define DEFAULT_STALL_WARNING_S 60.0
-#define DEFAULT_TIMEOUT_S 300.0
-
-
-/* Reads a positive-or-zero number of seconds from env var `name`, else `def`. */
-static double env_seconds(const char *name, double def)
-{
-    const char *s = getenv(name);
-    if (!s || !*s)
-        return def;
-    char *end;
-    double v = strtod(s, &end);
-    if (*end || v < 0) {
-        so_log(SO_LOG_WARN, "ignoring %s=%s (want seconds >= 0)", name, s);
-        return def;
-    }
-    return v;
-}
 
 /* Starts MPI if needed and checks the thread level. */
 static int start_mpi(int *argc, char ***argv, int *owns)
@@ -69,25 +51,16 @@ out:
     return rc;
 }
 
-/* Byte count of env var `name` (> 0), else def: SCALEOUT_P2P_CHUNK lowers the
- * messages of so_comm_isend / irecv so tests reach the chunking cheaply. */
-static size_t env_chunk(const char *name, size_t def)
-{
-    const char *s = getenv(name);
-    char *end;
-    unsigned long long v = s && *s ? strtoull(s, &end, 10) : 0;
-    return s && *s && !*end && v > 0 && v <= def ? (size_t)v : def;
-}
-
-/* Timeouts, the allreduce override (SCALEOUT_ALLREDUCE) and the p2p chunk. */
+/* Timeouts, the allreduce override (SCALEOUT_ALLREDUCE) and the p2p chunk
+ * (SCALEOUT_P2P_CHUNK lowers it so tests reach the chunking cheaply). */
 static void read_env(so_comm *c)
 {
-    c->stall_warning_s = env_seconds("SCALEOUT_STALL_WARNING", DEFAULT_STALL_WARNING_S);
-    c->timeout_s = env_seconds("SCALEOUT_COMM_TIMEOUT", DEFAULT_TIMEOUT_S);
-    c->p2p_chunk = env_chunk("SCALEOUT_P2P_CHUNK", SO_MPI_CHUNK);
-    const char *algo = getenv("SCALEOUT_ALLREDUCE");
-    if (algo && *algo && so_allreduce_algo_parse(algo, &c->algo))
-        so_log(SO_LOG_WARN, "ignoring SCALEOUT_ALLREDUCE=%s: %s", algo, so_errmsg());
+    const so_comm_env *e = so_comm_env_get();
+    c->stall_warning_s = e->stall_warning_s;
+    c->timeout_s = e->timeout_s;
+    c->p2p_chunk = e->p2p_chunk;
+    if (e->allreduce_set)
+        c->algo = e->allreduce;
 }
 
 /* Frees a communicator we created, if any. */

@@ -3,6 +3,7 @@
  * step counter and data areas per rank, and a flag barrier over it. Cached on
  * the communicator as an attribute (MPICH caches its node sub-communicators
  * the same way), so a collective pays the set-up once per communicator. */
+#include "comm_env.h"
 #include "coll_internal.h"
 
 #include "scaleout/err.h"
@@ -18,8 +19,6 @@
 
 #define FLAG_BYTES 256          /* the step counter's own cache lines (no false sharing) */
 #define PUB_OFFSET 128          /* zero-copy publication: in the flag area, off the polled line */
-#define DEFAULT_SMALL (64 << 10) /* bytes: one barrier, every rank reduces everything */
-#define DEFAULT_CHUNK (128 << 10) /* bytes: per pipeline chunk; the fastest with streaming stores (np 2, 32 KiB-512 KiB swept) */
 
 static int ctx_key = MPI_KEYVAL_INVALID, color_key = MPI_KEYVAL_INVALID;
 
@@ -96,17 +95,6 @@ static int node_color(MPI_Comm comm)
     return (int)(intptr_t)val - 1;
 }
 
-/* A byte count from the environment, else def; a multiple of 64 bytes. */
-static size_t env_bytes(const char *name, size_t def)
-{
-    const char *v = getenv(name);
-    char *end;
-    unsigned long long n = v && *v ? strtoull(v, &end, 10) : 0;
-    if (!v || !*v || *end || n < 64 || n > ((size_t)1 << 30))
-        return def;
-    return (size_t)n & ~(size_t)63;
-}
-
 /* Splits comm into nodes: shared memory, cut by the group's node colour (its
  * so_comm's node id: emulated nodes, and a split group keeps its parent's). */
 static int split_nodes(MPI_Comm comm, so_shm *s, so_waiter *w)
@@ -130,8 +118,8 @@ static int split_nodes(MPI_Comm comm, so_shm *s, so_waiter *w)
     SO_MPI_TRY(MPI_Comm_split(comm, s->r, rank, &s->cross)); /* keyed by rank: nodes in order */
     SO_MPI_TRY(MPI_Comm_size(s->cross, &ids[0])); /* node rank 0's is the node count */
     /* Sizes must agree across the node; node rank 0's environment decides. */
-    ids[1] = (int)(env_bytes("SCALEOUT_SHM_CHUNK", DEFAULT_CHUNK) / 64);
-    int small = (int)(env_bytes("SCALEOUT_SHM_SMALL", DEFAULT_SMALL) / 64);
+    ids[1] = (int)(so_comm_env_get()->shm_chunk / 64);
+    int small = (int)(so_comm_env_get()->shm_small / 64);
     int all[3] = {ids[0], ids[1], small}, qq[2] = {s->q, -s->q};
     SO_MPI_TRY(MPI_Ibcast(all, 3, MPI_INT, 0, s->node, &req));
     if ((rc = so_coll_wait(w, 1, &req)))

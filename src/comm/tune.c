@@ -2,6 +2,7 @@
  * first use) and the measuring harness `scaleout tune` and `scaleout bench`
  * share. The model itself is cost_model.c (no MPI), the text format
  * tune_text.c; documented in docs/COLLECTIVES.md. */
+#include "comm_env.h"
 #include "coll_internal.h"
 #include "tune_internal.h"
 
@@ -35,7 +36,7 @@ int so_comm_set_tuning(so_comm *c, const so_comm_tuning *t)
 const so_comm_tuning *so_comm_get_tuning(so_comm *c)
 {
     if (c->tuning_state == 0) {
-        const char *path = getenv("SCALEOUT_TUNING");
+        const char *path = so_comm_env_get()->tuning_path;
         if (path && *path && so_comm_tuning_load(path, &c->tuning) == 0) {
             c->tuning_state = 1;
         } else {
