@@ -10,6 +10,9 @@ the per-repeat pairs; names the CPU and the ISA the kernels ran.
         [--rows lenet5:64:1,resnet20:64:1,lenet5:64:1:2] [--repeat 5] [--env SCALEOUT_MAX_ISA=avx2]
 A row is model:batch:threads[:np]; np > 1 runs data-parallel under $MPIEXEC
 (else mpiexec) with scripts/mpirun-flags.sh, images/sec over all ranks.
+--allreduce SIZES[:NP] times `bench allreduce` of both binaries instead
+(median avg_us per size and algorithm, interleaved the same way):
+    /usr/bin/python3 bench/build_ab.py --a A --b B --allreduce 4K,256K,4M,64M:2 --algo auto,ring
 Holds /tmp/scaleout-bench.lock for the whole run (no other benchmark at once).
 """
 import argparse
@@ -49,6 +52,32 @@ def run(binary, model, batch, threads, np=1):
         return r["results"]["total_images_per_sec"], r["environment"]
 
 
+def run_coll(binary, sizes, np, algos):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = launcher(np) + [binary, "bench", "allreduce", "--sizes", sizes, "--algo", algos, "--json", f.name]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=ENV)
+        r = json.load(open(f.name))
+        return {(x["algo"], x["bytes"]): x["avg_us"] for x in r["results"]}
+
+
+def allreduce_ab(args):
+    sizes, _, np = args.allreduce.partition(":")
+    np = int(np or 2)
+    res = {}
+    with open("/tmp/scaleout-bench.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        for rep in range(args.repeat):
+            for which, binary in (("a", args.a), ("b", args.b)):
+                for k, us in run_coll(binary, sizes, np, args.algo).items():
+                    res.setdefault(k, {"a": [], "b": []})[which].append(us)
+    print(f"bench allreduce, np {np}, {args.repeat} interleaved repeats; A = {args.a}, B = {args.b}; "
+          f"median avg_us (min-max), B/A-1 < 0 means B is faster")
+    print(f"{'algo':<14} {'bytes':>10} | {'A us':>26} | {'B us':>26} | {'B/A-1':>8}")
+    for (algo, nbytes), v in sorted(res.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        d = statistics.median(v["b"]) / statistics.median(v["a"]) - 1
+        print(f"{algo:<14} {nbytes:>10} | {fmt(v['a']):>26} | {fmt(v['b']):>26} | {100 * d:+7.1f}%")
+
+
 def fmt(v):
     return f"{statistics.median(v):,.1f} ({min(v):,.1f}-{max(v):,.1f})"
 
@@ -60,8 +89,12 @@ def main():
     ap.add_argument("--rows", default=DEFAULT_ROWS, help="model:batch:threads,...")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for both binaries (e.g. an ISA cap)")
+    ap.add_argument("--allreduce", help="SIZES[:NP]: compare bench allreduce instead of training")
+    ap.add_argument("--algo", default="auto,MPI_Allreduce", help="with --allreduce: the algorithms")
     args = ap.parse_args()
     ENV.update(kv.split("=", 1) for kv in args.env)
+    if args.allreduce:
+        return allreduce_ab(args)
     rows = [tuple(int(x) if i else x for i, x in enumerate((r + ":1").split(":")[:4]))
             for r in args.rows.split(",")]
     with open("/tmp/scaleout-bench.lock", "w") as lock:

@@ -93,11 +93,7 @@ double so_coll_spin_s(void) { return so_comm_env_get()->coll_spin_s; }
 
 /* More ranks on this host than cores (the launcher's count: every process
  * here competes for the cores, whichever group it is talking in). */
-int so_coll_oversubscribed(void)
-{
-    long local = so_comm_env_get()->local_ranks, cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return local > 0 && cpus > 0 && local > cpus;
-}
+int so_coll_oversubscribed(void) { return so_comm_env_get()->oversubscribed; }
 
 /* Process-wide like the oversubscription above: set once from the job's group
  * (so_comm_init) and kept for every group, since the network processing a

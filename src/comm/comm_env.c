@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "scaleout/err.h"
 #include "scaleout/log.h"
@@ -80,6 +81,8 @@ static void read_all(void)
     env.shm_chunk = (size_t)number("SCALEOUT_SHM_CHUNK", 128 << 10, 64, (double)(1 << 30)) & ~(size_t)63;
     env.tuning_path = value("SCALEOUT_TUNING");
     env.local_ranks = local_ranks();
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN); /* reads /sys: once, not per wait */
+    env.oversubscribed = env.local_ranks > 0 && cpus > 0 && env.local_ranks > cpus;
 }
 
 const so_comm_env *so_comm_env_get(void)

@@ -22,6 +22,7 @@ typedef struct {
     size_t shm_small;         /* SCALEOUT_SHM_SMALL: hier's one-barrier size (bytes, multiple of 64) */
     const char *tuning_path;  /* SCALEOUT_TUNING (NULL: none) */
     long local_ranks;         /* the launcher's ranks on this host (0: not said) */
+    int oversubscribed;       /* more of them than online CPUs */
 } so_comm_env;
 
 /* The values, read on the first call (thread-safe); malformed ones are
