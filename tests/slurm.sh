@@ -9,6 +9,9 @@
 #    from that step and completes
 #  - the same job scancel'ed: the checkpoint is intact, the job is not
 #    requeued, and submitting it again resumes from the checkpoint
+#  - the same job past its time limit (--time=0:20): it ends with the
+#    checkpoint of the step it stopped after intact, and a new submission
+#    resumes from it
 #  - a PMI mismatch (N singletons instead of one job) is refused, exit 2
 # Skips (exit 77) naming what is missing when Slurm cannot be started here.
 # Usage: slurm.sh path/to/scaleout
@@ -138,6 +141,36 @@ wait_state "$job" 60 COMPLETED FAILED CANCELLED TIMEOUT
 grep -q "resuming from the checkpoint at step ${step:-X}" "$tmp/cancel.out" && [ "$(state "$job")" = COMPLETED ] &&
   ok "sbatch again after scancel: resumed at step $step from the shared level, completed" ||
   bad "sbatch after scancel (state $(state "$job")): $(tail -4 "$tmp/cancel.out")"
+
+# 3. The time limit: Slurm signals the step (SIGTERM, then SIGKILL after
+# KillWait); the ranks checkpoint the step they stop after, and a new
+# submission resumes from it. The controller checks limits every 30 s, so a
+# 20 s limit ends the job 20-50 s in.
+TRAIN_ARGS="--model lenet5 --dataset synthetic --steps 1000000 --eval-every -1"
+# --no-requeue: whether the ranks' exit 75 reaches the script before its own
+# SIGTERM is a race (then it would requeue, docs/SLURM.md); here it must not.
+job=$(CKPT_DIR=$tmp/limit/shared CKPT_LOCAL=$tmp/limit/local sbatch --parsable --job-name limit --time=0:20 \
+  --no-requeue -o "$tmp/limit.out" "$src/examples/slurm/train.sbatch")
+wait_state "$job" 90 TIMEOUT COMPLETED FAILED CANCELLED
+for _ in $(seq 50); do [ -n "$(stop_step "$tmp/limit.out")" ] && break; sleep 0.1; done
+step=$(stop_step "$tmp/limit.out")
+st=$(state "$job")
+"$bin" ckpt verify "$tmp/limit/shared" >"$tmp/limit.verify" 2>&1
+# Slurm signals the step at the limit; the script's requeue is refused
+# (--no-requeue), so the job ends FAILED (exit 75) or TIMEOUT.
+if { [ "$st" = TIMEOUT ] || [ "$st" = FAILED ]; } && [ -n "$step" ] && grep -qE "ckpt-0*$step .* OK" "$tmp/limit.verify"; then
+  ok "time limit: stopped after step $step with its checkpoint intact on the shared level, job $st"
+else
+  bad "time limit (state $st, stop step $step): $(grep -v 'step [0-9]*/' "$tmp/limit.out" | tail -8); verify: $(cat "$tmp/limit.verify")"
+fi
+job=$(CKPT_DIR=$tmp/limit/shared CKPT_LOCAL=$tmp/limit/local sbatch --parsable --job-name limit -o "$tmp/limit2.out" \
+  "$src/examples/slurm/train.sbatch")
+for _ in $(seq 300); do grep -q "resuming from the checkpoint" "$tmp/limit2.out" 2>/dev/null && break; sleep 0.1; done
+scancel "$job"
+wait_state "$job" 30 CANCELLED COMPLETED FAILED
+grep -q "resuming from the checkpoint at step ${step:-X}" "$tmp/limit2.out" &&
+  ok "sbatch again after the time limit: resumed at step $step" ||
+  bad "sbatch after the time limit: $(tail -4 "$tmp/limit2.out")"
 
 pids=$(cat "$SLURM_LOCAL_DIR"/slurmctld.pid "$SLURM_LOCAL_DIR"/slurmd.pid "$SLURM_LOCAL_DIR"/munge/munged.pid)
 "$src/scripts/slurm-local.sh" stop >"$tmp/stop.log" 2>&1
