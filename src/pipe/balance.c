@@ -135,8 +135,8 @@ static int cap_error(const so_graph *g, int nstages, graph_costs *gc, int *first
     double best = INFINITY;
     gc->kind = SO_PIPE_BY_MEMORY;
     dp_split(so_graph_size(g), nstages, graph_cost, gc, first, &best);
-    return so_err(SO_EINVAL, "no split into %d stages keeps every stage within %.1f MiB: the best memory balance "
-                  "needs %.1f MiB in its largest stage", nstages, gc->c->max_bytes / 1048576.0, best / 1048576.0);
+    return so_err(SO_EINVAL, "no split into %d stages keeps every stage within %.3g MiB: the best memory balance "
+                  "needs %.3g MiB in its largest stage", nstages, gc->c->max_bytes / 1048576.0, best / 1048576.0);
 }
 
 int so_pipe_balance(const so_graph *g, int nstages, so_pipe_balance_kind kind, const so_pipe_costs *c,
