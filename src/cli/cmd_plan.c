@@ -159,18 +159,16 @@ static int measure(const plan_args *a, int n, double *secs)
     return rc ? cli_error("plan", cli_exit_code(rc), "measuring %s: %s", a->model, so_errmsg()) : CLI_OK;
 }
 
-/* Stage starts from --partition: a list, or a balancer. */
+/* Stage starts from a balancer (a --partition list was read before). */
 static int choose_split(plan_args *a, const so_graph *g, int *first)
 {
-    if (a->measure || !strcmp(a->partition, "memory")) {
-        so_pipe_balance_kind kind = !strcmp(a->partition, "memory") ? SO_PIPE_BY_MEMORY
-                                    : !strcmp(a->partition, "time") ? SO_PIPE_BY_TIME : SO_PIPE_BY_AUTO;
-        if (so_pipe_balance(g, a->stages * a->virtual_stages, kind, &a->costs, first))
-            return cli_error("plan", CLI_USAGE, "%s: %s", a->max_bytes ? "--max-memory" : "--partition",
-                             so_errmsg());
+    if (!a->measure && strcmp(a->partition, "memory"))
         return CLI_OK;
-    }
-    return CLI_OK; /* the list was read before */
+    so_pipe_balance_kind kind = !strcmp(a->partition, "memory") ? SO_PIPE_BY_MEMORY
+                                : !strcmp(a->partition, "time") ? SO_PIPE_BY_TIME : SO_PIPE_BY_AUTO;
+    if (so_pipe_balance(g, a->stages * a->virtual_stages, kind, &a->costs, first))
+        return cli_error("plan", CLI_USAGE, "%s: %s", a->max_bytes ? "--max-memory" : "--partition", so_errmsg());
+    return CLI_OK;
 }
 
 static double stage_work(const plan_args *a, const so_pipe_stage *st)
@@ -245,6 +243,56 @@ static void print_cuts(const plan_args *a, const so_pipe_plan *p)
     }
 }
 
+static void json_stages(so_json *js, const plan_args *a, const so_pipe_plan *p)
+{
+    so_json_arr_begin(js, "stages");
+    for (int s = 0; s < p->nstages; s++) {
+        const so_pipe_stage *st = &p->stages[s];
+        int fl = so_pipe_in_flight(&a->costs, s, p->nstages);
+        so_json_obj_begin(js, NULL);
+        so_json_int(js, "stage", s);
+        so_json_int(js, "rank", s % a->stages);
+        so_json_int(js, "first", st->first);
+        so_json_int(js, "last", st->last);
+        so_json_str(js, "first_name", so_graph_node(p->g, st->first)->name);
+        so_json_str(js, "last_name", so_graph_node(p->g, st->last)->name);
+        so_json_int(js, "parameters", (int64_t)st->params);
+        so_json_num(js, "flops_per_sample", st->flops);
+        so_json_int(js, "activation_bytes_per_sample", (int64_t)st->act_bytes);
+        so_json_int(js, "received_bytes_per_sample", (int64_t)st->recv_bytes);
+        if (a->measure)
+            so_json_num(js, "seconds_per_microbatch", st->seconds);
+        so_json_int(js, "in_flight", fl);
+        so_json_num(js, "peak_activation_bytes", (double)st->act_bytes * a->costs.microbatch * fl);
+        so_json_num(js, "memory_bytes", so_pipe_stage_memory(st, s, p->nstages, &a->costs));
+        so_json_obj_end(js);
+    }
+    so_json_arr_end(js);
+}
+
+static void json_tensors(so_json *js, const plan_args *a, const so_pipe_plan *p)
+{
+    so_json_arr_begin(js, "tensors");
+    for (int t = 0; t < p->ntensors; t++) {
+        const so_pipe_tensor *x = &p->tensors[t];
+        const so_node *nd = so_graph_node(p->g, x->node);
+        so_json_obj_begin(js, NULL);
+        so_json_str(js, "name", nd->name);
+        so_json_int(js, "node", x->node);
+        so_json_arr_begin(js, "shape");
+        so_json_int(js, NULL, nd->out.c);
+        so_json_int(js, NULL, nd->out.h);
+        so_json_int(js, NULL, nd->out.w);
+        so_json_arr_end(js);
+        so_json_int(js, "from_stage", x->stage);
+        so_json_int(js, "to_first", x->to_first);
+        so_json_int(js, "to_last", x->to_last);
+        so_json_int(js, "bytes_per_microbatch", (int64_t)(x->bytes * a->costs.microbatch));
+        so_json_obj_end(js);
+    }
+    so_json_arr_end(js);
+}
+
 static int write_json(const plan_args *a, const so_pipe_plan *p, double bubble, double speedup, int slow)
 {
     FILE *f = fopen(a->json, "w");
@@ -268,48 +316,8 @@ static int write_json(const plan_args *a, const so_pipe_plan *p, double bubble, 
     so_json_num(&js, "bubble", bubble);
     so_json_num(&js, "ideal_speedup", speedup);
     so_json_int(&js, "slowest_rank", slow);
-    so_json_arr_begin(&js, "stages");
-    for (int s = 0; s < p->nstages; s++) {
-        const so_pipe_stage *st = &p->stages[s];
-        int fl = so_pipe_in_flight(&a->costs, s, p->nstages);
-        so_json_obj_begin(&js, NULL);
-        so_json_int(&js, "stage", s);
-        so_json_int(&js, "rank", s % a->stages);
-        so_json_int(&js, "first", st->first);
-        so_json_int(&js, "last", st->last);
-        so_json_str(&js, "first_name", so_graph_node(p->g, st->first)->name);
-        so_json_str(&js, "last_name", so_graph_node(p->g, st->last)->name);
-        so_json_int(&js, "parameters", (int64_t)st->params);
-        so_json_num(&js, "flops_per_sample", st->flops);
-        so_json_int(&js, "activation_bytes_per_sample", (int64_t)st->act_bytes);
-        so_json_int(&js, "received_bytes_per_sample", (int64_t)st->recv_bytes);
-        if (a->measure)
-            so_json_num(&js, "seconds_per_microbatch", st->seconds);
-        so_json_int(&js, "in_flight", fl);
-        so_json_num(&js, "peak_activation_bytes", (double)st->act_bytes * a->costs.microbatch * fl);
-        so_json_num(&js, "memory_bytes", so_pipe_stage_memory(st, s, p->nstages, &a->costs));
-        so_json_obj_end(&js);
-    }
-    so_json_arr_end(&js);
-    so_json_arr_begin(&js, "tensors");
-    for (int t = 0; t < p->ntensors; t++) {
-        const so_pipe_tensor *x = &p->tensors[t];
-        const so_node *nd = so_graph_node(p->g, x->node);
-        so_json_obj_begin(&js, NULL);
-        so_json_str(&js, "name", nd->name);
-        so_json_int(&js, "node", x->node);
-        so_json_arr_begin(&js, "shape");
-        so_json_int(&js, NULL, nd->out.c);
-        so_json_int(&js, NULL, nd->out.h);
-        so_json_int(&js, NULL, nd->out.w);
-        so_json_arr_end(&js);
-        so_json_int(&js, "from_stage", x->stage);
-        so_json_int(&js, "to_first", x->to_first);
-        so_json_int(&js, "to_last", x->to_last);
-        so_json_int(&js, "bytes_per_microbatch", (int64_t)(x->bytes * a->costs.microbatch));
-        so_json_obj_end(&js);
-    }
-    so_json_arr_end(&js);
+    json_stages(&js, a, p);
+    json_tensors(&js, a, p);
     so_json_obj_end(&js);
     return fclose(f) ? cli_error("plan", CLI_FAIL, "--json: error writing '%s'", a->json) : CLI_OK;
 }
