@@ -110,6 +110,9 @@ static int check_stages(const plan_args *a, const so_graph *g)
         return cli_error("plan", CLI_USAGE, "--pipeline-stages is required (or a --partition list)");
     if (a->stages > layers)
         return cli_error("plan", CLI_USAGE, "--pipeline-stages %d: the model has %d layers", a->stages, layers);
+    if (a->stages * a->virtual_stages > MAX_STAGES)
+        return cli_error("plan", CLI_USAGE, "--virtual-stages %d: %d x %d stages, more than %d", a->virtual_stages,
+                         a->virtual_stages, a->stages, MAX_STAGES);
     if (a->stages * a->virtual_stages > layers)
         return cli_error("plan", CLI_USAGE, "--virtual-stages %d: %d x %d stages, but the model has %d layers",
                          a->virtual_stages, a->virtual_stages, a->stages, layers);
