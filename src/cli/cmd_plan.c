@@ -44,7 +44,7 @@ static int parse(plan_args *a, int argc, char **argv)
                      .batch = 64, .virtual_stages = 1, .threads = 1, .steps = 3};
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "zoo model (see `scaleout models`)", 0, -1, NULL},
-        {"pipeline-stages", OPT_INT, &a->stages, "P", "pipeline ranks (default: the --partition list's length)", 1, MAX_STAGES, NULL},
+        {"pipeline-stages", OPT_INT, &a->stages, "P", "pipeline ranks (0: the length of the --partition list)", 1, MAX_STAGES, NULL},
         {"microbatches", OPT_INT, &a->microbatches, "M", "micro-batches per step; must divide --batch-size", 1, 65536, NULL},
         {"batch-size", OPT_INT, &a->batch, "B", "samples per step of one pipeline replica", 1, 1 << 20, NULL},
         {"schedule", OPT_CHOICE, &a->schedule, "NAME", "pipeline schedule", 0, -1, schedules},
