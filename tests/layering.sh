@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Checks the layering rules of docs/ARCHITECTURE.md on the sources:
-# the engine (nn, backend, models, optim, data, train, core) never includes MPI,
+# the engine (nn, backend, models, optim, data, train, pipe, core) never includes MPI,
 # and comm never includes the neural-network or data headers.
 set -u
 src=${SCALEOUT_SOURCE_DIR:?}/src
@@ -12,13 +12,13 @@ check() { # check DESCRIPTION PATTERN DIRS...
   if [ -n "$hits" ]; then fail=$((fail + 1)); echo "FAIL: $what:"; echo "$hits"; else pass=$((pass + 1)); fi
 }
 check "engine includes MPI" "mpi\.h|scaleout/comm" "$src/core" "$src/nn" "$src/backend" "$src/models" \
-  "$src/optim" "$src/data" "$src/train" "$src/ckpt" "$src/prof"
+  "$src/optim" "$src/data" "$src/train" "$src/ckpt" "$src/prof" "$src/pipe"
 check "comm includes NN code" "scaleout/(graph|model|backend|zoo|optim|data|train)\.h" "$src/comm"
 check "library code includes CLI headers" "cli\.h|dist\.h|progress\.h" "$src/core" "$src/nn" "$src/backend" \
-  "$src/models" "$src/optim" "$src/data" "$src/train" "$src/comm"
+  "$src/models" "$src/optim" "$src/data" "$src/train" "$src/comm" "$src/pipe"
 # Libraries never exit: only the CLI decides (abort paths go through so_comm_abort / MPI_Abort).
 hits=$(grep -rEn "\bexit[[:space:]]*\(" "$src/core" "$src/nn" "$src/backend" "$src/models" "$src/optim" "$src/data" \
-  "$src/train" 2>/dev/null)
+  "$src/train" "$src/pipe" 2>/dev/null)
 if [ -n "$hits" ]; then fail=$((fail + 1)); echo "FAIL: library calls exit():"; echo "$hits"; else pass=$((pass + 1)); fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

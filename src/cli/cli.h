@@ -58,6 +58,7 @@ int cmd_tune(int argc, char **argv);
 int cmd_report(int argc, char **argv); /* HTML / text report of profile.json files */
 int cmd_ckpt(int argc, char **argv); /* ckpt list|verify|export DIR */
 int cmd_predict(int argc, char **argv); /* data-parallel scaling from measured layers + cost model */
+int cmd_plan(int argc, char **argv);    /* pipeline partition of a model: stages, crossing tensors, bubble */
 
 /* --bucket-mb of train and predict: "auto" (*mb = -1) or MiB in [0.001, 4096];
  * else one line naming the flag and CLI_USAGE. */

@@ -20,6 +20,7 @@ static const command commands[] = {
     {"tune", cmd_tune, "measure allreduce algorithms and write the table auto uses (mpirun)"},
     {"report", cmd_report, "HTML or text report of profiles: report DIR-or-JSON... -o report.html | --text"},
     {"predict", cmd_predict, "predict data-parallel scaling to N nodes from per-layer times and the allreduce model"},
+    {"plan", cmd_plan, "print a pipeline partition of a model: stages, tensors crossing each cut, bubble"},
     {"ckpt", cmd_ckpt, "inspect checkpoints: ckpt list|verify|export DIR"},
 };
 

@@ -1,0 +1,388 @@
+/* `scaleout plan`: the pipeline partition of a zoo model, without training:
+ * per stage its nodes, parameters, FLOPs, activations, time (measured here
+ * for --partition time|auto) and peak memory under the schedule, the tensors
+ * crossing each cut, and the schedule's bubble. The library decides
+ * (scaleout/pipeline.h); this file parses, measures and prints. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "scaleout/err.h"
+#include "scaleout/job.h"
+#include "scaleout/json.h"
+#include "scaleout/pipeline.h"
+#include "scaleout/predict.h"
+#include "scaleout/zoo.h"
+
+#define MAX_STAGES 1024
+
+typedef struct {
+    const char *model, *schedule, *partition, *max_memory, *optimizer, *json;
+    int stages, microbatches, batch, virtual_stages, threads, steps;
+    size_t max_bytes;
+    int measure;             /* --partition time or auto */
+    so_pipe_costs costs;
+} plan_args;
+
+static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
+static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
+static const int optimizer_slots[] = {0, 1, 1, 1, 1, 2, 2}; /* fp32 state per parameter (so_optim_nslots) */
+
+static int optim_slots(const char *name)
+{
+    for (int i = 0; optimizers[i]; i++)
+        if (!strcmp(optimizers[i], name))
+            return optimizer_slots[i];
+    return 0;
+}
+
+static int parse(plan_args *a, int argc, char **argv)
+{
+    *a = (plan_args){.schedule = "1f1b", .partition = "auto", .optimizer = "momentum", .microbatches = 4,
+                     .batch = 64, .virtual_stages = 1, .threads = 1, .steps = 3};
+    const cli_opt opts[] = {
+        {"model", OPT_STR, &a->model, "NAME", "zoo model (see `scaleout models`)", 0, -1, NULL},
+        {"pipeline-stages", OPT_INT, &a->stages, "P", "pipeline ranks (0: the length of the --partition list)", 1, MAX_STAGES, NULL},
+        {"microbatches", OPT_INT, &a->microbatches, "M", "micro-batches per step; must divide --batch-size", 1, 65536, NULL},
+        {"batch-size", OPT_INT, &a->batch, "B", "samples per step of one pipeline replica", 1, 1 << 20, NULL},
+        {"schedule", OPT_CHOICE, &a->schedule, "NAME", "pipeline schedule", 0, -1, schedules},
+        {"virtual-stages", OPT_INT, &a->virtual_stages, "V", "model chunks per rank (interleaved)", 1, 64, NULL},
+        {"partition", OPT_STR, &a->partition, "auto|time|memory|LIST", "how to cut: balance time (measured here), "
+         "memory, time within --max-memory, or the first node of each stage (indices or names)", 0, -1, NULL},
+        {"max-memory", OPT_STR, &a->max_memory, "BYTES", "memory cap per stage for auto and memory (K/M/G suffixes)", 0, -1, NULL},
+        {"optimizer", OPT_CHOICE, &a->optimizer, "NAME", "optimizer whose state is counted", 0, -1, optimizers},
+        {"threads", OPT_INT, &a->threads, "N", "compute threads while measuring", 1, 1024, NULL},
+        {"steps", OPT_INT, &a->steps, "N", "timed steps of the measurement (time, auto)", 1, 100000, NULL},
+        {"json", OPT_STR, &a->json, "FILE", "write the plan as JSON", 0, -1, NULL},
+        {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
+    int rc = cli_parse("plan", "Prints a pipeline partition of a model: stages, parameters, FLOPs, activations, "
+                       "tensors crossing each cut, and the schedule's bubble. Trains nothing.", opts, argc, argv);
+    if (rc)
+        return rc;
+    if (!a->model)
+        return cli_error("plan", CLI_USAGE, "--model is required");
+    if (!so_zoo_find(a->model))
+        return cli_error("plan", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    if (a->batch % a->microbatches)
+        return cli_error("plan", CLI_USAGE, "--microbatches %d: does not divide --batch-size %d", a->microbatches,
+                         a->batch);
+    if (a->virtual_stages > 1 && strcmp(a->schedule, "interleaved"))
+        return cli_error("plan", CLI_USAGE, "--virtual-stages %d: only with --schedule interleaved",
+                         a->virtual_stages);
+    if (a->max_memory && cli_parse_bytes(a->max_memory, &a->max_bytes))
+        return cli_error("plan", CLI_USAGE, "--max-memory: '%s' is not a size like 512M or 2G", a->max_memory);
+    a->measure = !strcmp(a->partition, "time") || !strcmp(a->partition, "auto");
+    if (a->max_bytes && strcmp(a->partition, "auto") && strcmp(a->partition, "memory"))
+        return cli_error("plan", CLI_USAGE, "--max-memory: only with --partition auto or memory");
+    return CLI_OK;
+}
+
+/* A --partition list: stage starts by index or name; it also gives P when
+ * --pipeline-stages is absent. */
+static int read_list(plan_args *a, const so_graph *g, int *first)
+{
+    int n;
+    int rc = so_pipe_parse_list(g, a->partition, first, MAX_STAGES, &n);
+    if (rc && !strchr(a->partition, ','))
+        return cli_error("plan", CLI_USAGE, "--partition: unknown value '%s' (auto, time, memory, or the first node "
+                         "of each stage, e.g. 0,conv2,fc1)", a->partition);
+    if (rc)
+        return cli_error("plan", CLI_USAGE, "--partition: %s", so_errmsg());
+    int want = a->stages * a->virtual_stages;
+    if (a->stages && n != want)
+        return cli_error("plan", CLI_USAGE, "--partition: %d stage starts, but --pipeline-stages %d%s needs %d", n,
+                         a->stages, a->virtual_stages > 1 ? " x --virtual-stages" : "", want);
+    if (!a->stages && n % a->virtual_stages)
+        return cli_error("plan", CLI_USAGE, "--partition: %d stage starts are not a multiple of --virtual-stages %d",
+                         n, a->virtual_stages);
+    if (!a->stages)
+        a->stages = n / a->virtual_stages;
+    return CLI_OK;
+}
+
+/* P and v against the model's layers (nodes after the input). */
+static int check_stages(const plan_args *a, const so_graph *g)
+{
+    int layers = so_graph_size(g) - 1;
+    if (!a->stages)
+        return cli_error("plan", CLI_USAGE, "--pipeline-stages is required (or a --partition list)");
+    if (a->stages > layers)
+        return cli_error("plan", CLI_USAGE, "--pipeline-stages %d: the model has %d layers", a->stages, layers);
+    if (a->stages * a->virtual_stages > MAX_STAGES)
+        return cli_error("plan", CLI_USAGE, "--virtual-stages %d: %d x %d stages, more than %d", a->virtual_stages,
+                         a->virtual_stages, a->stages, MAX_STAGES);
+    if (a->stages * a->virtual_stages > layers)
+        return cli_error("plan", CLI_USAGE, "--virtual-stages %d: %d x %d stages, but the model has %d layers",
+                         a->virtual_stages, a->virtual_stages, a->stages, layers);
+    return CLI_OK;
+}
+
+/* Forward + backward seconds of every node at one micro-batch, measured
+ * here as `predict` does (synthetic data, a few steps). secs: n entries. */
+static int measure(const plan_args *a, int n, double *secs)
+{
+    so_job_config c;
+    so_job_defaults(&c);
+    c.model = a->model;
+    c.dataset = "synthetic";
+    c.synthetic_samples = c.batch = a->batch / a->microbatches;
+    c.prefetch = 0;
+    c.threads = a->threads;
+    c.optimizer = a->optimizer;
+    so_job *j = NULL;
+    double *t = calloc(2 * (size_t)n, sizeof *t), other;
+    float *x = NULL;
+    int32_t *y = NULL;
+    int rc = t ? so_job_create(&c, &j) : so_err(SO_ENOMEM, "out of memory for %d node times", n);
+    if (!rc && so_graph_size(so_job_model(j)->g) != n)
+        rc = so_err(SO_EINVAL, "the measured model has %d nodes, the planned one %d", so_graph_size(so_job_model(j)->g), n);
+    if (!rc) {
+        so_model *m = so_job_model(j);
+        so_shape sh = so_graph_input_shape(m->g);
+        size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)c.batch;
+        x = calloc(len, sizeof *x);
+        y = calloc((size_t)c.batch, sizeof *y);
+        if (!x || !y)
+            rc = so_err(SO_ENOMEM, "out of memory for a micro-batch");
+        for (size_t i = 0; !rc && i < len; i++)
+            x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        for (int i = 0; !rc && i < c.batch; i++)
+            y[i] = i % so_graph_classes(m->g);
+        if (!rc)
+            rc = so_predict_measure(m, so_job_optim(j), x, y, 1, a->steps, t, t + n, &other);
+    }
+    for (int i = 0; !rc && i < n; i++)
+        secs[i] = t[i] + t[n + i];
+    free(x);
+    free(y);
+    free(t);
+    so_job_free(j);
+    return rc ? cli_error("plan", cli_exit_code(rc), "measuring %s: %s", a->model, so_errmsg()) : CLI_OK;
+}
+
+/* Stage starts from a balancer (a --partition list was read before). */
+static int choose_split(plan_args *a, const so_graph *g, int *first)
+{
+    if (!a->measure && strcmp(a->partition, "memory"))
+        return CLI_OK;
+    so_pipe_balance_kind kind = !strcmp(a->partition, "memory") ? SO_PIPE_BY_MEMORY
+                                : !strcmp(a->partition, "time") ? SO_PIPE_BY_TIME : SO_PIPE_BY_AUTO;
+    if (so_pipe_balance(g, a->stages * a->virtual_stages, kind, &a->costs, first))
+        return cli_error("plan", CLI_USAGE, "%s: %s", a->max_bytes ? "--max-memory" : "--partition", so_errmsg());
+    return CLI_OK;
+}
+
+static double stage_work(const plan_args *a, const so_pipe_stage *st)
+{
+    return a->measure ? st->seconds : st->flops;
+}
+
+/* The slowest rank (by time when measured, else by FLOPs): a rank holds
+ * stages d, d + P, ... (v of them). *total: the work of every stage. */
+static int slowest_device(const plan_args *a, const so_pipe_plan *p, double *worst, double *total)
+{
+    int slow = 0;
+    *worst = *total = 0;
+    for (int d = 0; d < a->stages; d++) {
+        double w = 0;
+        for (int s = d; s < p->nstages; s += a->stages)
+            w += stage_work(a, &p->stages[s]);
+        *total += w;
+        if (w > *worst) {
+            *worst = w;
+            slow = d;
+        }
+    }
+    return slow;
+}
+
+static void shape_str(const so_node *nd, char *buf, size_t len)
+{
+    snprintf(buf, len, "(%d,%d,%d)", nd->out.c, nd->out.h, nd->out.w);
+}
+
+static void print_stages(const plan_args *a, const so_pipe_plan *p)
+{
+    const so_pipe_costs *c = &a->costs;
+    printf("%5s %4s  %-44s %6s %10s %10s %10s %9s %6s %12s %10s\n", "stage", "rank", "nodes", "count", "params",
+           "GFLOP/smp", "act MB/mb", "time ms", "in-fl", "peak act MB", "memory MB");
+    for (int s = 0; s < p->nstages; s++) {
+        const so_pipe_stage *st = &p->stages[s];
+        char range[2 * SO_NAME_LEN + 8], t[32] = "-";
+        snprintf(range, sizeof range, "%s .. %s", so_graph_node(p->g, st->first)->name,
+                 so_graph_node(p->g, st->last)->name);
+        if (a->measure)
+            snprintf(t, sizeof t, "%.3f", st->seconds * 1e3);
+        int fl = so_pipe_in_flight(c, s, p->nstages);
+        double act = (double)st->act_bytes * c->microbatch;
+        printf("%5d %4d  %-44s %6d %10zu %10.4f %10.2f %9s %6d %12.2f %10.2f\n", s, s % a->stages, range,
+               st->last - st->first + 1, st->params, st->flops * 1e-9, act / 1048576, t, fl, act * fl / 1048576,
+               so_pipe_stage_memory(st, s, p->nstages, c) / 1048576);
+    }
+}
+
+static void print_cuts(const plan_args *a, const so_pipe_plan *p)
+{
+    for (int cut = 0; cut + 1 < p->nstages; cut++) {
+        size_t bytes;
+        int n = so_pipe_cut_tensors(p, cut, &bytes);
+        printf("cut %d | %d: %d tensor%s, %.1f KiB per micro-batch\n", cut, cut + 1, n, n == 1 ? "" : "s",
+               (double)bytes * a->costs.microbatch / 1024);
+        for (int t = 0; t < p->ntensors; t++) {
+            const so_pipe_tensor *x = &p->tensors[t];
+            if (!so_pipe_tensor_crosses(x, cut))
+                continue;
+            char sh[48], to[48];
+            shape_str(so_graph_node(p->g, x->node), sh, sizeof sh);
+            if (x->to_last > x->to_first)
+                snprintf(to, sizeof to, "stages %d and %d", x->to_first, x->to_last);
+            else
+                snprintf(to, sizeof to, "stage %d", x->to_first);
+            printf("    %-28s %-14s %10zu B   from stage %d to %s\n", so_graph_node(p->g, x->node)->name, sh,
+                   x->bytes * a->costs.microbatch, x->stage, to);
+        }
+    }
+}
+
+static void json_stages(so_json *js, const plan_args *a, const so_pipe_plan *p)
+{
+    so_json_arr_begin(js, "stages");
+    for (int s = 0; s < p->nstages; s++) {
+        const so_pipe_stage *st = &p->stages[s];
+        int fl = so_pipe_in_flight(&a->costs, s, p->nstages);
+        so_json_obj_begin(js, NULL);
+        so_json_int(js, "stage", s);
+        so_json_int(js, "rank", s % a->stages);
+        so_json_int(js, "first", st->first);
+        so_json_int(js, "last", st->last);
+        so_json_str(js, "first_name", so_graph_node(p->g, st->first)->name);
+        so_json_str(js, "last_name", so_graph_node(p->g, st->last)->name);
+        so_json_int(js, "parameters", (int64_t)st->params);
+        so_json_num(js, "flops_per_sample", st->flops);
+        so_json_int(js, "activation_bytes_per_sample", (int64_t)st->act_bytes);
+        so_json_int(js, "received_bytes_per_sample", (int64_t)st->recv_bytes);
+        if (a->measure)
+            so_json_num(js, "seconds_per_microbatch", st->seconds);
+        so_json_int(js, "in_flight", fl);
+        so_json_num(js, "peak_activation_bytes", (double)st->act_bytes * a->costs.microbatch * fl);
+        so_json_num(js, "memory_bytes", so_pipe_stage_memory(st, s, p->nstages, &a->costs));
+        so_json_obj_end(js);
+    }
+    so_json_arr_end(js);
+}
+
+static void json_tensors(so_json *js, const plan_args *a, const so_pipe_plan *p)
+{
+    so_json_arr_begin(js, "tensors");
+    for (int t = 0; t < p->ntensors; t++) {
+        const so_pipe_tensor *x = &p->tensors[t];
+        const so_node *nd = so_graph_node(p->g, x->node);
+        so_json_obj_begin(js, NULL);
+        so_json_str(js, "name", nd->name);
+        so_json_int(js, "node", x->node);
+        so_json_arr_begin(js, "shape");
+        so_json_int(js, NULL, nd->out.c);
+        so_json_int(js, NULL, nd->out.h);
+        so_json_int(js, NULL, nd->out.w);
+        so_json_arr_end(js);
+        so_json_int(js, "from_stage", x->stage);
+        so_json_int(js, "to_first", x->to_first);
+        so_json_int(js, "to_last", x->to_last);
+        so_json_int(js, "bytes_per_microbatch", (int64_t)(x->bytes * a->costs.microbatch));
+        so_json_obj_end(js);
+    }
+    so_json_arr_end(js);
+}
+
+static int write_json(const plan_args *a, const so_pipe_plan *p, double bubble, double speedup, int slow)
+{
+    FILE *f = fopen(a->json, "w");
+    if (!f)
+        return cli_error("plan", CLI_USAGE, "--json: cannot write '%s'", a->json);
+    so_json js;
+    so_json_init(&js, f, 1);
+    so_json_obj_begin(&js, NULL);
+    so_json_str(&js, "kind", "plan");
+    so_json_str(&js, "model", a->model);
+    so_json_int(&js, "nodes", so_graph_size(p->g));
+    so_json_int(&js, "parameters", (int64_t)so_graph_nparams(p->g));
+    so_json_int(&js, "pipeline_stages", a->stages);
+    so_json_int(&js, "virtual_stages", a->virtual_stages);
+    so_json_int(&js, "microbatches", a->microbatches);
+    so_json_int(&js, "batch_size", a->batch);
+    so_json_int(&js, "microbatch", a->costs.microbatch);
+    so_json_str(&js, "schedule", a->schedule);
+    so_json_str(&js, "partition", a->partition);
+    so_json_bool(&js, "measured", a->measure);
+    so_json_num(&js, "bubble", bubble);
+    so_json_num(&js, "ideal_speedup", speedup);
+    so_json_int(&js, "slowest_rank", slow);
+    json_stages(&js, a, p);
+    json_tensors(&js, a, p);
+    so_json_obj_end(&js);
+    return fclose(f) ? cli_error("plan", CLI_FAIL, "--json: error writing '%s'", a->json) : CLI_OK;
+}
+
+static int report(const plan_args *a, const so_pipe_plan *p)
+{
+    double worst, total;
+    int slow = slowest_device(a, p, &worst, &total);
+    double bubble = so_pipe_bubble(a->costs.schedule, a->stages, a->microbatches, a->virtual_stages);
+    double speedup = worst > 0 ? total / worst * (1 - bubble) : 1;
+    char chunks[48] = "";
+    if (a->virtual_stages > 1)
+        snprintf(chunks, sizeof chunks, " x %d virtual stages", a->virtual_stages);
+    printf("%s: %d pipeline rank(s)%s, %s, %d micro-batches of %d (batch %d); partition %s%s\n", a->model,
+           a->stages, chunks, a->schedule, a->microbatches,
+           a->costs.microbatch, a->batch, a->partition,
+           a->measure ? "; times: forward+backward per micro-batch, measured here" : "");
+    print_stages(a, p);
+    print_cuts(a, p);
+    printf("slowest rank: %d (%s %.4g %s); bubble %.1f%% ((P-1)/(M+P-1)%s); ideal speed-up "
+           "over one rank %.2fx\n",
+           slow, a->measure ? "time" : "FLOPs", a->measure ? worst * 1e3 : worst * 1e-9,
+           a->measure ? "ms per micro-batch" : "GFLOP per sample", 100 * bubble, a->virtual_stages > 1 ? " / v" : "", speedup);
+    return a->json ? write_json(a, p, bubble, speedup, slow) : CLI_OK;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    plan_args a;
+    int rc = parse(&a, argc, argv);
+    if (rc)
+        return rc == CLI_HELP ? CLI_OK : rc;
+    const so_zoo_entry *z = so_zoo_find(a.model);
+    so_graph *g = NULL;
+    if (so_zoo_build(a.model, z->c, z->h, z->w, z->classes, &g))
+        return cli_error("plan", cli_exit_code(SO_EINVAL), "--model: %s", so_errmsg());
+    int n = so_graph_size(g), *first = calloc(MAX_STAGES, sizeof *first);
+    double *secs = calloc((size_t)n, sizeof *secs);
+    so_pipe_plan p = {0};
+    if (!first || !secs)
+        rc = cli_error("plan", CLI_FAIL, "out of memory");
+    int is_list = !a.measure && strcmp(a.partition, "memory");
+    if (!rc && is_list)
+        rc = read_list(&a, g, first);
+    if (!rc)
+        rc = check_stages(&a, g);
+    a.costs = (so_pipe_costs){.seconds = a.measure ? secs : NULL, .microbatch = a.batch / a.microbatches,
+                              .microbatches = a.microbatches, .schedule = so_pipe_schedule_parse(a.schedule),
+                              .devices = a.stages, .optim_slots = optim_slots(a.optimizer), .max_bytes = a.max_bytes};
+    if (!rc && a.measure)
+        rc = measure(&a, n, secs);
+    if (!rc)
+        rc = choose_split(&a, g, first);
+    if (!rc && so_pipe_plan_init(&p, g, first, a.stages * a.virtual_stages))
+        rc = cli_error("plan", CLI_USAGE, "--partition: %s", so_errmsg());
+    if (!rc && a.measure)
+        so_pipe_plan_set_costs(&p, secs);
+    if (!rc)
+        rc = report(&a, &p);
+    so_pipe_plan_deinit(&p);
+    free(first);
+    free(secs);
+    so_graph_destroy(g);
+    return rc;
+}

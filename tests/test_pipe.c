@@ -1,0 +1,370 @@
+/* Pipeline partitions (src/pipe): the balancer's split is optimal against
+ * brute force, bad stage lists fail with messages naming the stage, the
+ * tensors crossing cuts are exactly the right ones on ResNet-20 (residual
+ * connections) and LeNet-5 (a chain), stage lists by node name, the memory
+ * cap, and the schedules' formulas. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "scaleout/err.h"
+#include "scaleout/pipeline.h"
+#include "scaleout/zoo.h"
+
+#define MAXN 10
+
+static so_graph *build(const char *name)
+{
+    const so_zoo_entry *z = so_zoo_find(name);
+    so_graph *g = NULL;
+    assert_non_null(z);
+    assert_int_equal(so_zoo_build(name, z->c, z->h, z->w, z->classes, &g), 0);
+    return g;
+}
+
+static void expect_msg(int rc, const char *needle)
+{
+    assert_int_equal(rc, SO_EINVAL);
+    if (!strstr(so_errmsg(), needle))
+        fail_msg("message '%s' does not contain '%s'", so_errmsg(), needle);
+}
+
+/* Largest stage sum of a split of cost[0..n) at starts first[0..P). */
+static double max_stage(const double *cost, int n, const int *first, int P)
+{
+    double worst = 0;
+    for (int s = 0; s < P; s++) {
+        double sum = 0;
+        for (int i = first[s]; i < (s + 1 < P ? first[s + 1] : n); i++)
+            sum += cost[i];
+        worst = sum > worst ? sum : worst;
+    }
+    return worst;
+}
+
+/* Every split of n items into P stages (stage 0 holds item 0 and one more):
+ * the smallest largest stage, by enumeration. */
+static double brute_force(const double *cost, int n, int P, int *first, int s)
+{
+    if (s == P)
+        return max_stage(cost, n, first, P);
+    double best = INFINITY;
+    int lo = s == 1 ? 2 : first[s - 1] + 1;
+    for (int a = lo; a <= n - (P - s); a++) {
+        first[s] = a;
+        double v = brute_force(cost, n, P, first, s + 1);
+        best = v < best ? v : best;
+    }
+    return best;
+}
+
+static void test_dp_matches_brute_force(void **state)
+{
+    (void)state;
+    srand(12345);
+    for (int trial = 0; trial < 200; trial++) {
+        int n = 2 + rand() % (MAXN - 1);
+        double cost[MAXN];
+        for (int i = 0; i < n; i++)
+            cost[i] = (double)(rand() % 20); /* integers: exact sums, zero costs included */
+        for (int P = 1; P <= n - 1; P++) {
+            int dp_first[MAXN], bf_first[MAXN] = {0};
+            assert_int_equal(so_pipe_balance_vector(cost, n, P, dp_first), 0);
+            assert_int_equal(dp_first[0], 0);
+            for (int s = 1; s < P; s++)
+                assert_true(dp_first[s] > dp_first[s - 1] && dp_first[s] >= 2 && dp_first[s] < n);
+            double want = brute_force(cost, n, P, bf_first, 1);
+            if (max_stage(cost, n, dp_first, P) != want)
+                fail_msg("n %d P %d: DP reaches %g, brute force %g", n, P, max_stage(cost, n, dp_first, P), want);
+        }
+        int first[MAXN];
+        expect_msg(so_pipe_balance_vector(cost, n, n, first), "layers");
+    }
+}
+
+static void test_validation(void **state)
+{
+    (void)state;
+    so_graph *g = build("lenet5"); /* 9 nodes: input + 8 layers */
+    so_pipe_plan p;
+    expect_msg(so_pipe_plan_init(&p, g, (int[]){0, 2, 9, 7}, 4), "outside");
+    expect_msg(so_pipe_plan_init(&p, g, (int[]){0, 5, 3}, 3), "stage 2 starts at node 3, not after stage 1's start 5");
+    expect_msg(so_pipe_plan_init(&p, g, (int[]){0, 4, 4}, 3), "stage 2 starts at node 4, not after stage 1's start 4");
+    expect_msg(so_pipe_plan_init(&p, g, (int[]){0, 1, 3}, 3), "stage 0 holds only the input");
+    expect_msg(so_pipe_plan_init(&p, g, (int[]){2, 4}, 2), "stage 0 starts at node 2");
+    int nine[9] = {0, 2, 3, 4, 5, 6, 7, 8, 8};
+    expect_msg(so_pipe_plan_init(&p, g, nine, 9), "9 stages: the model has 8 layers");
+    expect_msg(so_pipe_plan_init(&p, g, nine, 0), "0 stages");
+    assert_int_equal(so_pipe_plan_init(&p, g, nine, 8), 0); /* one layer per stage is allowed */
+    assert_int_equal(p.stages[7].first, 8);
+    assert_int_equal(p.stages[7].last, 8);
+    so_pipe_plan_deinit(&p);
+    so_pipe_plan_deinit(&p); /* twice is harmless */
+    so_graph_destroy(g);
+}
+
+/* Stage sums equal the model's totals for every contiguous 3-stage split. */
+static void test_sums(void **state)
+{
+    (void)state;
+    so_graph *g = build("resnet20");
+    int n = so_graph_size(g);
+    size_t act = 0;
+    for (int i = 0; i < n; i++) {
+        const so_node *nd = so_graph_node(g, i);
+        act += (size_t)nd->out.c * nd->out.h * nd->out.w * 4;
+    }
+    for (int a = 2; a < n - 1; a += 5)
+        for (int b = a + 1; b < n; b += 7) {
+            so_pipe_plan p;
+            assert_int_equal(so_pipe_plan_init(&p, g, (int[]){0, a, b}, 3), 0);
+            size_t params = 0, bytes = 0;
+            double flops = 0;
+            for (int s = 0; s < 3; s++) {
+                params += p.stages[s].params;
+                bytes += p.stages[s].act_bytes;
+                flops += p.stages[s].flops;
+            }
+            assert_int_equal(params, so_graph_nparams(g));
+            assert_int_equal(bytes, act);
+            assert_true(fabs(flops - so_graph_flops(g)) <= 1e-9 * so_graph_flops(g));
+            so_pipe_plan_deinit(&p);
+        }
+    so_graph_destroy(g);
+}
+
+static int find(const so_graph *g, const char *name)
+{
+    for (int i = 0; i < so_graph_size(g); i++)
+        if (!strcmp(so_graph_node(g, i)->name, name))
+            return i;
+    fail_msg("no node %s", name);
+    return -1;
+}
+
+/* Producer names crossing `cut`, comma-separated in node order. */
+static void crossing_names(const so_pipe_plan *p, int cut, char *out, size_t len)
+{
+    out[0] = 0;
+    for (int t = 0; t < p->ntensors; t++)
+        if (so_pipe_tensor_crosses(&p->tensors[t], cut))
+            snprintf(out + strlen(out), len - strlen(out), "%s%s", out[0] ? "," : "",
+                     so_graph_node(p->g, p->tensors[t].node)->name);
+}
+
+static void test_resnet20_crossings(void **state)
+{
+    (void)state;
+    so_graph *g = build("resnet20");
+    so_pipe_plan p;
+    char names[256];
+    /* Inside block layer1.0: its input (bn1's output) waits for the add. */
+    assert_int_equal(so_pipe_plan_init(&p, g, (int[]){0, find(g, "layer1.0.conv2")}, 2), 0);
+    crossing_names(&p, 0, names, sizeof names);
+    assert_string_equal(names, "bn1,layer1.0.bn1");
+    size_t bytes = 0;
+    assert_int_equal(so_pipe_cut_tensors(&p, 0, &bytes), 2);
+    assert_int_equal(bytes, 2 * 16 * 32 * 32 * 4);
+    assert_int_equal(p.stages[1].recv_bytes, bytes);
+    so_pipe_plan_deinit(&p);
+    /* At block boundaries: the block output alone, even where two nodes of the next stage read it. */
+    const char *boundaries[] = {"layer1.1.conv1", "layer2.0.conv1", "layer3.0.conv1", "fc"};
+    for (int i = 0; i < 4; i++) {
+        int at = find(g, boundaries[i]);
+        const char *want = so_graph_node(g, at - 1)->name; /* the previous block's add, or the pooling */
+        assert_int_equal(so_pipe_plan_init(&p, g, (int[]){0, at}, 2), 0);
+        crossing_names(&p, 0, names, sizeof names);
+        if (strcmp(names, want))
+            fail_msg("cut before %s: crossing '%s', want the one tensor %s", boundaries[i], names, want);
+        assert_int_equal(p.stages[1].recv_bytes, p.tensors[0].bytes); /* once, however many readers */
+        so_pipe_plan_deinit(&p);
+    }
+    /* A residual over two cuts: bn1's output goes from stage 0 to stage 2 through cut 1 too. */
+    int first[] = {0, find(g, "layer1.0.conv2"), find(g, "layer1.0.bn2")};
+    assert_int_equal(so_pipe_plan_init(&p, g, first, 3), 0);
+    crossing_names(&p, 1, names, sizeof names);
+    assert_string_equal(names, "bn1,layer1.0.conv2");
+    assert_int_equal(p.tensors[0].node, find(g, "bn1"));
+    assert_int_equal(p.tensors[0].to_first, 2);
+    assert_int_equal(p.tensors[0].to_last, 2);
+    so_pipe_plan_deinit(&p);
+    /* A block input read by two stages: stage 1 (conv1) and stage 2 (the downsample). */
+    int split[] = {0, find(g, "layer2.0.conv1"), find(g, "layer2.0.conv2")};
+    assert_int_equal(so_pipe_plan_init(&p, g, split, 3), 0);
+    assert_int_equal(p.tensors[0].node, split[1] - 1);
+    assert_int_equal(p.tensors[0].to_first, 1);
+    assert_int_equal(p.tensors[0].to_last, 2);
+    crossing_names(&p, 1, names, sizeof names);
+    assert_string_equal(names, "add23,layer2.0.bn1");
+    so_pipe_plan_deinit(&p);
+    so_graph_destroy(g);
+}
+
+static void test_lenet5_one_tensor_per_cut(void **state)
+{
+    (void)state;
+    so_graph *g = build("lenet5");
+    int n = so_graph_size(g);
+    for (int P = 2; P <= 4; P++) {
+        int first[4];
+        assert_int_equal(so_pipe_balance_vector((double[]){1, 1, 1, 1, 1, 1, 1, 1, 1}, n, P, first), 0);
+        so_pipe_plan p;
+        assert_int_equal(so_pipe_plan_init(&p, g, first, P), 0);
+        for (int c = 0; c < P - 1; c++) {
+            size_t bytes;
+            assert_int_equal(so_pipe_cut_tensors(&p, c, &bytes), 1);
+            const so_node *last = so_graph_node(g, first[c + 1] - 1);
+            assert_int_equal(bytes, (size_t)last->out.c * last->out.h * last->out.w * 4);
+        }
+        so_pipe_plan_deinit(&p);
+    }
+    so_graph_destroy(g);
+}
+
+static void test_list_by_names(void **state)
+{
+    (void)state;
+    so_graph *g = build("resnet20");
+    int first[8], n;
+    assert_int_equal(so_pipe_parse_list(g, "0,layer1.1.conv1,layer2.0.conv1", first, 8, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(first[1], find(g, "layer1.1.conv1"));
+    assert_int_equal(first[2], find(g, "layer2.0.conv1"));
+    assert_int_equal(so_pipe_parse_list(g, "conv1,12", first, 8, &n), 0); /* stage 0 by its first layer */
+    assert_int_equal(first[0], 0);
+    assert_int_equal(first[1], 12);
+    expect_msg(so_pipe_parse_list(g, "0,layer9.conv1", first, 8, &n), "'layer9.conv1' is neither");
+    expect_msg(so_pipe_parse_list(g, "0,,5", first, 8, &n), "'' is neither");
+    expect_msg(so_pipe_parse_list(g, "0,5000", first, 8, &n), "'5000'");
+    expect_msg(so_pipe_parse_list(g, "0,1,2", first, 2, &n), "more than 2");
+    so_graph_destroy(g);
+}
+
+static double largest_memory(const so_pipe_plan *p, const so_pipe_costs *c)
+{
+    double worst = 0;
+    for (int s = 0; s < p->nstages; s++) {
+        double m = so_pipe_stage_memory(&p->stages[s], s, p->nstages, c);
+        worst = m > worst ? m : worst;
+    }
+    return worst;
+}
+
+/* Every split of g into P stages from stage s on: the smallest largest stage memory. */
+static void memory_brute_force(const so_graph *g, int P, const so_pipe_costs *c, int *first, int s, double *best)
+{
+    if (s == P) {
+        so_pipe_plan p;
+        assert_int_equal(so_pipe_plan_init(&p, g, first, P), 0);
+        double m = largest_memory(&p, c);
+        *best = m < *best ? m : *best;
+        so_pipe_plan_deinit(&p);
+        return;
+    }
+    for (first[s] = s == 1 ? 2 : first[s - 1] + 1; first[s] <= so_graph_size(g) - (P - s); first[s]++)
+        memory_brute_force(g, P, c, first, s + 1, best);
+}
+
+/* The memory balance is optimal (brute force over LeNet-5's splits), respects
+ * a cap, and auto trades time for the cap. */
+static void test_memory(void **state)
+{
+    (void)state;
+    so_graph *g = build("lenet5");
+    so_pipe_costs c = {.microbatch = 8, .microbatches = 4, .schedule = SO_PIPE_1F1B, .optim_slots = 1};
+    for (int P = 2; P <= 4; P++) {
+        int first[4], bf[4] = {0};
+        c.devices = P;
+        assert_int_equal(so_pipe_balance(g, P, SO_PIPE_BY_MEMORY, &c, first), 0);
+        so_pipe_plan p;
+        assert_int_equal(so_pipe_plan_init(&p, g, first, P), 0);
+        double got = largest_memory(&p, &c);
+        so_pipe_plan_deinit(&p);
+        double best = INFINITY;
+        memory_brute_force(g, P, &c, bf, 1, &best);
+        if (got != best)
+            fail_msg("P %d: memory balance %g, brute force %g", P, got, best);
+        c.max_bytes = (size_t)best;
+        assert_int_equal(so_pipe_balance(g, P, SO_PIPE_BY_MEMORY, &c, first), 0);
+        c.max_bytes = (size_t)best - 1;
+        expect_msg(so_pipe_balance(g, P, SO_PIPE_BY_MEMORY, &c, first), "no split into");
+        c.max_bytes = 0;
+    }
+    /* auto: these times put conv2, fc1 and fc2 (most parameters) in one stage; the cap forbids it. */
+    double secs[9] = {0, 5, 5, 5, 5, 1, 1, 1, 1};
+    int tfirst[2], afirst[2];
+    c.seconds = secs;
+    c.devices = 2;
+    assert_int_equal(so_pipe_balance(g, 2, SO_PIPE_BY_TIME, &c, tfirst), 0);
+    so_pipe_plan p;
+    assert_int_equal(so_pipe_plan_init(&p, g, tfirst, 2), 0);
+    double time_mem = largest_memory(&p, &c);
+    so_pipe_plan_deinit(&p);
+    assert_int_equal(so_pipe_balance(g, 2, SO_PIPE_BY_MEMORY, &c, afirst), 0);
+    assert_int_equal(so_pipe_plan_init(&p, g, afirst, 2), 0);
+    double mem_best = largest_memory(&p, &c);
+    so_pipe_plan_deinit(&p);
+    assert_true(mem_best < time_mem);
+    c.max_bytes = (size_t)mem_best;
+    assert_int_equal(so_pipe_balance(g, 2, SO_PIPE_BY_AUTO, &c, afirst), 0);
+    assert_int_equal(so_pipe_plan_init(&p, g, afirst, 2), 0);
+    assert_true(largest_memory(&p, &c) <= (double)c.max_bytes);
+    so_pipe_plan_deinit(&p);
+    c.max_bytes = (size_t)mem_best - 1;
+    expect_msg(so_pipe_balance(g, 2, SO_PIPE_BY_AUTO, &c, afirst), "no split into 2 stages");
+    c.seconds = NULL;
+    expect_msg(so_pipe_balance(g, 2, SO_PIPE_BY_TIME, &c, afirst), "per-node times");
+    so_graph_destroy(g);
+}
+
+static void test_schedule_formulas(void **state)
+{
+    (void)state;
+    assert_true(fabs(so_pipe_bubble(SO_PIPE_GPIPE, 4, 4, 1) - 3.0 / 7) < 1e-12);
+    assert_true(fabs(so_pipe_bubble(SO_PIPE_1F1B, 4, 16, 1) - 3.0 / 19) < 1e-12);
+    assert_true(fabs(so_pipe_bubble(SO_PIPE_INTERLEAVED, 4, 4, 2) - 3.0 / 14) < 1e-12);
+    assert_true(so_pipe_bubble(SO_PIPE_GPIPE, 1, 8, 1) == 0);
+    so_pipe_costs c = {.microbatches = 8, .schedule = SO_PIPE_1F1B, .devices = 4};
+    int want_1f1b[] = {4, 3, 2, 1};
+    for (int s = 0; s < 4; s++)
+        assert_int_equal(so_pipe_in_flight(&c, s, 4), want_1f1b[s]);
+    c.microbatches = 2;
+    assert_int_equal(so_pipe_in_flight(&c, 0, 4), 2);
+    assert_int_equal(so_pipe_in_flight(&c, 3, 4), 1);
+    c.schedule = SO_PIPE_GPIPE;
+    assert_int_equal(so_pipe_in_flight(&c, 3, 4), 2);
+    /* Interleaved, P = 2, v = 2, M = 4: device 0 warms up 2 + 2 + 1 = 5 chunk micro-batches, device 1 3. */
+    c = (so_pipe_costs){.microbatches = 4, .schedule = SO_PIPE_INTERLEAVED, .devices = 2};
+    assert_int_equal(so_pipe_in_flight(&c, 0, 4), 3);
+    assert_int_equal(so_pipe_in_flight(&c, 2, 4), 3);
+    assert_int_equal(so_pipe_in_flight(&c, 1, 4), 2);
+    /* Weights, gradients and one momentum slot of 10 parameters, 2 micro-batches of 8 x 100 bytes. */
+    so_pipe_stage st = {.params = 10, .act_bytes = 100};
+    c = (so_pipe_costs){.microbatch = 8, .microbatches = 4, .schedule = SO_PIPE_1F1B, .devices = 2, .optim_slots = 1};
+    assert_true(so_pipe_stage_memory(&st, 0, 2, &c) == 10 * 4 * 3 + 100 * 8 * 2);
+    assert_int_equal(so_pipe_schedule_parse("1f1b"), SO_PIPE_1F1B);
+    assert_int_equal(so_pipe_schedule_parse("pipedream"), -1);
+    assert_string_equal(so_pipe_schedule_name(SO_PIPE_INTERLEAVED), "interleaved");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dp_matches_brute_force),
+        cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_sums),
+        cmocka_unit_test(test_resnet20_crossings),
+        cmocka_unit_test(test_lenet5_one_tensor_per_cut),
+        cmocka_unit_test(test_list_by_names),
+        cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_schedule_formulas),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
