@@ -52,5 +52,25 @@ assert s["points"][-1]["efficiency"] < 0.9, s["points"][-1]  # LeNet-5 over 100 
 PY
   then ok; else bad "prediction inconsistent: $(cat "$tmp/slow.log")"; fi
 fi
+# --compute-from: a profile's layer times instead of a measurement. One node
+# predicts exactly the profile's compute per step (its ranks' mean); another
+# model or batch, or a missing file, is refused with one line.
+if "$bin" train --model lenet5 --dataset synthetic --synthetic-samples 512 --batch-size 32 --steps 12 \
+  --eval-every -1 --progress none --profile "$tmp/prof" >"$tmp/prof.log" 2>&1; then
+  if "$bin" predict --model lenet5 --batch-size 32 --nodes 1,2 --compute-from "$tmp/prof/profile.json" \
+    --json "$tmp/from.json" >"$tmp/from.log" 2>&1 &&
+    /usr/bin/python3 - "$tmp/prof/profile.json" "$tmp/from.json" <<'PY'
+import json, sys
+p, r = (json.load(open(f)) for f in sys.argv[1:3])
+ranks = p["ranks"]
+want = sum(k["totals"]["useful_s"] / k["totals"]["steps"] for k in ranks) / len(ranks)
+got = r["points"][0]["step_seconds"]
+assert abs(got - want) <= 1e-6 * want, (got, want)
+PY
+  then ok; else bad "predict --compute-from: $(tail -3 "$tmp/from.log")"; fi
+  expect_usage "measured with model lenet5 at batch 32" --model resnet20 --batch-size 32 --compute-from "$tmp/prof/profile.json"
+  expect_usage "measured with model lenet5 at batch 32" --model lenet5 --batch-size 64 --compute-from "$tmp/prof/profile.json"
+  expect_usage "--compute-from" --model lenet5 --compute-from "$tmp/none.json"
+else bad "train --profile for --compute-from: $(tail -3 "$tmp/prof.log")"; fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "jread.h"
 #include "scaleout/job.h"
 #include "scaleout/cpu.h"
 #include "scaleout/err.h"
@@ -21,7 +22,7 @@
 #define MAX_POINTS 32
 
 typedef struct {
-    const char *model, *nodes_arg, *link_arg, *latency_arg, *tune, *json, *bucket_mb_arg;
+    const char *model, *nodes_arg, *link_arg, *latency_arg, *tune, *json, *bucket_mb_arg, *compute_from;
     int batch, ranks_per_node, threads, steps, warmup;
     int nodes[MAX_POINTS], npoints;
     double link_bytes_per_s, latency_s;
@@ -84,6 +85,7 @@ static int parse(pred_args *a, int argc, char **argv)
         {"bucket-mb", OPT_STR, &a->bucket_mb_arg, "MB|auto", "gradient bucket size as in train (auto: the trainer's joint choice)", 0, -1, NULL},
         {"threads", OPT_INT, &a->threads, "N", "compute threads per rank while measuring", 1, 1024, NULL},
         {"steps", OPT_INT, &a->steps, "N", "timed steps of the measurement", 1, 100000, NULL},
+        {"compute-from", OPT_STR, &a->compute_from, "PROFILE", "per-layer times from a profile.json of `train --profile` (same model and batch) instead of measuring here", 0, -1, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the prediction as JSON", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     int rc = cli_parse("predict", "Predicts data-parallel scaling from per-layer times measured here and the "
@@ -139,8 +141,69 @@ static void link_table(const pred_args *a, so_comm_tuning *t)
         t->fit[i] = (so_comm_fit){.alpha = a->latency_s, .beta = 1.0 / a->link_bytes_per_s, .valid = 1};
 }
 
-/* Per-layer times of one rank at --batch-size, measured on this machine:
- * *t gets 2 x so_graph_size entries, forward then backward (free it). */
+/* The node of g named `name`, or -1. */
+static int node_named(const so_graph *g, const char *name)
+{
+    for (int i = 1; i < so_graph_size(g); i++)
+        if (!strcmp(so_graph_node(g, i)->name, name))
+            return i;
+    return -1;
+}
+
+/* One rank's layers of a profile added into t (forward, then backward, per
+ * node, seconds per step); *useful += its compute seconds per step. */
+static int add_rank(const jv *rank, const so_graph *g, const char *path, double *t, double *useful)
+{
+    int n = so_graph_size(g);
+    double steps = jv_num(rank, "totals.steps", 0);
+    const jv *layers = jv_path(rank, "layers");
+    if (!(steps > 0) || !layers || layers->t != JV_ARR || layers->len == 0)
+        return so_err(SO_EFORMAT, "--compute-from: %s has no per-layer times (train --profile DIR "
+                      "--profile-detail layer writes them)", path);
+    for (int k = 0; k < layers->len; k++) {
+        const jv *l = jv_at(layers, k);
+        const char *name = jv_str(l, "name", "");
+        int i = node_named(g, name);
+        if (i < 0)
+            return so_err(SO_EINVAL, "--compute-from: %s has a layer '%s' that the model has not", path, name);
+        t[i] += jv_num(l, "forward_s", 0) / steps;
+        t[n + i] += jv_num(l, "backward_s", 0) / steps;
+    }
+    *useful += jv_num(rank, "totals.useful_s", 0) / steps;
+    return 0;
+}
+
+/* --compute-from: the per-layer times of a profile (the mean over its ranks)
+ * instead of a measurement; the rest of a step is its compute time minus
+ * the layers', as so_predict_measure counts it. Model and batch must match. */
+static int from_profile(const pred_args *a, const so_graph *g, double *t, double *t_other)
+{
+    char err[600];
+    jv *doc = jv_load(a->compute_from, err, sizeof err);
+    if (!doc)
+        return so_err(SO_EIO, "--compute-from: %s", err);
+    const char *model = jv_str(doc, "config.model", ""), *batch = jv_str(doc, "config.batch", "");
+    const jv *ranks = jv_path(doc, "ranks");
+    int rc = 0, nr = ranks && ranks->t == JV_ARR ? ranks->len : 0, n = so_graph_size(g);
+    if (strcmp(model, a->model) || atoi(batch) != a->batch)
+        rc = so_err(SO_EINVAL, "--compute-from: %s was measured with model %s at batch %s, not %s at --batch-size %d",
+                    a->compute_from, model, batch, a->model, a->batch);
+    else if (nr < 1)
+        rc = so_err(SO_EFORMAT, "--compute-from: %s has no ranks", a->compute_from);
+    double useful = 0;
+    for (int r = 0; !rc && r < nr; r++)
+        rc = add_rank(jv_at(ranks, r), g, a->compute_from, t, &useful);
+    double layers = 0;
+    for (int i = 0; !rc && i < 2 * n; i++)
+        layers += t[i] /= nr;
+    *t_other = !rc && useful / nr > layers ? useful / nr - layers : 0;
+    jv_free(doc);
+    return rc;
+}
+
+/* Per-layer times of one rank at --batch-size, measured on this machine or
+ * read from --compute-from: *t gets 2 x so_graph_size entries, forward then
+ * backward (free it). */
 static int measure(const pred_args *a, so_job **job, double **t, double *t_other)
 {
     so_job_config c;
@@ -165,7 +228,9 @@ static int measure(const pred_args *a, so_job **job, double **t, double *t_other
         x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
     for (int i = 0; !rc && i < a->batch; i++)
         y[i] = i % so_graph_classes(m->g);
-    if (!rc)
+    if (!rc && a->compute_from)
+        rc = from_profile(a, m->g, *t, t_other);
+    else if (!rc)
         rc = so_predict_measure(m, so_job_optim(*job), x, y, a->warmup, a->steps, *t, *t + n, t_other);
     free(x);
     free(y);
