@@ -61,6 +61,20 @@ SCALEOUT_TUNING="$tmp/t.tune" bash "$mpirun" -np 2 "$bin" bench allreduce --chec
 bash "$mpirun" -np 2 "$bin" bench allreduce --check --algo auto --tuning "$tmp/t.tune" --sizes 4,100K -i 2 \
   >"$tmp/a.out" 2>&1 && ok "bench --tuning" || { bad "bench --tuning"; cat "$tmp/a.out"; }
 
+# --levels: 2 emulated nodes of 2 ranks; each level is fitted on its own group
+# (2 ranks within a node, the 2 node leaders) and predict composes them.
+if bash "$mpirun" -np 4 "$bin" tune --out "$tmp/l.tune" -m 4:64K -i 3 --ranks-per-node 2 --levels >"$tmp/l.out" 2>&1 &&
+   head -1 "$tmp/l.tune" | grep -q '^scaleout-tuning v3 p=4 ranks_per_node=2' &&
+   grep -q '^level node p=2$' "$tmp/l.tune" && grep -q '^level link p=2$' "$tmp/l.tune" &&
+   grep -q '^node fit ring alpha=' "$tmp/l.tune" && grep -q '^link fit ring alpha=' "$tmp/l.tune"; then
+  ok "tune --levels wrote both levels"
+else
+  bad "tune --levels"; cat "$tmp/l.out" "$tmp/l.tune"
+fi
+"$bin" predict --model lenet5 --nodes 1,2,4 --ranks-per-node 2 --steps 2 --tune "$tmp/l.tune" >"$tmp/lp.out" 2>&1 &&
+  grep -q "allreduce per level from the tuning table .*(node: measured, link: measured on 2 nodes)" "$tmp/lp.out" &&
+  ok "predict composes the levels" || { bad "predict with levels"; cat "$tmp/lp.out"; }
+
 # Banded fit: tune prints per-algorithm in-sample counts (line / bands) and the
 # table it writes loads; bench reports the model error per row and a summary.
 if bash "$mpirun" -np 2 "$bin" tune --out "$tmp/b.tune" -m 4:1M -i 3 --repeat 2 --band-edges 4K,64K \

@@ -167,6 +167,36 @@ static void test_round_trip_v2(void **state)
                              so_comm_predict(SO_ALLREDUCE_RING, n, 2, 0, &t) - 1) < 1e-8);
 }
 
+/* tune --levels: the node and link levels' fits survive save and load, and
+ * stay apart from the job's fits. */
+static void test_round_trip_levels(void **state)
+{
+    (void)state;
+    so_comm_tuning t = truth(), u;
+    t.level[SO_LEVEL_NODE] = (so_comm_level){.valid = 1, .p = 4};
+    t.level[SO_LEVEL_NODE].fit[SO_ALLREDUCE_HIER] = (so_comm_fit){.alpha = 3e-7, .beta = 8e-11, .valid = 1};
+    t.level[SO_LEVEL_LINK] = (so_comm_level){.valid = 1, .p = 8};
+    t.level[SO_LEVEL_LINK].fit[SO_ALLREDUCE_RING] = t.fit[SO_ALLREDUCE_RING]; /* with bands */
+    t.level[SO_LEVEL_LINK].fit[SO_ALLREDUCE_RING].alpha = 5e-5;
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/test_tune_lv_%d.tune", (int)getpid());
+    assert_int_equal(so_comm_tuning_save(&t, path), 0);
+    assert_int_equal(so_comm_tuning_load(path, &u), 0);
+    remove(path);
+    assert_int_equal(u.version, 3);
+    assert_true(u.level[SO_LEVEL_NODE].valid && u.level[SO_LEVEL_NODE].p == 4);
+    assert_true(u.level[SO_LEVEL_LINK].valid && u.level[SO_LEVEL_LINK].p == 8);
+    assert_true(u.level[SO_LEVEL_NODE].fit[SO_ALLREDUCE_HIER].valid);
+    assert_false(u.level[SO_LEVEL_NODE].fit[SO_ALLREDUCE_RING].valid);
+    assert_true(fabs(u.level[SO_LEVEL_NODE].fit[SO_ALLREDUCE_HIER].beta / 8e-11 - 1) < 1e-8);
+    const so_comm_fit *a = &t.level[SO_LEVEL_LINK].fit[SO_ALLREDUCE_RING], *b = &u.level[SO_LEVEL_LINK].fit[SO_ALLREDUCE_RING];
+    assert_int_equal(b->nbands, a->nbands);
+    assert_true(fabs(b->alpha / 5e-5 - 1) < 1e-8);
+    for (int k = 0; k < a->nbands; k++)
+        assert_true(fabs(b->band[k].beta / a->band[k].beta - 1) < 1e-8);
+    assert_true(fabs(u.fit[SO_ALLREDUCE_RING].alpha / t.fit[SO_ALLREDUCE_RING].alpha - 1) < 1e-8); /* the job's own */
+}
+
 /* A table exactly as scaleout wrote it before bands existed. */
 static const char k_v1[] = "scaleout-tuning v1 p=2 ranks_per_node=0 gamma=1.354000e-10\n"
                            "# fit ALGO alpha=SECONDS beta=SECONDS_PER_BYTE   (model: docs/COLLECTIVES.md)\n"
@@ -221,7 +251,14 @@ static void test_bad_tables(void **state)
         "scaleout-tuning v2 p=2 ranks_per_node=0 gamma=1e-10\nband auto max_bytes=* alpha=0 beta=1e-10\n",
         "scaleout-tuning v2 p=2 ranks_per_node=0 gamma=1e-10\nband ring max_bytes=x alpha=0 beta=1e-10\n",
         "scaleout-tuning v2 p=2 ranks_per_node=0 gamma=1e-10\nfit ring alpha=nan beta=1e-10\n",
-        "scaleout-tuning v3 p=2 ranks_per_node=0 gamma=1e-10\n",
+        "scaleout-tuning v4 p=2 ranks_per_node=0 gamma=1e-10\n",
+        "scaleout-tuning v2 p=2 ranks_per_node=0 gamma=1e-10\nlevel node p=2\n",
+        "scaleout-tuning v3 p=2 ranks_per_node=0 gamma=1e-10\nnode fit ring alpha=1e-6 beta=1e-10\n",
+        "scaleout-tuning v3 p=2 ranks_per_node=0 gamma=1e-10\nlevel disk p=2\n",
+        "scaleout-tuning v3 p=2 ranks_per_node=0 gamma=1e-10\nlevel node p=0\n",
+        "scaleout-tuning v3 p=2 ranks_per_node=0 gamma=1e-10\nlevel link p=2\nlink 100 ring\n",
+        "scaleout-tuning v3 p=2 ranks_per_node=0 gamma=1e-10\nlevel link p=2\nlink band ring max_bytes=9 alpha=0 "
+        "beta=1e-10\n",
         "scaleout-tuning v2 p=2 ranks_per_node=0 gamma=1e-10\n100 ring\n50 rd\n",
         "scaleout-tuning v2 p=2 ranks_per_node=0 gamma=1e-10 memory=pinned\n",
         "scaleout-tuning v2 p=2 ranks_per_node=0 gamma=1e-10 memory=\n",
@@ -265,7 +302,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_recovers_bands),     cmocka_unit_test(test_noise_and_parsimony),
-        cmocka_unit_test(test_physical_and_monotone), cmocka_unit_test(test_round_trip_v2),
+        cmocka_unit_test(test_physical_and_monotone), cmocka_unit_test(test_round_trip_v2), cmocka_unit_test(test_round_trip_levels),
         cmocka_unit_test(test_old_table),          cmocka_unit_test(test_bad_tables), cmocka_unit_test(test_memory_key),
         cmocka_unit_test(test_auto_picks_fastest),
     };

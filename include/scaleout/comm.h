@@ -260,9 +260,19 @@ typedef struct {
     so_comm_band band[SO_TUNING_MAX_BANDS];
 } so_comm_fit;
 
+/* The levels of a multi-node job, fitted apart by `scaleout tune --levels`:
+ * within one node (the node group: shared memory) and between nodes (the
+ * node leaders, one rank per node: the network). */
+typedef enum { SO_LEVEL_NODE, SO_LEVEL_LINK, SO_LEVELS } so_comm_level_kind;
+typedef struct {
+    int valid;          /* measured (0: the level is not in the table) */
+    int p;              /* ranks of that group: ranks per node, or nodes */
+    so_comm_fit fit[SO_ALLREDUCE_AUTO];
+} so_comm_level;
+
 #define SO_TUNING_MAX_RULES 64
 typedef struct {
-    int version;        /* 1, or 2 when a fit has bands */
+    int version;        /* 1, 2 when a fit has bands, 3 when levels are present */
     int p;              /* process count the table was measured with */
     int ranks_per_node; /* layout it was measured with (0 = real nodes) */
     double gamma;       /* seconds per byte reduced */
@@ -273,6 +283,7 @@ typedef struct {
         uint64_t max_bytes; /* UINT64_MAX: no limit */
         so_allreduce_algo algo;
     } rule[SO_TUNING_MAX_RULES];
+    so_comm_level level[SO_LEVELS]; /* per-level fits (scaleout predict composes them) */
 } so_comm_tuning;
 
 /* Built-in table: default fits, no rules. */

@@ -109,7 +109,7 @@ static int parse(pred_args *a, int argc, char **argv)
 /* The cost of one gradient allreduce at one scale. */
 typedef struct {
     int nodes, rpn;
-    const so_comm_tuning *table; /* --tune: the whole job from the table */
+    const so_comm_tuning *table; /* --tune without levels: the whole job from the table */
     so_comm_tuning node, link;   /* else: node-local level, and the link with its alpha and beta */
 } pred_cost;
 
@@ -293,7 +293,20 @@ static int predict_points(const pred_args *a, const so_comm_tuning *table, const
                           so_predict_point *pt, char *link, size_t len)
 {
     pred_cost cost = {.rpn = a->ranks_per_node, .table = table};
-    if (table) {
+    if (table && table->level[SO_LEVEL_LINK].valid) {
+        /* Measured per level (tune --levels): the same composition as
+         * --link/--latency, each level from its own fits, at any scale. */
+        so_comm_tuning_default(&cost.node);
+        so_comm_tuning_default(&cost.link);
+        memcpy(cost.link.fit, table->level[SO_LEVEL_LINK].fit, sizeof cost.link.fit);
+        if (table->level[SO_LEVEL_NODE].valid)
+            memcpy(cost.node.fit, table->level[SO_LEVEL_NODE].fit, sizeof cost.node.fit);
+        cost.node.gamma = cost.link.gamma = table->gamma;
+        cost.table = NULL;
+        snprintf(link, len, "allreduce per level from the tuning table %s (node: %s, link: measured on %d nodes)",
+                 a->tune, table->level[SO_LEVEL_NODE].valid ? "measured" : "built-in model",
+                 table->level[SO_LEVEL_LINK].p);
+    } else if (table) {
         snprintf(link, len, "allreduce from the tuning table %s", a->tune);
     } else {
         so_comm_tuning_default(&cost.node);

@@ -31,7 +31,7 @@ int cmd_tune(int argc, char **argv)
 
 typedef struct {
     const char *out, *range, *edges;
-    int rpn, iters, repeat, plain;
+    int rpn, iters, repeat, plain, levels;
 } tune_opts;
 
 static int cmp_double(const void *a, const void *b)
@@ -114,6 +114,45 @@ static void make_rules(so_comm_tuning *tab, const size_t *sizes, int ns, double 
         tab->rule[tab->nrules - 1].max_bytes = UINT64_MAX;
 }
 
+/* Fits every algorithm's line and bands from t (p ranks, rpn as in comm.h). */
+static void fit_all(so_comm_fit *fits, int p, int rpn, double gamma, const size_t *sizes, int ns,
+                    double t[][NALGO], const uint64_t *edges, int nedges)
+{
+    for (int k = 0; k < NALGO && p > 1; k++) {
+        size_t by[MAX_SIZES];
+        double se[MAX_SIZES];
+        for (int i = 0; i < ns; i++)
+            by[i] = sizes[i], se[i] = t[i][k];
+        if (so_comm_fit_bands((so_allreduce_algo)k, p, rpn, gamma, by, se, ns, edges, nedges, &fits[k]))
+            fits[k].valid = 0;
+    }
+}
+
+/* --levels: the same sweep on this rank's node group (all nodes at once, as
+ * in training) and on the node leaders (one rank per node); rank 0's fits,
+ * broadcast, go into the table. A level with one rank is left out. */
+static int measure_levels(so_comm *c, const tune_opts *o, const size_t *sizes, int ns, const uint64_t *edges,
+                          int nedges, so_comm_tuning *tab)
+{
+    so_comm *groups[SO_LEVELS] = {so_comm_node_group(c), so_comm_leaders_group(c)};
+    int rpns[SO_LEVELS] = {0, 1}; /* node: one node holds the group; link: a rank per node */
+    double (*t)[NALGO] = calloc(MAX_SIZES, sizeof *t);
+    int rc = t ? 0 : so_err(SO_ENOMEM, "out of memory");
+    for (int l = 0; l < SO_LEVELS && !rc; l++) {
+        so_comm_level *lv = &tab->level[l];
+        int p = groups[l] ? so_comm_size(groups[l]) : 0;
+        if (p > 1 && !(rc = measure(groups[l], o, sizes, ns, t))) {
+            fit_all(lv->fit, p, rpns[l], tab->gamma, sizes, ns, t, edges, nedges);
+            lv->valid = 1;
+            lv->p = p;
+        }
+        if (!rc) /* rank 0 is in both groups: its level decides */
+            rc = so_comm_bcast_bytes(c, lv, sizeof *lv, 0);
+    }
+    free(t);
+    return rc;
+}
+
 /* Sizes of algorithm a whose model time is within +-25 % of the measurement. */
 static int within25(const so_comm_tuning *tab, int a, const size_t *sizes, int ns, double t[][NALGO])
 {
@@ -172,7 +211,7 @@ static void report(const so_comm_tuning *tab, const int *in_line, const size_t *
 
 int cmd_tune(int argc, char **argv)
 {
-    tune_opts o = {"scaleout.tune", "4:16M", "4K,16K,64K,256K,2M,16M,32M", 0, 0, 1, 0};
+    tune_opts o = {"scaleout.tune", "4:16M", "4K,16K,64K,256K,2M,16M,32M", 0, 0, 1, 0, 0};
     const cli_opt opts[] = {
         {"out", OPT_STR, &o.out, "FILE", "where to write the tuning table", 0, -1, NULL},
         {"message-size", OPT_STR, &o.range, "MIN:MAX", "size sweep in bytes, doubling (-m)", 0, -1, NULL},
@@ -184,6 +223,9 @@ int cmd_tune(int argc, char **argv)
          0, -1, NULL},
         {"band-edges", OPT_STR, &o.edges, "A,B,..", "candidate size-band edges of the fit (none = one line)", 0, -1,
          NULL},
+        {"levels", OPT_FLAG, &o.levels, NULL,
+         "also fit each level apart: within a node (its ranks) and between nodes (one rank per node), for predict",
+         0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     static const char *const aliases[][2] = {{"-m", "--message-size"}, {"-i", "--iterations"}, {NULL, NULL}};
     cli_short_aliases(argc, argv, aliases);
@@ -223,23 +265,23 @@ int cmd_tune(int argc, char **argv)
     if (!t || measure(c, &o, sizes, ns, t))
         so_comm_abort(c, CLI_FAIL, t ? so_errmsg() : "out of memory");
     int in_line[NALGO] = {0};
-    for (int k = 0; k < NALGO; k++) {
-        size_t by[MAX_SIZES];
-        double se[MAX_SIZES];
-        for (int i = 0; i < ns; i++)
-            by[i] = sizes[i], se[i] = t[i][k];
-        if (tab.p > 1 && so_comm_fit_bands((so_allreduce_algo)k, tab.p, o.rpn, tab.gamma, by, se, ns, edges,
-                                           nedges, &tab.fit[k]) == 0) {
+    fit_all(tab.fit, tab.p, o.rpn, tab.gamma, sizes, ns, t, edges, nedges);
+    for (int k = 0; k < NALGO; k++)
+        if (tab.fit[k].valid) {
             int nb = tab.fit[k].nbands; /* the single line's score, for the report */
             tab.fit[k].nbands = 0;
             in_line[k] = within25(&tab, k, sizes, ns, t);
             tab.fit[k].nbands = nb;
         }
-    }
     make_rules(&tab, sizes, ns, t);
+    if (o.levels && measure_levels(c, &o, sizes, ns, edges, nedges, &tab))
+        so_comm_abort(c, CLI_FAIL, so_errmsg());
     rc = CLI_OK;
     if (so_comm_rank(c) == 0) {
         report(&tab, in_line, sizes, ns, t);
+        for (int l = 0; l < SO_LEVELS; l++)
+            if (tab.level[l].valid)
+                printf("# level %s: %d ranks measured apart (fits in the file)\n", l ? "link" : "node", tab.level[l].p);
         if (so_comm_tuning_save(&tab, o.out)) {
             fprintf(stderr, "scaleout tune: %s\n", so_errmsg());
             rc = CLI_FAIL;

@@ -54,32 +54,49 @@ static void put_limit(FILE *f, uint64_t max)
         fprintf(f, "%llu", (unsigned long long)max);
 }
 
+static const char *const level_names[SO_LEVELS] = {"node", "link"};
+
+/* The fit and band lines of one set of fits; prefix names a level ("" for the job). */
+static void put_fits(FILE *f, const char *prefix, const so_comm_fit *fits)
+{
+    const char *sp = *prefix ? " " : "";
+    for (int a = 0; a < SO_ALLREDUCE_AUTO; a++) {
+        const so_comm_fit *fit = &fits[a];
+        const char *name = so_allreduce_algo_name((so_allreduce_algo)a);
+        if (!fit->valid)
+            continue;
+        fprintf(f, "%s%sfit %s alpha=%.9e beta=%.9e\n", prefix, sp, name, fit->alpha, fit->beta);
+        for (int k = 0; k < fit->nbands; k++) {
+            fprintf(f, "%s%sband %s max_bytes=", prefix, sp, name);
+            put_limit(f, k == fit->nbands - 1 ? UINT64_MAX : fit->band[k].max_bytes);
+            fprintf(f, " alpha=%.9e beta=%.9e\n", fit->band[k].alpha, fit->band[k].beta);
+        }
+    }
+}
+
 int so_comm_tuning_save(const so_comm_tuning *t, const char *path)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return so_err(SO_EIO, "cannot write tuning file %s", path);
-    int version = 1; /* v1 readers cannot skip band lines: write v2 only when needed */
+    int version = 1; /* older readers cannot skip band or level lines: the lowest version that holds t */
     for (int a = 0; a < SO_ALLREDUCE_AUTO; a++)
         if (t->fit[a].valid && t->fit[a].nbands > 0)
             version = 2;
+    for (int l = 0; l < SO_LEVELS; l++)
+        if (t->level[l].valid)
+            version = 3;
     fprintf(f, "scaleout-tuning v%d p=%d ranks_per_node=%d gamma=%.6e memory=%s\n", version, t->p,
             t->ranks_per_node, t->gamma, t->registered ? "registered" : "plain");
     fprintf(f, "# fit ALGO alpha=SECONDS beta=SECONDS_PER_BYTE   (model: docs/COLLECTIVES.md)\n");
     if (version == 2)
         fprintf(f, "# band ALGO max_bytes=N|* alpha=SECONDS beta=SECONDS_PER_BYTE   (piecewise, ascending)\n");
-    for (int a = 0; a < SO_ALLREDUCE_AUTO; a++) {
-        const so_comm_fit *fit = &t->fit[a];
-        const char *name = so_allreduce_algo_name((so_allreduce_algo)a);
-        if (!fit->valid)
-            continue;
-        fprintf(f, "fit %s alpha=%.9e beta=%.9e\n", name, fit->alpha, fit->beta);
-        for (int k = 0; k < fit->nbands; k++) {
-            fprintf(f, "band %s max_bytes=", name);
-            put_limit(f, k == fit->nbands - 1 ? UINT64_MAX : fit->band[k].max_bytes);
-            fprintf(f, " alpha=%.9e beta=%.9e\n", fit->band[k].alpha, fit->band[k].beta);
+    put_fits(f, "", t->fit);
+    for (int l = 0; l < SO_LEVELS; l++)
+        if (t->level[l].valid) {
+            fprintf(f, "level %s p=%d\n", level_names[l], t->level[l].p);
+            put_fits(f, level_names[l], t->level[l].fit);
         }
-    }
     fprintf(f, "# MAX_BYTES ALGO: the first line with message bytes <= MAX_BYTES wins; * = no limit\n");
     for (int i = 0; i < t->nrules; i++) {
         const char *name = so_allreduce_algo_name(t->rule[i].algo);
@@ -114,8 +131,8 @@ static int concrete_algo(const char *name, so_allreduce_algo *algo)
     return so_allreduce_algo_parse(name, algo) || *algo == SO_ALLREDUCE_AUTO ? -1 : 0;
 }
 
-/* A `band` line: ascending limits per algorithm, alpha >= 0, beta > 0. */
-static int parse_band(so_comm_tuning *t, const char *line, const char *path, int ln)
+/* A `band` line into fits: ascending limits per algorithm, alpha >= 0, beta > 0. */
+static int parse_band(so_comm_tuning *t, so_comm_fit *fits, const char *line, const char *path, int ln)
 {
     char name[32], lim[32];
     double al, be;
@@ -131,7 +148,7 @@ static int parse_band(so_comm_tuning *t, const char *line, const char *path, int
         return so_err(SO_EFORMAT, "%s:%d: bad byte limit '%s'", path, ln, lim);
     if (!(isfinite(al) && al >= 0 && isfinite(be) && be > 0))
         return so_err(SO_EFORMAT, "%s:%d: band needs alpha >= 0 and beta > 0", path, ln);
-    so_comm_fit *f = &t->fit[algo];
+    so_comm_fit *f = &fits[algo];
     if (f->nbands == SO_TUNING_MAX_BANDS || (f->nbands && max <= f->band[f->nbands - 1].max_bytes))
         return so_err(SO_EFORMAT, "%s:%d: %s band limits must ascend (at most %d bands)", path, ln, name,
                       SO_TUNING_MAX_BANDS);
@@ -139,26 +156,73 @@ static int parse_band(so_comm_tuning *t, const char *line, const char *path, int
     return 0;
 }
 
-/* One `fit`, `band` or rule line into t; SO_EFORMAT with the line number. */
+/* A `fit` line into fits. */
+static int parse_fit(so_comm_fit *fits, const char *line, const char *path, int ln)
+{
+    char name[32];
+    double al, be;
+    so_allreduce_algo algo;
+    if (sscanf(line, "fit %31s alpha=%lf beta=%lf", name, &al, &be) != 3)
+        return so_err(SO_EFORMAT, "%s:%d: expected 'fit ALGO alpha=S beta=S'", path, ln);
+    if (concrete_algo(name, &algo))
+        return so_err(SO_EFORMAT, "%s:%d: unknown algorithm '%s'", path, ln, name);
+    if (!(isfinite(al) && al >= 0 && isfinite(be) && be >= 0))
+        return so_err(SO_EFORMAT, "%s:%d: fit needs alpha, beta >= 0", path, ln);
+    fits[algo].alpha = al;
+    fits[algo].beta = be;
+    fits[algo].valid = 1;
+    return 0;
+}
+
+/* `level node|link p=N` declares a level (v3); `node fit ...`, `link band ...`
+ * lines then fill it. *lvl = the level index, or -1 for another line. */
+static int parse_level(so_comm_tuning *t, const char **line, const char *path, int ln, int *lvl)
+{
+    *lvl = -1;
+    for (int l = 0; l < SO_LEVELS; l++) {
+        size_t n = strlen(level_names[l]);
+        if (strncmp(*line, level_names[l], n) || (*line)[n] != ' ')
+            continue;
+        if (!t->level[l].valid)
+            return so_err(SO_EFORMAT, "%s:%d: a '%s' line before 'level %s p=N'", path, ln, level_names[l],
+                          level_names[l]);
+        *line += n + 1;
+        *lvl = l;
+        return 0;
+    }
+    char name[16];
+    int p;
+    if (strncmp(*line, "level ", 6))
+        return 0;
+    if (sscanf(*line, "level %15s p=%d", name, &p) != 2 || p < 1)
+        return so_err(SO_EFORMAT, "%s:%d: expected 'level node|link p=N'", path, ln);
+    if (t->version < 3)
+        return so_err(SO_EFORMAT, "%s:%d: level lines need a v3 table", path, ln);
+    for (int l = 0; l < SO_LEVELS; l++)
+        if (!strcmp(name, level_names[l])) {
+            t->level[l].valid = 1;
+            t->level[l].p = p;
+            *lvl = SO_LEVELS; /* consumed */
+            return 0;
+        }
+    return so_err(SO_EFORMAT, "%s:%d: unknown level '%s' (node, link)", path, ln, name);
+}
+
+/* One `fit`, `band`, level or rule line into t; SO_EFORMAT with the line number. */
 static int parse_line(so_comm_tuning *t, const char *line, const char *path, int ln)
 {
     char name[32], lim[32];
-    double al, be;
     so_allreduce_algo algo;
+    int lvl, rc = parse_level(t, &line, path, ln, &lvl);
+    if (rc || lvl == SO_LEVELS)
+        return rc;
+    so_comm_fit *fits = lvl >= 0 ? t->level[lvl].fit : t->fit;
     if (strncmp(line, "band ", 5) == 0)
-        return parse_band(t, line, path, ln);
-    if (strncmp(line, "fit ", 4) == 0) {
-        if (sscanf(line, "fit %31s alpha=%lf beta=%lf", name, &al, &be) != 3)
-            return so_err(SO_EFORMAT, "%s:%d: expected 'fit ALGO alpha=S beta=S'", path, ln);
-        if (concrete_algo(name, &algo))
-            return so_err(SO_EFORMAT, "%s:%d: unknown algorithm '%s'", path, ln, name);
-        if (!(isfinite(al) && al >= 0 && isfinite(be) && be >= 0))
-            return so_err(SO_EFORMAT, "%s:%d: fit needs alpha, beta >= 0", path, ln);
-        t->fit[algo].alpha = al;
-        t->fit[algo].beta = be;
-        t->fit[algo].valid = 1;
-        return 0;
-    }
+        return parse_band(t, fits, line, path, ln);
+    if (strncmp(line, "fit ", 4) == 0)
+        return parse_fit(fits, line, path, ln);
+    if (lvl >= 0)
+        return so_err(SO_EFORMAT, "%s:%d: expected fit or band after the level's name", path, ln);
     uint64_t max;
     if (sscanf(line, "%31s %31s", lim, name) != 2)
         return so_err(SO_EFORMAT, "%s:%d: expected 'MAX_BYTES ALGO'", path, ln);
@@ -189,6 +253,20 @@ static int next_line(const char *text, size_t len, size_t *pos, char *buf, size_
     return 1;
 }
 
+/* Bands cover every size: the last one must have no limit. */
+static int close_bands(so_comm_fit *fits, const char *path)
+{
+    for (int a = 0; a < SO_ALLREDUCE_AUTO; a++) {
+        so_comm_fit *f = &fits[a];
+        if (f->nbands && f->band[f->nbands - 1].max_bytes != UINT64_MAX)
+            return so_err(SO_EFORMAT, "%s: the last %s band must be max_bytes=*", path,
+                          so_allreduce_algo_name((so_allreduce_algo)a));
+        if (f->nbands)
+            f->valid = 1;
+    }
+    return 0;
+}
+
 int so_comm_tuning_parse(const char *text, size_t len, const char *path, so_comm_tuning *t)
 {
     so_comm_tuning_default(t);
@@ -198,8 +276,8 @@ int so_comm_tuning_parse(const char *text, size_t len, const char *path, so_comm
     if (r <= 0 ||
         sscanf(line, "scaleout-tuning v%d p=%d ranks_per_node=%d gamma=%lf", &t->version, &t->p,
                &t->ranks_per_node, &t->gamma) != 4 ||
-        (t->version != 1 && t->version != 2) || !(isfinite(t->gamma) && t->gamma >= 0))
-        return so_err(SO_EFORMAT, "%s: not a scaleout-tuning v1/v2 file", path);
+        t->version < 1 || t->version > 3 || !(isfinite(t->gamma) && t->gamma >= 0))
+        return so_err(SO_EFORMAT, "%s: not a scaleout-tuning v1, v2 or v3 file", path);
     /* Optional trailing key (older readers' sscanf ignores it). */
     const char *mem = strstr(line, " memory=");
     if (mem) {
@@ -219,16 +297,10 @@ int so_comm_tuning_parse(const char *text, size_t len, const char *path, so_comm
         if (rc)
             return rc;
     }
-    /* Bands cover every size: the last one must have no limit. */
-    for (int a = 0; a < SO_ALLREDUCE_AUTO; a++) {
-        so_comm_fit *f = &t->fit[a];
-        if (f->nbands && f->band[f->nbands - 1].max_bytes != UINT64_MAX)
-            return so_err(SO_EFORMAT, "%s: the last %s band must be max_bytes=*", path,
-                          so_allreduce_algo_name((so_allreduce_algo)a));
-        if (f->nbands)
-            f->valid = 1;
-    }
-    return 0;
+    int rc = close_bands(t->fit, path);
+    for (int l = 0; !rc && l < SO_LEVELS; l++)
+        rc = close_bands(t->level[l].fit, path);
+    return rc;
 }
 
 int so_comm_tuning_load(const char *path, so_comm_tuning *t)
