@@ -72,5 +72,11 @@ PY
   expect_usage "measured with model lenet5 at batch 32" --model lenet5 --batch-size 64 --compute-from "$tmp/prof/profile.json"
   expect_usage "--compute-from" --model lenet5 --compute-from "$tmp/none.json"
 else bad "train --profile for --compute-from: $(tail -3 "$tmp/prof.log")"; fi
+# --rank-images-per-sec: the measured layers scaled to a given rank speed, so
+# one rank alone predicts exactly that speed (measured at a smaller batch).
+if "$bin" predict --model lenet5 --batch-size 256 --measure-batch 16 --steps 2 --rank-images-per-sec 5000 \
+  --nodes 1,2 --json "$tmp/rate.json" >"$tmp/rate.log" 2>&1 &&
+  /usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["points"]; sys.exit(0 if abs(p[0]["images_per_sec"]/5000-1) < 1e-9 and p[1]["images_per_sec"] <= 2*5000*(1+1e-9) else 1)' \
+    "$tmp/rate.json"; then ok; else bad "predict --rank-images-per-sec: $(tail -3 "$tmp/rate.log")"; fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

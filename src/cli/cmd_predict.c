@@ -24,6 +24,8 @@
 typedef struct {
     const char *model, *nodes_arg, *link_arg, *latency_arg, *tune, *json, *bucket_mb_arg, *compute_from;
     int batch, ranks_per_node, threads, steps, warmup;
+    int measure_batch;           /* the batch the layers are measured at (0: --batch-size) */
+    float rank_rate;             /* > 0: one rank's images/s, the measured layers scaled to it */
     int nodes[MAX_POINTS], npoints;
     double link_bytes_per_s, latency_s;
     double bucket_mb;            /* < 0: the trainer's automatic choice */
@@ -85,6 +87,8 @@ static int parse(pred_args *a, int argc, char **argv)
         {"bucket-mb", OPT_STR, &a->bucket_mb_arg, "MB|auto", "gradient bucket size as in train (auto: the trainer's joint choice)", 0, -1, NULL},
         {"threads", OPT_INT, &a->threads, "N", "compute threads per rank while measuring", 1, 1024, NULL},
         {"steps", OPT_INT, &a->steps, "N", "timed steps of the measurement", 1, 100000, NULL},
+        {"rank-images-per-sec", OPT_FLOAT, &a->rank_rate, "X", "one rank's training images/s on the target (e.g. a GPU's, from its vendor): the layers' measured proportions scaled to it", 0, 1e9, NULL},
+        {"measure-batch", OPT_INT, &a->measure_batch, "N", "with --rank-images-per-sec: measure the layers at this batch (0: --batch-size)", 0, 65536, NULL},
         {"compute-from", OPT_STR, &a->compute_from, "PROFILE", "per-layer times from a profile.json of `train --profile` (same model and batch) instead of measuring here", 0, -1, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the prediction as JSON", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
@@ -204,13 +208,29 @@ static int from_profile(const pred_args *a, const so_graph *g, double *t, double
 /* Per-layer times of one rank at --batch-size, measured on this machine or
  * read from --compute-from: *t gets 2 x so_graph_size entries, forward then
  * backward (free it). */
+/* --rank-images-per-sec: the per-layer times (measured at --measure-batch,
+ * or read) scaled so that one rank's step of --batch-size takes batch / X
+ * seconds: this machine's proportions between layers, the target's speed. */
+static void scale_to_rate(const pred_args *a, const so_graph *g, double *t, double *t_other)
+{
+    int n = so_graph_size(g);
+    double sum = *t_other;
+    for (int i = 0; i < 2 * n; i++)
+        sum += t[i];
+    double f = sum > 0 ? ((double)a->batch / a->rank_rate) / sum : 0;
+    for (int i = 0; i < 2 * n; i++)
+        t[i] *= f;
+    *t_other *= f;
+}
+
 static int measure(const pred_args *a, so_job **job, double **t, double *t_other)
 {
     so_job_config c;
     so_job_defaults(&c);
     c.model = a->model;
     c.dataset = "synthetic";
-    c.synthetic_samples = c.batch = a->batch;
+    int batch = a->measure_batch > 0 ? a->measure_batch : a->batch;
+    c.synthetic_samples = c.batch = batch;
     c.prefetch = 0;
     c.threads = a->threads;
     int rc = so_job_create(&c, job);
@@ -218,15 +238,15 @@ static int measure(const pred_args *a, so_job **job, double **t, double *t_other
         return rc;
     so_model *m = so_job_model(*job);
     so_shape sh = so_graph_input_shape(m->g);
-    size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)a->batch, n = (size_t)so_graph_size(m->g);
+    size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)batch, n = (size_t)so_graph_size(m->g);
     float *x = calloc(len, sizeof *x);
-    int32_t *y = calloc((size_t)a->batch, sizeof *y);
+    int32_t *y = calloc((size_t)batch, sizeof *y);
     *t = calloc(2 * n, sizeof **t);
     if (!x || !y || !*t)
         rc = so_err(SO_ENOMEM, "out of memory for a batch");
     for (size_t i = 0; !rc && i < len; i++)
         x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    for (int i = 0; !rc && i < a->batch; i++)
+    for (int i = 0; !rc && i < batch; i++)
         y[i] = i % so_graph_classes(m->g);
     if (!rc && a->compute_from)
         rc = from_profile(a, m->g, *t, t_other);
@@ -234,13 +254,22 @@ static int measure(const pred_args *a, so_job **job, double **t, double *t_other
         rc = so_predict_measure(m, so_job_optim(*job), x, y, a->warmup, a->steps, *t, *t + n, t_other);
     free(x);
     free(y);
+    if (!rc && a->rank_rate > 0)
+        scale_to_rate(a, m->g, *t, t_other);
     return rc;
 }
 
 static void print_table(const pred_args *a, const so_predict_point *pt, const char *link)
 {
-    printf("%s, batch %d per rank, %d rank(s) per node; per-layer times measured here (%s, %d thread(s)); %s\n",
-           a->model, a->batch, a->ranks_per_node, so_isa_label(so_cpu_isa()), a->threads, link);
+    char src[160];
+    if (a->compute_from)
+        snprintf(src, sizeof src, "per-layer times from %s", a->compute_from);
+    else
+        snprintf(src, sizeof src, "per-layer times measured here (%s, %d thread(s), batch %d)",
+                 so_isa_label(so_cpu_isa()), a->threads, a->measure_batch > 0 ? a->measure_batch : a->batch);
+    if (a->rank_rate > 0)
+        snprintf(src + strlen(src), sizeof src - strlen(src), ", scaled to %g images/s per rank", a->rank_rate);
+    printf("%s, batch %d per rank, %d rank(s) per node; %s; %s\n", a->model, a->batch, a->ranks_per_node, src, link);
     printf("%7s %7s %10s %12s %10s %10s %11s %8s\n", "nodes", "ranks", "step ms", "images/s", "efficiency",
            "comm ms", "exposed ms", "buckets");
     double one = pt[0].images_per_sec / (a->nodes[0] * a->ranks_per_node);
