@@ -6,6 +6,9 @@ one to one. Used by tests/test_torch_models.sh and the PyTorch benchmark.
     /usr/bin/python3 bench/torch_models.py            # "name count" for every zoo model
     /usr/bin/python3 bench/torch_models.py --keys resnet50   # state_dict keys and shapes
     /usr/bin/python3 bench/torch_models.py --keys all        # "model key shape", every model
+
+build() also takes the any-depth CIFAR ResNets (resnet44, preresnet101, ...) by
+the rule of src/models/zoo.c (resnet_family below).
 """
 import sys
 
@@ -213,11 +216,16 @@ def resnet_family(name):
     return None
 
 
+def defaults(name):
+    """Default (C, H, W, classes) of zoo model `name`, any-depth ResNets included."""
+    return DEFAULTS[name] if resnet_family(name) is None or name in DEFAULTS else (3, 32, 32, 10)
+
+
 def build(name, num_classes=None, input_shape=None):
     """A torch.nn.Module equal in structure and module names to zoo model `name`
     for input (C,H,W) = input_shape (default: the model's) and num_classes."""
     fam = resnet_family(name)
-    c, h, w, k = DEFAULTS[name] if fam is None else (3, 32, 32, 10)
+    c, h, w, k = defaults(name)
     if input_shape is not None:
         c, h, w = input_shape
     k = num_classes if num_classes is not None else k
