@@ -79,6 +79,16 @@ static int family_of(const char *name)
     return -1;
 }
 
+/* The builder of an entry of either table (found by equality: subtracting
+ * pointers into different arrays would be undefined). */
+static so_zoo_builder builder_of(const so_zoo_entry *e)
+{
+    for (int i = 0; i < NMODELS; i++)
+        if (e == &entries[i])
+            return builders[i];
+    return e == &families[0] ? family_builders[0] : family_builders[1];
+}
+
 const so_zoo_entry *so_zoo_families(int *n)
 {
     *n = NFAMILIES;
@@ -138,8 +148,7 @@ int so_zoo_build(const char *name, int c, int h, int w, int classes, so_graph **
     so_graph *g = so_graph_create(c, h, w);
     if (!g)
         return so_err(SO_ENOMEM, "%s: out of memory", name);
-    int i = (int)(e - entries);
-    int rc = i >= 0 && i < NMODELS ? builders[i](g, name, classes) : family_builders[e - families](g, name, classes);
+    int rc = builder_of(e)(g, name, classes);
     if (rc > 0)
         rc = so_g_loss(g, rc);
     if (rc > 0)
