@@ -51,6 +51,8 @@ static const so_zoo_entry families[] = {
 };
 static const so_zoo_builder family_builders[] = {so_zoo_build_resnet_cifar, so_zoo_build_preresnet};
 #define NFAMILIES ((int)(sizeof families / sizeof families[0]))
+_Static_assert(sizeof family_builders / sizeof family_builders[0] == 2 && sizeof families / sizeof families[0] == 2,
+               "one builder per family; builder_of and so_zoo_check know two");
 
 int so_zoo_name_depth(const char *model)
 {
