@@ -25,7 +25,7 @@ def worker(rank, a, port, out):
     os.sched_setaffinity(0, {rank % os.cpu_count()})
     dist.init_process_group("gloo", rank=rank, world_size=a.np)
     torch.manual_seed(42)
-    c, h, w, classes = torch_models.DEFAULTS[a.model]
+    c, h, w, classes = torch_models.defaults(a.model)
     model = torch.nn.parallel.DistributedDataParallel(torch_models.build(a.model, classes))
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     loss_fn = torch.nn.CrossEntropyLoss()

@@ -6,6 +6,9 @@ one to one. Used by tests/test_torch_models.sh and the PyTorch benchmark.
     /usr/bin/python3 bench/torch_models.py            # "name count" for every zoo model
     /usr/bin/python3 bench/torch_models.py --keys resnet50   # state_dict keys and shapes
     /usr/bin/python3 bench/torch_models.py --keys all        # "model key shape", every model
+
+build() also takes the any-depth CIFAR ResNets (resnet44, preresnet101, ...) by
+the rule of src/models/zoo.c (resnet_family below).
 """
 import sys
 
@@ -26,10 +29,13 @@ DEFAULTS = {
     "resnet32": (3, 32, 32, 10),
     "resnet56": (3, 32, 32, 10),
     "resnet110": (3, 32, 32, 10),
+    "resnet164": (3, 32, 32, 10),
+    "resnet1001": (3, 32, 32, 10),
     "resnet18": (3, 224, 224, 1000),
     "resnet34": (3, 224, 224, 1000),
     "resnet50": (3, 224, 224, 1000),
     "resnet101": (3, 224, 224, 1000),
+    "resnet152": (3, 224, 224, 1000),
 }
 
 
@@ -140,10 +146,86 @@ class CifarResNet(nn.Module):
         return self.fc(torch.flatten(torch.mean(x, (2, 3), keepdim=True), 1))
 
 
+class PreActBottleneck(nn.Module):
+    """The residual unit of He et al. (2016b), "Identity Mappings", as their
+    reference code (KaimingHe/resnet-1k-layers, resnet-pre-act.lua) builds it:
+    BN-ReLU-conv 1x1 (carrying the stride), BN-ReLU-conv 3x3, BN-ReLU-conv 1x1
+    to 4*planes, no conv biases. Where the shape changes, bn1-ReLU is shared by
+    both paths and the shortcut is a 1x1 conv (downsample.0, no BN) on it."""
+
+    def __init__(self, cin, planes, stride):
+        super().__init__()
+        self.bn1 = nn.BatchNorm2d(cin)
+        self.conv1 = nn.Conv2d(cin, planes, 1, stride, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn3 = nn.BatchNorm2d(planes)
+        self.conv3 = nn.Conv2d(planes, 4 * planes, 1, bias=False)
+        self.downsample = None
+        if stride != 1 or cin != 4 * planes:
+            self.downsample = nn.Sequential(nn.Conv2d(cin, 4 * planes, 1, stride, bias=False))
+
+    def forward(self, x):
+        a = torch.relu(self.bn1(x))
+        y = self.conv1(a)
+        y = self.conv2(torch.relu(self.bn2(y)))
+        y = self.conv3(torch.relu(self.bn3(y)))
+        return y + (self.downsample(a) if self.downsample is not None else x)
+
+
+class PreActResNet(nn.Module):
+    """Pre-activation bottleneck ResNet-(9n+2) for CIFAR (ResNet-164: n = 18,
+    ResNet-1001: n = 111): conv 16, three stages of n units (planes 16/32/64,
+    outputs 64/128/256, strides 1/2/2), BN-ReLU, global average pool, fc
+    (src/models/preresnet.c)."""
+
+    def __init__(self, depth, c, num_classes):
+        super().__init__()
+        n = (depth - 2) // 9
+        self.conv1 = nn.Conv2d(c, 16, 3, 1, 1, bias=False)
+        cin = 16
+        for i, (planes, stride) in enumerate([(16, 1), (32, 2), (64, 2)]):
+            blocks = []
+            for b in range(n):
+                blocks.append(PreActBottleneck(cin, planes, stride if b == 0 else 1))
+                cin = 4 * planes
+            setattr(self, "layer%d" % (i + 1), nn.Sequential(*blocks))
+        self.bn = nn.BatchNorm2d(cin)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x):
+        x = self.layer3(self.layer2(self.layer1(self.conv1(x))))
+        x = torch.relu(self.bn(x))
+        return self.fc(torch.flatten(torch.mean(x, (2, 3), keepdim=True), 1))
+
+
+def resnet_family(name):
+    """("cifar"|"preact", depth) for the CIFAR ResNet names, else None: the rule
+    of src/models/zoo.c. Listed names first (resnet164/1001: pre-activation);
+    then resnetN is the basic-block ResNet when N = 6n+2, the pre-activation
+    bottleneck one when N = 9n+2; preresnetN always the latter."""
+    for prefix in ("preresnet", "resnet"):
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            n = int(name[len(prefix):])
+            if prefix == "resnet" and n in (18, 34, 50, 101, 152):
+                return None
+            if prefix == "resnet" and n not in (164, 1001) and n >= 8 and (n - 2) % 6 == 0:
+                return ("cifar", n)
+            if n >= 11 and (n - 2) % 9 == 0:
+                return ("preact", n)
+    return None
+
+
+def defaults(name):
+    """Default (C, H, W, classes) of zoo model `name`, any-depth ResNets included."""
+    return DEFAULTS[name] if resnet_family(name) is None or name in DEFAULTS else (3, 32, 32, 10)
+
+
 def build(name, num_classes=None, input_shape=None):
     """A torch.nn.Module equal in structure and module names to zoo model `name`
     for input (C,H,W) = input_shape (default: the model's) and num_classes."""
-    c, h, w, k = DEFAULTS[name]
+    fam = resnet_family(name)
+    c, h, w, k = defaults(name)
     if input_shape is not None:
         c, h, w = input_shape
     k = num_classes if num_classes is not None else k
@@ -153,9 +235,9 @@ def build(name, num_classes=None, input_shape=None):
         return LeNet5(c, h, w, k)
     if name == "smallcnn":
         return SmallCNN(c, h, w, k)
-    if name.startswith("resnet") and int(name[6:]) in (20, 32, 56, 110):
-        return CifarResNet(int(name[6:]), c, k)
-    # alexnet, vgg*, resnet18/34/50/101: torchvision's own definitions (0.14),
+    if fam is not None:
+        return (CifarResNet if fam[0] == "cifar" else PreActResNet)(fam[1], c, k)
+    # alexnet, vgg*, resnet18/34/50/101/152: torchvision's own definitions (0.14),
     # which src/models/ mirrors module by module.
     m = getattr(torchvision.models, name)(weights=None, num_classes=k)
     if c != 3:

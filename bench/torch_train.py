@@ -32,7 +32,7 @@ def main():
 
     torch.set_num_threads(a.threads)
     torch.manual_seed(42)
-    c, h, w, classes = torch_models.DEFAULTS[a.model]
+    c, h, w, classes = torch_models.defaults(a.model)
     model = torch_models.build(a.model, classes)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)

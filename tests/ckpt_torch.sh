@@ -5,6 +5,8 @@
 # hand-written safetensors reader (the python package is not needed) using
 # load_state_dict(strict=True), and compares the logits on the same input with
 # scaleout's (tests/ckpt_logits.c, which loads the file like --init-from).
+# resnet164 checks the pre-activation structure (shared BN-ReLU before the
+# projection, stride on the first 1x1) numerically, not only by names (+4 s).
 # Skips (77) when /usr/bin/python3 cannot import torch.
 # Usage: ckpt_torch.sh path/to/scaleout path/to/ckpt_logits
 set -u
@@ -15,7 +17,7 @@ py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-for model in smallcnn resnet20; do
+for model in smallcnn resnet20 resnet164; do
   "$bin" train --model "$model" --dataset synthetic --synthetic-samples 64 --batch-size 16 --steps 6 \
     --eval-every -1 --progress none --ckpt-every 6 --ckpt-dir "$tmp/$model" >"$tmp/train.log" 2>&1 ||
     { echo "FAIL: train $model: $(tail -3 "$tmp/train.log")"; fail=1; continue; }

@@ -1,5 +1,5 @@
 /* Model zoo tests: every model builds with its default input and has exactly
- * the parameter count of its PyTorch definition; tensor names and shapes equal
+ * the parameter count of its PyTorch definition (resnetN of any depth too); tensor names and shapes equal
  * the PyTorch state_dicts (ResNet-50: torchvision's); FLOPs match published figures;
  * bad requests fail with messages that name the model. */
 #include <math.h>
@@ -13,7 +13,9 @@
 
 #include <cmocka.h>
 
+#include "scaleout/backend.h"
 #include "scaleout/err.h"
+#include "scaleout/model.h"
 #include "scaleout/zoo.h"
 
 /* Parameter counts (trainable; BN running stats excluded) at the default input
@@ -26,8 +28,9 @@ static const struct {
 } torch_params[] = {
     {"mlp", 1863690},        {"lenet5", 61706},         {"smallcnn", 468010},     {"alexnet", 61100840},
     {"vgg11", 132863336},    {"vgg16", 138357544},      {"vgg19", 143667240},     {"resnet20", 272474},
-    {"resnet32", 466906},    {"resnet56", 855770},      {"resnet110", 1730714},   {"resnet18", 11689512},
-    {"resnet34", 21797672},  {"resnet50", 25557032},    {"resnet101", 44549160},
+    {"resnet32", 466906},    {"resnet56", 855770},      {"resnet110", 1730714},   {"resnet164", 1703258},
+    {"resnet1001", 10327706}, {"resnet18", 11689512},   {"resnet34", 21797672},   {"resnet50", 25557032},
+    {"resnet101", 44549160}, {"resnet152", 60192808},
 };
 #define NMODELS ((int)(sizeof torch_params / sizeof torch_params[0]))
 
@@ -71,6 +74,100 @@ static void test_list_and_find(void **state)
     }
     assert_null(so_zoo_find("resnet51"));
     assert_null(so_zoo_find(NULL));
+    /* any-depth CIFAR ResNets resolve to their family (rule in zoo.h) */
+    const so_zoo_entry *fam = so_zoo_families(&n);
+    assert_int_equal(n, 2);
+    assert_ptr_equal(so_zoo_find("resnet44"), &fam[0]);
+    assert_ptr_equal(so_zoo_find("resnet1202"), &fam[0]);
+    assert_ptr_equal(so_zoo_find("resnet8"), &fam[0]);
+    assert_ptr_equal(so_zoo_find("resnet47"), &fam[1]);
+    assert_ptr_equal(so_zoo_find("resnet11"), &fam[1]);
+    assert_ptr_equal(so_zoo_find("preresnet164"), &fam[1]);
+    assert_ptr_equal(so_zoo_find("preresnet20"), &fam[1]); /* 20 = 9*2+2: pre-activation when asked */
+    assert_ptr_equal(so_zoo_find("resnet164"), &list[11]); /* listed names come first */
+    assert_ptr_equal(so_zoo_find("resnet152"), &list[17]); /* ImageNet, not the 6n+2 form */
+    assert_null(so_zoo_find("resnet2"));
+    assert_null(so_zoo_find("resnet020"));
+    assert_null(so_zoo_find("preresnet26"));
+    assert_null(so_zoo_find("resnet100004")); /* 6n+2, but above the cap */
+    assert_null(so_zoo_find("wideresnet20"));
+}
+
+/* resnetN beyond the table: parameter counts of the PyTorch twins
+ * (bench/torch_models.py's build(), which applies the same rule). The
+ * basic-block form at 20 and 110 and the pre-activation one at 164 and 1001
+ * are the listed models; preresnet164 is resnet164 with the same names. */
+static void test_any_depth(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        size_t params;
+    } ref[] = {{"resnet44", 661338},     {"resnet1202", 19424026}, {"resnet47", 497690}, {"preresnet20", 219482},
+               {"preresnet164", 1703258}, {"resnet20", 272474},    {"resnet110", 1730714}};
+    for (size_t i = 0; i < sizeof ref / sizeof ref[0]; i++) {
+        so_graph *g = NULL;
+        if (so_zoo_build(ref[i].name, 3, 32, 32, 10, &g))
+            fail_msg("%s: %s", ref[i].name, so_errmsg());
+        if (so_graph_nparams(g) != ref[i].params)
+            fail_msg("%s: %zu parameters, torch has %zu", ref[i].name, so_graph_nparams(g), ref[i].params);
+        so_graph_destroy(g);
+    }
+    so_graph *a = build_default("resnet164"), *b = NULL;
+    assert_int_equal(so_zoo_build("preresnet164", 3, 32, 32, 10, &b), 0);
+    assert_int_equal(so_graph_size(a), so_graph_size(b));
+    for (int i = 0; i < so_graph_size(a); i++)
+        assert_string_equal(so_graph_node(a, i)->name, so_graph_node(b, i)->name);
+    so_graph_destroy(a);
+    so_graph_destroy(b);
+}
+
+/* One training step of zoo model `name` on `batch` deterministic samples
+ * with `backend`: returns the loss after checking it and every gradient are
+ * finite and most gradients non-zero. */
+static float train_step(const char *name, const char *backend, int batch)
+{
+    so_graph *g = build_default(name);
+    size_t np = so_graph_nparams(g), nx = (size_t)batch * 3 * 32 * 32;
+    so_model *m = NULL;
+    if (so_model_create(g, backend, batch, 7, &m))
+        fail_msg("%s on %s: %s", name, backend, so_errmsg());
+    float *x = malloc(nx * sizeof *x);
+    int32_t y[2] = {3, 8};
+    assert_non_null(x);
+    assert_true(batch <= 2);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    assert_int_equal(so_model_forward(m, x, y, batch, 1), 0);
+    assert_int_equal(so_model_backward(m), 0);
+    float loss = m->loss;
+    if (!isfinite(loss) || loss < 0.5f || loss > 10.0f)
+        fail_msg("%s on %s: loss %g", name, backend, (double)loss);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < np; i++) {
+        if (!isfinite(m->grads[i]))
+            fail_msg("%s on %s: gradient %zu is %g", name, backend, i, (double)m->grads[i]);
+        nonzero += m->grads[i] != 0.0f;
+    }
+    assert_true(nonzero > np / 2);
+    so_model_destroy(m);
+    free(x);
+    return loss;
+}
+
+/* resnet164 trains on 2 samples with both backends, to the same loss (same
+ * seed and data; near ln 10 at initialisation); resnet1001 on 1 sample with
+ * onednn (under a second; on ref it takes seconds). The test peaks at ~350 MB. */
+static void test_preresnet_steps(void **state)
+{
+    (void)state;
+    float ref = train_step("resnet164", "ref", 2);
+    if (!so_backend_find("onednn"))
+        return;
+    float dnn = train_step("resnet164", "onednn", 2);
+    if (fabsf(ref - dnn) > 1e-3f * ref)
+        fail_msg("resnet164 loss: ref %.6f, onednn %.6f", (double)ref, (double)dnn);
+    train_step("resnet1001", "onednn", 1);
 }
 
 /* Builds every model at its default input: parameter counts equal PyTorch's,
@@ -239,7 +336,15 @@ static void expect_error(const char *name, int c, int h, int w, int classes, con
 static void test_errors(void **state)
 {
     (void)state;
-    expect_error("resnet51", 3, 224, 224, 1000, "unknown model 'resnet51'", "resnet50");
+    expect_error("resnet51", 3, 224, 224, 1000, "unknown model 'resnet51'", "resnet18/34/50/101/152");
+    expect_error("resnet51", 3, 32, 32, 10, "6n+2", "9n+2");
+    expect_error("resnet2", 3, 32, 32, 10, "unknown model 'resnet2'", "n >= 1");
+    expect_error("preresnet26", 3, 32, 32, 10, "unknown model 'preresnet26'", "9n+2");
+    expect_error("resnet100004", 3, 32, 32, 10, "unknown model", "N <= 100000");
+    expect_error("wideresnet20", 3, 32, 32, 10, "unknown model", "preresnet<9n+2>");
+    expect_error("resnet", 3, 32, 32, 10, "unknown model 'resnet'", "resnet50, ");
+    expect_error("resnet164", 3, 2, 2, 10, "resnet164: ", "too small");
+    expect_error("resnet44", 3, 2, 2, 10, "resnet44: ", "too small");
     expect_error(NULL, 3, 224, 224, 1000, "unknown model", NULL);
     expect_error("resnet50", 3, 8, 8, 1000, "resnet50: ", "too small");
     expect_error("resnet20", 3, 2, 2, 10, "resnet20: ", "too small");
@@ -255,6 +360,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_list_and_find),
+        cmocka_unit_test(test_any_depth),
+        cmocka_unit_test(test_preresnet_steps),
         cmocka_unit_test(test_param_counts),
         cmocka_unit_test(test_params_file),
         cmocka_unit_test(test_resnet50_names),

@@ -11,9 +11,26 @@ typedef struct {
     int classes;       /* default number of classes */
 } so_zoo_entry;
 
-/* All models, in display order; *n receives the count. */
+/* All named models, in display order; *n receives the count. */
 const so_zoo_entry *so_zoo_list(int *n);
+
+/* The CIFAR ResNets of any depth, named by form ("resnet<6n+2>",
+ * "preresnet<9n+2>"); *n receives the count. A name resolves by this rule:
+ * 1. a name in so_zoo_list is that model (resnet18/34/50/101/152 ImageNet,
+ *    resnet20/32/56/110 basic-block CIFAR, resnet164/1001 pre-activation);
+ * 2. else resnetN with N = 6n+2 (n >= 1) is the basic-block CIFAR ResNet;
+ * 3. else resnetN or preresnetN with N = 9n+2 (n >= 1) is the pre-activation
+ *    bottleneck ResNet (preresnet164 = resnet164).
+ * N has no leading zeros and is at most 100000. */
+const so_zoo_entry *so_zoo_families(int *n);
+
+/* The entry of `name`: its so_zoo_list entry, or for a resnetN of rule 2/3 its
+ * family's (whose name is the form, the defaults are the model's); else NULL. */
 const so_zoo_entry *so_zoo_find(const char *name);
+
+/* 0 if so_zoo_find knows `name`, else SO_EINVAL with a message naming the
+ * valid forms (for resnet/preresnet followed by a bad depth) or the models. */
+int so_zoo_check(const char *name);
 
 /* Builds, fuses (ReLU into producers) and finalizes model `name` for input
  * (c,h,w) and `classes` outputs. Errors name the model and the problem (e.g.

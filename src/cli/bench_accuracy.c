@@ -69,8 +69,8 @@ static int parse(acc_args *a, int argc, char **argv)
         return cli_error("bench accuracy", CLI_USAGE, "--target is required (e.g. --target 0.90)");
     if (!(a->target > 0 && a->target <= 1))
         return cli_error("bench accuracy", CLI_USAGE, "--target: %g is outside (0, 1]", a->target);
-    if (!so_zoo_find(a->model))
-        return cli_error("bench accuracy", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    if (so_zoo_check(a->model))
+        return cli_error("bench accuracy", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
     return CLI_OK;
 }
 

@@ -17,6 +17,7 @@
 #include "env.h"
 #include "kernels.h"
 #include "jread.h"
+#include "scaleout/err.h"
 #include "scaleout/zoo.h"
 
 #define MAX_NP 32
@@ -87,8 +88,8 @@ static int parse(sc_args *a, int argc, char **argv)
         return cli_error("bench scaling", CLI_USAGE, "--np is required (e.g. --np 1,2,4,8)");
     if ((rc = parse_np(a)))
         return rc;
-    if (!so_zoo_find(a->model))
-        return cli_error("bench scaling", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    if (so_zoo_check(a->model))
+        return cli_error("bench scaling", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
     int strong = !strcmp(a->mode, "strong");
     if (!a->batch)
         a->batch = strong ? 64 : 32;

@@ -69,8 +69,8 @@ static int parse(bt_args *a, int argc, char **argv)
         a->data_dir = "/usr/share/datasets/fashion-mnist";
     if (!strcmp(a->dataset, "synthetic") && a->data_dir)
         return cli_error("bench train", CLI_USAGE, "--data-dir needs a real --dataset, not synthetic");
-    if (!so_zoo_find(a->model))
-        return cli_error("bench train", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    if (so_zoo_check(a->model))
+        return cli_error("bench train", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
     return CLI_OK;
 }
 

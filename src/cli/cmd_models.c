@@ -1,5 +1,5 @@
 /* `scaleout models`: the zoo with parameter counts and forward GFLOPs per
- * sample, as a table or --json. */
+ * sample, as a table or --json; the table ends with the any-depth ResNet forms. */
 #include <stdio.h>
 
 #include "cli.h"
@@ -42,7 +42,13 @@ int cmd_models(int argc, char **argv)
         }
         so_graph_destroy(g);
     }
-    if (json)
+    if (json) {
         so_json_arr_end(&js);
+        return CLI_OK;
+    }
+    const so_zoo_entry *f = so_zoo_families(&n);
+    printf("\nother depths (a name listed above is that model; see include/scaleout/zoo.h):\n");
+    for (int i = 0; i < n; i++)
+        printf("%-16s %dx%dx%d, %d classes  %s\n", f[i].name, f[i].c, f[i].h, f[i].w, f[i].classes, f[i].description);
     return CLI_OK;
 }

@@ -63,8 +63,8 @@ static int parse(plan_args *a, int argc, char **argv)
         return rc;
     if (!a->model)
         return cli_error("plan", CLI_USAGE, "--model is required");
-    if (!so_zoo_find(a->model))
-        return cli_error("plan", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    if (so_zoo_check(a->model))
+        return cli_error("plan", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
     if (a->batch % a->microbatches)
         return cli_error("plan", CLI_USAGE, "--microbatches %d: does not divide --batch-size %d", a->microbatches,
                          a->batch);

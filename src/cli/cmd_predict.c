@@ -98,8 +98,8 @@ static int parse(pred_args *a, int argc, char **argv)
         return rc;
     if (!a->model)
         return cli_error("predict", CLI_USAGE, "--model is required");
-    if (!so_zoo_find(a->model))
-        return cli_error("predict", CLI_USAGE, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    if (so_zoo_check(a->model))
+        return cli_error("predict", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
     if (parse_nodes(a->nodes_arg, a->nodes, &a->npoints))
         return cli_error("predict", CLI_USAGE, "--nodes: '%s' is not an ascending list of node counts", a->nodes_arg);
     if (parse_rate(a->link_arg, &a->link_bytes_per_s))

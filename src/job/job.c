@@ -142,7 +142,12 @@ static int on_before_update(void *arg)
 static int build(so_job *j)
 {
     const so_job_config *c = &j->cfg;
-    int rc = so_zoo_find(c->model) ? 0 : so_err(SO_EINVAL, "--model: unknown model '%s' (see `scaleout models`)", c->model);
+    char why[512];
+    int rc = so_zoo_check(c->model);
+    if (rc) { /* re-issued from a copy: so_err formats into so_errmsg()'s buffer */
+        snprintf(why, sizeof why, "%s", so_errmsg());
+        rc = so_err(SO_EINVAL, "--model: %s (see `scaleout models`)", why);
+    }
     if (!rc && c->strategy && strcmp(c->strategy, "data"))
         rc = so_err(SO_EUNSUP, "strategy '%s': this version has data parallelism (\"data\") only", c->strategy);
     if (!rc && c->accumulate < 1)

@@ -1,5 +1,5 @@
 /* ImageNet ResNets as torchvision 0.14 defines them: ResNet-18/34 from
- * BasicBlocks, ResNet-50/101 from Bottlenecks in the v1.5 form (stride on the
+ * BasicBlocks, ResNet-50/101/152 from Bottlenecks in the v1.5 form (stride on the
  * 3x3 conv), with torchvision's module names so tensor names equal the
  * state_dict keys (checked against tests/data/resnet50_keys.txt). */
 #include <stdio.h>
@@ -17,6 +17,7 @@ static const struct {
     {"resnet34", 0, {3, 4, 6, 3}},
     {"resnet50", 1, {3, 4, 6, 3}},
     {"resnet101", 1, {3, 4, 23, 3}},
+    {"resnet152", 1, {3, 8, 36, 3}},
 };
 
 /* Stage widths ("planes") and first-block strides, shared by all variants. */

@@ -1,8 +1,7 @@
-/* ResNet-20/32/56/110 for 32x32 inputs (He et al. 2016, section 4.2): conv 16,
- * three stages of n = (depth-2)/6 basic blocks with 16/32/64 channels, global
+/* ResNet-(6n+2) for 32x32 inputs, ResNet-20/32/56/110 and any other depth (He
+ * et al. 2016, section 4.2): conv 16, three stages of n = (depth-2)/6 basic blocks with 16/32/64 channels, global
  * average pool, fc. Names follow torchvision's ResNet (conv1, layer2.0.conv1, ...). */
 #include <stdio.h>
-#include <string.h>
 
 #include "models/zoo_internal.h"
 #include "scaleout/err.h"
@@ -13,21 +12,14 @@
  * conv + BN projection named downsample.0/1 like torchvision's. That adds
  * 16*32 + 2*32 + 32*64 + 2*64 = 2,752 parameters to every depth: ResNet-20 has
  * 272,474 (paper: 0.27M), -32 466,906, -56 855,770, -110 1,730,714 (10 classes). */
-static const int depths[] = {20, 32, 56, 110};
 static const int stage_planes[3] = {16, 32, 64};
 static const int stage_stride[3] = {1, 2, 2};
 
 int so_zoo_build_resnet_cifar(so_graph *g, const char *model, int classes)
 {
-    int depth = 0;
-    for (int i = 0; i < (int)(sizeof depths / sizeof depths[0]); i++) {
-        char name[16];
-        snprintf(name, sizeof name, "resnet%d", depths[i]);
-        if (!strcmp(name, model))
-            depth = depths[i];
-    }
-    if (!depth)
-        return so_err(SO_EINVAL, "no CIFAR ResNet named '%s'", model);
+    int depth = so_zoo_name_depth(model);
+    if (depth < 8 || (depth - 2) % 6)
+        return so_err(SO_EINVAL, "no CIFAR ResNet named '%s' (depth 6n+2)", model);
     int x = so_zoo_conv_bn(g, 0, "conv1", "bn1", 16, 3, 1, 1, 1);
     char prefix[SO_NAME_LEN];
     for (int s = 0; s < 3; s++) {

@@ -4,6 +4,7 @@
 #include "scaleout/zoo.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/zoo_internal.h"
@@ -22,10 +23,13 @@ static const so_zoo_entry entries[] = {
     {"resnet32", "ResNet-32 for CIFAR (He et al.), projection shortcuts", 3, 32, 32, 10},
     {"resnet56", "ResNet-56 for CIFAR (He et al.), projection shortcuts", 3, 32, 32, 10},
     {"resnet110", "ResNet-110 for CIFAR (He et al.), projection shortcuts", 3, 32, 32, 10},
+    {"resnet164", "ResNet-164 for CIFAR, pre-activation bottleneck (He et al., Identity Mappings)", 3, 32, 32, 10},
+    {"resnet1001", "ResNet-1001 for CIFAR, pre-activation bottleneck (He et al., Identity Mappings)", 3, 32, 32, 10},
     {"resnet18", "ResNet-18 (torchvision)", 3, 224, 224, 1000},
     {"resnet34", "ResNet-34 (torchvision)", 3, 224, 224, 1000},
     {"resnet50", "ResNet-50 (torchvision v1.5)", 3, 224, 224, 1000},
     {"resnet101", "ResNet-101 (torchvision v1.5)", 3, 224, 224, 1000},
+    {"resnet152", "ResNet-152 (torchvision v1.5)", 3, 224, 224, 1000},
 };
 #define NMODELS ((int)(sizeof entries / sizeof entries[0]))
 
@@ -33,11 +37,65 @@ static const so_zoo_entry entries[] = {
 static const so_zoo_builder builders[] = {
     so_zoo_build_mlp,          so_zoo_build_lenet5,       so_zoo_build_smallcnn,     so_zoo_build_alexnet,
     so_zoo_build_vgg,          so_zoo_build_vgg,          so_zoo_build_vgg,          so_zoo_build_resnet_cifar,
-    so_zoo_build_resnet_cifar, so_zoo_build_resnet_cifar, so_zoo_build_resnet_cifar, so_zoo_build_resnet,
-    so_zoo_build_resnet,       so_zoo_build_resnet,       so_zoo_build_resnet,
+    so_zoo_build_resnet_cifar, so_zoo_build_resnet_cifar, so_zoo_build_resnet_cifar, so_zoo_build_preresnet,
+    so_zoo_build_preresnet,    so_zoo_build_resnet,       so_zoo_build_resnet,       so_zoo_build_resnet,
+    so_zoo_build_resnet,       so_zoo_build_resnet,
 };
 _Static_assert(sizeof builders / sizeof builders[0] == sizeof entries / sizeof entries[0],
                "one builder per zoo entry");
+
+/* The CIFAR ResNets of any depth, for names not in the table (rule in zoo.h). */
+static const so_zoo_entry families[] = {
+    {"resnet<6n+2>", "ResNet-(6n+2) for CIFAR as resnet20, any n >= 1 (resnet44, resnet1202, ...)", 3, 32, 32, 10},
+    {"preresnet<9n+2>", "pre-activation bottleneck ResNet-(9n+2) as resnet164, any n >= 1", 3, 32, 32, 10},
+};
+static const so_zoo_builder family_builders[] = {so_zoo_build_resnet_cifar, so_zoo_build_preresnet};
+#define NFAMILIES ((int)(sizeof families / sizeof families[0]))
+_Static_assert(sizeof family_builders / sizeof family_builders[0] == 2 && sizeof families / sizeof families[0] == 2,
+               "one builder per family; builder_of and so_zoo_check know two");
+
+int so_zoo_name_depth(const char *model)
+{
+    const char *d = model + strspn(model, "abcdefghijklmnopqrstuvwxyz");
+    if (*d < '1' || *d > '9' || strspn(d, "0123456789") != strlen(d) || strlen(d) > 6)
+        return 0;
+    int n = atoi(d);
+    return n <= SO_ZOO_MAX_DEPTH ? n : 0;
+}
+
+/* 1 if `name` is `prefix` followed by a digit. */
+static int prefixed_depth(const char *name, const char *prefix)
+{
+    size_t k = strlen(prefix);
+    return !strncmp(name, prefix, k) && name[k] >= '0' && name[k] <= '9';
+}
+
+/* Index in families[] of a name not in the table, or -1. */
+static int family_of(const char *name)
+{
+    int n = so_zoo_name_depth(name), res = prefixed_depth(name, "resnet");
+    if (res && n >= 8 && (n - 2) % 6 == 0)
+        return 0;
+    if ((res || prefixed_depth(name, "preresnet")) && n >= 11 && (n - 2) % 9 == 0)
+        return 1;
+    return -1;
+}
+
+/* The builder of an entry of either table (found by equality: subtracting
+ * pointers into different arrays would be undefined). */
+static so_zoo_builder builder_of(const so_zoo_entry *e)
+{
+    for (int i = 0; i < NMODELS; i++)
+        if (e == &entries[i])
+            return builders[i];
+    return e == &families[0] ? family_builders[0] : family_builders[1];
+}
+
+const so_zoo_entry *so_zoo_families(int *n)
+{
+    *n = NFAMILIES;
+    return families;
+}
 
 const so_zoo_entry *so_zoo_list(int *n)
 {
@@ -47,10 +105,30 @@ const so_zoo_entry *so_zoo_list(int *n)
 
 const so_zoo_entry *so_zoo_find(const char *name)
 {
-    for (int i = 0; name && i < NMODELS; i++)
+    if (!name)
+        return NULL;
+    for (int i = 0; i < NMODELS; i++)
         if (!strcmp(entries[i].name, name))
             return &entries[i];
-    return NULL;
+    int f = family_of(name);
+    return f < 0 ? NULL : &families[f];
+}
+
+int so_zoo_check(const char *name)
+{
+    if (so_zoo_find(name))
+        return 0;
+    if (name && (prefixed_depth(name, "resnet") || prefixed_depth(name, "preresnet")))
+        return so_err(SO_EINVAL,
+                      "unknown model '%s': resnetN is the CIFAR ResNet with basic blocks when N = 6n+2 (resnet20, "
+                      "resnet44, ...), else the pre-activation bottleneck one when N = 9n+2 (resnet47, resnet1001; "
+                      "preresnetN for any 9n+2), n >= 1, N <= %d; resnet18/34/50/101/152 are the ImageNet ones",
+                      name, SO_ZOO_MAX_DEPTH);
+    char known[512] = "";
+    for (int i = 0; i < NMODELS; i++)
+        snprintf(known + strlen(known), sizeof known - strlen(known), "%s, ", entries[i].name);
+    return so_err(SO_EINVAL, "unknown model '%s' (known: %s%s, %s)", name ? name : "(null)", known, families[0].name,
+                  families[1].name);
 }
 
 /* Re-issues the current message with the model's name in front. */
@@ -65,18 +143,14 @@ int so_zoo_build(const char *name, int c, int h, int w, int classes, so_graph **
 {
     *out = NULL;
     const so_zoo_entry *e = so_zoo_find(name);
-    if (!e) {
-        char known[512] = "";
-        for (int i = 0; i < NMODELS; i++)
-            snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", i ? ", " : "", entries[i].name);
-        return so_err(SO_EINVAL, "unknown model '%s' (known: %s)", name ? name : "(null)", known);
-    }
+    if (!e)
+        return so_zoo_check(name);
     if (classes < 2)
         return so_err(SO_EINVAL, "%s: classes = %d; a classifier needs at least 2", name, classes);
     so_graph *g = so_graph_create(c, h, w);
     if (!g)
         return so_err(SO_ENOMEM, "%s: out of memory", name);
-    int rc = builders[e - entries](g, name, classes);
+    int rc = builder_of(e)(g, name, classes);
     if (rc > 0)
         rc = so_g_loss(g, rc);
     if (rc > 0)

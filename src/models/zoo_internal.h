@@ -18,6 +18,12 @@ int so_zoo_build_alexnet(so_graph *g, const char *model, int classes);
 int so_zoo_build_vgg(so_graph *g, const char *model, int classes);
 int so_zoo_build_resnet_cifar(so_graph *g, const char *model, int classes);
 int so_zoo_build_resnet(so_graph *g, const char *model, int classes);
+int so_zoo_build_preresnet(so_graph *g, const char *model, int classes);
+
+/* The depth N of a name "<letters>N" (resnet20 -> 20, preresnet164 -> 164):
+ * N written without leading zeros and at most SO_ZOO_MAX_DEPTH, else 0. */
+#define SO_ZOO_MAX_DEPTH 100000
+int so_zoo_name_depth(const char *model);
 
 /* ---- helpers shared by the families (zoo.c) ---- */
 
