@@ -18,12 +18,13 @@
 #include "scaleout/timer.h"
 #include "scaleout/zoo.h"
 
+/* The flags: those that shape the job write into its configuration; the
+ * rest are the benchmark's own. */
 typedef struct {
-    const char *model, *dataset, *data_dir, *backend, *optimizer, *json, *mllog, *allreduce, *schedule;
-    const char *conv_algo;
-    int batch, max_epochs, threads, no_pin, augment, prefetch, synthetic_n;
-    long max_steps, seed;
-    float target, lr, momentum, weight_decay;
+    so_job_config cfg;
+    const char *json, *mllog;
+    int no_pin;
+    float target;
 } acc_args;
 
 static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
@@ -32,32 +33,31 @@ static const char *const schedules[] = {"constant", "cosine", NULL};
 
 static int parse(acc_args *a, int argc, char **argv)
 {
-    *a = (acc_args){.model = "lenet5", .dataset = "fashion-mnist", .data_dir = "/usr/share/datasets/fashion-mnist",
-                    .backend = "onednn", .conv_algo = "auto", .optimizer = "momentum", .allreduce = CLI_DEFAULT_ALLREDUCE, .schedule = "constant", .batch = 64,
-                    .max_epochs = 10, .threads = 1, .prefetch = 4, .seed = 42, .target = -1, .lr = 0.01f,
-                    .momentum = 0.9f};
+    *a = (acc_args){.target = -1};
+    so_job_defaults(&a->cfg);
+    a->cfg.epochs = 10;
     const cli_opt opts[] = {
-        {"model", OPT_STR, &a->model, "NAME", "model from the zoo", 0, -1, NULL},
-        {"dataset", OPT_CHOICE, &a->dataset, "NAME", "data set (its test split is evaluated)", 0, -1, datasets},
-        {"data-dir", OPT_STR, &a->data_dir, "DIR", "directory of the data set files", 0, -1, NULL},
+        {"model", OPT_STR, &a->cfg.model, "NAME", "model from the zoo", 0, -1, NULL},
+        {"dataset", OPT_CHOICE, &a->cfg.dataset, "NAME", "data set (its test split is evaluated)", 0, -1, datasets},
+        {"data-dir", OPT_STR, &a->cfg.data_dir, "DIR", "directory of the data set files", 0, -1, NULL},
         {"target", OPT_FLOAT, &a->target, "ACC", "test accuracy to reach, in (0, 1] (required)", 1, 0, NULL},
-        {"max-epochs", OPT_INT, &a->max_epochs, "N", "epoch budget", 1, 1 << 20, NULL},
-        {"max-steps", OPT_LONG, &a->max_steps, "N", "step budget (0 = epochs only)", 0, 1e15, NULL},
-        {"batch-size", OPT_INT, &a->batch, "N", "samples per step on each rank", 1, 1 << 20, NULL},
-        {"optimizer", OPT_CHOICE, &a->optimizer, "NAME", "optimizer", 0, -1, optimizers},
-        {"lr", OPT_FLOAT, &a->lr, "X", "learning rate", 0, 1e6, NULL},
-        {"momentum", OPT_FLOAT, &a->momentum, "X", "momentum", 0, 1, NULL},
-        {"weight-decay", OPT_FLOAT, &a->weight_decay, "X", "weight decay", 0, 1e3, NULL},
-        {"lr-schedule", OPT_CHOICE, &a->schedule, "NAME", "learning-rate schedule; cosine decays to 0 over the whole "
+        {"max-epochs", OPT_INT, &a->cfg.epochs, "N", "epoch budget", 1, 1 << 20, NULL},
+        {"max-steps", OPT_LONG, &a->cfg.steps, "N", "step budget (0 = epochs only)", 0, 1e15, NULL},
+        {"batch-size", OPT_INT, &a->cfg.batch, "N", "samples per step on each rank", 1, 1 << 20, NULL},
+        {"optimizer", OPT_CHOICE, &a->cfg.optimizer, "NAME", "optimizer", 0, -1, optimizers},
+        {"lr", OPT_FLOAT, &a->cfg.lr, "X", "learning rate", 0, 1e6, NULL},
+        {"momentum", OPT_FLOAT, &a->cfg.momentum, "X", "momentum", 0, 1, NULL},
+        {"weight-decay", OPT_FLOAT, &a->cfg.weight_decay, "X", "weight decay", 0, 1e3, NULL},
+        {"lr-schedule", OPT_CHOICE, &a->cfg.lr_schedule, "NAME", "learning-rate schedule; cosine decays to 0 over the whole "
          "budget (--max-steps, else --max-epochs)", 0, -1, schedules},
-        {"augment", OPT_FLAG, &a->augment, NULL, "random crop (pad 4) and horizontal flip", 0, -1, NULL},
-        {"seed", OPT_LONG, &a->seed, "N", "random seed", 0, 9.2e18, NULL},
-        {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
+        {"augment", OPT_FLAG, &a->cfg.augment, NULL, "random crop (pad 4) and horizontal flip", 0, -1, NULL},
+        {"seed", OPT_LONG, &a->cfg.seed, "N", "random seed", 0, 9.2e18, NULL},
+        {"threads", OPT_INT, &a->cfg.threads, "N", "compute threads per process", 1, 1024, NULL},
         {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
-        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, cli_backends},
-        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, cli_conv_algos},
-        {"synthetic-samples", OPT_INT, &a->synthetic_n, "N", "synthetic data set size", 0, 1 << 30, NULL},
-        {"allreduce", OPT_STR, &a->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
+        {"backend", OPT_CHOICE, &a->cfg.backend, "NAME", "compute backend", 0, -1, cli_backends},
+        {"conv-algo", OPT_CHOICE, &a->cfg.conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, cli_conv_algos},
+        {"synthetic-samples", OPT_INT, &a->cfg.synthetic_samples, "N", "synthetic data set size", 0, 1 << 30, NULL},
+        {"allreduce", OPT_STR, &a->cfg.allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"mllog", OPT_STR, &a->mllog, "FILE", "write the :::MLLOG lines to FILE instead of stdout", 0, -1, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the result record (docs/FORMATS.md)", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
@@ -69,7 +69,7 @@ static int parse(acc_args *a, int argc, char **argv)
         return cli_error("bench accuracy", CLI_USAGE, "--target is required (e.g. --target 0.90)");
     if (!(a->target > 0 && a->target <= 1))
         return cli_error("bench accuracy", CLI_USAGE, "--target: %g is outside (0, 1]", a->target);
-    if (so_zoo_check(a->model))
+    if (so_zoo_check(a->cfg.model))
         return cli_error("bench accuracy", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
     return CLI_OK;
 }
@@ -196,20 +196,20 @@ static int on_step_end(void *arg, const so_train_state *st)
 static void log_config(mllog *ml, const acc_args *a, so_job *j, int world)
 {
     char v[64];
-    ml_str(ml, "submission_benchmark", a->model, __LINE__);
+    ml_str(ml, "submission_benchmark", a->cfg.model, __LINE__);
     ml_str(ml, "submission_org", "scaleout", __LINE__);
     ml_str(ml, "submission_division", "open", __LINE__);
     ml_str(ml, "submission_status", "research", __LINE__);
     snprintf(v, sizeof v, "%s (git %s)", SCALEOUT_VERSION, cli_git_commit());
     ml_str(ml, "submission_platform", v, __LINE__);
-    snprintf(v, sizeof v, "%d", a->batch * world);
+    snprintf(v, sizeof v, "%d", a->cfg.batch * world);
     POINT(ml, "global_batch_size", v, NULL);
-    snprintf(v, sizeof v, "%ld", a->seed);
+    snprintf(v, sizeof v, "%ld", a->cfg.seed);
     POINT(ml, "seed", v, NULL);
-    ml_str(ml, "opt_name", a->optimizer, __LINE__);
-    snprintf(v, sizeof v, "%g", a->lr);
+    ml_str(ml, "opt_name", a->cfg.optimizer, __LINE__);
+    snprintf(v, sizeof v, "%g", a->cfg.lr);
     POINT(ml, "opt_base_learning_rate", v, NULL);
-    ml_str(ml, "opt_learning_rate_schedule", a->schedule, __LINE__);
+    ml_str(ml, "opt_learning_rate_schedule", a->cfg.lr_schedule, __LINE__);
     POINT(ml, "gradient_accumulation_steps", "1", NULL);
     snprintf(v, sizeof v, "%d", so_job_dataset(j, 1)->n);
     POINT(ml, "train_samples", v, NULL);
@@ -229,26 +229,26 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     env_info e;
     env_collect(&e);
     so_json_obj_begin(&js, "config");
-    so_json_str(&js, "model", a->model);
-    so_json_str(&js, "dataset", a->dataset);
-    so_json_str(&js, "backend", a->backend);
-    so_json_str(&js, "conv_algo", a->conv_algo);
+    so_json_str(&js, "model", a->cfg.model);
+    so_json_str(&js, "dataset", a->cfg.dataset);
+    so_json_str(&js, "backend", a->cfg.backend);
+    so_json_str(&js, "conv_algo", a->cfg.conv_algo);
     so_json_num(&js, "target", a->target);
-    so_json_int(&js, "max_epochs", a->max_epochs);
-    so_json_int(&js, "max_steps", a->max_steps);
-    so_json_int(&js, "batch_size", a->batch);
-    so_json_int(&js, "global_batch_size", (int64_t)a->batch * world);
+    so_json_int(&js, "max_epochs", a->cfg.epochs);
+    so_json_int(&js, "max_steps", a->cfg.steps);
+    so_json_int(&js, "batch_size", a->cfg.batch);
+    so_json_int(&js, "global_batch_size", (int64_t)a->cfg.batch * world);
     so_json_int(&js, "world_size", world);
-    so_json_str(&js, "optimizer", a->optimizer);
-    so_json_num(&js, "lr", a->lr);
-    so_json_str(&js, "lr_schedule", a->schedule);
-    so_json_num(&js, "momentum", a->momentum);
-    so_json_num(&js, "weight_decay", a->weight_decay);
-    so_json_bool(&js, "augment", a->augment);
-    so_json_int(&js, "seed", a->seed);
-    so_json_int(&js, "threads", a->threads);
+    so_json_str(&js, "optimizer", a->cfg.optimizer);
+    so_json_num(&js, "lr", a->cfg.lr);
+    so_json_str(&js, "lr_schedule", a->cfg.lr_schedule);
+    so_json_num(&js, "momentum", a->cfg.momentum);
+    so_json_num(&js, "weight_decay", a->cfg.weight_decay);
+    so_json_bool(&js, "augment", a->cfg.augment);
+    so_json_int(&js, "seed", a->cfg.seed);
+    so_json_int(&js, "threads", a->cfg.threads);
     so_json_obj_end(&js);
-    env_write_json(&js, &e, a->threads, !a->no_pin);
+    env_write_json(&js, &e, a->cfg.threads, !a->no_pin);
     so_json_obj_begin(&js, "results");
     so_json_str(&js, "status", s->reached ? "success" : "aborted");
     so_json_bool(&js, "reached", s->reached);
@@ -285,28 +285,9 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
  * recorder's hooks (a step_end that stops at the target). */
 static void job_config(const acc_args *a, const so_train_hooks *hooks, so_job_config *c)
 {
-    so_job_defaults(c);
-    c->model = a->model;
-    c->dataset = a->dataset;
-    c->data_dir = a->data_dir;
-    c->synthetic_samples = a->synthetic_n;
-    c->batch = a->batch;
-    c->augment = a->augment;
-    c->prefetch = a->prefetch;
-    c->seed = a->seed;
-    c->backend = a->backend;
-    c->conv_algo = a->conv_algo;
-    c->threads = a->threads;
+    *c = a->cfg;
     c->pin_threads = !a->no_pin;
-    c->optimizer = a->optimizer;
-    c->lr = a->lr;
-    c->momentum = a->momentum;
-    c->weight_decay = a->weight_decay;
-    c->lr_schedule = a->schedule;
-    c->epochs = a->max_epochs;
-    c->steps = a->max_steps;
     c->eval_every = 1;
-    c->allreduce = a->allreduce;
     c->hooks = hooks;
     c->build_id = cli_git_commit();
 }
@@ -318,7 +299,7 @@ static int run(const acc_args *a, so_job *j, acc_state *s, double init_start)
     ml_event(ml, init_start, "INTERVAL_START", "init_start", "null", __LINE__, NULL);
     log_config(ml, a, j, world);
     long spe = so_loader_steps(so_job_train_loader(j));
-    long total = a->max_steps ? a->max_steps : (long)a->max_epochs * spe;
+    long total = a->cfg.steps ? a->cfg.steps : (long)a->cfg.epochs * spe;
     s->last_epoch = spe > 0 ? (int)((total + spe - 1) / spe) - 1 : 0;
     ml_event(ml, so_now(), "INTERVAL_END", "init_stop", "null", __LINE__, NULL);
     double start = so_now();
@@ -375,7 +356,7 @@ int cmd_bench_accuracy(int argc, char **argv)
     so_job *j = NULL;
     rc = so_job_create(&cfg, &j);
     if (!rc && !so_job_test_loader(j)) /* the same data set everywhere: every rank finds it alike */
-        rc = so_err(SO_EINVAL, "--dataset %s has no test split to evaluate", a.dataset);
+        rc = so_err(SO_EINVAL, "--dataset %s has no test split to evaluate", a.cfg.dataset);
     int rank = so_job_rank(j);
     mllog ml = {stdout, rank == 0, wall_offset_ms()};
     s.ml = &ml;

@@ -15,11 +15,13 @@
 #include "scaleout/timer.h"
 #include "scaleout/zoo.h"
 
+/* The flags: those that shape the job write into its configuration; the
+ * rest are the benchmark's own (job_config derives the job's from them). */
 typedef struct {
-    const char *model, *dataset, *data_dir, *backend, *optimizer, *json, *allreduce, *conv_algo;
-    int batch, warmup, batches, display, threads, no_pin, synthetic, synthetic_n, prefetch, no_overlap;
-    long seed;
-    float lr, momentum, bucket_mb;
+    so_job_config cfg;
+    const char *json;
+    int warmup, batches, display, no_pin, synthetic, no_overlap;
+    float bucket_mb;
 } bt_args;
 
 static const char *const datasets[] = {"synthetic", "fashion-mnist", "mnist", "cifar10", NULL};
@@ -31,29 +33,31 @@ static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad
 
 static int parse(bt_args *a, int argc, char **argv)
 {
-    *a = (bt_args){.model = "resnet20", .backend = "onednn", .conv_algo = "auto", .optimizer = "momentum", .allreduce = CLI_DEFAULT_ALLREDUCE,
-                   .batch = 32, .warmup = 10, .batches = 100, .display = 10, .threads = 1, .prefetch = 4,
-                   .seed = 42, .lr = 0.01f, .momentum = 0.9f, .bucket_mb = 25};
+    *a = (bt_args){.warmup = 10, .batches = 100, .display = 10, .bucket_mb = 25};
+    so_job_defaults(&a->cfg);
+    a->cfg.model = "resnet20";
+    a->cfg.batch = 32;
+    a->cfg.dataset = a->cfg.data_dir = NULL; /* synthetic unless --data-dir (below) */
     const cli_opt opts[] = {
-        {"model", OPT_STR, &a->model, "NAME", "model from the zoo (see `scaleout models`)", 0, -1, NULL},
-        {"batch-size", OPT_INT, &a->batch, "N", "samples per step on each rank", 1, 1 << 20, NULL},
+        {"model", OPT_STR, &a->cfg.model, "NAME", "model from the zoo (see `scaleout models`)", 0, -1, NULL},
+        {"batch-size", OPT_INT, &a->cfg.batch, "N", "samples per step on each rank", 1, 1 << 20, NULL},
         {"synthetic", OPT_FLAG, &a->synthetic, NULL, "random data in memory (the default without --data-dir)", 0, -1, NULL},
-        {"data-dir", OPT_STR, &a->data_dir, "DIR", "real data from DIR (--dataset, default fashion-mnist)", 0, -1, NULL},
-        {"dataset", OPT_CHOICE, &a->dataset, "NAME", "data set", 0, -1, datasets},
-        {"synthetic-samples", OPT_INT, &a->synthetic_n, "N", "synthetic data set size (default 32 batches)", 0, 1 << 30, NULL},
+        {"data-dir", OPT_STR, &a->cfg.data_dir, "DIR", "real data from DIR (--dataset, default fashion-mnist)", 0, -1, NULL},
+        {"dataset", OPT_CHOICE, &a->cfg.dataset, "NAME", "data set", 0, -1, datasets},
+        {"synthetic-samples", OPT_INT, &a->cfg.synthetic_samples, "N", "synthetic data set size (default 32 batches)", 0, 1 << 30, NULL},
         {"num-warmup-batches", OPT_INT, &a->warmup, "N", "untimed steps first", 0, 1 << 30, NULL},
         {"num-batches", OPT_INT, &a->batches, "N", "timed steps", 1, 1 << 30, NULL},
         {"display-every", OPT_INT, &a->display, "N", "print images/sec and loss every N timed steps (0 = never)", 0, 1 << 30, NULL},
-        {"optimizer", OPT_CHOICE, &a->optimizer, "NAME", "optimizer", 0, -1, optimizers},
-        {"lr", OPT_FLOAT, &a->lr, "X", "learning rate", 0, 1e6, NULL},
-        {"momentum", OPT_FLOAT, &a->momentum, "X", "momentum", 0, 1, NULL},
-        {"seed", OPT_LONG, &a->seed, "N", "random seed", 0, 9.2e18, NULL},
-        {"threads", OPT_INT, &a->threads, "N", "compute threads per process", 1, 1024, NULL},
+        {"optimizer", OPT_CHOICE, &a->cfg.optimizer, "NAME", "optimizer", 0, -1, optimizers},
+        {"lr", OPT_FLOAT, &a->cfg.lr, "X", "learning rate", 0, 1e6, NULL},
+        {"momentum", OPT_FLOAT, &a->cfg.momentum, "X", "momentum", 0, 1, NULL},
+        {"seed", OPT_LONG, &a->cfg.seed, "N", "random seed", 0, 9.2e18, NULL},
+        {"threads", OPT_INT, &a->cfg.threads, "N", "compute threads per process", 1, 1024, NULL},
         {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
-        {"backend", OPT_CHOICE, &a->backend, "NAME", "compute backend", 0, -1, cli_backends},
-        {"conv-algo", OPT_CHOICE, &a->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, cli_conv_algos},
-        {"prefetch", OPT_INT, &a->prefetch, "N", "batches prepared ahead on a background thread", 0, 64, NULL},
-        {"allreduce", OPT_STR, &a->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
+        {"backend", OPT_CHOICE, &a->cfg.backend, "NAME", "compute backend", 0, -1, cli_backends},
+        {"conv-algo", OPT_CHOICE, &a->cfg.conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, cli_conv_algos},
+        {"prefetch", OPT_INT, &a->cfg.prefetch, "N", "batches prepared ahead on a background thread", 0, 64, NULL},
+        {"allreduce", OPT_STR, &a->cfg.allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"bucket-mb", OPT_FLOAT, &a->bucket_mb, "MB", "gradient bucket size in MiB", 0.001, 4096, NULL},
         {"no-overlap", OPT_FLAG, &a->no_overlap, NULL, "allreduce after backward instead of during it", 0, -1, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the result record (docs/FORMATS.md)", 0, -1, NULL},
@@ -61,15 +65,15 @@ static int parse(bt_args *a, int argc, char **argv)
     int rc = cli_parse("bench train", SUMMARY, opts, argc, argv);
     if (rc)
         return rc;
-    if (a->synthetic && a->data_dir)
+    if (a->synthetic && a->cfg.data_dir)
         return cli_error("bench train", CLI_USAGE, "--synthetic and --data-dir exclude each other");
-    if (!a->dataset)
-        a->dataset = a->data_dir ? "fashion-mnist" : "synthetic";
-    if (strcmp(a->dataset, "synthetic") && !a->data_dir)
-        a->data_dir = "/usr/share/datasets/fashion-mnist";
-    if (!strcmp(a->dataset, "synthetic") && a->data_dir)
+    if (!a->cfg.dataset)
+        a->cfg.dataset = a->cfg.data_dir ? "fashion-mnist" : "synthetic";
+    if (strcmp(a->cfg.dataset, "synthetic") && !a->cfg.data_dir)
+        a->cfg.data_dir = "/usr/share/datasets/fashion-mnist";
+    if (!strcmp(a->cfg.dataset, "synthetic") && a->cfg.data_dir)
         return cli_error("bench train", CLI_USAGE, "--data-dir needs a real --dataset, not synthetic");
-    if (so_zoo_check(a->model))
+    if (so_zoo_check(a->cfg.model))
         return cli_error("bench train", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
     return CLI_OK;
 }
@@ -99,7 +103,7 @@ static void on_progress(void *arg, const so_progress *p)
     } else if (timed > 0 && timed % d->a->display == 0) {
         long first = d->last_step ? d->last_step : 0;
         double t0 = d->last_step ? d->last_t : r->t0[0], el = r->t1[r->n - 1] - t0;
-        double ips = el > 0 ? (double)(r->n - first) * d->a->batch * d->world / el : 0;
+        double ips = el > 0 ? (double)(r->n - first) * d->a->cfg.batch * d->world / el : 0;
         /* No fflush: a terminal is line-buffered anyway, and into a pipe or file
          * a flush per line would be a system call (and a scheduling point)
          * inside the timed region. */
@@ -149,7 +153,7 @@ static int summarize(const bt_args *a, const bench_rec *r, const so_dist *d, bt_
     if (!(out->ranks = calloc((size_t)world * RF_N, sizeof *out->ranks)))
         return so_err(SO_ENOMEM, "out of memory");
     double *mine = out->ranks + (size_t)rank * RF_N;
-    mine[RF_IPS] = elapsed > 0 ? (double)out->timed * a->batch / elapsed : 0;
+    mine[RF_IPS] = elapsed > 0 ? (double)out->timed * a->cfg.batch / elapsed : 0;
     mine[RF_ELAPSED] = elapsed;
     mine[RF_OVERHEAD] = out->overhead_fraction;
     mine[RF_STEPTIME] = out->step.median;
@@ -161,7 +165,7 @@ static int summarize(const bt_args *a, const bench_rec *r, const so_dist *d, bt_
     for (int k = 0; k < world; k++)
         if (out->ranks[k * RF_N + RF_ELAPSED] > out->elapsed)
             out->elapsed = out->ranks[k * RF_N + RF_ELAPSED];
-    out->total_ips = out->elapsed > 0 ? (double)world * out->timed * a->batch / out->elapsed : 0;
+    out->total_ips = out->elapsed > 0 ? (double)world * out->timed * a->cfg.batch / out->elapsed : 0;
     return 0;
 }
 
@@ -185,33 +189,33 @@ static void print_result(const bt_args *a, const bt_result *s, int world)
 static void write_config(so_json *js, const bt_args *a, so_model *m, int world)
 {
     so_json_obj_begin(js, "config");
-    so_json_str(js, "model", a->model);
-    so_json_str(js, "dataset", a->dataset);
-    if (a->data_dir)
-        so_json_str(js, "data_dir", a->data_dir);
-    so_json_int(js, "synthetic_samples", a->synthetic_n);
-    so_json_str(js, "backend", a->backend);
-    so_json_str(js, "conv_algo", a->conv_algo);
-    so_json_int(js, "batch_size", a->batch);
-    so_json_int(js, "global_batch_size", (int64_t)a->batch * world);
+    so_json_str(js, "model", a->cfg.model);
+    so_json_str(js, "dataset", a->cfg.dataset);
+    if (a->cfg.data_dir)
+        so_json_str(js, "data_dir", a->cfg.data_dir);
+    so_json_int(js, "synthetic_samples", a->cfg.synthetic_samples);
+    so_json_str(js, "backend", a->cfg.backend);
+    so_json_str(js, "conv_algo", a->cfg.conv_algo);
+    so_json_int(js, "batch_size", a->cfg.batch);
+    so_json_int(js, "global_batch_size", (int64_t)a->cfg.batch * world);
     so_json_int(js, "world_size", world);
     so_json_int(js, "num_warmup_batches", a->warmup);
     so_json_int(js, "num_batches", a->batches);
     so_json_int(js, "display_every", a->display);
-    so_json_str(js, "optimizer", a->optimizer);
-    so_json_num(js, "lr", a->lr);
-    so_json_num(js, "momentum", a->momentum);
-    so_json_int(js, "seed", a->seed);
-    so_json_int(js, "threads", a->threads);
+    so_json_str(js, "optimizer", a->cfg.optimizer);
+    so_json_num(js, "lr", a->cfg.lr);
+    so_json_num(js, "momentum", a->cfg.momentum);
+    so_json_int(js, "seed", a->cfg.seed);
+    so_json_int(js, "threads", a->cfg.threads);
     so_json_bool(js, "pin", !a->no_pin);
-    so_json_int(js, "prefetch", a->prefetch);
-    so_json_str(js, "allreduce", a->allreduce);
+    so_json_int(js, "prefetch", a->cfg.prefetch);
+    so_json_str(js, "allreduce", a->cfg.allreduce);
     so_json_num(js, "bucket_mb", a->bucket_mb);
     so_json_bool(js, "overlap", !a->no_overlap);
     so_json_int(js, "parameters", (int64_t)m->nparams);
     so_json_num(js, "flops_per_sample", so_graph_flops(m->g));
     so_json_obj_end(js);
-    kernels_conv_json(js, m, a->conv_algo);
+    kernels_conv_json(js, m, a->cfg.conv_algo);
 }
 
 static int write_json(const bt_args *a, so_model *m, const bench_rec *r, const bt_result *s, int world)
@@ -224,7 +228,7 @@ static int write_json(const bt_args *a, so_model *m, const bench_rec *r, const b
     env_info e;
     env_collect(&e);
     write_config(&js, a, m, world);
-    env_write_json(&js, &e, a->threads, !a->no_pin);
+    env_write_json(&js, &e, a->cfg.threads, !a->no_pin);
     so_json_obj_begin(&js, "results");
     so_json_num(&js, "total_images_per_sec", s->total_ips);
     so_json_num(&js, "elapsed_seconds", s->elapsed);
@@ -258,25 +262,11 @@ static int write_json(const bt_args *a, so_model *m, const bench_rec *r, const b
  * warm-up and timed steps, no evaluation, and the recorder's hooks. */
 static void job_config(const bt_args *a, const so_train_hooks *hooks, so_job_config *c)
 {
-    so_job_defaults(c);
-    c->model = a->model;
-    c->dataset = a->dataset;
-    c->data_dir = a->data_dir;
-    c->synthetic_samples = a->synthetic_n;
-    c->batch = a->batch;
-    c->prefetch = a->prefetch;
-    c->seed = a->seed;
-    c->backend = a->backend;
-    c->conv_algo = a->conv_algo;
-    c->threads = a->threads;
+    *c = a->cfg;
     c->pin_threads = !a->no_pin;
-    c->optimizer = a->optimizer;
-    c->lr = a->lr;
-    c->momentum = a->momentum;
     c->steps = (long)a->warmup + a->batches;
     c->eval_every = -1;
     c->warmup_steps = a->warmup;
-    c->allreduce = a->allreduce;
     c->bucket_mb = a->bucket_mb;
     c->overlap = !a->no_overlap;
     c->hooks = hooks;
@@ -290,7 +280,7 @@ static int run(const bt_args *a, so_job *j, bench_rec *rec)
     display disp = {a, rec, m, rank, world, 0, 0};
     if (rank == 0)
         printf("bench train: %s, %d rank(s) x batch %d (global %d), %s data, %d warm-up + %d timed steps, %d thread(s)\n",
-               a->model, world, a->batch, a->batch * world, a->dataset, a->warmup, a->batches, a->threads);
+               a->cfg.model, world, a->cfg.batch, a->cfg.batch * world, a->cfg.dataset, a->warmup, a->batches, a->cfg.threads);
     so_train_result r;
     int rc = so_job_train(j, on_progress, &disp, &r);
     bt_result s = {0};
