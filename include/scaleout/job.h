@@ -141,6 +141,12 @@ double so_job_comm_seconds(const so_job *j);
  * gradient buffer, and how many copied through its window (this rank). */
 void so_job_hier_paths(const so_job *j, unsigned long long *zero_copy, unsigned long long *copied);
 
+/* Per-node forward and backward seconds of one training step of the job's
+ * model on a fixed synthetic batch (so_predict_measure: warmup untimed
+ * steps, then steps timed; so_graph_size entries each; *t_other the rest of
+ * a step). On one process; it changes the parameters. */
+int so_job_measure_layers(so_job *j, int warmup, int steps, double *t_fwd, double *t_bwd, double *t_other);
+
 /* ---- checkpoints ------------------------------------------------------------- */
 /* *step where training starts; *found = 1 when a checkpoint was restored.
  * Returns 0 when the job was asked to resume, else -1. */

@@ -13,7 +13,6 @@
 #include "scaleout/job.h"
 #include "scaleout/json.h"
 #include "scaleout/pipeline.h"
-#include "scaleout/predict.h"
 #include "scaleout/zoo.h"
 
 #define MAX_STAGES 1024
@@ -133,30 +132,13 @@ static int measure(const plan_args *a, int n, double *secs)
     c.optimizer = a->optimizer;
     so_job *j = NULL;
     double *t = calloc(2 * (size_t)n, sizeof *t), other;
-    float *x = NULL;
-    int32_t *y = NULL;
     int rc = t ? so_job_create(&c, &j) : so_err(SO_ENOMEM, "out of memory for %d node times", n);
     if (!rc && so_graph_size(so_job_model(j)->g) != n)
         rc = so_err(SO_EINVAL, "the measured model has %d nodes, the planned one %d", so_graph_size(so_job_model(j)->g), n);
-    if (!rc) {
-        so_model *m = so_job_model(j);
-        so_shape sh = so_graph_input_shape(m->g);
-        size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)c.batch;
-        x = calloc(len, sizeof *x);
-        y = calloc((size_t)c.batch, sizeof *y);
-        if (!x || !y)
-            rc = so_err(SO_ENOMEM, "out of memory for a micro-batch");
-        for (size_t i = 0; !rc && i < len; i++)
-            x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-        for (int i = 0; !rc && i < c.batch; i++)
-            y[i] = i % so_graph_classes(m->g);
-        if (!rc)
-            rc = so_predict_measure(m, so_job_optim(j), x, y, 1, a->steps, t, t + n, &other);
-    }
+    if (!rc)
+        rc = so_job_measure_layers(j, 1, a->steps, t, t + n, &other);
     for (int i = 0; !rc && i < n; i++)
         secs[i] = t[i] + t[n + i];
-    free(x);
-    free(y);
     free(t);
     so_job_free(j);
     return rc ? cli_error("plan", cli_exit_code(rc), "measuring %s: %s", a->model, so_errmsg()) : CLI_OK;

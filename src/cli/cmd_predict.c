@@ -205,9 +205,6 @@ static int from_profile(const pred_args *a, const so_graph *g, double *t, double
     return rc;
 }
 
-/* Per-layer times of one rank at --batch-size, measured on this machine or
- * read from --compute-from: *t gets 2 x so_graph_size entries, forward then
- * backward (free it). */
 /* --rank-images-per-sec: the per-layer times (measured at --measure-batch,
  * or read) scaled so that one rank's step of --batch-size takes batch / X
  * seconds: this machine's proportions between layers, the target's speed. */
@@ -223,6 +220,9 @@ static void scale_to_rate(const pred_args *a, const so_graph *g, double *t, doub
     *t_other *= f;
 }
 
+/* Per-layer times of one rank at --batch-size, measured on this machine or
+ * read from --compute-from: *t gets 2 x so_graph_size entries, forward then
+ * backward (free it). */
 static int measure(const pred_args *a, so_job **job, double **t, double *t_other)
 {
     so_job_config c;
@@ -237,23 +237,13 @@ static int measure(const pred_args *a, so_job **job, double **t, double *t_other
     if (rc)
         return rc;
     so_model *m = so_job_model(*job);
-    so_shape sh = so_graph_input_shape(m->g);
-    size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)batch, n = (size_t)so_graph_size(m->g);
-    float *x = calloc(len, sizeof *x);
-    int32_t *y = calloc((size_t)batch, sizeof *y);
-    *t = calloc(2 * n, sizeof **t);
-    if (!x || !y || !*t)
-        rc = so_err(SO_ENOMEM, "out of memory for a batch");
-    for (size_t i = 0; !rc && i < len; i++)
-        x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    for (int i = 0; !rc && i < batch; i++)
-        y[i] = i % so_graph_classes(m->g);
-    if (!rc && a->compute_from)
+    int n = so_graph_size(m->g);
+    if (!(*t = calloc(2 * (size_t)n, sizeof **t)))
+        return so_err(SO_ENOMEM, "out of memory for %d node times", n);
+    if (a->compute_from)
         rc = from_profile(a, m->g, *t, t_other);
-    else if (!rc)
-        rc = so_predict_measure(m, so_job_optim(*job), x, y, a->warmup, a->steps, *t, *t + n, t_other);
-    free(x);
-    free(y);
+    else
+        rc = so_job_measure_layers(*job, a->warmup, a->steps, *t, *t + n, t_other);
     if (!rc && a->rank_rate > 0)
         scale_to_rate(a, m->g, *t, t_other);
     return rc;
