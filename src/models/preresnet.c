@@ -18,9 +18,6 @@
  * ResNet-164 has 1,703,258 parameters and ResNet-1001 10,327,706 (10 classes),
  * as torch counts the twin; without the BN affine parameters 1,679,034 and
  * 10,178,490: the paper's 1.7M and 10.2M (its table counts conv and fc weights). */
-static const int stage_planes[3] = {16, 32, 64};
-static const int stage_stride[3] = {1, 2, 2};
-
 #define NAME_BUF (SO_NAME_LEN + 16)
 
 /* bn<i> + ReLU + conv<i> of the unit at `prefix`. */
@@ -59,17 +56,9 @@ int so_zoo_build_preresnet(so_graph *g, const char *model, int classes)
     if (depth < 11 || (depth - 2) % 9)
         return so_err(SO_EINVAL, "no pre-activation ResNet named '%s' (depth 9n+2)", model);
     int x = so_g_conv(g, 0, "conv1", 16, 3, 1, 1, 0);
-    char prefix[SO_NAME_LEN];
-    for (int s = 0; s < 3; s++) {
-        snprintf(prefix, sizeof prefix, "layer%d", s + 1);
-        int rc = stage_stride[s] > 1 ? so_zoo_check_subsample(g, x, prefix) : 0;
-        if (rc)
-            return rc;
-        for (int b = 0; b < (depth - 2) / 9; b++) {
-            snprintf(prefix, sizeof prefix, "layer%d.%d", s + 1, b);
-            x = unit(g, x, prefix, stage_planes[s], b == 0 ? stage_stride[s] : 1);
-        }
-    }
+    int rc = so_zoo_cifar_stages(g, x, (depth - 2) / 9, unit, &x);
+    if (rc)
+        return rc;
     x = so_g_relu(g, so_g_bn(g, x, "bn"));
     return so_g_dense(g, so_g_gap(g, x), "fc", classes);
 }

@@ -15,22 +15,30 @@
 static const int stage_planes[3] = {16, 32, 64};
 static const int stage_stride[3] = {1, 2, 2};
 
-int so_zoo_build_resnet_cifar(so_graph *g, const char *model, int classes)
+int so_zoo_cifar_stages(so_graph *g, int in, int blocks, so_zoo_unit_fn unit, int *out)
 {
-    int depth = so_zoo_name_depth(model);
-    if (depth < 8 || (depth - 2) % 6)
-        return so_err(SO_EINVAL, "no CIFAR ResNet named '%s' (depth 6n+2)", model);
-    int x = so_zoo_conv_bn(g, 0, "conv1", "bn1", 16, 3, 1, 1, 1);
+    int x = in;
     char prefix[SO_NAME_LEN];
     for (int s = 0; s < 3; s++) {
         snprintf(prefix, sizeof prefix, "layer%d", s + 1);
         int rc = stage_stride[s] > 1 ? so_zoo_check_subsample(g, x, prefix) : 0;
         if (rc)
             return rc;
-        for (int b = 0; b < (depth - 2) / 6; b++) {
+        for (int b = 0; b < blocks; b++) {
             snprintf(prefix, sizeof prefix, "layer%d.%d", s + 1, b);
-            x = so_zoo_basic_block(g, x, prefix, stage_planes[s], b == 0 ? stage_stride[s] : 1);
+            x = unit(g, x, prefix, stage_planes[s], b == 0 ? stage_stride[s] : 1);
         }
     }
-    return so_g_dense(g, so_g_gap(g, x), "fc", classes);
+    *out = x;
+    return 0;
+}
+
+int so_zoo_build_resnet_cifar(so_graph *g, const char *model, int classes)
+{
+    int depth = so_zoo_name_depth(model);
+    if (depth < 8 || (depth - 2) % 6)
+        return so_err(SO_EINVAL, "no CIFAR ResNet named '%s' (depth 6n+2)", model);
+    int x = so_zoo_conv_bn(g, 0, "conv1", "bn1", 16, 3, 1, 1, 1);
+    int rc = so_zoo_cifar_stages(g, x, (depth - 2) / 6, so_zoo_basic_block, &x);
+    return rc ? rc : so_g_dense(g, so_g_gap(g, x), "fc", classes);
 }

@@ -48,4 +48,11 @@ int so_zoo_check_subsample(so_graph *g, int in, const char *where);
  * stride or channel count changes. Shared by resnet.c and resnet_cifar.c. */
 int so_zoo_basic_block(so_graph *g, int in, const char *prefix, int planes, int stride);
 
+/* A residual unit under `prefix` (basic block, pre-activation bottleneck). */
+typedef int (*so_zoo_unit_fn)(so_graph *g, int in, const char *prefix, int planes, int stride);
+/* The three stages of a CIFAR ResNet after its stem at node `in`: `blocks`
+ * units each, 16/32/64 planes, the first unit of stages 2 and 3 with stride
+ * 2, named layer<s>.<b>. *out = the last unit's node; 0 or an error. */
+int so_zoo_cifar_stages(so_graph *g, int in, int blocks, so_zoo_unit_fn unit, int *out);
+
 #endif
