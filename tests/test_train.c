@@ -287,13 +287,13 @@ static void test_custom_strategy(void **state)
 {
     (void)state;
     static const so_strategy_ops ops = {"counting", c_start, c_begin, c_ready, c_done, c_update, c_step_done,
-                                        c_finish};
+                                        c_finish, NULL, NULL, NULL};
     rig r;
     rig_make(&r);
     float *before = malloc(r.m->nparams * sizeof *before);
     memcpy(before, r.m->params, r.m->nparams * sizeof *before);
     counting s = {0};
-    so_strategy st = {&ops, &s};
+    so_strategy st = {&ops, &s, 0};
     so_train_config c = config(5);
     c.accumulate = 2;
     c.strategy = &st;

@@ -28,6 +28,20 @@ typedef struct so_backend_ops {
     /* The kernels a convolution node runs. May be NULL (reported as "direct"
      * kernels named after the backend). */
     int (*conv_kernels)(void *state, int node, so_conv_kernels *out);
+    /* Pipeline edges carry a tensor in the layout the backend keeps it in
+     * (the sender's; the receiver adopts it through so_model.recv_layout),
+     * so neither side reorders. bind_edge: the buffers (edge_bytes each) a
+     * recv or send node moves its tensor through, until bound again. recv:
+     * forward copies `data` into its output, backward copies its output's
+     * diff into `grad`. send: forward copies its input into `data`, backward
+     * takes `grad` as that input's diff (written or added as
+     * so_graph_diff_accumulate says). NULL leaves a buffer as it was. */
+    int (*bind_edge)(void *state, int node, float *data, float *grad);
+    size_t (*edge_bytes)(void *state, int node);
+    /* A send node's layout as an opaque description (at most len bytes)
+     * for the receiving stage's recv node; returns its size, 0 for plain
+     * NCHW. May be NULL (plain). */
+    size_t (*edge_layout)(void *state, int node, void *buf, size_t len);
 } so_backend_ops;
 
 extern const so_backend_ops so_backend_ref;

@@ -27,6 +27,9 @@ typedef enum {
     SO_OP_ADD,       /* elementwise sum of 2+ inputs of equal shape */
     SO_OP_CONCAT,    /* along channels */
     SO_OP_SOFTMAX_XENT, /* mean softmax cross-entropy over the batch; input = logits (K,1,1) */
+    /* Pipeline stage edges (src/pipe/stage.c builds such graphs): */
+    SO_OP_RECV,      /* no inputs: a tensor another stage sends (a.shape); its diff goes back there */
+    SO_OP_SEND,      /* one input, sent to another stage; its diff comes back from there */
     SO_OP_COUNT
 } so_op;
 
@@ -46,6 +49,7 @@ typedef struct {
     float eps;          /* batchnorm: variance epsilon (PyTorch 1e-5) */
     float momentum;     /* batchnorm: running average factor (PyTorch 0.1) */
     float p;            /* dropout: drop probability in [0,1) */
+    so_shape shape;     /* recv: the per-sample shape of the tensor received */
 } so_attrs;
 
 typedef struct {
@@ -100,6 +104,8 @@ int so_g_flatten(so_graph *g, int in);
 int so_g_add(so_graph *g, int a, int b);
 int so_g_concat(so_graph *g, const int *in, int n);
 int so_g_loss(so_graph *g, int logits);
+int so_g_recv(so_graph *g, const char *name, so_shape shape);
+int so_g_send(so_graph *g, int in, const char *name);
 
 /* Folds each ReLU into its producer (conv, dense, batchnorm, add) when the
  * producer has no other consumer: the producer gets a.relu = 1, the ReLU node is
@@ -107,7 +113,8 @@ int so_g_loss(so_graph *g, int logits);
  * one pass over memory per ReLU. Call before finalize. */
 int so_graph_fuse(so_graph *g);
 
-/* Checks the graph ends in a loss node, assigns parameter/state offsets.
+/* Checks the graph ends in a loss node (or, a pipeline stage's graph, in
+ * send nodes), assigns parameter/state offsets.
  * Returns the first sticky error or 0. No more adds afterwards. */
 int so_graph_finalize(so_graph *g);
 
@@ -115,7 +122,7 @@ int so_graph_size(const so_graph *g);
 const so_node *so_graph_node(const so_graph *g, int i);
 size_t so_graph_nparams(const so_graph *g);
 size_t so_graph_nbufs(const so_graph *g);
-/* Index of the loss node's input (the logits), or -1. */
+/* Index of the loss node's input (the logits), or -1 (no loss node). */
 int so_graph_logits(const so_graph *g);
 /* Number of classes = logits' channel count. */
 int so_graph_classes(const so_graph *g);

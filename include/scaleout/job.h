@@ -77,6 +77,13 @@ typedef struct {
     double stall_warning_s;      /* report a collective stuck this long (0: off) */
     double comm_timeout_s;       /* abort the job when a collective is stuck this long (0: off) */
     int ranks_per_node;          /* > 0: emulate nodes of this many ranks */
+    /* pipeline stages x data-parallel replicas (docs/PARALLELISM.md); off
+     * when pipeline_stages <= 1 */
+    int pipeline_stages;         /* P: the world splits into P stages x world/P replicas */
+    int microbatches;            /* M per step; batch stays per replica, each micro-batch batch/M */
+    const char *schedule;        /* gpipe or 1f1b */
+    const char *partition;       /* auto (= time), time, memory, or a list of stage starts */
+    const char *placement;       /* stage-major (a replica's stages on neighbouring ranks) or replica-major */
     so_job_ckpt_config ckpt;
     so_job_prof_config prof;
     /* The caller's observers, called after the library's own (may be NULL). */
@@ -128,10 +135,19 @@ so_loader *so_job_train_loader(const so_job *j);
 so_loader *so_job_test_loader(const so_job *j);   /* NULL when the data set has no test split */
 /* The training (train = 1) or test split; NULL for a missing test split. */
 const so_dataset *so_job_dataset(const so_job *j, int train);
+/* The whole model's graph (with pipeline stages so_job_model holds a slice). */
+const so_graph *so_job_graph(const so_job *j);
 /* The hooks the trainer reaches other ranks through (NULL on one rank). */
 const so_dist *so_job_dist(const so_job *j);
 /* The "key=value" lines every rank was checked to agree on. */
 const char *so_job_config_text(const so_job *j);
+
+/* Pipeline layout of this rank: 0 with pipeline stages (stage, stages,
+ * replica, replicas set), -1 without. World rank 0 holds the last stage. */
+int so_job_pipeline(const so_job *j, int *stage, int *stages, int *replica, int *replicas);
+/* The whole model's parameters on rank 0 (*out malloc'ed, *n floats; the
+ * model's own copy without pipeline stages), NULL elsewhere. Collective. */
+int so_job_gather_params(so_job *j, float **out, size_t *n);
 
 /* Element-wise sum over ranks, in place (per-rank figures for a report). */
 int so_job_sum(so_job *j, double *v, int n);

@@ -61,6 +61,11 @@ typedef struct so_model_opts {
     void *(*grads_alloc)(void *ctx, size_t bytes);
     void (*grads_free)(void *ctx, void *p);
     void *grads_ctx;
+    /* Pipeline stages: the layout description (so_model_edge_layout of
+     * the sending stage) of recv node `node`; *len = 0 for plain NCHW.
+     * Called by the backend's create. NULL: every recv node plain. */
+    int (*recv_layout)(void *ctx, int node, const void **desc, size_t *len);
+    void *recv_layout_ctx;
 } so_model_opts;
 
 typedef struct so_model {
@@ -85,6 +90,10 @@ typedef struct so_model {
     void *bn_allsum_arg;
     void (*grads_free)(void *ctx, void *p); /* from so_model_opts (NULL: so_free) */
     void *grads_ctx;
+    int (*recv_layout)(void *ctx, int node, const void **desc, size_t *len); /* from so_model_opts */
+    void *recv_layout_ctx;
+    void **slots;                /* backend states of so_model_set_slots (slots[0] is the first bs) */
+    int nslots;
 } so_model;
 
 /* Takes ownership of the finalized graph `g` (destroyed on failure too),
@@ -99,6 +108,25 @@ void so_model_destroy(so_model *m);
 /* Re-initialises parameters and state; per-tensor RNG streams, so the result
  * depends only on the seed and the tensor's node index. */
 void so_model_init_params(so_model *m, uint64_t seed);
+/* The same into caller buffers for a graph without a model (so_graph_nparams
+ * and so_graph_nbufs floats): a pipeline stage takes its slice of the whole
+ * model's initial values, so every partition starts where one process does. */
+void so_graph_init_params(const so_graph *g, uint64_t seed, float *params, float *bufs);
+
+/* Micro-batches in flight (pipeline schedules): n backend states over the
+ * same parameters, gradients and running statistics, each holding one
+ * micro-batch's activations. so_model_use_slot(m, k) makes state k the one
+ * forward and backward run on. n >= 1; slot 0 is the model's own state. */
+int so_model_set_slots(so_model *m, int n);
+void so_model_use_slot(so_model *m, int k);
+/* Binds the plain buffers of a recv or send node of the current slot
+ * (so_backend_ops.bind_edge). */
+int so_model_bind_edge(so_model *m, int node, float *data, float *grad);
+/* Bytes a recv or send node's buffers hold (the batch in the backend's layout). */
+size_t so_model_edge_bytes(so_model *m, int node);
+/* A send node's layout description for the receiving stage (see
+ * so_model_opts.recv_layout); returns its size (0: plain NCHW). */
+size_t so_model_edge_layout(so_model *m, int node, void *buf, size_t len);
 
 /* x: n samples of the input shape, NCHW float; y: n labels in [0, classes) or
  * NULL (no loss). n <= batch; missing samples are treated as zeros and not

@@ -2,13 +2,15 @@
  * topological order, what each stage owns (nodes, parameters, FLOPs,
  * activations), which tensors cross each cut (residual connections too),
  * balancers that choose the cuts, and the schedules' bubble and in-flight
- * formulas. No MPI and no training: the first piece of pipeline
- * parallelism (docs/PARALLELISM.md); `scaleout plan` prints it. */
+ * formulas (`scaleout plan` prints them); then a stage's own graph and the
+ * pipeline strategy that trains it (docs/PARALLELISM.md). No MPI: messages
+ * go through the so_pipe_link a caller supplies (src/job over so_comm). */
 #ifndef SCALEOUT_PIPELINE_H
 #define SCALEOUT_PIPELINE_H
 #include <stddef.h>
 
 #include "scaleout/graph.h"
+#include "scaleout/strategy.h"
 
 typedef enum { SO_PIPE_GPIPE, SO_PIPE_1F1B, SO_PIPE_INTERLEAVED } so_pipe_schedule;
 
@@ -109,5 +111,70 @@ const char *so_pipe_schedule_name(so_pipe_schedule s);
  * first entry of node 1 means stage 0, which always starts at the input).
  * Writes up to max entries, *n the count. SO_EINVAL naming the entry. */
 int so_pipe_parse_list(const so_graph *g, const char *list, int *first, int max, int *n);
+
+/* ---- a stage's graph ------------------------------------------------------------
+ * Stage s's nodes copied in order, preceded by a recv node for every tensor
+ * of an earlier stage that they read and followed by a send node for every
+ * (tensor, later reading stage) pair; node 0 stays the data input (used by
+ * stage 0 only). Tensors go straight from the producing stage to each
+ * stage that reads them. Parameter order is the whole model's, so the
+ * stage's parameters are the slice [param_lo, param_hi) of the model's. */
+typedef struct {
+    int node;           /* recv or send node in the stage's graph */
+    int peer;           /* the stage at the other end */
+    int tag;            /* forward message tag (the tensor's index in the plan x 2; diffs + 1) */
+    size_t bytes;       /* per sample, fp32 plain NCHW */
+} so_pipe_edge;
+
+typedef struct {
+    int stage, nstages;
+    so_pipe_edge *recv, *send;
+    int nrecv, nsend;
+    size_t param_lo, param_hi;  /* the slice of the whole model's parameters */
+    size_t buf_lo, buf_hi;      /* and of its batchnorm running statistics */
+} so_pipe_stage_edges;
+
+/* Builds stage s's finalized graph (*out; the caller owns it) and its edges. */
+int so_pipe_stage_graph(const so_pipe_plan *p, int s, so_graph **out, so_pipe_stage_edges *e);
+void so_pipe_stage_edges_free(so_pipe_stage_edges *e);
+
+/* ---- the pipeline strategy ---------------------------------------------------------
+ * Messages between stages: non-blocking sends and receives of plain fp32
+ * bytes to / from another stage of the same pipeline, matched in posting
+ * order per (peer, tag). wait completes and frees a request. */
+typedef struct {
+    void *ctx;
+    int (*isend)(void *ctx, const void *buf, size_t bytes, int stage, int tag, void **req);
+    int (*irecv)(void *ctx, void *buf, size_t bytes, int stage, int tag, void **req);
+    int (*wait)(void *ctx, void *req);
+} so_pipe_link;
+
+typedef struct {
+    so_pipe_schedule schedule;  /* gpipe or 1f1b */
+    int microbatches;           /* M: the trainer's accumulate */
+    so_pipe_link link;
+    /* Averages the stage's gradients over its replicas (data parallelism on
+     * the stage's replica group) after the step's last backward; NULL with
+     * one replica. Borrowed. */
+    const so_strategy *replicas;
+    int nreplicas;
+} so_pipe_config;
+
+/* The strategy of one stage: runs the schedule's forwards and backwards of
+ * the step's micro-batches on the model's slots (so_model_set_slots: the
+ * micro-batches the schedule keeps in flight there), posting every receive
+ * of a step up front and sending as each micro-batch finishes; evaluation
+ * passes every test batch through the stages. The model must be the stage's
+ * (so_pipe_stage_graph); e is borrowed. */
+int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, so_strategy **out);
+
+/* Micro-batches stage s keeps in flight: gpipe M, 1f1b min(P - s, M). */
+int so_pipe_slots(so_pipe_schedule sc, int stage, int nstages, int microbatches);
+/* The order stage s runs a step's 2M passes in: ops[i] = k for the forward
+ * of micro-batch k, -(k + 1) for its backward. gpipe: every forward, then
+ * every backward; 1f1b: min(P - s - 1, M) forwards, then one forward and
+ * one backward alternately, then the remaining backwards. Backwards run in
+ * micro-batch order in both. SO_EINVAL for interleaved (not run yet). */
+int so_pipe_schedule_ops(so_pipe_schedule sc, int stage, int nstages, int microbatches, int *ops);
 
 #endif

@@ -14,6 +14,18 @@
 struct so_train_config;
 struct so_train_result;
 struct so_dist;
+struct so_loader;
+
+/* The loop's side of a step a strategy runs itself. next: the step's next
+ * micro-batch from the loader (the loop times the wait); 1, or <= 0 at the
+ * end of the epoch / on error, as so_loader_next. pass: a forward
+ * (backward = 0) or backward of micro-batch k ran from t0 to t1 (phase
+ * totals and timelines). */
+typedef struct {
+    int (*next)(void *arg, const float **x, const int32_t **y, int *n);
+    void (*pass)(void *arg, int backward, int k, double t0, double t1);
+    void *arg;
+} so_step_io;
 
 /* Called by so_train, in this order per optimizer step of K micro-batches:
  *   backward_begin(k, K) before each micro-batch's backward,
@@ -41,11 +53,27 @@ typedef struct so_strategy_ops {
     int (*step_done)(void *self, long step);
     /* After the last step, on success or failure. */
     void (*finish)(void *self);
+    /* Pipeline schedules: the forwards and backwards of the step's K
+     * micro-batches in the strategy's own order instead of the loop's one
+     * after the other (backward_begin and grads_ready are then the
+     * strategy's own business). *loss = the step's mean loss, or NAN on a
+     * rank that computes none (an early stage). NULL: the loop's order. */
+    int (*run_step)(void *self, int K, const so_step_io *io, double *loss);
+    /* Evaluation when forward needs the other ranks (pipeline stages):
+     * sums[0..3) = this rank's correct answers, samples and loss x samples
+     * (0 where it computes none); the loop sums them over ranks. NULL:
+     * so_evaluate on the whole model. */
+    int (*evaluate)(void *self, struct so_loader *test, double sums[3]);
+    /* Frees self (so_strategy_free); NULL: free(self). */
+    void (*destroy)(void *self);
 } so_strategy_ops;
 
 typedef struct so_strategy {
     const so_strategy_ops *ops;
     void *self;
+    /* Ranks whose batches differ: images per step = batch x K x replicas
+     * (pipeline stages of one replica share a batch). 0: every rank. */
+    int replicas;
 } so_strategy;
 
 /* Today's data parallelism: the gradient buffer tiled into buckets in

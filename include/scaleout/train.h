@@ -151,6 +151,13 @@ typedef struct so_train_result {
     size_t first_bucket_bytes, bucket_bytes;
     double predicted_comm_end, measured_backward;
     long bucket_plan_step;
+    /* Pipeline stages: seconds this rank spent in forward and backward
+     * during the steps counted for images/sec (the measured bubble is
+     * 1 - their sum over ranks / (ranks x those steps' seconds)). */
+    double pipe_busy;
+    /* Set by so_job_train with pipeline stages (else 0): the measured bubble
+     * over every rank, and the schedule's formula (P-1)/(M+P-1). */
+    double pipe_bubble, pipe_bubble_formula;
 } so_train_result;
 
 /* Runs training. `test` may be NULL. Progress is reported through `progress`

@@ -36,6 +36,8 @@ static const char *const scalings[] = {"none", "linear", NULL};
 static const char *const prof_details[] = {"layer", "block", "step", NULL};
 static const char *const ckpt_modes[] = {"scaleout", "naive", NULL};
 static const char *const ckpt_on_errors[] = {"continue", "stop", NULL};
+static const char *const pipe_schedules[] = {"gpipe", "1f1b", NULL};
+static const char *const placements[] = {"stage-major", "replica-major", NULL};
 
 #define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
 
@@ -95,6 +97,11 @@ static int parse(train_args *a, int argc, char **argv)
         {"mtbf", OPT_FLOAT, &c->ckpt.mtbf_hours, "HOURS", "mean time between failures for --ckpt-every auto", 1e-6, 1e9, NULL},
         {"resume", OPT_STR, &c->ckpt.resume, "auto|PATH", "continue from the newest complete checkpoint", 0, -1, NULL},
         {"init-from", OPT_STR, &c->ckpt.init_from, "FILE", "initial parameters from a .safetensors file", 0, -1, NULL},
+        {"pipeline-stages", OPT_INT, &c->pipeline_stages, "P", "pipeline stages: the ranks split into P stages x ranks/P data-parallel replicas (docs/PARALLELISM.md)", 1, 4096, NULL},
+        {"microbatches", OPT_INT, &c->microbatches, "M", "micro-batches per step with pipeline stages (each batch-size/M)", 1, 1 << 16, NULL},
+        {"schedule", OPT_CHOICE, &c->schedule, "NAME", "pipeline schedule", 0, -1, pipe_schedules},
+        {"partition", OPT_STR, &c->partition, "auto|time|memory|LIST", "pipeline cuts: balance measured time (auto, time) or memory, or the first node of each stage", 0, -1, NULL},
+        {"placement", OPT_CHOICE, &c->placement, "HOW", "stage-major: a replica's stages on neighbouring ranks; replica-major: a stage's replicas", 0, -1, placements},
         {"ranks-per-node", OPT_INT, &c->ranks_per_node, "K", "emulate nodes of K ranks (checkpoint partners, hier)", 0, 1 << 20, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     int rc = cli_parse("train", SUMMARY, opts, argc, argv);
@@ -109,7 +116,13 @@ static int parse(train_args *a, int argc, char **argv)
     return rc;
 }
 
-static int report(const train_args *a, so_job *j, const so_train_result *r, const double *ranks);
+typedef struct {
+    float *params;      /* the whole model's parameters with --dump-params (rank 0) */
+    size_t nparams;
+} final_params;
+
+static int report(const train_args *a, so_job *j, const so_train_result *r, const double *ranks,
+                  const final_params *fp);
 
 /* Per-rank phase figures, gathered on every rank (index rank*RANK_FIELDS). */
 enum { RK_COMPUTE, RK_COMM_EXPOSED, RK_COMM_OVERLAPPED, RK_DATA_WAIT, RK_IMAGES_PER_SEC, RANK_FIELDS };
@@ -148,7 +161,7 @@ static void write_ranks(so_json *js, const double *v, int world)
     so_json_arr_end(js);
 }
 
-static void write_config(so_json *js, const so_job_config *c, const so_model *m, int world)
+static void write_config(so_json *js, const so_job_config *c, const so_graph *g, int world)
 {
     so_json_obj_begin(js, "config");
     so_json_str(js, "model", c->model);
@@ -169,8 +182,11 @@ static void write_config(so_json *js, const so_job_config *c, const so_model *m,
     so_json_str(js, "lr_schedule", c->lr_schedule);
     so_json_num(js, "warmup_epochs", c->warmup_epochs);
     so_json_int(js, "seed", c->seed);
-    so_json_int(js, "parameters", (int64_t)m->nparams);
-    so_json_num(js, "flops_per_sample", so_graph_flops(m->g));
+    so_json_int(js, "parameters", (int64_t)so_graph_nparams(g));
+    so_json_num(js, "flops_per_sample", so_graph_flops(g));
+    so_json_int(js, "pipeline_stages", c->pipeline_stages > 1 ? c->pipeline_stages : 1);
+    so_json_int(js, "microbatches", c->microbatches);
+    so_json_str(js, "schedule", c->schedule);
     so_json_str(js, "version", SCALEOUT_VERSION);
     so_json_str(js, "git", cli_git_commit());
     so_json_obj_end(js);
@@ -184,7 +200,7 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     so_json js;
     so_json_init(&js, f, 1);
     so_json_obj_begin(&js, NULL);
-    write_config(&js, c, m, world);
+    write_config(&js, c, so_job_graph(j), world);
     kernels_conv_json(&js, m, c->conv_algo);
     env_info e;
     env_collect(&e);
@@ -240,18 +256,24 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
 static int finish(const train_args *a, so_job *j, const so_train_result *r)
 {
     double *ranks = gather_ranks(j, r, a->cfg.batch * a->cfg.accumulate);
-    int rc = so_job_rank(j) == 0 ? report(a, j, r, ranks) : CLI_OK;
+    final_params fp = {NULL, 0};
+    if (a->dump_params && so_job_gather_params(j, &fp.params, &fp.nparams)) {
+        free(ranks);
+        return cli_error("train", CLI_FAIL, "--dump-params: %s", so_errmsg());
+    }
+    int rc = so_job_rank(j) == 0 ? report(a, j, r, ranks, &fp) : CLI_OK;
     free(ranks);
+    free(fp.params);
     return rc;
 }
 
-static int dump_params(const char *path, const so_model *m)
+static int dump_params(const char *path, const float *params, size_t count)
 {
     FILE *f = fopen(path, "wb");
     if (!f)
         return -1;
-    size_t n = fwrite(m->params, sizeof(float), m->nparams, f);
-    return (fclose(f) != 0 || n != m->nparams) ? -1 : 0;
+    size_t n = fwrite(params, sizeof(float), count, f);
+    return (fclose(f) != 0 || n != count) ? -1 : 0;
 }
 
 /* Whether the gradient allreduces ran zero-copy on the registered gradient
@@ -283,18 +305,30 @@ static void report_comm(so_job *j, const so_train_result *r, const double *ranks
     hier_paths(j);
 }
 
-static int report(const train_args *a, so_job *j, const so_train_result *r, const double *ranks)
+/* The pipeline's layout and its measured bubble beside the formula. */
+static void report_pipeline(const so_job_config *c, so_job *j, const so_train_result *r)
 {
-    so_model *m = so_job_model(j);
-    double flops = so_graph_flops(m->g) * 3.0; /* forward + backward ~ 3x forward */
+    int stage, stages, replica, replicas;
+    if (so_job_pipeline(j, &stage, &stages, &replica, &replicas))
+        return;
+    printf("pipeline: %d stages x %d replicas (%s), %s, %d micro-batches of %d: bubble %.3f measured, %.3f by the "
+           "schedule's formula\n", stages, replicas, c->placement, c->schedule, c->microbatches,
+           c->batch / c->microbatches, r->pipe_bubble, r->pipe_bubble_formula);
+}
+
+static int report(const train_args *a, so_job *j, const so_train_result *r, const double *ranks,
+                  const final_params *fp)
+{
+    double flops = so_graph_flops(so_job_graph(j)) * 3.0; /* forward + backward ~ 3x forward */
     printf("trained %ld steps in %.1f s: %.0f images/sec (%.1f GFLOP/s model), final loss %.4f", r->steps,
            r->wall_seconds, r->images_per_sec, r->images_per_sec * flops * 1e-9, r->final_loss);
     if (r->test_accuracy >= 0)
         printf(", test accuracy %.4f", r->test_accuracy);
     printf("\n");
-    if (so_job_world(j) > 1 && ranks)
+    if (so_job_world(j) > 1 && ranks && r->nbuckets > 0)
         report_comm(j, r, ranks);
-    if (a->dump_params && dump_params(a->dump_params, m))
+    report_pipeline(&a->cfg, j, r);
+    if (a->dump_params && dump_params(a->dump_params, fp->params, fp->nparams))
         return cli_error("train", CLI_USAGE, "--dump-params: cannot write '%s'", a->dump_params);
     if (!a->json)
         return CLI_OK;
@@ -313,8 +347,14 @@ static void banner(const so_job_config *c, so_job *j)
 {
     char conv[256];
     so_model *m = so_job_model(j);
+    const so_graph *g = so_job_graph(j);
     printf("training %s (%zu parameters, %.3g GFLOPs/sample) on %s, %d rank(s) x batch %d, %d thread(s)\n",
-           c->model, m->nparams, so_graph_flops(m->g) * 1e-9, c->dataset, so_job_world(j), c->batch, c->threads);
+           c->model, so_graph_nparams(g), so_graph_flops(g) * 1e-9, c->dataset, so_job_world(j), c->batch,
+           c->threads);
+    int stage, stages, replica, replicas;
+    if (!so_job_pipeline(j, &stage, &stages, &replica, &replicas))
+        printf("pipeline: %d stages x %d replicas (%s), %s schedule, %d micro-batches; rank 0 holds the last stage "
+               "(%zu parameters)\n", stages, replicas, c->placement, c->schedule, c->microbatches, m->nparams);
     kernels_conv_summary(m, conv, sizeof conv);
     if (conv[0])
         printf("kernels: %s; convolutions (--conv-algo %s): %s\n", so_isa_label(so_cpu_isa()), c->conv_algo, conv);

@@ -12,6 +12,7 @@
 #include "ckpt_glue.h"
 #include "dist.h"
 #include "parts.h"
+#include "pipe_glue.h"
 #include "prof_glue.h"
 #include "stop.h"
 #include "scaleout/err.h"
@@ -25,6 +26,7 @@ struct so_job {
     job_parts parts;
     so_train_config tc;
     so_train_hooks hooks;        /* the observers below, in their order */
+    pipe_glue *pipe;             /* pipeline stages (NULL: the whole model on every rank) */
     ckpt_glue *ckpt;
     stop_state *stop;
     prof_glue *prof;
@@ -42,7 +44,8 @@ void so_job_defaults(so_job_config *c)
                          .optimizer = "momentum", .lr = 0.01f, .momentum = 0.9f, .lr_schedule = "constant",
                          .lr_step_epochs = 30, .lr_gamma = 0.1f, .epochs = 1, .eval_every = 1, .accumulate = 1,
                          .warmup_steps = 10, .strategy = "data", .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
-                         .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300,
+                         .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300, .microbatches = 1,
+                         .schedule = "1f1b", .partition = "auto", .placement = "stage-major",
                          .ckpt = {.mode = "scaleout", .on_error = "continue", .keep = 2, .flush_every = 10},
                          .prof = {.detail = "layer", .steps = "0:30"}};
 }
@@ -61,11 +64,13 @@ static void config_text(const so_job_config *a, const so_graph *g, char *buf, si
              "version=%s\nmodel=%s\ninput=%dx%dx%d\nclasses=%d\nparams=%zu\nbackend=%s\nconv_algo=%s\ndataset=%s\n"
              "batch=%d\nepochs=%d\nsteps=%ld\noptimizer=%s\nlr=%g\nmomentum=%g\nweight_decay=%g\n"
              "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n"
-             "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\n",
+             "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\npipeline_stages=%d\nmicrobatches=%d\n"
+             "schedule=%s\npartition=%s\nplacement=%s\n",
              SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
              a->conv_algo, a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum,
              a->weight_decay, a->lr_schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn,
-             bucket, a->first_bucket_mb, a->allreduce, a->overlap);
+             bucket, a->first_bucket_mb, a->allreduce, a->overlap, a->pipeline_stages, a->microbatches,
+             a->schedule ? a->schedule : "", a->partition ? a->partition : "", a->placement ? a->placement : "");
 }
 
 static int train_config(const so_job_config *a, so_loader *train, int world, so_train_config *c)
@@ -138,6 +143,37 @@ static int on_before_update(void *arg)
 
 /* ---- set-up --------------------------------------------------------------------- */
 
+/* Model, optimizer and loaders for config c, sharded by d; then the
+ * trainer's configuration for `world` data-parallel ranks. */
+static int build_parts(so_job *j, const so_job_config *c, const so_dist *d, int world)
+{
+    int rc = parts_build(c, d, &j->parts);
+    if (!rc)
+        rc = train_config(c, j->parts.ltrain, world, &j->tc);
+    return dist_agree(j->dh, rc);
+}
+
+/* A pipeline stage: the model is the stage's slice at the micro-batch size,
+ * the loaders are the replica's shard, and the step is M micro-batches. */
+static int build_stage(so_job *j)
+{
+    int stage, stages, replica, replicas;
+    pipe_glue_layout(j->pipe, &stage, &stages, &replica, &replicas);
+    so_job_config c = j->cfg;
+    c.batch = pipe_glue_microbatch(j->pipe);
+    c.accumulate = c.microbatches;
+    int rc = pipe_glue_take_layouts(j->pipe, &j->parts);
+    if (!rc)
+        rc = parts_build(&c, pipe_glue_shard(j->pipe), &j->parts);
+    int sent = pipe_glue_give_layouts(j->pipe, &j->parts);
+    rc = rc ? rc : sent;
+    if (!rc)
+        rc = train_config(&c, j->parts.ltrain, replicas, &j->tc);
+    if ((rc = dist_agree(j->dh, rc)))
+        return rc;
+    return dist_agree(j->dh, pipe_glue_start(j->pipe, &j->cfg, j->dh, &j->parts, &j->tc));
+}
+
 /* Data, graph and model, with the ranks' agreement before and after the
  * collective gradient allocation (parts.h). */
 static int build(so_job *j)
@@ -154,16 +190,17 @@ static int build(so_job *j)
     if (!rc && c->accumulate < 1)
         rc = so_err(SO_EINVAL, "--accumulate %d must be >= 1", c->accumulate);
     if (!rc)
+        rc = pipe_glue_check(c, so_job_world(j));
+    if (!rc)
         rc = so_threads_set(c->threads, c->pin_threads);
     if (!rc)
         rc = parts_load(c, &j->parts);
     if ((rc = dist_agree(j->dh, rc)))
         return rc;
     j->dist = dist_get(j->dh);
-    rc = parts_build(c, j->dist, &j->parts);
-    if (!rc)
-        rc = train_config(c, j->parts.ltrain, so_job_world(j), &j->tc);
-    return dist_agree(j->dh, rc);
+    if ((rc = dist_agree(j->dh, pipe_glue_open(c, j->dh, &j->parts, &j->pipe))))
+        return rc;
+    return j->pipe ? build_stage(j) : build_parts(j, c, j->dist, so_job_world(j));
 }
 
 static int observers(so_job *j)
@@ -199,7 +236,7 @@ int so_job_create(const so_job_config *c, so_job **out)
     int rc = dist_open(&dopt, &j->dh);
     if (rc || (rc = build(j)))
         return rc;
-    config_text(c, j->parts.m->g, j->config, sizeof j->config);
+    config_text(c, j->pipe ? pipe_glue_whole(j->pipe) : j->parts.m->g, j->config, sizeof j->config);
     if ((rc = dist_check_config(j->dh, j->config)))
         return rc;
     return observers(j);
@@ -213,7 +250,10 @@ int so_job_train(so_job *j, so_progress_fn progress, void *progress_arg, so_trai
     if (!rc && !(rc = ckpt_glue_finish(j->ckpt, &j->ckpt_summary))) {
         j->ckpt_done = j->ckpt != NULL;
         out->comm_total = dist_comm_seconds(j->dh);
-        rc = prof_glue_finish(j->prof, out, j->config);
+        if (j->pipe)
+            rc = pipe_glue_bubble(j->pipe, j->dh, j->tc.throughput_skip, out);
+        if (!rc)
+            rc = prof_glue_finish(j->prof, out, j->config);
     }
     return rc;
 }
@@ -226,6 +266,7 @@ void so_job_free(so_job *j)
     prof_glue_free(j->prof, j->parts.m);
     ckpt_glue_close(j->ckpt);
     stop_close(j->stop);
+    pipe_glue_close(j->pipe);
     parts_free(&j->parts);
     dist_close(j->dh);
     free(j);
@@ -255,12 +296,37 @@ void so_job_abort(so_job *j, int code, const char *msg)
 }
 
 so_model *so_job_model(const so_job *j) { return j->parts.m; }
+const so_graph *so_job_graph(const so_job *j) { return j->pipe ? pipe_glue_whole(j->pipe) : j->parts.m->g; }
 so_optim *so_job_optim(const so_job *j) { return j->parts.opt; }
 so_loader *so_job_train_loader(const so_job *j) { return j->parts.ltrain; }
 so_loader *so_job_test_loader(const so_job *j) { return j->parts.ltest; }
 const so_dataset *so_job_dataset(const so_job *j, int train) { return train ? j->parts.train : j->parts.test; }
 const so_dist *so_job_dist(const so_job *j) { return j->dist; }
 const char *so_job_config_text(const so_job *j) { return j->config; }
+
+int so_job_pipeline(const so_job *j, int *stage, int *stages, int *replica, int *replicas)
+{
+    if (!j || !j->pipe)
+        return -1;
+    pipe_glue_layout(j->pipe, stage, stages, replica, replicas);
+    return 0;
+}
+
+int so_job_gather_params(so_job *j, float **out, size_t *n)
+{
+    if (j->pipe)
+        return pipe_glue_gather_params(j->pipe, j->parts.m, out, n);
+    *out = NULL;
+    *n = 0;
+    if (so_job_rank(j) != 0)
+        return 0;
+    so_model *m = j->parts.m;
+    if (!(*out = malloc((m->nparams ? m->nparams : 1) * sizeof **out)))
+        return so_err(SO_ENOMEM, "out of memory");
+    memcpy(*out, m->params, m->nparams * sizeof **out);
+    *n = m->nparams;
+    return 0;
+}
 
 int so_job_sum(so_job *j, double *v, int n)
 {

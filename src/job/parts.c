@@ -63,7 +63,8 @@ int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
     const so_dataset *ds = j->train;
     so_graph *g = j->g;
     j->g = NULL; /* the model owns it from here */
-    so_model_opts mo = {.backend = a->backend, .batch = a->batch, .seed = (uint64_t)a->seed};
+    so_model_opts mo = {.backend = a->backend, .batch = a->batch, .seed = (uint64_t)a->seed,
+                        .recv_layout = j->recv_layout, .recv_layout_ctx = j->recv_layout_ctx};
     if (d && d->buf_alloc) {
         mo.grads_alloc = d->buf_alloc;
         mo.grads_free = d->buf_free;

@@ -11,6 +11,9 @@ typedef struct {
     so_model *m;
     so_optim *opt;
     so_loader *ltrain, *ltest;
+    /* A pipeline stage's recv layouts for the model (so_model_opts), set by pipe_glue. */
+    int (*recv_layout)(void *ctx, int node, const void **desc, size_t *len);
+    void *recv_layout_ctx;
 } job_parts;
 
 /* Loads the data (the synthetic set: synthetic_samples, default 32 batches)

@@ -20,7 +20,7 @@ struct so_graph {
 
 static const char *op_names[SO_OP_COUNT] = {
     "input", "dense", "conv", "maxpool", "avgpool", "gap", "relu", "tanh", "sigmoid",
-    "batchnorm", "dropout", "flatten", "add", "concat", "softmax_xent"};
+    "batchnorm", "dropout", "flatten", "add", "concat", "softmax_xent", "recv", "send"};
 
 const char *so_op_name(so_op op) { return (op >= 0 && op < SO_OP_COUNT) ? op_names[op] : "?"; }
 
@@ -136,7 +136,12 @@ static const char *infer(so_graph *g, so_node *nd, int *x, int *y)
             return *x = in.c, "loss needs logits of shape (K,1,1) with K >= 2, got %d channels";
         nd->out = (so_shape){1, 1, 1};
         return NULL;
-    default: /* relu, tanh, sigmoid, batchnorm keep the shape */
+    case SO_OP_RECV:
+        if (a->shape.c < 1 || a->shape.h < 1 || a->shape.w < 1)
+            return *x = a->shape.c, *y = a->shape.h, "received shape (%d channels, height %d) is not positive";
+        nd->out = a->shape;
+        return NULL;
+    default: /* send, relu, tanh, sigmoid, batchnorm keep the shape */ /* relu, tanh, sigmoid, batchnorm keep the shape */
         nd->out = in;
         return NULL;
     }
@@ -152,6 +157,7 @@ int so_graph_add(so_graph *g, so_op op, const char *name, const int *inputs, int
     if (op <= SO_OP_INPUT || op >= SO_OP_COUNT)
         return fail(g, SO_EINVAL, "unknown op %d%.0d", name, (int)op, 0);
     int nin_ok = (op == SO_OP_ADD || op == SO_OP_CONCAT) ? (ninputs >= 2 && ninputs <= SO_MAX_INPUTS)
+                 : op == SO_OP_RECV                       ? ninputs == 0
                                                           : ninputs == 1;
     if (!nin_ok)
         return fail(g, SO_EINVAL, "wrong number of inputs: %d%.0d", name, ninputs, 0);
@@ -171,7 +177,8 @@ int so_graph_add(so_graph *g, so_op op, const char *name, const int *inputs, int
     snprintf(nd->name, SO_NAME_LEN, "%s", name ? name : "");
     if (!name)
         snprintf(nd->name, SO_NAME_LEN, "%s%d", op_names[op], g->n);
-    memcpy(nd->inputs, inputs, (size_t)ninputs * sizeof *inputs);
+    if (ninputs)
+        memcpy(nd->inputs, inputs, (size_t)ninputs * sizeof *inputs);
     nd->ninputs = ninputs;
     if (a)
         nd->a = *a;
@@ -216,6 +223,13 @@ int so_g_sigmoid(so_graph *g, int in) { return unary(g, SO_OP_SIGMOID, in); }
 int so_g_gap(so_graph *g, int in) { return unary(g, SO_OP_GAP, in); }
 int so_g_flatten(so_graph *g, int in) { return unary(g, SO_OP_FLATTEN, in); }
 int so_g_loss(so_graph *g, int logits) { return unary(g, SO_OP_SOFTMAX_XENT, logits); }
+int so_g_send(so_graph *g, int in, const char *name) { return so_graph_add(g, SO_OP_SEND, name, &in, 1, NULL); }
+
+int so_g_recv(so_graph *g, const char *name, so_shape shape)
+{
+    so_attrs a = {.shape = shape};
+    return so_graph_add(g, SO_OP_RECV, name, NULL, 0, &a);
+}
 
 static int pool(so_graph *g, so_op op, int in, int k, int stride, int pad)
 {
@@ -292,7 +306,8 @@ int so_graph_finalize(so_graph *g)
 {
     if (g->err)
         return so_err(g->err, "%s", g->errmsg);
-    if (g->n < 2 || g->nodes[g->n - 1].op != SO_OP_SOFTMAX_XENT)
+    so_op last = g->nodes[g->n - 1].op;
+    if (g->n < 2 || (last != SO_OP_SOFTMAX_XENT && last != SO_OP_SEND))
         return so_err(SO_EINVAL, "graph must end in a softmax cross-entropy loss node");
     size_t poff = 0, boff = 0;
     for (int i = 0; i < g->n; i++) {

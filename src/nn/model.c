@@ -47,16 +47,15 @@ static void init_weight(float *w, const so_tensor_desc *t, int relu, so_rng *r)
     }
 }
 
-void so_model_init_params(so_model *m, uint64_t seed)
+void so_graph_init_params(const so_graph *g, uint64_t seed, float *params, float *bufs)
 {
-    const so_graph *g = m->g;
     int relu = uses_relu(g);
     for (int i = 1; i < so_graph_size(g); i++) {
         so_tensor_desc t[4];
         int nt = so_node_tensors(g, i, t);
         int is_bn = so_graph_node(g, i)->op == SO_OP_BATCHNORM;
         for (int k = 0; k < nt; k++) {
-            float *dst = t[k].is_buffer ? m->bufs + t[k].off : m->params + t[k].off;
+            float *dst = t[k].is_buffer ? bufs + t[k].off : params + t[k].off;
             float fill = 0.0f;
             if (!strcmp(t[k].suffix, "weight") && !is_bn) {
                 so_rng r;
@@ -70,6 +69,11 @@ void so_model_init_params(so_model *m, uint64_t seed)
                 dst[e] = fill;
         }
     }
+}
+
+void so_model_init_params(so_model *m, uint64_t seed)
+{
+    so_graph_init_params(m->g, seed, m->params, m->bufs);
     so_rng_seed(&m->rng, so_rng_derive(seed, 0xd50));
     so_model_params_changed(m);
 }
@@ -139,6 +143,8 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
     m->g = g;
     m->batch = batch;
     m->conv_algo = o->conv_algo;
+    m->recv_layout = o->recv_layout;
+    m->recv_layout_ctx = o->recv_layout_ctx;
     m->nparams = so_graph_nparams(g);
     m->nbufs = so_graph_nbufs(g);
     int rc = alloc_grads(m, o);
@@ -170,8 +176,12 @@ void so_model_destroy(so_model *m)
 {
     if (!m)
         return;
-    if (m->be && m->bs)
+    if (m->be && m->slots) {
+        for (int k = 0; k < m->nslots; k++)
+            m->be->destroy(m->slots[k]);
+    } else if (m->be && m->bs)
         m->be->destroy(m->bs);
+    free(m->slots);
     so_free(m->params);
     if (m->grads_free)
         m->grads_free(m->grads_ctx, m->grads); /* after the backend, which wrapped it */
@@ -201,7 +211,7 @@ int so_model_forward(so_model *m, const float *x, const int32_t *y, int n, int t
     if (rc)
         return rc;
     m->nvalid = n;
-    int last = so_graph_size(m->g) - (y ? 0 : 1); /* no labels: stop at the logits */
+    int last = so_graph_size(m->g) - (!y && so_graph_logits(m->g) >= 0); /* no labels: stop at the logits */
     int timed = m->timing || m->on_node;
     for (int i = 1; i < last; i++) {
         double t0 = timed ? so_now() : 0;
@@ -263,8 +273,45 @@ int so_model_correct(so_model *m, const int32_t *y, int n, int *correct)
 
 void so_model_params_changed(so_model *m)
 {
-    if (m->be && m->be->params_changed)
+    if (!m->be || !m->be->params_changed)
+        return;
+    if (!m->slots)
         m->be->params_changed(m->bs);
+    for (int k = 0; k < m->nslots; k++)
+        m->be->params_changed(m->slots[k]);
+}
+
+int so_model_set_slots(so_model *m, int n)
+{
+    if (n < 1 || m->slots)
+        return so_err(SO_EINVAL, "so_model_set_slots: %d slots (set once, >= 1)", n);
+    m->slots = calloc((size_t)n, sizeof *m->slots);
+    if (!m->slots)
+        return so_err(SO_ENOMEM, "out of memory for %d micro-batch slots", n);
+    m->slots[0] = m->bs;
+    m->nslots = 1;
+    for (; m->nslots < n; m->nslots++) {
+        int rc = m->be->create(m, &m->slots[m->nslots]);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+void so_model_use_slot(so_model *m, int k)
+{
+    if (m->slots && k >= 0 && k < m->nslots)
+        m->bs = m->slots[k];
+}
+
+int so_model_bind_edge(so_model *m, int node, float *data, float *grad)
+{
+    const so_node *nd = node >= 1 && node < so_graph_size(m->g) ? so_graph_node(m->g, node) : NULL;
+    if (!nd || (nd->op != SO_OP_RECV && nd->op != SO_OP_SEND))
+        return so_err(SO_EINVAL, "node %d is not a pipeline edge", node);
+    if (!m->be->bind_edge)
+        return so_err(SO_EUNSUP, "backend %s has no pipeline edges", m->be->name);
+    return m->be->bind_edge(m->bs, node, data, grad);
 }
 
 void so_model_set_grad_ready(so_model *m, so_grad_ready_fn fn, void *arg)
@@ -288,4 +335,17 @@ int so_model_conv_kernels(so_model *m, int node, so_conv_kernels *out)
         snprintf(out->impl[SO_PROP_BWD_DATA], sizeof out->impl[0], "none");
     }
     return 0;
+}
+
+size_t so_model_edge_bytes(so_model *m, int node)
+{
+    if (m->be->edge_bytes)
+        return m->be->edge_bytes(m->bs, node);
+    so_shape sh = so_graph_node(m->g, node)->out;
+    return (size_t)m->batch * sh.c * sh.h * sh.w * sizeof(float);
+}
+
+size_t so_model_edge_layout(so_model *m, int node, void *buf, size_t len)
+{
+    return m->be->edge_layout ? m->be->edge_layout(m->bs, node, buf, len) : 0;
 }

@@ -139,7 +139,7 @@ static void dp_finish(void *self)
 }
 
 static const so_strategy_ops dp_ops = {"data-parallel", dp_start, dp_backward_begin, dp_grads_ready,
-                                       dp_grads_done, NULL, dp_step_done, dp_finish};
+                                       dp_grads_done, NULL, dp_step_done, dp_finish, NULL, NULL, NULL};
 
 int so_strategy_data_parallel(const so_dist *d, so_strategy **out)
 {
@@ -154,7 +154,7 @@ int so_strategy_data_parallel(const so_dist *d, so_strategy **out)
         return so_err(SO_ENOMEM, "out of memory");
     }
     s->d = d;
-    *st = (so_strategy){&dp_ops, s};
+    *st = (so_strategy){&dp_ops, s, 0};
     *out = st;
     return 0;
 }
@@ -163,6 +163,9 @@ void so_strategy_free(so_strategy *s)
 {
     if (!s)
         return;
-    free(s->self);
+    if (s->ops && s->ops->destroy)
+        s->ops->destroy(s->self);
+    else
+        free(s->self);
     free(s);
 }

@@ -5,6 +5,7 @@
  * timed so reports can say where the time goes. */
 #include "scaleout/train.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,9 +49,41 @@ static void span(const trainer *t, so_span_kind kind, int id, double t0, double 
         h->span(h->arg, kind, t->step, id, t0, t1);
 }
 
-/* One optimizer step of K micro-batches. Returns 1 if a step ran, 0 at the
- * end of the epoch, negative on error. */
-static int train_step(trainer *t, double *loss_out)
+/* Images per step are batch x K x this: the ranks whose batches differ. */
+static int replicas(const trainer *t)
+{
+    if (t->strat && t->strat->replicas > 0)
+        return t->strat->replicas;
+    return t->d ? t->d->world : 1;
+}
+
+typedef struct {
+    trainer *t;
+    int k;              /* micro-batches handed out this step */
+} batch_feed;
+
+/* The loader's next batch, timed as the DATA span of micro-batch k. */
+static int next_batch(void *arg, const float **x, const int32_t **y, int *n)
+{
+    batch_feed *f = arg;
+    double t0 = so_now();
+    int got = so_loader_next(f->t->train, x, y, n);
+    double t1 = so_now();
+    f->t->r->data_wait += t1 - t0;
+    if (got > 0)
+        span(f->t, SO_SPAN_DATA, f->k++, t0, t1);
+    return got;
+}
+
+static void pass_span(void *arg, int backward, int k, double t0, double t1)
+{
+    batch_feed *f = arg;
+    *(backward ? &f->t->r->backward : &f->t->r->forward) += t1 - t0;
+    span(f->t, backward ? SO_SPAN_BACKWARD : SO_SPAN_FORWARD, k, t0, t1);
+}
+
+/* Forward and backward of the step's K micro-batches, one after the other. */
+static int micro_batches(trainer *t, batch_feed *feed, double *loss_out)
 {
     so_model *m = t->m;
     so_train_result *r = t->r;
@@ -60,13 +93,10 @@ static int train_step(trainer *t, double *loss_out)
         const float *x;
         const int32_t *y;
         int n;
-        double t0 = so_now();
-        int got = so_loader_next(t->train, &x, &y, &n);
-        double t1 = so_now();
-        r->data_wait += t1 - t0;
+        int got = next_batch(feed, &x, &y, &n);
         if (got <= 0)
             return got;
-        span(t, SO_SPAN_DATA, k, t0, t1);
+        double t1 = so_now();
         m->accumulate_grads = k > 0;
         int rc = so_model_forward(m, x, y, n, 1);
         double t2 = so_now();
@@ -83,6 +113,23 @@ static int train_step(trainer *t, double *loss_out)
             return rc;
         loss += m->loss;
     }
+    *loss_out = loss / K;
+    return 1;
+}
+
+/* One optimizer step of K micro-batches. Returns 1 if a step ran, 0 at the
+ * end of the epoch, negative on error. */
+static int train_step(trainer *t, double *loss_out)
+{
+    so_model *m = t->m;
+    so_train_result *r = t->r;
+    int K = t->c->accumulate;
+    batch_feed feed = {t, 0};
+    so_step_io io = {next_batch, pass_span, &feed};
+    int got = t->strat && t->strat->ops->run_step ? t->strat->ops->run_step(t->strat->self, K, &io, loss_out)
+                                                  : micro_batches(t, &feed, loss_out);
+    if (got <= 0)
+        return got;
     if (t->strat) {
         double waited = 0, w0 = so_now();
         int rc = t->strat->ops->grads_done(t->strat->self, &waited);
@@ -110,16 +157,34 @@ static int train_step(trainer *t, double *loss_out)
     double t4 = so_now();
     r->optimizer += t4 - t3;
     span(t, SO_SPAN_OPTIMIZER, 0, t3, t4);
-    *loss_out = loss / K;
     return 1;
 }
 
+/* The mean of v over the ranks that have one (NAN: a rank that computes no
+ * loss, such as an early pipeline stage). */
 static int reduce_mean(const so_dist *d, double *v)
 {
     if (!d)
         return 0;
-    int rc = d->sum(d->ctx, v, 1);
-    *v /= d->world;
+    double s[2] = {isnan(*v) ? 0 : *v, isnan(*v) ? 0 : 1};
+    int rc = d->sum(d->ctx, s, 2);
+    *v = s[1] > 0 ? s[0] / s[1] : NAN;
+    return rc;
+}
+
+/* Evaluation through the strategy when it has its own (pipeline stages). */
+static int evaluate(trainer *t, so_loader *test, double *accuracy, double *loss)
+{
+    if (!t->strat || !t->strat->ops->evaluate)
+        return so_evaluate(t->m, test, t->d, accuracy, loss);
+    double sums[3] = {0, 0, 0};
+    int rc = so_loader_start_epoch(test, 0);
+    if (!rc)
+        rc = t->strat->ops->evaluate(t->strat->self, test, sums);
+    if (!rc && t->d)
+        rc = t->d->sum(t->d->ctx, sums, 3);
+    *accuracy = sums[1] > 0 ? sums[0] / sums[1] : 0;
+    *loss = sums[1] > 0 ? sums[2] / sums[1] : 0;
     return rc;
 }
 
@@ -158,8 +223,7 @@ static int record_step(trainer *t, double seconds)
         r->step_seconds = grown;
     }
     r->step_seconds[r->nstep_seconds++] = seconds;
-    int world = t->d ? t->d->world : 1;
-    double images = (double)t->m->batch * t->c->accumulate * world;
+    double images = (double)t->m->batch * t->c->accumulate * replicas(t);
     t->all_time += seconds;
     t->all_count += images;
     if (t->step - t->c->start_step >= t->c->throughput_skip) {
@@ -206,7 +270,8 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
     if (!rc && s > 0)
         rc = skip_batches(t, s);
     double start = so_now(), loss_sum = 0;
-    int world = t->d ? t->d->world : 1;
+    long loss_steps = 0; /* steps with a loss on this rank */
+    int world = replicas(t);
     while (!rc && s < spe && t->step < max_steps) {
         double t0 = so_now(), loss = 0;
         int got = train_step(t, &loss);
@@ -216,14 +281,17 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
         }
         double t1 = so_now();
         rc = record_step(t, t1 - t0);
-        loss_sum += loss;
+        if (!isnan(loss)) {
+            loss_sum += loss;
+            loss_steps++;
+        }
         s++;
         t->step++;
         span(t, SO_SPAN_STEP, 0, t0, t1);
         if (!rc && t->strat && t->strat->ops->step_done)
             rc = t->strat->ops->step_done(t->strat->self, t->step);
         double el = t1 - start;
-        so_progress p = {epoch, epochs, s, spe, loss_sum / (s - s0),
+        so_progress p = {epoch, epochs, s, spe, loss_steps ? loss_sum / loss_steps : NAN,
                          el > 0 ? (double)(s - s0) * t->m->batch * t->c->accumulate * world / el : 0, el, NULL};
         if (progress && !rc)
             progress(arg, &p);
@@ -234,14 +302,14 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
         return rc;
     long done = s - s0;
     es->seconds = so_now() - start;
-    es->loss = done ? loss_sum / done : 0;
+    es->loss = loss_steps ? loss_sum / loss_steps : done ? NAN : 0;
     es->images_per_sec = es->seconds > 0 ? (double)done * t->m->batch * t->c->accumulate * world / es->seconds : 0;
     rc = reduce_mean(t->d, &es->loss);
     int last = t->step >= max_steps || epoch == epochs - 1;
     int ev = t->c->eval_every;
     if (!rc && test && ev >= 0 && (last || (ev > 0 && (epoch + 1) % ev == 0))) {
         double e0 = so_now();
-        rc = so_evaluate(t->m, test, t->d, &es->test_accuracy, &es->test_loss);
+        rc = evaluate(t, test, &es->test_accuracy, &es->test_loss);
         span(t, SO_SPAN_EVAL, 0, e0, so_now());
     }
     t->r->nepochs++;

@@ -27,6 +27,8 @@ static const od_op *op_table(so_op op)
     case SO_OP_ADD: return &od_op_add;
     case SO_OP_CONCAT: return &od_op_concat;
     case SO_OP_SOFTMAX_XENT: return &od_op_loss;
+    case SO_OP_RECV: return &od_op_recv;
+    case SO_OP_SEND: return &od_op_send;
     default: return NULL;
     }
 }
@@ -168,8 +170,10 @@ static int set_input(void *state, const float *x, const int32_t *y, int n)
     for (int i = 0; y && i < n; i++)
         if (y[i] < 0 || y[i] >= k)
             return so_err(SO_EINVAL, "label %d of sample %d is not in [0, %d)", (int)y[i], i, k);
-    memcpy(s->t[0].buf, x, per * (size_t)n);
-    memset((char *)s->t[0].buf + per * (size_t)n, 0, per * (size_t)(s->m->batch - n));
+    size_t copied = x ? per * (size_t)n : 0; /* no x: a later pipeline stage (recv nodes) */
+    if (x)
+        memcpy(s->t[0].buf, x, copied);
+    memset((char *)s->t[0].buf + copied, 0, s->t[0].bytes - copied);
     memset(s->labels, 0, (size_t)s->m->batch * sizeof *s->labels);
     if (y)
         memcpy(s->labels, y, (size_t)n * sizeof *y);
@@ -219,4 +223,7 @@ const so_backend_ops so_backend_onednn = {
     .read_output = read_output,
     .params_changed = params_changed,
     .conv_kernels = od_conv_kernels,
+    .bind_edge = od_bind_edge,
+    .edge_bytes = od_edge_bytes,
+    .edge_layout = od_edge_layout,
 };

@@ -80,7 +80,11 @@ struct od_state {
 /* ---- op tables (one per file) ---- */
 extern const od_op od_op_conv, od_op_dense, od_op_maxpool, od_op_avgpool, od_op_gap,
     od_op_eltwise, od_op_bn, od_op_dropout, od_op_flatten, od_op_add, od_op_concat,
-    od_op_loss;
+    od_op_loss, od_op_recv, od_op_send;
+/* onednn_edge.c: so_backend_ops.bind_edge, edge_bytes, edge_layout. */
+int od_bind_edge(void *state, int node, float *data, float *grad);
+size_t od_edge_bytes(void *state, int node);
+size_t od_edge_layout(void *state, int node, void *buf, size_t len);
 /* Direct small-channel convolution (onednn_dconv.c) and the rule choosing it
  * over oneDNN's gemm fallback for a conv node; one instance per ISA
  * (onednn_dconv_avx512.c, onednn_dconv_avx2.c), od_dconv_op() picks the

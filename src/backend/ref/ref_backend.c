@@ -28,6 +28,8 @@ static const struct {
     [SO_OP_ADD] = {ref_add_forward, ref_add_backward},
     [SO_OP_CONCAT] = {ref_concat_forward, ref_concat_backward},
     [SO_OP_SOFTMAX_XENT] = {ref_loss_forward, ref_loss_backward},
+    [SO_OP_RECV] = {ref_recv_forward, ref_recv_backward},
+    [SO_OP_SEND] = {ref_send_forward, ref_send_backward},
 };
 
 float *ref_dx(ref_state *s, int i, int slot)
@@ -70,6 +72,8 @@ static void ref_destroy(void *state)
     free(s->diff);
     free(s->aux);
     free(s->argmax);
+    free(s->edge_data);
+    free(s->edge_grad);
     so_free(s->labels);
     free(s);
 }
@@ -119,8 +123,10 @@ static int ref_create(so_model *m, void **state)
     s->diff = calloc(nn, sizeof *s->diff);
     s->aux = calloc(nn, sizeof *s->aux);
     s->argmax = calloc(nn, sizeof *s->argmax);
+    s->edge_data = calloc(nn, sizeof *s->edge_data);
+    s->edge_grad = calloc(nn, sizeof *s->edge_grad);
     s->labels = so_alloc((size_t)m->batch * sizeof *s->labels);
-    int bad = !s->act || !s->diff || !s->aux || !s->argmax || !s->labels;
+    int bad = !s->act || !s->diff || !s->aux || !s->argmax || !s->labels || !s->edge_data || !s->edge_grad;
     for (size_t i = 0; !bad && i < nn; i++)
         bad = alloc_node(s, (int)i) != 0;
     if (bad) {
@@ -141,8 +147,9 @@ static int ref_set_input(void *state, const float *x, const int32_t *y, int n)
         if (y[r] < 0 || y[r] >= k)
             return so_err(SO_EINVAL, "label %d of sample %d is not in [0,%d)", (int)y[r], r, k);
     size_t per = ref_numel(so_graph_input_shape(s->g));
-    memcpy(s->act[0], x, (size_t)n * per * sizeof(float));
-    memset(s->act[0] + (size_t)n * per, 0, (size_t)(s->batch - n) * per * sizeof(float));
+    if (x) /* NULL: a later pipeline stage, whose inputs come through recv nodes */
+        memcpy(s->act[0], x, (size_t)n * per * sizeof(float));
+    memset(s->act[0] + (size_t)(x ? n : 0) * per, 0, (size_t)(s->batch - (x ? n : 0)) * per * sizeof(float));
     memset(s->labels, 0, (size_t)s->batch * sizeof *s->labels);
     if (y)
         memcpy(s->labels, y, (size_t)n * sizeof *y);
@@ -186,6 +193,19 @@ static int ref_read_output(void *state, int node, float *dst)
     return 0;
 }
 
+static int ref_bind_edge(void *state, int node, float *data, float *grad)
+{
+    ref_state *s = state;
+    int rc = check_node(s, node);
+    if (rc)
+        return rc;
+    if (data)
+        s->edge_data[node] = data;
+    if (grad)
+        s->edge_grad[node] = grad;
+    return 0;
+}
+
 const so_backend_ops so_backend_ref = {
     .name = "ref",
     .create = ref_create,
@@ -195,4 +215,5 @@ const so_backend_ops so_backend_ref = {
     .backward = ref_backward,
     .read_output = ref_read_output,
     .params_changed = NULL, /* ref reads the flat buffers directly every time */
+    .bind_edge = ref_bind_edge,
 };

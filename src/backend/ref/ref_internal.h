@@ -22,6 +22,7 @@ typedef struct ref_state {
     float **aux;      /* dropout: kept-unit scales (batch,C,H,W); batchnorm: [mean C][invstd C] */
     int32_t **argmax; /* maxpool: input plane index (ih*W+iw) of each output's max, (batch,C,OH,OW) */
     int32_t *labels;  /* (batch); rows >= n are 0 and ignored */
+    float **edge_data, **edge_grad; /* recv/send nodes: the bound plain buffers (bind_edge) */
 } ref_state;
 
 /* Multiply-adds below which a kernel stays serial: a parallel region costs
@@ -73,6 +74,10 @@ void ref_relu_mask(const float *y, float *dy, size_t n);
 /* Applies the mask above when node i has a fused ReLU; returns node i's output diff. */
 float *ref_out_diff(ref_state *s, int i);
 
+int ref_recv_forward(ref_state *s, int i, int training);
+int ref_recv_backward(ref_state *s, int i);
+int ref_send_forward(ref_state *s, int i, int training);
+int ref_send_backward(ref_state *s, int i);
 int ref_conv_forward(ref_state *s, int i, int training);
 int ref_conv_backward(ref_state *s, int i);
 int ref_dense_forward(ref_state *s, int i, int training);

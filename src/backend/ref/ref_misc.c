@@ -1,6 +1,7 @@
 /* Reference data-movement ops: inverted dropout, flatten, add (2+ inputs) and
  * concat along channels. None has parameters; add may carry a fused ReLU. */
 #include "ref_internal.h"
+#include "scaleout/err.h"
 #include "scaleout/rng.h"
 
 static size_t total(const ref_state *s, int i) { return (size_t)s->batch * ref_numel(ref_node(s, i)->out); }
@@ -119,4 +120,47 @@ int ref_concat_backward(ref_state *s, int i)
                 dx[n * xper + k] += s->diff[i][n * yper + coff + k];
     }
     return 0;
+}
+
+/* ---- pipeline edges: copies between the node and the bound plain buffers ---- */
+
+static int edge_unbound(ref_state *s, int i, const float *buf)
+{
+    return buf ? 0 : so_err(SO_EINVAL, "ref backend: pipeline edge %s has no buffer bound", ref_node(s, i)->name);
+}
+
+int ref_recv_forward(ref_state *s, int i, int training)
+{
+    (void)training;
+    int rc = edge_unbound(s, i, s->edge_data[i]);
+    if (!rc)
+        memcpy(s->act[i], s->edge_data[i], total(s, i) * sizeof(float));
+    return rc;
+}
+
+int ref_recv_backward(ref_state *s, int i)
+{
+    int rc = edge_unbound(s, i, s->edge_grad[i]);
+    if (!rc)
+        memcpy(s->edge_grad[i], s->diff[i], total(s, i) * sizeof(float));
+    return rc;
+}
+
+int ref_send_forward(ref_state *s, int i, int training)
+{
+    (void)training;
+    int rc = edge_unbound(s, i, s->edge_data[i]);
+    if (!rc)
+        memcpy(s->edge_data[i], ref_in(s, i, 0), total(s, i) * sizeof(float));
+    return rc;
+}
+
+int ref_send_backward(ref_state *s, int i)
+{
+    int rc = edge_unbound(s, i, s->edge_grad[i]);
+    float *dx = rc ? NULL : ref_dx(s, i, 0);
+    size_t n = total(s, i);
+    for (size_t k = 0; dx && k < n; k++)
+        dx[k] += s->edge_grad[i][k];
+    return rc;
 }

@@ -1,0 +1,456 @@
+/* Pipeline stages for a job (pipe_glue.h). Ranks are laid out as P stages x
+ * D replicas; world rank 0 holds the LAST stage of replica 0, where the loss
+ * and the accuracy are computed, so what rank 0 prints is the model's. */
+#include "pipe_glue.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scaleout/backend.h"
+#include "scaleout/err.h"
+#include "scaleout/pipeline.h"
+#include "scaleout/predict.h"
+#include "scaleout/zoo.h"
+
+#ifdef SCALEOUT_HAVE_MPI
+#include "scaleout/comm.h"
+#include "scaleout/comm_async.h"
+#endif
+
+/* The gradient average over a stage's replicas, as so_dist hooks. */
+typedef struct {
+    so_dist d;
+#ifdef SCALEOUT_HAVE_MPI
+    so_comm *comm;
+    so_async *async;
+#endif
+} replica_dist;
+
+/* One layout message between stages: fixed size, so a failure mark is a message too. */
+enum { LAYOUT_MAX = 2048 };
+typedef struct {
+    int32_t ok;                  /* 0: the sending stage could not build its model */
+    uint32_t len;                /* bytes of desc used (0: plain NCHW) */
+    char desc[LAYOUT_MAX];
+} layout_msg;
+
+struct pipe_glue {
+    int stage, stages, replica, replicas, microbatch;
+    so_pipe_schedule schedule;
+    int microbatches;
+    so_graph *whole;             /* owned */
+    so_pipe_plan plan;
+    so_pipe_stage_edges edges;
+    so_dist shard;               /* parts_build's view: replica rank and count */
+    replica_dist rd;
+    so_strategy *dp, *pipe;
+    layout_msg *layouts;         /* one per recv edge (take_layouts) */
+#ifdef SCALEOUT_HAVE_MPI
+    so_comm *pipeline;           /* this replica's stages; group rank = stages - 1 - stage */
+#endif
+};
+
+int pipe_glue_check(const so_job_config *c, int world)
+{
+    int P = c->pipeline_stages, M = c->microbatches > 0 ? c->microbatches : 1;
+    if (P <= 1)
+        return 0;
+    if (world % P)
+        return so_err(SO_EINVAL, "--pipeline-stages %d: %d ranks do not split into %d stages x replicas", P, world, P);
+    if (c->batch % M)
+        return so_err(SO_EINVAL, "--microbatches %d does not divide --batch-size %d", M, c->batch);
+    if (c->accumulate > 1)
+        return so_err(SO_EINVAL, "--accumulate with --pipeline-stages: use --microbatches");
+    if (so_pipe_schedule_parse(c->schedule ? c->schedule : "1f1b") < 0)
+        return so_err(SO_EINVAL, "--schedule: unknown schedule '%s' (gpipe, 1f1b)", c->schedule);
+    const char *pl = c->placement ? c->placement : "stage-major";
+    if (strcmp(pl, "stage-major") && strcmp(pl, "replica-major"))
+        return so_err(SO_EINVAL, "--placement: unknown placement '%s' (stage-major, replica-major)", pl);
+    if (c->sync_bn)
+        return so_err(SO_EUNSUP, "--sync-bn with --pipeline-stages: not in this version");
+    if (c->ckpt.every || c->ckpt.resume || c->ckpt.init_from)
+        return so_err(SO_EUNSUP, "checkpoints of pipeline stages (--ckpt-*, --resume, --init-from): not in this "
+                      "version");
+    return 0;
+}
+
+/* stage-major: a replica's stages on neighbouring ranks (one node); replica-major: a stage's replicas. */
+static void layout(pipe_glue *g, const so_job_config *c, int rank, int world)
+{
+    int P = c->pipeline_stages, D = world / P, q;
+    if (c->placement && !strcmp(c->placement, "replica-major")) {
+        q = rank / D;
+        g->replica = rank % D;
+    } else {
+        q = rank % P;
+        g->replica = rank / P;
+    }
+    g->stage = P - 1 - q;
+    g->stages = P;
+    g->replicas = D;
+}
+
+/* Forward + backward seconds per node at one micro-batch, on a model of
+ * its own built from the zoo again (rank 0 only; the ranks take its cuts). */
+static int measure(const so_job_config *c, const so_dataset *ds, int microbatch, double *secs, int n)
+{
+    so_graph *g = NULL;
+    so_model *m = NULL;
+    so_optim *opt = NULL;
+    so_optim_kind kind;
+    so_optim_config oc;
+    int rc = so_zoo_build(c->model, ds->c, ds->h, ds->w, ds->classes, &g);
+    if (!rc)
+        rc = so_model_create(g, c->backend, microbatch, (uint64_t)c->seed, &m);
+    if (!rc && !(rc = so_optim_parse(c->optimizer, &kind))) {
+        so_optim_defaults(&oc, kind);
+        rc = so_optim_create(&oc, m->nparams, &opt);
+    }
+    size_t len = (size_t)ds->c * ds->h * ds->w * (size_t)microbatch;
+    float *x = calloc(len, sizeof *x);
+    int32_t *y = calloc((size_t)microbatch, sizeof *y);
+    double *t = calloc(2 * (size_t)n, sizeof *t), other;
+    if (!rc && (!x || !y || !t))
+        rc = so_err(SO_ENOMEM, "out of memory measuring %s", c->model);
+    for (size_t i = 0; !rc && i < len; i++)
+        x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    for (int i = 0; !rc && i < microbatch; i++)
+        y[i] = i % ds->classes;
+    if (!rc)
+        rc = so_predict_measure(m, opt, x, y, 1, 3, t, t + n, &other);
+    for (int i = 0; !rc && i < n; i++)
+        secs[i] = t[i] + t[n + i];
+    free(x);
+    free(y);
+    free(t);
+    so_optim_destroy(opt);
+    so_model_destroy(m); /* owns g, also when creation failed (so_model_create destroys it then) */
+    return rc;
+}
+
+/* Stage starts by --partition: a list, or a balancer over measured time or memory. */
+static int choose_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *ds, int rank, int *first)
+{
+    const char *how = c->partition ? c->partition : "auto";
+    int P = g->stages, n = so_graph_size(g->whole);
+    if (strcmp(how, "auto") && strcmp(how, "time") && strcmp(how, "memory")) {
+        int got = 0;
+        int rc = so_pipe_parse_list(g->whole, how, first, P, &got);
+        if (rc)
+            return so_err(SO_EINVAL, "--partition: %s", so_errmsg());
+        if (got != P)
+            return so_err(SO_EINVAL, "--partition: %d stage starts for --pipeline-stages %d", got, P);
+        return 0;
+    }
+    so_pipe_costs costs = {.microbatch = g->microbatch, .microbatches = g->microbatches, .schedule = g->schedule,
+                           .devices = P, .optim_slots = 1};
+    double *secs = NULL;
+    int rc = 0;
+    if (strcmp(how, "memory")) {
+        if (!(secs = calloc((size_t)n, sizeof *secs)))
+            return so_err(SO_ENOMEM, "out of memory");
+        if (rank == 0)
+            rc = measure(c, ds, g->microbatch, secs, n);
+        costs.seconds = secs;
+    }
+    if (!rc)
+        rc = so_pipe_balance(g->whole, P, strcmp(how, "memory") ? SO_PIPE_BY_TIME : SO_PIPE_BY_MEMORY, &costs, first);
+    free(secs);
+    return rc;
+}
+
+/* Rank 0's cuts on every rank (time is measured there only). */
+static int agree_cuts(dist_handle *dh, int rank, int *first, int P)
+{
+    const so_dist *d = dist_get(dh);
+    double *v = calloc((size_t)P, sizeof *v);
+    if (!v)
+        return so_err(SO_ENOMEM, "out of memory");
+    for (int s = 0; s < P; s++)
+        v[s] = rank == 0 ? first[s] : 0;
+    int rc = d->sum(d->ctx, v, P);
+    for (int s = 0; s < P; s++)
+        first[s] = (int)v[s];
+    free(v);
+    return rc;
+}
+
+#ifdef SCALEOUT_HAVE_MPI
+static int link_isend(void *ctx, const void *buf, size_t bytes, int stage, int tag, void **req)
+{
+    pipe_glue *g = ctx;
+    return so_comm_isend(g->pipeline, buf, bytes, g->stages - 1 - stage, tag, (so_comm_req **)req);
+}
+
+static int link_irecv(void *ctx, void *buf, size_t bytes, int stage, int tag, void **req)
+{
+    pipe_glue *g = ctx;
+    return so_comm_irecv(g->pipeline, buf, bytes, g->stages - 1 - stage, tag, (so_comm_req **)req);
+}
+
+static int link_wait(void *ctx, void *req) { return so_comm_req_wait(((pipe_glue *)ctx)->pipeline, req); }
+
+static int rd_submit(void *ctx, float *buf, size_t count, int bucket)
+{
+    return so_async_submit(((replica_dist *)ctx)->async, buf, count, SO_REDUCE_AVG, bucket);
+}
+
+static int rd_wait(void *ctx, double *waited) { return so_async_wait_all(((replica_dist *)ctx)->async, 0, waited); }
+
+static int rd_sum(void *ctx, double *v, int n)
+{
+    return so_comm_allreduce_double(((replica_dist *)ctx)->comm, v, (size_t)n, SO_REDUCE_SUM);
+}
+
+static int rd_max(void *ctx, double *v, int n)
+{
+    return so_comm_allreduce_double(((replica_dist *)ctx)->comm, v, (size_t)n, SO_REDUCE_MAX);
+}
+
+static int rd_bcast(void *ctx, float *buf, size_t count)
+{
+    return so_comm_bcast(((replica_dist *)ctx)->comm, buf, count, 0);
+}
+
+/* The two groups: this replica's pipeline, this stage's replicas. */
+static int open_groups(pipe_glue *g, so_comm *world, const char *allreduce)
+{
+    int rc = so_comm_split(world, g->replica, g->stages - 1 - g->stage, &g->pipeline);
+    if (!rc)
+        rc = so_comm_split(world, g->stage, g->replica, &g->rd.comm);
+    if (rc || g->replicas < 2)
+        return rc;
+    so_allreduce_algo algo = SO_ALLREDUCE_AUTO;
+    if (allreduce && so_allreduce_algo_parse(allreduce, &algo))
+        algo = SO_ALLREDUCE_AUTO; /* the name was checked at start-up */
+    rc = so_async_create(g->rd.comm, algo, &g->rd.async);
+    g->rd.d = (so_dist){.rank = g->replica, .world = g->replicas, .ctx = &g->rd, .grad_submit = rd_submit,
+                        .grad_wait = rd_wait, .sum = rd_sum, .max = rd_max, .bcast = rd_bcast};
+    return rc;
+}
+#endif
+
+int pipe_glue_open(const so_job_config *c, dist_handle *dh, job_parts *p, pipe_glue **out)
+{
+    *out = NULL;
+    const so_dist *d = dist_get(dh);
+    if (c->pipeline_stages <= 1)
+        return 0;
+    if (!d)
+        return so_err(SO_EINVAL, "--pipeline-stages %d: needs %d or more ranks (mpirun -np N)", c->pipeline_stages,
+                      c->pipeline_stages);
+    pipe_glue *g = calloc(1, sizeof *g);
+    int *first = calloc((size_t)c->pipeline_stages + 1, sizeof *first);
+    if (!g || !first) {
+        free(g);
+        free(first);
+        return so_err(SO_ENOMEM, "out of memory");
+    }
+    *out = g;
+    layout(g, c, d->rank, d->world);
+    g->microbatches = c->microbatches > 0 ? c->microbatches : 1;
+    g->microbatch = c->batch / g->microbatches;
+    g->schedule = (so_pipe_schedule)so_pipe_schedule_parse(c->schedule ? c->schedule : "1f1b");
+    g->whole = p->g;
+    p->g = NULL;
+    int rc = choose_cuts(g, c, p->train, d->rank, first);
+    if ((rc = dist_agree(dh, rc)) || (rc = agree_cuts(dh, d->rank, first, g->stages)))
+        goto done;
+    rc = so_pipe_plan_init(&g->plan, g->whole, first, g->stages);
+    if (!rc)
+        rc = so_pipe_stage_graph(&g->plan, g->stage, &p->g, &g->edges);
+#ifdef SCALEOUT_HAVE_MPI
+    if ((rc = dist_agree(dh, rc)) || (rc = open_groups(g, dist_comm(dh), c->allreduce)))
+        goto done;
+#endif
+    g->shard = *d;
+    g->shard.rank = g->replica;
+    g->shard.world = g->replicas;
+    g->shard.buf_alloc = NULL;
+    g->shard.buf_free = NULL;
+done:
+    free(first);
+    return rc;
+}
+
+const so_dist *pipe_glue_shard(pipe_glue *g) { return &g->shard; }
+int pipe_glue_microbatch(const pipe_glue *g) { return g->microbatch; }
+const so_graph *pipe_glue_whole(const pipe_glue *g) { return g->whole; }
+
+void pipe_glue_layout(const pipe_glue *g, int *stage, int *stages, int *replica, int *replicas)
+{
+    *stage = g->stage;
+    *stages = g->stages;
+    *replica = g->replica;
+    *replicas = g->replicas;
+}
+
+/* The whole model's initial values, and the stage's slice of them: every
+ * partition starts from the parameters one process would. */
+static int init_slice(pipe_glue *g, so_model *m, uint64_t seed)
+{
+    size_t np = so_graph_nparams(g->whole), nb = so_graph_nbufs(g->whole);
+    float *params = malloc((np ? np : 1) * sizeof *params), *bufs = malloc((nb ? nb : 1) * sizeof *bufs);
+    int rc = params && bufs ? 0 : so_err(SO_ENOMEM, "out of memory for the whole model's initial values");
+    if (!rc && (g->edges.param_hi - g->edges.param_lo != m->nparams || g->edges.buf_hi - g->edges.buf_lo != m->nbufs))
+        rc = so_err(SO_EINVAL, "stage %d: %zu parameters, but its slice of the model has %zu", g->stage, m->nparams,
+                    g->edges.param_hi - g->edges.param_lo);
+    if (!rc) {
+        so_graph_init_params(g->whole, seed, params, bufs);
+        memcpy(m->params, params + g->edges.param_lo, m->nparams * sizeof *params);
+        memcpy(m->bufs, bufs + g->edges.buf_lo, m->nbufs * sizeof *bufs);
+        so_model_params_changed(m);
+    }
+    free(params);
+    free(bufs);
+    return rc;
+}
+
+
+static int layout_of(void *ctx, int node, const void **desc, size_t *len)
+{
+    pipe_glue *g = ctx;
+    for (int i = 0; i < g->edges.nrecv; i++)
+        if (g->edges.recv[i].node == node && g->layouts) {
+            *desc = g->layouts[i].desc;
+            *len = g->layouts[i].len;
+            return 0;
+        }
+    *len = 0;
+    return 0;
+}
+
+int pipe_glue_take_layouts(pipe_glue *g, job_parts *p)
+{
+    int rc = 0, failed = -1;
+    g->layouts = calloc((size_t)g->edges.nrecv + 1, sizeof *g->layouts);
+    if (!g->layouts)
+        return so_err(SO_ENOMEM, "out of memory");
+#ifdef SCALEOUT_HAVE_MPI
+    for (int i = 0; i < g->edges.nrecv; i++) {
+        const so_pipe_edge *e = &g->edges.recv[i];
+        int r = so_comm_recv_bytes(g->pipeline, &g->layouts[i], sizeof *g->layouts, g->stages - 1 - e->peer, e->tag);
+        rc = rc ? rc : r;
+        if (!r && !g->layouts[i].ok)
+            failed = e->peer;
+    }
+#endif
+    if (!rc && failed >= 0)
+        rc = so_err(SO_ECOMM, "stage %d could not build its model (see its message)", failed);
+    p->recv_layout = layout_of;
+    p->recv_layout_ctx = g;
+    return rc;
+}
+
+int pipe_glue_give_layouts(pipe_glue *g, const job_parts *p)
+{
+    int rc = 0;
+#ifdef SCALEOUT_HAVE_MPI
+    layout_msg *msg = calloc(1, sizeof *msg);
+    if (!msg)
+        return so_err(SO_ENOMEM, "out of memory");
+    for (int i = 0; i < g->edges.nsend; i++) {
+        const so_pipe_edge *e = &g->edges.send[i];
+        msg->ok = p->m != NULL;
+        msg->len = p->m ? (uint32_t)so_model_edge_layout(p->m, e->node, msg->desc, sizeof msg->desc) : 0;
+        int r = so_comm_send_bytes(g->pipeline, msg, sizeof *msg, g->stages - 1 - e->peer, e->tag);
+        rc = rc ? rc : r;
+    }
+    free(msg);
+#else
+    (void)g, (void)p;
+#endif
+    return rc;
+}
+
+int pipe_glue_start(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_parts *p, so_train_config *tc)
+{
+    int rc = init_slice(g, p->m, (uint64_t)c->seed);
+    if ((rc = dist_agree(dh, rc)))
+        return rc;
+#ifdef SCALEOUT_HAVE_MPI
+    if (g->replicas > 1 && (rc = so_strategy_data_parallel(&g->rd.d, &g->dp)))
+        return rc;
+    so_pipe_config pc = {.schedule = g->schedule, .microbatches = g->microbatches,
+                         .link = {g, link_isend, link_irecv, link_wait}, .replicas = g->dp,
+                         .nreplicas = g->replicas};
+    if ((rc = so_strategy_pipeline(&pc, &g->edges, &g->pipe)))
+        return rc;
+    tc->accumulate = g->microbatches;
+    tc->strategy = g->pipe;
+    return 0;
+#else
+    (void)tc;
+    return so_err(SO_EUNSUP, "--pipeline-stages: this build has no MPI");
+#endif
+}
+
+int pipe_glue_gather_params(pipe_glue *g, const so_model *m, float **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+#ifdef SCALEOUT_HAVE_MPI
+    if (g->replica != 0)
+        return 0;
+    size_t *sizes = calloc((size_t)g->stages, sizeof *sizes);
+    void *all = NULL;
+    int rc = sizes ? so_comm_gather_bytes(g->pipeline, m->params, m->nparams * sizeof(float), 0, &all, sizes)
+                   : so_err(SO_ENOMEM, "out of memory");
+    if (!rc && all) { /* group rank q holds stage P - 1 - q: put the stages back in order */
+        size_t total = 0;
+        for (int q = 0; q < g->stages; q++)
+            total += sizes[q];
+        char *whole = malloc(total ? total : 1), *src = all;
+        size_t at = total;
+        for (int q = 0; whole && q < g->stages; q++) {
+            at -= sizes[q];
+            memcpy(whole + at, src, sizes[q]);
+            src += sizes[q];
+        }
+        *out = (float *)whole;
+        *n = total / sizeof(float);
+        rc = whole ? 0 : so_err(SO_ENOMEM, "out of memory for the whole model's parameters");
+    }
+    free(all);
+    free(sizes);
+    return rc;
+#else
+    (void)g, (void)m;
+    return 0;
+#endif
+}
+
+int pipe_glue_bubble(pipe_glue *g, dist_handle *dh, int skip, so_train_result *r)
+{
+    const so_dist *d = dist_get(dh);
+    long from = r->nstep_seconds > skip ? skip : 0;
+    double v[2] = {r->pipe_busy, 0};
+    for (long i = from; i < r->nstep_seconds; i++)
+        v[1] += r->step_seconds[i];
+    if (from == 0) /* a run shorter than the warm-up: the busy time was not counted either */
+        v[0] = v[1] = 0;
+    int rc = d->sum(d->ctx, v, 2);
+    r->pipe_bubble = v[1] > 0 ? 1 - v[0] / v[1] : 0;
+    r->pipe_bubble_formula = so_pipe_bubble(g->schedule, g->stages, g->microbatches, 1);
+    return rc;
+}
+
+void pipe_glue_close(pipe_glue *g)
+{
+    if (!g)
+        return;
+    so_strategy_free(g->pipe);
+    so_strategy_free(g->dp);
+#ifdef SCALEOUT_HAVE_MPI
+    so_async_destroy(g->rd.async);
+    so_comm_finalize(g->rd.comm);
+    so_comm_finalize(g->pipeline);
+#endif
+    free(g->layouts);
+    so_pipe_stage_edges_free(&g->edges);
+    so_pipe_plan_deinit(&g->plan);
+    so_graph_destroy(g->whole);
+    free(g);
+}

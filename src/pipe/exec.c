@@ -1,0 +1,370 @@
+/* The pipeline strategy (scaleout/pipeline.h): one stage's side of GPipe
+ * and 1F1B. Every receive of a step is posted before its first pass, into
+ * one buffer per (edge, micro-batch), so no send ever waits for a receiver
+ * to make room and no schedule can deadlock; sends leave as each pass ends
+ * and are completed at the end of the step, before the replicas' gradient
+ * average (the MPI engine must be idle for point-to-point). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "scaleout/err.h"
+#include "scaleout/pipeline.h"
+#include "scaleout/timer.h"
+#include "scaleout/train.h"
+
+typedef struct {
+    so_pipe_config c;
+    const so_pipe_stage_edges *e;
+    so_model *m;
+    so_train_config tc;          /* the run's configuration, overlap off for the replicas' average */
+    so_train_result *r;
+    int M, P, stage, slots;
+    int *ops;                    /* the schedule's 2M passes */
+    float **rdata, **rgrad;      /* recv edge x micro-batch: activation in, its diff out */
+    float **sdata, **sgrad;      /* send edge x micro-batch: activation out, its diff in */
+    void **rreq, **sreq;         /* the posted receives of recv / send edges per micro-batch */
+    void **out;                  /* sends in flight */
+    int nout, outcap;
+    double busy;                 /* forward + backward seconds of the current step */
+    long start_step;
+} pipe_state;
+
+int so_pipe_slots(so_pipe_schedule sc, int stage, int nstages, int microbatches)
+{
+    if (sc == SO_PIPE_GPIPE)
+        return microbatches;
+    int s = nstages - stage;
+    return s < microbatches ? s : microbatches;
+}
+
+int so_pipe_schedule_ops(so_pipe_schedule sc, int stage, int nstages, int microbatches, int *ops)
+{
+    int M = microbatches, n = 0;
+    if (sc == SO_PIPE_INTERLEAVED)
+        return so_err(SO_EINVAL, "--schedule interleaved: planned by `scaleout plan`, not trained in this version "
+                      "(use gpipe or 1f1b)");
+    int warm = sc == SO_PIPE_GPIPE ? M : nstages - stage - 1;
+    if (warm > M)
+        warm = M;
+    for (int k = 0; k < warm; k++)
+        ops[n++] = k;
+    for (int k = warm, b = 0; b < M; b++) {
+        if (k < M)
+            ops[n++] = k++;
+        ops[n++] = -(b + 1);
+    }
+    return 0;
+}
+
+static size_t edge_bytes(const pipe_state *s, const so_pipe_edge *e) { return so_model_edge_bytes(s->m, e->node); }
+
+static int keep_send(pipe_state *s, void *req)
+{
+    if (s->nout == s->outcap) {
+        int cap = s->outcap ? 2 * s->outcap : 64;
+        void **grown = realloc(s->out, (size_t)cap * sizeof *grown);
+        if (!grown)
+            return so_err(SO_ENOMEM, "out of memory for pipeline sends");
+        s->out = grown;
+        s->outcap = cap;
+    }
+    s->out[s->nout++] = req;
+    return 0;
+}
+
+static int send(pipe_state *s, const so_pipe_edge *e, const float *buf, int tag)
+{
+    void *req = NULL;
+    int rc = s->c.link.isend(s->c.link.ctx, buf, edge_bytes(s, e), e->peer, tag, &req);
+    return rc ? rc : keep_send(s, req);
+}
+
+static int wait_sends(pipe_state *s)
+{
+    int rc = 0;
+    for (int i = 0; i < s->nout; i++) {
+        int w = s->c.link.wait(s->c.link.ctx, s->out[i]);
+        rc = rc ? rc : w;
+    }
+    s->nout = 0;
+    return rc;
+}
+
+static int wait_req(pipe_state *s, void **req)
+{
+    int rc = *req ? s->c.link.wait(s->c.link.ctx, *req) : 0;
+    *req = NULL;
+    return rc;
+}
+
+/* Every receive of the step: activations of recv edges, diffs of send edges. */
+static int post_receives(pipe_state *s)
+{
+    const so_pipe_stage_edges *e = s->e;
+    int rc = 0;
+    for (int k = 0; k < s->M; k++) {
+        for (int i = 0; !rc && i < e->nrecv; i++)
+            rc = s->c.link.irecv(s->c.link.ctx, s->rdata[i * s->M + k], edge_bytes(s, &e->recv[i]), e->recv[i].peer,
+                                 e->recv[i].tag, &s->rreq[i * s->M + k]);
+        for (int i = 0; !rc && i < e->nsend; i++)
+            rc = s->c.link.irecv(s->c.link.ctx, s->sgrad[i * s->M + k], edge_bytes(s, &e->send[i]), e->send[i].peer,
+                                 e->send[i].tag + 1, &s->sreq[i * s->M + k]);
+    }
+    return rc;
+}
+
+static int forward(pipe_state *s, int k, const so_step_io *io, double *loss)
+{
+    const so_pipe_stage_edges *e = s->e;
+    const float *x;
+    const int32_t *y;
+    int n, rc = 0;
+    int got = io->next(io->arg, &x, &y, &n);
+    if (got <= 0)
+        return got < 0 ? got : so_err(SO_EINVAL, "the epoch ended inside a pipeline step");
+    double t0 = so_now();
+    so_model_use_slot(s->m, k % s->slots);
+    for (int i = 0; !rc && i < e->nrecv; i++) {
+        rc = wait_req(s, &s->rreq[i * s->M + k]);
+        if (!rc)
+            rc = so_model_bind_edge(s->m, e->recv[i].node, s->rdata[i * s->M + k], NULL);
+    }
+    for (int i = 0; !rc && i < e->nsend; i++)
+        rc = so_model_bind_edge(s->m, e->send[i].node, s->sdata[i * s->M + k], NULL);
+    int last = s->stage == s->P - 1;
+    if (!rc)
+        rc = so_model_forward(s->m, s->stage == 0 ? x : NULL, last ? y : NULL, n, 1);
+    if (!rc && last)
+        *loss += s->m->loss;
+    double t1 = so_now();
+    for (int i = 0; !rc && i < e->nsend; i++)
+        rc = send(s, &e->send[i], s->sdata[i * s->M + k], e->send[i].tag);
+    s->busy += t1 - t0;
+    io->pass(io->arg, 0, k, t0, t1);
+    return rc ? rc : 1;
+}
+
+static int backward(pipe_state *s, int k, int nth, const so_step_io *io)
+{
+    const so_pipe_stage_edges *e = s->e;
+    int rc = 0;
+    double t0 = so_now();
+    so_model_use_slot(s->m, k % s->slots);
+    for (int i = 0; !rc && i < e->nsend; i++) {
+        rc = wait_req(s, &s->sreq[i * s->M + k]);
+        if (!rc)
+            rc = so_model_bind_edge(s->m, e->send[i].node, NULL, s->sgrad[i * s->M + k]);
+    }
+    for (int i = 0; !rc && i < e->nrecv; i++)
+        rc = so_model_bind_edge(s->m, e->recv[i].node, NULL, s->rgrad[i * s->M + k]);
+    s->m->accumulate_grads = nth > 0;
+    const so_strategy *dp = s->c.replicas;
+    if (!rc && dp && dp->ops->backward_begin)
+        dp->ops->backward_begin(dp->self, nth, s->M);
+    if (!rc)
+        rc = so_model_backward(s->m);
+    double t1 = so_now();
+    for (int i = 0; !rc && i < e->nrecv; i++)
+        rc = send(s, &e->recv[i], s->rgrad[i * s->M + k], e->recv[i].tag + 1);
+    s->busy += t1 - t0;
+    io->pass(io->arg, 1, k, t0, t1);
+    return rc;
+}
+
+static int pipe_run_step(void *self, int K, const so_step_io *io, double *loss)
+{
+    pipe_state *s = self;
+    if (K != s->M)
+        return so_err(SO_EINVAL, "pipeline of %d micro-batches run with %d", s->M, K);
+    double sum = 0;
+    int rc = post_receives(s), nb = 0;
+    s->busy = 0;
+    for (int i = 0; !rc && i < 2 * s->M; i++) {
+        int op = s->ops[i];
+        if (op >= 0) {
+            int f = forward(s, op, io, &sum);
+            rc = f == 1 ? 0 : f;
+        } else
+            rc = backward(s, -op - 1, nb++, io);
+    }
+    int w = wait_sends(s);
+    *loss = s->stage == s->P - 1 ? sum / s->M : NAN;
+    return rc ? rc : w ? w : 1;
+}
+
+/* One buffer per (edge, micro-batch) and direction. */
+static int alloc_buffers(pipe_state *s)
+{
+    const so_pipe_stage_edges *e = s->e;
+    size_t nr = (size_t)e->nrecv * s->M, ns = (size_t)e->nsend * s->M;
+    s->rdata = calloc(nr + 1, sizeof *s->rdata);
+    s->rgrad = calloc(nr + 1, sizeof *s->rgrad);
+    s->sdata = calloc(ns + 1, sizeof *s->sdata);
+    s->sgrad = calloc(ns + 1, sizeof *s->sgrad);
+    s->rreq = calloc(nr + 1, sizeof *s->rreq);
+    s->sreq = calloc(ns + 1, sizeof *s->sreq);
+    s->ops = malloc(2 * (size_t)s->M * sizeof *s->ops);
+    if (!s->rdata || !s->rgrad || !s->sdata || !s->sgrad || !s->rreq || !s->sreq || !s->ops)
+        return so_err(SO_ENOMEM, "out of memory for the pipeline's buffers");
+    for (size_t i = 0; i < nr; i++) {
+        size_t b = edge_bytes(s, &e->recv[i / (size_t)s->M]);
+        if (!(s->rdata[i] = malloc(b)) || !(s->rgrad[i] = malloc(b)))
+            return so_err(SO_ENOMEM, "out of memory for the pipeline's receive buffers");
+    }
+    for (size_t i = 0; i < ns; i++) {
+        size_t b = edge_bytes(s, &e->send[i / (size_t)s->M]);
+        if (!(s->sdata[i] = malloc(b)) || !(s->sgrad[i] = malloc(b)))
+            return so_err(SO_ENOMEM, "out of memory for the pipeline's send buffers");
+    }
+    return 0;
+}
+
+static int pipe_start(void *self, so_model *m, const so_train_config *c, so_train_result *r)
+{
+    pipe_state *s = self;
+    s->m = m;
+    s->r = r;
+    s->tc = *c;
+    s->tc.overlap = 0; /* the replicas' average waits until the step's sends are done */
+    s->start_step = c->start_step;
+    if (c->accumulate != s->M)
+        return so_err(SO_EINVAL, "pipeline of %d micro-batches trained with --accumulate %d", s->M, c->accumulate);
+    int rc = m->slots ? 0 : so_model_set_slots(m, s->slots);
+    if (!rc && !s->rdata)
+        rc = alloc_buffers(s);
+    if (!rc)
+        rc = so_pipe_schedule_ops(s->c.schedule, s->stage, s->P, s->M, s->ops);
+    const so_strategy *dp = s->c.replicas;
+    if (!rc && dp && dp->ops->start)
+        rc = dp->ops->start(dp->self, m, &s->tc, r);
+    return rc;
+}
+
+static int pipe_grads_done(void *self, double *exposed)
+{
+    pipe_state *s = self;
+    const so_strategy *dp = s->c.replicas;
+    *exposed = 0;
+    return dp ? dp->ops->grads_done(dp->self, exposed) : 0;
+}
+
+static int pipe_step_done(void *self, long step)
+{
+    pipe_state *s = self;
+    if (step - 1 - s->start_step >= s->tc.throughput_skip)
+        s->r->pipe_busy += s->busy;
+    const so_strategy *dp = s->c.replicas;
+    return dp && dp->ops->step_done ? dp->ops->step_done(dp->self, step) : 0;
+}
+
+static void pipe_finish(void *self)
+{
+    pipe_state *s = self;
+    const so_strategy *dp = s->c.replicas;
+    if (dp && dp->ops->finish)
+        dp->ops->finish(dp->self);
+}
+
+/* One test batch through this stage: receive, forward, send on. */
+static int eval_batch(pipe_state *s, int b, const float *x, const int32_t *y, int n, double sums[3])
+{
+    const so_pipe_stage_edges *e = s->e;
+    int j = b % s->M, rc = 0, last = s->stage == s->P - 1;
+    so_model_use_slot(s->m, 0);
+    for (int i = 0; !rc && i < e->nrecv; i++) {
+        const so_pipe_edge *ed = &e->recv[i];
+        void *req = NULL;
+        rc = s->c.link.irecv(s->c.link.ctx, s->rdata[i * s->M + j], edge_bytes(s, ed), ed->peer, ed->tag, &req);
+        if (!rc)
+            rc = s->c.link.wait(s->c.link.ctx, req);
+        if (!rc)
+            rc = so_model_bind_edge(s->m, ed->node, s->rdata[i * s->M + j], NULL);
+    }
+    for (int i = 0; !rc && i < e->nsend; i++) {
+        rc = wait_req(s, &s->sreq[i * s->M + j]); /* this buffer's send of batch b - M */
+        if (!rc)
+            rc = so_model_bind_edge(s->m, e->send[i].node, s->sdata[i * s->M + j], NULL);
+    }
+    if (!rc)
+        rc = so_model_forward(s->m, s->stage == 0 ? x : NULL, last ? y : NULL, n, 0);
+    int correct = 0;
+    if (!rc && last && !(rc = so_model_correct(s->m, y, n, &correct))) {
+        sums[0] += correct;
+        sums[1] += n;
+        sums[2] += (double)s->m->loss * n;
+    }
+    for (int i = 0; !rc && i < e->nsend; i++)
+        rc = s->c.link.isend(s->c.link.ctx, s->sdata[i * s->M + j], edge_bytes(s, &e->send[i]), e->send[i].peer,
+                             e->send[i].tag, &s->sreq[i * s->M + j]);
+    return rc;
+}
+
+/* Every stage walks the same test shard; stage 0 feeds the images, the
+ * last stage scores them, and the sends let stage 0 run ahead. */
+static int pipe_evaluate(void *self, so_loader *test, double sums[3])
+{
+    pipe_state *s = self;
+    const float *x;
+    const int32_t *y;
+    int n, got, rc = 0;
+    for (int b = 0; !rc && (got = so_loader_next(test, &x, &y, &n)) > 0; b++)
+        rc = eval_batch(s, b, x, y, n, sums);
+    if (!rc && got < 0)
+        rc = got;
+    for (size_t i = 0; i < (size_t)s->e->nsend * s->M; i++) {
+        int w = wait_req(s, &s->sreq[i]);
+        rc = rc ? rc : w;
+    }
+    return rc;
+}
+
+static void free_bufs(float **b, size_t n)
+{
+    for (size_t i = 0; b && i < n; i++)
+        free(b[i]);
+    free(b);
+}
+
+static void pipe_destroy(void *self)
+{
+    pipe_state *s = self;
+    size_t nr = (size_t)s->e->nrecv * s->M, ns = (size_t)s->e->nsend * s->M;
+    free_bufs(s->rdata, nr);
+    free_bufs(s->rgrad, nr);
+    free_bufs(s->sdata, ns);
+    free_bufs(s->sgrad, ns);
+    free(s->rreq);
+    free(s->sreq);
+    free(s->out);
+    free(s->ops);
+    free(s);
+}
+
+static const so_strategy_ops pipe_ops = {"pipeline", pipe_start, NULL, NULL, pipe_grads_done, NULL, pipe_step_done,
+                                         pipe_finish, pipe_run_step, pipe_evaluate, pipe_destroy};
+
+int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, so_strategy **out)
+{
+    *out = NULL;
+    if (c->microbatches < 1)
+        return so_err(SO_EINVAL, "--microbatches %d must be >= 1", c->microbatches);
+    if (!c->link.isend || !c->link.irecv || !c->link.wait)
+        return so_err(SO_EINVAL, "a pipeline needs a link between its stages");
+    so_strategy *st = calloc(1, sizeof *st);
+    pipe_state *s = calloc(1, sizeof *s);
+    if (!st || !s) {
+        free(st);
+        free(s);
+        return so_err(SO_ENOMEM, "out of memory");
+    }
+    s->c = *c;
+    s->e = e;
+    s->M = c->microbatches;
+    s->P = e->nstages;
+    s->stage = e->stage;
+    s->slots = so_pipe_slots(c->schedule, e->stage, e->nstages, c->microbatches);
+    *st = (so_strategy){&pipe_ops, s, c->nreplicas > 0 ? c->nreplicas : 1};
+    *out = st;
+    return 0;
+}
