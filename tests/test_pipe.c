@@ -354,6 +354,138 @@ static void test_schedule_formulas(void **state)
     assert_string_equal(so_pipe_schedule_name(SO_PIPE_INTERLEAVED), "interleaved");
 }
 
+/* Every micro-batch's forward and backward exactly once, forward first,
+ * backwards in micro-batch order, never more in flight than the stage's
+ * slots, and the slot k % slots free when micro-batch k starts. */
+static void check_schedule(so_pipe_schedule sc, int s, int P, int M)
+{
+    int ops[64], fwd[32] = {0}, bwd[32] = {0}, slots = so_pipe_slots(sc, s, P, M), live = 0, most = 0, next_b = 0;
+    int owner[32];
+    for (int i = 0; i < 32; i++)
+        owner[i] = -1;
+    assert_int_equal(so_pipe_schedule_ops(sc, s, P, M, ops), 0);
+    for (int i = 0; i < 2 * M; i++) {
+        int k = ops[i] >= 0 ? ops[i] : -ops[i] - 1;
+        assert_true(k >= 0 && k < M);
+        if (ops[i] >= 0) {
+            assert_int_equal(fwd[k]++, 0);
+            assert_int_equal(owner[k % slots], -1);
+            owner[k % slots] = k;
+            most = ++live > most ? live : most;
+        } else {
+            assert_int_equal(fwd[k], 1);
+            assert_int_equal(bwd[k]++, 0);
+            assert_int_equal(k, next_b++);
+            owner[k % slots] = -1;
+            live--;
+        }
+    }
+    assert_int_equal(most, slots);
+}
+
+static void test_schedule_order(void **state)
+{
+    (void)state;
+    for (int P = 1; P <= 6; P++)
+        for (int s = 0; s < P; s++)
+            for (int M = 1; M <= 16; M++) {
+                check_schedule(SO_PIPE_GPIPE, s, P, M);
+                check_schedule(SO_PIPE_1F1B, s, P, M);
+            }
+    int ops[8];
+    /* The last stage of 1f1b alternates from the start; gpipe runs every forward first. */
+    assert_int_equal(so_pipe_schedule_ops(SO_PIPE_1F1B, 2, 3, 4, ops), 0);
+    int want[8] = {0, -1, 1, -2, 2, -3, 3, -4};
+    assert_memory_equal(ops, want, sizeof want);
+    assert_int_equal(so_pipe_schedule_ops(SO_PIPE_GPIPE, 2, 3, 4, ops), 0);
+    int gp[8] = {0, 1, 2, 3, -1, -2, -3, -4};
+    assert_memory_equal(ops, gp, sizeof gp);
+    assert_int_equal(so_pipe_slots(SO_PIPE_1F1B, 0, 4, 16), 4);
+    assert_int_equal(so_pipe_slots(SO_PIPE_GPIPE, 0, 4, 16), 16);
+    expect_msg(so_pipe_schedule_ops(SO_PIPE_INTERLEAVED, 0, 2, 4, ops), "interleaved");
+}
+
+static int count_op(const so_graph *g, so_op op)
+{
+    int n = 0;
+    for (int i = 0; i < so_graph_size(g); i++)
+        n += so_graph_node(g, i)->op == op;
+    return n;
+}
+
+/* Stage graphs of a split: parameter slices tile the model in order, each
+ * stage's graph holds exactly its slice, and every edge has a partner with
+ * the same tag on the peer stage. Returns the edges' count. */
+static int check_stages(const so_graph *g, const int *first, int P, so_pipe_stage_edges *e, so_graph **sg)
+{
+    so_pipe_plan p;
+    assert_int_equal(so_pipe_plan_init(&p, g, first, P), 0);
+    size_t at = 0;
+    int edges = 0;
+    for (int s = 0; s < P; s++) {
+        assert_int_equal(so_pipe_stage_graph(&p, s, &sg[s], &e[s]), 0);
+        assert_true(e[s].param_lo == at);
+        at = e[s].param_hi;
+        assert_true(so_graph_nparams(sg[s]) == e[s].param_hi - e[s].param_lo);
+        assert_int_equal(count_op(sg[s], SO_OP_RECV), e[s].nrecv);
+        assert_int_equal(count_op(sg[s], SO_OP_SEND), e[s].nsend);
+        assert_int_equal(so_graph_logits(sg[s]) >= 0, s == P - 1);
+        edges += e[s].nsend;
+    }
+    assert_true(at == so_graph_nparams(g));
+    for (int s = 0; s < P; s++)
+        for (int i = 0; i < e[s].nsend; i++) {
+            const so_pipe_edge *x = &e[s].send[i];
+            int found = 0;
+            for (int j = 0; j < e[x->peer].nrecv; j++)
+                found += e[x->peer].recv[j].peer == s && e[x->peer].recv[j].tag == x->tag &&
+                         e[x->peer].recv[j].bytes == x->bytes;
+            assert_int_equal(found, 1);
+        }
+    so_pipe_plan_deinit(&p);
+    return edges;
+}
+
+static void free_stages(so_pipe_stage_edges *e, so_graph **sg, int P)
+{
+    for (int s = 0; s < P; s++) {
+        so_pipe_stage_edges_free(&e[s]);
+        so_graph_destroy(sg[s]);
+    }
+}
+
+static void test_stage_graphs(void **state)
+{
+    (void)state;
+    so_pipe_stage_edges e[4];
+    so_graph *sg[4];
+    so_graph *g = build("resnet20");
+    /* Inside the first block: the block's input (for its add) and conv1's output cross. */
+    int first[2] = {0, find(g, "layer1.0.conv2")};
+    assert_int_equal(check_stages(g, first, 2, e, sg), 2);
+    assert_int_equal(e[1].nrecv, 2);
+    assert_true(strstr(so_graph_node(sg[1], e[1].nrecv + 1)->name, "layer1.0.conv2") != NULL);
+    free_stages(e, sg, 2);
+    int four[4] = {0, find(g, "layer1.2.conv1"), find(g, "layer2.1.conv1"), find(g, "layer3.0.conv1")};
+    assert_int_equal(check_stages(g, four, 4, e, sg), 3); /* block boundaries: one tensor per cut */
+    free_stages(e, sg, 4);
+    so_graph_destroy(g);
+    /* A tensor read two stages later goes there directly, not through the stage between. */
+    g = so_graph_create(1, 4, 4);
+    int a = so_g_conv(g, 0, "a", 2, 3, 1, 1, 0), b = so_g_conv(g, a, "b", 2, 3, 1, 1, 0);
+    int c = so_g_conv(g, b, "c", 2, 3, 1, 1, 0), d = so_g_add(g, c, a);
+    so_g_loss(g, so_g_dense(g, so_g_flatten(g, d), "fc", 3));
+    assert_int_equal(so_graph_finalize(g), 0);
+    int three[3] = {0, b, c};
+    assert_int_equal(check_stages(g, three, 3, e, sg), 3);
+    assert_int_equal(e[0].nsend, 2);
+    assert_int_equal(e[2].nrecv, 2);
+    assert_int_equal(e[2].recv[0].peer, 0); /* a, from stage 0 */
+    assert_int_equal(e[2].recv[1].peer, 1); /* c's input b came to stage 1; c goes on to stage 2 */
+    free_stages(e, sg, 3);
+    so_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -365,6 +497,8 @@ int main(void)
         cmocka_unit_test(test_list_by_names),
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_schedule_formulas),
+        cmocka_unit_test(test_schedule_order),
+        cmocka_unit_test(test_stage_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

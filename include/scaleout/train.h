@@ -144,7 +144,8 @@ typedef struct so_train_result {
     /* Per-rank phase totals (seconds) for this rank. */
     double data_wait, forward, backward, comm_exposed, comm_total, optimizer;
     double *step_seconds;     /* wall time of every step */
-    long nstep_seconds;
+    double *step_loss;        /* mean loss of every step (NAN on ranks that compute none) */
+    long nstep_seconds;       /* entries of both */
     int nbuckets;
     /* auto_buckets: the sizes chosen, the simulated end of the last bucket
      * after backward began, and the step after which the plan changed (0: not). */

@@ -220,6 +220,16 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
         so_json_obj_end(&js);
     }
     so_json_arr_end(&js);
+    so_json_arr_begin(&js, "step_loss");
+    for (long k = 0; k < r->nstep_seconds; k++)
+        so_json_num(&js, NULL, r->step_loss[k]);
+    so_json_arr_end(&js);
+    if (r->pipe_bubble_formula > 0) {
+        so_json_obj_begin(&js, "pipeline");
+        so_json_num(&js, "bubble_measured", r->pipe_bubble);
+        so_json_num(&js, "bubble_formula", r->pipe_bubble_formula);
+        so_json_obj_end(&js);
+    }
     so_json_int(&js, "steps", r->steps);
     so_json_num(&js, "images_per_sec", r->images_per_sec);
     so_json_num(&js, "final_loss", r->final_loss);

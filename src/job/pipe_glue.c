@@ -57,6 +57,9 @@ int pipe_glue_check(const so_job_config *c, int world)
     int P = c->pipeline_stages, M = c->microbatches > 0 ? c->microbatches : 1;
     if (P <= 1)
         return 0;
+    if (world < P)
+        return so_err(SO_EINVAL, "--pipeline-stages %d: needs at least %d ranks, this job has %d (mpirun -np N)", P, P,
+                      world);
     if (world % P)
         return so_err(SO_EINVAL, "--pipeline-stages %d: %d ranks do not split into %d stages x replicas", P, world, P);
     if (c->batch % M)
@@ -238,9 +241,8 @@ int pipe_glue_open(const so_job_config *c, dist_handle *dh, job_parts *p, pipe_g
     const so_dist *d = dist_get(dh);
     if (c->pipeline_stages <= 1)
         return 0;
-    if (!d)
-        return so_err(SO_EINVAL, "--pipeline-stages %d: needs %d or more ranks (mpirun -np N)", c->pipeline_stages,
-                      c->pipeline_stages);
+    if (!d) /* pipe_glue_check saw world 1 < P */
+        return so_err(SO_EINVAL, "--pipeline-stages %d: needs MPI", c->pipeline_stages);
     pipe_glue *g = calloc(1, sizeof *g);
     int *first = calloc((size_t)c->pipeline_stages + 1, sizeof *first);
     if (!g || !first) {

@@ -213,15 +213,20 @@ int so_evaluate(so_model *m, so_loader *test, const so_dist *d, double *accuracy
     return rc;
 }
 
-static int record_step(trainer *t, double seconds)
+static int record_step(trainer *t, double seconds, double loss)
 {
     so_train_result *r = t->r;
     if (r->nstep_seconds % 1024 == 0) {
-        double *grown = realloc(r->step_seconds, (size_t)(r->nstep_seconds + 1024) * sizeof *grown);
-        if (!grown)
+        size_t n = (size_t)(r->nstep_seconds + 1024);
+        double *grown = realloc(r->step_seconds, n * sizeof *grown);
+        if (grown)
+            r->step_seconds = grown;
+        double *losses = grown ? realloc(r->step_loss, n * sizeof *losses) : NULL;
+        if (!losses)
             return so_err(SO_ENOMEM, "out of memory recording step times");
-        r->step_seconds = grown;
+        r->step_loss = losses;
     }
+    r->step_loss[r->nstep_seconds] = loss;
     r->step_seconds[r->nstep_seconds++] = seconds;
     double images = (double)t->m->batch * t->c->accumulate * replicas(t);
     t->all_time += seconds;
@@ -280,7 +285,7 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
             break;
         }
         double t1 = so_now();
-        rc = record_step(t, t1 - t0);
+        rc = record_step(t, t1 - t0, loss);
         if (!isnan(loss)) {
             loss_sum += loss;
             loss_steps++;
@@ -418,5 +423,6 @@ void so_train_result_free(so_train_result *r)
 {
     free(r->epochs);
     free(r->step_seconds);
+    free(r->step_loss);
     memset(r, 0, sizeof *r);
 }

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Pipeline stages x data-parallel replicas under MPI (`train --pipeline-stages`):
+#  - equivalence: P stages x D replicas with M micro-batches computes what D
+#    data-parallel ranks with --batch-size B/M --accumulate M compute (one
+#    process when D = 1): the loss of every step and the parameters after 10
+#    steps within 1e-5 relative, for P in {2,3,4}, D in {1,2}, gpipe and 1f1b,
+#    M in {1,4}, on LeNet-5 (a chain) and ResNet-20 (cuts across residual
+#    connections, batchnorm), on the onednn and ref backends
+#  - evaluation through the stages gives the same accuracy
+#  - bad layouts and options end every rank with one line and exit 2
+# Usage: pipe_cli.sh path/to/scaleout
+set -u
+bin=$1
+src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+mpirun=$src/scripts/mpirun.sh
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+common=(train --dataset synthetic --synthetic-samples 640 --steps 10 --eval-every -1 --progress none --seed 7)
+
+run() { # run NP OUT args...: trains, writes $tmp/OUT.bin (parameters) and $tmp/OUT.json
+  local np=$1 out=$2; shift 2
+  "$src/scripts/mpirun.sh" -np "$np" "$bin" "${common[@]}" --dump-params "$tmp/$out.bin" --json "$tmp/$out.json" \
+    "$@" >"$tmp/$out.log" 2>&1 || { bad "np=$np $*: exit $?: $(tail -3 "$tmp/$out.log")"; return 1; }
+}
+
+same() { # same A B: parameters and every step's loss of runs A and B within 1e-5 relative
+  /usr/bin/python3 - "$tmp/$1" "$tmp/$2" <<'PY'
+import array, json, math, sys
+a, b = (array.array("f", open(p + ".bin", "rb").read()) for p in sys.argv[1:])
+assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
+scale = max(abs(x) for x in a)
+err = max(abs(x - y) for x, y in zip(a, b))
+la, lb = (json.load(open(p + ".json"))["step_loss"] for p in sys.argv[1:])
+assert len(la) == len(lb) == 10, (len(la), len(lb))
+lerr = max(abs(x - y) / abs(x) for x, y in zip(la, lb))
+sys.exit(0 if err <= 1e-5 * scale and lerr <= 1e-5 and all(map(math.isfinite, lb)) else 1)
+PY
+}
+
+# One model, backend and M: the references (one process, two data-parallel
+# ranks), then every P x D x schedule against them.
+matrix() { # matrix MODEL BACKEND M BATCH PS...
+  local model=$1 be=$2 m=$3 batch=$4; shift 4
+  local tag=$model-$be-m$m
+  run 1 "$tag-d1" --model "$model" --backend "$be" --batch-size $((batch / m)) --accumulate "$m" || return
+  run 2 "$tag-d2" --model "$model" --backend "$be" --batch-size $((batch / m)) --accumulate "$m" || return
+  for p in "$@"; do
+    for d in 1 2; do
+      [ $((p * d)) -le 6 ] || continue
+      for sc in gpipe 1f1b; do
+        run $((p * d)) "$tag-p$p-d$d-$sc" --model "$model" --backend "$be" --batch-size "$batch" \
+          --pipeline-stages "$p" --microbatches "$m" --schedule "$sc" || continue
+        if same "$tag-d$d" "$tag-p$p-d$d-$sc"; then ok
+        else bad "$tag: $p stages x $d replicas ($sc) differs from $d data-parallel rank(s)"; fi
+      done
+    done
+  done
+}
+
+matrix lenet5 onednn 4 32 2 3 4
+matrix lenet5 onednn 1 8 2 3
+matrix lenet5 ref 4 32 2 4
+matrix resnet20 onednn 4 16 2 3 4
+matrix resnet20 onednn 1 4 2
+matrix resnet20 ref 4 8 3
+
+grep -q "pipeline: 4 stages x 1 replicas (stage-major), 1f1b, 4 micro-batches of 8" "$tmp/lenet5-onednn-m4-p4-d1-1f1b.log" &&
+  ok || bad "no pipeline line in the report: $(cat "$tmp/lenet5-onednn-m4-p4-d1-1f1b.log")"
+
+# Replica-major placement (a stage's replicas on neighbouring ranks) computes the same.
+run 4 placement --model resnet20 --batch-size 16 --pipeline-stages 2 --microbatches 4 --placement replica-major &&
+  { same resnet20-onednn-m4-d2 placement && ok || bad "replica-major placement changed the result"; }
+
+# Evaluation passes the test set through the stages: the same accuracy as one process.
+if [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
+  ev=(train --model lenet5 --steps 20 --eval-every 0 --progress none --seed 3)
+  "$mpirun" -np 1 "$bin" "${ev[@]}" --batch-size 16 --accumulate 2 >"$tmp/ev1.log" 2>&1
+  "$mpirun" -np 3 "$bin" "${ev[@]}" --batch-size 32 --pipeline-stages 3 --microbatches 2 >"$tmp/ev3.log" 2>&1
+  a1=$(grep -o "test accuracy [0-9.]*" "$tmp/ev1.log") a3=$(grep -o "test accuracy [0-9.]*" "$tmp/ev3.log")
+  if [ -n "$a1" ] && [ "$a1" = "$a3" ]; then ok; else bad "evaluation: '$a1' on one process, '$a3' on 3 stages"; fi
+else
+  echo "SKIP: evaluation through the stages (no Fashion-MNIST test set)"
+fi
+
+expect() { # expect NP MESSAGE args...: every rank stops with exit 2, and MESSAGE is printed
+  local np=$1 msg=$2; shift 2
+  "$mpirun" -np "$np" "$bin" "${common[@]}" --model lenet5 "$@" >"$tmp/bad.log" 2>&1
+  local st=$?
+  if [ $st -eq 2 ] && grep -q -- "$msg" "$tmp/bad.log"; then ok
+  else bad "$* (np $np): exit $st, wanted 2 and '$msg': $(tail -2 "$tmp/bad.log")"; fi
+}
+expect 3 "3 ranks do not split into 2 stages" --pipeline-stages 2
+expect 2 "does not divide --batch-size 64" --pipeline-stages 2 --microbatches 3
+expect 2 "use --microbatches" --pipeline-stages 2 --accumulate 2
+expect 9 "the model has 8 layers" --pipeline-stages 9 --microbatches 1 --batch-size 9
+expect 3 "stage 2 starts at node 3, not after stage 1's start 3" --pipeline-stages 3 --partition 0,3,3
+expect 2 "is neither" --pipeline-stages 2 --partition 0,nosuchlayer
+expect 2 "interleaved" --pipeline-stages 2 --schedule interleaved
+expect 1 "needs at least 2 ranks, this job has 1" --pipeline-stages 2
+
+echo "pipe_cli: $pass passed, $fail failed"
+[ $fail -eq 0 ]
