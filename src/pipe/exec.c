@@ -123,13 +123,12 @@ static int forward(pipe_state *s, int k, const so_step_io *io, double *loss)
     int got = io->next(io->arg, &x, &y, &n);
     if (got <= 0)
         return got < 0 ? got : so_err(SO_EINVAL, "the epoch ended inside a pipeline step");
+    for (int i = 0; !rc && i < e->nrecv; i++) /* waiting is the bubble, not busy time */
+        rc = wait_req(s, &s->rreq[i * s->M + k]);
     double t0 = so_now();
     so_model_use_slot(s->m, k % s->slots);
-    for (int i = 0; !rc && i < e->nrecv; i++) {
-        rc = wait_req(s, &s->rreq[i * s->M + k]);
-        if (!rc)
-            rc = so_model_bind_edge(s->m, e->recv[i].node, s->rdata[i * s->M + k], NULL);
-    }
+    for (int i = 0; !rc && i < e->nrecv; i++)
+        rc = so_model_bind_edge(s->m, e->recv[i].node, s->rdata[i * s->M + k], NULL);
     for (int i = 0; !rc && i < e->nsend; i++)
         rc = so_model_bind_edge(s->m, e->send[i].node, s->sdata[i * s->M + k], NULL);
     int last = s->stage == s->P - 1;
@@ -149,13 +148,12 @@ static int backward(pipe_state *s, int k, int nth, const so_step_io *io)
 {
     const so_pipe_stage_edges *e = s->e;
     int rc = 0;
+    for (int i = 0; !rc && i < e->nsend; i++)
+        rc = wait_req(s, &s->sreq[i * s->M + k]);
     double t0 = so_now();
     so_model_use_slot(s->m, k % s->slots);
-    for (int i = 0; !rc && i < e->nsend; i++) {
-        rc = wait_req(s, &s->sreq[i * s->M + k]);
-        if (!rc)
-            rc = so_model_bind_edge(s->m, e->send[i].node, NULL, s->sgrad[i * s->M + k]);
-    }
+    for (int i = 0; !rc && i < e->nsend; i++)
+        rc = so_model_bind_edge(s->m, e->send[i].node, NULL, s->sgrad[i * s->M + k]);
     for (int i = 0; !rc && i < e->nrecv; i++)
         rc = so_model_bind_edge(s->m, e->recv[i].node, NULL, s->rgrad[i * s->M + k]);
     s->m->accumulate_grads = nth > 0;
@@ -258,6 +256,21 @@ static int pipe_step_done(void *self, long step)
     return dp && dp->ops->step_done ? dp->ops->step_done(dp->self, step) : 0;
 }
 
+/* The optimizer's step is work of the stage too (busy, not bubble). */
+static int pipe_update(void *self, so_optim *opt, float *params, float *grads, float lr)
+{
+    pipe_state *s = self;
+    const so_strategy *dp = s->c.replicas;
+    double t0 = so_now();
+    int rc = 0;
+    if (dp && dp->ops->update)
+        rc = dp->ops->update(dp->self, opt, params, grads, lr);
+    else
+        so_optim_step(opt, params, grads, lr);
+    s->busy += so_now() - t0;
+    return rc;
+}
+
 static void pipe_finish(void *self)
 {
     pipe_state *s = self;
@@ -341,7 +354,7 @@ static void pipe_destroy(void *self)
     free(s);
 }
 
-static const so_strategy_ops pipe_ops = {"pipeline", pipe_start, NULL, NULL, pipe_grads_done, NULL, pipe_step_done,
+static const so_strategy_ops pipe_ops = {"pipeline", pipe_start, NULL, NULL, pipe_grads_done, pipe_update, pipe_step_done,
                                          pipe_finish, pipe_run_step, pipe_evaluate, pipe_destroy};
 
 int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, so_strategy **out)

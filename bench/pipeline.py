@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""Pipeline stages on this machine: `train --pipeline-stages 2` (one rank per
+core, 1 thread each) against one process training the same micro-batches
+(--batch-size b --accumulate M), interleaved repeats in one run. For each
+row it prints images/sec (median, min-max), the ideal of two stages with the
+schedule's bubble (2 x one process x M / (M + P - 1)) and the ratio to it,
+and the bubble the run measured (1 - forward+backward seconds summed over
+ranks / (ranks x step seconds)) beside the formula (P - 1) / (M + P - 1).
+
+    /usr/bin/python3 bench/pipeline.py --bin build/scaleout [--repeat 3]
+        [--rows resnet20:8:4:1f1b,resnet110:4:16:1f1b] [--steps 12] [--warmup 3]
+
+A row is model:micro-batch:M:schedule. With 2 cores, P = 2 is the largest
+pipeline that runs without oversubscription here.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+ROWS = ["resnet20:8:%d:%s" % (m, s) for s in ("gpipe", "1f1b") for m in (4, 8, 16, 32)] + ["resnet110:4:16:1f1b"]
+
+
+def train(binary, np, args):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [os.path.join(ROOT, "scripts/mpirun.sh"), "-np", str(np), binary, "train", "--dataset", "synthetic",
+               "--eval-every", "-1", "--progress", "none", "--json", f.name] + args
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        return json.load(open(f.name))
+
+
+def med(xs):
+    return "%.1f (%.1f-%.1f)" % (statistics.median(xs), min(xs), max(xs))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build/scaleout"))
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rows", default=",".join(ROWS))
+    ap.add_argument("--steps", type=int, default=12, help="timed steps per run")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    a = ap.parse_args()
+    rows = [r.split(":") for r in a.rows.split(",")]
+    res = {tuple(r): {"one": [], "pipe": [], "bubble": [], "formula": None} for r in rows}
+    for rep in range(a.repeat):
+        for r in rows:
+            model, mb, m, sched = r[0], int(r[1]), int(r[2]), r[3]
+            common = ["--model", model, "--steps", str(a.steps + a.warmup), "--warmup-steps", str(a.warmup),
+                      "--synthetic-samples", str(mb * m * (a.steps + a.warmup + 1) * 2)]
+            one = train(a.bin, 1, common + ["--batch-size", str(mb), "--accumulate", str(m)])
+            pipe = train(a.bin, 2, common + ["--batch-size", str(mb * m), "--pipeline-stages", "2", "--microbatches",
+                                             str(m), "--schedule", sched])
+            e = res[tuple(r)]
+            e["one"].append(one["images_per_sec"])
+            e["pipe"].append(pipe["images_per_sec"])
+            e["bubble"].append(pipe["pipeline"]["bubble_measured"])
+            e["formula"] = pipe["pipeline"]["bubble_formula"]
+            print("repeat %d %s: one %.1f pipeline %.1f img/s, bubble %.3f" % (rep + 1, ":".join(r), e["one"][-1],
+                  e["pipe"][-1], e["bubble"][-1]), flush=True)
+    print("\n| model | micro-batch | M | schedule | one process img/s | P=2 img/s | ideal | P=2 / ideal "
+          "| bubble measured | formula |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        e = res[tuple(r)]
+        m = int(r[2])
+        ideal = 2 * statistics.median(e["one"]) * m / (m + 1)
+        print("| %s | %s | %d | %s | %s | %s | %.1f | %.2f | %s | %.3f |" % (
+            r[0], r[1], m, r[3], med(e["one"]), med(e["pipe"]), ideal, statistics.median(e["pipe"]) / ideal,
+            "%.3f (%.3f-%.3f)" % (statistics.median(e["bubble"]), min(e["bubble"]), max(e["bubble"])), e["formula"]))
+
+
+if __name__ == "__main__":
+    main()
