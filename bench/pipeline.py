@@ -4,8 +4,11 @@ core, 1 thread each) against one process training the same micro-batches
 (--batch-size b --accumulate M), interleaved repeats in one run. For each
 row it prints images/sec (median, min-max), the ideal of two stages with the
 schedule's bubble (2 x one process x M / (M + P - 1)) and the ratio to it,
-and the bubble the run measured (1 - forward+backward seconds summed over
-ranks / (ranks x step seconds)) beside the formula (P - 1) / (M + P - 1).
+and the bubble the run measured (1 - forward+backward+optimizer seconds
+summed over ranks / (ranks x step seconds)) beside the formula
+(P - 1) / (M + P - 1) for equal stages and the same schedule with the
+stages' measured times (the part of the bubble that is imbalance), and
+stage 0's activation memory (every micro-batch slot it keeps).
 
     /usr/bin/python3 bench/pipeline.py --bin build/scaleout [--repeat 3]
         [--rows resnet20:8:4:1f1b,resnet110:4:16:1f1b] [--steps 12] [--warmup 3]
@@ -46,7 +49,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     a = ap.parse_args()
     rows = [r.split(":") for r in a.rows.split(",")]
-    res = {tuple(r): {"one": [], "pipe": [], "bubble": [], "formula": None} for r in rows}
+    res = {tuple(r): {"one": [], "pipe": [], "bubble": [], "staged": [], "formula": None, "act": []} for r in rows}
     for rep in range(a.repeat):
         for r in rows:
             model, mb, m, sched = r[0], int(r[1]), int(r[2]), r[3]
@@ -60,18 +63,21 @@ def main():
             e["pipe"].append(pipe["images_per_sec"])
             e["bubble"].append(pipe["pipeline"]["bubble_measured"])
             e["formula"] = pipe["pipeline"]["bubble_formula"]
+            e["staged"].append(pipe["pipeline"]["bubble_with_stage_times"])
+            e["act"].append(pipe["pipeline"]["stages"][0]["activation_bytes"] / 1e6)
             print("repeat %d %s: one %.1f pipeline %.1f img/s, bubble %.3f" % (rep + 1, ":".join(r), e["one"][-1],
                   e["pipe"][-1], e["bubble"][-1]), flush=True)
     print("\n| model | micro-batch | M | schedule | one process img/s | P=2 img/s | ideal | P=2 / ideal "
-          "| bubble measured | formula |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| bubble measured | formula | with stage times | stage 0 activations MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         e = res[tuple(r)]
         m = int(r[2])
         ideal = 2 * statistics.median(e["one"]) * m / (m + 1)
-        print("| %s | %s | %d | %s | %s | %s | %.1f | %.2f | %s | %.3f |" % (
+        print("| %s | %s | %d | %s | %s | %s | %.1f | %.2f | %s | %.3f | %.3f | %.1f |" % (
             r[0], r[1], m, r[3], med(e["one"]), med(e["pipe"]), ideal, statistics.median(e["pipe"]) / ideal,
-            "%.3f (%.3f-%.3f)" % (statistics.median(e["bubble"]), min(e["bubble"]), max(e["bubble"])), e["formula"]))
+            "%.3f (%.3f-%.3f)" % (statistics.median(e["bubble"]), min(e["bubble"]), max(e["bubble"])), e["formula"],
+            statistics.median(e["staged"]), statistics.median(e["act"])))
 
 
 if __name__ == "__main__":

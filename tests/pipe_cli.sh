@@ -69,6 +69,7 @@ matrix resnet20 onednn 1 4 2
 matrix resnet20 ref 4 8 3
 
 grep -q "pipeline: 4 stages x 1 replicas (stage-major), 1f1b, 4 micro-batches of 8" "$tmp/lenet5-onednn-m4-p4-d1-1f1b.log" &&
+  grep -q "stage 3: activation memory" "$tmp/lenet5-onednn-m4-p4-d1-1f1b.log" &&
   ok || bad "no pipeline line in the report: $(cat "$tmp/lenet5-onednn-m4-p4-d1-1f1b.log")"
 
 # Replica-major placement (a stage's replicas on neighbouring ranks) computes the same.

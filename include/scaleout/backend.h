@@ -42,6 +42,9 @@ typedef struct so_backend_ops {
      * for the receiving stage's recv node; returns its size, 0 for plain
      * NCHW. May be NULL (plain). */
     size_t (*edge_layout)(void *state, int node, void *buf, size_t len);
+    /* Bytes of the activation, diff and staging buffers one state holds
+     * (a micro-batch in flight). May be NULL (unknown: 0). */
+    size_t (*state_bytes)(void *state);
 } so_backend_ops;
 
 extern const so_backend_ops so_backend_ref;

@@ -145,6 +145,10 @@ const char *so_job_config_text(const so_job *j);
 /* Pipeline layout of this rank: 0 with pipeline stages (stage, stages,
  * replica, replicas set), -1 without. World rank 0 holds the last stage. */
 int so_job_pipeline(const so_job *j, int *stage, int *stages, int *replica, int *replicas);
+/* After so_job_train with pipeline stages: stage s's activation memory
+ * (every micro-batch in flight) and its message buffers, in bytes, the
+ * largest over its replicas; -1 without pipeline stages. */
+int so_job_stage_memory(const so_job *j, int stage, double *act_bytes, double *edge_bytes);
 /* The whole model's parameters on rank 0 (*out malloc'ed, *n floats; the
  * model's own copy without pipeline stages), NULL elsewhere. Collective. */
 int so_job_gather_params(so_job *j, float **out, size_t *n);

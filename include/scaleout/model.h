@@ -122,6 +122,8 @@ void so_model_use_slot(so_model *m, int k);
 /* Binds the plain buffers of a recv or send node of the current slot
  * (so_backend_ops.bind_edge). */
 int so_model_bind_edge(so_model *m, int node, float *data, float *grad);
+/* Activation memory: the backend buffers of every slot (so_backend_ops.state_bytes). */
+size_t so_model_activation_bytes(const so_model *m);
 /* Bytes a recv or send node's buffers hold (the batch in the backend's layout). */
 size_t so_model_edge_bytes(so_model *m, int node);
 /* A send node's layout description for the receiving stage (see

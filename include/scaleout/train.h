@@ -157,8 +157,13 @@ typedef struct so_train_result {
      * 1 - their sum over ranks / (ranks x those steps' seconds)). */
     double pipe_busy;
     /* Set by so_job_train with pipeline stages (else 0): the measured bubble
-     * over every rank, and the schedule's formula (P-1)/(M+P-1). */
-    double pipe_bubble, pipe_bubble_formula;
+     * over every rank; the schedule's formula (P-1)/(M+P-1) for equal
+     * stages; and the same schedule with the stages' measured busy times
+     * (what the imbalance between stages adds). */
+    double pipe_bubble, pipe_bubble_formula, pipe_bubble_stages;
+    /* Pipeline stages: this rank's activation memory (every micro-batch
+     * slot, so_model_activation_bytes) and its buffers for messages. */
+    size_t pipe_act_bytes, pipe_edge_bytes;
 } so_train_result;
 
 /* Runs training. `test` may be NULL. Progress is reported through `progress`

@@ -228,6 +228,16 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
         so_json_obj_begin(&js, "pipeline");
         so_json_num(&js, "bubble_measured", r->pipe_bubble);
         so_json_num(&js, "bubble_formula", r->pipe_bubble_formula);
+        so_json_num(&js, "bubble_with_stage_times", r->pipe_bubble_stages);
+        so_json_arr_begin(&js, "stages");
+        double act, edge;
+        for (int s = 0; !so_job_stage_memory(j, s, &act, &edge); s++) {
+            so_json_obj_begin(&js, NULL);
+            so_json_num(&js, "activation_bytes", act);
+            so_json_num(&js, "message_buffer_bytes", edge);
+            so_json_obj_end(&js);
+        }
+        so_json_arr_end(&js);
         so_json_obj_end(&js);
     }
     so_json_int(&js, "steps", r->steps);
@@ -322,8 +332,11 @@ static void report_pipeline(const so_job_config *c, so_job *j, const so_train_re
     if (so_job_pipeline(j, &stage, &stages, &replica, &replicas))
         return;
     printf("pipeline: %d stages x %d replicas (%s), %s, %d micro-batches of %d: bubble %.3f measured, %.3f by the "
-           "schedule's formula\n", stages, replicas, c->placement, c->schedule, c->microbatches,
-           c->batch / c->microbatches, r->pipe_bubble, r->pipe_bubble_formula);
+           "schedule's formula, %.3f with the stages' measured times\n", stages, replicas, c->placement, c->schedule,
+           c->microbatches, c->batch / c->microbatches, r->pipe_bubble, r->pipe_bubble_formula, r->pipe_bubble_stages);
+    double act, edge;
+    for (int s = 0; !so_job_stage_memory(j, s, &act, &edge); s++)
+        printf("  stage %d: activation memory %.1f MB, message buffers %.1f MB\n", s, act / 1e6, edge / 1e6);
 }
 
 static int report(const train_args *a, so_job *j, const so_train_result *r, const double *ranks,

@@ -28,6 +28,9 @@ typedef struct {
 #endif
 } replica_dist;
 
+/* Per stage, after pipe_glue_bubble (the largest over the stage's replicas). */
+enum { ST_ACT, ST_EDGE, ST_BUSY, STAGE_FIELDS };
+
 /* One layout message between stages: fixed size, so a failure mark is a message too. */
 enum { LAYOUT_MAX = 2048 };
 typedef struct {
@@ -47,6 +50,7 @@ struct pipe_glue {
     replica_dist rd;
     so_strategy *dp, *pipe;
     layout_msg *layouts;         /* one per recv edge (take_layouts) */
+    double *stage_mem;           /* STAGE_FIELDS per stage (pipe_glue_bubble) */
 #ifdef SCALEOUT_HAVE_MPI
     so_comm *pipeline;           /* this replica's stages; group rank = stages - 1 - stage */
 #endif
@@ -424,6 +428,19 @@ int pipe_glue_gather_params(pipe_glue *g, const so_model *m, float **out, size_t
 #endif
 }
 
+/* The step of a pipeline whose stages take busy[s] / M per micro-batch: the
+ * first micro-batch passes every stage, the other M - 1 follow at the
+ * slowest stage's pace (equal stages: (M + P - 1) u, the formula's step). */
+static double pipeline_step(const double *busy, int P, int M)
+{
+    double sum = 0, slowest = 0;
+    for (int s = 0; s < P; s++) {
+        sum += busy[s] / M;
+        slowest = busy[s] / M > slowest ? busy[s] / M : slowest;
+    }
+    return sum + (M - 1) * slowest;
+}
+
 int pipe_glue_bubble(pipe_glue *g, dist_handle *dh, int skip, so_train_result *r)
 {
     const so_dist *d = dist_get(dh);
@@ -436,7 +453,35 @@ int pipe_glue_bubble(pipe_glue *g, dist_handle *dh, int skip, so_train_result *r
     int rc = d->sum(d->ctx, v, 2);
     r->pipe_bubble = v[1] > 0 ? 1 - v[0] / v[1] : 0;
     r->pipe_bubble_formula = so_pipe_bubble(g->schedule, g->stages, g->microbatches, 1);
+    free(g->stage_mem);
+    g->stage_mem = calloc(STAGE_FIELDS * (size_t)g->stages, sizeof *g->stage_mem);
+    double *busy = calloc((size_t)g->stages, sizeof *busy);
+    if (!g->stage_mem || !busy) {
+        free(busy);
+        return rc ? rc : so_err(SO_ENOMEM, "out of memory");
+    }
+    double *mine = g->stage_mem + STAGE_FIELDS * g->stage;
+    mine[ST_ACT] = (double)r->pipe_act_bytes;
+    mine[ST_EDGE] = (double)r->pipe_edge_bytes;
+    mine[ST_BUSY] = from > 0 ? r->pipe_busy / (double)(r->nstep_seconds - from) : 0;
+    if (!rc)
+        rc = d->max(d->ctx, g->stage_mem, STAGE_FIELDS * g->stages);
+    double busy_sum = 0;
+    for (int s = 0; s < g->stages; s++)
+        busy_sum += busy[s] = g->stage_mem[STAGE_FIELDS * s + ST_BUSY];
+    double step = pipeline_step(busy, g->stages, g->microbatches);
+    r->pipe_bubble_stages = step > 0 ? 1 - busy_sum / (g->stages * step) : 0;
+    free(busy);
     return rc;
+}
+
+int pipe_glue_stage_memory(const pipe_glue *g, int stage, double *act_bytes, double *edge_bytes)
+{
+    if (!g->stage_mem || stage < 0 || stage >= g->stages)
+        return -1;
+    *act_bytes = g->stage_mem[STAGE_FIELDS * stage + ST_ACT];
+    *edge_bytes = g->stage_mem[STAGE_FIELDS * stage + ST_EDGE];
+    return 0;
 }
 
 void pipe_glue_close(pipe_glue *g)
@@ -451,6 +496,7 @@ void pipe_glue_close(pipe_glue *g)
     so_comm_finalize(g->pipeline);
 #endif
     free(g->layouts);
+    free(g->stage_mem);
     so_pipe_stage_edges_free(&g->edges);
     so_pipe_plan_deinit(&g->plan);
     so_graph_destroy(g->whole);

@@ -43,6 +43,9 @@ int pipe_glue_gather_params(pipe_glue *g, const so_model *m, float **out, size_t
 /* r's measured bubble, 1 - (forward + backward seconds summed over ranks) /
  * (ranks x the counted steps' seconds), and the schedule's formula. Collective. */
 int pipe_glue_bubble(pipe_glue *g, dist_handle *dh, int skip, so_train_result *r);
+/* A stage's activation memory and message buffers (the largest over its
+ * replicas), known on every rank after pipe_glue_bubble; -1 before. */
+int pipe_glue_stage_memory(const pipe_glue *g, int stage, double *act_bytes, double *edge_bytes);
 /* Stage, stages, replica, replicas of this rank. */
 void pipe_glue_layout(const pipe_glue *g, int *stage, int *stages, int *replica, int *replicas);
 /* Frees the strategy and the groups (collective), then the rest. Accepts NULL. */

@@ -349,3 +349,15 @@ size_t so_model_edge_layout(so_model *m, int node, void *buf, size_t len)
 {
     return m->be->edge_layout ? m->be->edge_layout(m->bs, node, buf, len) : 0;
 }
+
+size_t so_model_activation_bytes(const so_model *m)
+{
+    if (!m->be->state_bytes)
+        return 0;
+    if (!m->slots)
+        return m->be->state_bytes(m->bs);
+    size_t total = 0;
+    for (int k = 0; k < m->nslots; k++)
+        total += m->be->state_bytes(m->slots[k]);
+    return total;
+}

@@ -231,6 +231,12 @@ static int pipe_start(void *self, so_model *m, const so_train_config *c, so_trai
     int rc = m->slots ? 0 : so_model_set_slots(m, s->slots);
     if (!rc && !s->rdata)
         rc = alloc_buffers(s);
+    r->pipe_act_bytes = so_model_activation_bytes(m);
+    r->pipe_edge_bytes = 0; /* data and diff, per micro-batch, of every edge */
+    for (int i = 0; i < s->e->nrecv; i++)
+        r->pipe_edge_bytes += 2 * (size_t)s->M * edge_bytes(s, &s->e->recv[i]);
+    for (int i = 0; i < s->e->nsend; i++)
+        r->pipe_edge_bytes += 2 * (size_t)s->M * edge_bytes(s, &s->e->send[i]);
     if (!rc)
         rc = so_pipe_schedule_ops(s->c.schedule, s->stage, s->P, s->M, s->ops);
     const so_strategy *dp = s->c.replicas;

@@ -213,6 +213,17 @@ static void params_changed(void *state)
             s->t[i].op->invalidate(s->t[i].priv);
 }
 
+/* Activations, the diff pool and the staging buffers (weights in primitive
+ * layout and weight gradients are per state too, but not activations). */
+static size_t state_bytes(void *state)
+{
+    od_state *s = state;
+    size_t total = s->diff_bytes + s->scratch_bytes + s->pad_bytes;
+    for (int i = 0; i < s->n; i++)
+        total += s->t[i].bytes;
+    return total;
+}
+
 const so_backend_ops so_backend_onednn = {
     .name = "onednn",
     .create = create,
@@ -226,4 +237,5 @@ const so_backend_ops so_backend_onednn = {
     .bind_edge = od_bind_edge,
     .edge_bytes = od_edge_bytes,
     .edge_layout = od_edge_layout,
+    .state_bytes = state_bytes,
 };

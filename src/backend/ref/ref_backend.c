@@ -206,6 +206,20 @@ static int ref_bind_edge(void *state, int node, float *data, float *grad)
     return 0;
 }
 
+/* Activations, diffs and the per-node scratch (dropout scales, batchnorm
+ * statistics, maxpool argmax). */
+static size_t ref_state_bytes(void *state)
+{
+    ref_state *s = state;
+    size_t total = 0;
+    for (int i = 0; i < so_graph_size(s->g); i++) {
+        const so_node *nd = ref_node(s, i);
+        size_t act = (size_t)s->batch * ref_numel(nd->out) * sizeof(float);
+        total += act * (i > 0 ? 2 : 1) + aux_floats(s, i) * sizeof(float) + (nd->op == SO_OP_MAXPOOL ? act : 0);
+    }
+    return total;
+}
+
 const so_backend_ops so_backend_ref = {
     .name = "ref",
     .create = ref_create,
@@ -216,4 +230,5 @@ const so_backend_ops so_backend_ref = {
     .read_output = ref_read_output,
     .params_changed = NULL, /* ref reads the flat buffers directly every time */
     .bind_edge = ref_bind_edge,
+    .state_bytes = ref_state_bytes,
 };
