@@ -168,6 +168,38 @@ typedef struct {
  * (so_pipe_stage_graph); e is borrowed. */
 int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, so_strategy **out);
 
+/* ---- predicting a pipeline's step ---------------------------------------------
+ * From per-node forward + backward seconds at one micro-batch (p's costs,
+ * so_pipe_plan_set_costs), the time one micro-batch's tensors take to
+ * cross each cut, and the replicas' gradient average: the first
+ * micro-batch passes every stage and cut forward and back, the other M - 1
+ * follow at the pace of the slowest stage or cut (sends overlap compute).
+ * The replicas' average runs after the step's last backward, as the
+ * strategy does; the optimizer's step scales with the largest stage. */
+typedef struct {
+    int microbatches;            /* M */
+    int replicas;                /* D */
+    double optimizer_seconds;    /* the whole model's optimizer step (one process) */
+    /* Seconds for `bytes` to cross cut c (one direction, one micro-batch). */
+    double (*cut_seconds)(void *ctx, int cut, size_t bytes);
+    /* Seconds of one average of `bytes` of gradients over the D replicas. */
+    double (*replica_seconds)(void *ctx, size_t bytes);
+    void *ctx;
+} so_pipe_predict_config;
+
+typedef struct {
+    double step_seconds;
+    double slowest_stage_seconds;   /* per micro-batch */
+    double slowest_cut_seconds;     /* per micro-batch and direction */
+    double replica_seconds;         /* the gradient average after backward */
+    double bubble;                  /* 1 - busy / (P x step) */
+} so_pipe_prediction;
+
+/* p needs its stage seconds (so_pipe_plan_set_costs) and batch sizes
+ * (bytes per sample x micro-batch in cut_seconds' bytes: the caller's
+ * `microbatch`). SO_EINVAL without costs. */
+int so_pipe_predict(const so_pipe_plan *p, int microbatch, const so_pipe_predict_config *c, so_pipe_prediction *out);
+
 /* Micro-batches stage s keeps in flight: gpipe M, 1f1b min(P - s, M). */
 int so_pipe_slots(so_pipe_schedule sc, int stage, int nstages, int microbatches);
 /* The order stage s runs a step's 2M passes in: ops[i] = k for the forward

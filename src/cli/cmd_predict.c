@@ -12,6 +12,7 @@
 #include "scaleout/cpu.h"
 #include "scaleout/err.h"
 #include "scaleout/json.h"
+#include "scaleout/pipeline.h"
 #include "scaleout/predict.h"
 #include "scaleout/threads.h"
 #include "scaleout/zoo.h"
@@ -24,12 +25,22 @@
 typedef struct {
     const char *model, *nodes_arg, *link_arg, *latency_arg, *tune, *json, *bucket_mb_arg, *compute_from;
     int batch, ranks_per_node, threads, steps, warmup;
+    int stages, microbatches;    /* --pipeline-stages P (> 1: also predict P stages x replicas) and M */
+    const char *partition;
     int measure_batch;           /* the batch the layers are measured at (0: --batch-size) */
     float rank_rate;             /* > 0: one rank's images/s, the measured layers scaled to it */
     int nodes[MAX_POINTS], npoints;
     double link_bytes_per_s, latency_s;
     double bucket_mb;            /* < 0: the trainer's automatic choice */
 } pred_args;
+
+/* One scale's pipeline prediction (--pipeline-stages). */
+typedef struct {
+    int valid;                   /* the ranks split into the stages */
+    int replicas;
+    double images_per_sec;
+    so_pipe_prediction p;
+} pipe_point;
 
 /* "10gbit", "25gbit", "100gbit", "800mbit": bits per second -> bytes per second. */
 static int parse_rate(const char *s, double *out)
@@ -75,7 +86,7 @@ static int parse(pred_args *a, int argc, char **argv)
 {
     *a = (pred_args){.nodes_arg = "1,2,4,8,16,32,64,128,256,512,1024", .batch = 64, .ranks_per_node = 1,
                      .threads = 1, .steps = 10, .warmup = 3, .link_arg = "100gbit", .latency_arg = "1.5us",
-                     .bucket_mb_arg = "25"};
+                     .bucket_mb_arg = "25", .stages = 1, .microbatches = 4, .partition = "time"};
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "zoo model (see `scaleout models`)", 0, -1, NULL},
         {"batch-size", OPT_INT, &a->batch, "N", "samples per rank per step", 1, 65536, NULL},
@@ -90,6 +101,9 @@ static int parse(pred_args *a, int argc, char **argv)
         {"rank-images-per-sec", OPT_FLOAT, &a->rank_rate, "X", "one rank's training images/s on the target (e.g. a GPU's, from its vendor): the layers' measured proportions scaled to it", 0, 1e9, NULL},
         {"measure-batch", OPT_INT, &a->measure_batch, "N", "with --rank-images-per-sec: measure the layers at this batch (0: --batch-size)", 0, 65536, NULL},
         {"compute-from", OPT_STR, &a->compute_from, "PROFILE", "per-layer times from a profile.json of `train --profile` (same model and batch) instead of measuring here", 0, -1, NULL},
+        {"pipeline-stages", OPT_INT, &a->stages, "P", "also predict P pipeline stages x ranks/P replicas at the same global batch, and name the faster", 1, 4096, NULL},
+        {"microbatches", OPT_INT, &a->microbatches, "M", "pipeline micro-batches per step (each batch-size x P / M)", 1, 65536, NULL},
+        {"partition", OPT_STR, &a->partition, "time|memory|LIST", "pipeline cuts as in train (time: from the layers measured here)", 0, -1, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the prediction as JSON", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     int rc = cli_parse("predict", "Predicts data-parallel scaling from per-layer times measured here and the "
@@ -106,6 +120,13 @@ static int parse(pred_args *a, int argc, char **argv)
         return cli_error("predict", CLI_USAGE, "--link: '%s' is not a rate like 10gbit or 800mbit", a->link_arg);
     if (parse_latency(a->latency_arg, &a->latency_s))
         return cli_error("predict", CLI_USAGE, "--latency: '%s' is not a time like 1.5us or 0.2ms", a->latency_arg);
+    if (a->stages > 1 && (a->batch * a->stages) % a->microbatches)
+        return cli_error("predict", CLI_USAGE, "--microbatches %d does not divide a replica's batch %d (--batch-size "
+                         "x --pipeline-stages, the same global batch as data parallelism)", a->microbatches,
+                         a->batch * a->stages);
+    if (a->stages > 1 && a->compute_from)
+        return cli_error("predict", CLI_USAGE, "--pipeline-stages: measures the layers at the micro-batch here; "
+                         "not with --compute-from");
     return cli_parse_bucket_mb("predict", a->bucket_mb_arg, &a->bucket_mb);
 }
 
@@ -223,13 +244,12 @@ static void scale_to_rate(const pred_args *a, const so_graph *g, double *t, doub
 /* Per-layer times of one rank at --batch-size, measured on this machine or
  * read from --compute-from: *t gets 2 x so_graph_size entries, forward then
  * backward (free it). */
-static int measure(const pred_args *a, so_job **job, double **t, double *t_other)
+static int measure(const pred_args *a, int batch, so_job **job, double **t, double *t_other)
 {
     so_job_config c;
     so_job_defaults(&c);
     c.model = a->model;
     c.dataset = "synthetic";
-    int batch = a->measure_batch > 0 ? a->measure_batch : a->batch;
     c.synthetic_samples = c.batch = batch;
     c.prefetch = 0;
     c.threads = a->threads;
@@ -271,7 +291,7 @@ static void print_table(const pred_args *a, const so_predict_point *pt, const ch
     }
 }
 
-static int write_json(const pred_args *a, const so_predict_point *pt, const char *link)
+static int write_json(const pred_args *a, const so_predict_point *pt, const pipe_point *pp, const char *link)
 {
     FILE *f = fopen(a->json, "w");
     if (!f)
@@ -300,6 +320,19 @@ static int write_json(const pred_args *a, const so_predict_point *pt, const char
         so_json_int(&js, "buckets", pt[i].nbuckets);
         so_json_int(&js, "first_bucket_bytes", (int64_t)pt[i].first_bucket_bytes);
         so_json_int(&js, "bucket_bytes", (int64_t)pt[i].bucket_bytes);
+        if (a->stages > 1 && pp[i].valid) {
+            so_json_obj_begin(&js, "pipeline");
+            so_json_int(&js, "stages", a->stages);
+            so_json_int(&js, "replicas", pp[i].replicas);
+            so_json_int(&js, "microbatches", a->microbatches);
+            so_json_num(&js, "step_seconds", pp[i].p.step_seconds);
+            so_json_num(&js, "images_per_sec", pp[i].images_per_sec);
+            so_json_num(&js, "bubble", pp[i].p.bubble);
+            so_json_num(&js, "slowest_cut_seconds", pp[i].p.slowest_cut_seconds);
+            so_json_num(&js, "replica_seconds", pp[i].p.replica_seconds);
+            so_json_obj_end(&js);
+            so_json_str(&js, "faster", pp[i].images_per_sec > pt[i].images_per_sec ? "pipeline" : "data");
+        }
         so_json_obj_end(&js);
     }
     so_json_arr_end(&js);
@@ -307,32 +340,40 @@ static int write_json(const pred_args *a, const so_predict_point *pt, const char
     return fclose(f) ? cli_error("predict", CLI_FAIL, "--json: error writing '%s'", a->json) : CLI_OK;
 }
 
-/* table: --tune's, loaded before anything was measured (NULL: --link/--latency). */
-static int predict_points(const pred_args *a, const so_comm_tuning *table, const so_predict_compute *c,
-                          so_predict_point *pt, char *link, size_t len)
+/* The cost model of one scale's communication: --tune's table (per level
+ * when it has levels) or --link/--latency. link: a line saying which. */
+static void make_cost(const pred_args *a, const so_comm_tuning *table, pred_cost *cost, char *link, size_t len)
 {
-    pred_cost cost = {.rpn = a->ranks_per_node, .table = table};
+    *cost = (pred_cost){.rpn = a->ranks_per_node, .table = table};
     if (table && table->level[SO_LEVEL_LINK].valid) {
         /* Measured per level (tune --levels): the same composition as
          * --link/--latency, each level from its own fits, at any scale. */
-        so_comm_tuning_default(&cost.node);
-        so_comm_tuning_default(&cost.link);
-        memcpy(cost.link.fit, table->level[SO_LEVEL_LINK].fit, sizeof cost.link.fit);
+        so_comm_tuning_default(&cost->node);
+        so_comm_tuning_default(&cost->link);
+        memcpy(cost->link.fit, table->level[SO_LEVEL_LINK].fit, sizeof cost->link.fit);
         if (table->level[SO_LEVEL_NODE].valid)
-            memcpy(cost.node.fit, table->level[SO_LEVEL_NODE].fit, sizeof cost.node.fit);
-        cost.node.gamma = cost.link.gamma = table->gamma;
-        cost.table = NULL;
+            memcpy(cost->node.fit, table->level[SO_LEVEL_NODE].fit, sizeof cost->node.fit);
+        cost->node.gamma = cost->link.gamma = table->gamma;
+        cost->table = NULL;
         snprintf(link, len, "allreduce per level from the tuning table %s (node: %s, link: measured on %d nodes)",
                  a->tune, table->level[SO_LEVEL_NODE].valid ? "measured" : "built-in model",
                  table->level[SO_LEVEL_LINK].p);
     } else if (table) {
         snprintf(link, len, "allreduce from the tuning table %s", a->tune);
     } else {
-        so_comm_tuning_default(&cost.node);
-        link_table(a, &cost.link);
+        so_comm_tuning_default(&cost->node);
+        link_table(a, &cost->link);
         snprintf(link, len, "nodes joined by %s, %s latency; node-local levels from the built-in model",
                  a->link_arg, a->latency_arg);
     }
+}
+
+/* table: --tune's, loaded before anything was measured (NULL: --link/--latency). */
+static int predict_points(const pred_args *a, const so_comm_tuning *table, const so_predict_compute *c,
+                          so_predict_point *pt, char *link, size_t len)
+{
+    pred_cost cost;
+    make_cost(a, table, &cost, link, len);
     for (int i = 0; i < a->npoints; i++) {
         cost.nodes = a->nodes[i];
         int rc = so_predict_step(c, a->nodes[i] * a->ranks_per_node, allreduce_cost, &cost, &pt[i]);
@@ -340,6 +381,125 @@ static int predict_points(const pred_args *a, const so_comm_tuning *table, const
             return cli_error("predict", cli_exit_code(rc), "%s", so_errmsg());
     }
     return CLI_OK;
+}
+
+/* ---- pipeline stages beside data parallelism ---------------------------------- */
+
+/* Shared memory between ranks of one node: what a point-to-point copy of a
+ * stage's activations costs there (a fixed assumption, docs/PARALLELISM.md). */
+#define SHM_BYTES_PER_S 5e9
+#define SHM_LATENCY_S 2e-6
+
+typedef struct {
+    const pred_args *a;
+    pred_cost cost;              /* the scale's cost model; nodes/rpn set per call */
+    double link_alpha, link_beta;
+    int replicas;
+} pipe_cost;
+
+/* Stage s of replica 0 is rank P - 1 - s (stage-major): a cut crosses the
+ * link when its two ranks are on different nodes. */
+static double cut_seconds(void *ctx, int cut, size_t bytes)
+{
+    const pipe_cost *c = ctx;
+    int P = c->a->stages, rpn = c->a->ranks_per_node;
+    if ((P - 1 - cut) / rpn != (P - 2 - cut) / rpn)
+        return c->link_alpha + (double)bytes * c->link_beta;
+    return SHM_LATENCY_S + (double)bytes / SHM_BYTES_PER_S;
+}
+
+/* A stage's replicas: rpn / P of them share a node (stage-major), the rest are spread over nodes. */
+static double replica_seconds(void *ctx, size_t bytes)
+{
+    pipe_cost *c = ctx;
+    int per_node = c->a->ranks_per_node / c->a->stages;
+    per_node = per_node < 1 ? 1 : per_node > c->replicas ? c->replicas : per_node;
+    c->cost.rpn = per_node;
+    c->cost.nodes = (c->replicas + per_node - 1) / per_node;
+    return allreduce_cost(&c->cost, bytes);
+}
+
+/* The plan of --partition from per-node seconds at one micro-batch. */
+static int pipe_plan(const pred_args *a, const so_graph *g, const double *secs, so_pipe_plan *plan)
+{
+    int first[4097], n = 0, rc;
+    if (!strcmp(a->partition, "time") || !strcmp(a->partition, "memory")) {
+        so_pipe_costs pc = {.seconds = secs, .microbatch = a->batch * a->stages / a->microbatches,
+                            .microbatches = a->microbatches, .schedule = SO_PIPE_1F1B, .devices = a->stages,
+                            .optim_slots = 1};
+        rc = so_pipe_balance(g, a->stages, !strcmp(a->partition, "time") ? SO_PIPE_BY_TIME : SO_PIPE_BY_MEMORY, &pc,
+                             first);
+    } else if (!(rc = so_pipe_parse_list(g, a->partition, first, a->stages, &n)) && n != a->stages) {
+        rc = so_err(SO_EINVAL, "%d stage starts for --pipeline-stages %d", n, a->stages);
+    }
+    if (!rc)
+        rc = so_pipe_plan_init(plan, g, first, a->stages);
+    if (rc)
+        return cli_error("predict", CLI_USAGE, "--partition: %s", so_errmsg());
+    so_pipe_plan_set_costs(plan, secs);
+    return CLI_OK;
+}
+
+/* P stages x world/P replicas at every scale where they fit, at the global
+ * batch of data parallelism (a replica's batch = --batch-size x P). */
+static int predict_pipeline(const pred_args *a, const so_comm_tuning *table, pipe_point *pp)
+{
+    int mb = a->batch * a->stages / a->microbatches;
+    so_job *j = NULL;
+    double *t = NULL, other = 0, *secs = NULL;
+    so_pipe_plan plan = {0};
+    int rc = measure(a, mb, &j, &t, &other);
+    if (rc)
+        rc = cli_error("predict", cli_exit_code(rc), "measuring at the micro-batch %d: %s", mb, so_errmsg());
+    const so_graph *g = rc ? NULL : so_job_model(j)->g;
+    int n = g ? so_graph_size(g) : 0;
+    if (!rc && !(secs = calloc((size_t)n, sizeof *secs)))
+        rc = cli_error("predict", CLI_FAIL, "out of memory");
+    for (int i = 0; !rc && i < n; i++)
+        secs[i] = t[i] + t[n + i];
+    if (!rc)
+        rc = pipe_plan(a, g, secs, &plan);
+    char link[512];
+    pipe_cost pc = {.a = a};
+    make_cost(a, table, &pc.cost, link, sizeof link);
+    const so_comm_fit *lf = &pc.cost.link.fit[SO_ALLREDUCE_RING];
+    pc.link_alpha = table && !table->level[SO_LEVEL_LINK].valid ? a->latency_s : lf->alpha;
+    pc.link_beta = table && !table->level[SO_LEVEL_LINK].valid ? 1.0 / a->link_bytes_per_s : lf->beta;
+    for (int i = 0; !rc && i < a->npoints; i++) {
+        int world = a->nodes[i] * a->ranks_per_node;
+        pp[i].valid = world >= a->stages && world % a->stages == 0;
+        if (!pp[i].valid)
+            continue;
+        pc.replicas = pp[i].replicas = world / a->stages;
+        so_pipe_predict_config c = {.microbatches = a->microbatches, .replicas = pc.replicas,
+                                    .optimizer_seconds = other, .cut_seconds = cut_seconds,
+                                    .replica_seconds = replica_seconds, .ctx = &pc};
+        if ((rc = so_pipe_predict(&plan, mb, &c, &pp[i].p)))
+            rc = cli_error("predict", cli_exit_code(rc), "%s", so_errmsg());
+        pp[i].images_per_sec = (double)world * a->batch / pp[i].p.step_seconds;
+    }
+    so_pipe_plan_deinit(&plan);
+    free(secs);
+    free(t);
+    so_job_free(j);
+    return rc;
+}
+
+static void print_pipeline(const pred_args *a, const so_predict_point *pt, const pipe_point *pp)
+{
+    printf("\npipeline: %d stages x ranks/%d replicas (stage-major), 1f1b, %d micro-batches of %d, partition %s; "
+           "the same global batch\n", a->stages, a->stages, a->microbatches, a->batch * a->stages / a->microbatches,
+           a->partition);
+    printf("%7s %7s %9s %10s %12s %8s %12s %14s  %s\n", "nodes", "ranks", "replicas", "step ms", "images/s", "bubble",
+           "cut ms/mb", "data-par img/s", "faster");
+    for (int i = 0; i < a->npoints; i++) {
+        if (!pp[i].valid)
+            continue;
+        printf("%7d %7d %9d %10.2f %12.1f %7.1f%% %12.3f %14.1f  %s\n", a->nodes[i], a->nodes[i] * a->ranks_per_node,
+               pp[i].replicas, pp[i].p.step_seconds * 1e3, pp[i].images_per_sec, 100 * pp[i].p.bubble,
+               pp[i].p.slowest_cut_seconds * 1e3, pt[i].images_per_sec,
+               pp[i].images_per_sec > pt[i].images_per_sec ? "pipeline" : "data parallel");
+    }
 }
 #endif
 
@@ -358,8 +518,9 @@ int cmd_predict(int argc, char **argv)
     so_job *j = NULL;
     double *t = NULL, other = 0;
     so_predict_point pt[MAX_POINTS];
+    pipe_point pp[MAX_POINTS] = {{0}};
     char link[512];
-    if ((rc = measure(&a, &j, &t, &other)))
+    if ((rc = measure(&a, a.measure_batch > 0 ? a.measure_batch : a.batch, &j, &t, &other)))
         rc = cli_error("predict", cli_exit_code(rc), "%s", so_errmsg());
     if (!rc) {
         so_model *m = so_job_model(j);
@@ -368,10 +529,14 @@ int cmd_predict(int argc, char **argv)
         so_predict_compute c = {m->g, t, t + n, other, a.batch, mb ? (1u << 20) : 0, mb};
         rc = predict_points(&a, a.tune ? &table : NULL, &c, pt, link, sizeof link);
     }
+    if (!rc && a.stages > 1)
+        rc = predict_pipeline(&a, a.tune ? &table : NULL, pp);
     if (!rc) {
         print_table(&a, pt, link);
+        if (a.stages > 1)
+            print_pipeline(&a, pt, pp);
         if (a.json)
-            rc = write_json(&a, pt, link);
+            rc = write_json(&a, pt, pp, link);
     }
     free(t);
     so_job_free(j);
