@@ -76,6 +76,26 @@ grep -q "pipeline: 4 stages x 1 replicas (stage-major), 1f1b, 4 micro-batches of
 run 4 placement --model resnet20 --batch-size 16 --pipeline-stages 2 --microbatches 4 --placement replica-major &&
   { same resnet20-onednn-m4-d2 placement && ok || bad "replica-major placement changed the result"; }
 
+# The profiler: forward and backward spans of every micro-batch on every
+# stage in the timeline, and the report's bubble beside the formula.
+if "$mpirun" -np 2 "$bin" "${common[@]}" --model lenet5 --batch-size 32 --pipeline-stages 2 --microbatches 4 --warmup-steps 2 \
+  --profile "$tmp/prof" >"$tmp/prof.log" 2>&1 &&
+  /usr/bin/python3 - "$tmp/prof/timeline.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"] if isinstance(t, dict) else t
+for name in ("forward", "backward"):
+    per_rank = {}
+    for e in ev:
+        if e.get("name") == name and e.get("ph") == "X":
+            per_rank[e["pid"]] = per_rank.get(e["pid"], 0) + 1
+    assert len(per_rank) == 2 and all(n >= 4 * 9 for n in per_rank.values()), (name, per_rank)
+PY
+then ok; else bad "pipeline timeline: $(tail -3 "$tmp/prof.log")"; fi
+"$bin" report "$tmp/prof/profile.json" --text >"$tmp/report.txt" 2>&1 &&
+  grep -A9 "== Pipeline stages ==" "$tmp/report.txt" | grep -q "  2 *4 *1f1b *0\.[0-9]* *0\.200" &&
+  ok || bad "report: no pipeline bubble: $(grep -A8 Pipeline "$tmp/report.txt")"
+
 # Evaluation passes the test set through the stages: the same accuracy as one process.
 if [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
   ev=(train --model lenet5 --steps 20 --eval-every 0 --progress none --seed 3)

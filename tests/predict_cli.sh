@@ -78,5 +78,28 @@ if "$bin" predict --model lenet5 --batch-size 256 --measure-batch 16 --steps 2 -
   --nodes 1,2 --json "$tmp/rate.json" >"$tmp/rate.log" 2>&1 &&
   /usr/bin/python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["points"]; sys.exit(0 if abs(p[0]["images_per_sec"]/5000-1) < 1e-9 and p[1]["images_per_sec"] <= 2*5000*(1+1e-9) else 1)' \
     "$tmp/rate.json"; then ok; else bad "predict --rank-images-per-sec: $(tail -3 "$tmp/rate.log")"; fi
+# --pipeline-stages: P stages x replicas beside data parallelism at the same
+# global batch. A slow link makes the pipeline win for a model whose
+# gradients are large against its activations (MLP: 7.5 MB of gradients,
+# 4 KB per sample at its cut), a fast one data parallelism; both predictions
+# are consistent (one stage's time per micro-batch, no replicas at 2 ranks).
+pipe=(predict --model mlp --batch-size 64 --steps 2 --nodes 1,2,4 --pipeline-stages 2 --microbatches 4)
+if "$bin" "${pipe[@]}" --link 100mbit --latency 50us --json "$tmp/pipe-slow.json" >"$tmp/pipe-slow.log" 2>&1 &&
+  "$bin" "${pipe[@]}" --link 400gbit --latency 1us --json "$tmp/pipe-fast.json" >"$tmp/pipe-fast.log" 2>&1 &&
+  /usr/bin/python3 - "$tmp/pipe-slow.json" "$tmp/pipe-fast.json" <<'PY'
+import json, sys
+slow, fast = (json.load(open(f))["points"] for f in sys.argv[1:3])
+assert "pipeline" not in slow[0], slow[0]                      # 1 rank: no pipeline of 2 stages
+assert slow[1]["pipeline"]["replicas"] == 1 and slow[2]["pipeline"]["replicas"] == 2
+assert slow[1]["faster"] == "pipeline", slow[1]
+assert fast[1]["faster"] == "data", fast[1]
+for p in slow[1:] + fast[1:]:
+    q = p["pipeline"]
+    assert 0 < q["bubble"] < 1 and q["step_seconds"] > 0, q
+    assert abs(q["images_per_sec"] - p["ranks"] * 64 / q["step_seconds"]) <= 1e-6 * q["images_per_sec"], q
+PY
+then ok; else bad "predict --pipeline-stages: $(tail -5 "$tmp/pipe-slow.log")"; fi
+grep -q "faster" "$tmp/pipe-slow.log" && ok || bad "predict --pipeline-stages printed no comparison"
+expect_usage "does not divide a replica's batch 128" --model mlp --batch-size 64 --pipeline-stages 2 --microbatches 3
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

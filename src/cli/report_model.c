@@ -186,6 +186,35 @@ static void pop_section(rpt_report *r, const rpt_run *runs, int n)
     }
 }
 
+/* Runs with pipeline stages: the bubble measured beside the schedule's formula. */
+static void pipeline_section(rpt_report *r, const rpt_run *runs, int n)
+{
+    static const char *const cols[] = {"run", "stages", "micro-batches", "schedule", "bubble measured",
+                                       "formula", "with stage times", NULL};
+    rpt_table *t = NULL;
+    for (int i = 0; i < n; i++) {
+        const so_prof_jv *cfg = jget(runs[i].doc, "config", NULL), *thr = jget(runs[i].doc, "throughput", NULL);
+        if (!isfinite(num(thr, "pipeline_bubble_formula")))
+            continue;
+        if (!t)
+            t = table(section(r, "Pipeline stages",
+                              "Bubble = 1 - (forward + backward + optimizer seconds summed over ranks) / (ranks x "
+                              "step seconds), beside the schedule's (P-1)/(M+P-1) for equal stages and the same "
+                              "schedule with the stages' measured times. See docs/PARALLELISM.md."),
+                      "bubble per run", cols);
+        char(*c)[RPT_CELL] = row(t);
+        if (!c)
+            return;
+        snprintf(c[0], RPT_CELL, "%.47s", runs[i].path);
+        snprintf(c[1], RPT_CELL, "%s", str(cfg, "pipeline_stages"));
+        snprintf(c[2], RPT_CELL, "%s", str(cfg, "microbatches"));
+        snprintf(c[3], RPT_CELL, "%s", str(cfg, "pipeline_schedule"));
+        fmt(c[4], "%.3f", num(thr, "pipeline_bubble_measured"));
+        fmt(c[5], "%.3f", num(thr, "pipeline_bubble_formula"));
+        fmt(c[6], "%.3f", num(thr, "pipeline_bubble_stage_times"));
+    }
+}
+
 /* ---- per rank: POP terms and overlap --------------------------------------------- */
 
 static void rank_section(rpt_report *r, const rpt_run *run)
@@ -564,6 +593,7 @@ int rpt_build(const rpt_run *runs, int n, rpt_report *out)
              str(jget(runs[0].doc, "config", NULL), "model"), n > 1 ? " (several runs)" : "");
     runs_section(out, runs, n);
     pop_section(out, runs, n);
+    pipeline_section(out, runs, n);
     if (n > 1)
         scaling_section(out, runs, n);
     for (int i = 0; i < n; i++) {

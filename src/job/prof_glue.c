@@ -493,6 +493,11 @@ static void write_header(prof_glue *g, FILE *f, const so_train_result *r, const 
     so_json_num(&js, "wall_seconds", r->wall_seconds);
     so_json_num(&js, "median_step_s", median(r->step_seconds, r->nstep_seconds));
     so_json_int(&js, "gradient_buckets", r->nbuckets);
+    if (r->pipe_bubble_formula > 0) { /* pipeline stages (docs/PARALLELISM.md) */
+        so_json_num(&js, "pipeline_bubble_measured", r->pipe_bubble);
+        so_json_num(&js, "pipeline_bubble_formula", r->pipe_bubble_formula);
+        so_json_num(&js, "pipeline_bubble_stage_times", r->pipe_bubble_stages);
+    }
     so_json_obj_end(&js);
     so_json_obj_begin(&js, "pop");
     so_json_num(&js, "load_balance", pop->load_balance);
