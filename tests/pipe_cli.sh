@@ -76,6 +76,11 @@ grep -q "pipeline: 4 stages x 1 replicas (stage-major), 1f1b, 4 micro-batches of
 run 4 placement --model resnet20 --batch-size 16 --pipeline-stages 2 --microbatches 4 --placement replica-major &&
   { same resnet20-onednn-m4-d2 placement && ok || bad "replica-major placement changed the result"; }
 
+# --sync-bn: a stage's batchnorm statistics over its replicas, as data parallelism's over its ranks.
+run 2 syncbn-d2 --model resnet20 --batch-size 4 --accumulate 4 --sync-bn &&
+  run 4 syncbn-p2d2 --model resnet20 --batch-size 16 --pipeline-stages 2 --microbatches 4 --sync-bn &&
+  { same syncbn-d2 syncbn-p2d2 && ok || bad "--sync-bn: 2 stages x 2 replicas differ from 2 data-parallel ranks"; }
+
 # The profiler: forward and backward spans of every micro-batch on every
 # stage in the timeline, and the report's bubble beside the formula.
 if "$mpirun" -np 2 "$bin" "${common[@]}" --model lenet5 --batch-size 32 --pipeline-stages 2 --microbatches 4 --warmup-steps 2 \

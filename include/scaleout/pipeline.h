@@ -158,6 +158,10 @@ typedef struct {
      * one replica. Borrowed. */
     const so_strategy *replicas;
     int nreplicas;
+    /* --sync-bn: batchnorm statistics summed over the stage's replicas
+     * (so_model.bn_allsum); NULL: per micro-batch, GPipe's semantics. */
+    so_allsum_fn bn_allsum;
+    void *bn_allsum_arg;
 } so_pipe_config;
 
 /* The strategy of one stage: runs the schedule's forwards and backwards of

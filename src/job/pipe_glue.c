@@ -75,8 +75,6 @@ int pipe_glue_check(const so_job_config *c, int world)
     const char *pl = c->placement ? c->placement : "stage-major";
     if (strcmp(pl, "stage-major") && strcmp(pl, "replica-major"))
         return so_err(SO_EINVAL, "--placement: unknown placement '%s' (stage-major, replica-major)", pl);
-    if (c->sync_bn)
-        return so_err(SO_EUNSUP, "--sync-bn with --pipeline-stages: not in this version");
     if (c->ckpt.every || c->ckpt.resume || c->ckpt.init_from)
         return so_err(SO_EUNSUP, "checkpoints of pipeline stages (--ckpt-*, --resume, --init-from): not in this "
                       "version");
@@ -214,6 +212,14 @@ static int rd_sum(void *ctx, double *v, int n)
 static int rd_max(void *ctx, double *v, int n)
 {
     return so_comm_allreduce_double(((replica_dist *)ctx)->comm, v, (size_t)n, SO_REDUCE_MAX);
+}
+
+/* Through the replica group's engine, behind any bucket queued (as dist.c's allsum). */
+static int rd_bn_allsum(void *ctx, double *v, int n)
+{
+    replica_dist *r = ctx;
+    int rc = so_async_submit_sum_double(r->async, v, (size_t)n, -1);
+    return rc ? rc : so_async_wait_all(r->async, 0, NULL);
 }
 
 static int rd_bcast(void *ctx, float *buf, size_t count)
@@ -381,7 +387,8 @@ int pipe_glue_start(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_p
         return rc;
     so_pipe_config pc = {.schedule = g->schedule, .microbatches = g->microbatches,
                          .link = {g, link_isend, link_irecv, link_wait}, .replicas = g->dp,
-                         .nreplicas = g->replicas};
+                         .nreplicas = g->replicas, .bn_allsum = g->replicas > 1 ? rd_bn_allsum : NULL,
+                         .bn_allsum_arg = &g->rd};
     if ((rc = so_strategy_pipeline(&pc, &g->edges, &g->pipe)))
         return rc;
     tc->accumulate = g->microbatches;

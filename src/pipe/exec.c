@@ -239,6 +239,9 @@ static int pipe_start(void *self, so_model *m, const so_train_config *c, so_trai
         r->pipe_edge_bytes += 2 * (size_t)s->M * edge_bytes(s, &s->e->send[i]);
     if (!rc)
         rc = so_pipe_schedule_ops(s->c.schedule, s->stage, s->P, s->M, s->ops);
+    /* The loop set the world's sum for --sync-bn; a stage's statistics are its replicas'. */
+    m->bn_allsum = c->sync_bn ? s->c.bn_allsum : NULL;
+    m->bn_allsum_arg = c->sync_bn ? s->c.bn_allsum_arg : NULL;
     const so_strategy *dp = s->c.replicas;
     if (!rc && dp && dp->ops->start)
         rc = dp->ops->start(dp->self, m, &s->tc, r);
