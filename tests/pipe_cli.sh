@@ -27,6 +27,14 @@ run() { # run NP OUT args...: trains, writes $tmp/OUT.bin (parameters) and $tmp/
     "$@" >"$tmp/$out.log" 2>&1 || { bad "np=$np $*: exit $?: $(tail -3 "$tmp/$out.log")"; return 1; }
 }
 
+expect() { # expect NP MESSAGE args...: every rank stops with exit 2, and MESSAGE is printed
+  local np=$1 msg=$2; shift 2
+  "$mpirun" -np "$np" "$bin" "${common[@]}" --model lenet5 "$@" >"$tmp/bad.log" 2>&1
+  local st=$?
+  if [ $st -eq 2 ] && grep -q -- "$msg" "$tmp/bad.log"; then ok
+  else bad "$* (np $np): exit $st, wanted 2 and '$msg': $(tail -2 "$tmp/bad.log")"; fi
+}
+
 same() { # same A B: parameters and every step's loss of runs A and B within 1e-5 relative
   /usr/bin/python3 - "$tmp/$1" "$tmp/$2" <<'PY'
 import array, json, math, sys
@@ -81,6 +89,44 @@ run 2 syncbn-d2 --model resnet20 --batch-size 4 --accumulate 4 --sync-bn &&
   run 4 syncbn-p2d2 --model resnet20 --batch-size 16 --pipeline-stages 2 --microbatches 4 --sync-bn &&
   { same syncbn-d2 syncbn-p2d2 && ok || bad "--sync-bn: 2 stages x 2 replicas differ from 2 data-parallel ranks"; }
 
+# Checkpoints: each stage writes its shard under stage<s>/ (over its
+# replicas); a run stopped at step 10 and resumed with --resume auto ends
+# bit for bit where an uninterrupted 15-step run ends; `ckpt export`
+# gathers the stages into one safetensors file that --init-from loads into
+# any partition (3 stages, or one process) with the same result.
+ck=(--model resnet20 --batch-size 16 --pipeline-stages 2 --microbatches 4)
+common15=(train --dataset synthetic --synthetic-samples 640 --eval-every -1 --progress none --seed 7)
+ckrun() { # ckrun NP OUT args...
+  local np=$1 out=$2; shift 2
+  "$mpirun" -np "$np" "$bin" "${common15[@]}" "$@" >"$tmp/$out.log" 2>&1 ||
+    { bad "np=$np $*: exit $?: $(tail -3 "$tmp/$out.log")"; return 1; }
+}
+if ckrun 4 ck-full "${ck[@]}" --steps 15 --dump-params "$tmp/ck-full.bin" &&
+  ckrun 4 ck-a "${ck[@]}" --steps 10 --ckpt-every 5 --ckpt-dir "$tmp/ck" &&
+  ckrun 4 ck-b "${ck[@]}" --steps 15 --ckpt-every 5 --ckpt-dir "$tmp/ck" --resume auto \
+    --dump-params "$tmp/ck-resumed.bin"; then
+  cmp -s "$tmp/ck-full.bin" "$tmp/ck-resumed.bin" && grep -q "resuming from the checkpoint at step 10" \
+    "$tmp/ck-b.log" && ok || bad "stages resumed at step 10 differ from an uninterrupted run"
+  [ -d "$tmp/ck/stage0" ] && [ -d "$tmp/ck/stage1" ] && "$bin" ckpt verify "$tmp/ck" >"$tmp/verify.log" 2>&1 &&
+    ok || bad "ckpt verify of stage checkpoints: $(tail -3 "$tmp/verify.log")"
+  if "$bin" ckpt export "$tmp/ck" -o "$tmp/whole.safetensors" >"$tmp/export.log" 2>&1 &&
+    grep -q "exported step 15 of resnet20 (272474 parameters) from 2 pipeline stages" "$tmp/export.log" &&
+    ckrun 1 init1 --model resnet20 --batch-size 4 --accumulate 4 --steps 3 --init-from "$tmp/whole.safetensors" \
+      --dump-params "$tmp/init1.bin" &&
+    ckrun 3 init3 --model resnet20 --batch-size 16 --pipeline-stages 3 --microbatches 4 --steps 3 \
+      --init-from "$tmp/whole.safetensors" --dump-params "$tmp/init3.bin" &&
+    cmp -s "$tmp/init1.bin" "$tmp/init3.bin"; then ok
+  else bad "ckpt export / --init-from across partitions: $(tail -2 "$tmp/export.log")"; fi
+  # One stage's newest checkpoint lost: the stages would resume from different steps.
+  rm -rf "$tmp/ck/stage1/ckpt-0000000015"
+  "$mpirun" -np 4 "$bin" "${common15[@]}" "${ck[@]}" --steps 20 --ckpt-dir "$tmp/ck" --resume auto \
+    >"$tmp/ck-c.log" 2>&1
+  st=$?
+  [ $st -eq 2 ] && grep -q "newest complete checkpoints are of different steps (10 to 15)" "$tmp/ck-c.log" &&
+    ok || bad "stages at different steps: exit $st: $(tail -2 "$tmp/ck-c.log")"
+fi
+expect 2 "only --resume auto" --pipeline-stages 2 --resume "$tmp/ck/stage0/ckpt-0000000010"
+
 # The profiler: forward and backward spans of every micro-batch on every
 # stage in the timeline, and the report's bubble beside the formula.
 if "$mpirun" -np 2 "$bin" "${common[@]}" --model lenet5 --batch-size 32 --pipeline-stages 2 --microbatches 4 --warmup-steps 2 \
@@ -112,13 +158,6 @@ else
   echo "SKIP: evaluation through the stages (no Fashion-MNIST test set)"
 fi
 
-expect() { # expect NP MESSAGE args...: every rank stops with exit 2, and MESSAGE is printed
-  local np=$1 msg=$2; shift 2
-  "$mpirun" -np "$np" "$bin" "${common[@]}" --model lenet5 "$@" >"$tmp/bad.log" 2>&1
-  local st=$?
-  if [ $st -eq 2 ] && grep -q -- "$msg" "$tmp/bad.log"; then ok
-  else bad "$* (np $np): exit $st, wanted 2 and '$msg': $(tail -2 "$tmp/bad.log")"; fi
-}
 expect 3 "3 ranks do not split into 2 stages" --pipeline-stages 2
 expect 2 "does not divide --batch-size 64" --pipeline-stages 2 --microbatches 3
 expect 2 "use --microbatches" --pipeline-stages 2 --accumulate 2

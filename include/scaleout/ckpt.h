@@ -255,5 +255,8 @@ int so_ckpt_safetensors_save(const char *path, const so_model *m, const float *p
 /* Loads parameters and running statistics by name; every model tensor must be
  * present with dtype F32 and its exact shape; unknown names are errors. */
 int so_ckpt_safetensors_load(const char *path, so_model *m);
+/* The same, but tensors the model does not have are left alone when
+ * others_allowed (a pipeline stage loads its part of a whole model's file). */
+int so_ckpt_safetensors_load_part(const char *path, so_model *m, int others_allowed);
 
 #endif

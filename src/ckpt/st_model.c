@@ -128,7 +128,9 @@ static int load_tensor(so_model *m, const so_node *nd, const so_tensor_desc *td,
     return so_err(SO_EINVAL, "%s: tensor '%s' is missing", path, name);
 }
 
-int so_ckpt_safetensors_load(const char *path, so_model *m)
+int so_ckpt_safetensors_load(const char *path, so_model *m) { return so_ckpt_safetensors_load_part(path, m, 0); }
+
+int so_ckpt_safetensors_load_part(const char *path, so_model *m, int others_allowed)
 {
     void *buf;
     size_t len = (size_t)-1;
@@ -151,7 +153,7 @@ int so_ckpt_safetensors_load(const char *path, so_model *m)
     }
     for (int i = 0; !rc && i < nt; i++) {
         size_t l = strlen(t[i].name), s = strlen(".num_batches_tracked");
-        if (!used[i] && !(l > s && !strcmp(t[i].name + l - s, ".num_batches_tracked")))
+        if (!used[i] && !others_allowed && !(l > s && !strcmp(t[i].name + l - s, ".num_batches_tracked")))
             rc = so_err(SO_EINVAL, "%s: tensor '%s' does not exist in this model", path, t[i].name);
     }
     if (!rc)

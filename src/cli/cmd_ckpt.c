@@ -4,7 +4,7 @@
  * checks every shard's CRC32C (partner and shared copies count) and exits 1 if
  * any complete checkpoint cannot be restored; export writes the parameters
  * and running statistics of one checkpoint as safetensors with PyTorch's
- * state_dict names. */
+ * state_dict names, gathering a pipeline's stage<s>/ checkpoints into one. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +86,143 @@ static int export(const char *dir, const char *out)
     return rc;
 }
 
+/* ---- a pipeline's checkpoints: DIR/stage0, DIR/stage1, ... ---------------------- */
+
+#define MAX_STAGES 4096
+
+typedef struct {
+    long want;                   /* the step looked for (-1: the newest intact one) */
+    long step;
+    char dir[4096];
+} stage_pick;
+
+static void pick_step(void *arg, const char *dir, const so_ckpt_manifest *m, int verified, const char *problem)
+{
+    stage_pick *p = arg;
+    (void)problem;
+    if (m && verified && (p->want < 0 ? m->step > p->step : m->step == p->want)) {
+        p->step = m->step;
+        snprintf(p->dir, sizeof p->dir, "%s", dir);
+    }
+}
+
+static int stage_count(const char *dir)
+{
+    int n = 0;
+    char path[4200];
+    for (; n < MAX_STAGES; n++) {
+        snprintf(path, sizeof path, "%s/stage%d", dir, n);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            break;
+        fclose(f);
+    }
+    return n;
+}
+
+/* The checkpoint of stage s at step `want` (-1: its newest intact one). */
+static int stage_checkpoint(const char *dir, int s, long want, stage_pick *p)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/stage%d", dir, s);
+    *p = (stage_pick){.want = want, .step = -1};
+    if (so_ckpt_scan(path, 1, pick_step, p))
+        return cli_error("ckpt", CLI_USAGE, "%s", so_errmsg());
+    if (p->step < 0)
+        return cli_error("ckpt", CLI_USAGE, want < 0 ? "%s: no intact checkpoint" : "%s: no intact checkpoint of "
+                         "step %ld, the newest every stage has", path, want);
+    return CLI_OK;
+}
+
+/* Appends stage s's parameters and statistics (their slice of the model's, in order). */
+static int append_stage(const char *dir, so_ckpt_manifest *first, int s, float **params, size_t *np, float **bufs,
+                        size_t *nb)
+{
+    so_ckpt_manifest m;
+    float *p = NULL, *b = NULL;
+    if (so_ckpt_load_dir(dir, &m, &p, &b))
+        return cli_error("ckpt", CLI_USAGE, "%s", so_errmsg());
+    int rc = CLI_OK;
+    if (s > 0 && (strcmp(m.model, first->model) || !m.config || !first->config || strcmp(m.config, first->config)))
+        rc = cli_error("ckpt", CLI_USAGE, "%s: stage %d was trained with another model or configuration", dir, s);
+    float *gp = rc ? NULL : realloc(*params, (*np + m.nparams + 1) * sizeof *gp);
+    float *gb = gp ? realloc(*bufs, (*nb + m.nbufs + 1) * sizeof *gb) : NULL;
+    if (gp)
+        *params = gp;
+    if (gb)
+        *bufs = gb;
+    if (!rc && (!gp || !gb))
+        rc = cli_error("ckpt", CLI_FAIL, "out of memory");
+    if (!rc) {
+        memcpy(*params + *np, p, m.nparams * sizeof *p);
+        memcpy(*bufs + *nb, b, m.nbufs * sizeof *b);
+        *np += m.nparams;
+        *nb += m.nbufs;
+    }
+    if (s == 0 && !rc)
+        *first = m;
+    else
+        so_ckpt_manifest_free(&m);
+    free(p);
+    free(b);
+    return rc;
+}
+
+/* Every stage's newest common step, gathered into one safetensors file of
+ * the whole model (parameter names, not ranks, identify the tensors). */
+static int export_stages(const char *dir, int stages, const char *out)
+{
+    stage_pick pick;
+    long step = -1;
+    int rc = CLI_OK;
+    for (int s = 0; !rc && s < stages; s++)
+        if (!(rc = stage_checkpoint(dir, s, -1, &pick)))
+            step = step < 0 || pick.step < step ? pick.step : step;
+    so_ckpt_manifest first = {0};
+    float *params = NULL, *bufs = NULL;
+    size_t np = 0, nb = 0;
+    for (int s = 0; !rc && s < stages; s++)
+        if (!(rc = stage_checkpoint(dir, s, step, &pick)))
+            rc = append_stage(pick.dir, &first, s, &params, &np, &bufs, &nb);
+    int c, h, w, classes;
+    so_graph *g = NULL;
+    so_model *model = NULL;
+    if (!rc && shape_from_config(first.config, &c, &h, &w, &classes))
+        rc = cli_error("ckpt", CLI_USAGE, "%s: the manifest has no input shape", dir);
+    else if (!rc && (so_zoo_build(first.model, c, h, w, classes, &g) || so_model_create(g, "ref", 1, 0, &model)))
+        rc = cli_error("ckpt", CLI_USAGE, "%s: %s", dir, so_errmsg());
+    else if (!rc && (np != model->nparams || nb != model->nbufs))
+        rc = cli_error("ckpt", CLI_USAGE, "%s: the %d stages hold %zu parameters, model '%s' has %zu", dir, stages, np,
+                       first.model, model->nparams);
+    else if (!rc && so_ckpt_safetensors_save(out, model, params, bufs, step))
+        rc = cli_error("ckpt", CLI_USAGE, "-o: %s", so_errmsg());
+    else if (!rc)
+        printf("exported step %ld of %s (%zu parameters) from %d pipeline stages to %s\n", step, first.model, np,
+               stages, out);
+    so_model_destroy(model);
+    so_ckpt_manifest_free(&first);
+    free(params);
+    free(bufs);
+    return rc;
+}
+
+/* list / verify: DIR, or each stage<s>/ of a pipeline's DIR. */
+static int list(const char *dir, int verify)
+{
+    int stages = stage_count(dir), bad = 0, rc;
+    for (int st = 0; st < (stages ? stages : 1); st++) {
+        char path[4200];
+        snprintf(path, sizeof path, stages ? "%s/stage%d" : "%s", dir, st);
+        scan_state s;
+        if ((rc = scan(path, verify, &s)))
+            return rc;
+        if (s.complete == 0)
+            printf("no complete checkpoint under %s\n", path);
+        bad |= s.bad || !s.complete;
+    }
+    return verify && bad ? CLI_FAIL : CLI_OK;
+}
+
 int cmd_ckpt(int argc, char **argv)
 {
     const char *out = NULL;
@@ -104,14 +241,8 @@ int cmd_ckpt(int argc, char **argv)
     if (rc)
         return rc == CLI_HELP ? CLI_OK : rc;
     scan_state s;
-    if (!strcmp(sub, "list") || !strcmp(sub, "verify")) {
-        int verify = !strcmp(sub, "verify");
-        if ((rc = scan(dir, verify, &s)))
-            return rc;
-        if (s.complete == 0)
-            printf("no complete checkpoint under %s\n", dir);
-        return verify && (s.bad || !s.complete) ? CLI_FAIL : CLI_OK;
-    }
+    if (!strcmp(sub, "list") || !strcmp(sub, "verify"))
+        return list(dir, !strcmp(sub, "verify"));
     if (strcmp(sub, "export") != 0)
         return cli_error("ckpt", CLI_USAGE, "unknown subcommand '%s' (list, verify, export)", sub);
     if (!out)
@@ -123,6 +254,9 @@ int cmd_ckpt(int argc, char **argv)
         fclose(f);
         return export(dir, out);
     }
+    int stages = stage_count(dir);
+    if (stages > 0)
+        return export_stages(dir, stages, out);
     if ((rc = scan(dir, 1, &s)))
         return rc;
     if (s.best_step < 0)

@@ -19,6 +19,7 @@ struct ckpt_glue {
     int rank, stop_on_error, failed, writes;
     int resume_asked, resume_found;
     long resume_step;
+    char stage_dir[2][4200];     /* a pipeline stage's levels (the checkpoint keeps pointers to them) */
 #ifdef SCALEOUT_HAVE_MPI
     so_comm *comm;
     so_comm_p2p *p2p;
@@ -66,9 +67,9 @@ static int t_isum_start(void *ctx, int64_t *v, int n, void **req)
 
 static int t_isum_wait(void *ctx, void *req) { return so_comm_isum_wait(((ckpt_glue *)ctx)->p2p, req); }
 
-static int transport(ckpt_glue *g, dist_handle *dh)
+static int transport(ckpt_glue *g, dist_handle *dh, const ckpt_scope *scope)
 {
-    g->comm = dist_comm(dh);
+    g->comm = scope->group ? (so_comm *)scope->group : dist_comm(dh);
     if (!g->comm)
         return 0;
     int rc = so_comm_p2p_create(g->comm, &g->p2p);
@@ -83,9 +84,9 @@ static int transport(ckpt_glue *g, dist_handle *dh)
     return 0;
 }
 #else
-static int transport(ckpt_glue *g, dist_handle *dh)
+static int transport(ckpt_glue *g, dist_handle *dh, const ckpt_scope *scope)
 {
-    (void)g, (void)dh;
+    (void)g, (void)dh, (void)scope;
     return 0;
 }
 #endif
@@ -161,9 +162,9 @@ static int make_config(const so_job_ckpt_config *a, const char *model, const cha
     return a->every ? parse_every(a, c) : 0;
 }
 
-static int init_from(const char *path, so_model *m)
+static int init_from(const char *path, so_model *m, int part)
 {
-    if (!so_ckpt_safetensors_load(path, m))
+    if (!so_ckpt_safetensors_load_part(path, m, part))
         return 0;
     char msg[600];
     snprintf(msg, sizeof msg, "%s", so_errmsg());
@@ -171,35 +172,76 @@ static int init_from(const char *path, so_model *m)
 }
 
 /* The per-rank part of the set-up; every rank's status is agreed afterwards. */
-static int setup(const so_job_ckpt_config *a, ckpt_glue *g, dist_handle *dh, so_model *m, so_optim *opt,
-                 const so_ckpt_config *c)
+static int setup(const so_job_ckpt_config *a, ckpt_glue *g, dist_handle *dh, const ckpt_scope *scope, so_model *m,
+                 so_optim *opt, const so_ckpt_config *c)
 {
-    int rc = (a->every || a->resume) ? transport(g, dh) : 0;
+    int rc = (a->every || a->resume) ? transport(g, dh, scope) : 0;
     if (rc)
         return rc;
-    rc = a->init_from ? init_from(a->init_from, m) : 0; /* every rank reads the file: no broadcast */
+    rc = a->init_from ? init_from(a->init_from, m, scope->stage >= 0) : 0; /* every rank reads the file */
     if (rc || (!a->every && !a->resume))
         return rc;
     g->stop_on_error = !strcmp(a->on_error, "stop");
     return so_ckpt_create(c, tp(g), m, opt, &g->ck);
 }
 
-int ckpt_glue_open(const so_job_ckpt_config *a, dist_handle *dh, so_model *m, so_optim *opt, const char *model,
-                   const char *optimizer, const char *config, so_train_config *tc, ckpt_glue **out)
+/* A stage's directory under a level: DIR/stage<s> (NULL stays NULL). */
+static const char *stage_dir(const char *dir, int stage, char *buf, size_t len)
+{
+    if (!dir || stage < 0)
+        return dir;
+    snprintf(buf, len, "%s/stage%d", dir, stage);
+    return buf;
+}
+
+/* Every stage must continue from the same step, or the pipeline would mix
+ * parameters of different steps: the step and whether one was found,
+ * compared over the whole job. */
+static int agree_resume(ckpt_glue *g, dist_handle *dh)
+{
+    const so_dist *d = dist_get(dh);
+    if (!d)
+        return 0;
+    double lo[2] = {-(double)g->resume_step, -(double)g->resume_found}, hi[2] = {(double)g->resume_step,
+                                                                                  (double)g->resume_found};
+    int rc = d->max(d->ctx, lo, 2);
+    if (!rc)
+        rc = d->max(d->ctx, hi, 2);
+    if (rc || (-lo[0] == hi[0] && -lo[1] == hi[1]))
+        return rc;
+    return so_err(SO_EIO, "--resume: the pipeline stages' newest complete checkpoints are of different steps "
+                  "(%.0f to %.0f): resume one stage's step on all by hand, or start again", -lo[0], hi[0]);
+}
+
+int ckpt_glue_open(const so_job_ckpt_config *a_in, dist_handle *dh, const ckpt_scope *scope, so_model *m,
+                   so_optim *opt, const char *model, const char *optimizer, const char *config,
+                   so_train_config *tc, ckpt_glue **out)
 {
     *out = NULL;
     ckpt_glue *g = calloc(1, sizeof *g);
+    if (!g)
+        return dist_agree(dh, so_err(SO_ENOMEM, "out of memory"));
+    so_job_ckpt_config stage_cfg = *a_in;
+    const so_job_ckpt_config *a = &stage_cfg;
+    stage_cfg.dir = stage_dir(a_in->dir, scope->stage, g->stage_dir[0], sizeof g->stage_dir[0]);
+    stage_cfg.local = stage_dir(a_in->local, scope->stage, g->stage_dir[1], sizeof g->stage_dir[1]);
     so_ckpt_config c;
-    int rc = g ? make_config(a, model, optimizer, config, &c) : so_err(SO_ENOMEM, "out of memory");
+    int rc = make_config(a, model, optimizer, config, &c);
+    if (!rc && scope->stage >= 0 && a->resume && strcmp(a->resume, "auto"))
+        rc = so_err(SO_EINVAL, "--resume %s: with pipeline stages only --resume auto (each stage resumes from "
+                    "its own stage<s>/ directory)", a->resume);
     if (!rc)
-        rc = setup(a, g, dh, m, opt, &c);
+        rc = setup(a, g, dh, scope, m, opt, &c);
     if ((rc = dist_agree(dh, rc)) || !g->ck) {
         ckpt_glue_close(g);
         return rc;
     }
     if (a->resume) {
-        if ((rc = so_ckpt_restore(g->ck, a->resume, &g->resume_step, &g->resume_found))) {
-            if (g->rank != 0 && rc != SO_ECOMM && rc != SO_ENOMEM)
+        rc = so_ckpt_restore(g->ck, a->resume, &g->resume_step, &g->resume_found);
+        if (scope->stage >= 0 && !(rc = dist_agree(dh, rc))) /* stages: every rank learns of any stage's failure */
+            rc = dist_agree(dh, agree_resume(g, dh));
+        if (rc) {
+            if (scope->stage < 0 && g->rank != 0 && rc != SO_ECOMM && rc != SO_ENOMEM)
                 dist_mark_elsewhere(dh); /* the same input error on every rank: rank 0 says it */
             ckpt_glue_close(g);
             return rc;

@@ -10,12 +10,22 @@
 
 typedef struct ckpt_glue ckpt_glue;
 
+/* Whose state a checkpoint holds. The whole job's by default; a pipeline
+ * stage's: its replicas' group (a so_comm) and the stage, whose files go to
+ * stage<s>/ under each level, and init_from takes the stage's tensors. */
+typedef struct {
+    void *group;                 /* so_comm of the ranks holding this state; NULL: the job */
+    int stage;                   /* >= 0: a pipeline stage */
+} ckpt_scope;
+
 /* After the model is built and the configuration checked on every rank:
  * validates the options, loads init_from, restores resume (setting
  * tc->start_step and no_initial_bcast). Collective; the ranks agree on any
- * failure. *out is NULL when checkpointing is off. */
-int ckpt_glue_open(const so_job_ckpt_config *a, dist_handle *dh, so_model *m, so_optim *opt, const char *model,
-                   const char *optimizer, const char *config, so_train_config *tc, ckpt_glue **out);
+ * failure (every stage must resume from the same step). *out is NULL when
+ * checkpointing is off. */
+int ckpt_glue_open(const so_job_ckpt_config *a, dist_handle *dh, const ckpt_scope *scope, so_model *m,
+                   so_optim *opt, const char *model, const char *optimizer, const char *config,
+                   so_train_config *tc, ckpt_glue **out);
 /* The trainer's observer calls (g may be NULL). A checkpoint's own failure
  * is logged and ignored, or turned into SO_STOP (on_error "stop"). */
 int ckpt_glue_step_end(ckpt_glue *g, const so_train_state *s);

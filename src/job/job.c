@@ -206,8 +206,11 @@ static int build(so_job *j)
 static int observers(so_job *j)
 {
     const so_job_config *c = &j->cfg;
-    int rc = ckpt_glue_open(&c->ckpt, j->dh, j->parts.m, j->parts.opt, c->model, c->optimizer, j->config, &j->tc,
-                            &j->ckpt);
+    ckpt_scope scope = {NULL, -1};
+    if (j->pipe)
+        pipe_glue_ckpt_scope(j->pipe, &scope.group, &scope.stage);
+    int rc = ckpt_glue_open(&c->ckpt, j->dh, &scope, j->parts.m, j->parts.opt, c->model, c->optimizer, j->config,
+                            &j->tc, &j->ckpt);
     if (rc)
         return rc;
     if ((rc = dist_agree(j->dh, stop_open(j->dh, &j->stop))))

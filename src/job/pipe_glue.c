@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "scaleout/backend.h"
 #include "scaleout/err.h"
@@ -75,9 +76,6 @@ int pipe_glue_check(const so_job_config *c, int world)
     const char *pl = c->placement ? c->placement : "stage-major";
     if (strcmp(pl, "stage-major") && strcmp(pl, "replica-major"))
         return so_err(SO_EINVAL, "--placement: unknown placement '%s' (stage-major, replica-major)", pl);
-    if (c->ckpt.every || c->ckpt.resume || c->ckpt.init_from)
-        return so_err(SO_EUNSUP, "checkpoints of pipeline stages (--ckpt-*, --resume, --init-from): not in this "
-                      "version");
     return 0;
 }
 
@@ -164,6 +162,53 @@ static int choose_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *d
         rc = so_pipe_balance(g->whole, P, strcmp(how, "memory") ? SO_PIPE_BY_TIME : SO_PIPE_BY_MEMORY, &costs, first);
     free(secs);
     return rc;
+}
+
+/* The cuts a pipeline's checkpoints were written with, in DIR/partition
+ * (the first level of --ckpt-dir, --ckpt-local): measured time differs
+ * from run to run, and a resume must cut where the checkpoints did. */
+static const char *partition_dir(const so_job_config *c)
+{
+    return c->ckpt.dir ? c->ckpt.dir : c->ckpt.local;
+}
+
+/* Rank 0: the recorded cuts for --resume (1 when found; 0 when none). */
+static int read_partition(const so_job_config *c, int P, int *first)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/partition", partition_dir(c));
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int n = 0, rc = 0;
+    while (n < P && fscanf(f, n ? ",%d" : "%d", &first[n]) == 1)
+        n++;
+    int extra = fgetc(f);
+    fclose(f);
+    if (n != P || (extra != '\n' && extra != EOF))
+        rc = so_err(SO_EINVAL, "--resume: %s holds the cuts of another pipeline than --pipeline-stages %d", path, P);
+    return rc ? rc : 1;
+}
+
+/* Rank 0, when the run writes checkpoints: records the cuts beside them. */
+static int write_partition(const so_job_config *c, const int *first, int P)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s", partition_dir(c));
+    for (char *p = path + 1; *p; p++) /* mkdir -p */
+        if (*p == '/') {
+            *p = 0;
+            mkdir(path, 0755);
+            *p = '/';
+        }
+    mkdir(path, 0755);
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/partition");
+    FILE *f = fopen(path, "w");
+    for (int s = 0; f && s < P; s++)
+        fprintf(f, s ? ",%d" : "%d", first[s]);
+    if (!f || (fputc('\n', f), fclose(f)))
+        return so_err(SO_EIO, "--ckpt-dir: cannot write the pipeline's cuts to %s", path);
+    return 0;
 }
 
 /* Rank 0's cuts on every rank (time is measured there only). */
@@ -267,7 +312,13 @@ int pipe_glue_open(const so_job_config *c, dist_handle *dh, job_parts *p, pipe_g
     g->schedule = (so_pipe_schedule)so_pipe_schedule_parse(c->schedule ? c->schedule : "1f1b");
     g->whole = p->g;
     p->g = NULL;
-    int rc = choose_cuts(g, c, p->train, d->rank, first);
+    int rc = 0, recorded = 0;
+    if (d->rank == 0 && c->ckpt.resume && partition_dir(c) && (rc = read_partition(c, g->stages, first)) > 0)
+        recorded = 1, rc = 0;
+    if (!rc && !recorded)
+        rc = choose_cuts(g, c, p->train, d->rank, first);
+    if (!rc && d->rank == 0 && c->ckpt.every && partition_dir(c))
+        rc = write_partition(c, first, g->stages);
     if ((rc = dist_agree(dh, rc)) || (rc = agree_cuts(dh, d->rank, first, g->stages)))
         goto done;
     rc = so_pipe_plan_init(&g->plan, g->whole, first, g->stages);
@@ -290,6 +341,16 @@ done:
 const so_dist *pipe_glue_shard(pipe_glue *g) { return &g->shard; }
 int pipe_glue_microbatch(const pipe_glue *g) { return g->microbatch; }
 const so_graph *pipe_glue_whole(const pipe_glue *g) { return g->whole; }
+
+void pipe_glue_ckpt_scope(const pipe_glue *g, void **group, int *stage)
+{
+#ifdef SCALEOUT_HAVE_MPI
+    *group = g->rd.comm;
+#else
+    *group = NULL;
+#endif
+    *stage = g->stage;
+}
 
 void pipe_glue_layout(const pipe_glue *g, int *stage, int *stages, int *replica, int *replicas)
 {

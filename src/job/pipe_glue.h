@@ -46,6 +46,8 @@ int pipe_glue_bubble(pipe_glue *g, dist_handle *dh, int skip, so_train_result *r
 /* A stage's activation memory and message buffers (the largest over its
  * replicas), known on every rank after pipe_glue_bubble; -1 before. */
 int pipe_glue_stage_memory(const pipe_glue *g, int stage, double *act_bytes, double *edge_bytes);
+/* What a stage's checkpoints hold: the replica group (a so_comm) and the stage. */
+void pipe_glue_ckpt_scope(const pipe_glue *g, void **group, int *stage);
 /* Stage, stages, replica, replicas of this rank. */
 void pipe_glue_layout(const pipe_glue *g, int *stage, int *stages, int *replica, int *replicas);
 /* Frees the strategy and the groups (collective), then the rest. Accepts NULL. */
