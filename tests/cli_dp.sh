@@ -6,13 +6,7 @@
 # Usage: cli_dp.sh path/to/scaleout
 set -u
 bin=$1
-src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-mpirun=$src/scripts/mpirun.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/script_lib.sh"
 
 data=(--dataset synthetic --synthetic-samples 2048)
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && data=(--dataset fashion-mnist)

@@ -11,13 +11,7 @@
 # Usage: pipe_cli.sh path/to/scaleout
 set -u
 bin=$1
-src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-mpirun=$src/scripts/mpirun.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/script_lib.sh"
 
 common=(train --dataset synthetic --synthetic-samples 640 --steps 10 --eval-every -1 --progress none --seed 7)
 

@@ -11,13 +11,7 @@
 # Usage: pmpi_cli.sh path/to/scaleout path/to/libscaleout-prof.so path/to/pmpi_prog
 set -u
 bin=$1 lib=$2 prog=$3
-src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-mpirun=$src/scripts/mpirun.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/script_lib.sh"
 
 # `env` inside the launcher: only the ranks get the library, with either MPI.
 if SCALEOUT_PMPI_OUT=$tmp/prog.json "$mpirun" -np 3 env LD_PRELOAD="$lib" "$prog" >"$tmp/prog.log" 2>&1; then

@@ -9,13 +9,7 @@
 # Usage: prof_clock.sh path/to/scaleout
 set -u
 bin=$1
-src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-mpirun=$src/scripts/mpirun.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/script_lib.sh"
 [ "${SCALEOUT_TEST_HOOKS:-1}" = 1 ] || { echo "SKIP: the clock test needs a build with -DSCALEOUT_TEST_HOOKS=ON (SCALEOUT_PROF_TEST_CLOCK)"; exit 77; }
 
 args=(train --model lenet5 --dataset synthetic --synthetic-samples 4096 --batch-size 32 --eval-every -1

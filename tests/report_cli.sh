@@ -8,13 +8,7 @@
 # Usage: report_cli.sh path/to/scaleout
 set -u
 bin=$1
-src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-mpirun=$src/scripts/mpirun.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/script_lib.sh"
 
 common=(train --model lenet5 --dataset synthetic --synthetic-samples 512 --batch-size 16 --eval-every -1
   --progress none --steps 4 --bucket-mb 0.05 --first-bucket-mb 0.02)
