@@ -121,6 +121,35 @@ if ckrun 4 ck-full "${ck[@]}" --steps 15 --dump-params "$tmp/ck-full.bin" &&
 fi
 expect 2 "only --resume auto" --pipeline-stages 2 --resume "$tmp/ck/stage0/ckpt-0000000010"
 
+# --max-memory: ResNet-56 at batch 32 does not fit one rank under a cap of
+# 0.6 x what one rank holds (exit 2, the parts named); 2 stages x 4
+# micro-batches of 8 fit (1f1b keeps 2 and 1 micro-batches of half the
+# layers). The accounting is checked against the peak RSS it implies: at
+# least 0.9 x the accounted bytes are resident, and at most 400 MB more
+# (oneDNN, MPI and the data set).
+mm=(train --model resnet56 --dataset synthetic --synthetic-samples 256 --batch-size 32 --steps 2 --eval-every -1
+    --progress none --warmup-steps 0)
+if "$bin" "${mm[@]}" --json "$tmp/mm1.json" >"$tmp/mm1.log" 2>&1; then
+  cap=$(/usr/bin/python3 -c 'import json,sys; print(int(0.6 * json.load(open(sys.argv[1]))["memory_accounted"]["total"]))' \
+    "$tmp/mm1.json")
+  "$bin" "${mm[@]}" --max-memory "$cap" >"$tmp/mm-over.log" 2>&1
+  st=$?
+  [ $st -eq 2 ] && grep -q "max-memory .*: rank 0 needs .* MB: weights .* activations .* (1 micro-batch(es) in flight)" \
+    "$tmp/mm-over.log" && ok || bad "one rank over --max-memory: exit $st: $(tail -2 "$tmp/mm-over.log")"
+  if "$mpirun" -np 2 "$bin" "${mm[@]}" --max-memory "$cap" --pipeline-stages 2 --microbatches 4 \
+    --json "$tmp/mm2.json" >"$tmp/mm2.log" 2>&1 &&
+    /usr/bin/python3 - "$tmp/mm1.json" "$tmp/mm2.json" "$cap" <<'PY'
+import json, sys
+one, two = (json.load(open(f)) for f in sys.argv[1:3])
+cap = float(sys.argv[3])
+for r in (one, two):
+    acc, rss = r["memory_accounted"]["total"], r["peak_rss_bytes"]
+    assert 0.9 * acc <= rss <= acc + 400e6, (acc, rss)
+assert two["memory_accounted"]["total"] <= cap and two["memory_accounted"]["slots"] == 1  # rank 0: the last stage
+PY
+  then ok; else bad "2 stages under --max-memory: $(tail -3 "$tmp/mm2.log")"; fi
+else bad "resnet56 one rank: $(tail -3 "$tmp/mm1.log")"; fi
+
 # The profiler: forward and backward spans of every micro-batch on every
 # stage in the timeline, and the report's bubble beside the formula.
 if "$mpirun" -np 2 "$bin" "${common[@]}" --model lenet5 --batch-size 32 --pipeline-stages 2 --microbatches 4 --warmup-steps 2 \

@@ -84,6 +84,9 @@ typedef struct {
     const char *schedule;        /* gpipe or 1f1b */
     const char *partition;       /* auto (= time), time, memory, or a list of stage starts */
     const char *placement;       /* stage-major (a replica's stages on neighbouring ranks) or replica-major */
+    double max_memory;           /* > 0: bytes every rank may hold by the trainer's accounting
+                                    (so_job_memory_use), checked at set-up; with stages also the cap
+                                    --partition auto cuts within */
     so_job_ckpt_config ckpt;
     so_job_prof_config prof;
     /* The caller's observers, called after the library's own (may be NULL). */
@@ -152,6 +155,16 @@ int so_job_stage_memory(const so_job *j, int stage, double *act_bytes, double *e
 /* The whole model's parameters on rank 0 (*out malloc'ed, *n floats; the
  * model's own copy without pipeline stages), NULL elsewhere. Collective. */
 int so_job_gather_params(so_job *j, float **out, size_t *n);
+
+/* What this rank holds, by the trainer's own accounting (bytes): weights,
+ * gradients, optimizer state, the backend's activation, diff and staging
+ * buffers of every micro-batch in flight, and a pipeline stage's message
+ * buffers. Not counted: the libraries' own code and data, the data set. */
+typedef struct {
+    double params, grads, optimizer, activations, messages, total;
+    int slots;                   /* micro-batches in flight */
+} so_job_memory;
+void so_job_memory_use(const so_job *j, so_job_memory *out);
 
 /* Element-wise sum over ranks, in place (per-rank figures for a report). */
 int so_job_sum(so_job *j, double *v, int n);

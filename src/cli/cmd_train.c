@@ -23,7 +23,7 @@
  * this command's own or need a conversion (to_config). */
 typedef struct {
     so_job_config cfg;
-    const char *json, *progress, *scale_lr, *dump_params, *bucket_mb_arg;
+    const char *json, *progress, *scale_lr, *dump_params, *bucket_mb_arg, *max_memory;
     float stall_warning, comm_timeout;
     int no_overlap, no_pin;
 } train_args;
@@ -102,11 +102,16 @@ static int parse(train_args *a, int argc, char **argv)
         {"schedule", OPT_CHOICE, &c->schedule, "NAME", "pipeline schedule", 0, -1, pipe_schedules},
         {"partition", OPT_STR, &c->partition, "auto|time|memory|LIST", "pipeline cuts: balance measured time (auto, time) or memory, or the first node of each stage", 0, -1, NULL},
         {"placement", OPT_CHOICE, &c->placement, "HOW", "stage-major: a replica's stages on neighbouring ranks; replica-major: a stage's replicas", 0, -1, placements},
+        {"max-memory", OPT_STR, &a->max_memory, "BYTES", "what each rank may hold by the trainer's accounting (K/M/G suffixes): a rank above it stops the job at set-up; with pipeline stages, --partition auto cuts within it", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &c->ranks_per_node, "K", "emulate nodes of K ranks (checkpoint partners, hier)", 0, 1 << 20, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     int rc = cli_parse("train", SUMMARY, opts, argc, argv);
     if (!rc)
         rc = cli_parse_bucket_mb("train", a->bucket_mb_arg, &c->bucket_mb);
+    size_t cap = 0;
+    if (!rc && a->max_memory && (cli_parse_bytes(a->max_memory, &cap) || !cap))
+        rc = cli_error("train", CLI_USAGE, "--max-memory: '%s' is not a size like 512M or 2G", a->max_memory);
+    c->max_memory = (double)cap;
     c->scale_lr = !strcmp(a->scale_lr, "linear");
     c->pin_threads = !a->no_pin;
     c->overlap = !a->no_overlap;
@@ -270,6 +275,17 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     so_json_obj_end(&js);
     write_ranks(&js, ranks, world);
     so_json_int(&js, "peak_rss_bytes", (int64_t)so_peak_rss());
+    so_job_memory mu;
+    so_job_memory_use(j, &mu);
+    so_json_obj_begin(&js, "memory_accounted"); /* rank 0, by the trainer's accounting (so_job_memory_use) */
+    so_json_num(&js, "weights", mu.params);
+    so_json_num(&js, "gradients", mu.grads);
+    so_json_num(&js, "optimizer", mu.optimizer);
+    so_json_num(&js, "activations", mu.activations);
+    so_json_num(&js, "messages", mu.messages);
+    so_json_num(&js, "total", mu.total);
+    so_json_int(&js, "slots", mu.slots);
+    so_json_obj_end(&js);
     so_json_obj_end(&js);
 }
 

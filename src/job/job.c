@@ -65,12 +65,13 @@ static void config_text(const so_job_config *a, const so_graph *g, char *buf, si
              "batch=%d\nepochs=%d\nsteps=%ld\noptimizer=%s\nlr=%g\nmomentum=%g\nweight_decay=%g\n"
              "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n"
              "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\npipeline_stages=%d\nmicrobatches=%d\n"
-             "pipeline_schedule=%s\npartition=%s\nplacement=%s\n",
+             "pipeline_schedule=%s\npartition=%s\nplacement=%s\nmax_memory=%.0f\n",
              SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
              a->conv_algo, a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum,
              a->weight_decay, a->lr_schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn,
              bucket, a->first_bucket_mb, a->allreduce, a->overlap, a->pipeline_stages, a->microbatches,
-             a->schedule ? a->schedule : "", a->partition ? a->partition : "", a->placement ? a->placement : "");
+             a->schedule ? a->schedule : "", a->partition ? a->partition : "", a->placement ? a->placement : "",
+             a->max_memory);
 }
 
 static int train_config(const so_job_config *a, so_loader *train, int world, so_train_config *c)
@@ -227,6 +228,36 @@ static int observers(so_job *j)
     return 0;
 }
 
+void so_job_memory_use(const so_job *j, so_job_memory *out)
+{
+    const so_model *m = j->parts.m;
+    double p = (double)m->nparams * sizeof(float);
+    *out = (so_job_memory){.params = p, .grads = p, .optimizer = p * so_optim_nslots(j->parts.opt),
+                           .activations = (double)so_model_activation_bytes(m),
+                           .messages = j->pipe ? pipe_glue_message_bytes(j->pipe, j->parts.m) : 0,
+                           .slots = m->slots ? m->nslots : 1};
+    out->total = out->params + out->grads + out->optimizer + out->activations + out->messages;
+}
+
+/* --max-memory: this rank's accounting against the cap, with what it is made of. */
+static int check_memory(const so_job *j)
+{
+    if (!(j->cfg.max_memory > 0))
+        return 0;
+    so_job_memory u;
+    so_job_memory_use(j, &u);
+    if (u.total <= j->cfg.max_memory)
+        return 0;
+    char where[64] = "";
+    int stage, stages, replica, replicas;
+    if (!so_job_pipeline(j, &stage, &stages, &replica, &replicas))
+        snprintf(where, sizeof where, " (stage %d of %d)", stage, stages);
+    return so_err(SO_EINVAL, "--max-memory %.1f MB: rank %d%s needs %.1f MB: weights %.1f, gradients %.1f, optimizer "
+                  "%.1f, activations %.1f (%d micro-batch(es) in flight), messages %.1f; more --pipeline-stages or a "
+                  "smaller batch would fit", j->cfg.max_memory / 1e6, so_job_rank(j), where, u.total / 1e6,
+                  u.params / 1e6, u.grads / 1e6, u.optimizer / 1e6, u.activations / 1e6, u.slots, u.messages / 1e6);
+}
+
 int so_job_create(const so_job_config *c, so_job **out)
 {
     *out = NULL;
@@ -240,7 +271,7 @@ int so_job_create(const so_job_config *c, so_job **out)
     if (rc || (rc = build(j)))
         return rc;
     config_text(c, j->pipe ? pipe_glue_whole(j->pipe) : j->parts.m->g, j->config, sizeof j->config);
-    if ((rc = dist_check_config(j->dh, j->config)))
+    if ((rc = dist_check_config(j->dh, j->config)) || (rc = dist_agree(j->dh, check_memory(j))))
         return rc;
     return observers(j);
 }

@@ -158,8 +158,16 @@ static int choose_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *d
             rc = measure(c, ds, g->microbatch, secs, n);
         costs.seconds = secs;
     }
-    if (!rc)
-        rc = so_pipe_balance(g->whole, P, strcmp(how, "memory") ? SO_PIPE_BY_TIME : SO_PIPE_BY_MEMORY, &costs, first);
+    so_pipe_balance_kind kind = !strcmp(how, "memory") ? SO_PIPE_BY_MEMORY : SO_PIPE_BY_TIME;
+    if (!strcmp(how, "auto") && c->max_memory > 0) {
+        kind = SO_PIPE_BY_AUTO;
+        costs.max_bytes = (size_t)c->max_memory;
+    }
+    if (!rc && (rc = so_pipe_balance(g->whole, P, kind, &costs, first)) && kind == SO_PIPE_BY_AUTO) {
+        char why[400];
+        snprintf(why, sizeof why, "%s", so_errmsg());
+        rc = so_err(SO_EINVAL, "--max-memory: %s", why);
+    }
     free(secs);
     return rc;
 }
@@ -342,6 +350,16 @@ const so_dist *pipe_glue_shard(pipe_glue *g) { return &g->shard; }
 int pipe_glue_microbatch(const pipe_glue *g) { return g->microbatch; }
 const so_graph *pipe_glue_whole(const pipe_glue *g) { return g->whole; }
 
+double pipe_glue_message_bytes(const pipe_glue *g, so_model *m)
+{
+    double total = 0;
+    for (int i = 0; i < g->edges.nrecv; i++)
+        total += 2.0 * g->microbatches * (double)so_model_edge_bytes(m, g->edges.recv[i].node);
+    for (int i = 0; i < g->edges.nsend; i++)
+        total += 2.0 * g->microbatches * (double)so_model_edge_bytes(m, g->edges.send[i].node);
+    return total;
+}
+
 void pipe_glue_ckpt_scope(const pipe_glue *g, void **group, int *stage)
 {
 #ifdef SCALEOUT_HAVE_MPI
@@ -441,6 +459,8 @@ int pipe_glue_give_layouts(pipe_glue *g, const job_parts *p)
 int pipe_glue_start(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_parts *p, so_train_config *tc)
 {
     int rc = init_slice(g, p->m, (uint64_t)c->seed);
+    if (!rc) /* now, not at the first step: the memory accounting counts every micro-batch in flight */
+        rc = so_model_set_slots(p->m, so_pipe_slots(g->schedule, g->stage, g->stages, g->microbatches));
     if ((rc = dist_agree(dh, rc)))
         return rc;
 #ifdef SCALEOUT_HAVE_MPI

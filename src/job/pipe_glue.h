@@ -46,6 +46,9 @@ int pipe_glue_bubble(pipe_glue *g, dist_handle *dh, int skip, so_train_result *r
 /* A stage's activation memory and message buffers (the largest over its
  * replicas), known on every rank after pipe_glue_bubble; -1 before. */
 int pipe_glue_stage_memory(const pipe_glue *g, int stage, double *act_bytes, double *edge_bytes);
+/* Bytes of the stage's message buffers (every edge, both directions, every
+ * micro-batch), for the memory accounting. */
+double pipe_glue_message_bytes(const pipe_glue *g, so_model *m);
 /* What a stage's checkpoints hold: the replica group (a so_comm) and the stage. */
 void pipe_glue_ckpt_scope(const pipe_glue *g, void **group, int *stage);
 /* Stage, stages, replica, replicas of this rank. */
