@@ -8,7 +8,6 @@
  * all requests from any call), as long as the two threads never call MPI at
  * the same time: the training thread only posts and tests here while the
  * engine is idle (so_comm_check_idle). */
-#include "coll_internal.h"
 #include "comm_internal.h"
 
 #include <limits.h>
@@ -63,15 +62,11 @@ static int req_poll(so_comm_req *r, int *done)
 }
 
 /* Watched wait for every chunk of r (r is not freed). */
-/* Spins first, as the collectives do (so_coll_wait: yielding when ranks
- * outnumber cores), then the watched backoff: a pipeline stage waits for
- * its neighbour's pass of a few ms at every micro-batch, and a backoff
- * sleep (up to 200 us) at each of those hand-offs was a few % of the step. */
 static int req_block(const so_comm *c, so_comm_req *r, const char *what)
 {
     so_waiter w;
     so_waiter_init(&w, c, what);
-    return so_coll_wait(&w, r->n, r->req);
+    return so_waiter_wait(&w, r->n, r->req);
 }
 
 /* ---- a group's requests ---------------------------------------------------------- */
