@@ -7,11 +7,7 @@
 # plan measured here.
 set -u
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/script_lib.sh"
 
 expect_usage() { # pattern args...
   local pat=$1; shift

@@ -5,11 +5,7 @@
 # the buckets the trainer would use) and its JSON parses.
 set -u
 bin=$1
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/script_lib.sh"
 
 expect_usage() { # pattern args...
   local pat=$1; shift

@@ -19,6 +19,7 @@ struct dist_handle {
     so_dist d;
     int active;
     int elsewhere; /* the last agreed failure was another rank's */
+    int group;     /* over a caller's group (dist_open_group): its comm is not ours to finalise */
 #ifdef SCALEOUT_HAVE_MPI
     so_comm *comm;
     so_async *async;
@@ -175,6 +176,28 @@ static int open_mpi(const dist_options *o, dist_handle *h)
 }
 #endif
 
+#ifdef SCALEOUT_HAVE_MPI
+int dist_open_group(so_comm *group, const char *allreduce, dist_handle **out)
+{
+    dist_handle *h = calloc(1, sizeof *h);
+    *out = h;
+    if (!h)
+        return so_err(SO_ENOMEM, "out of memory");
+    so_allreduce_algo algo = SO_ALLREDUCE_AUTO;
+    if (allreduce && so_allreduce_algo_parse(allreduce, &algo))
+        algo = SO_ALLREDUCE_AUTO; /* the name was checked when the job started */
+    h->comm = group;
+    h->group = 1;
+    h->algo = algo;
+    h->d = (so_dist){.rank = so_comm_rank(group), .world = so_comm_size(group), .ctx = h,
+                     .grad_submit = grad_submit, .grad_wait = grad_wait, .sum = sum, .max = max, .bcast = bcast,
+                     .allsum = allsum, .cost = cost};
+    int rc = so_async_create(group, algo, &h->async);
+    h->active = !rc;
+    return rc;
+}
+#endif
+
 int dist_open(const dist_options *o, dist_handle **out)
 {
     dist_handle *h = calloc(1, sizeof *h);
@@ -264,7 +287,8 @@ void dist_close(dist_handle *h)
         return;
 #ifdef SCALEOUT_HAVE_MPI
     so_async_destroy(h->async);
-    so_comm_finalize(h->comm);
+    if (!h->group)
+        so_comm_finalize(h->comm);
 #endif
     free(h);
 }

@@ -46,6 +46,11 @@ void dist_close(dist_handle *h);
  * process), for the observers that need more than so_dist offers. */
 so_comm *dist_comm(dist_handle *h);
 so_async *dist_async(dist_handle *h);
+/* The same hooks over a subgroup (a pipeline stage's replicas), with an
+ * async engine of its own (so_async_create: collective over the group) and
+ * no registered memory. dist_close destroys the engine, not the group. *out
+ * is set even on failure. */
+int dist_open_group(so_comm *group, const char *allreduce, dist_handle **out);
 #endif
 
 #endif

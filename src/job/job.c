@@ -16,7 +16,6 @@
 #include "prof_glue.h"
 #include "stop.h"
 #include "scaleout/err.h"
-#include "scaleout/predict.h"
 #include "scaleout/threads.h"
 #include "scaleout/zoo.h"
 
@@ -392,21 +391,7 @@ void so_job_hier_paths(const so_job *j, unsigned long long *zero_copy, unsigned 
 
 int so_job_measure_layers(so_job *j, int warmup, int steps, double *t_fwd, double *t_bwd, double *t_other)
 {
-    so_model *m = j->parts.m;
-    so_shape sh = so_graph_input_shape(m->g);
-    size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)m->batch;
-    float *x = calloc(len, sizeof *x);
-    int32_t *y = calloc((size_t)m->batch, sizeof *y);
-    int rc = x && y ? 0 : so_err(SO_ENOMEM, "out of memory for a batch");
-    for (size_t i = 0; !rc && i < len; i++) /* deterministic values in [-0.5, 0.5) */
-        x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    for (int i = 0; !rc && i < m->batch; i++)
-        y[i] = i % so_graph_classes(m->g);
-    if (!rc)
-        rc = so_predict_measure(m, j->parts.opt, x, y, warmup, steps, t_fwd, t_bwd, t_other);
-    free(x);
-    free(y);
-    return rc;
+    return parts_measure(j->parts.m, j->parts.opt, warmup, steps, t_fwd, t_bwd, t_other);
 }
 
 int so_job_resumed(const so_job *j, long *step, int *found) { return ckpt_glue_resumed(j->ckpt, step, found); }

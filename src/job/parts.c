@@ -4,10 +4,12 @@
 #include "parts.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "scaleout/backend.h"
 #include "scaleout/err.h"
+#include "scaleout/predict.h"
 #include "scaleout/zoo.h"
 
 void parts_free(job_parts *j)
@@ -91,5 +93,23 @@ int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
     lc.shuffle = lc.drop_last = lc.augment = 0;
     if (!rc && j->test)
         rc = so_loader_create(j->test, &lc, &j->ltest);
+    return rc;
+}
+
+int parts_measure(so_model *m, so_optim *opt, int warmup, int steps, double *t_fwd, double *t_bwd, double *t_other)
+{
+    so_shape sh = so_graph_input_shape(m->g);
+    size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)m->batch;
+    float *x = calloc(len, sizeof *x);
+    int32_t *y = calloc((size_t)m->batch, sizeof *y);
+    int rc = x && y ? 0 : so_err(SO_ENOMEM, "out of memory for a batch");
+    for (size_t i = 0; !rc && i < len; i++) /* deterministic values in [-0.5, 0.5) */
+        x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    for (int i = 0; !rc && i < m->batch; i++)
+        y[i] = i % so_graph_classes(m->g);
+    if (!rc)
+        rc = so_predict_measure(m, opt, x, y, warmup, steps, t_fwd, t_bwd, t_other);
+    free(x);
+    free(y);
     return rc;
 }

@@ -12,22 +12,12 @@
 #include "scaleout/backend.h"
 #include "scaleout/err.h"
 #include "scaleout/pipeline.h"
-#include "scaleout/predict.h"
 #include "scaleout/zoo.h"
 
 #ifdef SCALEOUT_HAVE_MPI
 #include "scaleout/comm.h"
-#include "scaleout/comm_async.h"
 #endif
 
-/* The gradient average over a stage's replicas, as so_dist hooks. */
-typedef struct {
-    so_dist d;
-#ifdef SCALEOUT_HAVE_MPI
-    so_comm *comm;
-    so_async *async;
-#endif
-} replica_dist;
 
 /* Per stage, after pipe_glue_bubble (the largest over the stage's replicas). */
 enum { ST_ACT, ST_EDGE, ST_BUSY, STAGE_FIELDS };
@@ -48,12 +38,13 @@ struct pipe_glue {
     so_pipe_plan plan;
     so_pipe_stage_edges edges;
     so_dist shard;               /* parts_build's view: replica rank and count */
-    replica_dist rd;
+    dist_handle *replica_dh;     /* the gradient average over this stage's replicas (D > 1) */
     so_strategy *dp, *pipe;
     layout_msg *layouts;         /* one per recv edge (take_layouts) */
     double *stage_mem;           /* STAGE_FIELDS per stage (pipe_glue_bubble) */
 #ifdef SCALEOUT_HAVE_MPI
     so_comm *pipeline;           /* this replica's stages; group rank = stages - 1 - stage */
+    so_comm *replica_group;      /* this stage's replicas (its checkpoints and gradient average) */
 #endif
 };
 
@@ -111,22 +102,13 @@ static int measure(const so_job_config *c, const so_dataset *ds, int microbatch,
         so_optim_defaults(&oc, kind);
         rc = so_optim_create(&oc, m->nparams, &opt);
     }
-    size_t len = (size_t)ds->c * ds->h * ds->w * (size_t)microbatch;
-    float *x = calloc(len, sizeof *x);
-    int32_t *y = calloc((size_t)microbatch, sizeof *y);
     double *t = calloc(2 * (size_t)n, sizeof *t), other;
-    if (!rc && (!x || !y || !t))
+    if (!rc && !t)
         rc = so_err(SO_ENOMEM, "out of memory measuring %s", c->model);
-    for (size_t i = 0; !rc && i < len; i++)
-        x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    for (int i = 0; !rc && i < microbatch; i++)
-        y[i] = i % ds->classes;
     if (!rc)
-        rc = so_predict_measure(m, opt, x, y, 1, 3, t, t + n, &other);
+        rc = parts_measure(m, opt, 1, 3, t, t + n, &other);
     for (int i = 0; !rc && i < n; i++)
         secs[i] = t[i] + t[n + i];
-    free(x);
-    free(y);
     free(t);
     so_optim_destroy(opt);
     so_model_destroy(m); /* owns g, also when creation failed (so_model_create destroys it then) */
@@ -134,7 +116,7 @@ static int measure(const so_job_config *c, const so_dataset *ds, int microbatch,
 }
 
 /* Stage starts by --partition: a list, or a balancer over measured time or memory. */
-static int choose_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *ds, int rank, int *first)
+static int choose_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *ds, int *first)
 {
     const char *how = c->partition ? c->partition : "auto";
     int P = g->stages, n = so_graph_size(g->whole);
@@ -154,8 +136,7 @@ static int choose_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *d
     if (strcmp(how, "memory")) {
         if (!(secs = calloc((size_t)n, sizeof *secs)))
             return so_err(SO_ENOMEM, "out of memory");
-        if (rank == 0)
-            rc = measure(c, ds, g->microbatch, secs, n);
+        rc = measure(c, ds, g->microbatch, secs, n);
         costs.seconds = secs;
     }
     so_pipe_balance_kind kind = !strcmp(how, "memory") ? SO_PIPE_BY_MEMORY : SO_PIPE_BY_TIME;
@@ -219,7 +200,20 @@ static int write_partition(const so_job_config *c, const int *first, int P)
     return 0;
 }
 
-/* Rank 0's cuts on every rank (time is measured there only). */
+/* Rank 0 decides the cuts (the others take them, agree_cuts): those the
+ * checkpoints recorded when resuming, else --partition's; it records them
+ * when the run writes checkpoints. */
+static int rank0_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *ds, int *first)
+{
+    int rc = c->ckpt.resume && partition_dir(c) ? read_partition(c, g->stages, first) : 0;
+    if (rc < 0)
+        return rc;
+    if (!rc && (rc = choose_cuts(g, c, ds, first)))
+        return rc;
+    return c->ckpt.every && partition_dir(c) ? write_partition(c, first, g->stages) : 0;
+}
+
+/* Rank 0's cuts on every rank. */
 static int agree_cuts(dist_handle *dh, int rank, int *first, int P)
 {
     const so_dist *d = dist_get(dh);
@@ -250,34 +244,11 @@ static int link_irecv(void *ctx, void *buf, size_t bytes, int stage, int tag, vo
 
 static int link_wait(void *ctx, void *req) { return so_comm_req_wait(((pipe_glue *)ctx)->pipeline, req); }
 
-static int rd_submit(void *ctx, float *buf, size_t count, int bucket)
+/* --sync-bn: batchnorm statistics summed over this stage's replicas. */
+static int replica_bn_allsum(void *ctx, double *v, int n)
 {
-    return so_async_submit(((replica_dist *)ctx)->async, buf, count, SO_REDUCE_AVG, bucket);
-}
-
-static int rd_wait(void *ctx, double *waited) { return so_async_wait_all(((replica_dist *)ctx)->async, 0, waited); }
-
-static int rd_sum(void *ctx, double *v, int n)
-{
-    return so_comm_allreduce_double(((replica_dist *)ctx)->comm, v, (size_t)n, SO_REDUCE_SUM);
-}
-
-static int rd_max(void *ctx, double *v, int n)
-{
-    return so_comm_allreduce_double(((replica_dist *)ctx)->comm, v, (size_t)n, SO_REDUCE_MAX);
-}
-
-/* Through the replica group's engine, behind any bucket queued (as dist.c's allsum). */
-static int rd_bn_allsum(void *ctx, double *v, int n)
-{
-    replica_dist *r = ctx;
-    int rc = so_async_submit_sum_double(r->async, v, (size_t)n, -1);
-    return rc ? rc : so_async_wait_all(r->async, 0, NULL);
-}
-
-static int rd_bcast(void *ctx, float *buf, size_t count)
-{
-    return so_comm_bcast(((replica_dist *)ctx)->comm, buf, count, 0);
+    const so_dist *d = ctx;
+    return d->allsum(d->ctx, v, (size_t)n);
 }
 
 /* The two groups: this replica's pipeline, this stage's replicas. */
@@ -285,16 +256,8 @@ static int open_groups(pipe_glue *g, so_comm *world, const char *allreduce)
 {
     int rc = so_comm_split(world, g->replica, g->stages - 1 - g->stage, &g->pipeline);
     if (!rc)
-        rc = so_comm_split(world, g->stage, g->replica, &g->rd.comm);
-    if (rc || g->replicas < 2)
-        return rc;
-    so_allreduce_algo algo = SO_ALLREDUCE_AUTO;
-    if (allreduce && so_allreduce_algo_parse(allreduce, &algo))
-        algo = SO_ALLREDUCE_AUTO; /* the name was checked at start-up */
-    rc = so_async_create(g->rd.comm, algo, &g->rd.async);
-    g->rd.d = (so_dist){.rank = g->replica, .world = g->replicas, .ctx = &g->rd, .grad_submit = rd_submit,
-                        .grad_wait = rd_wait, .sum = rd_sum, .max = rd_max, .bcast = rd_bcast};
-    return rc;
+        rc = so_comm_split(world, g->stage, g->replica, &g->replica_group);
+    return rc || g->replicas < 2 ? rc : dist_open_group(g->replica_group, allreduce, &g->replica_dh);
 }
 #endif
 
@@ -320,13 +283,7 @@ int pipe_glue_open(const so_job_config *c, dist_handle *dh, job_parts *p, pipe_g
     g->schedule = (so_pipe_schedule)so_pipe_schedule_parse(c->schedule ? c->schedule : "1f1b");
     g->whole = p->g;
     p->g = NULL;
-    int rc = 0, recorded = 0;
-    if (d->rank == 0 && c->ckpt.resume && partition_dir(c) && (rc = read_partition(c, g->stages, first)) > 0)
-        recorded = 1, rc = 0;
-    if (!rc && !recorded)
-        rc = choose_cuts(g, c, p->train, d->rank, first);
-    if (!rc && d->rank == 0 && c->ckpt.every && partition_dir(c))
-        rc = write_partition(c, first, g->stages);
+    int rc = d->rank == 0 ? rank0_cuts(g, c, p->train, first) : 0;
     if ((rc = dist_agree(dh, rc)) || (rc = agree_cuts(dh, d->rank, first, g->stages)))
         goto done;
     rc = so_pipe_plan_init(&g->plan, g->whole, first, g->stages);
@@ -363,7 +320,7 @@ double pipe_glue_message_bytes(const pipe_glue *g, so_model *m)
 void pipe_glue_ckpt_scope(const pipe_glue *g, void **group, int *stage)
 {
 #ifdef SCALEOUT_HAVE_MPI
-    *group = g->rd.comm;
+    *group = g->replica_group;
 #else
     *group = NULL;
 #endif
@@ -464,12 +421,13 @@ int pipe_glue_start(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_p
     if ((rc = dist_agree(dh, rc)))
         return rc;
 #ifdef SCALEOUT_HAVE_MPI
-    if (g->replicas > 1 && (rc = so_strategy_data_parallel(&g->rd.d, &g->dp)))
+    const so_dist *rd = g->replicas > 1 ? dist_get(g->replica_dh) : NULL;
+    if (rd && (rc = so_strategy_data_parallel(rd, &g->dp)))
         return rc;
     so_pipe_config pc = {.schedule = g->schedule, .microbatches = g->microbatches,
                          .link = {g, link_isend, link_irecv, link_wait}, .replicas = g->dp,
-                         .nreplicas = g->replicas, .bn_allsum = g->replicas > 1 ? rd_bn_allsum : NULL,
-                         .bn_allsum_arg = &g->rd};
+                         .nreplicas = g->replicas, .bn_allsum = rd ? replica_bn_allsum : NULL,
+                         .bn_allsum_arg = (void *)rd};
     if ((rc = so_strategy_pipeline(&pc, &g->edges, &g->pipe)))
         return rc;
     tc->accumulate = g->microbatches;
@@ -579,8 +537,8 @@ void pipe_glue_close(pipe_glue *g)
     so_strategy_free(g->pipe);
     so_strategy_free(g->dp);
 #ifdef SCALEOUT_HAVE_MPI
-    so_async_destroy(g->rd.async);
-    so_comm_finalize(g->rd.comm);
+    dist_close(g->replica_dh);
+    so_comm_finalize(g->replica_group);
     so_comm_finalize(g->pipeline);
 #endif
     free(g->layouts);
