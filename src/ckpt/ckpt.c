@@ -158,6 +158,7 @@ int so_ckpt_create(const so_ckpt_config *c, const so_ckpt_transport *t, so_model
     ck->rep_bytes = ck_rep_bytes(m, opt);
     ck->rank_bytes = ck_rank_bytes(m);
     ck->delay_ms = ck_test_delay_ms();
+    ck->flush_delay_ms = ck_test_flush_delay_ms();
     const char *tr = getenv("SCALEOUT_CKPT_TRACE_MS"); /* diagnostics: log stall pieces of at least N ms */
     ck->trace_ms = tr && *tr ? atof(tr) : -1;
     ck->tclock_fd = -2;
@@ -840,7 +841,14 @@ void so_ckpt_request(so_ckpt *ck) { ck->sched.requested = 1; }
 int so_ckpt_finish(so_ckpt *ck)
 {
     double t0 = so_now();
-    int was_pending = ck->pending, rc = ck_agree_advance(ck);
+    int was_pending = ck->pending, rc = 0;
+    /* Mid-run, a checkpoint whose flush is due while the previous flush still
+     * runs is not flushed; the run's last one must reach the shared level
+     * (a job may restart on other nodes), so the previous flush ends first. */
+    if (was_pending && ck->f.active)
+        rc = ck_flush_advance(ck);
+    if (!rc)
+        rc = ck_agree_advance(ck);
     if (was_pending) {
         int rc2 = closed(ck, ck->pending_manifest.step);
         rc = rc ? rc : rc2;

@@ -47,6 +47,7 @@ void ck_prune(const char *base, int keep, long protect);
 int ck_read_manifest(const char *dir, so_ckpt_manifest *m);
 /* The test hook SCALEOUT_CKPT_TEST_DELAY_MS (0 when unset). */
 int ck_test_delay_ms(void);
+int ck_test_flush_delay_ms(void); /* SCALEOUT_CKPT_TEST_FLUSH_DELAY_MS: only the flush copy waits */
 /* nanosleep through signals. */
 void ck_sleep_ms(int ms);
 

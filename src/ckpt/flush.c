@@ -29,7 +29,7 @@ int ck_flush_start(so_ckpt *ck)
     ck_dir(t->dir, sizeof t->dir, ck->c.shared_dir, ck->pending_manifest.step);
     ck_fmt(t->name, sizeof t->name, "shard-%d.bin", ck->t.rank);
     ck_fmt(t->src, sizeof t->src, "%s/%s", ck->pending_dir, t->name);
-    t->delay_ms = ck->delay_ms;
+    t->delay_ms = ck->delay_ms + ck->flush_delay_ms;
     t->step = ck->pending_manifest.step;
     t->io = CK_IO(SO_CKPT_IO_FLUSH);
     free(ck->f.manifest_text);

@@ -41,6 +41,12 @@ int ck_test_delay_ms(void)
     return s ? atoi(s) : 0;
 }
 
+int ck_test_flush_delay_ms(void)
+{
+    const char *s = so_test_hook("SCALEOUT_CKPT_TEST_FLUSH_DELAY_MS");
+    return s ? atoi(s) : 0;
+}
+
 void ck_sleep_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

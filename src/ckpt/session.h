@@ -59,6 +59,7 @@ struct so_ckpt {
     char node_dir[4096];         /* <local_dir>/node<id> */
     uint64_t model_hash, config_hash, rep_bytes, rank_bytes;
     int delay_ms;                /* SCALEOUT_CKPT_TEST_DELAY_MS */
+    int flush_delay_ms;          /* SCALEOUT_CKPT_TEST_FLUSH_DELAY_MS: the flush copy only */
     double trace_ms;             /* SCALEOUT_CKPT_TRACE_MS (-1: off) */
     int tclock_fd;               /* the training thread's schedstat (-2: not opened yet) */
     ck_tclock mark;              /* its clocks at the start of the piece being traced */
