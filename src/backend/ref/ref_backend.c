@@ -74,6 +74,8 @@ static void ref_destroy(void *state)
     free(s->argmax);
     free(s->edge_data);
     free(s->edge_grad);
+    for (int j = 0; j < SO_MAX_INPUTS; j++)
+        so_free(s->acc_scratch[j]);
     so_free(s->labels);
     free(s);
 }
@@ -127,8 +129,14 @@ static int ref_create(so_model *m, void **state)
     s->edge_grad = calloc(nn, sizeof *s->edge_grad);
     s->labels = so_alloc((size_t)m->batch * sizeof *s->labels);
     int bad = !s->act || !s->diff || !s->aux || !s->argmax || !s->labels || !s->edge_data || !s->edge_grad;
-    for (size_t i = 0; !bad && i < nn; i++)
+    size_t largest = 0;
+    for (size_t i = 0; !bad && i < nn; i++) {
         bad = alloc_node(s, (int)i) != 0;
+        size_t b = (size_t)s->batch * ref_numel(ref_node(s, (int)i)->out) * sizeof(float);
+        largest = b > largest ? b : largest;
+    }
+    for (int j = 0; !bad && j < SO_MAX_INPUTS; j++)
+        bad = !(s->acc_scratch[j] = so_alloc(largest));
     if (bad) {
         ref_destroy(s);
         return so_err(SO_ENOMEM, "ref backend: out of memory for activations of batch %d", m->batch);
@@ -174,13 +182,47 @@ static int ref_forward(void *state, int node, int training)
     return kernels[ref_node(s, node)->op].fwd(s, node, training);
 }
 
+/* Whether node's input `slot` gets a diff added to what another consumer
+ * wrote, and no other slot of node reads the same tensor. */
+static int adds_alone(const ref_state *s, int node, int slot)
+{
+    const so_node *nd = ref_node(s, node);
+    if (!so_graph_needs_diff(s->g, node, slot) || !so_graph_diff_accumulate(s->g, node, slot))
+        return 0;
+    for (int j = 0; j < nd->ninputs; j++)
+        if (j != slot && nd->inputs[j] == nd->inputs[slot])
+            return 0;
+    return 1;
+}
+
+/* A consumer that adds to a diff another consumer wrote computes its whole
+ * term apart and adds it once: the diff is then the same sum of
+ * per-consumer terms however the consumers are grouped (one graph, or
+ * pipeline stages whose diffs come back through send nodes), where a
+ * kernel adding term after term into the diff would round differently. */
 static int ref_backward(void *state, int node)
 {
     ref_state *s = state;
     int rc = check_node(s, node);
     if (rc)
         return rc;
-    return kernels[ref_node(s, node)->op].bwd(s, node);
+    const so_node *nd = ref_node(s, node);
+    float *kept[SO_MAX_INPUTS] = {0};
+    size_t n[SO_MAX_INPUTS] = {0};
+    for (int j = 0; j < nd->ninputs; j++)
+        if (adds_alone(s, node, j)) {
+            n[j] = (size_t)s->batch * ref_numel(ref_in_shape(s, node, j));
+            kept[j] = s->diff[nd->inputs[j]];
+            s->diff[nd->inputs[j]] = memset(s->acc_scratch[j], 0, n[j] * sizeof(float));
+        }
+    rc = kernels[nd->op].bwd(s, node);
+    for (int j = 0; j < nd->ninputs; j++)
+        if (kept[j]) {
+            for (size_t k = 0; k < n[j]; k++)
+                kept[j][k] += s->acc_scratch[j][k];
+            s->diff[nd->inputs[j]] = kept[j];
+        }
+    return rc;
 }
 
 static int ref_read_output(void *state, int node, float *dst)

@@ -23,6 +23,7 @@ typedef struct ref_state {
     int32_t **argmax; /* maxpool: input plane index (ih*W+iw) of each output's max, (batch,C,OH,OW) */
     int32_t *labels;  /* (batch); rows >= n are 0 and ignored */
     float **edge_data, **edge_grad; /* recv/send nodes: the bound plain buffers (bind_edge) */
+    float *acc_scratch[SO_MAX_INPUTS]; /* a consumer's diff term before it is added (ref_backward) */
 } ref_state;
 
 /* Multiply-adds below which a kernel stays serial: a parallel region costs
