@@ -4,6 +4,7 @@
 #    data-parallel ranks with --batch-size B/M --accumulate M compute (one
 #    process when D = 1): the loss of every step and the parameters after 10
 #    steps within 1e-5 relative, for P in {2,3,4}, D in {1,2}, gpipe and 1f1b,
+#    and interleaved with 2 chunks per rank (D = 1, and P = 2 with D = 2),
 #    M in {1,4}, on LeNet-5 (a chain) and ResNet-20 (cuts across residual
 #    connections, batchnorm), on the onednn and ref backends
 #  - evaluation through the stages gives the same accuracy
@@ -53,9 +54,14 @@ matrix() { # matrix MODEL BACKEND M BATCH PS...
   for p in "$@"; do
     for d in 1 2; do
       [ $((p * d)) -le 6 ] || continue
-      for sc in gpipe 1f1b; do
+      for sc in gpipe 1f1b interleaved; do
+        local v=1
+        if [ "$sc" = interleaved ]; then
+          [ "$d" = 1 ] || [ "$p" = 2 ] || continue
+          v=2
+        fi
         run $((p * d)) "$tag-p$p-d$d-$sc" --model "$model" --backend "$be" --batch-size "$batch" \
-          --pipeline-stages "$p" --microbatches "$m" --schedule "$sc" || continue
+          --pipeline-stages "$p" --microbatches "$m" --schedule "$sc" --virtual-stages $v || continue
         if same "$tag-d$d" "$tag-p$p-d$d-$sc"; then ok
         else bad "$tag: $p stages x $d replicas ($sc) differs from $d data-parallel rank(s)"; fi
       done
@@ -120,6 +126,30 @@ if ckrun 4 ck-full "${ck[@]}" --steps 15 --dump-params "$tmp/ck-full.bin" &&
     ok || bad "stages at different steps: exit $st: $(tail -2 "$tmp/ck-c.log")"
 fi
 expect 2 "only --resume auto" --pipeline-stages 2 --resume "$tmp/ck/stage0/ckpt-0000000010"
+
+# Interleaved checkpoints: each rank's stage<d>/ holds its two chunks; the
+# resume is bit for bit, and `ckpt export` puts the chunks back in the
+# model's order (the exported parameters are the run's, tensor by tensor).
+il=(--model resnet20 --batch-size 16 --pipeline-stages 2 --microbatches 4 --schedule interleaved --virtual-stages 2)
+if ckrun 2 il-full "${il[@]}" --steps 15 --dump-params "$tmp/il-full.bin" &&
+  ckrun 2 il-a "${il[@]}" --steps 10 --ckpt-every 5 --ckpt-dir "$tmp/ilck" &&
+  ckrun 2 il-b "${il[@]}" --steps 15 --ckpt-every 5 --ckpt-dir "$tmp/ilck" --resume auto \
+    --dump-params "$tmp/il-resumed.bin"; then
+  cmp -s "$tmp/il-full.bin" "$tmp/il-resumed.bin" && ok || bad "interleaved: resumed at step 10 differs"
+  if "$bin" ckpt export "$tmp/ilck" -o "$tmp/il.safetensors" >"$tmp/il-export.log" 2>&1 &&
+    /usr/bin/python3 - "$tmp/il.safetensors" "$tmp/il-full.bin" <<'PY'
+import array, json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+head, data = json.loads(b[8:8 + n]), b[8 + n:]
+params = array.array("f")
+for off, name, t in sorted((t["data_offsets"][0], k, t) for k, t in head.items() if k != "__metadata__"):
+    if t["dtype"] == "F32" and not name.endswith(("running_mean", "running_var")):
+        params.frombytes(data[t["data_offsets"][0]:t["data_offsets"][1]])
+sys.exit(0 if params.tobytes() == open(sys.argv[2], "rb").read() else 1)
+PY
+  then ok; else bad "interleaved: ckpt export is not the run's parameters: $(tail -2 "$tmp/il-export.log")"; fi
+fi
 
 # --max-memory: ResNet-56 at batch 32 does not fit one rank under a cap of
 # 0.6 x what one rank holds (exit 2, the parts named); 2 stages x 4
@@ -187,7 +217,9 @@ expect 2 "use --microbatches" --pipeline-stages 2 --accumulate 2
 expect 9 "the model has 8 layers" --pipeline-stages 9 --microbatches 1 --batch-size 9
 expect 3 "stage 2 starts at node 3, not after stage 1's start 3" --pipeline-stages 3 --partition 0,3,3
 expect 2 "is neither" --pipeline-stages 2 --partition 0,nosuchlayer
-expect 2 "interleaved" --pipeline-stages 2 --schedule interleaved
+expect 2 "only with --schedule interleaved" --pipeline-stages 2 --virtual-stages 2
+expect 2 "--pipeline-stages 2 x --virtual-stages 5: .*the model has 8 layers" --pipeline-stages 2 --microbatches 1 \
+  --batch-size 8 --schedule interleaved --virtual-stages 5
 expect 1 "needs at least 2 ranks, this job has 1" --pipeline-stages 2
 
 echo "pipe_cli: $pass passed, $fail failed"

@@ -329,7 +329,7 @@ static void test_schedule_formulas(void **state)
     (void)state;
     assert_true(fabs(so_pipe_bubble(SO_PIPE_GPIPE, 4, 4, 1) - 3.0 / 7) < 1e-12);
     assert_true(fabs(so_pipe_bubble(SO_PIPE_1F1B, 4, 16, 1) - 3.0 / 19) < 1e-12);
-    assert_true(fabs(so_pipe_bubble(SO_PIPE_INTERLEAVED, 4, 4, 2) - 3.0 / 14) < 1e-12);
+    assert_true(fabs(so_pipe_bubble(SO_PIPE_INTERLEAVED, 4, 4, 2) - 3.0 / 11) < 1e-12); /* (P - 1) / (v M + P - 1) */
     assert_true(so_pipe_bubble(SO_PIPE_GPIPE, 1, 8, 1) == 0);
     so_pipe_costs c = {.microbatches = 8, .schedule = SO_PIPE_1F1B, .devices = 4};
     int want_1f1b[] = {4, 3, 2, 1};
@@ -340,11 +340,13 @@ static void test_schedule_formulas(void **state)
     assert_int_equal(so_pipe_in_flight(&c, 3, 4), 1);
     c.schedule = SO_PIPE_GPIPE;
     assert_int_equal(so_pipe_in_flight(&c, 3, 4), 2);
-    /* Interleaved, P = 2, v = 2, M = 4: device 0 warms up 2 + 2 + 1 = 5 chunk micro-batches, device 1 3. */
+    /* Interleaved, P = 2, v = 2, M = 4: device 0 warms up 2 + 2 = 4 passes (0, 1 on chunk 0, 0, 1
+     * on chunk 1), then forwards 2 and 3 on chunk 0 before its first backward there: 4 in flight;
+     * device 1 (warm-up 2) holds 3 on chunk 0. */
     c = (so_pipe_costs){.microbatches = 4, .schedule = SO_PIPE_INTERLEAVED, .devices = 2};
-    assert_int_equal(so_pipe_in_flight(&c, 0, 4), 3);
-    assert_int_equal(so_pipe_in_flight(&c, 2, 4), 3);
-    assert_int_equal(so_pipe_in_flight(&c, 1, 4), 2);
+    assert_int_equal(so_pipe_in_flight(&c, 0, 4), 4);
+    assert_int_equal(so_pipe_in_flight(&c, 2, 4), 4);
+    assert_int_equal(so_pipe_in_flight(&c, 1, 4), 3);
     /* Weights, gradients and one momentum slot of 10 parameters, 2 micro-batches of 8 x 100 bytes. */
     so_pipe_stage st = {.params = 10, .act_bytes = 100};
     c = (so_pipe_costs){.microbatch = 8, .microbatches = 4, .schedule = SO_PIPE_1F1B, .devices = 2, .optim_slots = 1};
@@ -354,55 +356,105 @@ static void test_schedule_formulas(void **state)
     assert_string_equal(so_pipe_schedule_name(SO_PIPE_INTERLEAVED), "interleaved");
 }
 
-/* Every micro-batch's forward and backward exactly once, forward first,
- * backwards in micro-batch order, never more in flight than the stage's
- * slots, and the slot k % slots free when micro-batch k starts. */
-static void check_schedule(so_pipe_schedule sc, int s, int P, int M)
+/* Every (chunk, micro-batch) forward and backward exactly once, forward
+ * first, each chunk's backwards in micro-batch order, never more in flight
+ * on a chunk than the slots, and the slot k % slots free when micro-batch
+ * k starts there. */
+static void check_schedule(so_pipe_schedule sc, int d, int P, int M, int v)
 {
-    int ops[64], fwd[32] = {0}, bwd[32] = {0}, slots = so_pipe_slots(sc, s, P, M), live = 0, most = 0, next_b = 0;
-    int owner[32];
-    for (int i = 0; i < 32; i++)
-        owner[i] = -1;
-    assert_int_equal(so_pipe_schedule_ops(sc, s, P, M, ops), 0);
-    for (int i = 0; i < 2 * M; i++) {
-        int k = ops[i] >= 0 ? ops[i] : -ops[i] - 1;
-        assert_true(k >= 0 && k < M);
+    enum { MAXP = 256 };
+    int ops[2 * MAXP], fwd[MAXP] = {0}, bwd[MAXP] = {0}, live[8] = {0}, next_b[8] = {0}, owner[8][MAXP];
+    int slots = so_pipe_slots(sc, d, P, M, v), most = 0;
+    assert_true(M * v <= MAXP && v <= 8);
+    for (int c = 0; c < v; c++)
+        for (int i = 0; i < MAXP; i++)
+            owner[c][i] = -1;
+    assert_int_equal(so_pipe_schedule_ops(sc, d, P, M, v, ops), 0);
+    for (int i = 0; i < 2 * M * v; i++) {
+        int pass = ops[i] >= 0 ? ops[i] : -ops[i] - 1, c = pass / M, k = pass % M;
+        assert_true(c >= 0 && c < v);
         if (ops[i] >= 0) {
-            assert_int_equal(fwd[k]++, 0);
-            assert_int_equal(owner[k % slots], -1);
-            owner[k % slots] = k;
-            most = ++live > most ? live : most;
+            assert_int_equal(fwd[pass]++, 0);
+            assert_int_equal(owner[c][k % slots], -1);
+            owner[c][k % slots] = k;
+            most = ++live[c] > most ? live[c] : most;
         } else {
-            assert_int_equal(fwd[k], 1);
-            assert_int_equal(bwd[k]++, 0);
-            assert_int_equal(k, next_b++);
-            owner[k % slots] = -1;
-            live--;
+            assert_int_equal(fwd[pass], 1);
+            assert_int_equal(bwd[pass]++, 0);
+            assert_int_equal(k, next_b[c]++);
+            owner[c][k % slots] = -1;
+            live[c]--;
         }
     }
     assert_int_equal(most, slots);
+}
+
+/* Every device runs its passes in order, each waiting only for what it
+ * receives (the forward of the previous stage, the backward of the next):
+ * the whole pipeline must finish, whatever the schedule, P, M and v. */
+static void check_no_deadlock(so_pipe_schedule sc, int P, int M, int v)
+{
+    int S = P * v, n = 2 * M * v;
+    int *ops = malloc((size_t)P * n * sizeof *ops), *at = calloc((size_t)P, sizeof *at);
+    char *fdone = calloc((size_t)S * M, 1), *bdone = calloc((size_t)S * M, 1);
+    assert_non_null(ops);
+    for (int d = 0; d < P; d++)
+        assert_int_equal(so_pipe_schedule_ops(sc, d, P, M, v, ops + d * n), 0);
+    for (int moved = 1, left = P * n; left > 0; ) {
+        assert_true(moved); /* no device could go on: a deadlock */
+        moved = 0;
+        for (int d = 0; d < P; d++) {
+            if (at[d] == n)
+                continue;
+            int op = ops[d * n + at[d]], pass = op >= 0 ? op : -op - 1, k = pass % M, st = pass / M * P + d;
+            int ready = op >= 0 ? st == 0 || fdone[(st - 1) * M + k]
+                                : fdone[st * M + k] && (st == S - 1 || bdone[(st + 1) * M + k]);
+            if (!ready)
+                continue;
+            (op >= 0 ? fdone : bdone)[st * M + k] = 1;
+            at[d]++;
+            left--;
+            moved = 1;
+        }
+    }
+    free(ops);
+    free(at);
+    free(fdone);
+    free(bdone);
 }
 
 static void test_schedule_order(void **state)
 {
     (void)state;
     for (int P = 1; P <= 6; P++)
-        for (int s = 0; s < P; s++)
-            for (int M = 1; M <= 16; M++) {
-                check_schedule(SO_PIPE_GPIPE, s, P, M);
-                check_schedule(SO_PIPE_1F1B, s, P, M);
+        for (int M = 1; M <= 16; M++) {
+            for (int d = 0; d < P; d++) {
+                check_schedule(SO_PIPE_GPIPE, d, P, M, 1);
+                check_schedule(SO_PIPE_1F1B, d, P, M, 1);
+                for (int v = 1; v <= 4; v++)
+                    check_schedule(SO_PIPE_INTERLEAVED, d, P, M, v);
             }
-    int ops[8];
+            check_no_deadlock(SO_PIPE_GPIPE, P, M, 1);
+            check_no_deadlock(SO_PIPE_1F1B, P, M, 1);
+            for (int v = 1; v <= 4; v++)
+                check_no_deadlock(SO_PIPE_INTERLEAVED, P, M, v);
+        }
+    int ops[16];
     /* The last stage of 1f1b alternates from the start; gpipe runs every forward first. */
-    assert_int_equal(so_pipe_schedule_ops(SO_PIPE_1F1B, 2, 3, 4, ops), 0);
+    assert_int_equal(so_pipe_schedule_ops(SO_PIPE_1F1B, 2, 3, 4, 1, ops), 0);
     int want[8] = {0, -1, 1, -2, 2, -3, 3, -4};
     assert_memory_equal(ops, want, sizeof want);
-    assert_int_equal(so_pipe_schedule_ops(SO_PIPE_GPIPE, 2, 3, 4, ops), 0);
+    assert_int_equal(so_pipe_schedule_ops(SO_PIPE_GPIPE, 2, 3, 4, 1, ops), 0);
     int gp[8] = {0, 1, 2, 3, -1, -2, -3, -4};
     assert_memory_equal(ops, gp, sizeof gp);
-    assert_int_equal(so_pipe_slots(SO_PIPE_1F1B, 0, 4, 16), 4);
-    assert_int_equal(so_pipe_slots(SO_PIPE_GPIPE, 0, 4, 16), 16);
-    expect_msg(so_pipe_schedule_ops(SO_PIPE_INTERLEAVED, 0, 2, 4, ops), "interleaved");
+    /* Interleaved, P = 2, v = 2, M = 4, device 1 (warm-up (v - 1) P = 2): micro-batches 0, 1 on
+     * chunk 0, then 0, 1 on chunk 1 alternating with backwards of chunk 1 (passes 4 + k), ... */
+    assert_int_equal(so_pipe_schedule_ops(SO_PIPE_INTERLEAVED, 1, 2, 4, 2, ops), 0);
+    int il[16] = {0, 1, 4, -5, 5, -6, 2, -1, 3, -2, 6, -7, 7, -8, -3, -4};
+    assert_memory_equal(ops, il, sizeof il);
+    assert_int_equal(so_pipe_slots(SO_PIPE_1F1B, 0, 4, 16, 1), 4);
+    assert_int_equal(so_pipe_slots(SO_PIPE_GPIPE, 0, 4, 16, 1), 16);
+    expect_msg(so_pipe_schedule_ops(SO_PIPE_1F1B, 0, 2, 4, 2, ops), "only the interleaved schedule");
 }
 
 static int count_op(const so_graph *g, so_op op)
@@ -413,37 +465,60 @@ static int count_op(const so_graph *g, so_op op)
     return n;
 }
 
-/* Stage graphs of a split: parameter slices tile the model in order, each
- * stage's graph holds exactly its slice, and every edge has a partner with
- * the same tag on the peer stage. Returns the edges' count. */
-static int check_stages(const so_graph *g, const int *first, int P, so_pipe_stage_edges *e, so_graph **sg)
+/* Device graphs of a split of S stages over P devices (round robin):
+ * the chunks' parameter slices tile the model, each device's graph holds
+ * exactly its slices (so_pipe_model_order puts them back in the model's
+ * order), and every edge has a partner with the same tag on the peer
+ * device. Returns the edges' count. */
+static int check_devices(const so_graph *g, const int *first, int S, int P, so_pipe_stage_edges *e, so_graph **sg)
 {
     so_pipe_plan p;
-    assert_int_equal(so_pipe_plan_init(&p, g, first, P), 0);
-    size_t at = 0;
+    assert_int_equal(so_pipe_plan_init(&p, g, first, S), 0);
+    size_t np = so_graph_nparams(g), at = 0;
+    float *by_device = malloc((np + 1) * sizeof *by_device), *model = malloc((np + 1) * sizeof *model);
     int edges = 0;
-    for (int s = 0; s < P; s++) {
-        assert_int_equal(so_pipe_stage_graph(&p, s, &sg[s], &e[s]), 0);
-        assert_true(e[s].param_lo == at);
-        at = e[s].param_hi;
-        assert_true(so_graph_nparams(sg[s]) == e[s].param_hi - e[s].param_lo);
-        assert_int_equal(count_op(sg[s], SO_OP_RECV), e[s].nrecv);
-        assert_int_equal(count_op(sg[s], SO_OP_SEND), e[s].nsend);
-        assert_int_equal(so_graph_logits(sg[s]) >= 0, s == P - 1);
-        edges += e[s].nsend;
+    for (int d = 0; d < P; d++) {
+        assert_int_equal(so_pipe_stage_graph(&p, P, d, &sg[d], &e[d]), 0);
+        assert_int_equal(e[d].nchunks, S / P);
+        size_t mine = 0;
+        for (int c = 0; c < e[d].nchunks; c++) {
+            const so_pipe_chunk *ch = &e[d].chunks[c];
+            assert_int_equal(ch->stage, c * P + d);
+            assert_true(ch->param_lo == so_graph_node(g, first[ch->stage])->param_off);
+            for (size_t i = ch->param_lo; i < ch->param_hi; i++) /* each value names its place in the model */
+                by_device[at + mine++] = (float)i;
+        }
+        at += mine;
+        assert_true(so_graph_nparams(sg[d]) == mine);
+        assert_int_equal(count_op(sg[d], SO_OP_RECV), e[d].nrecv);
+        assert_int_equal(count_op(sg[d], SO_OP_SEND), e[d].nsend);
+        assert_int_equal(so_graph_logits(sg[d]) >= 0, d == (S - 1) % P);
+        edges += e[d].nsend;
     }
-    assert_true(at == so_graph_nparams(g));
-    for (int s = 0; s < P; s++)
-        for (int i = 0; i < e[s].nsend; i++) {
-            const so_pipe_edge *x = &e[s].send[i];
+    assert_true(at == np);
+    assert_int_equal(so_pipe_model_order(&p, P, 0, by_device, np, model), 0);
+    for (size_t i = 0; i < np; i++)
+        assert_true(model[i] == (float)i);
+    expect_msg(so_pipe_model_order(&p, P, 0, by_device, np - 1, model), "the model has");
+    for (int d = 0; d < P; d++)
+        for (int i = 0; i < e[d].nsend; i++) {
+            const so_pipe_edge *x = &e[d].send[i];
             int found = 0;
+            assert_true(x->peer != d);
             for (int j = 0; j < e[x->peer].nrecv; j++)
-                found += e[x->peer].recv[j].peer == s && e[x->peer].recv[j].tag == x->tag &&
+                found += e[x->peer].recv[j].peer == d && e[x->peer].recv[j].tag == x->tag &&
                          e[x->peer].recv[j].bytes == x->bytes;
             assert_int_equal(found, 1);
         }
+    free(by_device);
+    free(model);
     so_pipe_plan_deinit(&p);
     return edges;
+}
+
+static int check_stages(const so_graph *g, const int *first, int P, so_pipe_stage_edges *e, so_graph **sg)
+{
+    return check_devices(g, first, P, P, e, sg);
 }
 
 static void free_stages(so_pipe_stage_edges *e, so_graph **sg, int P)
@@ -486,6 +561,53 @@ static void test_stage_graphs(void **state)
     so_graph_destroy(g);
 }
 
+/* Interleaved: 4 stages on 2 devices. A tensor goes to another device once
+ * however many of its chunks read it, and a chunk reads one of its own
+ * device's earlier chunks directly. */
+static void test_device_graphs(void **state)
+{
+    (void)state;
+    so_pipe_stage_edges e[4];
+    so_graph *sg[4];
+    so_graph *g = so_graph_create(1, 4, 4);
+    int a = so_g_conv(g, 0, "a", 2, 3, 1, 1, 0), b = so_g_conv(g, a, "b", 2, 3, 1, 1, 0);
+    int c = so_g_add(g, b, a), d = so_g_conv(g, c, "d", 2, 3, 1, 1, 0), f = so_g_add(g, d, a);
+    so_g_loss(g, so_g_dense(g, so_g_flatten(g, f), "fc", 3));
+    assert_int_equal(so_graph_finalize(g), 0);
+    /* stages: {a} {b} {c} {d, f, ...}: devices 0 = {a}, {c}; 1 = {b}, {d, f, ...} */
+    int four[4] = {0, b, c, d};
+    assert_int_equal(check_devices(g, four, 4, 2, e, sg), 3);
+    assert_int_equal(e[0].nsend, 2); /* a and c to device 1 */
+    assert_int_equal(e[0].nrecv, 1); /* b */
+    assert_int_equal(e[1].nrecv, 2); /* a (read by b and f) once, and c */
+    assert_int_equal(e[1].nsend, 1);
+    assert_int_equal(e[1].chunks[0].recv_hi - e[1].chunks[0].recv_lo, 1);
+    /* device 0's add reads chunk 0's conv a directly */
+    int add = -1, conv_a = -1;
+    for (int i = 0; i < so_graph_size(sg[0]); i++) {
+        const so_node *nd = so_graph_node(sg[0], i);
+        if (nd->op == SO_OP_ADD)
+            add = i;
+        if (!strcmp(nd->name, "a"))
+            conv_a = i;
+    }
+    assert_true(add > 0 && conv_a > 0);
+    assert_true(so_graph_node(sg[0], add)->inputs[0] == conv_a || so_graph_node(sg[0], add)->inputs[1] == conv_a);
+    assert_true(add >= e[0].chunks[1].node_lo && conv_a < e[0].chunks[0].node_hi);
+    free_stages(e, sg, 2);
+    so_graph *r = build("resnet20");
+    int eight[8];
+    for (int s = 0; s < 8; s++)
+        eight[s] = s * (so_graph_size(r) - 1) / 8;
+    eight[0] = 0;
+    check_devices(r, eight, 8, 2, e, sg);
+    free_stages(e, sg, 2);
+    check_devices(r, eight, 8, 4, e, sg);
+    free_stages(e, sg, 4);
+    so_graph_destroy(r);
+    so_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -499,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_schedule_formulas),
         cmocka_unit_test(test_schedule_order),
         cmocka_unit_test(test_stage_graphs),
+        cmocka_unit_test(test_device_graphs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

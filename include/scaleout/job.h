@@ -81,7 +81,8 @@ typedef struct {
      * when pipeline_stages <= 1 */
     int pipeline_stages;         /* P: the world splits into P stages x world/P replicas */
     int microbatches;            /* M per step; batch stays per replica, each micro-batch batch/M */
-    const char *schedule;        /* gpipe or 1f1b */
+    const char *schedule;        /* gpipe, 1f1b or interleaved */
+    int virtual_stages;          /* v: model chunks per pipeline rank (interleaved; <= 1: one) */
     const char *partition;       /* auto (= time), time, memory, or a list of stage starts */
     const char *placement;       /* stage-major (a replica's stages on neighbouring ranks) or replica-major */
     double max_memory;           /* > 0: bytes every rank may hold by the trainer's accounting

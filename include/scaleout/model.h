@@ -139,6 +139,16 @@ int so_model_forward(so_model *m, const float *x, const int32_t *y, int n, int t
  * accumulate_grads) the gradient of the mean loss into m->grads. */
 int so_model_backward(so_model *m);
 
+/* The same in parts, for a pipeline device that runs its chunks (node
+ * ranges [lo, hi)) at different times: set_input once per micro-batch,
+ * before the first chunk's forward (labels for a loss in any later chunk),
+ * then forward_nodes per chunk in order and backward_nodes per chunk in
+ * reverse. A node range's gradients are written or added as
+ * accumulate_grads says when its backward runs. */
+int so_model_set_input(so_model *m, const float *x, const int32_t *y, int n);
+int so_model_forward_nodes(so_model *m, int lo, int hi, int training);
+int so_model_backward_nodes(so_model *m, int lo, int hi);
+
 /* Logits of the last forward: batch x classes, row-major. */
 int so_model_logits(so_model *m, float *out);
 /* Number of the first n samples whose argmax logit equals y. */

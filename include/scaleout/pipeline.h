@@ -96,11 +96,12 @@ double so_pipe_stage_memory(const so_pipe_stage *st, int s, int nstages, const s
 
 /* Micro-batches whose activations stage s holds at once: gpipe M; 1f1b
  * min(P - s, M); interleaved (stage s on device s mod P, v = nstages / P
- * chunks per device) Megatron-LM's warm-up count min(2 (P - d - 1) + (v - 1) P + 1,
- * M v) spread over the device's v chunks, rounded up. */
+ * chunks per device) the most any chunk of the device holds under
+ * so_pipe_schedule_ops, which the device keeps for all its chunks. */
 int so_pipe_in_flight(const so_pipe_costs *c, int s, int nstages);
 
-/* Idle fraction of a step: (P - 1) / (M + P - 1); interleaved divides by v. */
+/* Idle fraction of a step: (P - 1) / (M + P - 1); interleaved (P - 1) / (v M + P - 1),
+ * Megatron-LM's bubble of (P - 1) / (v M) of the ideal step. */
 double so_pipe_bubble(so_pipe_schedule s, int devices, int microbatches, int virtual_stages);
 
 /* Parses a schedule name ("gpipe", "1f1b", "interleaved"); -1 if unknown. */
@@ -112,31 +113,52 @@ const char *so_pipe_schedule_name(so_pipe_schedule s);
  * Writes up to max entries, *n the count. SO_EINVAL naming the entry. */
 int so_pipe_parse_list(const so_graph *g, const char *list, int *first, int max, int *n);
 
-/* ---- a stage's graph ------------------------------------------------------------
- * Stage s's nodes copied in order, preceded by a recv node for every tensor
- * of an earlier stage that they read and followed by a send node for every
- * (tensor, later reading stage) pair; node 0 stays the data input (used by
- * stage 0 only). Tensors go straight from the producing stage to each
- * stage that reads them. Parameter order is the whole model's, so the
- * stage's parameters are the slice [param_lo, param_hi) of the model's. */
+/* ---- a device's graph ------------------------------------------------------------
+ * A pipeline rank (device d of P) runs the stages d, d + P, d + 2P, ... of
+ * the plan (v = nstages / P chunks; v = 1 unless interleaved). Its graph is
+ * the chunks' nodes copied in order; each chunk is preceded by a recv node
+ * for every tensor of another device that it reads first on this device,
+ * and followed by a send node for every (tensor, other device reading it).
+ * Node 0 stays the data input (read by stage 0 only). A tensor goes
+ * straight from the producing device to each device that reads it, once;
+ * a later chunk of the same device reads an earlier chunk's (or its recv
+ * node's) output directly. Parameter order is the whole model's within
+ * each chunk, so a chunk's parameters are the slice [param_lo, param_hi)
+ * of the model's, and the device's are its chunks' slices in order. */
 typedef struct {
-    int node;           /* recv or send node in the stage's graph */
-    int peer;           /* the stage at the other end */
-    int tag;            /* forward message tag (the tensor's index in the plan x 2; diffs + 1) */
+    int node;           /* recv or send node in the device's graph */
+    int peer;           /* the device at the other end */
+    int tag;            /* forward message tag (2 x (tensor index x devices + reading device)); diffs + 1 */
     size_t bytes;       /* per sample, fp32 plain NCHW */
 } so_pipe_edge;
 
 typedef struct {
-    int stage, nstages;
-    so_pipe_edge *recv, *send;
-    int nrecv, nsend;
+    int stage;                  /* the plan's stage this chunk is */
+    int node_lo, node_hi;       /* its nodes in the device's graph, [lo, hi) */
+    int recv_lo, recv_hi;       /* its edges: recv[recv_lo .. recv_hi) */
+    int send_lo, send_hi;       /* and send[send_lo .. send_hi) */
     size_t param_lo, param_hi;  /* the slice of the whole model's parameters */
     size_t buf_lo, buf_hi;      /* and of its batchnorm running statistics */
+} so_pipe_chunk;
+
+typedef struct {
+    int stage, nstages;         /* this device and the number of devices P */
+    int nchunks;                /* v: the plan's stages / P */
+    int last_stage;             /* the plan's last stage (loss, labels) */
+    so_pipe_chunk *chunks;      /* in the device graph's order */
+    so_pipe_edge *recv, *send;
+    int nrecv, nsend;
 } so_pipe_stage_edges;
 
-/* Builds stage s's finalized graph (*out; the caller owns it) and its edges. */
-int so_pipe_stage_graph(const so_pipe_plan *p, int s, so_graph **out, so_pipe_stage_edges *e);
+/* Builds device d's finalized graph (*out; the caller owns it) and its
+ * edges, the plan's stages split round-robin over `devices` (which must
+ * divide them). */
+int so_pipe_stage_graph(const so_pipe_plan *p, int devices, int d, so_graph **out, so_pipe_stage_edges *e);
 void so_pipe_stage_edges_free(so_pipe_stage_edges *e);
+/* The devices' parameters (bufs 0) or batchnorm statistics (bufs 1), n
+ * floats concatenated device after device (each its chunks' slices in
+ * order), into the whole model's order. SO_EINVAL if n is not the model's. */
+int so_pipe_model_order(const so_pipe_plan *p, int devices, int bufs, const float *by_device, size_t n, float *model);
 
 /* ---- the pipeline strategy ---------------------------------------------------------
  * Messages between stages: non-blocking sends and receives of plain fp32
@@ -150,7 +172,7 @@ typedef struct {
 } so_pipe_link;
 
 typedef struct {
-    so_pipe_schedule schedule;  /* gpipe or 1f1b */
+    so_pipe_schedule schedule;  /* gpipe, 1f1b or interleaved (the edges' chunks) */
     int microbatches;           /* M: the trainer's accumulate */
     so_pipe_link link;
     /* Averages the stage's gradients over its replicas (data parallelism on
@@ -177,12 +199,15 @@ int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, 
  * so_pipe_plan_set_costs), the time one micro-batch's tensors take to
  * cross each cut, and the replicas' gradient average: the first
  * micro-batch passes every stage and cut forward and back, the other M - 1
- * follow at the pace of the slowest stage or cut (sends overlap compute).
+ * follow at the pace of the slowest device (its stages' times, or its
+ * cuts' when slower: sends overlap compute); with v chunks per device the
+ * fill is divided by v ((M v + P - 1) chunk times for equal devices).
  * The replicas' average runs after the step's last backward, as the
  * strategy does; the optimizer's step scales with the largest stage. */
 typedef struct {
     int microbatches;            /* M */
     int replicas;                /* D */
+    int devices;                 /* P ranks the plan's stages go round (interleaved: stages / v); 0: one per stage */
     double optimizer_seconds;    /* the whole model's optimizer step (one process) */
     /* Seconds for `bytes` to cross cut c (one direction, one micro-batch). */
     double (*cut_seconds)(void *ctx, int cut, size_t bytes);
@@ -204,13 +229,23 @@ typedef struct {
  * `microbatch`). SO_EINVAL without costs. */
 int so_pipe_predict(const so_pipe_plan *p, int microbatch, const so_pipe_predict_config *c, so_pipe_prediction *out);
 
-/* Micro-batches stage s keeps in flight: gpipe M, 1f1b min(P - s, M). */
-int so_pipe_slots(so_pipe_schedule sc, int stage, int nstages, int microbatches);
-/* The order stage s runs a step's 2M passes in: ops[i] = k for the forward
- * of micro-batch k, -(k + 1) for its backward. gpipe: every forward, then
- * every backward; 1f1b: min(P - s - 1, M) forwards, then one forward and
- * one backward alternately, then the remaining backwards. Backwards run in
- * micro-batch order in both. SO_EINVAL for interleaved (not run yet). */
-int so_pipe_schedule_ops(so_pipe_schedule sc, int stage, int nstages, int microbatches, int *ops);
+/* The order device d of P runs a step's passes in (2 M v of them, v chunks):
+ * ops[i] = c M + k for the forward of micro-batch k on chunk c, -(c M + k + 1)
+ * for its backward. gpipe: every forward, then every backward; 1f1b:
+ * min(P - d - 1, M) forwards, then one forward and one backward alternately,
+ * then the remaining backwards; interleaved (Megatron-LM's): micro-batches
+ * in groups of P, forwards chunk by chunk within a group and backwards the
+ * chunks in reverse, 2 (P - d - 1) + (v - 1) P warm-up forwards, then
+ * alternating. When P does not divide M the last group also takes the
+ * remainder (G = P + M mod P, or M when M < P) and the warm-up is
+ * 2 (P - d - 1) + (v - 1) G: with groups of P and a short last one the
+ * devices would wait on each other for ever (tests/test_pipe.c simulates
+ * every P <= 6, M <= 16, v <= 4). A chunk's micro-batches go forward and
+ * backward in order.
+ * SO_EINVAL: v > 1 with gpipe or 1f1b. */
+int so_pipe_schedule_ops(so_pipe_schedule sc, int d, int P, int microbatches, int v, int *ops);
+/* Micro-batches one chunk of device d keeps in flight at most under
+ * so_pipe_schedule_ops (gpipe M, 1f1b min(P - d, M)): the model slots. */
+int so_pipe_slots(so_pipe_schedule sc, int d, int P, int microbatches, int v);
 
 #endif

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "scaleout/ckpt.h"
 #include "scaleout/err.h"
+#include "scaleout/pipeline.h"
 #include "scaleout/zoo.h"
 
 #define SUMMARY "Checkpoints: `ckpt list DIR`, `ckpt verify DIR`, `ckpt export DIR -o FILE.safetensors`."
@@ -168,6 +169,35 @@ static int append_stage(const char *dir, so_ckpt_manifest *first, int s, float *
     return rc;
 }
 
+/* Interleaved pipelines: each stage<d>/ holds rank d's chunks (stages d,
+ * d + P, ... of DIR/partition, the cuts the run recorded), so the ranks'
+ * values concatenated go back into the model's order. Nothing to do when
+ * the partition has one stage per rank. */
+static int model_order(const char *dir, const so_graph *g, int ranks, float *params, size_t np, float *bufs,
+                       size_t nb)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/partition", dir);
+    FILE *f = fopen(path, "r");
+    int first[MAX_STAGES], n = 0;
+    while (f && n < MAX_STAGES && fscanf(f, n ? ",%d" : "%d", &first[n]) == 1)
+        n++;
+    if (f)
+        fclose(f);
+    if (n <= ranks)
+        return CLI_OK;
+    so_pipe_plan plan = {0};
+    float *tmp = malloc(((np > nb ? np : nb) + 1) * sizeof *tmp);
+    int rc = tmp ? so_pipe_plan_init(&plan, g, first, n) : so_err(SO_ENOMEM, "out of memory");
+    if (!rc && !(rc = so_pipe_model_order(&plan, ranks, 0, params, np, tmp)))
+        memcpy(params, tmp, np * sizeof *tmp);
+    if (!rc && !(rc = so_pipe_model_order(&plan, ranks, 1, bufs, nb, tmp)))
+        memcpy(bufs, tmp, nb * sizeof *tmp);
+    so_pipe_plan_deinit(&plan);
+    free(tmp);
+    return rc ? cli_error("ckpt", CLI_USAGE, "%s: %s", path, so_errmsg()) : CLI_OK;
+}
+
 /* Every stage's newest common step, gathered into one safetensors file of
  * the whole model (parameter names, not ranks, identify the tensors). */
 static int export_stages(const char *dir, int stages, const char *out)
@@ -194,6 +224,8 @@ static int export_stages(const char *dir, int stages, const char *out)
     else if (!rc && (np != model->nparams || nb != model->nbufs))
         rc = cli_error("ckpt", CLI_USAGE, "%s: the %d stages hold %zu parameters, model '%s' has %zu", dir, stages, np,
                        first.model, model->nparams);
+    else if (!rc && (rc = model_order(dir, model->g, stages, params, np, bufs, nb)))
+        ;
     else if (!rc && so_ckpt_safetensors_save(out, model, params, bufs, step))
         rc = cli_error("ckpt", CLI_USAGE, "-o: %s", so_errmsg());
     else if (!rc)

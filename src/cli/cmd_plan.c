@@ -322,10 +322,10 @@ static int report(const plan_args *a, const so_pipe_plan *p)
            a->measure ? "; times: forward+backward per micro-batch, measured here" : "");
     print_stages(a, p);
     print_cuts(a, p);
-    printf("slowest rank: %d (%s %.4g %s); bubble %.1f%% ((P-1)/(M+P-1)%s); ideal speed-up "
+    printf("slowest rank: %d (%s %.4g %s); bubble %.1f%% ((P-1)/(%sM+P-1)); ideal speed-up "
            "over one rank %.2fx\n",
            slow, a->measure ? "time" : "FLOPs", a->measure ? worst * 1e3 : worst * 1e-9,
-           a->measure ? "ms per micro-batch" : "GFLOP per sample", 100 * bubble, a->virtual_stages > 1 ? " / v" : "", speedup);
+           a->measure ? "ms per micro-batch" : "GFLOP per sample", 100 * bubble, a->virtual_stages > 1 ? "v" : "", speedup);
     return a->json ? write_json(a, p, bubble, speedup, slow) : CLI_OK;
 }
 

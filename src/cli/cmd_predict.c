@@ -26,7 +26,8 @@ typedef struct {
     const char *model, *nodes_arg, *link_arg, *latency_arg, *tune, *json, *bucket_mb_arg, *compute_from;
     int batch, ranks_per_node, threads, steps, warmup;
     int stages, microbatches;    /* --pipeline-stages P (> 1: also predict P stages x replicas) and M */
-    const char *partition;
+    const char *partition, *schedule;
+    int virtual_stages;          /* v chunks per pipeline rank (interleaved) */
     int measure_batch;           /* the batch the layers are measured at (0: --batch-size) */
     float rank_rate;             /* > 0: one rank's images/s, the measured layers scaled to it */
     int nodes[MAX_POINTS], npoints;
@@ -86,7 +87,9 @@ static int parse(pred_args *a, int argc, char **argv)
 {
     *a = (pred_args){.nodes_arg = "1,2,4,8,16,32,64,128,256,512,1024", .batch = 64, .ranks_per_node = 1,
                      .threads = 1, .steps = 10, .warmup = 3, .link_arg = "100gbit", .latency_arg = "1.5us",
-                     .bucket_mb_arg = "25", .stages = 1, .microbatches = 4, .partition = "time"};
+                     .bucket_mb_arg = "25", .stages = 1, .microbatches = 4, .partition = "time",
+                     .schedule = "1f1b", .virtual_stages = 1};
+    static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "zoo model (see `scaleout models`)", 0, -1, NULL},
         {"batch-size", OPT_INT, &a->batch, "N", "samples per rank per step", 1, 65536, NULL},
@@ -104,6 +107,8 @@ static int parse(pred_args *a, int argc, char **argv)
         {"pipeline-stages", OPT_INT, &a->stages, "P", "also predict P pipeline stages x ranks/P replicas at the same global batch, and name the faster", 1, 4096, NULL},
         {"microbatches", OPT_INT, &a->microbatches, "M", "pipeline micro-batches per step (each batch-size x P / M)", 1, 65536, NULL},
         {"partition", OPT_STR, &a->partition, "time|memory|LIST", "pipeline cuts as in train (time: from the layers measured here)", 0, -1, NULL},
+        {"schedule", OPT_CHOICE, &a->schedule, "NAME", "pipeline schedule as in train (gpipe and 1f1b take the same time)", 0, -1, schedules},
+        {"virtual-stages", OPT_INT, &a->virtual_stages, "V", "model chunks per pipeline rank (--schedule interleaved)", 1, 4096, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the prediction as JSON", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     int rc = cli_parse("predict", "Predicts data-parallel scaling from per-layer times measured here and the "
@@ -124,6 +129,9 @@ static int parse(pred_args *a, int argc, char **argv)
         return cli_error("predict", CLI_USAGE, "--microbatches %d does not divide a replica's batch %d (--batch-size "
                          "x --pipeline-stages, the same global batch as data parallelism)", a->microbatches,
                          a->batch * a->stages);
+    if (a->virtual_stages > 1 && strcmp(a->schedule, "interleaved"))
+        return cli_error("predict", CLI_USAGE, "--virtual-stages %d: only with --schedule interleaved",
+                         a->virtual_stages);
     if (a->stages > 1 && a->compute_from)
         return cli_error("predict", CLI_USAGE, "--pipeline-stages: measures the layers at the micro-batch here; "
                          "not with --compute-from");
@@ -325,6 +333,8 @@ static int write_json(const pred_args *a, const so_predict_point *pt, const pipe
             so_json_int(&js, "stages", a->stages);
             so_json_int(&js, "replicas", pp[i].replicas);
             so_json_int(&js, "microbatches", a->microbatches);
+            so_json_str(&js, "schedule", a->schedule);
+            so_json_int(&js, "virtual_stages", a->virtual_stages);
             so_json_num(&js, "step_seconds", pp[i].p.step_seconds);
             so_json_num(&js, "images_per_sec", pp[i].images_per_sec);
             so_json_num(&js, "bubble", pp[i].p.bubble);
@@ -402,8 +412,8 @@ typedef struct {
 static double cut_seconds(void *ctx, int cut, size_t bytes)
 {
     const pipe_cost *c = ctx;
-    int P = c->a->stages, rpn = c->a->ranks_per_node;
-    if ((P - 1 - cut) / rpn != (P - 2 - cut) / rpn)
+    int P = c->a->stages, rpn = c->a->ranks_per_node, from = cut % P, to = (cut + 1) % P;
+    if ((P - 1 - from) / rpn != (P - 1 - to) / rpn) /* device d is pipeline rank P - 1 - d */
         return c->link_alpha + (double)bytes * c->link_beta;
     return SHM_LATENCY_S + (double)bytes / SHM_BYTES_PER_S;
 }
@@ -422,18 +432,19 @@ static double replica_seconds(void *ctx, size_t bytes)
 /* The plan of --partition from per-node seconds at one micro-batch. */
 static int pipe_plan(const pred_args *a, const so_graph *g, const double *secs, so_pipe_plan *plan)
 {
-    int first[4097], n = 0, rc;
+    int first[4097], n = 0, rc, S = a->stages * a->virtual_stages;
+    if (S > 4096)
+        return cli_error("predict", CLI_USAGE, "--virtual-stages: %d stages, more than 4096", S);
     if (!strcmp(a->partition, "time") || !strcmp(a->partition, "memory")) {
         so_pipe_costs pc = {.seconds = secs, .microbatch = a->batch * a->stages / a->microbatches,
-                            .microbatches = a->microbatches, .schedule = SO_PIPE_1F1B, .devices = a->stages,
-                            .optim_slots = 1};
-        rc = so_pipe_balance(g, a->stages, !strcmp(a->partition, "time") ? SO_PIPE_BY_TIME : SO_PIPE_BY_MEMORY, &pc,
-                             first);
-    } else if (!(rc = so_pipe_parse_list(g, a->partition, first, a->stages, &n)) && n != a->stages) {
-        rc = so_err(SO_EINVAL, "%d stage starts for --pipeline-stages %d", n, a->stages);
+                            .microbatches = a->microbatches, .schedule = so_pipe_schedule_parse(a->schedule),
+                            .devices = a->stages, .optim_slots = 1};
+        rc = so_pipe_balance(g, S, !strcmp(a->partition, "time") ? SO_PIPE_BY_TIME : SO_PIPE_BY_MEMORY, &pc, first);
+    } else if (!(rc = so_pipe_parse_list(g, a->partition, first, S, &n)) && n != S) {
+        rc = so_err(SO_EINVAL, "%d stage starts for %d stages", n, S);
     }
     if (!rc)
-        rc = so_pipe_plan_init(plan, g, first, a->stages);
+        rc = so_pipe_plan_init(plan, g, first, S);
     if (rc)
         return cli_error("predict", CLI_USAGE, "--partition: %s", so_errmsg());
     so_pipe_plan_set_costs(plan, secs);
@@ -471,7 +482,7 @@ static int predict_pipeline(const pred_args *a, const so_comm_tuning *table, pip
         if (!pp[i].valid)
             continue;
         pc.replicas = pp[i].replicas = world / a->stages;
-        so_pipe_predict_config c = {.microbatches = a->microbatches, .replicas = pc.replicas,
+        so_pipe_predict_config c = {.microbatches = a->microbatches, .replicas = pc.replicas, .devices = a->stages,
                                     .optimizer_seconds = other, .cut_seconds = cut_seconds,
                                     .replica_seconds = replica_seconds, .ctx = &pc};
         if ((rc = so_pipe_predict(&plan, mb, &c, &pp[i].p)))
@@ -487,9 +498,12 @@ static int predict_pipeline(const pred_args *a, const so_comm_tuning *table, pip
 
 static void print_pipeline(const pred_args *a, const so_predict_point *pt, const pipe_point *pp)
 {
-    printf("\npipeline: %d stages x ranks/%d replicas (stage-major), 1f1b, %d micro-batches of %d, partition %s; "
-           "the same global batch\n", a->stages, a->stages, a->microbatches, a->batch * a->stages / a->microbatches,
-           a->partition);
+    char chunks[48] = "";
+    if (a->virtual_stages > 1)
+        snprintf(chunks, sizeof chunks, " x %d chunks", a->virtual_stages);
+    printf("\npipeline: %d stages%s x ranks/%d replicas (stage-major), %s, %d micro-batches of %d, partition %s; "
+           "the same global batch\n", a->stages, chunks, a->stages, a->schedule, a->microbatches,
+           a->batch * a->stages / a->microbatches, a->partition);
     printf("%7s %7s %9s %10s %12s %8s %12s %14s  %s\n", "nodes", "ranks", "replicas", "step ms", "images/s", "bubble",
            "cut ms/mb", "data-par img/s", "faster");
     for (int i = 0; i < a->npoints; i++) {

@@ -36,7 +36,7 @@ static const char *const scalings[] = {"none", "linear", NULL};
 static const char *const prof_details[] = {"layer", "block", "step", NULL};
 static const char *const ckpt_modes[] = {"scaleout", "naive", NULL};
 static const char *const ckpt_on_errors[] = {"continue", "stop", NULL};
-static const char *const pipe_schedules[] = {"gpipe", "1f1b", NULL};
+static const char *const pipe_schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
 static const char *const placements[] = {"stage-major", "replica-major", NULL};
 
 #define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
@@ -100,6 +100,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"pipeline-stages", OPT_INT, &c->pipeline_stages, "P", "pipeline stages: the ranks split into P stages x ranks/P data-parallel replicas (docs/PARALLELISM.md)", 1, 4096, NULL},
         {"microbatches", OPT_INT, &c->microbatches, "M", "micro-batches per step with pipeline stages (each batch-size/M)", 1, 1 << 16, NULL},
         {"schedule", OPT_CHOICE, &c->schedule, "NAME", "pipeline schedule", 0, -1, pipe_schedules},
+        {"virtual-stages", OPT_INT, &c->virtual_stages, "V", "model chunks per pipeline rank (--schedule interleaved): P x V stages", 1, 4096, NULL},
         {"partition", OPT_STR, &c->partition, "auto|time|memory|LIST", "pipeline cuts: balance measured time (auto, time) or memory, or the first node of each stage", 0, -1, NULL},
         {"placement", OPT_CHOICE, &c->placement, "HOW", "stage-major: a replica's stages on neighbouring ranks; replica-major: a stage's replicas", 0, -1, placements},
         {"max-memory", OPT_STR, &a->max_memory, "BYTES", "what each rank may hold by the trainer's accounting (K/M/G suffixes): a rank above it stops the job at set-up; with pipeline stages, --partition auto cuts within it", 0, -1, NULL},
@@ -192,6 +193,7 @@ static void write_config(so_json *js, const so_job_config *c, const so_graph *g,
     so_json_int(js, "pipeline_stages", c->pipeline_stages > 1 ? c->pipeline_stages : 1);
     so_json_int(js, "microbatches", c->microbatches);
     so_json_str(js, "schedule", c->schedule);
+    so_json_int(js, "virtual_stages", c->virtual_stages > 1 ? c->virtual_stages : 1);
     so_json_str(js, "version", SCALEOUT_VERSION);
     so_json_str(js, "git", cli_git_commit());
     so_json_obj_end(js);
@@ -347,9 +349,13 @@ static void report_pipeline(const so_job_config *c, so_job *j, const so_train_re
     int stage, stages, replica, replicas;
     if (so_job_pipeline(j, &stage, &stages, &replica, &replicas))
         return;
-    printf("pipeline: %d stages x %d replicas (%s), %s, %d micro-batches of %d: bubble %.3f measured, %.3f by the "
-           "schedule's formula, %.3f with the stages' measured times\n", stages, replicas, c->placement, c->schedule,
-           c->microbatches, c->batch / c->microbatches, r->pipe_bubble, r->pipe_bubble_formula, r->pipe_bubble_stages);
+    char chunks[48] = "";
+    if (c->virtual_stages > 1)
+        snprintf(chunks, sizeof chunks, " x %d chunks", c->virtual_stages);
+    printf("pipeline: %d stages%s x %d replicas (%s), %s, %d micro-batches of %d: bubble %.3f measured, %.3f by the "
+           "schedule's formula, %.3f with the stages' measured times\n", stages, chunks, replicas, c->placement,
+           c->schedule, c->microbatches, c->batch / c->microbatches, r->pipe_bubble, r->pipe_bubble_formula,
+           r->pipe_bubble_stages);
     double act, edge;
     for (int s = 0; !so_job_stage_memory(j, s, &act, &edge); s++)
         printf("  stage %d: activation memory %.1f MB, message buffers %.1f MB\n", s, act / 1e6, edge / 1e6);

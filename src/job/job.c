@@ -64,12 +64,12 @@ static void config_text(const so_job_config *a, const so_graph *g, char *buf, si
              "batch=%d\nepochs=%d\nsteps=%ld\noptimizer=%s\nlr=%g\nmomentum=%g\nweight_decay=%g\n"
              "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n"
              "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\npipeline_stages=%d\nmicrobatches=%d\n"
-             "pipeline_schedule=%s\npartition=%s\nplacement=%s\nmax_memory=%.0f\n",
+             "pipeline_schedule=%s\nvirtual_stages=%d\npartition=%s\nplacement=%s\nmax_memory=%.0f\n",
              SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
              a->conv_algo, a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum,
              a->weight_decay, a->lr_schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn,
              bucket, a->first_bucket_mb, a->allreduce, a->overlap, a->pipeline_stages, a->microbatches,
-             a->schedule ? a->schedule : "", a->partition ? a->partition : "", a->placement ? a->placement : "",
+             a->schedule ? a->schedule : "", a->virtual_stages > 1 ? a->virtual_stages : 1, a->partition ? a->partition : "", a->placement ? a->placement : "",
              a->max_memory);
 }
 
@@ -162,7 +162,7 @@ static int build_stage(so_job *j)
     so_job_config c = j->cfg;
     c.batch = pipe_glue_microbatch(j->pipe);
     c.accumulate = c.microbatches;
-    int rc = pipe_glue_take_layouts(j->pipe, &j->parts);
+    int rc = pipe_glue_take_layouts(j->pipe, &c, j->dh, &j->parts);
     if (!rc)
         rc = parts_build(&c, pipe_glue_shard(j->pipe), &j->parts);
     int sent = pipe_glue_give_layouts(j->pipe, &j->parts);

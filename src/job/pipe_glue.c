@@ -32,6 +32,7 @@ typedef struct {
 
 struct pipe_glue {
     int stage, stages, replica, replicas, microbatch;
+    int chunks;                  /* v: the model's stages per device (interleaved; 1 otherwise) */
     so_pipe_schedule schedule;
     int microbatches;
     so_graph *whole;             /* owned */
@@ -51,8 +52,11 @@ struct pipe_glue {
 int pipe_glue_check(const so_job_config *c, int world)
 {
     int P = c->pipeline_stages, M = c->microbatches > 0 ? c->microbatches : 1;
+    int v = c->virtual_stages > 0 ? c->virtual_stages : 1;
+    if (v > 1 && (!c->schedule || strcmp(c->schedule, "interleaved")))
+        return so_err(SO_EINVAL, "--virtual-stages %d: only with --schedule interleaved", v);
     if (P <= 1)
-        return 0;
+        return v > 1 ? so_err(SO_EINVAL, "--virtual-stages %d: needs --pipeline-stages", v) : 0;
     if (world < P)
         return so_err(SO_EINVAL, "--pipeline-stages %d: needs at least %d ranks, this job has %d (mpirun -np N)", P, P,
                       world);
@@ -63,7 +67,7 @@ int pipe_glue_check(const so_job_config *c, int world)
     if (c->accumulate > 1)
         return so_err(SO_EINVAL, "--accumulate with --pipeline-stages: use --microbatches");
     if (so_pipe_schedule_parse(c->schedule ? c->schedule : "1f1b") < 0)
-        return so_err(SO_EINVAL, "--schedule: unknown schedule '%s' (gpipe, 1f1b)", c->schedule);
+        return so_err(SO_EINVAL, "--schedule: unknown schedule '%s' (gpipe, 1f1b, interleaved)", c->schedule);
     const char *pl = c->placement ? c->placement : "stage-major";
     if (strcmp(pl, "stage-major") && strcmp(pl, "replica-major"))
         return so_err(SO_EINVAL, "--placement: unknown placement '%s' (stage-major, replica-major)", pl);
@@ -119,18 +123,19 @@ static int measure(const so_job_config *c, const so_dataset *ds, int microbatch,
 static int choose_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *ds, int *first)
 {
     const char *how = c->partition ? c->partition : "auto";
-    int P = g->stages, n = so_graph_size(g->whole);
+    int P = g->stages * g->chunks, n = so_graph_size(g->whole);
     if (strcmp(how, "auto") && strcmp(how, "time") && strcmp(how, "memory")) {
         int got = 0;
         int rc = so_pipe_parse_list(g->whole, how, first, P, &got);
         if (rc)
             return so_err(SO_EINVAL, "--partition: %s", so_errmsg());
         if (got != P)
-            return so_err(SO_EINVAL, "--partition: %d stage starts for --pipeline-stages %d", got, P);
+            return so_err(SO_EINVAL, "--partition: %d stage starts for --pipeline-stages %d%s (%d stages)", got,
+                          g->stages, g->chunks > 1 ? " x --virtual-stages" : "", P);
         return 0;
     }
     so_pipe_costs costs = {.microbatch = g->microbatch, .microbatches = g->microbatches, .schedule = g->schedule,
-                           .devices = P, .optim_slots = 1};
+                           .devices = g->stages, .optim_slots = 1};
     double *secs = NULL;
     int rc = 0;
     if (strcmp(how, "memory")) {
@@ -175,7 +180,7 @@ static int read_partition(const so_job_config *c, int P, int *first)
     int extra = fgetc(f);
     fclose(f);
     if (n != P || (extra != '\n' && extra != EOF))
-        rc = so_err(SO_EINVAL, "--resume: %s holds the cuts of another pipeline than --pipeline-stages %d", path, P);
+        rc = so_err(SO_EINVAL, "--resume: %s holds the cuts of another pipeline than this one's %d stages", path, P);
     return rc ? rc : 1;
 }
 
@@ -205,12 +210,13 @@ static int write_partition(const so_job_config *c, const int *first, int P)
  * when the run writes checkpoints. */
 static int rank0_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *ds, int *first)
 {
-    int rc = c->ckpt.resume && partition_dir(c) ? read_partition(c, g->stages, first) : 0;
+    int S = g->stages * g->chunks;
+    int rc = c->ckpt.resume && partition_dir(c) ? read_partition(c, S, first) : 0;
     if (rc < 0)
         return rc;
     if (!rc && (rc = choose_cuts(g, c, ds, first)))
         return rc;
-    return c->ckpt.every && partition_dir(c) ? write_partition(c, first, g->stages) : 0;
+    return c->ckpt.every && partition_dir(c) ? write_partition(c, first, S) : 0;
 }
 
 /* Rank 0's cuts on every rank. */
@@ -261,6 +267,14 @@ static int open_groups(pipe_glue *g, so_comm *world, const char *allreduce)
 }
 #endif
 
+/* The last error, said of the stages x chunks it is about. */
+static int chunks_error(const pipe_glue *g)
+{
+    char why[400];
+    snprintf(why, sizeof why, "%s", so_errmsg());
+    return so_err(SO_EINVAL, "--pipeline-stages %d x --virtual-stages %d: %s", g->stages, g->chunks, why);
+}
+
 int pipe_glue_open(const so_job_config *c, dist_handle *dh, job_parts *p, pipe_glue **out)
 {
     *out = NULL;
@@ -270,7 +284,8 @@ int pipe_glue_open(const so_job_config *c, dist_handle *dh, job_parts *p, pipe_g
     if (!d) /* pipe_glue_check saw world 1 < P */
         return so_err(SO_EINVAL, "--pipeline-stages %d: needs MPI", c->pipeline_stages);
     pipe_glue *g = calloc(1, sizeof *g);
-    int *first = calloc((size_t)c->pipeline_stages + 1, sizeof *first);
+    int v = c->virtual_stages > 0 ? c->virtual_stages : 1;
+    int *first = calloc((size_t)c->pipeline_stages * v + 1, sizeof *first);
     if (!g || !first) {
         free(g);
         free(first);
@@ -278,17 +293,21 @@ int pipe_glue_open(const so_job_config *c, dist_handle *dh, job_parts *p, pipe_g
     }
     *out = g;
     layout(g, c, d->rank, d->world);
+    g->chunks = v;
     g->microbatches = c->microbatches > 0 ? c->microbatches : 1;
     g->microbatch = c->batch / g->microbatches;
     g->schedule = (so_pipe_schedule)so_pipe_schedule_parse(c->schedule ? c->schedule : "1f1b");
     g->whole = p->g;
     p->g = NULL;
     int rc = d->rank == 0 ? rank0_cuts(g, c, p->train, first) : 0;
-    if ((rc = dist_agree(dh, rc)) || (rc = agree_cuts(dh, d->rank, first, g->stages)))
+    if (rc == SO_EINVAL && v > 1)
+        rc = chunks_error(g);
+    if ((rc = dist_agree(dh, rc)) || (rc = agree_cuts(dh, d->rank, first, g->stages * v)))
         goto done;
-    rc = so_pipe_plan_init(&g->plan, g->whole, first, g->stages);
+    if ((rc = so_pipe_plan_init(&g->plan, g->whole, first, g->stages * v)) && v > 1)
+        rc = chunks_error(g);
     if (!rc)
-        rc = so_pipe_stage_graph(&g->plan, g->stage, &p->g, &g->edges);
+        rc = so_pipe_stage_graph(&g->plan, g->stages, g->stage, &p->g, &g->edges);
 #ifdef SCALEOUT_HAVE_MPI
     if ((rc = dist_agree(dh, rc)) || (rc = open_groups(g, dist_comm(dh), c->allreduce)))
         goto done;
@@ -335,22 +354,33 @@ void pipe_glue_layout(const pipe_glue *g, int *stage, int *stages, int *replica,
     *replicas = g->replicas;
 }
 
-/* The whole model's initial values, and the stage's slice of them: every
- * partition starts from the parameters one process would. */
+/* The whole model's initial values, and the device's chunks' slices of
+ * them: every partition starts from the parameters one process would. */
 static int init_slice(pipe_glue *g, so_model *m, uint64_t seed)
 {
-    size_t np = so_graph_nparams(g->whole), nb = so_graph_nbufs(g->whole);
+    size_t np = so_graph_nparams(g->whole), nb = so_graph_nbufs(g->whole), ap = 0, ab = 0;
     float *params = malloc((np ? np : 1) * sizeof *params), *bufs = malloc((nb ? nb : 1) * sizeof *bufs);
     int rc = params && bufs ? 0 : so_err(SO_ENOMEM, "out of memory for the whole model's initial values");
-    if (!rc && (g->edges.param_hi - g->edges.param_lo != m->nparams || g->edges.buf_hi - g->edges.buf_lo != m->nbufs))
-        rc = so_err(SO_EINVAL, "stage %d: %zu parameters, but its slice of the model has %zu", g->stage, m->nparams,
-                    g->edges.param_hi - g->edges.param_lo);
-    if (!rc) {
+    if (!rc)
         so_graph_init_params(g->whole, seed, params, bufs);
-        memcpy(m->params, params + g->edges.param_lo, m->nparams * sizeof *params);
-        memcpy(m->bufs, bufs + g->edges.buf_lo, m->nbufs * sizeof *bufs);
-        so_model_params_changed(m);
+    for (int c = 0; !rc && c < g->edges.nchunks; c++) {
+        const so_pipe_chunk *ch = &g->edges.chunks[c];
+        size_t cp = ch->param_hi - ch->param_lo, cb = ch->buf_hi - ch->buf_lo;
+        if (ap + cp > m->nparams || ab + cb > m->nbufs) {
+            rc = so_err(SO_EINVAL, "stage %d: %zu parameters, fewer than its slices of the model", ch->stage,
+                        m->nparams);
+            break;
+        }
+        memcpy(m->params + ap, params + ch->param_lo, cp * sizeof *params);
+        memcpy(m->bufs + ab, bufs + ch->buf_lo, cb * sizeof *bufs);
+        ap += cp;
+        ab += cb;
     }
+    if (!rc && (ap != m->nparams || ab != m->nbufs))
+        rc = so_err(SO_EINVAL, "device %d: %zu parameters, but its slices of the model have %zu", g->stage, m->nparams,
+                    ap);
+    if (!rc)
+        so_model_params_changed(m);
     free(params);
     free(bufs);
     return rc;
@@ -370,13 +400,95 @@ static int layout_of(void *ctx, int node, const void **desc, size_t *len)
     return 0;
 }
 
-int pipe_glue_take_layouts(pipe_glue *g, job_parts *p)
+#ifdef SCALEOUT_HAVE_MPI
+/* One round of settle_layouts: a model of this device's graph built with
+ * the layouts known so far, its send nodes' layouts sent to their readers
+ * (a failure mark when it could not be built) and theirs received into
+ * got. *failed = a device that could not build (-1: none). */
+static int layout_round(pipe_glue *g, const so_job_config *c, layout_msg *out, layout_msg *got, int *failed)
+{
+    const so_pipe_stage_edges *e = &g->edges;
+    so_graph *dg = NULL;
+    so_pipe_stage_edges scratch;
+    so_model *m = NULL;
+    so_model_opts mo = {.backend = c->backend, .batch = g->microbatch, .seed = (uint64_t)c->seed,
+                        .recv_layout = layout_of, .recv_layout_ctx = g};
+    int built = so_conv_algo_parse(c->conv_algo ? c->conv_algo : "auto", &mo.conv_algo);
+    if (!built && !(built = so_pipe_stage_graph(&g->plan, g->stages, g->stage, &dg, &scratch))) {
+        so_pipe_stage_edges_free(&scratch);
+        built = so_model_create_opts(dg, &mo, &m); /* owns dg from here */
+    }
+    so_comm_req **req = calloc((size_t)e->nsend + 1, sizeof *req);
+    int rc = req ? 0 : so_err(SO_ENOMEM, "out of memory");
+    for (int i = 0; !rc && i < e->nsend; i++) {
+        out[i].ok = built == 0;
+        out[i].len = m ? (uint32_t)so_model_edge_layout(m, e->send[i].node, out[i].desc, sizeof out[i].desc) : 0;
+        rc = so_comm_isend(g->pipeline, &out[i], sizeof out[i], g->stages - 1 - e->send[i].peer, e->send[i].tag,
+                           &req[i]);
+    }
+    for (int i = 0; !rc && i < e->nrecv; i++) { /* on the point-to-point requests' communicator, like the sends */
+        so_comm_req *r = NULL;
+        rc = so_comm_irecv(g->pipeline, &got[i], sizeof got[i], g->stages - 1 - e->recv[i].peer, e->recv[i].tag, &r);
+        if (!rc)
+            rc = so_comm_req_wait(g->pipeline, r);
+        if (!rc && !got[i].ok)
+            *failed = e->recv[i].peer;
+    }
+    for (int i = 0; req && i < e->nsend; i++)
+        if (req[i]) {
+            int w = so_comm_req_wait(g->pipeline, req[i]);
+            rc = rc ? rc : w;
+        }
+    free(req);
+    so_model_destroy(m);
+    return built ? built : rc;
+}
+
+/* Interleaved: devices send to each other both ways, so the layouts cannot
+ * pass down the pipeline once (take, build, give). Each device builds its
+ * model with the layouts known so far (plain at first), sends what its
+ * send nodes produce and receives the others', until no layout changes on
+ * any device; a stage's layouts depend only on earlier stages', so this
+ * ends within the plan's stages + 1 rounds. */
+static int settle_layouts(pipe_glue *g, const so_job_config *c, dist_handle *dh)
+{
+    const so_dist *d = dist_get(dh);
+    int ne = g->edges.nsend, rc = 0;
+    layout_msg *out = calloc((size_t)ne + 1, sizeof *out), *got = calloc((size_t)g->edges.nrecv + 1, sizeof *got);
+    if (!out || !got)
+        rc = so_err(SO_ENOMEM, "out of memory");
+    for (int round = 0; !rc; round++) {
+        int failed = -1;
+        rc = layout_round(g, c, out, got, &failed);
+        if (!rc && failed >= 0)
+            rc = so_err(SO_ECOMM, "pipeline device %d could not build its model (see its message)", failed);
+        double changed = 0;
+        for (int i = 0; !rc && i < g->edges.nrecv; i++)
+            changed += got[i].len != g->layouts[i].len || memcmp(got[i].desc, g->layouts[i].desc, got[i].len);
+        if (!rc)
+            memcpy(g->layouts, got, (size_t)g->edges.nrecv * sizeof *got);
+        if ((rc = dist_agree(dh, rc)) || (rc = d->sum(d->ctx, &changed, 1)) || changed == 0)
+            break;
+        if (round > g->stages * g->chunks)
+            rc = so_err(SO_ECOMM, "the pipeline's tensor layouts did not settle in %d rounds", round);
+    }
+    free(out);
+    free(got);
+    return rc;
+}
+#endif
+
+int pipe_glue_take_layouts(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_parts *p)
 {
     int rc = 0, failed = -1;
     g->layouts = calloc((size_t)g->edges.nrecv + 1, sizeof *g->layouts);
     if (!g->layouts)
         return so_err(SO_ENOMEM, "out of memory");
+    p->recv_layout = layout_of;
+    p->recv_layout_ctx = g;
 #ifdef SCALEOUT_HAVE_MPI
+    if (g->chunks > 1)
+        return settle_layouts(g, c, dh);
     for (int i = 0; i < g->edges.nrecv; i++) {
         const so_pipe_edge *e = &g->edges.recv[i];
         int r = so_comm_recv_bytes(g->pipeline, &g->layouts[i], sizeof *g->layouts, g->stages - 1 - e->peer, e->tag);
@@ -384,11 +496,11 @@ int pipe_glue_take_layouts(pipe_glue *g, job_parts *p)
         if (!r && !g->layouts[i].ok)
             failed = e->peer;
     }
+#else
+    (void)c, (void)dh;
 #endif
     if (!rc && failed >= 0)
         rc = so_err(SO_ECOMM, "stage %d could not build its model (see its message)", failed);
-    p->recv_layout = layout_of;
-    p->recv_layout_ctx = g;
     return rc;
 }
 
@@ -396,6 +508,8 @@ int pipe_glue_give_layouts(pipe_glue *g, const job_parts *p)
 {
     int rc = 0;
 #ifdef SCALEOUT_HAVE_MPI
+    if (g->chunks > 1) /* settled before the build (settle_layouts) */
+        return 0;
     layout_msg *msg = calloc(1, sizeof *msg);
     if (!msg)
         return so_err(SO_ENOMEM, "out of memory");
@@ -417,7 +531,7 @@ int pipe_glue_start(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_p
 {
     int rc = init_slice(g, p->m, (uint64_t)c->seed);
     if (!rc) /* now, not at the first step: the memory accounting counts every micro-batch in flight */
-        rc = so_model_set_slots(p->m, so_pipe_slots(g->schedule, g->stage, g->stages, g->microbatches));
+        rc = so_model_set_slots(p->m, so_pipe_slots(g->schedule, g->stage, g->stages, g->microbatches, g->chunks));
     if ((rc = dist_agree(dh, rc)))
         return rc;
 #ifdef SCALEOUT_HAVE_MPI
@@ -450,20 +564,27 @@ int pipe_glue_gather_params(pipe_glue *g, const so_model *m, float **out, size_t
     void *all = NULL;
     int rc = sizes ? so_comm_gather_bytes(g->pipeline, m->params, m->nparams * sizeof(float), 0, &all, sizes)
                    : so_err(SO_ENOMEM, "out of memory");
-    if (!rc && all) { /* group rank q holds stage P - 1 - q: put the stages back in order */
+    if (!rc && all) { /* group rank q holds device P - 1 - q: put the devices back in order */
         size_t total = 0;
         for (int q = 0; q < g->stages; q++)
             total += sizes[q];
-        char *whole = malloc(total ? total : 1), *src = all;
+        char *devices = malloc(total ? total : 1), *src = all;
+        float *whole = malloc(total ? total : 1);
         size_t at = total;
-        for (int q = 0; whole && q < g->stages; q++) {
+        for (int q = 0; devices && q < g->stages; q++) {
             at -= sizes[q];
-            memcpy(whole + at, src, sizes[q]);
+            memcpy(devices + at, src, sizes[q]);
             src += sizes[q];
         }
-        *out = (float *)whole;
-        *n = total / sizeof(float);
-        rc = whole ? 0 : so_err(SO_ENOMEM, "out of memory for the whole model's parameters");
+        rc = devices && whole ? 0 : so_err(SO_ENOMEM, "out of memory for the whole model's parameters");
+        if (!rc)
+            rc = so_pipe_model_order(&g->plan, g->stages, 0, (float *)devices, total / sizeof(float), whole);
+        if (!rc) {
+            *out = whole;
+            *n = total / sizeof(float);
+        } else
+            free(whole);
+        free(devices);
     }
     free(all);
     free(sizes);
@@ -474,9 +595,10 @@ int pipe_glue_gather_params(pipe_glue *g, const so_model *m, float **out, size_t
 #endif
 }
 
-/* The step of a pipeline whose stages take busy[s] / M per micro-batch: the
- * first micro-batch passes every stage, the other M - 1 follow at the
- * slowest stage's pace (equal stages: (M + P - 1) u, the formula's step). */
+/* The step of a pipeline whose devices take busy[s] / M per micro-batch
+ * (per chunk and micro-batch when interleaved: M = v x micro-batches): the
+ * first passes every device, the other M - 1 follow at the slowest
+ * device's pace (equal devices: (M + P - 1) u, the formula's step). */
 static double pipeline_step(const double *busy, int P, int M)
 {
     double sum = 0, slowest = 0;
@@ -498,7 +620,7 @@ int pipe_glue_bubble(pipe_glue *g, dist_handle *dh, int skip, so_train_result *r
         v[0] = v[1] = 0;
     int rc = d->sum(d->ctx, v, 2);
     r->pipe_bubble = v[1] > 0 ? 1 - v[0] / v[1] : 0;
-    r->pipe_bubble_formula = so_pipe_bubble(g->schedule, g->stages, g->microbatches, 1);
+    r->pipe_bubble_formula = so_pipe_bubble(g->schedule, g->stages, g->microbatches, g->chunks);
     free(g->stage_mem);
     g->stage_mem = calloc(STAGE_FIELDS * (size_t)g->stages, sizeof *g->stage_mem);
     double *busy = calloc((size_t)g->stages, sizeof *busy);
@@ -515,7 +637,7 @@ int pipe_glue_bubble(pipe_glue *g, dist_handle *dh, int skip, so_train_result *r
     double busy_sum = 0;
     for (int s = 0; s < g->stages; s++)
         busy_sum += busy[s] = g->stage_mem[STAGE_FIELDS * s + ST_BUSY];
-    double step = pipeline_step(busy, g->stages, g->microbatches);
+    double step = pipeline_step(busy, g->stages, g->microbatches * g->chunks);
     r->pipe_bubble_stages = step > 0 ? 1 - busy_sum / (g->stages * step) : 0;
     free(busy);
     return rc;

@@ -29,8 +29,10 @@ int pipe_glue_microbatch(const pipe_glue *g);
  * producing stage once built) and hands them to the model through p;
  * give_layouts sends this stage's to the stages that read them, or a
  * failure mark when the model could not be built (p->m NULL), so no stage
- * waits for ever. Point-to-point on the pipeline group. */
-int pipe_glue_take_layouts(pipe_glue *g, job_parts *p);
+ * waits for ever. Point-to-point on the pipeline group. Interleaved
+ * (devices send both ways), take_layouts settles them in rounds of trial
+ * builds (collective) and give_layouts does nothing. */
+int pipe_glue_take_layouts(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_parts *p);
 int pipe_glue_give_layouts(pipe_glue *g, const job_parts *p);
 /* After parts_build: the stage's initial parameters (the whole model's
  * slice), the groups, the strategy, tc's accumulate. Collective. */

@@ -203,19 +203,22 @@ static void node_timed(so_model *m, int node, int backward, double t0)
         m->on_node(m->on_node_arg, node, backward, t0, t1);
 }
 
-int so_model_forward(so_model *m, const float *x, const int32_t *y, int n, int training)
+int so_model_set_input(so_model *m, const float *x, const int32_t *y, int n)
 {
     if (n < 1 || n > m->batch)
         return so_err(SO_EINVAL, "forward of %d samples on a model sized for %d", n, m->batch);
     int rc = m->be->set_input(m->bs, x, y, n);
-    if (rc)
-        return rc;
-    m->nvalid = n;
-    int last = so_graph_size(m->g) - (!y && so_graph_logits(m->g) >= 0); /* no labels: stop at the logits */
+    if (!rc)
+        m->nvalid = n;
+    return rc;
+}
+
+int so_model_forward_nodes(so_model *m, int lo, int hi, int training)
+{
     int timed = m->timing || m->on_node;
-    for (int i = 1; i < last; i++) {
+    for (int i = lo > 1 ? lo : 1; i < hi && i < so_graph_size(m->g); i++) {
         double t0 = timed ? so_now() : 0;
-        rc = m->be->forward(m->bs, i, training);
+        int rc = m->be->forward(m->bs, i, training);
         if (rc)
             return rc;
         if (timed)
@@ -224,10 +227,17 @@ int so_model_forward(so_model *m, const float *x, const int32_t *y, int n, int t
     return 0;
 }
 
-int so_model_backward(so_model *m)
+int so_model_forward(so_model *m, const float *x, const int32_t *y, int n, int training)
+{
+    int rc = so_model_set_input(m, x, y, n);
+    int last = so_graph_size(m->g) - (!y && so_graph_logits(m->g) >= 0); /* no labels: stop at the logits */
+    return rc ? rc : so_model_forward_nodes(m, 1, last, training);
+}
+
+int so_model_backward_nodes(so_model *m, int lo, int hi)
 {
     int timed = m->timing || m->on_node;
-    for (int i = so_graph_size(m->g) - 1; i >= 1; i--) {
+    for (int i = (hi < so_graph_size(m->g) ? hi : so_graph_size(m->g)) - 1; i >= 1 && i >= lo; i--) {
         double t0 = timed ? so_now() : 0;
         int rc = m->be->backward(m->bs, i);
         if (rc)
@@ -240,6 +250,8 @@ int so_model_backward(so_model *m)
     }
     return 0;
 }
+
+int so_model_backward(so_model *m) { return so_model_backward_nodes(m, 1, so_graph_size(m->g)); }
 
 int so_model_node_output(so_model *m, int node, float *out)
 {

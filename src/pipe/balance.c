@@ -170,17 +170,14 @@ int so_pipe_in_flight(const so_pipe_costs *c, int s, int nstages)
         return M;
     if (c->schedule == SO_PIPE_1F1B)
         return nstages - s < M ? nstages - s : M;
-    int P = c->devices > 0 ? c->devices : nstages, v = nstages / P, d = s % P;
-    int warm = 2 * (P - d - 1) + (v - 1) * P + 1;
-    if (warm > M * v)
-        warm = M * v;
-    return (warm + v - 1) / v;
+    int P = c->devices > 0 ? c->devices : nstages, v = nstages / P > 0 ? nstages / P : 1;
+    return so_pipe_slots(c->schedule, s % P, P, M, v);
 }
 
 double so_pipe_bubble(so_pipe_schedule s, int devices, int microbatches, int virtual_stages)
 {
-    double b = (double)(devices - 1) / (microbatches + devices - 1);
-    return s == SO_PIPE_INTERLEAVED && virtual_stages > 0 ? b / virtual_stages : b;
+    int v = s == SO_PIPE_INTERLEAVED && virtual_stages > 1 ? virtual_stages : 1;
+    return (double)(devices - 1) / ((double)v * microbatches + devices - 1);
 }
 
 static const char *const schedule_names[] = {"gpipe", "1f1b", "interleaved"};

@@ -1,9 +1,10 @@
-/* The pipeline strategy (scaleout/pipeline.h): one stage's side of GPipe
- * and 1F1B. Every receive of a step is posted before its first pass, into
- * one buffer per (edge, micro-batch), so no send ever waits for a receiver
- * to make room and no schedule can deadlock; sends leave as each pass ends
- * and are completed at the end of the step, before the replicas' gradient
- * average (the MPI engine must be idle for point-to-point). */
+/* The pipeline strategy (scaleout/pipeline.h): one device's side of GPipe,
+ * 1F1B and interleaved 1F1B (v chunks of the model per device). Every
+ * receive of a step is posted before its first pass, into one buffer per
+ * (edge, micro-batch), so no send ever waits for a receiver to make room
+ * and no schedule can deadlock; sends leave as each pass ends and are
+ * completed at the end of the step, before the replicas' gradient average
+ * (the MPI engine must be idle for point-to-point). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,42 +20,81 @@ typedef struct {
     so_model *m;
     so_train_config tc;          /* the run's configuration, overlap off for the replicas' average */
     so_train_result *r;
-    int M, P, stage, slots;
-    int *ops;                    /* the schedule's 2M passes */
+    int M, P, stage, chunks, slots;
+    int *ops;                    /* the schedule's 2 M v passes */
+    int *backwards_run;          /* per chunk, this step (its first backward writes the gradients) */
     float **rdata, **rgrad;      /* recv edge x micro-batch: activation in, its diff out */
     float **sdata, **sgrad;      /* send edge x micro-batch: activation out, its diff in */
     void **rreq, **sreq;         /* the posted receives of recv / send edges per micro-batch */
+    int32_t *labels;             /* the device of the loss, interleaved: micro-batch k's labels at k x batch */
+    int *nvalid;                 /* and its sample count */
     void **out;                  /* sends in flight */
     int nout, outcap;
     double busy;                 /* forward + backward seconds of the current step */
     long start_step;
 } pipe_state;
 
-int so_pipe_slots(so_pipe_schedule sc, int stage, int nstages, int microbatches)
+/* A device's passes in order: `warm` forwards, then one forward and one
+ * backward alternately (gpipe: warm = every forward). fwd / bwd are the
+ * forward and backward sequences, n entries each. */
+static void interleave_passes(const int *fwd, const int *bwd, int n, int warm, int *ops)
 {
-    if (sc == SO_PIPE_GPIPE)
-        return microbatches;
-    int s = nstages - stage;
-    return s < microbatches ? s : microbatches;
+    int at = 0, f = 0;
+    for (; f < warm && f < n; f++)
+        ops[at++] = fwd[f];
+    for (int b = 0; b < n; b++) {
+        if (f < n)
+            ops[at++] = fwd[f++];
+        ops[at++] = -(bwd[b] + 1);
+    }
 }
 
-int so_pipe_schedule_ops(so_pipe_schedule sc, int stage, int nstages, int microbatches, int *ops)
+int so_pipe_schedule_ops(so_pipe_schedule sc, int d, int P, int microbatches, int v, int *ops)
 {
-    int M = microbatches, n = 0;
-    if (sc == SO_PIPE_INTERLEAVED)
-        return so_err(SO_EINVAL, "--schedule interleaved: planned by `scaleout plan`, not trained in this version "
-                      "(use gpipe or 1f1b)");
-    int warm = sc == SO_PIPE_GPIPE ? M : nstages - stage - 1;
-    if (warm > M)
-        warm = M;
-    for (int k = 0; k < warm; k++)
-        ops[n++] = k;
-    for (int k = warm, b = 0; b < M; b++) {
-        if (k < M)
-            ops[n++] = k++;
-        ops[n++] = -(b + 1);
+    int M = microbatches, n = M * v, warm, i = 0;
+    if (v > 1 && sc != SO_PIPE_INTERLEAVED)
+        return so_err(SO_EINVAL, "%d chunks per device: only the interleaved schedule runs them", v);
+    int *fwd = malloc(2 * (size_t)n * sizeof *fwd), *bwd = fwd + n;
+    if (!fwd)
+        return so_err(SO_ENOMEM, "out of memory for the schedule");
+    if (sc != SO_PIPE_INTERLEAVED) {
+        for (int k = 0; k < M; k++)
+            fwd[k] = bwd[k] = k;
+        warm = sc == SO_PIPE_GPIPE ? M : P - d - 1;
+    } else { /* groups of micro-batches: chunk after chunk forward, in reverse backward */
+        int last = M < P ? M : P + M % P; /* the last group takes the remainder of M / P */
+        for (int k0 = 0; k0 < M; ) {
+            int g = M - k0 == last ? last : P;
+            for (int c = 0; c < v; c++)
+                for (int j = 0; j < g; j++, i++) {
+                    fwd[i] = c * M + k0 + j;
+                    bwd[i] = (v - 1 - c) * M + k0 + j;
+                }
+            k0 += g;
+        }
+        warm = 2 * (P - d - 1) + (v - 1) * last;
     }
+    interleave_passes(fwd, bwd, n, warm, ops);
+    free(fwd);
     return 0;
+}
+
+/* The most micro-batches one chunk holds between its forward and its backward. */
+int so_pipe_slots(so_pipe_schedule sc, int d, int P, int microbatches, int v)
+{
+    int n = 2 * microbatches * v, most = 1;
+    int *ops = malloc((size_t)n * sizeof *ops), *live = calloc((size_t)v, sizeof *live);
+    if (ops && live && !so_pipe_schedule_ops(sc, d, P, microbatches, v, ops))
+        for (int i = 0; i < n; i++) {
+            int c = (ops[i] >= 0 ? ops[i] : -ops[i] - 1) / microbatches;
+            live[c] += ops[i] >= 0 ? 1 : -1;
+            most = live[c] > most ? live[c] : most;
+        }
+    else
+        most = microbatches;
+    free(ops);
+    free(live);
+    return most;
 }
 
 static size_t edge_bytes(const pipe_state *s, const so_pipe_edge *e) { return so_model_edge_bytes(s->m, e->node); }
@@ -114,56 +154,99 @@ static int post_receives(pipe_state *s)
     return rc;
 }
 
-static int forward(pipe_state *s, int k, const so_step_io *io, double *loss)
-{
-    const so_pipe_stage_edges *e = s->e;
-    const float *x;
-    const int32_t *y;
-    int n, rc = 0;
-    int got = io->next(io->arg, &x, &y, &n);
-    if (got <= 0)
-        return got < 0 ? got : so_err(SO_EINVAL, "the epoch ended inside a pipeline step");
-    for (int i = 0; !rc && i < e->nrecv; i++) /* waiting is the bubble, not busy time */
-        rc = wait_req(s, &s->rreq[i * s->M + k]);
-    double t0 = so_now();
-    so_model_use_slot(s->m, k % s->slots);
-    for (int i = 0; !rc && i < e->nrecv; i++)
-        rc = so_model_bind_edge(s->m, e->recv[i].node, s->rdata[i * s->M + k], NULL);
-    for (int i = 0; !rc && i < e->nsend; i++)
-        rc = so_model_bind_edge(s->m, e->send[i].node, s->sdata[i * s->M + k], NULL);
-    int last = s->stage == s->P - 1;
-    if (!rc)
-        rc = so_model_forward(s->m, s->stage == 0 ? x : NULL, last ? y : NULL, n, 1);
-    if (!rc && last)
-        *loss += s->m->loss;
-    double t1 = so_now();
-    for (int i = 0; !rc && i < e->nsend; i++)
-        rc = send(s, &e->send[i], s->sdata[i * s->M + k], e->send[i].tag);
-    s->busy += t1 - t0;
-    io->pass(io->arg, 0, k, t0, t1);
-    return rc ? rc : 1;
-}
-
-static int backward(pipe_state *s, int k, int nth, const so_step_io *io)
+/* Chunk ch's edges bound to micro-batch k's buffers: activations for a
+ * forward, diffs for a backward. */
+static int bind_edges(pipe_state *s, const so_pipe_chunk *ch, int k, int backward)
 {
     const so_pipe_stage_edges *e = s->e;
     int rc = 0;
-    for (int i = 0; !rc && i < e->nsend; i++)
+    for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++)
+        rc = so_model_bind_edge(s->m, e->recv[i].node, backward ? NULL : s->rdata[i * s->M + k],
+                                backward ? s->rgrad[i * s->M + k] : NULL);
+    for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
+        rc = so_model_bind_edge(s->m, e->send[i].node, backward ? NULL : s->sdata[i * s->M + k],
+                                backward ? s->sgrad[i * s->M + k] : NULL);
+    return rc;
+}
+
+/* The first chunk takes micro-batch k from the loader: the images on the
+ * device of stage 0, the labels on the device of the loss. A later chunk
+ * with the loss (interleaved) sets its labels again before its forward and
+ * its backward: a slot's labels are the model state's, which the first
+ * chunk of another micro-batch resets meanwhile. */
+static int next_input(pipe_state *s, int k, const so_step_io *io)
+{
+    const float *x;
+    const int32_t *y;
+    int n;
+    int got = io->next(io->arg, &x, &y, &n);
+    if (got <= 0)
+        return got < 0 ? got : so_err(SO_EINVAL, "the epoch ended inside a pipeline step");
+    int loss_here = s->e->chunks[0].stage == s->e->last_stage;
+    if (s->labels) {
+        memcpy(s->labels + (size_t)k * s->m->batch, y, (size_t)n * sizeof *y);
+        s->nvalid[k] = n;
+    }
+    return so_model_set_input(s->m, s->stage == 0 ? x : NULL, loss_here ? y : NULL, n);
+}
+
+/* Micro-batch k's labels for a later chunk with the loss. */
+static int later_labels(pipe_state *s, const so_pipe_chunk *ch, int c, int k)
+{
+    if (c == 0 || ch->stage != s->e->last_stage)
+        return 0;
+    return so_model_set_input(s->m, NULL, s->labels + (size_t)k * s->m->batch, s->nvalid[k]);
+}
+
+static int forward(pipe_state *s, int c, int k, const so_step_io *io, double *loss)
+{
+    const so_pipe_stage_edges *e = s->e;
+    const so_pipe_chunk *ch = &e->chunks[c];
+    int rc = 0;
+    for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++) /* waiting is the bubble, not busy time */
+        rc = wait_req(s, &s->rreq[i * s->M + k]);
+    double t0 = so_now();
+    so_model_use_slot(s->m, k % s->slots);
+    if (!rc && c == 0)
+        rc = next_input(s, k, io);
+    if (!rc)
+        rc = later_labels(s, ch, c, k);
+    if (!rc)
+        rc = bind_edges(s, ch, k, 0);
+    if (!rc)
+        rc = so_model_forward_nodes(s->m, ch->node_lo, ch->node_hi, 1);
+    if (!rc && ch->stage == e->last_stage)
+        *loss += s->m->loss;
+    double t1 = so_now();
+    for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
+        rc = send(s, &e->send[i], s->sdata[i * s->M + k], e->send[i].tag);
+    s->busy += t1 - t0;
+    io->pass(io->arg, 0, k, t0, t1);
+    return rc;
+}
+
+static int backward(pipe_state *s, int c, int k, const so_step_io *io)
+{
+    const so_pipe_stage_edges *e = s->e;
+    const so_pipe_chunk *ch = &e->chunks[c];
+    int rc = 0;
+    for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
         rc = wait_req(s, &s->sreq[i * s->M + k]);
     double t0 = so_now();
     so_model_use_slot(s->m, k % s->slots);
-    for (int i = 0; !rc && i < e->nsend; i++)
-        rc = so_model_bind_edge(s->m, e->send[i].node, NULL, s->sgrad[i * s->M + k]);
-    for (int i = 0; !rc && i < e->nrecv; i++)
-        rc = so_model_bind_edge(s->m, e->recv[i].node, NULL, s->rgrad[i * s->M + k]);
+    if (!rc)
+        rc = later_labels(s, ch, c, k);
+    if (!rc)
+        rc = bind_edges(s, ch, k, 1);
+    int nth = s->backwards_run[c]++;
     s->m->accumulate_grads = nth > 0;
     const so_strategy *dp = s->c.replicas;
     if (!rc && dp && dp->ops->backward_begin)
         dp->ops->backward_begin(dp->self, nth, s->M);
     if (!rc)
-        rc = so_model_backward(s->m);
+        rc = so_model_backward_nodes(s->m, ch->node_lo, ch->node_hi);
     double t1 = so_now();
-    for (int i = 0; !rc && i < e->nrecv; i++)
+    for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++)
         rc = send(s, &e->recv[i], s->rgrad[i * s->M + k], e->recv[i].tag + 1);
     s->busy += t1 - t0;
     io->pass(io->arg, 1, k, t0, t1);
@@ -176,18 +259,15 @@ static int pipe_run_step(void *self, int K, const so_step_io *io, double *loss)
     if (K != s->M)
         return so_err(SO_EINVAL, "pipeline of %d micro-batches run with %d", s->M, K);
     double sum = 0;
-    int rc = post_receives(s), nb = 0;
+    int rc = post_receives(s);
     s->busy = 0;
-    for (int i = 0; !rc && i < 2 * s->M; i++) {
-        int op = s->ops[i];
-        if (op >= 0) {
-            int f = forward(s, op, io, &sum);
-            rc = f == 1 ? 0 : f;
-        } else
-            rc = backward(s, -op - 1, nb++, io);
+    memset(s->backwards_run, 0, (size_t)s->chunks * sizeof *s->backwards_run);
+    for (int i = 0; !rc && i < 2 * s->M * s->chunks; i++) {
+        int op = s->ops[i], pass = op >= 0 ? op : -op - 1;
+        rc = op >= 0 ? forward(s, pass / s->M, pass % s->M, io, &sum) : backward(s, pass / s->M, pass % s->M, io);
     }
     int w = wait_sends(s);
-    *loss = s->stage == s->P - 1 ? sum / s->M : NAN;
+    *loss = s->e->last_stage % s->P == s->stage ? sum / s->M : NAN;
     return rc ? rc : w ? w : 1;
 }
 
@@ -202,9 +282,16 @@ static int alloc_buffers(pipe_state *s)
     s->sgrad = calloc(ns + 1, sizeof *s->sgrad);
     s->rreq = calloc(nr + 1, sizeof *s->rreq);
     s->sreq = calloc(ns + 1, sizeof *s->sreq);
-    s->ops = malloc(2 * (size_t)s->M * sizeof *s->ops);
-    if (!s->rdata || !s->rgrad || !s->sdata || !s->sgrad || !s->rreq || !s->sreq || !s->ops)
+    s->ops = malloc(2 * (size_t)s->M * s->chunks * sizeof *s->ops);
+    s->backwards_run = calloc((size_t)s->chunks, sizeof *s->backwards_run);
+    if (!s->rdata || !s->rgrad || !s->sdata || !s->sgrad || !s->rreq || !s->sreq || !s->ops || !s->backwards_run)
         return so_err(SO_ENOMEM, "out of memory for the pipeline's buffers");
+    if (s->chunks > 1 && e->last_stage % s->P == s->stage) {
+        s->labels = calloc((size_t)s->M * s->m->batch, sizeof *s->labels);
+        s->nvalid = calloc((size_t)s->M, sizeof *s->nvalid);
+        if (!s->labels || !s->nvalid)
+            return so_err(SO_ENOMEM, "out of memory for the pipeline's labels");
+    }
     for (size_t i = 0; i < nr; i++) {
         size_t b = edge_bytes(s, &e->recv[i / (size_t)s->M]);
         if (!(s->rdata[i] = malloc(b)) || !(s->rgrad[i] = malloc(b)))
@@ -238,7 +325,7 @@ static int pipe_start(void *self, so_model *m, const so_train_config *c, so_trai
     for (int i = 0; i < s->e->nsend; i++)
         r->pipe_edge_bytes += 2 * (size_t)s->M * edge_bytes(s, &s->e->send[i]);
     if (!rc)
-        rc = so_pipe_schedule_ops(s->c.schedule, s->stage, s->P, s->M, s->ops);
+        rc = so_pipe_schedule_ops(s->c.schedule, s->stage, s->P, s->M, s->chunks, s->ops);
     /* The loop set the world's sum for --sync-bn; a stage's statistics are its replicas'. */
     m->bn_allsum = c->sync_bn ? s->c.bn_allsum : NULL;
     m->bn_allsum_arg = c->sync_bn ? s->c.bn_allsum_arg : NULL;
@@ -288,37 +375,45 @@ static void pipe_finish(void *self)
         dp->ops->finish(dp->self);
 }
 
-/* One test batch through this stage: receive, forward, send on. */
-static int eval_batch(pipe_state *s, int b, const float *x, const int32_t *y, int n, double sums[3])
+/* One test batch through this device's chunks in order: receive, forward,
+ * send on (a later chunk waits for the devices in between). */
+static int eval_chunk(pipe_state *s, int c, int j)
 {
     const so_pipe_stage_edges *e = s->e;
-    int j = b % s->M, rc = 0, last = s->stage == s->P - 1;
-    so_model_use_slot(s->m, 0);
-    for (int i = 0; !rc && i < e->nrecv; i++) {
+    const so_pipe_chunk *ch = &e->chunks[c];
+    int rc = 0;
+    for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++) {
         const so_pipe_edge *ed = &e->recv[i];
         void *req = NULL;
         rc = s->c.link.irecv(s->c.link.ctx, s->rdata[i * s->M + j], edge_bytes(s, ed), ed->peer, ed->tag, &req);
         if (!rc)
             rc = s->c.link.wait(s->c.link.ctx, req);
-        if (!rc)
-            rc = so_model_bind_edge(s->m, ed->node, s->rdata[i * s->M + j], NULL);
     }
-    for (int i = 0; !rc && i < e->nsend; i++) {
+    for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
         rc = wait_req(s, &s->sreq[i * s->M + j]); /* this buffer's send of batch b - M */
-        if (!rc)
-            rc = so_model_bind_edge(s->m, e->send[i].node, s->sdata[i * s->M + j], NULL);
-    }
     if (!rc)
-        rc = so_model_forward(s->m, s->stage == 0 ? x : NULL, last ? y : NULL, n, 0);
+        rc = bind_edges(s, ch, j, 0);
+    if (!rc)
+        rc = so_model_forward_nodes(s->m, ch->node_lo, ch->node_hi, 0);
+    for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
+        rc = s->c.link.isend(s->c.link.ctx, s->sdata[i * s->M + j], edge_bytes(s, &e->send[i]), e->send[i].peer,
+                             e->send[i].tag, &s->sreq[i * s->M + j]);
+    return rc;
+}
+
+static int eval_batch(pipe_state *s, int b, const float *x, const int32_t *y, int n, double sums[3])
+{
+    int j = b % s->M, has_loss = s->e->last_stage % s->P == s->stage;
+    so_model_use_slot(s->m, 0);
+    int rc = so_model_set_input(s->m, s->stage == 0 ? x : NULL, has_loss ? y : NULL, n);
+    for (int c = 0; !rc && c < s->chunks; c++)
+        rc = eval_chunk(s, c, j);
     int correct = 0;
-    if (!rc && last && !(rc = so_model_correct(s->m, y, n, &correct))) {
+    if (!rc && has_loss && !(rc = so_model_correct(s->m, y, n, &correct))) {
         sums[0] += correct;
         sums[1] += n;
         sums[2] += (double)s->m->loss * n;
     }
-    for (int i = 0; !rc && i < e->nsend; i++)
-        rc = s->c.link.isend(s->c.link.ctx, s->sdata[i * s->M + j], edge_bytes(s, &e->send[i]), e->send[i].peer,
-                             e->send[i].tag, &s->sreq[i * s->M + j]);
     return rc;
 }
 
@@ -360,6 +455,9 @@ static void pipe_destroy(void *self)
     free(s->sreq);
     free(s->out);
     free(s->ops);
+    free(s->backwards_run);
+    free(s->labels);
+    free(s->nvalid);
     free(s);
 }
 
@@ -385,7 +483,8 @@ int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, 
     s->M = c->microbatches;
     s->P = e->nstages;
     s->stage = e->stage;
-    s->slots = so_pipe_slots(c->schedule, e->stage, e->nstages, c->microbatches);
+    s->chunks = e->nchunks > 0 ? e->nchunks : 1;
+    s->slots = so_pipe_slots(c->schedule, e->stage, e->nstages, c->microbatches, s->chunks);
     *st = (so_strategy){&pipe_ops, s, c->nreplicas > 0 ? c->nreplicas : 1};
     *out = st;
     return 0;

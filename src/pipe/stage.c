@@ -1,7 +1,8 @@
-/* A pipeline stage's own graph: the stage's slice of the model with recv
- * nodes for the tensors it reads from earlier stages and send nodes for
- * those later stages read from it, so the engine runs a stage like any
- * model and the strategy (exec.c) only moves the edges' bytes. */
+/* A pipeline device's own graph: its stages' slices of the model (one, or
+ * v chunks when interleaved) with recv nodes for the tensors it reads from
+ * other devices and send nodes for those other devices read from it, so
+ * the engine runs a device like any model and the strategy (exec.c) only
+ * moves the edges' bytes and runs each chunk's node range. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 void so_pipe_stage_edges_free(so_pipe_stage_edges *e)
 {
+    free(e->chunks);
     free(e->recv);
     free(e->send);
     memset(e, 0, sizeof *e);
@@ -28,18 +30,30 @@ static int stage_reads(const so_pipe_plan *p, int s, int k)
     return 0;
 }
 
-static so_pipe_edge edge(int node, int peer, int tensor, const so_pipe_tensor *t)
+/* The first stage of device d (stages d, d + P, ...) that reads tensor t; -1 if none. */
+static int first_reader(const so_pipe_plan *p, int P, int d, const so_pipe_tensor *t)
 {
-    return (so_pipe_edge){node, peer, 2 * tensor, t->bytes};
+    for (int b = t->to_first; b <= t->to_last; b++)
+        if (b % P == d && stage_reads(p, b, t->node))
+            return b;
+    return -1;
 }
 
-/* A recv node for every tensor of an earlier stage that stage s reads;
- * map[k] becomes its index. */
-static int add_recvs(const so_pipe_plan *p, int s, so_graph *g, int *map, so_pipe_stage_edges *e)
+static so_pipe_edge edge(int node, int peer, int tag, const so_pipe_tensor *t)
+{
+    return (so_pipe_edge){node, peer, tag, t->bytes};
+}
+
+/* The tag of tensor t's messages to device d. */
+static int edge_tag(int t, int P, int d) { return 2 * (t * P + d); }
+
+/* A recv node for every tensor of another device that stage s is the first
+ * on this device to read; map[k] becomes its index. */
+static int add_recvs(const so_pipe_plan *p, int P, int s, so_graph *g, int *map, so_pipe_stage_edges *e)
 {
     for (int t = 0; t < p->ntensors; t++) {
         const so_pipe_tensor *tn = &p->tensors[t];
-        if (tn->stage >= s || !stage_reads(p, s, tn->node))
+        if (tn->stage % P == s % P || first_reader(p, P, s % P, tn) != s)
             continue;
         const so_node *src = so_graph_node(p->g, tn->node);
         char name[SO_NAME_LEN];
@@ -48,27 +62,27 @@ static int add_recvs(const so_pipe_plan *p, int s, so_graph *g, int *map, so_pip
         if (id < 0)
             return id;
         map[tn->node] = id;
-        e->recv[e->nrecv++] = edge(id, tn->stage, t, tn);
+        e->recv[e->nrecv++] = edge(id, tn->stage % P, edge_tag(t, P, s % P), tn);
     }
     return 0;
 }
 
-/* A send node for every (tensor of stage s, later stage reading it). */
-static int add_sends(const so_pipe_plan *p, int s, so_graph *g, const int *map, so_pipe_stage_edges *e)
+/* A send node for every (tensor of stage s, other device reading it). */
+static int add_sends(const so_pipe_plan *p, int P, int s, so_graph *g, const int *map, so_pipe_stage_edges *e)
 {
     for (int t = 0; t < p->ntensors; t++) {
         const so_pipe_tensor *tn = &p->tensors[t];
         if (tn->stage != s)
             continue;
-        for (int b = tn->to_first; b <= tn->to_last; b++) {
-            if (!stage_reads(p, b, tn->node))
+        for (int d = 0; d < P; d++) {
+            if (d == s % P || first_reader(p, P, d, tn) < 0)
                 continue;
             char name[SO_NAME_LEN];
-            snprintf(name, sizeof name, "send%d:%.36s", b, so_graph_node(p->g, tn->node)->name);
+            snprintf(name, sizeof name, "send%d:%.32s", d, so_graph_node(p->g, tn->node)->name);
             int id = so_g_send(g, map[tn->node], name);
             if (id < 0)
                 return id;
-            e->send[e->nsend++] = edge(id, b, t, tn);
+            e->send[e->nsend++] = edge(id, d, edge_tag(t, P, d), tn);
         }
     }
     return 0;
@@ -89,42 +103,61 @@ static int copy_nodes(const so_pipe_plan *p, int s, so_graph *g, int *map)
     return 0;
 }
 
-static void slice(const so_pipe_plan *p, int s, so_pipe_stage_edges *e)
+static void slice(const so_pipe_plan *p, int s, so_pipe_chunk *c)
 {
     const so_node *lo = so_graph_node(p->g, p->first[s]);
     const so_node *hi = so_graph_node(p->g, p->first[s + 1] - 1);
-    e->param_lo = lo->param_off;
-    e->param_hi = hi->param_off + hi->nparam;
-    e->buf_lo = lo->buf_off;
-    e->buf_hi = hi->buf_off + hi->nbuf;
+    c->param_lo = lo->param_off;
+    c->param_hi = hi->param_off + hi->nparam;
+    c->buf_lo = lo->buf_off;
+    c->buf_hi = hi->buf_off + hi->nbuf;
 }
 
-int so_pipe_stage_graph(const so_pipe_plan *p, int s, so_graph **out, so_pipe_stage_edges *e)
+/* Chunk c of device d: its recvs, nodes and sends appended to g. */
+static int add_chunk(const so_pipe_plan *p, int P, int d, int c, so_graph *g, int *map, so_pipe_stage_edges *e)
+{
+    so_pipe_chunk *ch = &e->chunks[c];
+    ch->stage = c * P + d;
+    ch->node_lo = so_graph_size(g);
+    ch->recv_lo = e->nrecv;
+    ch->send_lo = e->nsend;
+    int rc = add_recvs(p, P, ch->stage, g, map, e);
+    if (!rc)
+        rc = copy_nodes(p, ch->stage, g, map);
+    if (!rc)
+        rc = add_sends(p, P, ch->stage, g, map, e);
+    ch->node_hi = so_graph_size(g);
+    ch->recv_hi = e->nrecv;
+    ch->send_hi = e->nsend;
+    slice(p, ch->stage, ch);
+    return rc;
+}
+
+int so_pipe_stage_graph(const so_pipe_plan *p, int devices, int d, so_graph **out, so_pipe_stage_edges *e)
 {
     *out = NULL;
     memset(e, 0, sizeof *e);
-    if (s < 0 || s >= p->nstages)
-        return so_err(SO_EINVAL, "stage %d of %d", s, p->nstages);
-    int n = so_graph_size(p->g), nt = p->ntensors, cap = nt * (p->nstages > 1 ? p->nstages : 1);
+    int P = devices;
+    if (P < 1 || p->nstages % P || d < 0 || d >= P)
+        return so_err(SO_EINVAL, "device %d of %d for a plan of %d stages", d, P, p->nstages);
+    int n = so_graph_size(p->g), nt = p->ntensors, v = p->nstages / P;
     so_shape in = so_graph_input_shape(p->g);
     so_graph *g = so_graph_create(in.c, in.h, in.w);
     int *map = malloc((size_t)n * sizeof *map);
     e->recv = calloc((size_t)nt + 1, sizeof *e->recv);
-    e->send = calloc((size_t)cap + 1, sizeof *e->send);
-    int rc = g && map && e->recv && e->send ? 0 : so_err(SO_ENOMEM, "out of memory for stage %d's graph", s);
+    e->send = calloc((size_t)nt * P + 1, sizeof *e->send);
+    e->chunks = calloc((size_t)v, sizeof *e->chunks);
+    int rc = g && map && e->recv && e->send && e->chunks ? 0 : so_err(SO_ENOMEM, "out of memory for device %d's graph", d);
     for (int i = 0; !rc && i < n; i++)
         map[i] = i == 0 ? 0 : -1;
-    e->stage = s;
-    e->nstages = p->nstages;
-    if (!rc)
-        rc = add_recvs(p, s, g, map, e);
-    if (!rc)
-        rc = copy_nodes(p, s, g, map);
-    if (!rc)
-        rc = add_sends(p, s, g, map, e);
+    e->stage = d;
+    e->nstages = P;
+    e->nchunks = v;
+    e->last_stage = p->nstages - 1;
+    for (int c = 0; !rc && c < v; c++)
+        rc = add_chunk(p, P, d, c, g, map, e);
     if (!rc)
         rc = so_graph_finalize(g);
-    slice(p, s, e);
     free(map);
     if (rc) {
         so_graph_destroy(g);
@@ -132,5 +165,22 @@ int so_pipe_stage_graph(const so_pipe_plan *p, int s, so_graph **out, so_pipe_st
         return rc;
     }
     *out = g;
+    return 0;
+}
+
+int so_pipe_model_order(const so_pipe_plan *p, int devices, int bufs, const float *by_device, size_t n, float *model)
+{
+    size_t total = bufs ? so_graph_nbufs(p->g) : so_graph_nparams(p->g), at = 0;
+    if (n != total || devices < 1 || p->nstages % devices)
+        return so_err(SO_EINVAL, "%zu values from %d devices, the model has %zu in %d stages", n, devices, total,
+                      p->nstages);
+    for (int d = 0; d < devices; d++)
+        for (int s = d; s < p->nstages; s += devices) {
+            so_pipe_chunk ch;
+            slice(p, s, &ch);
+            size_t lo = bufs ? ch.buf_lo : ch.param_lo, hi = bufs ? ch.buf_hi : ch.param_hi;
+            memcpy(model + lo, by_device + at, (hi - lo) * sizeof *model);
+            at += hi - lo;
+        }
     return 0;
 }
