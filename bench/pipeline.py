@@ -3,17 +3,19 @@
 core, 1 thread each) against one process training the same micro-batches
 (--batch-size b --accumulate M), interleaved repeats in one run. For each
 row it prints images/sec (median, min-max), the ideal of two stages with the
-schedule's bubble (2 x one process x M / (M + P - 1)) and the ratio to it,
+schedule's bubble (2 x one process x (1 - formula)) and the ratio to it,
 and the bubble the run measured (1 - forward+backward+optimizer seconds
 summed over ranks / (ranks x step seconds)) beside the formula
-(P - 1) / (M + P - 1) for equal stages and the same schedule with the
+(P - 1) / (M + P - 1), (P - 1) / (v M + P - 1) interleaved, for equal
+stages and the same schedule with the
 stages' measured times (the part of the bubble that is imbalance), and
 stage 0's activation memory (every micro-batch slot it keeps).
 
     /usr/bin/python3 bench/pipeline.py --bin build/scaleout [--repeat 3]
         [--rows resnet20:8:4:1f1b,resnet110:4:16:1f1b] [--steps 12] [--warmup 3]
 
-A row is model:micro-batch:M:schedule. With 2 cores, P = 2 is the largest
+A row is model:micro-batch:M:schedule[:v] (v chunks per rank with
+interleaved). With 2 cores, P = 2 is the largest
 pipeline that runs without oversubscription here.
 """
 import argparse
@@ -25,7 +27,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-ROWS = ["resnet20:8:%d:%s" % (m, s) for s in ("gpipe", "1f1b") for m in (4, 8, 16, 32)] + ["resnet110:4:16:1f1b"]
+ROWS = (["resnet20:8:%d:%s" % (m, s) for s in ("gpipe", "1f1b", "interleaved:2") for m in (4, 8, 16, 32)] +
+        ["resnet110:4:16:1f1b", "resnet110:4:16:interleaved:2"])
 
 
 def train(binary, np, args):
@@ -53,11 +56,12 @@ def main():
     for rep in range(a.repeat):
         for r in rows:
             model, mb, m, sched = r[0], int(r[1]), int(r[2]), r[3]
+            v = r[4] if len(r) > 4 else "1"
             common = ["--model", model, "--steps", str(a.steps + a.warmup), "--warmup-steps", str(a.warmup),
                       "--synthetic-samples", str(mb * m * (a.steps + a.warmup + 1) * 2)]
             one = train(a.bin, 1, common + ["--batch-size", str(mb), "--accumulate", str(m)])
             pipe = train(a.bin, 2, common + ["--batch-size", str(mb * m), "--pipeline-stages", "2", "--microbatches",
-                                             str(m), "--schedule", sched])
+                                             str(m), "--schedule", sched, "--virtual-stages", v])
             e = res[tuple(r)]
             e["one"].append(one["images_per_sec"])
             e["pipe"].append(pipe["images_per_sec"])
@@ -73,9 +77,9 @@ def main():
     for r in rows:
         e = res[tuple(r)]
         m = int(r[2])
-        ideal = 2 * statistics.median(e["one"]) * m / (m + 1)
+        ideal = 2 * statistics.median(e["one"]) * (1 - e["formula"])
         print("| %s | %s | %d | %s | %s | %s | %.1f | %.2f | %s | %.3f | %.3f | %.1f |" % (
-            r[0], r[1], m, r[3], med(e["one"]), med(e["pipe"]), ideal, statistics.median(e["pipe"]) / ideal,
+            r[0], r[1], m, r[3] + (" v=" + r[4] if len(r) > 4 else ""), med(e["one"]), med(e["pipe"]), ideal, statistics.median(e["pipe"]) / ideal,
             "%.3f (%.3f-%.3f)" % (statistics.median(e["bubble"]), min(e["bubble"]), max(e["bubble"])), e["formula"],
             statistics.median(e["staged"]), statistics.median(e["act"])))
 

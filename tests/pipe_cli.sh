@@ -125,7 +125,14 @@ if ckrun 4 ck-full "${ck[@]}" --steps 15 --dump-params "$tmp/ck-full.bin" &&
   [ $st -eq 2 ] && grep -q "newest complete checkpoints are of different steps (10 to 15)" "$tmp/ck-c.log" &&
     ok || bad "stages at different steps: exit $st: $(tail -2 "$tmp/ck-c.log")"
 fi
-expect 2 "only --resume auto" --pipeline-stages 2 --resume "$tmp/ck/stage0/ckpt-0000000010"
+# --resume PATH: one stage's checkpoint names the step every stage resumes
+# from (each from its own stage<s>/ckpt-N), with the cuts recorded beside them.
+if [ -d "$tmp/ck/stage1/ckpt-0000000010" ]; then
+  ckrun 4 ck-path "${ck[@]}" --steps 15 --resume "$tmp/ck/stage0/ckpt-0000000010/" --dump-params "$tmp/ck-path.bin" &&
+    { cmp -s "$tmp/ck-full.bin" "$tmp/ck-path.bin" && grep -q "resuming from the checkpoint at step 10" \
+      "$tmp/ck-path.log" && ok || bad "--resume PATH of a stage's checkpoint: not the uninterrupted run"; }
+fi
+expect 2 "no pipeline checkpoints there" --pipeline-stages 2 --resume "$tmp/nothing/stage0/ckpt-0000000010"
 
 # Interleaved checkpoints: each rank's stage<d>/ holds its two chunks; the
 # resume is bit for bit, and `ckpt export` puts the chunks back in the

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "scaleout/ckpt.h"
 #include "scaleout/err.h"
@@ -20,6 +21,7 @@ struct ckpt_glue {
     int resume_asked, resume_found;
     long resume_step;
     char stage_dir[2][4200];     /* a pipeline stage's levels (the checkpoint keeps pointers to them) */
+    char stage_resume[4300];     /* a pipeline stage's part of --resume PATH */
 #ifdef SCALEOUT_HAVE_MPI
     so_comm *comm;
     so_comm_p2p *p2p;
@@ -194,6 +196,32 @@ static const char *stage_dir(const char *dir, int stage, char *buf, size_t len)
     return buf;
 }
 
+int ckpt_glue_stage_resume(const char *resume, int stage, char *root, size_t root_len, char *path, size_t path_len)
+{
+    size_t n = strlen(resume), cut, tail;
+    while (n > 1 && resume[n - 1] == '/') /* DIR/ is DIR */
+        n--;
+    cut = tail = n; /* no stage<k> component: PATH is the root */
+    for (const char *p = strstr(resume, "/stage"); p && (size_t)(p - resume) < n; p = strstr(p + 1, "/stage")) {
+        size_t q = (size_t)(p - resume) + 6;
+        while (q < n && resume[q] >= '0' && resume[q] <= '9')
+            q++;
+        if (q > (size_t)(p - resume) + 6 && (q == n || resume[q] == '/')) {
+            cut = (size_t)(p - resume);
+            tail = q;
+        }
+    }
+    snprintf(root, root_len, "%.*s", (int)cut, resume);
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/stage0", root);
+    struct stat st;
+    if (stat(probe, &st) || !S_ISDIR(st.st_mode))
+        return so_err(SO_EINVAL, "--resume %s: no pipeline checkpoints there (no %s/)", resume, probe);
+    if (path)
+        snprintf(path, path_len, "%s/stage%d%.*s", root, stage, (int)(n - tail), resume + tail);
+    return 0;
+}
+
 /* Every stage must continue from the same step, or the pipeline would mix
  * parameters of different steps: the step and whether one was found,
  * compared over the whole job. */
@@ -227,9 +255,12 @@ int ckpt_glue_open(const so_job_ckpt_config *a_in, dist_handle *dh, const ckpt_s
     stage_cfg.local = stage_dir(a_in->local, scope->stage, g->stage_dir[1], sizeof g->stage_dir[1]);
     so_ckpt_config c;
     int rc = make_config(a, model, optimizer, config, &c);
-    if (!rc && scope->stage >= 0 && a->resume && strcmp(a->resume, "auto"))
-        rc = so_err(SO_EINVAL, "--resume %s: with pipeline stages only --resume auto (each stage resumes from "
-                    "its own stage<s>/ directory)", a->resume);
+    if (!rc && scope->stage >= 0 && a->resume && strcmp(a->resume, "auto")) { /* this stage's part of PATH */
+        char root[4096];
+        rc = ckpt_glue_stage_resume(a_in->resume, scope->stage, root, sizeof root, g->stage_resume,
+                                    sizeof g->stage_resume);
+        stage_cfg.resume = g->stage_resume;
+    }
     if (!rc)
         rc = setup(a, g, dh, scope, m, opt, &c);
     if ((rc = dist_agree(dh, rc)) || !g->ck) {

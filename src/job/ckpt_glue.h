@@ -18,6 +18,13 @@ typedef struct {
     int stage;                   /* >= 0: a pipeline stage */
 } ckpt_scope;
 
+/* --resume PATH of a pipeline: PATH is the checkpoints' root (holding
+ * stage<s>/ and the partition), one stage's directory ROOT/stage<k>, or a
+ * checkpoint in it, ROOT/stage<k>/ckpt-N. Writes ROOT to root and what
+ * stage s resumes from (ROOT/stage<s>[/ckpt-N]) to path (NULL: not
+ * wanted). SO_EINVAL naming PATH when ROOT holds no stage0/. */
+int ckpt_glue_stage_resume(const char *resume, int stage, char *root, size_t root_len, char *path, size_t path_len);
+
 /* After the model is built and the configuration checked on every rank:
  * validates the options, loads init_from, restores resume (setting
  * tc->start_step and no_initial_bcast). Collective; the ranks agree on any

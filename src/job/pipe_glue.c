@@ -3,6 +3,8 @@
  * and the accuracy are computed, so what rank 0 prints is the model's. */
 #include "pipe_glue.h"
 
+#include "ckpt_glue.h"
+
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,11 +168,11 @@ static const char *partition_dir(const so_job_config *c)
     return c->ckpt.dir ? c->ckpt.dir : c->ckpt.local;
 }
 
-/* Rank 0: the recorded cuts for --resume (1 when found; 0 when none). */
-static int read_partition(const so_job_config *c, int P, int *first)
+/* Rank 0: the cuts recorded in dir for --resume (1 when found; 0 when none). */
+static int read_partition(const char *dir, int P, int *first)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/partition", partition_dir(c));
+    snprintf(path, sizeof path, "%s/partition", dir);
     FILE *f = fopen(path, "r");
     if (!f)
         return 0;
@@ -210,8 +212,13 @@ static int write_partition(const so_job_config *c, const int *first, int P)
  * when the run writes checkpoints. */
 static int rank0_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *ds, int *first)
 {
-    int S = g->stages * g->chunks;
-    int rc = c->ckpt.resume && partition_dir(c) ? read_partition(c, S, first) : 0;
+    int S = g->stages * g->chunks, rc = 0;
+    char root[4096];
+    const char *recorded = partition_dir(c);
+    if (c->ckpt.resume && strcmp(c->ckpt.resume, "auto")) /* --resume PATH: the cuts beside its stages */
+        recorded = (rc = ckpt_glue_stage_resume(c->ckpt.resume, 0, root, sizeof root, NULL, 0)) ? NULL : root;
+    if (!rc && c->ckpt.resume && recorded)
+        rc = read_partition(recorded, S, first);
     if (rc < 0)
         return rc;
     if (!rc && (rc = choose_cuts(g, c, ds, first)))
