@@ -26,7 +26,7 @@ typedef struct {
     const char *model, *nodes_arg, *link_arg, *latency_arg, *tune, *json, *bucket_mb_arg, *compute_from;
     int batch, ranks_per_node, threads, steps, warmup;
     int stages, microbatches;    /* --pipeline-stages P (> 1: also predict P stages x replicas) and M */
-    const char *partition, *schedule;
+    const char *partition, *schedule, *placement;
     int virtual_stages;          /* v chunks per pipeline rank (interleaved) */
     int measure_batch;           /* the batch the layers are measured at (0: --batch-size) */
     float rank_rate;             /* > 0: one rank's images/s, the measured layers scaled to it */
@@ -88,7 +88,8 @@ static int parse(pred_args *a, int argc, char **argv)
     *a = (pred_args){.nodes_arg = "1,2,4,8,16,32,64,128,256,512,1024", .batch = 64, .ranks_per_node = 1,
                      .threads = 1, .steps = 10, .warmup = 3, .link_arg = "100gbit", .latency_arg = "1.5us",
                      .bucket_mb_arg = "25", .stages = 1, .microbatches = 4, .partition = "time",
-                     .schedule = "1f1b", .virtual_stages = 1};
+                     .schedule = "1f1b", .virtual_stages = 1, .placement = "stage-major"};
+    static const char *const placements[] = {"stage-major", "replica-major", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "zoo model (see `scaleout models`)", 0, -1, NULL},
@@ -108,6 +109,7 @@ static int parse(pred_args *a, int argc, char **argv)
         {"microbatches", OPT_INT, &a->microbatches, "M", "pipeline micro-batches per step (each batch-size x P / M)", 1, 65536, NULL},
         {"partition", OPT_STR, &a->partition, "time|memory|LIST", "pipeline cuts as in train (time: from the layers measured here)", 0, -1, NULL},
         {"schedule", OPT_CHOICE, &a->schedule, "NAME", "pipeline schedule as in train (gpipe and 1f1b take the same time)", 0, -1, schedules},
+        {"placement", OPT_CHOICE, &a->placement, "HOW", "pipeline ranks as in train: stage-major (a replica's stages on one node) or replica-major (a stage's replicas)", 0, -1, placements},
         {"virtual-stages", OPT_INT, &a->virtual_stages, "V", "model chunks per pipeline rank (--schedule interleaved)", 1, 4096, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the prediction as JSON", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
@@ -334,6 +336,7 @@ static int write_json(const pred_args *a, const so_predict_point *pt, const pipe
             so_json_int(&js, "replicas", pp[i].replicas);
             so_json_int(&js, "microbatches", a->microbatches);
             so_json_str(&js, "schedule", a->schedule);
+            so_json_str(&js, "placement", a->placement);
             so_json_int(&js, "virtual_stages", a->virtual_stages);
             so_json_num(&js, "step_seconds", pp[i].p.step_seconds);
             so_json_num(&js, "images_per_sec", pp[i].images_per_sec);
@@ -407,22 +410,32 @@ typedef struct {
     int replicas;
 } pipe_cost;
 
-/* Stage s of replica 0 is rank P - 1 - s (stage-major): a cut crosses the
- * link when its two ranks are on different nodes. */
+/* The node of device d of replica 0: stage-major puts a replica's P
+ * devices on consecutive ranks (device d at P - 1 - d), replica-major a
+ * device's D replicas (device d's first at (P - 1 - d) x D). */
+static int device_node(const pipe_cost *c, int d)
+{
+    int q = c->a->stages - 1 - d;
+    return (strcmp(c->a->placement, "replica-major") ? q : q * c->replicas) / c->a->ranks_per_node;
+}
+
+/* A cut crosses the link when its two devices are on different nodes. */
 static double cut_seconds(void *ctx, int cut, size_t bytes)
 {
     const pipe_cost *c = ctx;
-    int P = c->a->stages, rpn = c->a->ranks_per_node, from = cut % P, to = (cut + 1) % P;
-    if ((P - 1 - from) / rpn != (P - 1 - to) / rpn) /* device d is pipeline rank P - 1 - d */
+    int P = c->a->stages;
+    if (device_node(c, cut % P) != device_node(c, (cut + 1) % P))
         return c->link_alpha + (double)bytes * c->link_beta;
     return SHM_LATENCY_S + (double)bytes / SHM_BYTES_PER_S;
 }
 
-/* A stage's replicas: rpn / P of them share a node (stage-major), the rest are spread over nodes. */
+/* A stage's replicas: rpn / P of them share a node (stage-major) or up to
+ * rpn (replica-major); the rest are spread over nodes. */
 static double replica_seconds(void *ctx, size_t bytes)
 {
     pipe_cost *c = ctx;
-    int per_node = c->a->ranks_per_node / c->a->stages;
+    int per_node = strcmp(c->a->placement, "replica-major") ? c->a->ranks_per_node / c->a->stages
+                                                            : c->a->ranks_per_node;
     per_node = per_node < 1 ? 1 : per_node > c->replicas ? c->replicas : per_node;
     c->cost.rpn = per_node;
     c->cost.nodes = (c->replicas + per_node - 1) / per_node;
@@ -501,8 +514,8 @@ static void print_pipeline(const pred_args *a, const so_predict_point *pt, const
     char chunks[48] = "";
     if (a->virtual_stages > 1)
         snprintf(chunks, sizeof chunks, " x %d chunks", a->virtual_stages);
-    printf("\npipeline: %d stages%s x ranks/%d replicas (stage-major), %s, %d micro-batches of %d, partition %s; "
-           "the same global batch\n", a->stages, chunks, a->stages, a->schedule, a->microbatches,
+    printf("\npipeline: %d stages%s x ranks/%d replicas (%s), %s, %d micro-batches of %d, partition %s; "
+           "the same global batch\n", a->stages, chunks, a->stages, a->placement, a->schedule, a->microbatches,
            a->batch * a->stages / a->microbatches, a->partition);
     printf("%7s %7s %9s %10s %12s %8s %12s %14s  %s\n", "nodes", "ranks", "replicas", "step ms", "images/s", "bubble",
            "cut ms/mb", "data-par img/s", "faster");
