@@ -97,5 +97,26 @@ PY
 then ok; else bad "predict --pipeline-stages: $(tail -5 "$tmp/pipe-slow.log")"; fi
 grep -q "faster" "$tmp/pipe-slow.log" && ok || bad "predict --pipeline-stages printed no comparison"
 expect_usage "does not divide a replica's batch 128" --model mlp --batch-size 64 --pipeline-stages 2 --microbatches 3
+# Placement: on 2 nodes x 2 ranks over a slow link, replica-major keeps a
+# stage's gradient average inside a node (only activations cross) and is
+# predicted faster than stage-major. On one node (2 ranks, no replicas),
+# interleaving 2 chunks per rank predicts a shorter step and a smaller
+# bubble than 1f1b.
+hy=(predict --model mlp --batch-size 64 --steps 2 --ranks-per-node 2 --pipeline-stages 2 --microbatches 4
+    --link 100mbit --latency 50us)
+if "$bin" "${hy[@]}" --nodes 2 --placement stage-major --json "$tmp/sm.json" >"$tmp/hy.log" 2>&1 &&
+  "$bin" "${hy[@]}" --nodes 2 --placement replica-major --json "$tmp/rm.json" >>"$tmp/hy.log" 2>&1 &&
+  "$bin" "${hy[@]}" --nodes 1 --json "$tmp/one.json" >>"$tmp/hy.log" 2>&1 &&
+  "$bin" "${hy[@]}" --nodes 1 --schedule interleaved --virtual-stages 2 --json "$tmp/il.json" >>"$tmp/hy.log" 2>&1 &&
+  /usr/bin/python3 - "$tmp/sm.json" "$tmp/rm.json" "$tmp/one.json" "$tmp/il.json" <<'PY'
+import json, sys
+sm, rm, one, il = (json.load(open(f))["points"][0]["pipeline"] for f in sys.argv[1:5])
+assert sm["placement"] == "stage-major" and rm["placement"] == "replica-major", (sm, rm)
+assert rm["step_seconds"] < sm["step_seconds"], (rm, sm)
+assert il["virtual_stages"] == 2 and one["replicas"] == il["replicas"] == 1, (il, one)
+assert il["step_seconds"] < one["step_seconds"] and il["bubble"] < one["bubble"], (il, one)
+PY
+then ok; else bad "predict --placement / --virtual-stages: $(tail -5 "$tmp/hy.log")"; fi
+expect_usage "only with --schedule interleaved" --model mlp --pipeline-stages 2 --virtual-stages 2
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
