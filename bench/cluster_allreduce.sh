@@ -7,16 +7,11 @@
 #   bench/cluster_allreduce.sh [REPEATS] [RATES] [SIZES]   (3, "1gbit 10gbit", 4,64K,1M,16M)
 set -euo pipefail
 
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 repeats="${1:-3}" rates="${2:-1gbit 10gbit}" sizes="${3:-4,64K,1M,16M}"
-export SCALEOUT_CLUSTER="${SCALEOUT_CLUSTER:-sobench}"
-cluster="$src/scripts/cluster.sh"
-out="$(mktemp -d /tmp/scaleout-cluster-bench.XXXXXX)"
-trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh" cluster-bench
 
 for rate in $rates; do
-  "$cluster" down
-  "$cluster" up 2 --rate "$rate" >/dev/null
+  cluster_restart "$rate"
   for ((r = 1; r <= repeats; r++)); do
     for mode in yield spin; do # interleaved, the order alternating per repeat
       [ $((r % 2)) -eq 0 ] && mode=$([ "$mode" = yield ] && echo spin || echo yield)

@@ -12,24 +12,17 @@
 #   defaults: 3 1gbit vgg16 8 4 2   (BATCH: per replica of the pipeline)
 set -euo pipefail
 
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 repeats="${1:-3}" rate="${2:-1gbit}" model="${3:-vgg16}" batch="${4:-8}" m="${5:-4}" steps="${6:-2}"
-export SCALEOUT_CLUSTER="${SCALEOUT_CLUSTER:-sobench}"
-cluster="$src/scripts/cluster.sh"
-out="$(mktemp -d /tmp/scaleout-cluster-hybrid.XXXXXX)"
-trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh" cluster-hybrid
 common=(train --model "$model" --dataset synthetic --synthetic-samples $((batch * (steps + 2) * 4)) --steps $((steps + 1))
         --warmup-steps 1 --eval-every -1 --progress none --comm-timeout 1200)
 
 run() { # run NAME REPEAT args...
   local name=$1 r=$2; shift 2
-  flock /tmp/scaleout-bench.lock "$cluster" mpirun -np 4 --ranks-per-node 2 "$src/build/scaleout" "${common[@]}" \
-    --json "$out/$name-$r.json" "$@" >"$out/$name-$r.log" 2>&1 ||
-    { echo "cluster_hybrid: $name run $r failed: $(tail -3 "$out/$name-$r.log")" >&2; exit 1; }
+  cluster_train "$name-$r" 4 2 "${common[@]}" "$@"
 }
 
-"$cluster" down
-"$cluster" up 2 --rate "$rate" >/dev/null
+cluster_restart "$rate"
 kinds=(data stage-major replica-major)
 for ((r = 1; r <= repeats; r++)); do
   for ((i = 0; i < 3; i++)); do

@@ -10,25 +10,18 @@
 #   defaults: 3 "1gbit 10gbit" vgg16 8 4 3
 set -euo pipefail
 
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 repeats="${1:-3}" rates="${2:-1gbit 10gbit}" model="${3:-vgg16}" batch="${4:-8}" m="${5:-4}" steps="${6:-3}"
-export SCALEOUT_CLUSTER="${SCALEOUT_CLUSTER:-sobench}"
-cluster="$src/scripts/cluster.sh"
-out="$(mktemp -d /tmp/scaleout-cluster-pipe.XXXXXX)"
-trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
+. "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh" cluster-pipe
 common=(train --model "$model" --dataset synthetic --synthetic-samples $((batch * (steps + 2) * 2)) --steps $((steps + 1))
         --warmup-steps 1 --eval-every -1 --progress none --comm-timeout 1200)
 
 run() { # run NAME RATE REPEAT args...
   local name=$1 rate=$2 r=$3; shift 3
-  flock /tmp/scaleout-bench.lock "$cluster" mpirun -np 2 --ranks-per-node 1 "$src/build/scaleout" "${common[@]}" \
-    --json "$out/$rate-$name-$r.json" "$@" >"$out/$rate-$name-$r.log" 2>&1 ||
-    { echo "cluster_pipeline: $rate $name run $r failed: $(tail -3 "$out/$rate-$name-$r.log")" >&2; exit 1; }
+  cluster_train "$rate-$name-$r" 2 1 "${common[@]}" "$@"
 }
 
 for rate in $rates; do
-  "$cluster" down
-  "$cluster" up 2 --rate "$rate" >/dev/null
+  cluster_restart "$rate"
   for ((r = 1; r <= repeats; r++)); do
     if [ $((r % 2)) -eq 1 ]; then order="data pipeline"; else order="pipeline data"; fi
     for kind in $order; do

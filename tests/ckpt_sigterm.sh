@@ -36,6 +36,18 @@ run_and_term() {
   # they are not mpiexec's children; mpiexec's own command line names it too).
   if [ "$target" = ranks ]; then pkill -TERM -f "^$bin .*$d/local"
   else kill -TERM "$pid"; fi
+  for _ in $(seq 400); do # a stop takes seconds; a hang is reported with the ranks' stacks
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    bad "$name: still running 40 s after SIGTERM: $(tail -3 "$tmp/$name.log")"
+    for p in $(pgrep -f "^$bin .*$d/local"); do
+      echo "-- rank process $p:"
+      command -v gdb >/dev/null && gdb -p "$p" -batch -ex "thread apply all bt 10" 2>/dev/null | grep "^#" | head -60
+    done
+    pkill -KILL -f "^$bin .*$d/local"
+  fi
   wait "$pid"
   st=$?
   pid=
