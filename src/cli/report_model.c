@@ -199,8 +199,9 @@ static void pipeline_section(rpt_report *r, const rpt_run *runs, int n)
         if (!t)
             t = table(section(r, "Pipeline stages",
                               "Bubble = 1 - (forward + backward + optimizer seconds summed over ranks) / (ranks x "
-                              "step seconds), beside the schedule's (P-1)/(M+P-1) for equal stages and the same "
-                              "schedule with the stages' measured times. See docs/PARALLELISM.md."),
+                              "step seconds), beside the schedule's (P-1)/(M+P-1) ((P-1)/(vM+P-1) interleaved "
+                              "with v chunks per rank) for equal stages and the same schedule with the stages' "
+                              "measured times. See docs/PARALLELISM.md."),
                       "bubble per run", cols);
         char(*c)[RPT_CELL] = row(t);
         if (!c)
@@ -208,7 +209,9 @@ static void pipeline_section(rpt_report *r, const rpt_run *runs, int n)
         snprintf(c[0], RPT_CELL, "%.47s", runs[i].path);
         snprintf(c[1], RPT_CELL, "%s", str(cfg, "pipeline_stages"));
         snprintf(c[2], RPT_CELL, "%s", str(cfg, "microbatches"));
-        snprintf(c[3], RPT_CELL, "%s", str(cfg, "pipeline_schedule"));
+        const char *v = str(cfg, "virtual_stages");
+        snprintf(c[3], RPT_CELL, "%s%s%s", str(cfg, "pipeline_schedule"), strcmp(v, "-") && strcmp(v, "1") ? " v=" : "",
+                 strcmp(v, "-") && strcmp(v, "1") ? v : "");
         fmt(c[4], "%.3f", num(thr, "pipeline_bubble_measured"));
         fmt(c[5], "%.3f", num(thr, "pipeline_bubble_formula"));
         fmt(c[6], "%.3f", num(thr, "pipeline_bubble_stage_times"));
