@@ -79,7 +79,10 @@ if "$bin" predict --model lenet5 --batch-size 256 --measure-batch 16 --steps 2 -
 # gradients are large against its activations (MLP: 7.5 MB of gradients,
 # 4 KB per sample at its cut), a fast one data parallelism; both predictions
 # are consistent (one stage's time per micro-batch, no replicas at 2 ranks).
-pipe=(predict --model mlp --batch-size 64 --steps 2 --nodes 1,2,4 --pipeline-stages 2 --microbatches 4)
+# --rank-images-per-sec fixes one rank's speed, so only this machine's
+# proportions between layers enter, not how loaded it is while measuring.
+pipe=(predict --model mlp --batch-size 64 --steps 2 --nodes 1,2,4 --pipeline-stages 2 --microbatches 4
+      --rank-images-per-sec 5000)
 if "$bin" "${pipe[@]}" --link 100mbit --latency 50us --json "$tmp/pipe-slow.json" >"$tmp/pipe-slow.log" 2>&1 &&
   "$bin" "${pipe[@]}" --link 400gbit --latency 1us --json "$tmp/pipe-fast.json" >"$tmp/pipe-fast.log" 2>&1 &&
   /usr/bin/python3 - "$tmp/pipe-slow.json" "$tmp/pipe-fast.json" <<'PY'
@@ -103,7 +106,7 @@ expect_usage "does not divide a replica's batch 128" --model mlp --batch-size 64
 # interleaving 2 chunks per rank predicts a shorter step and a smaller
 # bubble than 1f1b.
 hy=(predict --model mlp --batch-size 64 --steps 2 --ranks-per-node 2 --pipeline-stages 2 --microbatches 4
-    --link 100mbit --latency 50us)
+    --link 100mbit --latency 50us --rank-images-per-sec 5000)
 if "$bin" "${hy[@]}" --nodes 2 --placement stage-major --json "$tmp/sm.json" >"$tmp/hy.log" 2>&1 &&
   "$bin" "${hy[@]}" --nodes 2 --placement replica-major --json "$tmp/rm.json" >>"$tmp/hy.log" 2>&1 &&
   "$bin" "${hy[@]}" --nodes 1 --json "$tmp/one.json" >>"$tmp/hy.log" 2>&1 &&

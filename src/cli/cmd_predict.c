@@ -237,24 +237,26 @@ static int from_profile(const pred_args *a, const so_graph *g, double *t, double
 }
 
 /* --rank-images-per-sec: the per-layer times (measured at --measure-batch,
- * or read) scaled so that one rank's step of --batch-size takes batch / X
- * seconds: this machine's proportions between layers, the target's speed. */
-static void scale_to_rate(const pred_args *a, const so_graph *g, double *t, double *t_other)
+ * or read) scaled so that one rank's step of `batch` samples (--batch-size;
+ * a pipeline's micro-batch) takes batch / X seconds: this machine's
+ * proportions between layers, the target's speed. */
+static void scale_to_rate(const pred_args *a, int batch, const so_graph *g, double *t, double *t_other)
 {
     int n = so_graph_size(g);
     double sum = *t_other;
     for (int i = 0; i < 2 * n; i++)
         sum += t[i];
-    double f = sum > 0 ? ((double)a->batch / a->rank_rate) / sum : 0;
+    double f = sum > 0 ? ((double)batch / a->rank_rate) / sum : 0;
     for (int i = 0; i < 2 * n; i++)
         t[i] *= f;
     *t_other *= f;
 }
 
-/* Per-layer times of one rank at --batch-size, measured on this machine or
- * read from --compute-from: *t gets 2 x so_graph_size entries, forward then
- * backward (free it). */
-static int measure(const pred_args *a, int batch, so_job **job, double **t, double *t_other)
+/* Per-layer times of one rank at `batch`, measured on this machine or read
+ * from --compute-from, with --rank-images-per-sec scaled to a step of
+ * target_batch: *t gets 2 x so_graph_size entries, forward then backward
+ * (free it). */
+static int measure(const pred_args *a, int batch, int target_batch, so_job **job, double **t, double *t_other)
 {
     so_job_config c;
     so_job_defaults(&c);
@@ -275,7 +277,7 @@ static int measure(const pred_args *a, int batch, so_job **job, double **t, doub
     else
         rc = so_job_measure_layers(*job, a->warmup, a->steps, *t, *t + n, t_other);
     if (!rc && a->rank_rate > 0)
-        scale_to_rate(a, m->g, *t, t_other);
+        scale_to_rate(a, target_batch, m->g, *t, t_other);
     return rc;
 }
 
@@ -472,7 +474,7 @@ static int predict_pipeline(const pred_args *a, const so_comm_tuning *table, pip
     so_job *j = NULL;
     double *t = NULL, other = 0, *secs = NULL;
     so_pipe_plan plan = {0};
-    int rc = measure(a, mb, &j, &t, &other);
+    int rc = measure(a, mb, mb, &j, &t, &other);
     if (rc)
         rc = cli_error("predict", cli_exit_code(rc), "measuring at the micro-batch %d: %s", mb, so_errmsg());
     const so_graph *g = rc ? NULL : so_job_model(j)->g;
@@ -547,7 +549,7 @@ int cmd_predict(int argc, char **argv)
     so_predict_point pt[MAX_POINTS];
     pipe_point pp[MAX_POINTS] = {{0}};
     char link[512];
-    if ((rc = measure(&a, a.measure_batch > 0 ? a.measure_batch : a.batch, &j, &t, &other)))
+    if ((rc = measure(&a, a.measure_batch > 0 ? a.measure_batch : a.batch, a.batch, &j, &t, &other)))
         rc = cli_error("predict", cli_exit_code(rc), "%s", so_errmsg());
     if (!rc) {
         so_model *m = so_job_model(j);
