@@ -108,6 +108,13 @@ double so_pipe_bubble(so_pipe_schedule s, int devices, int microbatches, int vir
 int so_pipe_schedule_parse(const char *name);
 const char *so_pipe_schedule_name(so_pipe_schedule s);
 
+/* The cuts a pipeline's checkpoints were taken with, as DIR/partition (one
+ * line of stage starts, "0,7,19"): save writes first[0..n) (creating DIR);
+ * load reads up to max into first, *n = how many (0 when there is no
+ * file). SO_EIO / SO_EINVAL naming the file. */
+int so_pipe_partition_save(const char *dir, const int *first, int n);
+int so_pipe_partition_load(const char *dir, int *first, int max, int *n);
+
 /* Parses "0,conv3,layer2.0.conv1": stage starts by node index or name (a
  * first entry of node 1 means stage 0, which always starts at the input).
  * Writes up to max entries, *n the count. SO_EINVAL naming the entry. */

@@ -176,26 +176,21 @@ static int append_stage(const char *dir, so_ckpt_manifest *first, int s, float *
 static int model_order(const char *dir, const so_graph *g, int ranks, float *params, size_t np, float *bufs,
                        size_t nb)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/partition", dir);
-    FILE *f = fopen(path, "r");
-    int first[MAX_STAGES], n = 0;
-    while (f && n < MAX_STAGES && fscanf(f, n ? ",%d" : "%d", &first[n]) == 1)
-        n++;
-    if (f)
-        fclose(f);
+    int first[MAX_STAGES], n = 0, rc = so_pipe_partition_load(dir, first, MAX_STAGES, &n);
+    if (rc)
+        return cli_error("ckpt", CLI_USAGE, "%s", so_errmsg());
     if (n <= ranks)
         return CLI_OK;
     so_pipe_plan plan = {0};
     float *tmp = malloc(((np > nb ? np : nb) + 1) * sizeof *tmp);
-    int rc = tmp ? so_pipe_plan_init(&plan, g, first, n) : so_err(SO_ENOMEM, "out of memory");
+    rc = tmp ? so_pipe_plan_init(&plan, g, first, n) : so_err(SO_ENOMEM, "out of memory");
     if (!rc && !(rc = so_pipe_model_order(&plan, ranks, 0, params, np, tmp)))
         memcpy(params, tmp, np * sizeof *tmp);
     if (!rc && !(rc = so_pipe_model_order(&plan, ranks, 1, bufs, nb, tmp)))
         memcpy(bufs, tmp, nb * sizeof *tmp);
     so_pipe_plan_deinit(&plan);
     free(tmp);
-    return rc ? cli_error("ckpt", CLI_USAGE, "%s: %s", path, so_errmsg()) : CLI_OK;
+    return rc ? cli_error("ckpt", CLI_USAGE, "%s/partition: %s", dir, so_errmsg()) : CLI_OK;
 }
 
 /* Every stage's newest common step, gathered into one safetensors file of

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "scaleout/backend.h"
 #include "scaleout/err.h"
@@ -171,40 +170,11 @@ static const char *partition_dir(const so_job_config *c)
 /* Rank 0: the cuts recorded in dir for --resume (1 when found; 0 when none). */
 static int read_partition(const char *dir, int P, int *first)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/partition", dir);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    int n = 0, rc = 0;
-    while (n < P && fscanf(f, n ? ",%d" : "%d", &first[n]) == 1)
-        n++;
-    int extra = fgetc(f);
-    fclose(f);
-    if (n != P || (extra != '\n' && extra != EOF))
-        rc = so_err(SO_EINVAL, "--resume: %s holds the cuts of another pipeline than this one's %d stages", path, P);
-    return rc ? rc : 1;
-}
-
-/* Rank 0, when the run writes checkpoints: records the cuts beside them. */
-static int write_partition(const so_job_config *c, const int *first, int P)
-{
-    char path[4200];
-    snprintf(path, sizeof path, "%s", partition_dir(c));
-    for (char *p = path + 1; *p; p++) /* mkdir -p */
-        if (*p == '/') {
-            *p = 0;
-            mkdir(path, 0755);
-            *p = '/';
-        }
-    mkdir(path, 0755);
-    snprintf(path + strlen(path), sizeof path - strlen(path), "/partition");
-    FILE *f = fopen(path, "w");
-    for (int s = 0; f && s < P; s++)
-        fprintf(f, s ? ",%d" : "%d", first[s]);
-    if (!f || (fputc('\n', f), fclose(f)))
-        return so_err(SO_EIO, "--ckpt-dir: cannot write the pipeline's cuts to %s", path);
-    return 0;
+    int n, rc = so_pipe_partition_load(dir, first, P + 1, &n);
+    if (!rc && n && n != P)
+        rc = so_err(SO_EINVAL, "--resume: %s/partition holds the cuts of another pipeline than this one's %d stages",
+                    dir, P);
+    return rc ? rc : n > 0;
 }
 
 /* Rank 0 decides the cuts (the others take them, agree_cuts): those the
@@ -223,7 +193,11 @@ static int rank0_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *ds
         return rc;
     if (!rc && (rc = choose_cuts(g, c, ds, first)))
         return rc;
-    return c->ckpt.every && partition_dir(c) ? write_partition(c, first, S) : 0;
+    if (!c->ckpt.every || !partition_dir(c) || !(rc = so_pipe_partition_save(partition_dir(c), first, S)))
+        return 0;
+    char why[4400];
+    snprintf(why, sizeof why, "%s", so_errmsg());
+    return so_err(SO_EIO, "--ckpt-dir: %s", why);
 }
 
 /* Rank 0's cuts on every rank. */

@@ -21,6 +21,7 @@ typedef struct {
     so_train_config tc;          /* the run's configuration, overlap off for the replicas' average */
     so_train_result *r;
     int M, P, stage, chunks, slots;
+    int has_loss;                /* this rank holds the plan's last stage (loss, labels, accuracy) */
     int *ops;                    /* the schedule's 2 M v passes */
     int *backwards_run;          /* per chunk, this step (its first backward writes the gradients) */
     float **rdata, **rgrad;      /* recv edge x micro-batch: activation in, its diff out */
@@ -267,7 +268,7 @@ static int pipe_run_step(void *self, int K, const so_step_io *io, double *loss)
         rc = op >= 0 ? forward(s, pass / s->M, pass % s->M, io, &sum) : backward(s, pass / s->M, pass % s->M, io);
     }
     int w = wait_sends(s);
-    *loss = s->e->last_stage % s->P == s->stage ? sum / s->M : NAN;
+    *loss = s->has_loss ? sum / s->M : NAN;
     return rc ? rc : w ? w : 1;
 }
 
@@ -286,7 +287,7 @@ static int alloc_buffers(pipe_state *s)
     s->backwards_run = calloc((size_t)s->chunks, sizeof *s->backwards_run);
     if (!s->rdata || !s->rgrad || !s->sdata || !s->sgrad || !s->rreq || !s->sreq || !s->ops || !s->backwards_run)
         return so_err(SO_ENOMEM, "out of memory for the pipeline's buffers");
-    if (s->chunks > 1 && e->last_stage % s->P == s->stage) {
+    if (s->chunks > 1 && s->has_loss) {
         s->labels = calloc((size_t)s->M * s->m->batch, sizeof *s->labels);
         s->nvalid = calloc((size_t)s->M, sizeof *s->nvalid);
         if (!s->labels || !s->nvalid)
@@ -403,13 +404,13 @@ static int eval_chunk(pipe_state *s, int c, int j)
 
 static int eval_batch(pipe_state *s, int b, const float *x, const int32_t *y, int n, double sums[3])
 {
-    int j = b % s->M, has_loss = s->e->last_stage % s->P == s->stage;
+    int j = b % s->M;
     so_model_use_slot(s->m, 0);
-    int rc = so_model_set_input(s->m, s->stage == 0 ? x : NULL, has_loss ? y : NULL, n);
+    int rc = so_model_set_input(s->m, s->stage == 0 ? x : NULL, s->has_loss ? y : NULL, n);
     for (int c = 0; !rc && c < s->chunks; c++)
         rc = eval_chunk(s, c, j);
     int correct = 0;
-    if (!rc && has_loss && !(rc = so_model_correct(s->m, y, n, &correct))) {
+    if (!rc && s->has_loss && !(rc = so_model_correct(s->m, y, n, &correct))) {
         sums[0] += correct;
         sums[1] += n;
         sums[2] += (double)s->m->loss * n;
@@ -484,6 +485,7 @@ int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, 
     s->P = e->nstages;
     s->stage = e->stage;
     s->chunks = e->nchunks > 0 ? e->nchunks : 1;
+    s->has_loss = e->last_stage % s->P == e->stage;
     s->slots = so_pipe_slots(c->schedule, e->stage, e->nstages, c->microbatches, s->chunks);
     *st = (so_strategy){&pipe_ops, s, c->nreplicas > 0 ? c->nreplicas : 1};
     *out = st;

@@ -2,8 +2,10 @@
  * the accounting the plan and later the pipeline strategy need -- what each
  * stage owns, and every tensor that must travel forward across a cut
  * (residual connections make that more than one tensor per cut). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "scaleout/err.h"
 #include "scaleout/pipeline.h"
@@ -184,4 +186,41 @@ int so_pipe_parse_list(const so_graph *g, const char *list, int *first, int max,
         if (!*p)
             return 0;
     }
+}
+
+int so_pipe_partition_save(const char *dir, const int *first, int n)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1; *p; p++) /* mkdir -p */
+        if (*p == '/') {
+            *p = 0;
+            mkdir(path, 0755);
+            *p = '/';
+        }
+    mkdir(path, 0755);
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/partition");
+    FILE *f = fopen(path, "w");
+    for (int s = 0; f && s < n; s++)
+        fprintf(f, s ? ",%d" : "%d", first[s]);
+    if (!f || (fputc('\n', f), fclose(f)))
+        return so_err(SO_EIO, "cannot write the pipeline's cuts to %s", path);
+    return 0;
+}
+
+int so_pipe_partition_load(const char *dir, int *first, int max, int *n)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/partition", dir);
+    *n = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    while (*n < max && fscanf(f, *n ? ",%d" : "%d", &first[*n]) == 1)
+        (*n)++;
+    int extra = fgetc(f);
+    fclose(f);
+    if (extra != '\n' && extra != EOF)
+        return so_err(SO_EINVAL, "%s: not a list of at most %d stage starts", path, max);
+    return 0;
 }
