@@ -21,6 +21,7 @@
 #define _POSIX_C_SOURCE 200809L /* access() under -std=c11 */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,6 +149,16 @@ int main(int argc, char **argv)
         fell_back = 1;
     }
 
+    /* SIGTERM (Slurm's scancel and time limit, mpirun passing it on) stops
+     * every rank after the same step. First, before any thread exists: the
+     * library blocks the signal in them all and takes it on a thread of its
+     * own (never install a handler: see so_job_watch_signals in job.h). */
+    const int stop_signals[] = {SIGTERM};
+    if (so_job_watch_signals(stop_signals, 1)) {
+        fprintf(stderr, "train_lenet5: %s\n", so_errmsg());
+        return 1;
+    }
+
     /* Collective: every rank creates its part of the job. A failure on one
      * rank is a failure on every rank; the one that had it says why. The
      * job is freed on every rank either way (MPI may be up). */
@@ -191,8 +202,11 @@ int main(int argc, char **argv)
         else
             printf("test accuracy: n/a (no test set)\n");
         printf("wall time: %.2f s\n", r.wall_seconds);
+        if (so_job_stopped_step(job) >= 0)
+            printf("stopped by SIGTERM after step %ld\n", so_job_stopped_step(job));
     }
     so_train_result_free(&r);
     so_job_free(job); /* collective; finalises MPI if so_job_create started it */
+    so_job_unwatch_signals();
     return rc ? 1 : 0;
 }

@@ -21,6 +21,25 @@ bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 args=(train --model lenet5 --dataset synthetic --steps 600 --progress none --eval-every -1
       --ckpt-every 50 --ckpt-flush-every 1000)
 
+# check_blocked DIR: SIGTERM is blocked in every thread of the ranks (MPI's,
+# OpenMP's, the checkpoint's) but the one that takes it with sigwait: a
+# handler interrupting oneDNN 2.6's GEMM kernels, which point RSP into the
+# heap, corrupted the heap (oneDNN issue 4845; src/job/signals.c).
+check_blocked() {
+  local n=0 open=
+  for p in $(pgrep -f "^$bin .*$1/local"); do
+    for t in /proc/$p/task/*; do
+      [ "$(cat "$t/comm" 2>/dev/null)" = so-signals ] && continue
+      local blk=$(sed -n 's/^SigBlk:[[:space:]]*//p' "$t/status" 2>/dev/null)
+      [ -n "$blk" ] || continue # the thread has just ended
+      n=$((n + 1))
+      (( (16#$blk >> 14) & 1 )) || open="$open $p/$(basename "$t")($(cat "$t/comm" 2>/dev/null))"
+    done
+  done
+  [ $n -gt 2 ] && [ -z "$open" ] && ok "SIGTERM blocked in all $n threads of the ranks but the signal thread" ||
+    bad "SIGTERM not blocked in threads:${open:- (none seen: $n threads)}"
+}
+
 # run_and_term NAME TARGET: starts the job, waits for its first checkpoint,
 # sends SIGTERM to TARGET (ranks: each rank, as slurmstepd does; mpirun: the
 # launcher), waits; exit status in $st, log in $tmp/NAME.log.
@@ -34,6 +53,7 @@ run_and_term() {
   done
   # The ranks are the processes running $bin on this directory (under Hydra
   # they are not mpiexec's children; mpiexec's own command line names it too).
+  [ "$target" = ranks ] && check_blocked "$d"
   if [ "$target" = ranks ]; then pkill -TERM -f "^$bin .*$d/local"
   else kill -TERM "$pid"; fi
   for _ in $(seq 400); do # a stop takes seconds; a hang is reported with the ranks' stacks

@@ -202,9 +202,20 @@ int so_job_ckpt_stats(const so_job *j, so_job_ckpt_summary *out);
 
 /* ---- stop on a signal ---------------------------------------------------------- */
 /* Asks every rank to stop after the same step, with a checkpoint there when
- * the job writes checkpoints. Async-signal-safe: call it from a SIGTERM
- * handler (Slurm's scancel and time limit). */
+ * the job writes checkpoints. Async-signal-safe, callable from any thread. */
 void so_job_request_stop(void);
+/* Calls so_job_request_stop when one of these signals arrives (SIGTERM:
+ * Slurm's scancel and time limit, mpirun passing it on). Call it first, in
+ * the main thread, before anything creates a thread (so_job_create starts
+ * MPI, OpenMP and the checkpoint threads): it blocks the signals in the
+ * calling thread, so every later thread inherits the block, and a thread of
+ * its own takes them with sigwait. Do not install a handler for them
+ * instead: oneDNN 2.6's GEMM kernels point RSP into the heap while they run
+ * (oneDNN issue 4845), and a handler that interrupts one writes its frame
+ * there and corrupts the heap. 0, or SO_EINVAL / SO_ENOMEM. */
+int so_job_watch_signals(const int *signals, int count);
+/* Ends the watching thread; the signals stay blocked. */
+void so_job_unwatch_signals(void);
 /* The step after which training stopped on such a request, or -1. */
 long so_job_stopped_step(const so_job *j);
 

@@ -436,24 +436,6 @@ static int stopped(so_job *j, long step)
     return CLI_REQUEUE;
 }
 
-static void on_sigterm(int sig)
-{
-    (void)sig;
-    so_job_request_stop();
-}
-
-/* Only sets a flag; blocking reads and MPI's polling carry on (SA_RESTART).
- * Installed after MPI start-up, so no MPI library replaces the handler. */
-static void install_sigterm(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigterm;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, NULL);
-}
-
 static void resumed(so_job *j)
 {
     long step;
@@ -497,9 +479,12 @@ int cmd_train(int argc, char **argv)
     int rc = parse(&a, argc, argv);
     if (rc)
         return rc == CLI_HELP ? CLI_OK : rc;
+    /* Before so_job_create starts any thread: they all inherit the block. */
+    const int stop_signals[] = {SIGTERM};
+    if ((rc = so_job_watch_signals(stop_signals, 1)))
+        return cli_error("train", CLI_FAIL, "%s", so_errmsg());
     so_job *j = NULL;
     rc = so_job_create(&a.cfg, &j);
-    install_sigterm();
     if (rc)
         rc = cli_job_setup_error("train", j, rc);
     else {
@@ -507,5 +492,6 @@ int cmd_train(int argc, char **argv)
         rc = run(&a, j);
     }
     so_job_free(j);
+    so_job_unwatch_signals();
     return rc;
 }

@@ -6,7 +6,7 @@
  * every rank acts on the same sum at the same step. */
 #include "stop.h"
 
-#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "scaleout/err.h"
@@ -14,9 +14,10 @@
 /* Steps between posting the agreement and completing it. */
 #define STOP_LAG 2
 
-static volatile sig_atomic_t stop_seen;
+/* Lock-free, so safe from a signal handler too. */
+static atomic_int stop_seen;
 
-void stop_request(void) { stop_seen = 1; }
+void stop_request(void) { atomic_store(&stop_seen, 1); }
 
 struct stop_state {
     long stopped_at;
@@ -40,7 +41,7 @@ int stop_step_end(stop_state *st, const so_train_state *s, int *stop)
             *stop = st->sum > 0;
         }
         if (!rc && !st->req && !*stop) {
-            st->sum = stop_seen;
+            st->sum = atomic_load(&stop_seen);
             st->req_step = s->step;
             rc = so_comm_isum_start(st->p2p, &st->sum, 1, &st->req);
         }
@@ -48,7 +49,7 @@ int stop_step_end(stop_state *st, const so_train_state *s, int *stop)
     }
 #endif
     (void)st, (void)s;
-    *stop = stop_seen;
+    *stop = atomic_load(&stop_seen);
     return 0;
 }
 
