@@ -187,6 +187,20 @@ PY
   then ok; else bad "2 stages under --max-memory: $(tail -3 "$tmp/mm2.log")"; fi
 else bad "resnet56 one rank: $(tail -3 "$tmp/mm1.log")"; fi
 
+# --partition auto under a cap too tight to time the whole model on rank 0
+# (the MLP's 1.06 M parameters with gradients and momentum: ~23 MB at one
+# micro-batch, each half ~12 MB): the cuts balance FLOPs instead, said in the
+# banner; under a looser cap they balance measured time.
+mlp=(train --model mlp --dataset synthetic --synthetic-samples 64 --batch-size 2 --steps 2 --eval-every -1
+     --pipeline-stages 2 --microbatches 2)
+"$mpirun" -np 2 "$bin" "${mlp[@]}" --max-memory 16M >"$tmp/mm-flops.log" 2>&1 &&
+  grep -q "^cuts by FLOPs within --max-memory (timing the whole model .*): stages start at " "$tmp/mm-flops.log" &&
+  grep -q "^trained 2 steps" "$tmp/mm-flops.log" && ok ||
+  bad "auto under a tight cap: $(grep -E 'cuts|max-memory|rror' "$tmp/mm-flops.log" | head -2)"
+"$mpirun" -np 2 "$bin" "${mlp[@]}" --max-memory 64M >"$tmp/mm-time.log" 2>&1 &&
+  grep -q "^cuts by measured time within --max-memory: stages start at " "$tmp/mm-time.log" && ok ||
+  bad "auto under a loose cap: $(grep -E 'cuts|max-memory|rror' "$tmp/mm-time.log" | head -2)"
+
 # The profiler: forward and backward spans of every micro-batch on every
 # stage in the timeline, and the report's bubble beside the formula.
 if "$mpirun" -np 2 "$bin" "${common[@]}" --model lenet5 --batch-size 32 --pipeline-stages 2 --microbatches 4 --warmup-steps 2 \

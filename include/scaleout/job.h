@@ -149,6 +149,13 @@ const char *so_job_config_text(const so_job *j);
 /* Pipeline layout of this rank: 0 with pipeline stages (stage, stages,
  * replica, replicas set), -1 without. World rank 0 holds the last stage. */
 int so_job_pipeline(const so_job *j, int *stage, int *stages, int *replica, int *replicas);
+/* With pipeline stages: the first node of each stage of the model (up to
+ * max written; stages x virtual stages of them, the count returned) and,
+ * on rank 0, how the cuts were chosen: "measured time", "measured time
+ * within --max-memory", "FLOPs within --max-memory (...)" (timing the whole
+ * model would break the cap), "memory", "--partition's list", "the
+ * checkpoints' partition" ("" on other ranks). -1 without stages. */
+int so_job_pipeline_cuts(const so_job *j, int *first, int max, const char **basis);
 /* After so_job_train with pipeline stages: stage s's activation memory
  * (every micro-batch in flight) and its message buffers, in bytes, the
  * largest over its replicas; -1 without pipeline stages. */

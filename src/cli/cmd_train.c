@@ -388,6 +388,19 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
 
 /* What runs where: the model and job shape, then the kernels (ISA, and for a
  * model with convolutions the algorithm each propagation got). */
+/* "cuts by measured time: stages start at conv1, layer2.0.conv1" (the
+ * input opens stage 0, so it starts at the node after it). */
+static void print_cuts(const so_job *j, const so_graph *g)
+{
+    int first[64];
+    const char *basis;
+    int n = so_job_pipeline_cuts(j, first, 64, &basis);
+    printf("cuts by %s: stages start at", basis);
+    for (int s = 0; s < n && s < 64; s++)
+        printf("%s %s", s ? "," : "", so_graph_node(g, s ? first[s] : 1)->name);
+    printf(n > 64 ? ", ...\n" : "\n");
+}
+
 static void banner(const so_job_config *c, so_job *j)
 {
     char conv[256];
@@ -397,9 +410,11 @@ static void banner(const so_job_config *c, so_job *j)
            c->model, so_graph_nparams(g), so_graph_flops(g) * 1e-9, c->dataset, so_job_world(j), c->batch,
            c->threads);
     int stage, stages, replica, replicas;
-    if (!so_job_pipeline(j, &stage, &stages, &replica, &replicas))
+    if (!so_job_pipeline(j, &stage, &stages, &replica, &replicas)) {
         printf("pipeline: %d stages x %d replicas (%s), %s schedule, %d micro-batches; rank 0 holds the last stage "
                "(%zu parameters)\n", stages, replicas, c->placement, c->schedule, c->microbatches, m->nparams);
+        print_cuts(j, g);
+    }
     kernels_conv_summary(m, conv, sizeof conv);
     if (conv[0])
         printf("kernels: %s; convolutions (--conv-algo %s): %s\n", so_isa_label(so_cpu_isa()), c->conv_algo, conv);

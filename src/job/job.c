@@ -345,6 +345,11 @@ int so_job_pipeline(const so_job *j, int *stage, int *stages, int *replica, int 
     return 0;
 }
 
+int so_job_pipeline_cuts(const so_job *j, int *first, int max, const char **basis)
+{
+    return j && j->pipe ? pipe_glue_cuts(j->pipe, first, max, basis) : -1;
+}
+
 int so_job_stage_memory(const so_job *j, int stage, double *act_bytes, double *edge_bytes)
 {
     return j && j->pipe ? pipe_glue_stage_memory(j->pipe, stage, act_bytes, edge_bytes) : -1;

@@ -44,6 +44,7 @@ struct pipe_glue {
     so_strategy *dp, *pipe;
     layout_msg *layouts;         /* one per recv edge (take_layouts) */
     double *stage_mem;           /* STAGE_FIELDS per stage (pipe_glue_bubble) */
+    const char *cuts_basis;      /* how rank 0 chose the cuts (static text; "" on other ranks) */
 #ifdef SCALEOUT_HAVE_MPI
     so_comm *pipeline;           /* this replica's stages; group rank = stages - 1 - stage */
     so_comm *replica_group;      /* this stage's replicas (its checkpoints and gradient average) */
@@ -120,7 +121,47 @@ static int measure(const so_job_config *c, const so_dataset *ds, int microbatch,
     return rc;
 }
 
-/* Stage starts by --partition: a list, or a balancer over measured time or memory. */
+/* Would timing the whole model at one micro-batch (what `time` and `auto`
+ * do on rank 0) break --max-memory? By the same accounting as a stage. */
+static int timing_exceeds_cap(const pipe_glue *g, const so_job_config *c, const so_pipe_costs *costs)
+{
+    if (c->max_memory <= 0)
+        return 0;
+    so_pipe_plan whole;
+    int start = 0;
+    if (so_pipe_plan_init(&whole, g->whole, &start, 1))
+        return 0; /* the balancer reports the problem */
+    so_pipe_costs one = *costs;
+    one.microbatches = 1;
+    one.devices = 1;
+    double bytes = so_pipe_stage_memory(&whole.stages[0], 0, 1, &one);
+    so_pipe_plan_deinit(&whole);
+    return bytes > c->max_memory;
+}
+
+/* Per-node forward FLOPs: the time proxy when the layers cannot be timed. */
+static void flops_as_seconds(const so_graph *gr, double *secs, int n)
+{
+    for (int i = 0; i < n; i++)
+        secs[i] = so_node_flops(gr, i);
+}
+
+/* Per-node costs for the time and auto balancers: measured, or FLOPs when
+ * measuring would not fit the cap (auto only; `time` insists on timing). */
+static int node_costs(pipe_glue *g, const so_job_config *c, const so_dataset *ds, const char *how,
+                      const so_pipe_costs *costs, double *secs, int n)
+{
+    if (!strcmp(how, "auto") && timing_exceeds_cap(g, c, costs)) {
+        flops_as_seconds(g->whole, secs, n);
+        g->cuts_basis = "FLOPs within --max-memory (timing the whole model at one micro-batch would exceed it)";
+        return 0;
+    }
+    g->cuts_basis = c->max_memory > 0 && !strcmp(how, "auto") ? "measured time within --max-memory" : "measured time";
+    return measure(c, ds, g->microbatch, secs, n);
+}
+
+/* Stage starts by --partition: a list, or a balancer over measured time
+ * (FLOPs under a cap too tight to time the model) or memory. */
 static int choose_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *ds, int *first)
 {
     const char *how = c->partition ? c->partition : "auto";
@@ -133,16 +174,18 @@ static int choose_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *d
         if (got != P)
             return so_err(SO_EINVAL, "--partition: %d stage starts for --pipeline-stages %d%s (%d stages)", got,
                           g->stages, g->chunks > 1 ? " x --virtual-stages" : "", P);
+        g->cuts_basis = "--partition's list";
         return 0;
     }
     so_pipe_costs costs = {.microbatch = g->microbatch, .microbatches = g->microbatches, .schedule = g->schedule,
                            .devices = g->stages, .optim_slots = 1};
     double *secs = NULL;
     int rc = 0;
+    g->cuts_basis = "memory";
     if (strcmp(how, "memory")) {
         if (!(secs = calloc((size_t)n, sizeof *secs)))
             return so_err(SO_ENOMEM, "out of memory");
-        rc = measure(c, ds, g->microbatch, secs, n);
+        rc = node_costs(g, c, ds, how, &costs, secs, n);
         costs.seconds = secs;
     }
     so_pipe_balance_kind kind = !strcmp(how, "memory") ? SO_PIPE_BY_MEMORY : SO_PIPE_BY_TIME;
@@ -191,6 +234,8 @@ static int rank0_cuts(pipe_glue *g, const so_job_config *c, const so_dataset *ds
         rc = read_partition(recorded, S, first);
     if (rc < 0)
         return rc;
+    if (rc)
+        g->cuts_basis = "the checkpoints' partition";
     if (!rc && (rc = choose_cuts(g, c, ds, first)))
         return rc;
     if (!c->ckpt.every || !partition_dir(c) || !(rc = so_pipe_partition_save(partition_dir(c), first, S)))
@@ -333,6 +378,15 @@ void pipe_glue_layout(const pipe_glue *g, int *stage, int *stages, int *replica,
     *stages = g->stages;
     *replica = g->replica;
     *replicas = g->replicas;
+}
+
+int pipe_glue_cuts(const pipe_glue *g, int *first, int max, const char **basis)
+{
+    int n = g->plan.nstages < max ? g->plan.nstages : max;
+    for (int s = 0; s < n; s++)
+        first[s] = g->plan.first[s];
+    *basis = g->cuts_basis ? g->cuts_basis : "";
+    return g->plan.nstages;
 }
 
 /* The whole model's initial values, and the device's chunks' slices of

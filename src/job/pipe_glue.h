@@ -55,6 +55,9 @@ double pipe_glue_message_bytes(const pipe_glue *g, so_model *m);
 void pipe_glue_ckpt_scope(const pipe_glue *g, void **group, int *stage);
 /* Stage, stages, replica, replicas of this rank. */
 void pipe_glue_layout(const pipe_glue *g, int *stage, int *stages, int *replica, int *replicas);
+/* The plan's stage starts (up to max written), how rank 0 chose them ("" on
+ * other ranks); returns the stage count (stages x virtual stages). */
+int pipe_glue_cuts(const pipe_glue *g, int *first, int max, const char **basis);
 /* Frees the strategy and the groups (collective), then the rest. Accepts NULL. */
 void pipe_glue_close(pipe_glue *g);
 
