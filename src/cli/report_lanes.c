@@ -109,8 +109,9 @@ rpt_lanes *rpt_lanes_from_json(const so_prof_jv *sched)
 
 static char fill_of(char kind) { return kind == 'F' ? '=' : kind == 'B' ? '-' : kind == 'C' ? '~' : 'o'; }
 
-/* One bar into a row: its label while it fits, then the kind's fill; at
- * least one column, so a short pass stays visible. */
+/* One bar into a row: its label (without the chunk when the whole label
+ * does not fit) as far as it fits, then the kind's fill; at least one
+ * column, so a short pass stays visible. */
 static void draw_bar(char *row, const rpt_bar *b, double ms_per_col)
 {
     int c0 = (int)floor(b->t0 / ms_per_col), c1 = (int)lround(b->t1 / ms_per_col);
@@ -121,6 +122,9 @@ static void draw_bar(char *row, const rpt_bar *b, double ms_per_col)
     if (c1 > TEXT_COLS)
         c1 = TEXT_COLS;
     int n = (int)strlen(b->label);
+    const char *chunk = strchr(b->label, 'c');
+    if (n > c1 - c0 && chunk)
+        n = (int)(chunk - b->label);
     for (int c = c0; c < c1; c++)
         row[c] = c - c0 < n ? b->label[c - c0] : fill_of(b->kind);
 }

@@ -1,6 +1,6 @@
 /* The page script of `scaleout report`: renders window.REPORT (tables and
  * Chart.js configurations written by src/cli/report_out.c) into the page.
- * When done it sets data-charts / data-errors on <body> and the title, which
+ * When done it sets data-charts / data-lanes / data-errors on <body> and the title, which
  * the headless-browser test (tests/report_cli.sh) reads. */
 "use strict";
 (function () {
@@ -98,20 +98,21 @@
   var root = document.getElementById("report");
   var R = window.REPORT;
   document.getElementById("report-title").textContent = R.title;
-  var charts = 0;
+  var charts = 0, lanes = 0;
   R.sections.forEach(function (s) {
     var sec = el("section");
     sec.appendChild(el("h2", s.title));
     if (s.note) sec.appendChild(el("p", s.note, "note"));
     var grid = el("div", undefined, "charts");
     s.charts.forEach(function (c) {
-      try { renderChart(c, grid); charts++; } catch (e) { recordError("chart '" + c.options.plugins.title.text + "': " + e); }
+      try { renderChart(c, grid); charts++; if (c.options.plugins.barLabels) lanes++; } catch (e) { recordError("chart '" + c.options.plugins.title.text + "': " + e); }
     });
     if (s.charts.length) sec.appendChild(grid);
     s.tables.forEach(function (t) { sec.appendChild(renderTable(t)); });
     root.appendChild(sec);
   });
   document.body.setAttribute("data-charts", String(charts));
+  document.body.setAttribute("data-lanes", String(lanes)); /* pipeline schedules drawn */
   if (!document.body.hasAttribute("data-errors")) document.body.setAttribute("data-errors", String(errors.length));
   document.title = R.title + " [" + charts + " charts]";
 })();
