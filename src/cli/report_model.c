@@ -1,7 +1,8 @@
 /* Builds the sections of `scaleout report` from profile.json documents
  * (docs/FORMATS.md): runs and throughput, POP metrics per run and per rank,
  * the overlap of communication, per-layer time, communication statistics by
- * message size, checkpoint I/O, and scaling across runs. Missing fields read
+ * message size, checkpoint I/O, scaling across runs, and a pipelined run's
+ * schedule as lanes (report_lanes.c). Missing fields read
  * as absent (a dash), so profiles of older versions still load. */
 #include "report.h"
 
