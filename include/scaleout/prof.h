@@ -156,6 +156,19 @@ typedef struct {
 } so_prof_clock;
 double so_prof_clock_map(const so_prof_clock *c, double t); /* NULL: identity */
 
+/* ---- one step read back (the pipeline schedule in profile.json) ----------- */
+typedef struct {
+    so_span_kind kind; /* FORWARD, BACKWARD, COMM_WAIT or OPTIMIZER */
+    int id;            /* the micro-batch of a FORWARD / BACKWARD, 0 otherwise */
+    double t0, t1;     /* as recorded (this rank's clock) */
+} so_prof_phase;
+/* The steps recorded in full detail (inside the window), in order: their
+ * indices and STEP spans. Returns how many there are; writes up to max. */
+long so_prof_detailed_steps(const so_prof *p, long *step, double *t0, double *t1, long max);
+/* A detailed step's FORWARD, BACKWARD, COMM_WAIT and OPTIMIZER spans in the
+ * order they ran. Returns how many there are; writes up to max. */
+int so_prof_step_phases(const so_prof *p, long step, so_prof_phase *out, int max);
+
 /* This rank's trace events as comma-separated JSON objects (no brackets),
  * one per line: metadata naming the process "rank R" and its "compute" and
  * "comm" threads, then X events with ts/dur in microseconds of

@@ -1,7 +1,8 @@
 /* Builds the sections of `scaleout report` from profile.json documents
  * (docs/FORMATS.md): runs and throughput, POP metrics per run and per rank,
  * the overlap of communication, per-layer time, communication statistics by
- * message size, checkpoint I/O, and scaling across runs. Missing fields read
+ * message size, checkpoint I/O, scaling across runs, and a pipelined run's
+ * schedule as lanes (report_lanes.c). Missing fields read
  * as absent (a dash), so profiles of older versions still load. */
 #include "report.h"
 
@@ -216,6 +217,51 @@ static void pipeline_section(rpt_report *r, const rpt_run *runs, int n)
         fmt(c[5], "%.3f", num(thr, "pipeline_bubble_formula"));
         fmt(c[6], "%.3f", num(thr, "pipeline_bubble_stage_times"));
     }
+}
+
+/* Per lane of the pipeline schedule: busy time and idle share of the step. */
+static void lane_rows(rpt_table *t, const rpt_lanes *l)
+{
+    for (int i = 0; i < l->nlanes; i++) {
+        double ms[3] = {0, 0, 0}; /* forward, backward, other */
+        for (int k = 0; k < l->nbars; k++)
+            if (l->bars[k].lane == i)
+                ms[l->bars[k].kind == 'F' ? 0 : l->bars[k].kind == 'B' ? 1 : 2] += l->bars[k].t1 - l->bars[k].t0;
+        char(*c)[RPT_CELL] = row(t);
+        if (!c)
+            return;
+        snprintf(c[0], RPT_CELL, "%s", l->lanes[i]);
+        fmt(c[1], "%.3f", ms[0]);
+        fmt(c[2], "%.3f", ms[1]);
+        fmt(c[3], "%.3f", ms[2]);
+        fmt(c[4], "%.1f", 100 * (1 - (ms[0] + ms[1] + ms[2]) / l->t_end));
+    }
+}
+
+/* One step of a pipelined run drawn as lanes (profile.json's "pipeline_schedule"). */
+static void schedule_section(rpt_report *r, const rpt_run *run)
+{
+    const so_prof_jv *sched = jget(run->doc, "pipeline_schedule", NULL);
+    rpt_lanes *l = sched ? rpt_lanes_from_json(sched) : NULL;
+    if (!l)
+        return;
+    static const char *const cols[] = {"lane", "forward ms", "backward ms", "comm wait + optimizer ms", "idle %",
+                                       NULL};
+    char title[160];
+    snprintf(title, sizeof title, "Pipeline schedule: %.100s", run->path);
+    rpt_section *s = section(r, title, "One measured step (of median duration among the detailed steps after the "
+                                       "first) as lanes, one per rank, ordered by replica and stage: a bar per "
+                                       "forward (Fk, micro-batch k) and backward (Bk) pass, ckc the chunk on an "
+                                       "interleaved rank, on rank 0's clock (the timeline's alignment, within "
+                                       "tens of microseconds). Gaps are the bubble: a stage waits for the one "
+                                       "before it (forward) or after it (backward). See docs/PROFILING.md.");
+    if (!s) {
+        free(l->bars);
+        free(l);
+        return;
+    }
+    s->lanes = l;
+    lane_rows(table(s, "per lane, this step", cols), l);
 }
 
 /* ---- per rank: POP terms and overlap --------------------------------------------- */
@@ -597,6 +643,8 @@ int rpt_build(const rpt_run *runs, int n, rpt_report *out)
     runs_section(out, runs, n);
     pop_section(out, runs, n);
     pipeline_section(out, runs, n);
+    for (int i = 0; i < n; i++)
+        schedule_section(out, &runs[i]);
     if (n > 1)
         scaling_section(out, runs, n);
     for (int i = 0; i < n; i++) {
@@ -613,6 +661,9 @@ void rpt_free(rpt_report *r)
     for (int i = 0; i < r->n; i++) {
         for (int t = 0; t < r->s[i].ntables; t++)
             free(r->s[i].table[t].rows);
+        if (r->s[i].lanes)
+            free(r->s[i].lanes->bars);
+        free(r->s[i].lanes);
         for (int c = 0; c < r->s[i].ncharts; c++) {
             free(r->s[i].chart[c].labels);
             for (int d = 0; d < r->s[i].chart[c].nsets; d++)

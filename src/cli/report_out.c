@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "report.h"
-#include "scaleout/json.h"
 
 /* Prints s wrapped at about `width` columns. */
 static void wrap(FILE *f, const char *s, int width)
@@ -54,6 +53,8 @@ void rpt_write_text(const rpt_report *r, FILE *f)
         const rpt_section *s = &r->s[i];
         fprintf(f, "\n== %s ==\n", s->title);
         wrap(f, s->note, 100);
+        if (s->lanes)
+            rpt_lanes_write_text(s->lanes, f);
         for (int t = 0; t < s->ntables; t++)
             text_table(f, &s->table[t]);
     }
@@ -158,6 +159,8 @@ void rpt_write_json(const rpt_report *r, FILE *f)
             json_table(&js, &s->table[t]);
         so_json_arr_end(&js);
         so_json_arr_begin(&js, "charts");
+        if (s->lanes)
+            rpt_lanes_write_json(s->lanes, &js);
         for (int c = 0; c < s->ncharts; c++)
             json_chart(&js, &s->chart[c]);
         so_json_arr_end(&js);

@@ -203,6 +203,16 @@ static int build(so_job *j)
     return j->pipe ? build_stage(j) : build_parts(j, c, j->dist, so_job_world(j));
 }
 
+/* The profiler's view of this rank's stage and the schedule (its lanes in profile.json). */
+static void profile_pipeline(so_job *j)
+{
+    prof_sched_layout l = {.microbatches = j->cfg.microbatches,
+                           .chunks = j->cfg.virtual_stages > 1 ? j->cfg.virtual_stages : 1};
+    snprintf(l.schedule, sizeof l.schedule, "%s", j->cfg.schedule ? j->cfg.schedule : "");
+    pipe_glue_layout(j->pipe, &l.stage, &l.stages, &l.replica, &l.replicas);
+    prof_glue_pipeline(j->prof, &l);
+}
+
 static int observers(so_job *j)
 {
     const so_job_config *c = &j->cfg;
@@ -218,6 +228,8 @@ static int observers(so_job *j)
     if ((rc = prof_glue_start(&c->prof, c->allreduce, c->build_id, j->dh, j->parts.m, &j->prof)))
         return rc;
     j->dist = prof_glue_dist(j->prof, j->dist);
+    if (j->prof && j->pipe)
+        profile_pipeline(j);
     if (j->prof) {
         ckpt_glue_set_span(j->ckpt, prof_glue_checkpoint_span, j->prof);
         ckpt_glue_set_io(j->ckpt, prof_glue_checkpoint_io, j->prof); /* the writer and flush threads' work */

@@ -6,6 +6,7 @@
 #include "prof_glue.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "prof_clock.h"
+#include "prof_sched.h"
 #include "scaleout/err.h"
 #include "scaleout/json.h"
 #include "scaleout/prof.h"
@@ -41,6 +43,10 @@ struct prof_glue {
     so_dist dist;                 /* d with timed blocking collectives */
     const so_dist *inner;
     int sleep_rank, sleep_ms;     /* SCALEOUT_PROF_TEST_SLEEP (tests only) */
+    int pipelined;                /* layout is set: profile.json gets "pipeline_schedule" */
+    prof_sched_layout layout;
+    long sched_step;              /* the step drawn, -1: none (agreed at the finish) */
+    double sched_ref;             /* its start on rank 0's clock: the earliest rank's */
 };
 
 /* ---- hooks ---------------------------------------------------------------- */
@@ -325,6 +331,14 @@ void prof_glue_free(prof_glue *g, so_model *m)
     free(g);
 }
 
+void prof_glue_pipeline(prof_glue *g, const prof_sched_layout *l)
+{
+    if (!g || !l)
+        return;
+    g->layout = *l;
+    g->pipelined = 1;
+}
+
 /* ---- finish: gather, write, summarise ---------------------------------------- */
 
 /* Every rank's totals on every rank: a world x fields array summed over ranks. */
@@ -392,6 +406,26 @@ static int gather_text(prof_glue *g, int (*fn)(prof_glue *, FILE *), char **out,
 #endif
     free(buf);
     return rc;
+}
+
+/* The step of the pipeline schedule, rank 0's choice for everybody, and its
+ * start: the earliest rank's on rank 0's clock (a min as a max of negatives). */
+static int sched_agree(prof_glue *g)
+{
+    double v[2] = {g->rank == 0 ? (double)prof_sched_choose(g->p, PROF_SKIP_STEPS) : 0, 0};
+    int rc = g->inner && g->world > 1 ? g->inner->sum(g->inner->ctx, v, 1) : 0;
+    g->sched_step = (long)v[0];
+    double t0 = g->sched_step >= 0 ? prof_sched_step_start(g->p, g->sched_step) : NAN;
+    v[1] = isfinite(t0) ? -so_prof_clock_map(&g->clock, t0) : -1e300;
+    if (!rc && g->inner && g->world > 1)
+        rc = g->inner->max(g->inner->ctx, v + 1, 1);
+    g->sched_ref = -v[1];
+    return rc;
+}
+
+static int sched_text(prof_glue *g, FILE *f)
+{
+    return prof_sched_write_rank(f, g->p, g->sched_step, g->rank, &g->layout, &g->clock, g->sched_ref);
 }
 
 static int trace_text(prof_glue *g, FILE *f) { return so_prof_write_trace(g->p, f, &g->clock, g->origin); }
@@ -465,6 +499,23 @@ static double median(const double *v, long n)
     return m;
 }
 
+/* "pipeline_schedule": the step, the layout, and the ranks' lanes (text parts). */
+static void write_schedule(prof_glue *g, FILE *f, const char *parts, const size_t *sizes)
+{
+    const prof_sched_layout *l = &g->layout;
+    double end = prof_sched_step_end(g->p, g->sched_step); /* rank 0's clock is the common one */
+    fprintf(f, ",\n  \"pipeline_schedule\": {\"step\": %ld, \"chosen\": \"median duration on rank 0 among the "
+               "detailed steps after the first\", \"schedule\": \"%s\", \"stages\": %d, \"replicas\": %d, "
+               "\"microbatches\": %d, \"virtual_stages\": %d, \"max_spans\": %d, ",
+            g->sched_step, l->schedule, l->stages, l->replicas, l->microbatches, l->chunks, PROF_SCHED_SPANS);
+    if (isfinite(end))
+        fprintf(f, "\"step_ms\": %.3f,\n    \"ranks\": [\n    ", (end - g->sched_ref) * 1e3);
+    else
+        fputs("\"step_ms\": null,\n    \"ranks\": [\n    ", f);
+    write_parts(f, parts, sizes, g->world, ",\n    ");
+    fputs("]}", f);
+}
+
 static void write_header(prof_glue *g, FILE *f, const so_train_result *r, const char *config, const so_prof_pop *pop)
 {
     char host[256] = "?";
@@ -522,16 +573,26 @@ static void write_header(prof_glue *g, FILE *f, const so_train_result *r, const 
     for (int i = 0; i < g->world; i++)
         so_json_num(&js, NULL, g->clocks[i].drift);
     so_json_arr_end(&js);
-    fputs(",\n  \"ranks\": [\n", f); /* the ranks' objects follow as text */
 }
 
+/* The ranks' text parts of profile.json: statistics, and the pipeline's lanes (NULL without stages). */
+typedef struct {
+    char *stats, *sched;
+    size_t *ssz, *schsz;
+} profile_parts;
+
 static int write_profile(prof_glue *g, const so_train_result *r, const char *config, const so_prof_pop *pop,
-                         const char *parts, const size_t *sizes)
+                         const profile_parts *pp)
 {
+    const char *parts = pp->stats;
+    const size_t *sizes = pp->ssz;
     FILE *f = fopen(g->profile, "w");
     if (!f)
         return so_err(SO_EIO, "cannot write '%s'", g->profile);
     write_header(g, f, r, config, pop);
+    if (pp->sched)
+        write_schedule(g, f, pp->sched, pp->schsz);
+    fputs(",\n  \"ranks\": [\n", f); /* the ranks' objects follow as text */
     write_parts(f, parts, sizes, g->world, ",\n");
     fputs("\n  ]\n}\n", f);
     return fclose(f) ? so_err(SO_EIO, "error writing '%s'", g->profile) : 0;
@@ -603,15 +664,32 @@ static int summarise(prof_glue *g, const so_train_result *r, const so_prof_total
     return fclose(f) ? so_err(SO_ENOMEM, "out of memory") : 0;
 }
 
+/* profile.json's per-rank parts on rank 0: the statistics, and with
+ * pipeline stages the lanes of the agreed step. Collective. */
+static int gather_profile(prof_glue *g, profile_parts *pp)
+{
+    pp->ssz = calloc((size_t)g->world, sizeof *pp->ssz);
+    pp->schsz = calloc((size_t)g->world, sizeof *pp->schsz);
+    if (!pp->ssz || !pp->schsz)
+        return so_err(SO_ENOMEM, "out of memory");
+    int rc = gather_text(g, stats_text, &pp->stats, pp->ssz);
+    if (!rc && g->pipelined)
+        rc = sched_agree(g);
+    if (!rc && g->pipelined)
+        rc = gather_text(g, sched_text, &pp->sched, pp->schsz);
+    return rc;
+}
+
 int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
 {
     if (!g)
         return 0;
     int rc = 0;
-    char *trace = NULL, *stats = NULL;
-    size_t *tsz = calloc((size_t)g->world, sizeof *tsz), *ssz = calloc((size_t)g->world, sizeof *ssz);
+    char *trace = NULL;
+    profile_parts pp = {0};
+    size_t *tsz = calloc((size_t)g->world, sizeof *tsz);
     so_prof_totals *all = calloc((size_t)g->world, sizeof *all);
-    if (!tsz || !ssz || !all)
+    if (!tsz || !all)
         rc = so_err(SO_ENOMEM, "out of memory");
     /* All ranks take part in every exchange, in the same order. */
     if (!rc)
@@ -628,19 +706,21 @@ int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config)
     if (!rc && g->timeline[0])
         rc = gather_text(g, trace_text, &trace, tsz);
     if (!rc && g->profile[0])
-        rc = gather_text(g, stats_text, &stats, ssz);
+        rc = gather_profile(g, &pp);
     if (!rc && g->rank == 0) {
         if (g->timeline[0])
             rc = write_timeline(g, trace, tsz);
         if (!rc && g->profile[0])
-            rc = write_profile(g, r, config, &pop, stats, ssz);
+            rc = write_profile(g, r, config, &pop, &pp);
         if (!rc)
             rc = summarise(g, r, all, &pop, io);
     }
     free(trace);
-    free(stats);
+    free(pp.stats);
+    free(pp.sched);
+    free(pp.ssz);
+    free(pp.schsz);
     free(tsz);
-    free(ssz);
     free(all);
     return rc;
 }

@@ -5,6 +5,7 @@
 #ifndef SCALEOUT_JOB_PROF_GLUE_H
 #define SCALEOUT_JOB_PROF_GLUE_H
 #include "dist.h"
+#include "prof_sched.h"
 #include "scaleout/ckpt.h"
 #include "scaleout/job.h"
 #include "scaleout/model.h"
@@ -29,6 +30,9 @@ const so_dist *prof_glue_dist(prof_glue *g, const so_dist *d);
 int prof_glue_finish(prof_glue *g, const so_train_result *r, const char *config);
 /* Rank 0's summary lines after the finish ("" before, elsewhere, or g NULL). */
 const char *prof_glue_summary(const prof_glue *g);
+/* With pipeline stages: this rank's place and the schedule, so profile.json
+ * gets "pipeline_schedule" (g may be NULL). Call on every rank or none. */
+void prof_glue_pipeline(prof_glue *g, const prof_sched_layout *l);
 /* Detaches from the model and frees. Accepts NULL. */
 void prof_glue_free(prof_glue *g, so_model *m);
 /* A checkpoint stall [t0, t1] on the compute track (so_ckpt_span_fn; arg is the prof_glue). */

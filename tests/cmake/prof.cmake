@@ -19,6 +19,13 @@ set_tests_properties(report_cli PROPERTIES SKIP_RETURN_CODE 77)
 if(TARGET scaleout_comm)
   set_property(TEST report_cli APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
 endif()
+# The pipeline schedule's lanes in profile.json and the report (gpipe, 1f1b,
+# interleaved; the browser part skips without Chromium).
+if(TARGET scaleout_comm)
+  so_add_script_test(report_lanes report_lanes.sh LABELS "mpi;cli" TIMEOUT 300)
+  set_tests_properties(report_lanes PROPERTIES SKIP_RETURN_CODE 77)
+  set_property(TEST report_lanes APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+endif()
 # libscaleout-prof.so on a small MPI program with known calls and on the
 # collective benchmark. Not in sanitizer builds: an instrumented preload
 # library cannot come before the ASan runtime.
