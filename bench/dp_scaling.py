@@ -22,7 +22,11 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_env  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -76,7 +80,9 @@ def scale_up(binary, model, batch, steps, warmup):
 def ddp(model, batch, steps, warmup, np):
     cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_ddp.py"), "--model", model, "--batch", str(batch),
            "--np", str(np), "--steps", str(steps), "--warmup", str(warmup)]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    env = dict(os.environ)
+    env.update(peer_env.blas_cap_env())  # under an AVX2 cap, the peer's OpenBLAS too
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out.strip().splitlines()[-1])["images_per_sec"]
 
 
