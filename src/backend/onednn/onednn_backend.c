@@ -112,19 +112,20 @@ static int build(od_state *s)
     return rc;
 }
 
-/* An explicit --conv-algo winograd where oneDNN has none fails here, naming
- * the CPU feature, instead of quietly running the direct kernels. */
+/* An explicit --conv-algo winograd where neither oneDNN (AVX-512) nor
+ * scaleout (AVX2+FMA, onednn_wino.c) has one fails here, naming the CPU
+ * feature, instead of quietly running the direct kernels. */
 static int check_cpu(const so_model *m)
 {
     int rc = so_cpu_init();
     if (rc)
         return rc;
     od_cpu_setup();
-    if (m->conv_algo != SO_CONV_WINOGRAD || od_winograd_available())
+    if (m->conv_algo != SO_CONV_WINOGRAD || od_winograd_available() || od_wino_cpu())
         return 0;
     const char *cap = so_cpu_isa_cap();
     return so_err(SO_EINVAL,
-                  "--conv-algo winograd: needs AVX-512 (oneDNN %d.%d has Winograd only for avx512_core); "
+                  "--conv-algo winograd: needs AVX2+FMA (scaleout's kernel) or AVX-512 (oneDNN %d.%d's); "
                   "this CPU runs %s%s%s (use auto or direct)",
                   dnnl_version()->major, dnnl_version()->minor, so_isa_label(so_cpu_isa()),
                   cap ? ", capped by " : "", cap ? cap : "");
