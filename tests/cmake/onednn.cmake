@@ -3,3 +3,4 @@
 # convolution, 2x2 max pooling), the fallbacks below them, and oneDNN's AVX2
 # and SSE4.1 paths (the cap reaches oneDNN too).
 so_add_test(test_onednn LABELS unit TIMEOUT 300 ISA_CAPS avx2 sse4.2)
+so_add_test(test_onednn_wino LABELS unit TIMEOUT 300 ISA_CAPS avx2 sse4.2)
