@@ -19,10 +19,10 @@ typedef struct {
     od_gradw gw;
     float *db;                   /* diff bias (out) */
     dnnl_memory_t db_mem;
-    /* scaleout's AVX2 Winograd for forward / backward data (onednn_wino.c),
-     * run instead of fwd / bwd_data where wino[p].m != 0; fwd is then only
-     * the backward-weights primitive's hint. */
-    od_wino wino[2];
+    /* scaleout's AVX2 Winograd per propagation (onednn_wino.c), run instead
+     * of fwd / bwd_data / bwd_w where wino[p].m != 0; fwd is then only the
+     * other primitives' hint. */
+    od_wino wino[SO_NPROPS];
 } od_conv;
 
 typedef struct {
@@ -150,12 +150,17 @@ static int create_fwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
 static int create_bwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
 {
     const so_node *nd = od_node(s, node);
-    int rc = conv_prim(s, node, cg, PROP_BWD_WEIGHTS, "convolution backward weights", 0, c->fwd.pd, &c->bwd_w);
-    dnnl_memory_desc_t dw = od_query_md(&c->bwd_w, dnnl_query_diff_weights_md);
-    if (!rc)
-        rc = od_gradw_init(s, node, &dw, &cg->w_user, s->m->grads + nd->param_off, &c->gw);
-    if (!rc && nd->a.bias)
-        rc = od_mem_alloc(s, node, &cg->b, &c->db, &c->db_mem);
+    int rc = 0, mw = od_wino_wanted(s, node, SO_PROP_BWD_WEIGHTS);
+    if (mw) {
+        rc = od_wino_init(s, node, SO_PROP_BWD_WEIGHTS, mw, &c->wino[SO_PROP_BWD_WEIGHTS]);
+    } else {
+        rc = conv_prim(s, node, cg, PROP_BWD_WEIGHTS, "convolution backward weights", 0, c->fwd.pd, &c->bwd_w);
+        dnnl_memory_desc_t dw = od_query_md(&c->bwd_w, dnnl_query_diff_weights_md);
+        if (!rc)
+            rc = od_gradw_init(s, node, &dw, &cg->w_user, s->m->grads + nd->param_off, &c->gw);
+        if (!rc && nd->a.bias)
+            rc = od_mem_alloc(s, node, &cg->b, &c->db, &c->db_mem);
+    }
     if (!rc && nd->a.relu)
         rc = od_relu_bwd_init(s, node, &c->relu_bwd);
     /* The first convolution of a network needs no data gradient: skip it. */
@@ -216,6 +221,8 @@ static int conv_forward(od_state *s, int node, int training)
 static int conv_bwd_weights(od_state *s, int node, od_conv *c)
 {
     const so_node *nd = od_node(s, node);
+    if (c->wino[SO_PROP_BWD_WEIGHTS].m)
+        return od_wino_wgrad(s, node, &c->wino[SO_PROP_BWD_WEIGHTS]);
     dnnl_memory_t dw;
     int rc = od_gradw_target(s, node, &c->gw, &dw);
     if (rc)
@@ -282,8 +289,8 @@ static void conv_destroy(void *priv)
     od_mem_free(&c->bias, NULL);
     od_gradw_fini(&c->gw);
     od_mem_free(&c->db_mem, &c->db);
-    od_wino_fini(&c->wino[0]);
-    od_wino_fini(&c->wino[1]);
+    for (int p = 0; p < SO_NPROPS; p++)
+        od_wino_fini(&c->wino[p]);
     free(c);
 }
 
@@ -325,7 +332,7 @@ int od_conv_kernels(void *state, int node, so_conv_kernels *out)
     const od_prim *prims[SO_NPROPS] = {&c->fwd, &c->bwd_data, &c->bwd_w};
     for (int p = 0; p < SO_NPROPS; p++)
         prim_kernel(prims[p], out->algo[p], sizeof out->algo[p], out->impl[p], sizeof out->impl[p]);
-    for (int p = SO_PROP_FWD; p <= SO_PROP_BWD_DATA; p++)
+    for (int p = 0; p < SO_NPROPS; p++)
         if (c->wino[p].m) { /* scaleout's own Winograd (AVX2 only: od_wino_cpu) */
             snprintf(out->algo[p], sizeof out->algo[p], "winograd");
             snprintf(out->impl[p], sizeof out->impl[p], "scaleout:avx2");

@@ -40,37 +40,37 @@ static int wino_shape(od_state *s, int node)
     return od_md_equal(&od_in(s, node, 0)->md, &md);
 }
 
-/* F(4x4,3x3) throughout: on the capped Zen 4 core it beat F(2x2,3x3) on
- * every ResNet-20/50 3x3 shape in both propagations (docs/PERFORMANCE.md,
- * "Convolution algorithm per layer"): 4x fewer multiplies than direct
- * against 2.25x, and the larger transforms still fit the 16 ymm registers
- * well enough. Even 8x8 images tile exactly (2 x 2 tiles). */
-static int tile_size(int ic, int oc, int h, int w)
+/* F(4x4,3x3) (4x fewer multiplies than direct) unless the output is 2 more
+ * than a multiple of 4 on a side, where F(2x2,3x3) (2.25x) tiles it exactly
+ * and F(4x4)'s partial tiles waste 30% (14x14: 16x16 computed). Measured on
+ * the capped Zen 4 core (docs/PERFORMANCE.md, "Convolution algorithm per
+ * layer"): F(4x4) won on ResNet-20's 32/16/8 and ResNet-50's 56/28/7 sides,
+ * F(2x2) on ResNet-50's 14x14 (256 channels: forward and backward ~10-20%).
+ * The shape alone decides, so all ranks choose alike. */
+static int tile_size(int h, int w)
 {
-    (void)ic;
-    (void)oc;
-    (void)h;
-    (void)w;
-    return 4;
+    return h % 4 == 2 || w % 4 == 2 ? 2 : 4;
 }
 
 /* `auto` uses it from these channel counts (the smaller of in and out),
- * measured per propagation against oneDNN's AVX2 direct kernels. */
-static const int min_channels[2] = {16, 16}; /* forward, backward data */
+ * per propagation: against oneDNN's AVX2 direct kernels it won forward,
+ * backward data and backward weights on every ResNet-20/50 3x3 stride-1
+ * shape (16 to 512 channels; least at 16 channels, 32x32, backward data:
+ * 7%). Smaller counts were not measured, so `auto` leaves them direct. */
+static const int min_channels[SO_NPROPS] = {16, 16, 16}; /* forward, backward data, weights */
 
 int od_wino_wanted(od_state *s, int node, int prop)
 {
     const so_node *nd = od_node(s, node);
     so_shape is = od_node(s, nd->inputs[0])->out;
-    if (s->m->conv_algo == SO_CONV_DIRECT || !od_wino_cpu() || prop > SO_PROP_BWD_DATA || !wino_shape(s, node))
+    if (s->m->conv_algo == SO_CONV_DIRECT || !od_wino_cpu() || !wino_shape(s, node))
         return 0;
     if (prop == SO_PROP_BWD_DATA && !so_graph_needs_diff(s->g, node, 0))
         return 0;
     int ch = is.c < nd->a.out ? is.c : nd->a.out;
     if (s->m->conv_algo != SO_CONV_WINOGRAD && ch < min_channels[prop])
         return 0;
-    return prop == SO_PROP_FWD ? tile_size(is.c, nd->a.out, nd->out.h, nd->out.w)
-                               : tile_size(nd->a.out, is.c, is.h, is.w);
+    return prop == SO_PROP_BWD_DATA ? tile_size(is.h, is.w) : tile_size(nd->out.h, nd->out.w);
 }
 
 /* Tiles per block: the block's transformed input and GEMM output (a^2 x
@@ -106,13 +106,16 @@ int od_wino_init(od_state *s, int node, int prop, int m, od_wino *w)
     w->tblock = tile_block(w);
     int a = m + 2;
     w->v_floats = (size_t)a * a * w->tblock * w->ic;
+    w->d_floats = (size_t)a * a * w->tblock * w->oc;
     w->u_floats = (size_t)a * a * w->ic * w->oc;
-    if (w->u_floats * sizeof(float) > s->wtmp_bytes)
+    size_t floats = w->v_floats + w->d_floats;
+    if (prop == SO_PROP_BWD_WEIGHTS) /* each thread's dU and bias sums */
+        floats += w->u_floats + (size_t)w->oc;
+    else if (w->u_floats * sizeof(float) > s->wtmp_bytes)
         s->wtmp_bytes = w->u_floats * sizeof(float); /* allocated once all nodes are built */
     w->tb = calloc((size_t)w->nthr, sizeof *w->tb);
     if (!w->tb)
         return so_err(SO_ENOMEM, "out of memory for node %s", nd->name);
-    size_t floats = w->v_floats + (size_t)a * a * w->tblock * w->oc;
     for (int i = 0; i < w->nthr; i++)
         if (!(w->tb[i] = so_alloc(floats * sizeof(float))))
             return so_err(SO_ENOMEM, "out of memory for node %s", nd->name);
@@ -130,6 +133,16 @@ int od_wino_exec(od_state *s, int node, const od_wino *w, const float *src, floa
     const float *bias = nd->a.bias && !w->flip ? W + (size_t)w->ic * w->oc * 9 : NULL;
     od_wino_avx2_weights(w, W, s->wtmp);
     od_wino_avx2_conv(w, s->wtmp, src, bias, nd->a.relu && !w->flip, dst);
+    return 0;
+}
+
+/* Reads the node's diff after the fused ReLU's mask was applied to it. */
+int od_wino_wgrad(od_state *s, int node, const od_wino *w)
+{
+    const so_node *nd = od_node(s, node);
+    float *dW = s->m->grads + nd->param_off;
+    float *db = nd->a.bias ? dW + (size_t)w->ic * w->oc * 9 : NULL;
+    od_wino_avx2_wgrad(w, od_in(s, node, 0)->buf, s->t[node].dbuf, dW, db, s->m->accumulate_grads);
     return 0;
 }
 
