@@ -53,6 +53,7 @@ static void destroy(void *state)
     free(s->dblocks);
     so_free(s->wstage);
     so_free(s->wtmp);
+    od_wino_free(s);
     free(s->t);
     od_mem_free(&s->pad_mem, NULL);
     so_free(s->pad);
@@ -97,6 +98,7 @@ static int build(od_state *s)
         s->wtmp = s->wtmp_bytes ? so_alloc(s->wtmp_bytes) : NULL;
         if (!s->scratch || !s->labels || (s->wtmp_bytes && !s->wtmp))
             return so_err(SO_ENOMEM, "out of memory for the onednn scratch buffers");
+        rc = od_wino_alloc(s);
     }
     for (int i = 0; !rc && i < s->n; i++)
         rc = tensor_finish(s, i);
@@ -219,7 +221,8 @@ static void params_changed(void *state)
 static size_t state_bytes(void *state)
 {
     od_state *s = state;
-    size_t total = s->diff_bytes + s->scratch_bytes + s->pad_bytes;
+    size_t total = s->diff_bytes + s->scratch_bytes + s->pad_bytes +
+                   s->wino_floats * sizeof(float) * (size_t)s->wino_nthr;
     for (int i = 0; i < s->n; i++)
         total += s->t[i].bytes;
     return total;

@@ -289,8 +289,6 @@ static void conv_destroy(void *priv)
     od_mem_free(&c->bias, NULL);
     od_gradw_fini(&c->gw);
     od_mem_free(&c->db_mem, &c->db);
-    for (int p = 0; p < SO_NPROPS; p++)
-        od_wino_fini(&c->wino[p]);
     free(c);
 }
 

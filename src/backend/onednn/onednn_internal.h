@@ -73,6 +73,9 @@ struct od_state {
     size_t wstage_bytes;
     float *wtmp;                 /* shared weights in primitive layout (od_wcache) */
     size_t wtmp_bytes;
+    float **wino_tb;             /* per-thread Winograd buffers shared by all plans (od_wino) */
+    size_t wino_floats;
+    int wino_nthr;
     int nvalid;
     int has_labels;
 };
@@ -107,19 +110,23 @@ typedef struct {
     int tblock, nthr;            /* tiles per block, threads */
     size_t v_floats, d_floats;   /* per thread: transformed input V, output M or dy D */
     size_t u_floats;             /* transformed weights (or their gradient) */
-    float **tb;                  /* per thread: V, M or D, then (weights) dU, bias sums */
+    float **tb;                  /* per thread: V, M or D, then (weights) dU, bias sums;
+                                    s->wino_tb, set for each call */
 } od_wino;
 /* Tile size m to use for a propagation (SO_PROP_*) of conv `node`, 0 when
  * scaleout's Winograd does not run it. */
 int od_wino_wanted(od_state *s, int node, int prop);
 /* Whether this CPU runs scaleout's Winograd at all (AVX2+FMA). */
 int od_wino_cpu(void);
+/* Plans a propagation; its per-thread buffers are the shared s->wino_tb,
+ * which od_wino_alloc allocates once all nodes are built. */
 int od_wino_init(od_state *s, int node, int prop, int m, od_wino *w);
+int od_wino_alloc(od_state *s);
+void od_wino_free(od_state *s);
 /* dst = conv(src) (+ bias, fused ReLU), weights from the flat OIHW params. */
 int od_wino_exec(od_state *s, int node, const od_wino *w, const float *src, float *dst);
 /* Weight and bias gradients (bias NULL: none) into the flat grads. */
 int od_wino_wgrad(od_state *s, int node, const od_wino *w);
-void od_wino_fini(od_wino *w);
 void od_wino_avx2_weights(const od_wino *w, const float *W, float *U);
 void od_wino_avx2_conv(const od_wino *w, const float *U, const float *src, const float *bias, int relu, float *dst);
 void od_wino_avx2_wgrad(const od_wino *w, const float *src, const float *dy, float *dW, float *db, int add);
