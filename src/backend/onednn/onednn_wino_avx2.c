@@ -140,28 +140,35 @@ static int threads(const od_wino *w, int n)
  * input and output channels swapped. Blocks of 16 output channels (8 for
  * a last odd block) feed the GEMM's two ymm columns; 8 output channels are
  * transformed at once (a gather: they are 9 ic or 9 floats apart in W). */
-void od_wino_avx2_weights(const od_wino *w, const float *W, float *U)
+/* Output channels co .. co + 7. (Every vector body is a function called
+ * from the OpenMP regions: clang does not give their outlined code the
+ * target attribute.) */
+static void weights_8(const od_wino *w, const float *W, float *U, int co)
 {
     const int a = w->m + 2, ic = w->ic, oc = w->oc;
     const int step = w->flip ? 9 : ic * 9;
     const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(step));
-#pragma omp parallel for schedule(static) num_threads(threads(w, oc / 8))
-    for (int c8 = 0; c8 < oc / 8; c8++) {
-        int co = c8 * 8, ob = co / 16, obw = oc - ob * 16 < 16 ? oc - ob * 16 : 16;
-        for (int ci = 0; ci < ic; ci++) {
-            vf g[9], t[AMAX * 3], u[AMAX * AMAX];
-            const float *base = w->flip ? W + ((size_t)ci * oc + co) * 9 : W + ((size_t)co * ic + ci) * 9;
-            for (int k = 0; k < 9; k++) /* flip: tap k of K is tap 8 - k of W */
-                g[k] = _mm256_i32gather_ps(base + (w->flip ? 8 - k : k), idx, 4);
-            for (int x = 0; x < 3; x++)
-                w_1d(g + x, 3, t + x, 3, w->m); /* columns: t = G g (a x 3) */
-            for (int y = 0; y < a; y++)
-                w_1d(t + y * 3, 1, u + y * a, 1, w->m); /* rows: u = t G^T */
-            float *dst = U + (size_t)ob * 16 * ic + (size_t)ci * obw + (co - ob * 16);
-            for (int p = 0; p < a * a; p++)
-                _mm256_storeu_ps(dst + (size_t)p * ic * oc, u[p]);
-        }
+    int ob = co / 16, obw = oc - ob * 16 < 16 ? oc - ob * 16 : 16;
+    for (int ci = 0; ci < ic; ci++) {
+        vf g[9], t[AMAX * 3], u[AMAX * AMAX];
+        const float *base = w->flip ? W + ((size_t)ci * oc + co) * 9 : W + ((size_t)co * ic + ci) * 9;
+        for (int k = 0; k < 9; k++) /* flip: tap k of K is tap 8 - k of W */
+            g[k] = _mm256_i32gather_ps(base + (w->flip ? 8 - k : k), idx, 4);
+        for (int x = 0; x < 3; x++)
+            w_1d(g + x, 3, t + x, 3, w->m); /* columns: t = G g (a x 3) */
+        for (int y = 0; y < a; y++)
+            w_1d(t + y * 3, 1, u + y * a, 1, w->m); /* rows: u = t G^T */
+        float *dst = U + (size_t)ob * 16 * ic + (size_t)ci * obw + (co - ob * 16);
+        for (int p = 0; p < a * a; p++)
+            _mm256_storeu_ps(dst + (size_t)p * ic * oc, u[p]);
     }
+}
+
+void od_wino_avx2_weights(const od_wino *w, const float *W, float *U)
+{
+#pragma omp parallel for schedule(static) num_threads(threads(w, w->oc / 8))
+    for (int c8 = 0; c8 < w->oc / 8; c8++)
+        weights_8(w, W, U, c8 * 8);
 }
 
 /* ---- per-tile transforms ---- */
@@ -625,6 +632,14 @@ INL void wgrad_out(const od_wino *w, const float *dU, const float *bsum, float *
         db[o] = add ? db[o] + bsum[o] : bsum[o];
 }
 
+static void wgrad_out_o(const od_wino *w, const float *dU, const float *bsum, float *dW, float *db, int add, int o)
+{
+    if (w->m == 4)
+        wgrad_out(w, dU, bsum, dW, db, add, o, 4);
+    else
+        wgrad_out(w, dU, bsum, dW, db, add, o, 2);
+}
+
 /* Weight (and bias) gradients of the forward plan's convolution from its
  * source and output diff: per thread dU over its blocks of tiles, summed
  * over the threads in a fixed order (deterministic for a thread count). */
@@ -654,10 +669,7 @@ void od_wino_avx2_wgrad(const od_wino *w, const float *src, const float *dy, flo
         }
 #pragma omp for schedule(static)
         for (int o = 0; o < w->oc; o++)
-            if (w->m == 4)
-                wgrad_out(w, sum, sum + nu, dW, db, add, o, 4);
-            else
-                wgrad_out(w, sum, sum + nu, dW, db, add, o, 2);
+            wgrad_out_o(w, sum, sum + nu, dW, db, add, o);
     }
 }
 
