@@ -1,9 +1,8 @@
 /* Time of one 3x3 stride-1 convolution layer on the onednn backend, forward
  * and backward (data + weights), per call: the per-layer figures behind the
- * convolution rules (docs/PERFORMANCE.md, "Convolution algorithm per layer").
- *
- *   conv_layer CIN COUT H W BATCH auto|direct|winograd REPS
- *
+ * convolution rules (docs/PERFORMANCE.md, "Convolution algorithm per layer"). */
+
+/* Usage: conv_layer CIN COUT H W BATCH auto|direct|winograd REPS
  * The layer reads the output of a 3 -> CIN convolution (so its input has the
  * layout oneDNN picks, nChw8c under the AVX2 cap) and has a fused ReLU.
  * Prints the minimum and median thread CPU time of REPS calls (CPU time: the

@@ -1,8 +1,6 @@
-/* scaleout's AVX2 Winograd convolution (onednn_wino.c) against the ref
- * backend: chains of 3x3 convolutions through 8, 16 and 64 channels, odd
- * image sizes (partial tiles), padding 0 and 1, batch 1 and 3, fused and
- * unfused ReLU; outputs, loss and every gradient must agree. Also which
- * kernel the report names. Run capped (SCALEOUT_MAX_ISA=avx2) to reach the
+/* scaleout's AVX2 Winograd convolution (onednn_wino.c) against the ref backend
+ * (outputs, loss, every gradient) on 8-64 channels, odd sizes, padding 0/1,
+ * batch 1/3, fused ReLU, and the kernel report. Capped to AVX2 it reaches the
  * kernel on an AVX-512 CPU; uncapped it checks oneDNN's own Winograd. */
 #include <math.h>
 #include <setjmp.h>
