@@ -39,10 +39,19 @@ expect_usage "train-images-idx3-ubyte" train --data-dir "$tmp/bad" --steps 1
 expect_usage "--json" train --dataset synthetic --steps 2 --json "$tmp/no/such/dir/x.json" --progress none
 
 # ISA: a malformed cap stops every command; Winograd where the ISA has none
-# names the missing feature (the cap stands in for an AVX2-only CPU).
+# names the missing feature (the cap stands in for a pre-AVX2 CPU); an AVX2
+# CPU runs scaleout's own Winograd.
 SCALEOUT_MAX_ISA=avx3 expect_usage "SCALEOUT_MAX_ISA: unknown level 'avx3'" models
-SCALEOUT_MAX_ISA=avx2 expect_usage "--conv-algo winograd: needs AVX-512" \
+SCALEOUT_MAX_ISA=sse4.2 expect_usage "--conv-algo winograd: needs AVX2+FMA" \
   train --model resnet20 --dataset synthetic --steps 1 --batch-size 4 --conv-algo winograd --progress none
+if SCALEOUT_MAX_ISA=avx2 "$bin" train --model resnet20 --dataset synthetic --steps 1 --batch-size 4 \
+     --conv-algo winograd --progress none --json "$tmp/w.json" >"$tmp/out" 2>&1 &&
+   /usr/bin/python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["conv_algo_used"]
+assert c["forward"]["winograd"] >= 16 and c["backward_data"]["winograd"] >= 16, c' "$tmp/w.json"; then
+  ok
+else
+  bad "--conv-algo winograd under SCALEOUT_MAX_ISA=avx2: $(cat "$tmp/out")"
+fi
 
 if "$bin" train --help | grep -q -- "--batch-size"; then ok; else bad "train --help lacks --batch-size"; fi
 if "$bin" models | grep -q resnet50; then ok; else bad "models does not list resnet50"; fi

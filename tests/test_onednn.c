@@ -240,7 +240,7 @@ static so_graph *build(const tcase *tc)
 static void skip_without_winograd(const tcase *tc, const char *backend)
 {
     if (tc->algo == SO_CONV_WINOGRAD && !strcmp(backend, "onednn") && !so_backend_has_winograd()) {
-        print_message("  %s: skipped, no Winograd convolution with %s (oneDNN 2.6 needs AVX-512)\n",
+        print_message("  %s: skipped, no Winograd convolution with %s (needs AVX2+FMA or AVX-512)\n",
                       tc->name, so_isa_label(so_cpu_isa()));
         skip();
     }

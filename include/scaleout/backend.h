@@ -58,8 +58,8 @@ const so_backend_ops *so_backend_find(const char *name);
 const char *so_backend_version(void);
 
 /* Whether the onednn backend can run --conv-algo winograd on this CPU (and
- * under the ISA caps of scaleout/cpu.h): oneDNN 2.6 has Winograd only for
- * AVX-512. Asked of oneDNN once. */
+ * under the ISA caps of scaleout/cpu.h): oneDNN 2.6's for AVX-512 (asked of
+ * oneDNN once), else scaleout's own for AVX2+FMA. */
 int so_backend_has_winograd(void);
 
 #endif

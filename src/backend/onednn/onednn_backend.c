@@ -53,6 +53,7 @@ static void destroy(void *state)
     free(s->dblocks);
     so_free(s->wstage);
     so_free(s->wtmp);
+    od_wino_free(s);
     free(s->t);
     od_mem_free(&s->pad_mem, NULL);
     so_free(s->pad);
@@ -97,6 +98,7 @@ static int build(od_state *s)
         s->wtmp = s->wtmp_bytes ? so_alloc(s->wtmp_bytes) : NULL;
         if (!s->scratch || !s->labels || (s->wtmp_bytes && !s->wtmp))
             return so_err(SO_ENOMEM, "out of memory for the onednn scratch buffers");
+        rc = od_wino_alloc(s);
     }
     for (int i = 0; !rc && i < s->n; i++)
         rc = tensor_finish(s, i);
@@ -112,19 +114,20 @@ static int build(od_state *s)
     return rc;
 }
 
-/* An explicit --conv-algo winograd where oneDNN has none fails here, naming
- * the CPU feature, instead of quietly running the direct kernels. */
+/* An explicit --conv-algo winograd where neither oneDNN (AVX-512) nor
+ * scaleout (AVX2+FMA, onednn_wino.c) has one fails here, naming the CPU
+ * feature, instead of quietly running the direct kernels. */
 static int check_cpu(const so_model *m)
 {
     int rc = so_cpu_init();
     if (rc)
         return rc;
     od_cpu_setup();
-    if (m->conv_algo != SO_CONV_WINOGRAD || od_winograd_available())
+    if (m->conv_algo != SO_CONV_WINOGRAD || od_winograd_available() || od_wino_cpu())
         return 0;
     const char *cap = so_cpu_isa_cap();
     return so_err(SO_EINVAL,
-                  "--conv-algo winograd: needs AVX-512 (oneDNN %d.%d has Winograd only for avx512_core); "
+                  "--conv-algo winograd: needs AVX2+FMA (scaleout's kernel) or AVX-512 (oneDNN %d.%d's); "
                   "this CPU runs %s%s%s (use auto or direct)",
                   dnnl_version()->major, dnnl_version()->minor, so_isa_label(so_cpu_isa()),
                   cap ? ", capped by " : "", cap ? cap : "");
@@ -218,7 +221,8 @@ static void params_changed(void *state)
 static size_t state_bytes(void *state)
 {
     od_state *s = state;
-    size_t total = s->diff_bytes + s->scratch_bytes + s->pad_bytes;
+    size_t total = s->diff_bytes + s->scratch_bytes + s->pad_bytes +
+                   s->wino_floats * sizeof(float) * (size_t)s->wino_nthr;
     for (int i = 0; i < s->n; i++)
         total += s->t[i].bytes;
     return total;

@@ -19,6 +19,10 @@ typedef struct {
     od_gradw gw;
     float *db;                   /* diff bias (out) */
     dnnl_memory_t db_mem;
+    /* scaleout's AVX2 Winograd per propagation (onednn_wino.c), run instead
+     * of fwd / bwd_data / bwd_w where wino[p].m != 0; fwd is then only the
+     * other primitives' hint. */
+    od_wino wino[SO_NPROPS];
 } od_conv;
 
 typedef struct {
@@ -58,7 +62,10 @@ static void conv_geometry(od_state *s, int node, conv_geom *cg)
      * (nhwc does not: a nchw -> nhwc convolution is ref-only too). The same
      * holds for the data gradient of a convolution reading such a source. */
     int small = small_channels(s, node);
-    od_md_4d(&cg->d_any, s->m->batch, a->out, nd->out.h, nd->out.w, small ? dnnl_nchw : dnnl_format_tag_any);
+    int wino = od_wino_wanted(s, node, SO_PROP_FWD) || od_wino_wanted(s, node, SO_PROP_BWD_DATA);
+    /* scaleout's Winograd writes (and reads diffs in) nChw8c */
+    od_md_4d(&cg->d_any, s->m->batch, a->out, nd->out.h, nd->out.w,
+             wino ? dnnl_nChw8c : small ? dnnl_nchw : dnnl_format_tag_any);
     cg->strides[0] = a->sh;
     cg->strides[1] = a->sw;
     cg->pad[0] = a->ph;
@@ -134,23 +141,34 @@ static int create_fwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
         rc = od_wcache_init(s, node, &cg->w_user, s->m->params + nd->param_off, &w, &c->w_fwd);
     if (!rc && nd->a.bias)
         rc = od_mem_wrap(s, node, &cg->b, s->m->params + nd->param_off + cg->wcount, &c->bias);
+    int m = rc ? 0 : od_wino_wanted(s, node, SO_PROP_FWD);
+    if (m)
+        rc = od_wino_init(s, node, SO_PROP_FWD, m, &c->wino[SO_PROP_FWD]);
     return rc;
 }
 
 static int create_bwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
 {
     const so_node *nd = od_node(s, node);
-    int rc = conv_prim(s, node, cg, PROP_BWD_WEIGHTS, "convolution backward weights", 0, c->fwd.pd, &c->bwd_w);
-    dnnl_memory_desc_t dw = od_query_md(&c->bwd_w, dnnl_query_diff_weights_md);
-    if (!rc)
-        rc = od_gradw_init(s, node, &dw, &cg->w_user, s->m->grads + nd->param_off, &c->gw);
-    if (!rc && nd->a.bias)
-        rc = od_mem_alloc(s, node, &cg->b, &c->db, &c->db_mem);
+    int rc = 0, mw = od_wino_wanted(s, node, SO_PROP_BWD_WEIGHTS);
+    if (mw) {
+        rc = od_wino_init(s, node, SO_PROP_BWD_WEIGHTS, mw, &c->wino[SO_PROP_BWD_WEIGHTS]);
+    } else {
+        rc = conv_prim(s, node, cg, PROP_BWD_WEIGHTS, "convolution backward weights", 0, c->fwd.pd, &c->bwd_w);
+        dnnl_memory_desc_t dw = od_query_md(&c->bwd_w, dnnl_query_diff_weights_md);
+        if (!rc)
+            rc = od_gradw_init(s, node, &dw, &cg->w_user, s->m->grads + nd->param_off, &c->gw);
+        if (!rc && nd->a.bias)
+            rc = od_mem_alloc(s, node, &cg->b, &c->db, &c->db_mem);
+    }
     if (!rc && nd->a.relu)
         rc = od_relu_bwd_init(s, node, &c->relu_bwd);
     /* The first convolution of a network needs no data gradient: skip it. */
     if (rc || !so_graph_needs_diff(s->g, node, 0))
         return rc;
+    int m = od_wino_wanted(s, node, SO_PROP_BWD_DATA);
+    if (m)
+        return od_wino_init(s, node, SO_PROP_BWD_DATA, m, &c->wino[SO_PROP_BWD_DATA]);
     rc = conv_prim(s, node, cg, PROP_BWD_DATA, "convolution backward data", 0, c->fwd.pd, &c->bwd_data);
     if (rc)
         return rc;
@@ -166,7 +184,7 @@ static int conv_create(od_state *s, int node)
 {
     /* Small channel counts on a plain source: oneDNN only has im2col+gemm
      * there, the backend's own direct kernel is several times faster. */
-    if (small_channels(s, node) && od_dconv_applies(s, node)) {
+    if (small_channels(s, node) && od_dconv_applies(s, node) && !od_wino_wanted(s, node, SO_PROP_FWD)) {
         s->t[node].op = od_dconv_op();
         return s->t[node].op->create(s, node);
     }
@@ -187,6 +205,8 @@ static int conv_forward(od_state *s, int node, int training)
 {
     (void)training;
     od_conv *c = s->t[node].priv;
+    if (c->wino[SO_PROP_FWD].m)
+        return od_wino_exec(s, node, &c->wino[SO_PROP_FWD], od_in(s, node, 0)->buf, s->t[node].buf);
     dnnl_memory_t w;
     int rc = od_wcache_get(s, node, &c->w_fwd, &w);
     if (rc)
@@ -201,6 +221,8 @@ static int conv_forward(od_state *s, int node, int training)
 static int conv_bwd_weights(od_state *s, int node, od_conv *c)
 {
     const so_node *nd = od_node(s, node);
+    if (c->wino[SO_PROP_BWD_WEIGHTS].m)
+        return od_wino_wgrad(s, node, &c->wino[SO_PROP_BWD_WEIGHTS]);
     dnnl_memory_t dw;
     int rc = od_gradw_target(s, node, &c->gw, &dw);
     if (rc)
@@ -222,6 +244,13 @@ static int conv_bwd_weights(od_state *s, int node, od_conv *c)
 
 static int conv_bwd_data(od_state *s, int node, od_conv *c)
 {
+    if (c->wino[SO_PROP_BWD_DATA].m) {
+        float *dx = od_diff_staged(s, node, 0) ? s->scratch : od_in(s, node, 0)->dbuf;
+        int rc = od_wino_exec(s, node, &c->wino[SO_PROP_BWD_DATA], s->t[node].dbuf, dx);
+        if (!rc)
+            od_diff_finish(s, node, 0);
+        return rc;
+    }
     dnnl_memory_t w;
     int rc = od_wcache_get(s, node, c->w_bwd_shared ? &c->w_fwd : &c->w_bwd, &w);
     if (rc)
@@ -241,7 +270,7 @@ static int conv_backward(od_state *s, int node)
     int rc = 0;
     if (c->relu_bwd.p)
         rc = od_relu_bwd_exec(s, node, &c->relu_bwd);
-    if (!rc && c->bwd_data.p)
+    if (!rc && (c->bwd_data.p || c->wino[SO_PROP_BWD_DATA].m))
         rc = conv_bwd_data(s, node, c);
     if (!rc)
         rc = conv_bwd_weights(s, node, c);
@@ -301,5 +330,10 @@ int od_conv_kernels(void *state, int node, so_conv_kernels *out)
     const od_prim *prims[SO_NPROPS] = {&c->fwd, &c->bwd_data, &c->bwd_w};
     for (int p = 0; p < SO_NPROPS; p++)
         prim_kernel(prims[p], out->algo[p], sizeof out->algo[p], out->impl[p], sizeof out->impl[p]);
+    for (int p = 0; p < SO_NPROPS; p++)
+        if (c->wino[p].m) { /* scaleout's own Winograd (AVX2 only: od_wino_cpu) */
+            snprintf(out->algo[p], sizeof out->algo[p], "winograd");
+            snprintf(out->impl[p], sizeof out->impl[p], "scaleout:avx2");
+        }
     return 0;
 }

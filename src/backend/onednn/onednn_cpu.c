@@ -62,5 +62,5 @@ int od_winograd_available(void)
 
 int so_backend_has_winograd(void)
 {
-    return od_winograd_available();
+    return od_winograd_available() || od_wino_cpu();
 }

@@ -73,6 +73,9 @@ struct od_state {
     size_t wstage_bytes;
     float *wtmp;                 /* shared weights in primitive layout (od_wcache) */
     size_t wtmp_bytes;
+    float **wino_tb;             /* per-thread Winograd buffers shared by all plans (od_wino) */
+    size_t wino_floats;
+    int wino_nthr;
     int nvalid;
     int has_labels;
 };
@@ -94,6 +97,39 @@ extern const od_op od_op_dconv_avx512, od_op_dconv_avx2;
 int od_dconv_applies(od_state *s, int node);
 const od_op *od_dconv_op(void);
 int od_dconv_isa(const od_op *op);
+
+/* Winograd 3x3 stride-1 convolution for AVX2+FMA on nChw8c activations
+ * (onednn_wino.c: the rule and plans; kernel onednn_wino_avx2.c), where
+ * oneDNN 2.6 has none. One plan per propagation: forward, backward data
+ * (flip: the same kernel with rotated weights, in/out channels swapped) or
+ * backward weights (the forward's geometry, a reduction over tiles). */
+typedef struct {
+    int m;                       /* output tile m x m: F(m x m, 3x3), m = 2 or 4 */
+    int ic, oc, ih, iw, oh, ow, pad, flip;
+    int th, tw, ntiles;          /* tiles down, across, in the whole batch */
+    int tblock, nthr;            /* tiles per block, threads */
+    size_t v_floats, d_floats;   /* per thread: transformed input V, output M or dy D */
+    size_t u_floats;             /* transformed weights (or their gradient) */
+    float **tb;                  /* per thread: V, M or D, then (weights) dU, bias sums;
+                                    s->wino_tb, set for each call */
+} od_wino;
+/* Tile size m to use for a propagation (SO_PROP_*) of conv `node`, 0 when
+ * scaleout's Winograd does not run it. */
+int od_wino_wanted(od_state *s, int node, int prop);
+/* Whether this CPU runs scaleout's Winograd at all (AVX2+FMA). */
+int od_wino_cpu(void);
+/* Plans a propagation; its per-thread buffers are the shared s->wino_tb,
+ * which od_wino_alloc allocates once all nodes are built. */
+int od_wino_init(od_state *s, int node, int prop, int m, od_wino *w);
+int od_wino_alloc(od_state *s);
+void od_wino_free(od_state *s);
+/* dst = conv(src) (+ bias, fused ReLU), weights from the flat OIHW params. */
+int od_wino_exec(od_state *s, int node, const od_wino *w, const float *src, float *dst);
+/* Weight and bias gradients (bias NULL: none) into the flat grads. */
+int od_wino_wgrad(od_state *s, int node, const od_wino *w);
+void od_wino_avx2_weights(const od_wino *w, const float *W, float *U);
+void od_wino_avx2_conv(const od_wino *w, const float *U, const float *src, const float *bias, int relu, float *dst);
+void od_wino_avx2_wgrad(const od_wino *w, const float *src, const float *dy, float *dW, float *db, int add);
 
 /* onednn_cpu.c: passes SCALEOUT_MAX_ISA on to oneDNN (once, before the first
  * primitive); whether oneDNN has a Winograd convolution on this CPU. */
