@@ -58,7 +58,7 @@ test-mpich: deps
 # The CLI is built too: this is also the build without MPI.
 test-clang: deps
 	CC=clang cmake -S . -B $(CLANG_BUILD) -DCMAKE_BUILD_TYPE=Release -DSCALEOUT_WERROR=ON -DSCALEOUT_MPI=OFF >/dev/null
-	cmake --build $(CLANG_BUILD) -j $(JOBS) --target scaleout_cli test_onednn
+	cmake --build $(CLANG_BUILD) -j $(JOBS) --target scaleout_cli test_onednn test_onednn_wino
 	ctest --test-dir $(CLANG_BUILD) --output-on-failure -R '^test_onednn'
 
 bench: build
