@@ -79,10 +79,12 @@ if "$bin" predict --model lenet5 --batch-size 256 --measure-batch 16 --steps 2 -
 # gradients are large against its activations (MLP: 7.5 MB of gradients,
 # 4 KB per sample at its cut), a fast one data parallelism; both predictions
 # are consistent (one stage's time per micro-batch, no replicas at 2 ranks).
-# --rank-images-per-sec fixes one rank's speed, so only this machine's
-# proportions between layers enter, not how loaded it is while measuring.
+# --layer-costs flops with --rank-images-per-sec: the layers' proportions
+# from their FLOPs and one rank's speed fixed, so nothing here is timed and
+# the predictions do not depend on this machine or its load (measured
+# proportions made the two close calls below flip on a loaded CI machine).
 pipe=(predict --model mlp --batch-size 64 --steps 2 --nodes 1,2,4 --pipeline-stages 2 --microbatches 4
-      --rank-images-per-sec 5000)
+      --rank-images-per-sec 5000 --layer-costs flops)
 if "$bin" "${pipe[@]}" --link 100mbit --latency 50us --json "$tmp/pipe-slow.json" >"$tmp/pipe-slow.log" 2>&1 &&
   "$bin" "${pipe[@]}" --link 400gbit --latency 1us --json "$tmp/pipe-fast.json" >"$tmp/pipe-fast.log" 2>&1 &&
   /usr/bin/python3 - "$tmp/pipe-slow.json" "$tmp/pipe-fast.json" <<'PY'
@@ -106,7 +108,7 @@ expect_usage "does not divide a replica's batch 128" --model mlp --batch-size 64
 # interleaving 2 chunks per rank predicts a shorter step and a smaller
 # bubble than 1f1b.
 hy=(predict --model mlp --batch-size 64 --steps 2 --ranks-per-node 2 --pipeline-stages 2 --microbatches 4
-    --link 100mbit --latency 50us --rank-images-per-sec 5000)
+    --link 100mbit --latency 50us --rank-images-per-sec 5000 --layer-costs flops)
 if "$bin" "${hy[@]}" --nodes 2 --placement stage-major --json "$tmp/sm.json" >"$tmp/hy.log" 2>&1 &&
   "$bin" "${hy[@]}" --nodes 2 --placement replica-major --json "$tmp/rm.json" >>"$tmp/hy.log" 2>&1 &&
   "$bin" "${hy[@]}" --nodes 1 --json "$tmp/one.json" >>"$tmp/hy.log" 2>&1 &&
@@ -121,5 +123,7 @@ assert il["step_seconds"] < one["step_seconds"] and il["bubble"] < one["bubble"]
 PY
 then ok; else bad "predict --placement / --virtual-stages: $(tail -5 "$tmp/hy.log")"; fi
 expect_usage "only with --schedule interleaved" --model mlp --pipeline-stages 2 --virtual-stages 2
+expect_usage "--layer-costs flops: needs --rank-images-per-sec" --model mlp --layer-costs flops
+expect_usage "--layer-costs: " --model mlp --layer-costs guessed
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -27,6 +27,7 @@ typedef struct {
     int batch, ranks_per_node, threads, steps, warmup;
     int stages, microbatches;    /* --pipeline-stages P (> 1: also predict P stages x replicas) and M */
     const char *partition, *schedule, *placement;
+    const char *layer_costs;     /* "measured" (here or --compute-from) or "flops" (no measurement) */
     int virtual_stages;          /* v chunks per pipeline rank (interleaved) */
     int measure_batch;           /* the batch the layers are measured at (0: --batch-size) */
     float rank_rate;             /* > 0: one rank's images/s, the measured layers scaled to it */
@@ -88,9 +89,10 @@ static int parse(pred_args *a, int argc, char **argv)
     *a = (pred_args){.nodes_arg = "1,2,4,8,16,32,64,128,256,512,1024", .batch = 64, .ranks_per_node = 1,
                      .threads = 1, .steps = 10, .warmup = 3, .link_arg = "100gbit", .latency_arg = "1.5us",
                      .bucket_mb_arg = "25", .stages = 1, .microbatches = 4, .partition = "time",
-                     .schedule = "1f1b", .virtual_stages = 1, .placement = "stage-major"};
+                     .schedule = "1f1b", .virtual_stages = 1, .placement = "stage-major", .layer_costs = "measured"};
     static const char *const placements[] = {"stage-major", "replica-major", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
+    static const char *const layer_cost_kinds[] = {"measured", "flops", NULL};
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "zoo model (see `scaleout models`)", 0, -1, NULL},
         {"batch-size", OPT_INT, &a->batch, "N", "samples per rank per step", 1, 65536, NULL},
@@ -104,6 +106,7 @@ static int parse(pred_args *a, int argc, char **argv)
         {"steps", OPT_INT, &a->steps, "N", "timed steps of the measurement", 1, 100000, NULL},
         {"rank-images-per-sec", OPT_FLOAT, &a->rank_rate, "X", "one rank's training images/s on the target (e.g. a GPU's, from its vendor): the layers' measured proportions scaled to it", 0, 1e9, NULL},
         {"measure-batch", OPT_INT, &a->measure_batch, "N", "with --rank-images-per-sec: measure the layers at this batch (0: --batch-size)", 0, 65536, NULL},
+        {"layer-costs", OPT_CHOICE, &a->layer_costs, "HOW", "per-layer times: measured (here, or --compute-from) or flops (proportional to each layer's FLOPs, backward 2x forward; needs --rank-images-per-sec; nothing is timed, so the prediction does not depend on this machine or its load)", 0, -1, layer_cost_kinds},
         {"compute-from", OPT_STR, &a->compute_from, "PROFILE", "per-layer times from a profile.json of `train --profile` (same model and batch) instead of measuring here", 0, -1, NULL},
         {"pipeline-stages", OPT_INT, &a->stages, "P", "also predict P pipeline stages x ranks/P replicas at the same global batch, and name the faster", 1, 4096, NULL},
         {"microbatches", OPT_INT, &a->microbatches, "M", "pipeline micro-batches per step (each batch-size x P / M)", 1, 65536, NULL},
@@ -134,6 +137,11 @@ static int parse(pred_args *a, int argc, char **argv)
     if (a->virtual_stages > 1 && strcmp(a->schedule, "interleaved"))
         return cli_error("predict", CLI_USAGE, "--virtual-stages %d: only with --schedule interleaved",
                          a->virtual_stages);
+    if (!strcmp(a->layer_costs, "flops") && !(a->rank_rate > 0))
+        return cli_error("predict", CLI_USAGE, "--layer-costs flops: needs --rank-images-per-sec (FLOPs give the "
+                         "layers' proportions, not their speed)");
+    if (!strcmp(a->layer_costs, "flops") && a->compute_from)
+        return cli_error("predict", CLI_USAGE, "--layer-costs flops: not with --compute-from");
     if (a->stages > 1 && a->compute_from)
         return cli_error("predict", CLI_USAGE, "--pipeline-stages: measures the layers at the micro-batch here; "
                          "not with --compute-from");
@@ -252,6 +260,22 @@ static void scale_to_rate(const pred_args *a, int batch, const so_graph *g, doub
     *t_other *= f;
 }
 
+/* --layer-costs flops: each node's forward FLOPs plus one per output value
+ * (what an element-wise node, the loss or a pooling costs: they have no
+ * multiply-adds, yet a pipeline stage of them takes time), twice that
+ * backward (the data and the weight gradient); only the proportions count,
+ * scale_to_rate gives them a speed. */
+static void flop_costs(const so_graph *g, double *t, double *t_other)
+{
+    int n = so_graph_size(g);
+    for (int i = 0; i < n; i++) {
+        so_shape o = so_graph_node(g, i)->out;
+        t[i] = so_node_flops(g, i) + (double)o.c * o.h * o.w;
+        t[n + i] = 2 * t[i];
+    }
+    *t_other = 0;
+}
+
 /* Per-layer times of one rank at `batch`, measured on this machine or read
  * from --compute-from, with --rank-images-per-sec scaled to a step of
  * target_batch: *t gets 2 x so_graph_size entries, forward then backward
@@ -272,7 +296,9 @@ static int measure(const pred_args *a, int batch, int target_batch, so_job **job
     int n = so_graph_size(m->g);
     if (!(*t = calloc(2 * (size_t)n, sizeof **t)))
         return so_err(SO_ENOMEM, "out of memory for %d node times", n);
-    if (a->compute_from)
+    if (!strcmp(a->layer_costs, "flops"))
+        flop_costs(m->g, *t, t_other);
+    else if (a->compute_from)
         rc = from_profile(a, m->g, *t, t_other);
     else
         rc = so_job_measure_layers(*job, a->warmup, a->steps, *t, *t + n, t_other);
@@ -284,7 +310,9 @@ static int measure(const pred_args *a, int batch, int target_batch, so_job **job
 static void print_table(const pred_args *a, const so_predict_point *pt, const char *link)
 {
     char src[160];
-    if (a->compute_from)
+    if (!strcmp(a->layer_costs, "flops"))
+        snprintf(src, sizeof src, "per-layer times in proportion to their FLOPs");
+    else if (a->compute_from)
         snprintf(src, sizeof src, "per-layer times from %s", a->compute_from);
     else
         snprintf(src, sizeof src, "per-layer times measured here (%s, %d thread(s), batch %d)",
