@@ -66,14 +66,7 @@ rm -f "$tmp/order1.html" "$tmp/order2.html"
   ok || bad "report --text -- DIR...: $(head -3 "$tmp/order3.txt")"
 
 # The page in a real browser.
-chrome=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-if [ -z "$chrome" ]; then
-  echo "$pass passed, $fail failed (browser part skipped: chromium not installed)"
-  [ $fail -eq 0 ] && exit 77 || exit 1
-fi
-flags=(--headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$tmp/chrome-profile")
-timeout 120 "$chrome" "${flags[@]}" --enable-logging=stderr --v=0 --dump-dom "file://$tmp/report.html" \
-  >"$tmp/dom.html" 2>"$tmp/chrome.log"
+page_dom "$tmp/report.html" "$tmp/dom.html"
 charts=$(grep -o 'data-charts="[0-9]*"' "$tmp/dom.html" | head -1 | tr -dc 0-9)
 errors=$(grep -o 'data-errors="[0-9]*"' "$tmp/dom.html" | head -1 | tr -dc 0-9)
 want=2 # np1: phases and layers; np2: phases, overlap, layers, message sizes; scaling: two
@@ -81,7 +74,7 @@ want=2 # np1: phases and layers; np2: phases, overlap, layers, message sizes; sc
 if [ "${charts:-0}" -eq $want ] && [ "${errors:-1}" -eq 0 ]; then ok
 else bad "browser: charts=${charts:-none} (want $want) errors=${errors:-none}: $(grep -o '<pre id="report-errors">[^<]*' "$tmp/dom.html")"; fi
 # Console errors from page scripts (Chromium logs them as CONSOLE lines).
-grep -E 'CONSOLE.*(Uncaught|Error)|"Uncaught' "$tmp/chrome.log" && bad "console errors" || ok
+grep -E 'CONSOLE.*(Uncaught|Error)|"Uncaught' "$tmp/dom.html.log" && bad "console errors" || ok
 grep -q '<canvas' "$tmp/dom.html" && ok || bad "no canvas in the page"
 shots=${SCALEOUT_REPORT_SHOTS:-$tmp}
 mkdir -p "$shots"

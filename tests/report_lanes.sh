@@ -94,19 +94,12 @@ grep -E '^stage 0 .*\|.*F.*B.*\|$' "$tmp/report.txt" >/dev/null && ok || bad "--
 # HTML: the lanes chart of each run renders, no script errors.
 "$bin" report "$tmp/gpipe" "$tmp/1f1b" "$tmp/interleaved" -o "$tmp/report.html" >"$tmp/html.log" 2>&1 && ok ||
   bad "report -o: $(cat "$tmp/html.log")"
-chrome=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)
-if [ -z "$chrome" ]; then
-  echo "$pass passed, $fail failed (browser part skipped: chromium not installed)"
-  [ $fail -eq 0 ] && exit 77 || exit 1
-fi
-flags=(--headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$tmp/chrome-profile")
-timeout 120 "$chrome" "${flags[@]}" --enable-logging=stderr --v=0 --dump-dom "file://$tmp/report.html" \
-  >"$tmp/dom.html" 2>"$tmp/chrome.log"
+page_dom "$tmp/report.html" "$tmp/dom.html"
 lanes=$(grep -o 'data-lanes="[0-9]*"' "$tmp/dom.html" | head -1 | tr -dc 0-9)
 errors=$(grep -o 'data-errors="[0-9]*"' "$tmp/dom.html" | head -1 | tr -dc 0-9)
 if [ "${lanes:-0}" -eq 3 ] && [ "${errors:-1}" -eq 0 ]; then ok
 else bad "browser: lane charts=${lanes:-none} (want 3) errors=${errors:-none}: $(grep -o '<pre id="report-errors">[^<]*' "$tmp/dom.html")"; fi
-grep -E 'CONSOLE.*(Uncaught|Error)|"Uncaught' "$tmp/chrome.log" && bad "console errors" || ok
+grep -E 'CONSOLE.*(Uncaught|Error)|"Uncaught' "$tmp/dom.html.log" && bad "console errors" || ok
 shots=${SCALEOUT_REPORT_SHOTS:-$tmp}
 mkdir -p "$shots"
 timeout 120 "$chrome" "${flags[@]}" --window-size=1300,2400 --screenshot="$shots/lanes.png" \
