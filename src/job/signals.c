@@ -42,9 +42,10 @@ int so_job_watch_signals(const int *signals, int count)
     for (int i = 0; i < count; i++)
         if (signals[i] == SIGKILL || signals[i] == SIGSTOP || sigaddset(&watched, signals[i]) != 0)
             return so_err(SO_EINVAL, "signal %d cannot be watched", signals[i]);
-    int e = pthread_sigmask(SIG_BLOCK, &watched, NULL);
-    if (!e)
-        e = pthread_create(&watcher, NULL, watch, NULL);
+    sigset_t before;
+    int e = pthread_sigmask(SIG_BLOCK, &watched, &before);
+    if (!e && (e = pthread_create(&watcher, NULL, watch, NULL)))
+        pthread_sigmask(SIG_SETMASK, &before, NULL); /* no thread to take them: a blocked SIGTERM would be lost */
     if (e)
         return so_err(SO_ENOMEM, "cannot watch stop signals: %s", strerror(e));
     atomic_store(&quitting, 0);
