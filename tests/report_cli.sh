@@ -73,14 +73,8 @@ want=2 # np1: phases and layers; np2: phases, overlap, layers, message sizes; sc
 [ ${#runs[@]} -eq 2 ] && want=8
 if [ "${charts:-0}" -eq $want ] && [ "${errors:-1}" -eq 0 ]; then ok
 else bad "browser: charts=${charts:-none} (want $want) errors=${errors:-none}: $(grep -o '<pre id="report-errors">[^<]*' "$tmp/dom.html")"; fi
-# Console errors from page scripts (Chromium logs them as CONSOLE lines).
-grep -E 'CONSOLE.*(Uncaught|Error)|"Uncaught' "$tmp/dom.html.log" && bad "console errors" || ok
 grep -q '<canvas' "$tmp/dom.html" && ok || bad "no canvas in the page"
-shots=${SCALEOUT_REPORT_SHOTS:-$tmp}
-mkdir -p "$shots"
-timeout 120 "$chrome" "${flags[@]}" --window-size=1300,2400 --screenshot="$shots/report.png" \
-  "file://$tmp/report.html" >/dev/null 2>&1
-[ -s "$shots/report.png" ] && ok || bad "no screenshot"
+page_checks "$tmp/report.html" report
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

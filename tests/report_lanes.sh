@@ -99,12 +99,7 @@ lanes=$(grep -o 'data-lanes="[0-9]*"' "$tmp/dom.html" | head -1 | tr -dc 0-9)
 errors=$(grep -o 'data-errors="[0-9]*"' "$tmp/dom.html" | head -1 | tr -dc 0-9)
 if [ "${lanes:-0}" -eq 3 ] && [ "${errors:-1}" -eq 0 ]; then ok
 else bad "browser: lane charts=${lanes:-none} (want 3) errors=${errors:-none}: $(grep -o '<pre id="report-errors">[^<]*' "$tmp/dom.html")"; fi
-grep -E 'CONSOLE.*(Uncaught|Error)|"Uncaught' "$tmp/dom.html.log" && bad "console errors" || ok
-shots=${SCALEOUT_REPORT_SHOTS:-$tmp}
-mkdir -p "$shots"
-timeout 120 "$chrome" "${flags[@]}" --window-size=1300,2400 --screenshot="$shots/lanes.png" \
-  "file://$tmp/report.html" >/dev/null 2>&1
-[ -s "$shots/lanes.png" ] && ok || bad "no screenshot"
+page_checks "$tmp/report.html" lanes
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -22,3 +22,14 @@ page_dom() {
   flags=(--headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$tmp/chrome-profile")
   timeout 120 "$chrome" "${flags[@]}" --enable-logging=stderr --v=0 --dump-dom "file://$1" >"$2" 2>"$2.log"
 }
+
+# page_checks HTML NAME (after page_dom HTML "$tmp/dom.html"): no console
+# errors from the page's scripts (Chromium logs them as CONSOLE lines), and
+# a screenshot NAME.png, kept in $SCALEOUT_REPORT_SHOTS when set.
+page_checks() {
+  grep -E 'CONSOLE.*(Uncaught|Error)|"Uncaught' "$tmp/dom.html.log" && bad "console errors" || ok
+  local shots=${SCALEOUT_REPORT_SHOTS:-$tmp}
+  mkdir -p "$shots"
+  timeout 120 "$chrome" "${flags[@]}" --window-size=1300,2400 --screenshot="$shots/$2.png" "file://$1" >/dev/null 2>&1
+  [ -s "$shots/$2.png" ] && ok || bad "no screenshot"
+}
