@@ -17,8 +17,8 @@ cluster_train() {
     { echo "$(basename "$0"): $name failed: $(tail -3 "$out/$name.log")" >&2; exit 1; }
 }
 
-# cluster_restart RATE: the cluster brought up again with 2 nodes at RATE.
+# cluster_restart RATE [NODES]: the cluster brought up again with NODES (2) nodes at RATE.
 cluster_restart() {
   "$cluster" down
-  "$cluster" up 2 --rate "$1" >/dev/null
+  "$cluster" up "${2:-2}" --rate "$1" >/dev/null
 }

@@ -78,6 +78,15 @@ run 4 2 hier "$bin" bench allreduce --algo hier --sizes 4,256K -i 5 --check && {
   grep -q "4 ranks, 2 node(s)" "$tmp/hier" && ok || bad "bench header: $(head -1 "$tmp/hier")"
 }
 
+# Across hosts the leaders' step runs on scaleout's tcp ring by default; =0 keeps MPI.
+for mode in auto 0; do
+  want="[1-9]"; [ $mode = 0 ] && want=0
+  SCALEOUT_COLL_TCP=$mode run 2 1 tcp_$mode "$bin" bench allreduce --algo hier --sizes 4,256K,4M -i 5 --check && {
+    grep -Eq "^# hier across nodes: $want[0-9]* steps on scaleout's tcp ring" "$tmp/tcp_$mode" && ok ||
+      bad "SCALEOUT_COLL_TCP=$mode: $(grep -E 'across|wrong|error' "$tmp/tcp_$mode")"
+  }
+done
+
 # Bytes on the links: one ring allreduce of 4 MiB sends 2(p-1)/p * 4 MiB = 4 MiB per rank.
 # Bound: TCP/IP + Ethernet headers (66 B per segment of >= 1448 B of payload: 4.6 %),
 # the ACKs of the reverse stream (66 B per 2 segments: 2.3 %) and MPI headers, plus

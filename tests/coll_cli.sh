@@ -43,6 +43,21 @@ for args in "2 0 [1-9]" "3 0 [1-9]" "3 2 0"; do
     bad "bench allreduce --registered np $1 rpn $2"; cat "$tmp/r.out"
   fi
 done
+# scaleout's tcp ring for hier's step across nodes, forced on this one host
+# (SCALEOUT_COLL_TCP=1; across real or emulated hosts it is the default, tests/cluster.sh):
+# the leaders' ring of the copy path (2 nodes of 2), the node ranks' rings of the
+# zero-copy path (--registered), a ring of 3 with uneven blocks, and =0 keeping MPI.
+for args in "4 2 1 plain [1-9]" "4 2 1 registered [1-9]" "3 1 1 plain [1-9]" "4 2 0 plain 0"; do
+  set -- $args
+  reg=(); [ "$4" = registered ] && reg=(--registered)
+  if SCALEOUT_COLL_TCP=$3 bash "$mpirun" -np "$1" "$bin" bench allreduce --check "${reg[@]}" --algo hier \
+       --ranks-per-node "$2" --sizes 4,65540,1048580,4194308 -i 3 -x 1 >"$tmp/t.out" 2>&1 &&
+     grep -Eq "^# hier across nodes: $5[0-9]* steps on scaleout's tcp ring" "$tmp/t.out"; then
+    ok "hier across nodes, SCALEOUT_COLL_TCP=$3, np $1 rpn $2 $4"
+  else
+    bad "hier across nodes, SCALEOUT_COLL_TCP=$3, np $1 rpn $2 $4"; cat "$tmp/t.out"
+  fi
+done
 for coll in reduce-scatter allgather bcast; do
   bash "$mpirun" -np 3 "$bin" bench "$coll" --check --algo all --sizes 4,1000,65540 -i 2 >"$tmp/c.out" 2>&1 \
     && ok "bench $coll --check np 3" || { bad "bench $coll"; cat "$tmp/c.out"; }

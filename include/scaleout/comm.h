@@ -184,6 +184,10 @@ void so_comm_buf_free(so_comm *c, void *p);
  * process, over all communicators: tests and benchmarks use it to know that
  * registration took effect. */
 void so_comm_hier_path_counts(uint64_t *zero_copy, uint64_t *copied);
+/* How many of hier's steps across nodes, in this process, went over
+ * scaleout's TCP ring (SCALEOUT_COLL_TCP, docs/COLLECTIVES.md) and how many
+ * over MPI point-to-point. */
+void so_comm_hier_across_counts(uint64_t *tcp, uint64_t *mpi);
 
 /* ---- more collectives: reduce-scatter, allgather, broadcast algorithms ---------
  * Vectors of `count` floats are cut into size() blocks as evenly as possible:

@@ -324,11 +324,15 @@ static void model_summary(const bench_opts *o, const algo_result *res, int nalgo
 /* Which of hier's paths ran (registered buffers should make them zero-copy). */
 static void path_summary(void)
 {
-    uint64_t zc, copied;
+    uint64_t zc, copied, tcp, mpi;
     so_comm_hier_path_counts(&zc, &copied);
+    so_comm_hier_across_counts(&tcp, &mpi);
     if (zc + copied > 0)
         printf("# hier above the small-message size: %llu zero-copy calls, %llu through the window (rank 0)\n",
                (unsigned long long)zc, (unsigned long long)copied);
+    if (tcp + mpi > 0)
+        printf("# hier across nodes: %llu steps on scaleout's tcp ring, %llu on MPI (rank 0)\n",
+               (unsigned long long)tcp, (unsigned long long)mpi);
 }
 
 static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int nsizes,

@@ -41,11 +41,19 @@
 
 /* Large-message calls by path, for so_comm_hier_path_counts. */
 static _Atomic uint64_t n_zero_copy, n_copied;
+/* Steps across nodes by transport, for so_comm_hier_across_counts. */
+static _Atomic uint64_t n_tcp, n_mpi;
 
 void so_comm_hier_path_counts(uint64_t *zero_copy, uint64_t *copied)
 {
     *zero_copy = atomic_load_explicit(&n_zero_copy, memory_order_relaxed);
     *copied = atomic_load_explicit(&n_copied, memory_order_relaxed);
+}
+
+void so_comm_hier_across_counts(uint64_t *tcp, uint64_t *mpi)
+{
+    *tcp = atomic_load_explicit(&n_tcp, memory_order_relaxed);
+    *mpi = atomic_load_explicit(&n_mpi, memory_order_relaxed);
 }
 
 /* One barrier: publish the vector, reduce all q copies (count <= small_n). */
@@ -184,6 +192,27 @@ static int large(so_shm *s, const float *send, float *recv, size_t count, so_red
     return chunk_reduce(s, send, recv, count, op, s->nodes == 1, 1, w);
 }
 
+int so_hier_across(so_tcp_slot *slot, float *buf, size_t count, so_reduce_op op, MPI_Comm comm, int nodes,
+                   so_waiter *w)
+{
+    if (so_tcp_wanted(count)) {
+        int rc = 0;
+        if (!slot->tried) { /* the same call on every member: its first large step */
+            slot->tried = 1;
+            rc = so_tcp_ring_open(comm, w, &slot->ring);
+        }
+        if (rc)
+            return rc;
+        if (slot->ring) {
+            atomic_fetch_add_explicit(&n_tcp, 1, memory_order_relaxed);
+            return so_tcp_allreduce(slot->ring, buf, count, op, w);
+        }
+    }
+    atomic_fetch_add_explicit(&n_mpi, 1, memory_order_relaxed);
+    so_allreduce_algo a = so_allreduce_leaders_algo(count * sizeof *buf, nodes);
+    return so_allreduce_fn_of(a)(buf, buf, count, op, comm, w);
+}
+
 /* hier with an optional scale (see so_allreduce_hier_scaled). */
 static int hier(const float *send, float *recv, size_t count, so_reduce_op op, float scale, MPI_Comm comm,
                 so_waiter *w, int *scaled)
@@ -204,8 +233,7 @@ static int hier(const float *send, float *recv, size_t count, so_reduce_op op, f
     if (rc || s->nodes == 1)
         return rc;
     if (s->r == 0) {
-        so_allreduce_algo a = so_allreduce_leaders_algo(count * sizeof *recv, s->nodes);
-        rc = so_allreduce_fn_of(a)(recv, recv, count, op, s->leaders, w);
+        rc = so_hier_across(&s->tcp_leaders, recv, count, op, s->leaders, s->nodes, w);
     }
     if (!rc && s->q > 1)
         rc = shm_bcast(s, recv, count, w);

@@ -163,8 +163,7 @@ int so_hier_zc_run(so_shm *s, size_t count, so_reduce_op op, float scale, so_wai
     reduce_slice(s, lo, len, op, scale, s->nodes == 1);
     if (s->nodes > 1 && len > 0) { /* same q everywhere: node rank r's slice is the same on every node */
         float *mine = s->zc_out[s->r] + lo;
-        so_allreduce_algo a = so_allreduce_leaders_algo(len * sizeof *mine, s->nodes);
-        int rc = so_allreduce_fn_of(a)(mine, mine, len, op, s->cross, w);
+        int rc = so_hier_across(&s->tcp_cross, mine, len, op, s->cross, s->nodes, w);
         if (rc)
             return rc;
         so_scale(mine, len, scale);

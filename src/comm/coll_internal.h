@@ -74,6 +74,7 @@ int so_coll_yield(void);
 /* Tells the waits whether the job spans several hosts (so_comm_init sets it,
  * for every group of the process). */
 void so_coll_set_multi_host(int multi_host);
+int so_coll_multi_host(void);
 /* Spin budget (seconds) before a wait starts sleeping (SCALEOUT_COLL_SPIN_US). */
 double so_coll_spin_s(void);
 
@@ -128,6 +129,28 @@ typedef struct {
     uint64_t send_id, send_off, recv_id, recv_off, count;
 } so_zc_pub;
 
+/* ---- scaleout's TCP ring (tcp.c) ------------------------------------------------------
+ * Sockets between the members of a group, one connection per direction of a
+ * ring, for the step of hier that crosses the network. */
+typedef struct so_tcp_ring so_tcp_ring;
+/* Collective over comm: connects the ring. *out = NULL (and a warning logged)
+ * when some member could not connect, agreed by all: use MPI then. Errors
+ * only for MPI failures. */
+int so_tcp_ring_open(MPI_Comm comm, so_waiter *w, so_tcp_ring **out);
+void so_tcp_ring_free(so_tcp_ring *t);
+/* In-place ring allreduce over the sockets (reduce-scatter, allgather): every
+ * member gets identical bits. Collective over the ring's members. */
+int so_tcp_allreduce(so_tcp_ring *t, float *buf, size_t count, so_reduce_op op, so_waiter *w);
+/* Whether a cross-node step of count floats goes over a tcp ring: SCALEOUT_COLL_TCP
+ * = 1 always, 0 never, auto (default) when the job spans hosts; from 64 KiB. */
+int so_tcp_wanted(size_t count);
+
+/* A lazily opened ring of one group: opened at its first large cross-node step. */
+typedef struct {
+    so_tcp_ring *ring;
+    int tried; /* 1 once opened or refused: a refused ring is not tried again */
+} so_tcp_slot;
+
 typedef struct so_shm {
     MPI_Comm node;    /* this node's ranks (emulated node within the real one) */
     MPI_Comm leaders; /* node_rank 0 of every node; MPI_COMM_NULL on other ranks */
@@ -152,6 +175,8 @@ typedef struct so_shm {
     float **zc_out;   /* [q] zero copy: node rank j's recv buffer */
     uint64_t epoch;   /* steps this rank has signalled (same count on every rank) */
     uint64_t calls;   /* small-message calls: picks the small buffer */
+    so_tcp_slot tcp_leaders; /* the leaders' ring (copy path) */
+    so_tcp_slot tcp_cross;   /* this node rank's ring across nodes (zero-copy path) */
 } so_shm;
 
 /* The context of comm (created on first use: collective over comm, waits
@@ -228,6 +253,11 @@ int so_allreduce_hier_scaled(const float *send, float *recv, size_t count, float
 
 /* The p2p algorithm hier uses among node leaders for `bytes` (never hier/auto/mpi). */
 so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes);
+/* hier's step across nodes, in place on buf over comm (the leaders, or a cross
+ * group): the group's tcp ring when so_tcp_wanted, else MPI point-to-point by
+ * so_allreduce_leaders_algo. Collective over comm. */
+int so_hier_across(so_tcp_slot *slot, float *buf, size_t count, so_reduce_op op, MPI_Comm comm, int nodes,
+                   so_waiter *w);
 /* The function of a concrete algorithm (not AUTO). */
 so_allreduce_fn *so_allreduce_fn_of(so_allreduce_algo algo);
 

@@ -102,6 +102,8 @@ static _Atomic int multi_host;
 
 void so_coll_set_multi_host(int v) { atomic_store_explicit(&multi_host, v, memory_order_relaxed); }
 
+int so_coll_multi_host(void) { return atomic_load_explicit(&multi_host, memory_order_relaxed); }
+
 int so_coll_yield(void)
 {
     int m = so_comm_env_get()->coll_yield; /* 1 always, 0 never, -1 auto */

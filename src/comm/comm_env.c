@@ -73,6 +73,7 @@ static void read_all(void)
     env.coll_seg_floats = (size_t)number("SCALEOUT_COLL_SEG", 256 << 10, 64, (double)(1 << 30)) / sizeof(float);
     env.coll_spin_s = number("SCALEOUT_COLL_SPIN_US", 2000, 0, 1e7) * 1e-6;
     env.coll_yield = flag("SCALEOUT_COLL_YIELD", -1);
+    env.coll_tcp = flag("SCALEOUT_COLL_TCP", -1);
     env.shm_nt = flag("SCALEOUT_SHM_NT", 1);
     env.shm_zc_nt = flag("SCALEOUT_SHM_ZC_NT", 0);
     /* hier: 64 KiB and below in one barrier, every rank reducing everything;

@@ -16,6 +16,7 @@ typedef struct {
     size_t coll_seg_floats;   /* SCALEOUT_COLL_SEG: ring/pipeline segment (bytes in, floats out; default 256 KiB) */
     double coll_spin_s;       /* SCALEOUT_COLL_SPIN_US: spin before backing off (default 2 ms) */
     int coll_yield;           /* SCALEOUT_COLL_YIELD: 1 always, 0 never, -1 auto */
+    int coll_tcp;             /* SCALEOUT_COLL_TCP: hier across nodes on scaleout's tcp ring: 1 always, 0 never, -1 auto */
     int shm_nt;               /* SCALEOUT_SHM_NT=0 turns hier's streaming stores off */
     int shm_zc_nt;            /* SCALEOUT_SHM_ZC_NT=1 streams zero-copy stores */
     size_t shm_chunk;         /* SCALEOUT_SHM_CHUNK: hier's pipeline chunk (bytes, multiple of 64) */

@@ -50,6 +50,11 @@ typedef struct so_waiter {
  * plain MPI_Waitall, no watchdog. Polls MPI_Testall with backoff (see wait.c). */
 int so_waiter_wait(so_waiter *w, int n, MPI_Request *reqs);
 
+/* One look of a wait that polls something other than MPI requests (the tcp
+ * transport): SO_ECOMM (w->timed_out = 1) once elapsed passed the timeout, else
+ * the stall warning and hook as in so_waiter_wait (*warned starts at 0). */
+int so_waiter_tick(so_waiter *w, double elapsed, int *warned);
+
 /* Fills a waiter with c's timeouts and no hook. */
 void so_waiter_init(so_waiter *w, const so_comm *c, const char *what);
 

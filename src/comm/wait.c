@@ -77,6 +77,17 @@ static void stall_tick(so_waiter *w, double elapsed, int *warned)
     *warned = 1;
 }
 
+int so_waiter_tick(so_waiter *w, double elapsed, int *warned)
+{
+    if (w->timeout_s > 0 && elapsed >= w->timeout_s) {
+        w->timed_out = 1;
+        return so_err(SO_ECOMM, "%s timed out after %.1f s", w->what, elapsed);
+    }
+    if (w->stall_warning_s > 0 && elapsed >= w->stall_warning_s)
+        stall_tick(w, elapsed, warned);
+    return 0;
+}
+
 int so_waiter_wait(so_waiter *w, int n, MPI_Request *reqs)
 {
     if (!w) {
@@ -96,12 +107,8 @@ int so_waiter_wait(so_waiter *w, int n, MPI_Request *reqs)
         if (done)
             break;
         double elapsed = so_now() - t0;
-        if (w->timeout_s > 0 && elapsed >= w->timeout_s) {
-            w->timed_out = 1;
-            return so_err(SO_ECOMM, "%s timed out after %.1f s", w->what, elapsed);
-        }
-        if (w->stall_warning_s > 0 && elapsed >= w->stall_warning_s)
-            stall_tick(w, elapsed, &warned);
+        if ((rc = so_waiter_tick(w, elapsed, &warned)))
+            return rc;
         if (elapsed >= SPIN_S)
             backoff_sleep(&sleep_ns);
     }
