@@ -5,6 +5,11 @@ optimizer; prints one JSON line with the total images/sec (all ranks,
 warm-up excluded, timed like tf_cnn_benchmarks).
 
     /usr/bin/python3 bench/torch_ddp.py --model resnet20 --batch 64 --np 2 --steps 30
+
+Across hosts (bench/cluster_ddp.sh: one process per emulated node), each
+process runs one rank itself and rank 0 prints the line:
+
+    torch_ddp.py --model resnet20 --batch 64 --np 2 --rank R --master 10.77.0.1:29500
 """
 import argparse
 import json
@@ -16,13 +21,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_env  # noqa: E402
 
 
-def worker(rank, a, port, out):
+def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
     import torch
     import torch.distributed as dist
     import torch_models
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(MASTER_ADDR=addr, MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    os.sched_setaffinity(0, {rank % os.cpu_count()})
+    if pin:
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
     dist.init_process_group("gloo", rank=rank, world_size=a.np)
     torch.manual_seed(42)
     c, h, w, classes = torch_models.defaults(a.model)
@@ -57,8 +63,18 @@ def main():
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--rank", type=int, default=-1, help="run this one rank here (with --master)")
+    ap.add_argument("--master", default="", help="ADDR:PORT of rank 0's rendezvous (with --rank)")
     a = ap.parse_args()
     peer_env.prepare(1)  # before torch loads (bench/peer_env.py)
+    if a.rank >= 0:  # one rank of a job across hosts; not pinned, as scaleout's ranks there
+        import queue
+        addr, port = a.master.rsplit(":", 1)
+        out = queue.Queue()
+        worker(a.rank, a, int(port), out, addr, pin=False)
+        if a.rank == 0:
+            print(json.dumps({"images_per_sec": out.get(), "np": a.np}))
+        return
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     out = ctx.Queue()

@@ -181,6 +181,9 @@ double so_job_comm_seconds(const so_job *j);
 /* How many gradient allreduces ran hier's zero-copy path on the registered
  * gradient buffer, and how many copied through its window (this rank). */
 void so_job_hier_paths(const so_job *j, unsigned long long *zero_copy, unsigned long long *copied);
+/* How many of hier's steps across nodes went over scaleout's TCP ring and how
+ * many over MPI point-to-point (this rank; both 0 on one node). */
+void so_job_hier_across(const so_job *j, unsigned long long *tcp, unsigned long long *mpi);
 
 /* Per-node forward and backward seconds of one training step of the job's
  * model on a fixed synthetic batch (so_predict_measure: warmup untimed

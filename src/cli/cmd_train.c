@@ -323,6 +323,10 @@ static void hier_paths(const so_job *j)
     if (zc + copied > 0)
         printf("hier: %llu gradient allreduces zero-copy on registered gradients, %llu copied through the window\n",
                zc, copied);
+    unsigned long long tcp, mpi;
+    so_job_hier_across(j, &tcp, &mpi);
+    if (tcp + mpi > 0)
+        printf("hier across nodes: %llu steps on scaleout's tcp ring, %llu on MPI\n", tcp, mpi);
 }
 
 static void report_comm(so_job *j, const so_train_result *r, const double *ranks)

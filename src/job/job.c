@@ -406,6 +406,21 @@ void so_job_hier_paths(const so_job *j, unsigned long long *zero_copy, unsigned 
 #endif
 }
 
+void so_job_hier_across(const so_job *j, unsigned long long *tcp, unsigned long long *mpi)
+{
+    *tcp = *mpi = 0;
+#ifdef SCALEOUT_HAVE_MPI
+    if (dist_get(j->dh)) {
+        uint64_t t, m;
+        so_comm_hier_across_counts(&t, &m);
+        *tcp = t;
+        *mpi = m;
+    }
+#else
+    (void)j;
+#endif
+}
+
 int so_job_measure_layers(so_job *j, int warmup, int steps, double *t_fwd, double *t_bwd, double *t_other)
 {
     return parts_measure(j->parts.m, j->parts.opt, warmup, steps, t_fwd, t_bwd, t_other);
