@@ -86,6 +86,12 @@ for mode in auto 0; do
       bad "SCALEOUT_COLL_TCP=$mode: $(grep -E 'across|wrong|error' "$tmp/tcp_$mode")"
   }
 done
+# No address of the other node offered (an interface that does not exist): every leader
+# agrees to stay on MPI, with a warning, and the results are still right.
+SCALEOUT_TCP_IF=so-none run 2 1 tcp_none "$bin" bench allreduce --algo hier --sizes 256K -i 3 --check && {
+  grep -Eq "^# hier across nodes: 0 steps on scaleout's tcp ring" "$tmp/tcp_none" &&
+    grep -q "stays on MPI" "$tmp/tcp_none" && ok || bad "SCALEOUT_TCP_IF=so-none: $(grep -E 'across|tcp' "$tmp/tcp_none")"
+}
 
 # Bytes on the links: one ring allreduce of 4 MiB sends 2(p-1)/p * 4 MiB = 4 MiB per rank.
 # Bound: TCP/IP + Ethernet headers (66 B per segment of >= 1448 B of payload: 4.6 %),
@@ -109,6 +115,13 @@ if run 2 1 train "$bin" train --model lenet5 "${data[@]}" --steps 20 --eval-ever
   --allreduce auto --json "$tmp/train.json"; then
   /usr/bin/python3 -c 'import json,math,sys; j=json.load(open(sys.argv[1])); l=j["epochs"][-1]["loss"]; sys.exit(0 if math.isfinite(l) else 1)' \
     "$tmp/train.json" 2>"$tmp/train.err" && ok || bad "train: no finite loss in the JSON: $(cat "$tmp/train.err")"
+fi
+
+# Two pipeline stages, one per node: their messages go over scaleout's TCP connections.
+if run 2 1 pipe "$bin" train --model lenet5 "${data[@]}" --steps 10 --eval-every -1 --progress none \
+  --batch-size 32 --pipeline-stages 2 --microbatches 4 --json "$tmp/pipe.json"; then
+  grep -q "point-to-point with 1 rank(s) over scaleout's tcp connections" "$tmp/pipe" && ok ||
+    bad "pipeline across nodes: stage messages not on tcp: $(grep -i tcp "$tmp/pipe")"
 fi
 
 finish

@@ -76,6 +76,17 @@ matrix resnet20 onednn 4 16 2 3 4
 matrix resnet20 onednn 1 4 2
 matrix resnet20 ref 4 8 3
 
+# Stage messages over scaleout's TCP connections (SCALEOUT_COLL_TCP=1 puts them there on one
+# host too): the same training, with every message on the sockets. P = 3: the middle stage
+# talks to both sides; interleaved: the last rank also sends back to the first.
+for sc in 1f1b interleaved; do
+  v=1; [ $sc = interleaved ] && v=2
+  SCALEOUT_COLL_TCP=1 run 3 "tcp-$sc" --model resnet20 --backend onednn --batch-size 16 --pipeline-stages 3 \
+    --microbatches 4 --schedule $sc --virtual-stages $v || continue
+  if same resnet20-onednn-m4-d1 "tcp-$sc" && grep -q "over scaleout's tcp connections" "$tmp/tcp-$sc.log"; then ok
+  else bad "3 stages ($sc) over tcp differ from one process, or did not use tcp: $(grep -c tcp "$tmp/tcp-$sc.log")"; fi
+done
+
 grep -q "pipeline: 4 stages x 1 replicas (stage-major), 1f1b, 4 micro-batches of 8" "$tmp/lenet5-onednn-m4-p4-d1-1f1b.log" &&
   grep -q "stage 3: activation memory" "$tmp/lenet5-onednn-m4-p4-d1-1f1b.log" &&
   ok || bad "no pipeline line in the report: $(cat "$tmp/lenet5-onednn-m4-p4-d1-1f1b.log")"

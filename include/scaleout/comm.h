@@ -393,6 +393,15 @@ int so_comm_isend(so_comm *c, const void *buf, size_t bytes, int dst, int tag, s
 int so_comm_irecv(so_comm *c, void *buf, size_t bytes, int src, int tag, so_comm_req **out);
 int so_comm_req_test(so_comm *c, so_comm_req *r, int *done);
 int so_comm_req_wait(so_comm *c, so_comm_req *r);
+/* Collective over c: the group's requests with peers on other hosts go over
+ * scaleout's own TCP connections from now on (one per direction and pair, a
+ * progress thread of their own: transfers both ways run at the link's rate
+ * while the caller computes), when SCALEOUT_COLL_TCP allows (auto: the job
+ * spans hosts; 1: every peer, also on one host). Connections that cannot be
+ * made leave every rank on MPI, with a warning. Pipeline stages call it. */
+int so_comm_p2p_connect(so_comm *c);
+/* Whether c's messages with peer go over the TCP connections. */
+int so_comm_p2p_on_tcp(const so_comm *c, int peer);
 
 /* ---- byte-level point-to-point (src/comm/p2p.c) ---------------------------------
  * For CLI features such as checkpoint partner copies. A channel owns a

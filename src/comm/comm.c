@@ -21,6 +21,7 @@
 #include "comm_env.h"
 #include "coll_internal.h"
 #include "comm_internal.h"
+#include "tcp_internal.h"
 
 #include "scaleout/err.h"
 #include "scaleout/log.h"
@@ -132,6 +133,7 @@ static int free_subgroups(so_comm *c)
 static int group_free(so_comm *c)
 {
     so_regbuf_release_all(c);
+    so_tcp_mesh_free(c->tcp_mesh);
     int rc = free_subgroups(c);
     int rc2 = free_comm(&c->p2p);
     int rc3 = free_comm(&c->mcomm);

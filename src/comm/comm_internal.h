@@ -14,6 +14,7 @@
 struct so_comm {
     MPI_Comm mcomm;  /* this group's ranks (a dup of MPI_COMM_WORLD for the job): collectives */
     MPI_Comm p2p;    /* a dup of mcomm: so_comm_isend / irecv, so user tags never meet collectives */
+    struct so_tcp_mesh *tcp_mesh; /* so_comm_isend / irecv with peers on other hosts (so_comm_p2p_connect), or NULL */
     int rank, size;
     so_comm_node topo;
     so_comm *node_group;    /* the ranks of my node: c itself when c is one node; owned otherwise */

@@ -8,12 +8,14 @@
  * all requests from any call), as long as the two threads never call MPI at
  * the same time: the training thread only posts and tests here while the
  * engine is idle (so_comm_check_idle). */
-#include "comm_internal.h"
+#include "comm_env.h"
+#include "tcp_internal.h"
 
 #include <limits.h>
 #include <stdlib.h>
 
 #include "scaleout/err.h"
+#include "scaleout/log.h"
 
 #define TAG_XFER 0x5cf0
 #define TAG_MAX 32767 /* the MPI standard's smallest allowed MPI_TAG_UB */
@@ -21,6 +23,7 @@
 /* One message cut into chunks of at most the group's p2p_chunk bytes (MPI
  * counts are int): one MPI request per chunk. */
 struct so_comm_req {
+    so_tcp_msg *tcp; /* over the group's TCP mesh (then n = 0), or NULL */
     int n;
     MPI_Request req[];
 };
@@ -82,10 +85,26 @@ static int check_p2p(const so_comm *c, int peer, int tag, const void *buf, size_
     return so_comm_check_idle(c);
 }
 
+/* A request over the group's TCP mesh (peers on other hosts, so_comm_p2p_connect). */
+static int tcp_post(so_comm *c, void *buf, size_t bytes, int peer, int tag, int send, so_comm_req **out)
+{
+    so_comm_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return so_err(SO_ENOMEM, "point-to-point request: out of memory");
+    int rc = so_tcp_mesh_post(c->tcp_mesh, buf, bytes, peer, tag, send, &r->tcp);
+    if (rc)
+        free(r);
+    else
+        *out = r;
+    return rc;
+}
+
 int so_comm_isend(so_comm *c, const void *buf, size_t bytes, int dst, int tag, so_comm_req **out)
 {
     *out = NULL;
     int rc = check_p2p(c, dst, tag, buf, bytes);
+    if (!rc && so_tcp_mesh_has(c->tcp_mesh, dst))
+        return tcp_post(c, (void *)buf, bytes, dst, tag, 1, out);
     return rc ? rc : req_post(c->p2p, (void *)buf, bytes, c->p2p_chunk, dst, tag, 1, out);
 }
 
@@ -93,7 +112,35 @@ int so_comm_irecv(so_comm *c, void *buf, size_t bytes, int src, int tag, so_comm
 {
     *out = NULL;
     int rc = check_p2p(c, src, tag, buf, bytes);
+    if (!rc && so_tcp_mesh_has(c->tcp_mesh, src))
+        return tcp_post(c, buf, bytes, src, tag, 0, out);
     return rc ? rc : req_post(c->p2p, buf, bytes, c->p2p_chunk, src, tag, 0, out);
+}
+
+static void req_free(so_comm_req *r)
+{
+    free(r->tcp);
+    free(r);
+}
+
+int so_comm_p2p_connect(so_comm *c)
+{
+    int m = so_comm_env_get()->coll_tcp; /* 1 always, 0 never, -1 auto: across hosts */
+    if (c->tcp_mesh || c->size < 2 || m == 0 || (m < 0 && !so_coll_multi_host()))
+        return 0;
+    so_waiter w;
+    so_waiter_init(&w, c, "connecting the tcp point-to-point mesh");
+    int rc = so_tcp_mesh_open(c->p2p, &w, &c->tcp_mesh), peers = 0;
+    for (int j = 0; j < c->size; j++)
+        peers += so_tcp_mesh_has(c->tcp_mesh, j);
+    if (!rc && peers)
+        so_log(SO_LOG_INFO, "point-to-point with %d rank(s) over scaleout's tcp connections", peers);
+    return rc;
+}
+
+int so_comm_p2p_on_tcp(const so_comm *c, int peer)
+{
+    return peer >= 0 && peer < c->size && so_tcp_mesh_has(c->tcp_mesh, peer);
 }
 
 int so_comm_req_test(so_comm *c, so_comm_req *r, int *done)
@@ -101,19 +148,24 @@ int so_comm_req_test(so_comm *c, so_comm_req *r, int *done)
     *done = 0;
     int rc = so_comm_check_idle(c);
     if (!rc)
-        rc = req_poll(r, done);
+        rc = r->tcp ? so_tcp_msg_test(c->tcp_mesh, r->tcp, done) : req_poll(r, done);
     if (!rc && *done)
-        free(r);
+        req_free(r);
     return rc;
 }
 
 int so_comm_req_wait(so_comm *c, so_comm_req *r)
 {
     int rc = so_comm_check_idle(c);
-    if (!rc)
+    if (!rc && r->tcp) {
+        so_waiter w;
+        so_waiter_init(&w, c, "point-to-point request");
+        rc = so_tcp_msg_wait(c->tcp_mesh, r->tcp, &w);
+    } else if (!rc) {
         rc = req_block(c, r, "point-to-point request");
+    }
     if (!rc)
-        free(r);
+        req_free(r);
     return rc;
 }
 

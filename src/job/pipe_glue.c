@@ -287,6 +287,8 @@ static int replica_bn_allsum(void *ctx, double *v, int n)
 static int open_groups(pipe_glue *g, so_comm *world, const char *allreduce)
 {
     int rc = so_comm_split(world, g->replica, g->stages - 1 - g->stage, &g->pipeline);
+    if (!rc) /* activations and diffs cross at once both ways: scaleout's TCP between hosts */
+        rc = so_comm_p2p_connect(g->pipeline);
     if (!rc)
         rc = so_comm_split(world, g->stage, g->replica, &g->replica_group);
     return rc || g->replicas < 2 ? rc : dist_open_group(g->replica_group, allreduce, &g->replica_dh);
