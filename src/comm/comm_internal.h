@@ -51,6 +51,11 @@ typedef struct so_waiter {
  * plain MPI_Waitall, no watchdog. Polls MPI_Testall with backoff (see wait.c). */
 int so_waiter_wait(so_waiter *w, int n, MPI_Request *reqs);
 
+/* The watched wait around any test: test(ctx, &done) until done, spinning
+ * briefly, then backing off as so_waiter_wait does (which is this over
+ * MPI_Testall). w must not be NULL. */
+int so_waiter_poll(so_waiter *w, int (*test)(void *ctx, int *done), void *ctx);
+
 /* One look of a wait that polls something other than MPI requests (the tcp
  * transport): SO_ECOMM (w->timed_out = 1) once elapsed passed the timeout, else
  * the stall warning and hook as in so_waiter_wait (*warned starts at 0). */

@@ -8,7 +8,6 @@
  * all requests from any call), as long as the two threads never call MPI at
  * the same time: the training thread only posts and tests here while the
  * engine is idle (so_comm_check_idle). */
-#include "comm_env.h"
 #include "tcp_internal.h"
 
 #include <limits.h>
@@ -125,8 +124,7 @@ static void req_free(so_comm_req *r)
 
 int so_comm_p2p_connect(so_comm *c)
 {
-    int m = so_comm_env_get()->coll_tcp; /* 1 always, 0 never, -1 auto: across hosts */
-    if (c->tcp_mesh || c->size < 2 || m == 0 || (m < 0 && !so_coll_multi_host()))
+    if (c->tcp_mesh || c->size < 2 || !tcp_enabled())
         return 0;
     so_waiter w;
     so_waiter_init(&w, c, "connecting the tcp point-to-point mesh");

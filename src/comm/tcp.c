@@ -3,7 +3,6 @@
  * TCP transport keeps an emulated full-duplex link about half used during an
  * allreduce, whatever the algorithm over it (docs/CLUSTER.md); plain sockets
  * fill both directions, as gloo's and NCCL's socket transports do. */
-#include "comm_env.h"
 #include "tcp_internal.h"
 
 #include "scaleout/err.h"
@@ -91,10 +90,7 @@ int so_tcp_ring_open(MPI_Comm leaders, so_waiter *w, so_tcp_ring **out)
 
 int so_tcp_wanted(size_t count)
 {
-    int m = so_comm_env_get()->coll_tcp; /* 1 always, 0 never, -1 auto */
-    if (count * sizeof(float) < TCP_MIN_BYTES || m == 0)
-        return 0;
-    return m == 1 || so_coll_multi_host();
+    return count * sizeof(float) >= TCP_MIN_BYTES && tcp_enabled();
 }
 
 void so_tcp_ring_free(so_tcp_ring *t)

@@ -2,6 +2,7 @@
  * tcp_p2p.c's point-to-point mesh): each member's card of addresses and port,
  * exchanged over MPI; connections made with a timeout per address and a hello
  * that names the caller and the job, so a stray connection is refused. */
+#include "comm_env.h"
 #include "tcp_internal.h"
 
 #include "scaleout/err.h"
@@ -212,4 +213,10 @@ int tcp_same_host(const tcp_card *a, const tcp_card *b)
             if (a->addr[i] == b->addr[k])
                 return 1;
     return 0;
+}
+
+int tcp_enabled(void)
+{
+    int m = so_comm_env_get()->coll_tcp; /* 1 always, 0 never, -1 auto: the job spans hosts */
+    return m == 1 || (m < 0 && so_coll_multi_host());
 }

@@ -48,6 +48,9 @@ int tcp_exchange_cards(MPI_Comm comm, const tcp_card *mine, tcp_card *all, so_wa
 int tcp_agree(MPI_Comm comm, int ok, so_waiter *w, int *all_ok);
 /* How long to wait for a caller with card c: its tries of every address and a grace. */
 double tcp_accept_deadline(const tcp_card *c, double deadline);
+/* Whether scaleout's TCP transport is on (SCALEOUT_COLL_TCP: 1, or auto when
+ * the job spans hosts). */
+int tcp_enabled(void);
 /* Whether two cards share an address other than loopback (or both have none). */
 int tcp_same_host(const tcp_card *a, const tcp_card *b);
 

@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define POLL_SLICE_MS 100
@@ -488,17 +487,19 @@ int so_tcp_msg_test(so_tcp_mesh *t, so_tcp_msg *m, int *done)
     return s < 0 ? so_err(SO_ECOMM, "%s", t->why[0] ? t->why : "tcp point-to-point failed") : 0;
 }
 
+typedef struct {
+    so_tcp_mesh *mesh;
+    so_tcp_msg *msg;
+} msg_ref;
+
+static int test_ref(void *ctx, int *done)
+{
+    msg_ref *r = ctx;
+    return so_tcp_msg_test(r->mesh, r->msg, done);
+}
+
 int so_tcp_msg_wait(so_tcp_mesh *t, so_tcp_msg *m, so_waiter *w)
 {
-    double t0 = so_now();
-    long ns = 5000;
-    int warned = 0, done = 0, rc;
-    while (!(rc = so_tcp_msg_test(t, m, &done)) && !done) {
-        if ((rc = so_waiter_tick(w, so_now() - t0, &warned)))
-            return rc;
-        struct timespec ts = {0, ns};
-        nanosleep(&ts, NULL);
-        ns = ns * 2 > 200000 ? 200000 : ns * 2;
-    }
-    return rc;
+    msg_ref r = {t, m};
+    return so_waiter_poll(w, test_ref, &r);
 }

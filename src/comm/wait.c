@@ -88,20 +88,14 @@ int so_waiter_tick(so_waiter *w, double elapsed, int *warned)
     return 0;
 }
 
-int so_waiter_wait(so_waiter *w, int n, MPI_Request *reqs)
+int so_waiter_poll(so_waiter *w, int (*test)(void *ctx, int *done), void *ctx)
 {
-    if (!w) {
-        SO_IGNORE_STATUSES_BEGIN
-        int rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
-        SO_IGNORE_STATUSES_END
-        return rc == MPI_SUCCESS ? 0 : so_mpi_err(rc, "MPI_Waitall");
-    }
     double t0 = so_now();
     long sleep_ns = BACKOFF_MIN_NS;
     int done = 0, warned = 0;
     w->timed_out = 0;
     for (;;) {
-        int rc = test_all(n, reqs, &done);
+        int rc = test(ctx, &done);
         if (rc)
             return rc;
         if (done)
@@ -115,4 +109,27 @@ int so_waiter_wait(so_waiter *w, int n, MPI_Request *reqs)
     if (warned)
         so_log(SO_LOG_INFO, "%s completed after %.1f s", w->what, so_now() - t0);
     return 0;
+}
+
+typedef struct {
+    int n;
+    MPI_Request *reqs;
+} request_set;
+
+static int test_set(void *ctx, int *done)
+{
+    request_set *r = ctx;
+    return test_all(r->n, r->reqs, done);
+}
+
+int so_waiter_wait(so_waiter *w, int n, MPI_Request *reqs)
+{
+    if (!w) {
+        SO_IGNORE_STATUSES_BEGIN
+        int rc = MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE);
+        SO_IGNORE_STATUSES_END
+        return rc == MPI_SUCCESS ? 0 : so_mpi_err(rc, "MPI_Waitall");
+    }
+    request_set r = {n, reqs};
+    return so_waiter_poll(w, test_set, &r);
 }
