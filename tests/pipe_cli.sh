@@ -7,6 +7,8 @@
 #    and interleaved with 2 chunks per rank (D = 1, and P = 2 with D = 2),
 #    M in {1,4}, on LeNet-5 (a chain) and ResNet-20 (cuts across residual
 #    connections, batchnorm), on the onednn and ref backends
+#  - on one host the stages' buffers are shared (no bytes in the messages);
+#    SCALEOUT_PIPE_SHARED=0 and the TCP transport copy them, with the same result
 #  - evaluation through the stages gives the same accuracy
 #  - bad layouts and options end every rank with one line and exit 2
 # Usage: pipe_cli.sh path/to/scaleout
@@ -85,6 +87,18 @@ for sc in 1f1b interleaved; do
     --microbatches 4 --schedule $sc --virtual-stages $v || continue
   if same resnet20-onednn-m4-d1 "tcp-$sc" && grep -q "over scaleout's tcp connections" "$tmp/tcp-$sc.log"; then ok
   else bad "3 stages ($sc) over tcp differ from one process, or did not use tcp: $(grep -c tcp "$tmp/tcp-$sc.log")"; fi
+done
+
+# On one host the stages pass tensors through shared memory (messages carry no bytes);
+# SCALEOUT_PIPE_SHARED=0 sends every byte through MPI instead: the same training.
+[ "$(grep -cE "pipeline: ([0-9]+) of \1 edge\(s\) of this stage through shared memory" \
+  "$tmp/resnet20-onednn-m4-p3-d1-1f1b.log")" = 3 ] && ok || bad "3 stages on one host did not share their buffers: $(grep -c shared "$tmp/resnet20-onednn-m4-p3-d1-1f1b.log")"
+for sc in 1f1b interleaved; do
+  v=1; [ $sc = interleaved ] && v=2
+  SCALEOUT_PIPE_SHARED=0 run 3 "copied-$sc" --model resnet20 --backend onednn --batch-size 16 --pipeline-stages 3 \
+    --microbatches 4 --schedule $sc --virtual-stages $v || continue
+  if same resnet20-onednn-m4-d1 "copied-$sc" && ! grep -q "through shared memory" "$tmp/copied-$sc.log"; then ok
+  else bad "3 stages ($sc) with SCALEOUT_PIPE_SHARED=0 differ from one process, or still shared"; fi
 done
 
 grep -q "pipeline: 4 stages x 1 replicas (stage-major), 1f1b, 4 micro-batches of 8" "$tmp/lenet5-onednn-m4-p4-d1-1f1b.log" &&

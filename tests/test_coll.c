@@ -302,6 +302,35 @@ static void test_registered_all(so_comm *c, int rpn, float *old)
     so_comm_buf_free(c, a);
 }
 
+/* so_comm_buf_peer under ranks-per-node rpn: sizes differ per rank (rank r
+ * asks for r pages, rank 0 for none); a rank on my node sees what it wrote in
+ * its own buffer through my mapping, one on another node is not mapped. */
+static void test_buf_peer(so_comm *c, int rpn)
+{
+    layout l = get_layout(c, rpn);
+    size_t bytes = (size_t)g_rank * 4096;
+    int *mine = NULL;
+    int rc = so_comm_buf_alloc(c, bytes, (void **)&mine);
+    CHECK(rc == 0, "so_comm_buf_alloc of %zu bytes: %s", bytes, so_errmsg());
+    if (rc)
+        so_comm_abort(c, 1, "cannot go on without registered buffers");
+    if (bytes)
+        mine[bytes / sizeof *mine - 1] = 1000 + g_rank;
+    so_comm_barrier(c);
+    for (int j = 0; j < g_size; j++) {
+        size_t len = 0;
+        int *peer = so_comm_buf_peer(c, mine, j, &len);
+        int mapped = (l.rpn ? j / l.rpn == g_rank / l.rpn : 1) && l.q > 1; /* alone: plain memory */
+        if (!mapped)
+            CHECK(peer == NULL, "rpn %d: rank %d's buffer mapped from another node", rpn, j);
+        else
+            CHECK(peer && len >= (size_t)j * 4096 && (!j || peer[(size_t)j * 4096 / sizeof *peer - 1] == 1000 + j),
+                  "rpn %d: rank %d's buffer not mapped here, or not what it wrote", rpn, j);
+    }
+    so_comm_barrier(c);
+    so_comm_buf_free(c, mine);
+}
+
 /* Tuning file round trip, selection by rules and the fit (rank-local). */
 static void test_tuning(void)
 {
@@ -378,6 +407,7 @@ int main(int argc, char **argv)
                 test_identical_bits(c, a);
             }
         test_registered_all(c, rpns[k], old);
+        test_buf_peer(c, rpns[k]);
     }
     so_comm_set_ranks_per_node(c, 0);
     for (int a = 0; a < SO_RS_COUNT; a++)

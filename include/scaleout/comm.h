@@ -167,8 +167,9 @@ int so_comm_barrier(so_comm *c);
  * works everywhere: registration only makes it faster.
  *
  * Contract: both calls are collective over c's ranks. Every rank calls them
- * in the same order with the same sizes (the allocations are matched by their
- * order), while no async engine of c has requests outstanding, and frees
+ * in the same order (the allocations are matched by their order; sizes may
+ * differ between ranks, and hier's zero-copy path checks every peer's length
+ * before it uses the buffers), while no async engine of c has requests outstanding, and frees
  * every buffer before so_comm_finalize (which frees what is left, collectively).
  * A buffer must not be freed while a collective on it runs anywhere.
  * Buffers are zero-filled and page-aligned (so 64-byte aligned). With one rank
@@ -177,6 +178,12 @@ int so_comm_barrier(so_comm *c);
  * is the one current at allocation time; after so_comm_set_ranks_per_node
  * the buffers stay valid but take hier's copy path. */
 int so_comm_buf_alloc(so_comm *c, size_t bytes, void **out);
+/* Rank `peer`'s buffer of the same allocation as `mine` (a buffer of
+ * so_comm_buf_alloc on c), mapped in this process, and its usable *bytes;
+ * NULL when peer is on another node or the memory is not shared (plain
+ * fallback). Ranks that share memory so can pass data by load and store
+ * (pipeline stages on one host do, pipeline.h). */
+void *so_comm_buf_peer(so_comm *c, const void *mine, int peer, size_t *bytes);
 /* Frees a buffer of so_comm_buf_alloc (collective, see above); NULL is a no-op. */
 void so_comm_buf_free(so_comm *c, void *p);
 /* How many of hier's calls above the small-message size (on more than one

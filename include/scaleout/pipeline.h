@@ -176,6 +176,17 @@ typedef struct {
     int (*isend)(void *ctx, const void *buf, size_t bytes, int stage, int tag, void **req);
     int (*irecv)(void *ctx, void *buf, size_t bytes, int stage, int tag, void **req);
     int (*wait)(void *ctx, void *req);
+    /* Optional (NULL: every message carries its bytes). Devices on one host
+     * can pass tensors through memory both map: the receiver of an edge keeps
+     * its buffers there and the messages only say "micro-batch k is ready".
+     * shares_with: whether memory can be shared with `stage` (the same answer
+     * on both sides). share: collective over the pipeline's devices, `bytes`
+     * (maybe 0) of this device's that the devices on its host map; *mine
+     * NULL when none could be made. peer_memory: `stage`'s memory of share,
+     * mapped here, and its *bytes; NULL when not shared. */
+    int (*shares_with)(void *ctx, int stage);
+    int (*share)(void *ctx, size_t bytes, void **mine);
+    void *(*peer_memory)(void *ctx, int stage, size_t *bytes);
 } so_pipe_link;
 
 typedef struct {

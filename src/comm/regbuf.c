@@ -187,7 +187,7 @@ static so_regbuf *new_region(so_comm *c, const so_shm *s)
 static int fill_region(so_regbuf *g, so_shm *s, size_t bytes, so_waiter *w)
 {
     int rc = 0, made = 0;
-    if (s->q > 1 && bytes > 0) { /* alone on the node, or nothing: every node rank decides alike */
+    if (s->q > 1) { /* alone on the node: every node rank decides alike (sizes may differ, 0 too) */
         rc = make_window(g, s, bytes, w, &made);
         if (!rc && made)
             rc = map_region(g);
@@ -237,6 +237,24 @@ int so_comm_buf_alloc(so_comm *c, size_t bytes, void **out)
     pthread_mutex_unlock(&reg_mu);
     *out = g->base[g->r];
     return 0;
+}
+
+void *so_comm_buf_peer(so_comm *c, const void *mine, int peer, size_t *bytes)
+{
+    *bytes = 0;
+    size_t off;
+    so_regbuf *g = mine ? so_regbuf_find(mine, 0, &off) : NULL;
+    MPI_Group cg;
+    int j = MPI_UNDEFINED;
+    if (!g || off != 0 || peer < 0 || peer >= c->size || MPI_Comm_group(c->mcomm, &cg) != MPI_SUCCESS)
+        return NULL;
+    if (MPI_Group_translate_ranks(cg, 1, &peer, g->group, &j) != MPI_SUCCESS)
+        j = MPI_UNDEFINED;
+    MPI_Group_free(&cg);
+    if (j == MPI_UNDEFINED || j < 0 || j >= g->q)
+        return NULL;
+    *bytes = g->len[j];
+    return g->base[j];
 }
 
 void so_comm_buf_free(so_comm *c, void *p)

@@ -48,6 +48,8 @@ struct pipe_glue {
 #ifdef SCALEOUT_HAVE_MPI
     so_comm *pipeline;           /* this replica's stages; group rank = stages - 1 - stage */
     so_comm *replica_group;      /* this stage's replicas (its checkpoints and gradient average) */
+    int *node_of;                /* per pipeline group rank: its node id (shared edges on one node) */
+    void *shared;                /* this rank's memory for shared edges (so_comm_buf_alloc), or NULL */
 #endif
 };
 
@@ -276,6 +278,53 @@ static int link_irecv(void *ctx, void *buf, size_t bytes, int stage, int tag, vo
 
 static int link_wait(void *ctx, void *req) { return so_comm_req_wait(((pipe_glue *)ctx)->pipeline, req); }
 
+/* Stages on one node pass tensors through memory both map (pipeline.h),
+ * unless SCALEOUT_PIPE_SHARED=0 or the pair talks over the TCP mesh. */
+static int link_shares_with(void *ctx, int stage)
+{
+    pipe_glue *g = ctx;
+    int peer = g->stages - 1 - stage, me = g->stages - 1 - g->stage;
+    const char *env = getenv("SCALEOUT_PIPE_SHARED");
+    if ((env && !strcmp(env, "0")) || !g->node_of || so_comm_p2p_on_tcp(g->pipeline, peer))
+        return 0;
+    return g->node_of[peer] == g->node_of[me];
+}
+
+static int link_share(void *ctx, size_t bytes, void **mine)
+{
+    pipe_glue *g = ctx;
+    *mine = NULL;
+    int rc = g->shared ? so_err(SO_EINVAL, "the pipeline's memory is shared already") :
+                         so_comm_buf_alloc(g->pipeline, bytes, &g->shared);
+    *mine = g->shared;
+    return rc;
+}
+
+static void *link_peer_memory(void *ctx, int stage, size_t *bytes)
+{
+    pipe_glue *g = ctx;
+    return so_comm_buf_peer(g->pipeline, g->shared, g->stages - 1 - stage, bytes);
+}
+
+/* Every pipeline group rank's node id. */
+static int learn_nodes(pipe_glue *g)
+{
+    so_comm_node me;
+    so_comm_node_info(g->pipeline, &me);
+    int64_t *ids = calloc((size_t)g->stages, sizeof *ids);
+    g->node_of = calloc((size_t)g->stages, sizeof *g->node_of);
+    if (!ids || !g->node_of) {
+        free(ids);
+        return so_err(SO_ENOMEM, "out of memory");
+    }
+    ids[g->stages - 1 - g->stage] = me.node_id;
+    int rc = so_comm_allreduce_i64(g->pipeline, ids, (size_t)g->stages, SO_REDUCE_SUM);
+    for (int q = 0; q < g->stages; q++)
+        g->node_of[q] = (int)ids[q];
+    free(ids);
+    return rc;
+}
+
 /* --sync-bn: batchnorm statistics summed over this stage's replicas. */
 static int replica_bn_allsum(void *ctx, double *v, int n)
 {
@@ -289,6 +338,8 @@ static int open_groups(pipe_glue *g, so_comm *world, const char *allreduce)
     int rc = so_comm_split(world, g->replica, g->stages - 1 - g->stage, &g->pipeline);
     if (!rc) /* activations and diffs cross at once both ways: scaleout's TCP between hosts */
         rc = so_comm_p2p_connect(g->pipeline);
+    if (!rc)
+        rc = learn_nodes(g);
     if (!rc)
         rc = so_comm_split(world, g->stage, g->replica, &g->replica_group);
     return rc || g->replicas < 2 ? rc : dist_open_group(g->replica_group, allreduce, &g->replica_dh);
@@ -576,7 +627,7 @@ int pipe_glue_start(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_p
     if (rd && (rc = so_strategy_data_parallel(rd, &g->dp)))
         return rc;
     so_pipe_config pc = {.schedule = g->schedule, .microbatches = g->microbatches,
-                         .link = {g, link_isend, link_irecv, link_wait}, .replicas = g->dp,
+                         .link = {g, link_isend, link_irecv, link_wait, link_shares_with, link_share, link_peer_memory}, .replicas = g->dp,
                          .nreplicas = g->replicas, .bn_allsum = rd ? replica_bn_allsum : NULL,
                          .bn_allsum_arg = (void *)rd};
     if ((rc = so_strategy_pipeline(&pc, &g->edges, &g->pipe)))
@@ -698,7 +749,8 @@ void pipe_glue_close(pipe_glue *g)
 #ifdef SCALEOUT_HAVE_MPI
     dist_close(g->replica_dh);
     so_comm_finalize(g->replica_group);
-    so_comm_finalize(g->pipeline);
+    so_comm_finalize(g->pipeline); /* and g->shared with it */
+    free(g->node_of);
 #endif
     free(g->layouts);
     free(g->stage_mem);

@@ -4,12 +4,17 @@
  * (edge, micro-batch), so no send ever waits for a receiver to make room
  * and no schedule can deadlock; sends leave as each pass ends and are
  * completed at the end of the step, before the replicas' gradient average
- * (the MPI engine must be idle for point-to-point). */
+ * (the MPI engine must be idle for point-to-point). Devices on one host
+ * share the buffers instead (link.share): the receiver of an edge keeps them,
+ * both map them, and a message without bytes says a micro-batch is ready,
+ * so no copy crosses between the processes. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "scaleout/err.h"
+#include "scaleout/log.h"
 #include "scaleout/pipeline.h"
 #include "scaleout/timer.h"
 #include "scaleout/train.h"
@@ -27,6 +32,8 @@ typedef struct {
     float **rdata, **rgrad;      /* recv edge x micro-batch: activation in, its diff out */
     float **sdata, **sgrad;      /* send edge x micro-batch: activation out, its diff in */
     void **rreq, **sreq;         /* the posted receives of recv / send edges per micro-batch */
+    char *rshared, *sshared;     /* per recv / send edge: its buffers are in memory both devices map */
+    uint64_t *offsets;           /* per recv edge: where its buffers start in this device's shared memory */
     int32_t *labels;             /* the device of the loss, interleaved: micro-batch k's labels at k x batch */
     int *nvalid;                 /* and its sample count */
     void **out;                  /* sends in flight */
@@ -100,6 +107,10 @@ int so_pipe_slots(so_pipe_schedule sc, int d, int P, int microbatches, int v)
 
 static size_t edge_bytes(const pipe_state *s, const so_pipe_edge *e) { return so_model_edge_bytes(s->m, e->node); }
 
+/* The bytes a message of the edge carries: none when its buffers are shared. */
+static size_t recv_msg_bytes(const pipe_state *s, int i) { return s->rshared[i] ? 0 : edge_bytes(s, &s->e->recv[i]); }
+static size_t send_msg_bytes(const pipe_state *s, int i) { return s->sshared[i] ? 0 : edge_bytes(s, &s->e->send[i]); }
+
 static int keep_send(pipe_state *s, void *req)
 {
     if (s->nout == s->outcap) {
@@ -114,10 +125,11 @@ static int keep_send(pipe_state *s, void *req)
     return 0;
 }
 
-static int send(pipe_state *s, const so_pipe_edge *e, const float *buf, int tag)
+static int send(pipe_state *s, int peer, const float *buf, size_t bytes, int tag)
 {
     void *req = NULL;
-    int rc = s->c.link.isend(s->c.link.ctx, buf, edge_bytes(s, e), e->peer, tag, &req);
+    atomic_thread_fence(memory_order_seq_cst); /* a shared buffer's stores before "it is ready" */
+    int rc = s->c.link.isend(s->c.link.ctx, buf, bytes, peer, tag, &req);
     return rc ? rc : keep_send(s, req);
 }
 
@@ -135,6 +147,7 @@ static int wait_sends(pipe_state *s)
 static int wait_req(pipe_state *s, void **req)
 {
     int rc = *req ? s->c.link.wait(s->c.link.ctx, *req) : 0;
+    atomic_thread_fence(memory_order_seq_cst); /* and the peer's stores before our loads */
     *req = NULL;
     return rc;
 }
@@ -146,10 +159,10 @@ static int post_receives(pipe_state *s)
     int rc = 0;
     for (int k = 0; k < s->M; k++) {
         for (int i = 0; !rc && i < e->nrecv; i++)
-            rc = s->c.link.irecv(s->c.link.ctx, s->rdata[i * s->M + k], edge_bytes(s, &e->recv[i]), e->recv[i].peer,
+            rc = s->c.link.irecv(s->c.link.ctx, s->rdata[i * s->M + k], recv_msg_bytes(s, i), e->recv[i].peer,
                                  e->recv[i].tag, &s->rreq[i * s->M + k]);
         for (int i = 0; !rc && i < e->nsend; i++)
-            rc = s->c.link.irecv(s->c.link.ctx, s->sgrad[i * s->M + k], edge_bytes(s, &e->send[i]), e->send[i].peer,
+            rc = s->c.link.irecv(s->c.link.ctx, s->sgrad[i * s->M + k], send_msg_bytes(s, i), e->send[i].peer,
                                  e->send[i].tag + 1, &s->sreq[i * s->M + k]);
     }
     return rc;
@@ -220,7 +233,7 @@ static int forward(pipe_state *s, int c, int k, const so_step_io *io, double *lo
         *loss += s->m->loss;
     double t1 = so_now();
     for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
-        rc = send(s, &e->send[i], s->sdata[i * s->M + k], e->send[i].tag);
+        rc = send(s, e->send[i].peer, s->sdata[i * s->M + k], send_msg_bytes(s, i), e->send[i].tag);
     s->busy += t1 - t0;
     io->pass(io->arg, 0, k, t0, t1);
     return rc;
@@ -248,7 +261,7 @@ static int backward(pipe_state *s, int c, int k, const so_step_io *io)
         rc = so_model_backward_nodes(s->m, ch->node_lo, ch->node_hi);
     double t1 = so_now();
     for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++)
-        rc = send(s, &e->recv[i], s->rgrad[i * s->M + k], e->recv[i].tag + 1);
+        rc = send(s, e->recv[i].peer, s->rgrad[i * s->M + k], recv_msg_bytes(s, i), e->recv[i].tag + 1);
     s->busy += t1 - t0;
     io->pass(io->arg, 1, k, t0, t1);
     return rc;
@@ -272,7 +285,83 @@ static int pipe_run_step(void *self, int K, const so_step_io *io, double *loss)
     return rc ? rc : w ? w : 1;
 }
 
-/* One buffer per (edge, micro-batch) and direction. */
+#define SHARED_ALIGN 4096 /* each shared buffer on its own pages: no two writers share a line */
+
+static size_t shared_slot(size_t bytes) { return (bytes + SHARED_ALIGN - 1) / SHARED_ALIGN * SHARED_ALIGN; }
+
+/* Bytes of this device's shared memory: the data and diff buffers of every
+ * recv edge whose sender can share, for each micro-batch. */
+static size_t shared_bytes(const pipe_state *s)
+{
+    size_t total = 0;
+    for (int i = 0; i < s->e->nrecv; i++)
+        if (s->c.link.shares_with(s->c.link.ctx, s->e->recv[i].peer))
+            total += 2 * (size_t)s->M * shared_slot(edge_bytes(s, &s->e->recv[i]));
+    return total;
+}
+
+/* Edge i's 2 M buffers from base: data then diff of each micro-batch. */
+static void place_shared(float **data, float **grad, int M, int i, char *base, size_t slot)
+{
+    for (int k = 0; k < M; k++) {
+        data[i * M + k] = (float *)(base + 2 * (size_t)k * slot);
+        grad[i * M + k] = (float *)(base + (2 * (size_t)k + 1) * slot);
+    }
+}
+
+/* The receiver of each edge on this host lays its buffers out in its shared
+ * memory and sends the sender their offset; the sender maps them there. */
+static int share_buffers(pipe_state *s)
+{
+    const so_pipe_stage_edges *e = s->e;
+    const so_pipe_link *l = &s->c.link;
+    char *mine = NULL;
+    if (!l->shares_with || !l->share || !l->peer_memory)
+        return 0;
+    int rc = l->share(l->ctx, shared_bytes(s), (void **)&mine);
+    uint64_t at = 0;
+    size_t len = 0;
+    for (int i = 0; !rc && mine && i < e->nrecv; i++) {
+        if (!l->shares_with(l->ctx, e->recv[i].peer) || !l->peer_memory(l->ctx, e->recv[i].peer, &len))
+            continue;
+        size_t slot = shared_slot(edge_bytes(s, &e->recv[i]));
+        s->rshared[i] = 1;
+        s->offsets[i] = at;
+        place_shared(s->rdata, s->rgrad, s->M, i, mine + at, slot);
+        at += 2 * (uint64_t)s->M * slot;
+        rc = send(s, e->recv[i].peer, (const float *)&s->offsets[i], sizeof s->offsets[i], e->recv[i].tag);
+    }
+    for (int i = 0; !rc && i < e->nsend; i++) {
+        char *peer = l->shares_with(l->ctx, e->send[i].peer) ? l->peer_memory(l->ctx, e->send[i].peer, &len) : NULL;
+        if (!peer)
+            continue;
+        uint64_t off = 0;
+        void *req = NULL;
+        size_t slot = shared_slot(edge_bytes(s, &e->send[i]));
+        rc = l->irecv(l->ctx, &off, sizeof off, e->send[i].peer, e->send[i].tag, &req);
+        if (!rc)
+            rc = l->wait(l->ctx, req);
+        if (!rc && (off > len || 2 * (uint64_t)s->M * slot > len - off))
+            rc = so_err(SO_ECOMM, "pipeline edge to stage %d: its shared buffers end past the memory it shares",
+                        e->send[i].peer);
+        if (!rc) {
+            s->sshared[i] = 1;
+            place_shared(s->sdata, s->sgrad, s->M, i, peer + off, slot);
+        }
+    }
+    int w = wait_sends(s), shared = 0;
+    for (int i = 0; i < e->nrecv; i++)
+        shared += s->rshared[i];
+    for (int i = 0; i < e->nsend; i++)
+        shared += s->sshared[i];
+    if (!rc && !w && shared)
+        so_log(SO_LOG_INFO, "pipeline: %d of %d edge(s) of this stage through shared memory", shared,
+               e->nrecv + e->nsend);
+    return rc ? rc : w;
+}
+
+/* One buffer per (edge, micro-batch) and direction: in shared memory for
+ * devices on this host (share_buffers), else this device's own. */
 static int alloc_buffers(pipe_state *s)
 {
     const so_pipe_stage_edges *e = s->e;
@@ -283,9 +372,13 @@ static int alloc_buffers(pipe_state *s)
     s->sgrad = calloc(ns + 1, sizeof *s->sgrad);
     s->rreq = calloc(nr + 1, sizeof *s->rreq);
     s->sreq = calloc(ns + 1, sizeof *s->sreq);
+    s->rshared = calloc((size_t)e->nrecv + 1, 1);
+    s->sshared = calloc((size_t)e->nsend + 1, 1);
+    s->offsets = calloc((size_t)e->nrecv + 1, sizeof *s->offsets);
     s->ops = malloc(2 * (size_t)s->M * s->chunks * sizeof *s->ops);
     s->backwards_run = calloc((size_t)s->chunks, sizeof *s->backwards_run);
-    if (!s->rdata || !s->rgrad || !s->sdata || !s->sgrad || !s->rreq || !s->sreq || !s->ops || !s->backwards_run)
+    if (!s->rdata || !s->rgrad || !s->sdata || !s->sgrad || !s->rreq || !s->sreq || !s->rshared || !s->sshared ||
+        !s->offsets || !s->ops || !s->backwards_run)
         return so_err(SO_ENOMEM, "out of memory for the pipeline's buffers");
     if (s->chunks > 1 && s->has_loss) {
         s->labels = calloc((size_t)s->M * s->m->batch, sizeof *s->labels);
@@ -293,14 +386,17 @@ static int alloc_buffers(pipe_state *s)
         if (!s->labels || !s->nvalid)
             return so_err(SO_ENOMEM, "out of memory for the pipeline's labels");
     }
+    int rc = share_buffers(s);
+    if (rc)
+        return rc;
     for (size_t i = 0; i < nr; i++) {
         size_t b = edge_bytes(s, &e->recv[i / (size_t)s->M]);
-        if (!(s->rdata[i] = malloc(b)) || !(s->rgrad[i] = malloc(b)))
+        if (!s->rshared[i / (size_t)s->M] && (!(s->rdata[i] = malloc(b)) || !(s->rgrad[i] = malloc(b))))
             return so_err(SO_ENOMEM, "out of memory for the pipeline's receive buffers");
     }
     for (size_t i = 0; i < ns; i++) {
         size_t b = edge_bytes(s, &e->send[i / (size_t)s->M]);
-        if (!(s->sdata[i] = malloc(b)) || !(s->sgrad[i] = malloc(b)))
+        if (!s->sshared[i / (size_t)s->M] && (!(s->sdata[i] = malloc(b)) || !(s->sgrad[i] = malloc(b))))
             return so_err(SO_ENOMEM, "out of memory for the pipeline's send buffers");
     }
     return 0;
@@ -377,7 +473,9 @@ static void pipe_finish(void *self)
 }
 
 /* One test batch through this device's chunks in order: receive, forward,
- * send on (a later chunk waits for the devices in between). */
+ * send on (a later chunk waits for the devices in between). Buffer j holds
+ * batches j, j + M, ...: before it is written again the batch before must
+ * have left, which a shared buffer learns from its reader's empty reply. */
 static int eval_chunk(pipe_state *s, int c, int j)
 {
     const so_pipe_stage_edges *e = s->e;
@@ -386,19 +484,30 @@ static int eval_chunk(pipe_state *s, int c, int j)
     for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++) {
         const so_pipe_edge *ed = &e->recv[i];
         void *req = NULL;
-        rc = s->c.link.irecv(s->c.link.ctx, s->rdata[i * s->M + j], edge_bytes(s, ed), ed->peer, ed->tag, &req);
+        rc = s->c.link.irecv(s->c.link.ctx, s->rdata[i * s->M + j], recv_msg_bytes(s, i), ed->peer, ed->tag, &req);
         if (!rc)
             rc = s->c.link.wait(s->c.link.ctx, req);
     }
     for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
-        rc = wait_req(s, &s->sreq[i * s->M + j]); /* this buffer's send of batch b - M */
+        rc = wait_req(s, &s->sreq[i * s->M + j]); /* this buffer's batch b - M has left */
     if (!rc)
         rc = bind_edges(s, ch, j, 0);
     if (!rc)
         rc = so_model_forward_nodes(s->m, ch->node_lo, ch->node_hi, 0);
-    for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
-        rc = s->c.link.isend(s->c.link.ctx, s->sdata[i * s->M + j], edge_bytes(s, &e->send[i]), e->send[i].peer,
-                             e->send[i].tag, &s->sreq[i * s->M + j]);
+    for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++) /* read: the sender may write it again */
+        if (s->rshared[i])
+            rc = send(s, e->recv[i].peer, s->rgrad[i * s->M + j], 0, e->recv[i].tag + 1);
+    for (int i = ch->send_lo; !rc && i < ch->send_hi; i++) {
+        const so_pipe_edge *ed = &e->send[i];
+        void **req = &s->sreq[i * s->M + j];
+        if (!s->sshared[i]) {
+            rc = s->c.link.isend(s->c.link.ctx, s->sdata[i * s->M + j], edge_bytes(s, ed), ed->peer, ed->tag, req);
+            continue;
+        }
+        rc = send(s, ed->peer, s->sdata[i * s->M + j], 0, ed->tag);
+        if (!rc)
+            rc = s->c.link.irecv(s->c.link.ctx, s->sgrad[i * s->M + j], 0, ed->peer, ed->tag + 1, req);
+    }
     return rc;
 }
 
@@ -434,13 +543,16 @@ static int pipe_evaluate(void *self, so_loader *test, double sums[3])
         int w = wait_req(s, &s->sreq[i]);
         rc = rc ? rc : w;
     }
-    return rc;
+    int w = wait_sends(s);
+    return rc ? rc : w;
 }
 
-static void free_bufs(float **b, size_t n)
+/* Frees n = edges x M buffers but those of shared edges (the link's memory). */
+static void free_bufs(float **b, const char *shared, size_t n, int M)
 {
     for (size_t i = 0; b && i < n; i++)
-        free(b[i]);
+        if (!shared || !shared[i / (size_t)M])
+            free(b[i]);
     free(b);
 }
 
@@ -448,10 +560,13 @@ static void pipe_destroy(void *self)
 {
     pipe_state *s = self;
     size_t nr = (size_t)s->e->nrecv * s->M, ns = (size_t)s->e->nsend * s->M;
-    free_bufs(s->rdata, nr);
-    free_bufs(s->rgrad, nr);
-    free_bufs(s->sdata, ns);
-    free_bufs(s->sgrad, ns);
+    free_bufs(s->rdata, s->rshared, nr, s->M);
+    free_bufs(s->rgrad, s->rshared, nr, s->M);
+    free_bufs(s->sdata, s->sshared, ns, s->M);
+    free_bufs(s->sgrad, s->sshared, ns, s->M);
+    free(s->rshared);
+    free(s->sshared);
+    free(s->offsets);
     free(s->rreq);
     free(s->sreq);
     free(s->out);
