@@ -5,6 +5,7 @@
 #include <immintrin.h>
 #include <omp.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "backend/onednn/onednn_internal.h"
 #include "core/isa_target.h"
@@ -15,6 +16,9 @@ typedef __m256 vf;
 #define AMAX 6 /* largest tile side alpha = m + 2 */
 #define ROWS 6 /* tiles per GEMM register block: 6 x 2 ymm accumulators */
 #define INL static inline __attribute__((always_inline))
+/* Weight gradients split the output channels among the threads below this
+ * many tiles per thread (od_wino_avx2_wgrad). */
+#define WGRAD_TILES_PER_THREAD 200
 
 INL vf v_set1(float x) { return _mm256_set1_ps(x); }
 INL vf v_add(vf a, vf b) { return _mm256_add_ps(a, b); }
@@ -500,7 +504,10 @@ INL void dy_tile(const float *blk, int oh, int ow, int y0, int x0, float *D, siz
     }
 }
 
-static void block_dy(const od_wino *w, const float *dy, float *D, float *bsum, int t0, int nt, const int m)
+/* The block's dy tiles of output channels [o0, o1) (multiples of 8), and
+ * their bias sums. */
+static void block_dy(const od_wino *w, const float *dy, float *D, float *bsum, int t0, int nt, int o0, int o1,
+                     const int m)
 {
     const int ob8 = w->oc / 8;
     size_t ps = (size_t)w->tblock * w->oc, plane = (size_t)w->oh * w->ow * 8;
@@ -509,7 +516,7 @@ static void block_dy(const od_wino *w, const float *dy, float *D, float *bsum, i
         tile_pos tp = tile_at(w, t0 + t);
         if (t == 0 || (tp.y0 == 0 && tp.x0 == 0))
             prefetch_image(&f, tp.n);
-        for (int o = 0; o < ob8; o++) {
+        for (int o = o0 / 8; o < o1 / 8; o++) {
             vf b = _mm256_loadu_ps(bsum + o * 8);
             dy_tile(dy + ((size_t)tp.n * ob8 + o) * plane, w->oh, w->ow, tp.y0, tp.x0,
                     D + (size_t)t * w->oc + o * 8, ps, &b, m);
@@ -552,15 +559,16 @@ INL void gemm_wrows(const float *d, const float *v, float *acc, int nt, int oc, 
             gemm_wrows(d, v, acc, nt, oc, ic, R, 1);                                               \
         break;
 
-/* One Winograd point: dU[p] (oc x ic) += D[p]^T V[p] over nt tiles. */
-static void wgemm_point(const float *D, const float *V, float *dU, int nt, int oc, int ic)
+/* One Winograd point: rows [o0, o1) of dU[p] (oc x ic) += D[p]^T V[p]
+ * over nt tiles. */
+static void wgemm_point(const float *D, const float *V, float *dU, int nt, int o0, int o1, int oc, int ic)
 {
     for (int c0 = 0; c0 < ic; c0 += 16) {
         int nv = ic - c0 >= 16 ? 2 : 1;
-        for (int o = 0; o < oc; o += ROWS) {
+        for (int o = o0; o < o1; o += ROWS) {
             const float *d = D + o, *v = V + c0;
             float *acc = dU + (size_t)o * ic + c0;
-            switch (oc - o < ROWS ? oc - o : ROWS) {
+            switch (o1 - o < ROWS ? o1 - o : ROWS) {
                 WGEMM_CASE(1)
                 WGEMM_CASE(2)
                 WGEMM_CASE(3)
@@ -577,33 +585,31 @@ static void wgemm_point(const float *D, const float *V, float *dU, int nt, int o
     }
 }
 
+/* dU rows [o0, o1) and their bias sums += the block of tiles from t0. */
 INL void wgrad_block(const od_wino *w, const float *src, const float *dy, float *V, float *D, float *dU,
-                     float *bsum, int t0, const int m)
+                     float *bsum, int t0, int o0, int o1, const int m)
 {
     const int a = m + 2;
     int nt = w->ntiles - t0 < w->tblock ? w->ntiles - t0 : w->tblock;
     pf_spec in = {src, w->ic / 8, w->ih, w->iw, -w->pad, -w->pad, a, a, 0};
     pf_spec d = {dy, w->oc / 8, w->oh, w->ow, 0, 0, m, m, 0};
     block_in(w, src, V, t0, nt, m);
-    block_dy(w, dy, D, bsum, t0, nt, m);
+    block_dy(w, dy, D, bsum, t0, nt, o0, o1, m);
     for (int p = 0; p < a * a; p++) {
         prefetch_tiles(w, &in, t0 + w->tblock, w->tblock, p, a * a);
         prefetch_tiles(w, &d, t0 + w->tblock, w->tblock, p, a * a);
         wgemm_point(D + (size_t)p * w->tblock * w->oc, V + (size_t)p * w->tblock * w->ic,
-                    dU + (size_t)p * w->oc * w->ic, nt, w->oc, w->ic);
+                    dU + (size_t)p * w->oc * w->ic, nt, o0, o1, w->oc, w->ic);
     }
 }
 
-static void wgrad_block4(const od_wino *w, const float *src, const float *dy, float *V, float *D, float *dU,
-                         float *bsum, int t0)
+static void wgrad_block_m(const od_wino *w, const float *src, const float *dy, float *V, float *D, float *dU,
+                          float *bsum, int t0, int o0, int o1)
 {
-    wgrad_block(w, src, dy, V, D, dU, bsum, t0, 4);
-}
-
-static void wgrad_block2(const od_wino *w, const float *src, const float *dy, float *V, float *D, float *dU,
-                         float *bsum, int t0)
-{
-    wgrad_block(w, src, dy, V, D, dU, bsum, t0, 2);
+    if (w->m == 4)
+        wgrad_block(w, src, dy, V, D, dU, bsum, t0, o0, o1, 4);
+    else
+        wgrad_block(w, src, dy, V, D, dU, bsum, t0, o0, o1, 2);
 }
 
 /* dW (flat OIHW) = or += G^T dU G for output channel o, 8 input channels
@@ -640,10 +646,9 @@ static void wgrad_out_o(const od_wino *w, const float *dU, const float *bsum, fl
         wgrad_out(w, dU, bsum, dW, db, add, o, 2);
 }
 
-/* Weight (and bias) gradients of the forward plan's convolution from its
- * source and output diff: per thread dU over its blocks of tiles, summed
- * over the threads in a fixed order (deterministic for a thread count). */
-void od_wino_avx2_wgrad(const od_wino *w, const float *src, const float *dy, float *dW, float *db, int add)
+/* Per thread dU over its blocks of tiles, summed over the threads in a
+ * fixed order (deterministic for a thread count). */
+static void wgrad_by_tiles(const od_wino *w, const float *src, const float *dy, float *dW, float *db, int add)
 {
     int nb = (w->ntiles + w->tblock - 1) / w->tblock;
     size_t nu = w->u_floats;
@@ -653,12 +658,8 @@ void od_wino_avx2_wgrad(const od_wino *w, const float *src, const float *dy, flo
         float *V = w->tb[id], *D = V + w->v_floats, *dU = D + w->d_floats, *bsum = dU + nu;
         for (size_t i = 0; i < nu + (size_t)w->oc; i++)
             dU[i] = 0.0f;
-        for (int b = nb * id / n; b < nb * (id + 1) / n; b++) {
-            if (w->m == 4)
-                wgrad_block4(w, src, dy, V, D, dU, bsum, b * w->tblock);
-            else
-                wgrad_block2(w, src, dy, V, D, dU, bsum, b * w->tblock);
-        }
+        for (int b = nb * id / n; b < nb * (id + 1) / n; b++)
+            wgrad_block_m(w, src, dy, V, D, dU, bsum, b * w->tblock, 0, w->oc);
 #pragma omp barrier
         float *sum = w->tb[0] + w->v_floats + w->d_floats;
         for (int t = 1; t < n; t++) {
@@ -671,6 +672,43 @@ void od_wino_avx2_wgrad(const od_wino *w, const float *src, const float *dy, flo
         for (int o = 0; o < w->oc; o++)
             wgrad_out_o(w, sum, sum + nu, dW, db, add, o);
     }
+}
+
+/* Each thread its own output channels over every block of tiles, into one
+ * shared dU: nothing to zero or sum per thread (the input tiles are
+ * transformed by every thread, 1 / its channels of the GEMM's work). */
+static void wgrad_by_channels(const od_wino *w, const float *src, const float *dy, float *dW, float *db, int add)
+{
+    int nb = (w->ntiles + w->tblock - 1) / w->tblock, ob8 = w->oc / 8, a = w->m + 2;
+    float *dU = w->tb[0] + w->v_floats + w->d_floats, *bsum = dU + w->u_floats;
+#pragma omp parallel num_threads(threads(w, ob8))
+    {
+        int id = omp_get_thread_num(), n = omp_get_num_threads();
+        int o0 = ob8 * id / n * 8, o1 = ob8 * (id + 1) / n * 8;
+        float *V = w->tb[id], *D = V + w->v_floats;
+        for (int p = 0; p < a * a; p++)
+            memset(dU + ((size_t)p * w->oc + o0) * w->ic, 0, (size_t)(o1 - o0) * w->ic * sizeof *dU);
+        memset(bsum + o0, 0, (size_t)(o1 - o0) * sizeof *bsum);
+        for (int b = 0; b < nb; b++)
+            wgrad_block_m(w, src, dy, V, D, dU, bsum, b * w->tblock, o0, o1);
+        for (int o = o0; o < o1; o++)
+            wgrad_out_o(w, dU, bsum, dW, db, add, o);
+    }
+}
+
+/* Weight (and bias) gradients of the forward plan's convolution from its
+ * source and output diff. Few tiles under many channels (ResNet-50's 7x7
+ * layers) split the output channels among the threads: split by tiles, each
+ * thread's dU (36 ic oc floats, 38 MB at 512 channels) costs more to zero
+ * and sum than its share of the GEMM takes (at 512 channels, 7x7, batch 16,
+ * 2 threads: backward 29.5 against 33.0 ms, data and weights). */
+void od_wino_avx2_wgrad(const od_wino *w, const float *src, const float *dy, float *dW, float *db, int add)
+{
+    int n = threads(w, w->oc / 8);
+    if (n > 1 && w->oc / 8 >= 2 * n && w->ntiles < WGRAD_TILES_PER_THREAD * n)
+        wgrad_by_channels(w, src, dy, dW, db, add);
+    else
+        wgrad_by_tiles(w, src, dy, dW, db, add);
 }
 
 SO_ISA_END
