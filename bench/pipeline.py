@@ -3,7 +3,9 @@
 core, 1 thread each) against one process training the same micro-batches
 (--batch-size b --accumulate M), interleaved repeats in one run. For each
 row it prints images/sec (median, min-max), the ideal of two stages with the
-schedule's bubble (2 x one process x (1 - formula)) and the ratio to it,
+schedule's bubble (2 x one process x (1 - formula)) and the ratio to it, the
+same against two one-process runs at once (what two ranks reach here
+without a pipeline, pinned one per core),
 and the bubble the run measured (1 - forward+backward+optimizer seconds
 summed over ranks / (ranks x step seconds)) beside the formula
 (P - 1) / (M + P - 1), (P - 1) / (v M + P - 1) interleaved, for equal
@@ -39,6 +41,25 @@ def train(binary, np, args):
         return json.load(open(f.name))
 
 
+def pair(binary, args):
+    """Two independent one-process runs at once, pinned to cores 0 and 1: the
+    sum of their images/sec is what two ranks reach here with no pipeline at
+    all (it includes what they do to each other through the shared L3,
+    memory and host), the ceiling the 2-stage pipeline is measured against
+    beside 2 x one process alone."""
+    files = [tempfile.NamedTemporaryFile(suffix=".json") for _ in range(2)]
+    procs = [subprocess.Popen(["taskset", "-c", str(core), binary, "train", "--dataset", "synthetic", "--eval-every",
+                               "-1", "--progress", "none", "--json", f.name] + args, stdout=subprocess.DEVNULL)
+             for core, f in enumerate(files)]
+    for p in procs:
+        if p.wait() != 0:
+            raise SystemExit("concurrent one-process run failed")
+    total = sum(json.load(open(f.name))["images_per_sec"] for f in files)
+    for f in files:
+        f.close()
+    return total
+
+
 def med(xs):
     return "%.1f (%.1f-%.1f)" % (statistics.median(xs), min(xs), max(xs))
 
@@ -52,7 +73,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
     a = ap.parse_args()
     rows = [r.split(":") for r in a.rows.split(",")]
-    res = {tuple(r): {"one": [], "pipe": [], "bubble": [], "staged": [], "formula": None, "act": []} for r in rows}
+    res = {tuple(r): {"one": [], "two": [], "pipe": [], "bubble": [], "staged": [], "formula": None, "act": []}
+           for r in rows}
     for rep in range(a.repeat):
         for r in rows:
             model, mb, m, sched = r[0], int(r[1]), int(r[2]), r[3]
@@ -60,10 +82,12 @@ def main():
             common = ["--model", model, "--steps", str(a.steps + a.warmup), "--warmup-steps", str(a.warmup),
                       "--synthetic-samples", str(mb * m * (a.steps + a.warmup + 1) * 2)]
             one = train(a.bin, 1, common + ["--batch-size", str(mb), "--accumulate", str(m)])
+            two = pair(a.bin, common + ["--batch-size", str(mb), "--accumulate", str(m)])
             pipe = train(a.bin, 2, common + ["--batch-size", str(mb * m), "--pipeline-stages", "2", "--microbatches",
                                              str(m), "--schedule", sched, "--virtual-stages", v])
             e = res[tuple(r)]
             e["one"].append(one["images_per_sec"])
+            e["two"].append(two)
             e["pipe"].append(pipe["images_per_sec"])
             e["bubble"].append(pipe["pipeline"]["bubble_measured"])
             e["formula"] = pipe["pipeline"]["bubble_formula"]
@@ -71,15 +95,19 @@ def main():
             e["act"].append(pipe["pipeline"]["stages"][0]["activation_bytes"] / 1e6)
             print("repeat %d %s: one %.1f pipeline %.1f img/s, bubble %.3f" % (rep + 1, ":".join(r), e["one"][-1],
                   e["pipe"][-1], e["bubble"][-1]), flush=True)
-    print("\n| model | micro-batch | M | schedule | one process img/s | P=2 img/s | ideal | P=2 / ideal "
-          "| bubble measured | formula | with stage times | stage 0 activations MB |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| model | micro-batch | M | schedule | one process img/s | 2 at once img/s | P=2 img/s | ideal "
+          "| P=2 / ideal | P=2 / ideal at once | bubble measured | formula | with stage times "
+          "| stage 0 activations MB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         e = res[tuple(r)]
         m = int(r[2])
         ideal = 2 * statistics.median(e["one"]) * (1 - e["formula"])
-        print("| %s | %s | %d | %s | %s | %s | %.1f | %.2f | %s | %.3f | %.3f | %.1f |" % (
-            r[0], r[1], m, r[3] + (" v=" + r[4] if len(r) > 4 else ""), med(e["one"]), med(e["pipe"]), ideal, statistics.median(e["pipe"]) / ideal,
+        at_once = statistics.median(e["two"]) * (1 - e["formula"])
+        pipe = statistics.median(e["pipe"])
+        print("| %s | %s | %d | %s | %s | %s | %s | %.1f | %.2f | %.2f | %s | %.3f | %.3f | %.1f |" % (
+            r[0], r[1], m, r[3] + (" v=" + r[4] if len(r) > 4 else ""), med(e["one"]), med(e["two"]), med(e["pipe"]),
+            ideal, pipe / ideal, pipe / at_once,
             "%.3f (%.3f-%.3f)" % (statistics.median(e["bubble"]), min(e["bubble"]), max(e["bubble"])), e["formula"],
             statistics.median(e["staged"]), statistics.median(e["act"])))
 
