@@ -27,6 +27,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peer_env  # noqa: E402
+import side_by_side  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -48,23 +49,10 @@ def scaleout(binary, model, batch, steps, warmup, np, extra=()):
 
 
 def pair(binary, model, batch, steps, warmup):
-    """The compute ceiling of np=2 on this machine: two independent 1-rank
-    trainings (no MPI, no gradient exchange) at the same time, pinned to
-    cores 0 and 1; the sum of their images/sec is what np=2 would reach if
-    communication cost nothing. It includes what the two ranks do to each
-    other through the shared L3, memory and host."""
-    files = [tempfile.NamedTemporaryFile(suffix=".json") for _ in range(2)]
-    procs = [subprocess.Popen(["taskset", "-c", str(core), binary, "train", "--model", model, "--dataset",
-                               "synthetic", "--batch-size", str(batch), "--steps", str(steps + warmup),
-                               "--warmup-steps", str(warmup), "--eval-every", "-1", "--progress", "none",
-                               "--json", f.name], stdout=subprocess.DEVNULL) for core, f in enumerate(files)]
-    for p in procs:
-        if p.wait() != 0:
-            raise SystemExit("concurrent 1-rank run failed")
-    total = sum(json.load(open(f.name))["images_per_sec"] for f in files)
-    for f in files:
-        f.close()
-    return total
+    """The compute ceiling of np=2 here: two 1-rank trainings at once
+    (side_by_side.at_once), what np=2 would reach if communication cost nothing."""
+    return side_by_side.at_once(binary, ["--model", model, "--dataset", "synthetic", "--batch-size", str(batch),
+                                         "--steps", str(steps + warmup), "--warmup-steps", str(warmup)])
 
 
 def scale_up(binary, model, batch, steps, warmup):

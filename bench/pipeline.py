@@ -25,7 +25,11 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import side_by_side  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -39,25 +43,6 @@ def train(binary, np, args):
                "--eval-every", "-1", "--progress", "none", "--json", f.name] + args
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         return json.load(open(f.name))
-
-
-def pair(binary, args):
-    """Two independent one-process runs at once, pinned to cores 0 and 1: the
-    sum of their images/sec is what two ranks reach here with no pipeline at
-    all (it includes what they do to each other through the shared L3,
-    memory and host), the ceiling the 2-stage pipeline is measured against
-    beside 2 x one process alone."""
-    files = [tempfile.NamedTemporaryFile(suffix=".json") for _ in range(2)]
-    procs = [subprocess.Popen(["taskset", "-c", str(core), binary, "train", "--dataset", "synthetic", "--eval-every",
-                               "-1", "--progress", "none", "--json", f.name] + args, stdout=subprocess.DEVNULL)
-             for core, f in enumerate(files)]
-    for p in procs:
-        if p.wait() != 0:
-            raise SystemExit("concurrent one-process run failed")
-    total = sum(json.load(open(f.name))["images_per_sec"] for f in files)
-    for f in files:
-        f.close()
-    return total
 
 
 def med(xs):
@@ -82,7 +67,8 @@ def main():
             common = ["--model", model, "--steps", str(a.steps + a.warmup), "--warmup-steps", str(a.warmup),
                       "--synthetic-samples", str(mb * m * (a.steps + a.warmup + 1) * 2)]
             one = train(a.bin, 1, common + ["--batch-size", str(mb), "--accumulate", str(m)])
-            two = pair(a.bin, common + ["--batch-size", str(mb), "--accumulate", str(m)])
+            two = side_by_side.at_once(a.bin, ["--dataset", "synthetic"] + common +
+                                       ["--batch-size", str(mb), "--accumulate", str(m)])
             pipe = train(a.bin, 2, common + ["--batch-size", str(mb * m), "--pipeline-stages", "2", "--microbatches",
                                              str(m), "--schedule", sched, "--virtual-stages", v])
             e = res[tuple(r)]
