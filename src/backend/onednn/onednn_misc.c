@@ -97,11 +97,56 @@ static int add_forward(od_state *s, int node, int training)
     return rc;
 }
 
+/* Two same-layout inputs whose diffs this add writes first (every residual
+ * add): the fused ReLU's mask and the hand-out in one pass, g = out > 0 ? d
+ * : 0 stored straight into both. Mask in place, then a copy per input moved
+ * the tensor 5 times through memory, this 4 (ResNet-50 b16's 56x56 adds:
+ * 11 ms a backward). Plain loops over restrict pointers, so they vectorise. */
+static void mask_to_pair(const float *restrict d, const float *restrict out, float *restrict d0,
+                         float *restrict d1, size_t n)
+{
+#pragma omp parallel for simd schedule(static) if (n > 32768)
+    for (size_t i = 0; i < n; i++) {
+        float di = d[i], g = out[i] > 0.0f ? di : 0.0f; /* an unconditional load: a select, no branch */
+        d0[i] = g;
+        d1[i] = g;
+    }
+}
+
+static void copy_to_pair(const float *restrict d, float *restrict d0, float *restrict d1, size_t n)
+{
+#pragma omp parallel for simd schedule(static) if (n > 32768)
+    for (size_t i = 0; i < n; i++) {
+        d0[i] = d[i];
+        d1[i] = d[i];
+    }
+}
+
+/* 1 when add_backward can hand the diff to both inputs in one pass. */
+static int pair_store(od_state *s, int node)
+{
+    const so_node *nd = od_node(s, node);
+    if (nd->ninputs != 2 || od_in(s, node, 0)->dbuf == od_in(s, node, 1)->dbuf)
+        return 0;
+    for (int k = 0; k < 2; k++)
+        if (!so_graph_needs_diff(s->g, node, k) || so_graph_diff_accumulate(s->g, node, k))
+            return 0;
+    return 1;
+}
+
 static int add_backward(od_state *s, int node)
 {
     od_add *a = s->t[node].priv;
     const so_node *nd = od_node(s, node);
     od_tensor *t = &s->t[node];
+    if (a->same && pair_store(s, node)) {
+        size_t n = t->bytes / sizeof(float);
+        if (nd->a.relu)
+            mask_to_pair(t->dbuf, t->buf, od_in(s, node, 0)->dbuf, od_in(s, node, 1)->dbuf, n);
+        else
+            copy_to_pair(t->dbuf, od_in(s, node, 0)->dbuf, od_in(s, node, 1)->dbuf, n);
+        return 0;
+    }
     if (nd->a.relu)
         od_vec_relu_bwd(t->dbuf, t->buf, t->bytes / sizeof(float));
     int rc = 0;
