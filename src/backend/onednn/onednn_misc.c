@@ -65,11 +65,16 @@ static void add_loop(od_state *s, int node)
     size_t n = t->bytes / sizeof(float);
     float *y = t->buf;
     const float *x0 = od_in(s, node, 0)->buf, *x1 = od_in(s, node, 1)->buf;
-    int relu = nd->a.relu && nd->ninputs == 2;
+    if (nd->a.relu && nd->ninputs == 2) { /* two loops: a flag tested inside kept the loop scalar and branchy */
 #pragma omp parallel for simd schedule(static) if (n > 32768)
-    for (size_t i = 0; i < n; i++) {
-        float v = x0[i] + x1[i];
-        y[i] = relu && v < 0.0f ? 0.0f : v;
+        for (size_t i = 0; i < n; i++) {
+            float v = x0[i] + x1[i];
+            y[i] = v < 0.0f ? 0.0f : v;
+        }
+    } else {
+#pragma omp parallel for simd schedule(static) if (n > 32768)
+        for (size_t i = 0; i < n; i++)
+            y[i] = x0[i] + x1[i];
     }
     for (int k = 2; k < nd->ninputs; k++)
         od_vec_add(y, od_in(s, node, k)->buf, n);
