@@ -391,33 +391,36 @@ int so_job_sum(so_job *j, double *v, int n)
 
 double so_job_comm_seconds(const so_job *j) { return dist_comm_seconds(j->dh); }
 
+#ifdef SCALEOUT_HAVE_MPI
+/* A pair of the comm library's process-wide counters, 0 without MPI. */
+static void comm_counts(const so_job *j, void (*get)(uint64_t *, uint64_t *), unsigned long long *a,
+                        unsigned long long *b)
+{
+    uint64_t x = 0, y = 0;
+    if (dist_get(j->dh))
+        get(&x, &y);
+    *a = x;
+    *b = y;
+}
+#endif
+
 void so_job_hier_paths(const so_job *j, unsigned long long *zero_copy, unsigned long long *copied)
 {
-    *zero_copy = *copied = 0;
 #ifdef SCALEOUT_HAVE_MPI
-    if (dist_get(j->dh)) {
-        uint64_t zc, cp;
-        so_comm_hier_path_counts(&zc, &cp);
-        *zero_copy = zc;
-        *copied = cp;
-    }
+    comm_counts(j, so_comm_hier_path_counts, zero_copy, copied);
 #else
     (void)j;
+    *zero_copy = *copied = 0;
 #endif
 }
 
 void so_job_hier_across(const so_job *j, unsigned long long *tcp, unsigned long long *mpi)
 {
-    *tcp = *mpi = 0;
 #ifdef SCALEOUT_HAVE_MPI
-    if (dist_get(j->dh)) {
-        uint64_t t, m;
-        so_comm_hier_across_counts(&t, &m);
-        *tcp = t;
-        *mpi = m;
-    }
+    comm_counts(j, so_comm_hier_across_counts, tcp, mpi);
 #else
     (void)j;
+    *tcp = *mpi = 0;
 #endif
 }
 

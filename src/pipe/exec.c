@@ -33,7 +33,6 @@ typedef struct {
     float **sdata, **sgrad;      /* send edge x micro-batch: activation out, its diff in */
     void **rreq, **sreq;         /* the posted receives of recv / send edges per micro-batch */
     char *rshared, *sshared;     /* per recv / send edge: its buffers are in memory both devices map */
-    uint64_t *offsets;           /* per recv edge: where its buffers start in this device's shared memory */
     int32_t *labels;             /* the device of the loss, interleaved: micro-batch k's labels at k x batch */
     int *nvalid;                 /* and its sample count */
     void **out;                  /* sends in flight */
@@ -309,6 +308,13 @@ static void place_shared(float **data, float **grad, int M, int i, char *base, s
     }
 }
 
+/* Device `peer`'s shared memory mapped here (and its *len), or NULL when
+ * the two do not share. */
+static char *peer_shared(const so_pipe_link *l, int peer, size_t *len)
+{
+    return l->shares_with(l->ctx, peer) ? l->peer_memory(l->ctx, peer, len) : NULL;
+}
+
 /* The receiver of each edge on this host lays its buffers out in its shared
  * memory and sends the sender their offset; the sender maps them there. */
 static int share_buffers(pipe_state *s)
@@ -318,21 +324,23 @@ static int share_buffers(pipe_state *s)
     char *mine = NULL;
     if (!l->shares_with || !l->share || !l->peer_memory)
         return 0;
-    int rc = l->share(l->ctx, shared_bytes(s), (void **)&mine);
+    uint64_t *offsets = calloc((size_t)e->nrecv + 1, sizeof *offsets); /* until their sends complete */
+    int rc = offsets ? l->share(l->ctx, shared_bytes(s), (void **)&mine)
+                     : so_err(SO_ENOMEM, "out of memory for the pipeline's buffers");
     uint64_t at = 0;
     size_t len = 0;
     for (int i = 0; !rc && mine && i < e->nrecv; i++) {
-        if (!l->shares_with(l->ctx, e->recv[i].peer) || !l->peer_memory(l->ctx, e->recv[i].peer, &len))
+        if (!peer_shared(l, e->recv[i].peer, &len))
             continue;
         size_t slot = shared_slot(edge_bytes(s, &e->recv[i]));
         s->rshared[i] = 1;
-        s->offsets[i] = at;
+        offsets[i] = at;
         place_shared(s->rdata, s->rgrad, s->M, i, mine + at, slot);
         at += 2 * (uint64_t)s->M * slot;
-        rc = send(s, e->recv[i].peer, (const float *)&s->offsets[i], sizeof s->offsets[i], e->recv[i].tag);
+        rc = send(s, e->recv[i].peer, (const float *)&offsets[i], sizeof offsets[i], e->recv[i].tag);
     }
     for (int i = 0; !rc && i < e->nsend; i++) {
-        char *peer = l->shares_with(l->ctx, e->send[i].peer) ? l->peer_memory(l->ctx, e->send[i].peer, &len) : NULL;
+        char *peer = peer_shared(l, e->send[i].peer, &len);
         if (!peer)
             continue;
         uint64_t off = 0;
@@ -350,6 +358,7 @@ static int share_buffers(pipe_state *s)
         }
     }
     int w = wait_sends(s), shared = 0;
+    free(offsets);
     for (int i = 0; i < e->nrecv; i++)
         shared += s->rshared[i];
     for (int i = 0; i < e->nsend; i++)
@@ -374,11 +383,10 @@ static int alloc_buffers(pipe_state *s)
     s->sreq = calloc(ns + 1, sizeof *s->sreq);
     s->rshared = calloc((size_t)e->nrecv + 1, 1);
     s->sshared = calloc((size_t)e->nsend + 1, 1);
-    s->offsets = calloc((size_t)e->nrecv + 1, sizeof *s->offsets);
     s->ops = malloc(2 * (size_t)s->M * s->chunks * sizeof *s->ops);
     s->backwards_run = calloc((size_t)s->chunks, sizeof *s->backwards_run);
     if (!s->rdata || !s->rgrad || !s->sdata || !s->sgrad || !s->rreq || !s->sreq || !s->rshared || !s->sshared ||
-        !s->offsets || !s->ops || !s->backwards_run)
+        !s->ops || !s->backwards_run)
         return so_err(SO_ENOMEM, "out of memory for the pipeline's buffers");
     if (s->chunks > 1 && s->has_loss) {
         s->labels = calloc((size_t)s->M * s->m->batch, sizeof *s->labels);
@@ -566,7 +574,6 @@ static void pipe_destroy(void *self)
     free_bufs(s->sgrad, s->sshared, ns, s->M);
     free(s->rshared);
     free(s->sshared);
-    free(s->offsets);
     free(s->rreq);
     free(s->sreq);
     free(s->out);
