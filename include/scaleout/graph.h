@@ -30,6 +30,17 @@ typedef enum {
     /* Pipeline stage edges (src/pipe/stage.c builds such graphs): */
     SO_OP_RECV,      /* no inputs: a tensor another stage sends (a.shape); its diff goes back there */
     SO_OP_SEND,      /* one input, sent to another stage; its diff comes back from there */
+    /* Sequence ops (transformers). A sequence of T vectors of C features is
+     * the per-sample shape (1, T, C), so plain NCHW is (batch, T, C) row-major
+     * with each token's features contiguous; token ids enter as an input of
+     * shape (1, T, 1) holding exact integers as floats. */
+    SO_OP_EMBED,     /* tokens (1,T,1) -> (1,T,out): wte[token] + wpe[t]; T <= ctx */
+    SO_OP_LAYERNORM, /* over the last dimension (w), with weight and bias (PyTorch LayerNorm) */
+    SO_OP_LINEAR,    /* PyTorch Linear on the last dimension: (c,h,w) -> (c,h,out); weight (out,w) or tied */
+    SO_OP_ATTENTION, /* causal multi-head self-attention: qkv (1,T,3C) -> (1,T,C), `heads` heads */
+    SO_OP_GELU,      /* GELU, tanh approximation (GPT-2's) */
+    SO_OP_TOKEN_XENT,/* mean softmax cross-entropy over every token: logits (1,T,Vp), one target per
+                        token, columns >= vocab (padding) ignored; target -1 = not counted */
     SO_OP_COUNT
 } so_op;
 
@@ -50,6 +61,13 @@ typedef struct {
     float momentum;     /* batchnorm: running average factor (PyTorch 0.1) */
     float p;            /* dropout: drop probability in [0,1) */
     so_shape shape;     /* recv: the per-sample shape of the tensor received */
+    int heads;          /* attention: heads (C divisible by heads) */
+    int vocab;          /* embed: rows of the token table (the padded vocabulary);
+                           token_xent: the classes counted (columns >= vocab are padding) */
+    int ctx;            /* embed: rows of the position table, the context (T <= ctx) */
+    int tie;            /* linear: > 0 reads its weight from that embed node's token table
+                           (weight tying: the gradient adds into the one tensor); 0: its own */
+    float init_std;     /* embed, linear: weights drawn from N(0, init_std^2); 0: He/Glorot */
 } so_attrs;
 
 typedef struct {
@@ -72,6 +90,7 @@ typedef struct {
     int ndim;
     int64_t dims[4];
     int fan_in, fan_out;  /* for He/Glorot initialisation (weights only) */
+    float init_std;       /* > 0: initialised from N(0, init_std^2) instead (GPT-2's weights) */
 } so_tensor_desc;
 
 typedef struct so_graph so_graph;
@@ -106,6 +125,15 @@ int so_g_concat(so_graph *g, const int *in, int n);
 int so_g_loss(so_graph *g, int logits);
 int so_g_recv(so_graph *g, const char *name, so_shape shape);
 int so_g_send(so_graph *g, int in, const char *name);
+/* Sequence ops (shapes in so_op). embed: tokens -> (1,T,c) with a token
+ * table of `vocab` rows and a position table of `ctx` rows; linear: bias
+ * 0/1, tie = the embed node whose token table is its weight (0: own). */
+int so_g_embed(so_graph *g, int tokens, const char *name, int c, int vocab, int ctx, float init_std);
+int so_g_layernorm(so_graph *g, int in, const char *name);
+int so_g_linear(so_graph *g, int in, const char *name, int out, int bias, int tie, float init_std);
+int so_g_attention(so_graph *g, int qkv, const char *name, int heads);
+int so_g_gelu(so_graph *g, int in, const char *name);
+int so_g_token_loss(so_graph *g, int logits, int vocab);
 
 /* Folds each ReLU into its producer (conv, dense, batchnorm, add) when the
  * producer has no other consumer: the producer gets a.relu = 1, the ReLU node is
@@ -124,8 +152,15 @@ size_t so_graph_nparams(const so_graph *g);
 size_t so_graph_nbufs(const so_graph *g);
 /* Index of the loss node's input (the logits), or -1 (no loss node). */
 int so_graph_logits(const so_graph *g);
-/* Number of classes = logits' channel count. */
+/* Number of classes = logits' channel count (token_xent: its vocab). */
 int so_graph_classes(const so_graph *g);
+/* Targets (labels) per sample: 1 for a classifier, T for a token loss,
+ * whose labels are (batch, T) row-major: the next token of every position. */
+int so_graph_targets(const so_graph *g);
+/* The linear node whose weight is node i's token table (weight tying), or 0. */
+int so_graph_tied_by(const so_graph *g, int i);
+/* 1 if the graph's input holds token ids (it feeds an embed node). */
+int so_graph_takes_tokens(const so_graph *g);
 so_shape so_graph_input_shape(const so_graph *g);
 
 /* Forward FLOPs per sample (multiply-add = 2 FLOPs) of node i / the whole graph. */

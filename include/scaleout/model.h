@@ -132,7 +132,11 @@ size_t so_model_edge_layout(so_model *m, int node, void *buf, size_t len);
 
 /* x: n samples of the input shape, NCHW float; y: n labels in [0, classes) or
  * NULL (no loss). n <= batch; missing samples are treated as zeros and not
- * counted in the loss. training selects batch statistics and dropout. */
+ * counted in the loss. training selects batch statistics and dropout.
+ * A token model (so_graph_takes_tokens) reads x as n x T token ids, whole
+ * numbers in [0, vocab), and y as n x T targets (so_graph_targets) in
+ * [0, vocab) or -1 (not counted): the mean is over the counted targets.
+ * Out-of-range labels, targets or tokens are SO_EINVAL naming the position. */
 int so_model_forward(so_model *m, const float *x, const int32_t *y, int n, int training);
 
 /* Backward of the last training forward: writes (or adds, see
@@ -151,7 +155,9 @@ int so_model_backward_nodes(so_model *m, int lo, int hi);
 
 /* Logits of the last forward: batch x classes, row-major. */
 int so_model_logits(so_model *m, float *out);
-/* Number of the first n samples whose argmax logit equals y. */
+/* Number of the first n samples whose argmax logit equals y; with a token
+ * loss, of their n x T positions (targets y, row-major) whose argmax over
+ * the first so_graph_classes columns equals the target. */
 int so_model_correct(so_model *m, const int32_t *y, int n, int *correct);
 /* Output of any node, plain NCHW (batch x C x H x W). */
 int so_model_node_output(so_model *m, int node, float *out);

@@ -2,6 +2,8 @@
  * module names so parameters export under the names PyTorch uses. */
 #ifndef SCALEOUT_ZOO_H
 #define SCALEOUT_ZOO_H
+#include <stddef.h>
+
 #include "scaleout/graph.h"
 
 typedef struct {
@@ -24,9 +26,34 @@ const so_zoo_entry *so_zoo_list(int *n);
  * N has no leading zeros and is at most 100000. */
 const so_zoo_entry *so_zoo_families(int *n);
 
-/* The entry of `name`: its so_zoo_list entry, or for a resnetN of rule 2/3 its
- * family's (whose name is the form, the defaults are the model's); else NULL. */
+/* The entry of `name`: its so_zoo_list entry, or for a resnetN of rule 2/3
+ * (or a GPT-2 spec, below) its family's (whose name is the form); else NULL. */
 const so_zoo_entry *so_zoo_find(const char *name);
+
+/* The defaults of `name` into *out: so_zoo_find's entry, with a GPT-2
+ * spec's own context (h) and vocabulary (classes). SO_EINVAL as
+ * so_zoo_check. */
+int so_zoo_resolve(const char *name, so_zoo_entry *out);
+
+/* GPT-2 (src/models/gpt2.c, llm.c's and nanoGPT's model): "gpt2" (124M: L12
+ * H12 C768), "gpt2-medium" (L24 H16 C1024), "gpt2-large" (L36 H20 C1280),
+ * "gpt2-xl" (L48 H25 C1600), all with context 1024 and vocabulary 50257
+ * padded to 50304, and any of them followed by ":key=value,..." with keys
+ * L (layers), H (heads), C (channels, divisible by H), T (context), V
+ * (vocabulary), Vp (padded vocabulary, >= V; default V rounded up to a
+ * multiple of 128, llm.c's rule) and dropout (embedding and residual
+ * dropout probability, default 0), e.g. "gpt2:L=4,H=4,C=128,T=64,V=512".
+ * The input is (1, T', 1) token ids for a sequence length T' <= T. */
+typedef struct {
+    int layers, heads, channels, context, vocab, padded_vocab;
+    float dropout;
+} so_gpt2_config;
+
+/* 1 and *out filled when `name` is a GPT-2 name or spec; 0 when it is not
+ * one (another model); SO_EINVAL naming the bad key or value otherwise. */
+int so_gpt2_parse(const char *name, so_gpt2_config *out);
+/* The spec string that builds exactly c ("gpt2:L=..,H=..,C=..,T=..,V=..,Vp=.."). */
+void so_gpt2_spec(const so_gpt2_config *c, char *buf, size_t len);
 
 /* 0 if so_zoo_find knows `name`, else SO_EINVAL with a message naming the
  * valid forms (for resnet/preresnet followed by a bad depth) or the models. */

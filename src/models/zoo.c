@@ -30,6 +30,10 @@ static const so_zoo_entry entries[] = {
     {"resnet50", "ResNet-50 (torchvision v1.5)", 3, 224, 224, 1000},
     {"resnet101", "ResNet-101 (torchvision v1.5)", 3, 224, 224, 1000},
     {"resnet152", "ResNet-152 (torchvision v1.5)", 3, 224, 224, 1000},
+    {"gpt2", "GPT-2 124M: L12 H12 C768, context 1024, vocabulary 50257 padded to 50304", 1, 1024, 1, 50257},
+    {"gpt2-medium", "GPT-2 350M: L24 H16 C1024 (context, vocabulary as gpt2)", 1, 1024, 1, 50257},
+    {"gpt2-large", "GPT-2 774M: L36 H20 C1280 (context, vocabulary as gpt2)", 1, 1024, 1, 50257},
+    {"gpt2-xl", "GPT-2 1.5B: L48 H25 C1600 (context, vocabulary as gpt2)", 1, 1024, 1, 50257},
 };
 #define NMODELS ((int)(sizeof entries / sizeof entries[0]))
 
@@ -39,20 +43,24 @@ static const so_zoo_builder builders[] = {
     so_zoo_build_vgg,          so_zoo_build_vgg,          so_zoo_build_vgg,          so_zoo_build_resnet_cifar,
     so_zoo_build_resnet_cifar, so_zoo_build_resnet_cifar, so_zoo_build_resnet_cifar, so_zoo_build_preresnet,
     so_zoo_build_preresnet,    so_zoo_build_resnet,       so_zoo_build_resnet,       so_zoo_build_resnet,
-    so_zoo_build_resnet,       so_zoo_build_resnet,
+    so_zoo_build_resnet,       so_zoo_build_resnet,       so_zoo_build_gpt2,         so_zoo_build_gpt2,
+    so_zoo_build_gpt2,         so_zoo_build_gpt2,
 };
 _Static_assert(sizeof builders / sizeof builders[0] == sizeof entries / sizeof entries[0],
                "one builder per zoo entry");
 
-/* The CIFAR ResNets of any depth, for names not in the table (rule in zoo.h). */
+/* The CIFAR ResNets of any depth and the GPT-2 specs, for names not in the
+ * table (rules in zoo.h). */
 static const so_zoo_entry families[] = {
     {"resnet<6n+2>", "ResNet-(6n+2) for CIFAR as resnet20, any n >= 1 (resnet44, resnet1202, ...)", 3, 32, 32, 10},
     {"preresnet<9n+2>", "pre-activation bottleneck ResNet-(9n+2) as resnet164, any n >= 1", 3, 32, 32, 10},
+    {"gpt2:<spec>", "GPT-2 of any size: gpt2[-medium|-large|-xl]:L=4,H=4,C=128,T=64,V=512 (keys L H C T V Vp dropout)",
+     1, 1024, 1, 50257},
 };
-static const so_zoo_builder family_builders[] = {so_zoo_build_resnet_cifar, so_zoo_build_preresnet};
+static const so_zoo_builder family_builders[] = {so_zoo_build_resnet_cifar, so_zoo_build_preresnet, so_zoo_build_gpt2};
 #define NFAMILIES ((int)(sizeof families / sizeof families[0]))
-_Static_assert(sizeof family_builders / sizeof family_builders[0] == 2 && sizeof families / sizeof families[0] == 2,
-               "one builder per family; builder_of and so_zoo_check know two");
+_Static_assert(sizeof family_builders / sizeof family_builders[0] == 3 && sizeof families / sizeof families[0] == 3,
+               "one builder per family; builder_of, family_of and so_zoo_check know three");
 
 int so_zoo_name_depth(const char *model)
 {
@@ -70,9 +78,13 @@ static int prefixed_depth(const char *name, const char *prefix)
     return !strncmp(name, prefix, k) && name[k] >= '0' && name[k] <= '9';
 }
 
-/* Index in families[] of a name not in the table, or -1. */
+/* Index in families[] of a name not in the table, or -1. A GPT-2 spec
+ * that does not parse is still the GPT-2 family's (so_zoo_check says why). */
 static int family_of(const char *name)
 {
+    so_gpt2_config c;
+    if (so_gpt2_parse(name, &c) != 0)
+        return 2;
     int n = so_zoo_name_depth(name), res = prefixed_depth(name, "resnet");
     if (res && n >= 8 && (n - 2) % 6 == 0)
         return 0;
@@ -88,7 +100,10 @@ static so_zoo_builder builder_of(const so_zoo_entry *e)
     for (int i = 0; i < NMODELS; i++)
         if (e == &entries[i])
             return builders[i];
-    return e == &families[0] ? family_builders[0] : family_builders[1];
+    for (int f = 0; f < NFAMILIES; f++)
+        if (e == &families[f])
+            return family_builders[f];
+    return NULL;
 }
 
 const so_zoo_entry *so_zoo_families(int *n)
@@ -116,6 +131,10 @@ const so_zoo_entry *so_zoo_find(const char *name)
 
 int so_zoo_check(const char *name)
 {
+    so_gpt2_config c;
+    int rc = so_gpt2_parse(name, &c);
+    if (rc < 0)
+        return rc;
     if (so_zoo_find(name))
         return 0;
     if (name && (prefixed_depth(name, "resnet") || prefixed_depth(name, "preresnet")))
@@ -127,8 +146,22 @@ int so_zoo_check(const char *name)
     char known[512] = "";
     for (int i = 0; i < NMODELS; i++)
         snprintf(known + strlen(known), sizeof known - strlen(known), "%s, ", entries[i].name);
-    return so_err(SO_EINVAL, "unknown model '%s' (known: %s%s, %s)", name ? name : "(null)", known, families[0].name,
-                  families[1].name);
+    return so_err(SO_EINVAL, "unknown model '%s' (known: %s%s, %s, %s)", name ? name : "(null)", known,
+                  families[0].name, families[1].name, families[2].name);
+}
+
+int so_zoo_resolve(const char *name, so_zoo_entry *out)
+{
+    int rc = so_zoo_check(name);
+    if (rc)
+        return rc;
+    *out = *so_zoo_find(name);
+    so_gpt2_config c;
+    if (so_gpt2_parse(name, &c) == 1) {
+        out->h = c.context;
+        out->classes = c.vocab;
+    }
+    return 0;
 }
 
 /* Re-issues the current message with the model's name in front. */
@@ -145,13 +178,16 @@ int so_zoo_build(const char *name, int c, int h, int w, int classes, so_graph **
     const so_zoo_entry *e = so_zoo_find(name);
     if (!e)
         return so_zoo_check(name);
+    int rc = so_zoo_check(name); /* a GPT-2 spec that does not parse */
+    if (rc)
+        return rc;
     if (classes < 2)
         return so_err(SO_EINVAL, "%s: classes = %d; a classifier needs at least 2", name, classes);
     so_graph *g = so_graph_create(c, h, w);
     if (!g)
         return so_err(SO_ENOMEM, "%s: out of memory", name);
-    int rc = builder_of(e)(g, name, classes);
-    if (rc > 0)
+    rc = builder_of(e)(g, name, classes);
+    if (rc > 0 && so_graph_node(g, rc)->op != SO_OP_TOKEN_XENT) /* GPT-2 ends in its own loss */
         rc = so_g_loss(g, rc);
     if (rc > 0)
         rc = so_graph_fuse(g);

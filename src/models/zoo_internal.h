@@ -19,6 +19,8 @@ int so_zoo_build_vgg(so_graph *g, const char *model, int classes);
 int so_zoo_build_resnet_cifar(so_graph *g, const char *model, int classes);
 int so_zoo_build_resnet(so_graph *g, const char *model, int classes);
 int so_zoo_build_preresnet(so_graph *g, const char *model, int classes);
+/* GPT-2 (gpt2.c): builds the whole model including its token loss, returned. */
+int so_zoo_build_gpt2(so_graph *g, const char *model, int classes);
 
 /* The depth N of a name "<letters>N" (resnet20 -> 20, preresnet164 -> 164):
  * N written without leading zeros and at most SO_ZOO_MAX_DEPTH, else 0. */

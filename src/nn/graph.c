@@ -20,7 +20,8 @@ struct so_graph {
 
 static const char *op_names[SO_OP_COUNT] = {
     "input", "dense", "conv", "maxpool", "avgpool", "gap", "relu", "tanh", "sigmoid",
-    "batchnorm", "dropout", "flatten", "add", "concat", "softmax_xent", "recv", "send"};
+    "batchnorm", "dropout", "flatten", "add", "concat", "softmax_xent", "recv", "send",
+    "embed", "layernorm", "linear", "attention", "gelu", "token_xent"};
 
 const char *so_op_name(so_op op) { return (op >= 0 && op < SO_OP_COUNT) ? op_names[op] : "?"; }
 
@@ -71,6 +72,52 @@ static int window_out(int in, int k, int s, int p)
     if (k < 1 || s < 1 || p < 0 || in + 2 * p < k)
         return 0;
     return (in + 2 * p - k) / s + 1;
+}
+
+/* Shape inference of the sequence ops (so_op: a sequence is (1, T, C)). */
+static const char *infer_seq(so_graph *g, so_node *nd, int *x, int *y)
+{
+    so_shape in = g->nodes[nd->inputs[0]].out;
+    so_attrs *a = &nd->a;
+    switch (nd->op) {
+    case SO_OP_EMBED:
+        if (in.c != 1 || in.w != 1)
+            return *x = in.c, *y = in.w, "embed needs tokens of shape (1,T,1), got %d channels of width %d";
+        if (a->out < 1 || a->vocab < 1 || a->ctx < 1)
+            return *x = a->out, *y = a->vocab, "embed width %d and vocabulary %d must be >= 1";
+        if (in.h > a->ctx)
+            return *x = in.h, *y = a->ctx, "sequence length T = %d is above the context %d";
+        nd->out = (so_shape){1, in.h, a->out};
+        return NULL;
+    case SO_OP_LAYERNORM:
+        if (!(a->eps > 0.0f))
+            return *x = in.w, "layernorm over %d features needs eps > 0";
+        nd->out = in;
+        return NULL;
+    case SO_OP_LINEAR:
+        if (a->out < 1)
+            return *x = a->out, "linear output size %d must be >= 1";
+        if (a->tie) {
+            const so_node *t = a->tie > 0 && a->tie < g->n ? &g->nodes[a->tie] : NULL;
+            if (!t || t->op != SO_OP_EMBED)
+                return *x = a->tie, "tied weight: node %d is not an embed node";
+            if (t->a.vocab != a->out || t->a.out != in.w || a->bias)
+                return *x = t->a.vocab, *y = t->a.out,
+                       "a tied linear must map the embedding's width to its %d rows without bias (width %d)";
+        }
+        nd->out = (so_shape){in.c, in.h, a->out};
+        return NULL;
+    case SO_OP_ATTENTION:
+        if (in.c != 1 || a->heads < 1 || in.w % 3 || (in.w / 3) % a->heads)
+            return *x = in.w, *y = a->heads, "attention needs (1,T,3C) with C divisible by the heads: width %d, %d heads";
+        nd->out = (so_shape){1, in.h, in.w / 3};
+        return NULL;
+    default: /* SO_OP_TOKEN_XENT */
+        if (in.c != 1 || a->vocab < 2 || a->vocab > in.w)
+            return *x = a->vocab, *y = in.w, "token loss needs logits (1,T,Vp) with 2 <= vocab %d <= Vp %d";
+        nd->out = (so_shape){1, 1, 1};
+        return NULL;
+    }
 }
 
 /* Shape inference; returns 0 or a message format (with up to two ints). */
@@ -136,12 +183,18 @@ static const char *infer(so_graph *g, so_node *nd, int *x, int *y)
             return *x = in.c, "loss needs logits of shape (K,1,1) with K >= 2, got %d channels";
         nd->out = (so_shape){1, 1, 1};
         return NULL;
+    case SO_OP_EMBED:
+    case SO_OP_LAYERNORM:
+    case SO_OP_LINEAR:
+    case SO_OP_ATTENTION:
+    case SO_OP_TOKEN_XENT:
+        return infer_seq(g, nd, x, y);
     case SO_OP_RECV:
         if (a->shape.c < 1 || a->shape.h < 1 || a->shape.w < 1)
             return *x = a->shape.c, *y = a->shape.h, "received shape (%d channels, height %d) is not positive";
         nd->out = a->shape;
         return NULL;
-    default: /* send, relu, tanh, sigmoid, batchnorm keep the shape */ /* relu, tanh, sigmoid, batchnorm keep the shape */
+    default: /* send, relu, tanh, sigmoid, gelu, batchnorm keep the shape */
         nd->out = in;
         return NULL;
     }
@@ -253,6 +306,38 @@ int so_g_add(so_graph *g, int x, int y)
 
 int so_g_concat(so_graph *g, const int *in, int n) { return so_graph_add(g, SO_OP_CONCAT, NULL, in, n, NULL); }
 
+int so_g_embed(so_graph *g, int tokens, const char *name, int c, int vocab, int ctx, float init_std)
+{
+    so_attrs a = {.out = c, .vocab = vocab, .ctx = ctx, .init_std = init_std};
+    return so_graph_add(g, SO_OP_EMBED, name, &tokens, 1, &a);
+}
+
+int so_g_layernorm(so_graph *g, int in, const char *name)
+{
+    so_attrs a = {.eps = 1e-5f};
+    return so_graph_add(g, SO_OP_LAYERNORM, name, &in, 1, &a);
+}
+
+int so_g_linear(so_graph *g, int in, const char *name, int out, int bias, int tie, float init_std)
+{
+    so_attrs a = {.out = out, .bias = bias, .tie = tie, .init_std = init_std};
+    return so_graph_add(g, SO_OP_LINEAR, name, &in, 1, &a);
+}
+
+int so_g_attention(so_graph *g, int qkv, const char *name, int heads)
+{
+    so_attrs a = {.heads = heads};
+    return so_graph_add(g, SO_OP_ATTENTION, name, &qkv, 1, &a);
+}
+
+int so_g_gelu(so_graph *g, int in, const char *name) { return so_graph_add(g, SO_OP_GELU, name, &in, 1, NULL); }
+
+int so_g_token_loss(so_graph *g, int logits, int vocab)
+{
+    so_attrs a = {.vocab = vocab};
+    return so_graph_add(g, SO_OP_TOKEN_XENT, NULL, &logits, 1, &a);
+}
+
 /* ---- fusion and finalisation ---- */
 
 static int consumers(const so_graph *g, int node)
@@ -307,7 +392,7 @@ int so_graph_finalize(so_graph *g)
     if (g->err)
         return so_err(g->err, "%s", g->errmsg);
     so_op last = g->nodes[g->n - 1].op;
-    if (g->n < 2 || (last != SO_OP_SOFTMAX_XENT && last != SO_OP_SEND))
+    if (g->n < 2 || (last != SO_OP_SOFTMAX_XENT && last != SO_OP_TOKEN_XENT && last != SO_OP_SEND))
         return so_err(SO_EINVAL, "graph must end in a softmax cross-entropy loss node");
     size_t poff = 0, boff = 0;
     for (int i = 0; i < g->n; i++) {
@@ -323,7 +408,12 @@ int so_graph_finalize(so_graph *g)
         else if (nd->op == SO_OP_BATCHNORM) {
             nd->nparam = 2 * (size_t)in.c;
             nd->nbuf = 2 * (size_t)in.c;
-        }
+        } else if (nd->op == SO_OP_EMBED)
+            nd->nparam = ((size_t)nd->a.vocab + (size_t)nd->a.ctx) * (size_t)nd->a.out;
+        else if (nd->op == SO_OP_LAYERNORM)
+            nd->nparam = 2 * (size_t)in.w;
+        else if (nd->op == SO_OP_LINEAR)
+            nd->nparam = (nd->a.tie ? 0 : (size_t)nd->a.out * (size_t)in.w) + (nd->a.bias ? (size_t)nd->a.out : 0);
         poff += nd->nparam;
         boff += nd->nbuf;
     }
@@ -343,7 +433,8 @@ so_shape so_graph_input_shape(const so_graph *g) { return g->nodes[0].out; }
 
 int so_graph_logits(const so_graph *g)
 {
-    if (g->n < 2 || g->nodes[g->n - 1].op != SO_OP_SOFTMAX_XENT)
+    so_op last = g->nodes[g->n - 1].op;
+    if (g->n < 2 || (last != SO_OP_SOFTMAX_XENT && last != SO_OP_TOKEN_XENT))
         return -1;
     return g->nodes[g->n - 1].inputs[0];
 }
@@ -351,7 +442,31 @@ int so_graph_logits(const so_graph *g)
 int so_graph_classes(const so_graph *g)
 {
     int l = so_graph_logits(g);
-    return l < 0 ? 0 : g->nodes[l].out.c;
+    if (l < 0)
+        return 0;
+    return g->nodes[g->n - 1].op == SO_OP_TOKEN_XENT ? g->nodes[g->n - 1].a.vocab : g->nodes[l].out.c;
+}
+
+int so_graph_targets(const so_graph *g)
+{
+    int l = so_graph_logits(g);
+    return l >= 0 && g->nodes[g->n - 1].op == SO_OP_TOKEN_XENT ? g->nodes[l].out.h : 1;
+}
+
+int so_graph_tied_by(const so_graph *g, int i)
+{
+    for (int j = i + 1; j < g->n; j++)
+        if (g->nodes[j].op == SO_OP_LINEAR && g->nodes[j].a.tie == i)
+            return j;
+    return 0;
+}
+
+int so_graph_takes_tokens(const so_graph *g)
+{
+    for (int j = 1; j < g->n; j++)
+        if (g->nodes[j].op == SO_OP_EMBED && g->nodes[j].inputs[0] == 0)
+            return 1;
+    return 0;
 }
 
 double so_node_flops(const so_graph *g, int i)
@@ -364,6 +479,10 @@ double so_node_flops(const so_graph *g, int i)
         return 2.0 * out_elems * (in.c / nd->a.groups) * nd->a.kh * nd->a.kw;
     case SO_OP_DENSE:
         return 2.0 * (double)o.c * in.c * in.h * in.w;
+    case SO_OP_LINEAR:
+        return 2.0 * out_elems * in.w;
+    case SO_OP_ATTENTION: /* Q K^T and P V over the causal half: T (T + 1) / 2 pairs, C = o.w */
+        return 2.0 * 2.0 * (double)o.w * o.h * (o.h + 1) / 2.0;
     default:
         return 0.0; /* memory-bound ops: not counted, as in the usual MFU convention */
     }
@@ -377,6 +496,38 @@ double so_graph_flops(const so_graph *g)
     return f;
 }
 
+/* Tensors of the sequence ops, under nanoGPT's / Hugging Face's names
+ * relative to the node (the embed node is "transformer": transformer.wte.weight). */
+static int seq_tensors(const so_node *nd, so_shape in, so_tensor_desc out[4])
+{
+    const so_attrs *a = &nd->a;
+    size_t off = nd->param_off, c = (size_t)a->out;
+    int n = 0;
+    switch (nd->op) {
+    case SO_OP_EMBED:
+        out[n++] = (so_tensor_desc){"wte.weight", 0, off, (size_t)a->vocab * c, 2, {a->vocab, a->out},
+                                    a->out, a->vocab, a->init_std};
+        out[n++] = (so_tensor_desc){"wpe.weight", 0, off + (size_t)a->vocab * c, (size_t)a->ctx * c, 2,
+                                    {a->ctx, a->out}, a->out, a->ctx, a->init_std};
+        return n;
+    case SO_OP_LAYERNORM:
+        out[n++] = (so_tensor_desc){"weight", 0, off, (size_t)in.w, 1, {in.w}, 0, 0, 0};
+        out[n++] = (so_tensor_desc){"bias", 0, off + (size_t)in.w, (size_t)in.w, 1, {in.w}, 0, 0, 0};
+        return n;
+    case SO_OP_LINEAR:
+        if (!a->tie) {
+            out[n++] = (so_tensor_desc){"weight", 0, off, c * (size_t)in.w, 2, {a->out, in.w}, in.w, a->out,
+                                        a->init_std};
+            off += c * (size_t)in.w;
+        }
+        if (a->bias)
+            out[n++] = (so_tensor_desc){"bias", 0, off, c, 1, {a->out}, 0, 0, 0};
+        return n;
+    default:
+        return 0;
+    }
+}
+
 int so_node_tensors(const so_graph *g, int i, so_tensor_desc out[4])
 {
     const so_node *nd = &g->nodes[i];
@@ -387,20 +538,22 @@ int so_node_tensors(const so_graph *g, int i, so_tensor_desc out[4])
         size_t wcount = (size_t)nd->a.out * cin * nd->a.kh * nd->a.kw;
         out[n++] = (so_tensor_desc){"weight", 0, nd->param_off, wcount, 4,
                                     {nd->a.out, cin, nd->a.kh, nd->a.kw},
-                                    cin * nd->a.kh * nd->a.kw, nd->a.out / nd->a.groups * nd->a.kh * nd->a.kw};
+                                    cin * nd->a.kh * nd->a.kw, nd->a.out / nd->a.groups * nd->a.kh * nd->a.kw, 0};
         if (nd->a.bias)
-            out[n++] = (so_tensor_desc){"bias", 0, nd->param_off + wcount, (size_t)nd->a.out, 1, {nd->a.out}, 0, 0};
+            out[n++] = (so_tensor_desc){"bias", 0, nd->param_off + wcount, (size_t)nd->a.out, 1, {nd->a.out}, 0, 0, 0};
     } else if (nd->op == SO_OP_DENSE) {
         int fin = in.c * in.h * in.w;
         size_t wcount = (size_t)nd->a.out * fin;
-        out[n++] = (so_tensor_desc){"weight", 0, nd->param_off, wcount, 2, {nd->a.out, fin}, fin, nd->a.out};
-        out[n++] = (so_tensor_desc){"bias", 0, nd->param_off + wcount, (size_t)nd->a.out, 1, {nd->a.out}, 0, 0};
+        out[n++] = (so_tensor_desc){"weight", 0, nd->param_off, wcount, 2, {nd->a.out, fin}, fin, nd->a.out, 0};
+        out[n++] = (so_tensor_desc){"bias", 0, nd->param_off + wcount, (size_t)nd->a.out, 1, {nd->a.out}, 0, 0, 0};
+    } else if (nd->op >= SO_OP_EMBED) {
+        return seq_tensors(nd, in, out);
     } else if (nd->op == SO_OP_BATCHNORM) {
         size_t c = (size_t)in.c;
-        out[n++] = (so_tensor_desc){"weight", 0, nd->param_off, c, 1, {in.c}, 0, 0};
-        out[n++] = (so_tensor_desc){"bias", 0, nd->param_off + c, c, 1, {in.c}, 0, 0};
-        out[n++] = (so_tensor_desc){"running_mean", 1, nd->buf_off, c, 1, {in.c}, 0, 0};
-        out[n++] = (so_tensor_desc){"running_var", 1, nd->buf_off + c, c, 1, {in.c}, 0, 0};
+        out[n++] = (so_tensor_desc){"weight", 0, nd->param_off, c, 1, {in.c}, 0, 0, 0};
+        out[n++] = (so_tensor_desc){"bias", 0, nd->param_off + c, c, 1, {in.c}, 0, 0, 0};
+        out[n++] = (so_tensor_desc){"running_mean", 1, nd->buf_off, c, 1, {in.c}, 0, 0, 0};
+        out[n++] = (so_tensor_desc){"running_var", 1, nd->buf_off + c, c, 1, {in.c}, 0, 0, 0};
     }
     return n;
 }

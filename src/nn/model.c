@@ -47,24 +47,43 @@ static void init_weight(float *w, const so_tensor_desc *t, int relu, so_rng *r)
     }
 }
 
+/* N(0, std^2): GPT-2's weights (so_tensor_desc.init_std). */
+static void init_normal(float *w, size_t n, float std, so_rng *r)
+{
+    for (size_t k = 0; k < n; k++)
+        w[k] = std * so_rng_normal(r);
+}
+
+/* The value every element of a tensor without random init starts at:
+ * 1 for the scales of normalisations and batchnorm's running variance. */
+static float init_fill(so_op op, const so_tensor_desc *t)
+{
+    int norm = op == SO_OP_BATCHNORM || op == SO_OP_LAYERNORM;
+    return (norm && !strcmp(t->suffix, "weight")) || !strcmp(t->suffix, "running_var") ? 1.0f : 0.0f;
+}
+
 void so_graph_init_params(const so_graph *g, uint64_t seed, float *params, float *bufs)
 {
     int relu = uses_relu(g);
     for (int i = 1; i < so_graph_size(g); i++) {
         so_tensor_desc t[4];
         int nt = so_node_tensors(g, i, t);
-        int is_bn = so_graph_node(g, i)->op == SO_OP_BATCHNORM;
+        so_op op = so_graph_node(g, i)->op;
         for (int k = 0; k < nt; k++) {
             float *dst = t[k].is_buffer ? bufs + t[k].off : params + t[k].off;
-            float fill = 0.0f;
-            if (!strcmp(t[k].suffix, "weight") && !is_bn) {
-                so_rng r;
-                so_rng_seed(&r, so_rng_derive(seed, (uint64_t)i));
+            /* one stream per node, and per tensor after the first (the embedding's two tables) */
+            so_rng r;
+            uint64_t stream = so_rng_derive(seed, (uint64_t)i);
+            so_rng_seed(&r, k ? so_rng_derive(stream, (uint64_t)k) : stream);
+            if (t[k].init_std > 0.0f) {
+                init_normal(dst, t[k].count, t[k].init_std, &r);
+                continue;
+            }
+            if (!strcmp(t[k].suffix, "weight") && op != SO_OP_BATCHNORM && op != SO_OP_LAYERNORM) {
                 init_weight(dst, &t[k], relu, &r);
                 continue;
             }
-            if ((is_bn && !strcmp(t[k].suffix, "weight")) || !strcmp(t[k].suffix, "running_var"))
-                fill = 1.0f;
+            float fill = init_fill(op, &t[k]);
             for (size_t e = 0; e < t[k].count; e++)
                 dst[e] = fill;
         }
@@ -203,11 +222,48 @@ static void node_timed(so_model *m, int node, int backward, double t0)
         m->on_node(m->on_node_arg, node, backward, t0, t1);
 }
 
+/* Labels in [0, classes); a token loss's targets (n x T) also -1, a
+ * position not counted. */
+static int check_labels(const so_graph *g, const int32_t *y, int n)
+{
+    int k = so_graph_classes(g), per = so_graph_targets(g), lo = per > 1 ? -1 : 0;
+    for (size_t i = 0; y && i < (size_t)n * (size_t)per; i++)
+        if (y[i] < lo || y[i] >= k) {
+            if (per > 1)
+                return so_err(SO_EINVAL, "target %d of sample %zu, position %zu is not a token in [0, %d)",
+                              (int)y[i], i / (size_t)per, i % (size_t)per, k);
+            return so_err(SO_EINVAL, "label %d of sample %zu is not in [0, %d)", (int)y[i], i, k);
+        }
+    return 0;
+}
+
+/* Token ids (a graph whose input feeds an embed node): whole numbers in
+ * [0, vocab), the loss's vocabulary when there is one. */
+static int check_tokens(const so_graph *g, const float *x, int n)
+{
+    if (!x || !so_graph_takes_tokens(g))
+        return 0;
+    int v = so_graph_classes(g);
+    for (int i = 1; !v && i < so_graph_size(g); i++)
+        if (so_graph_node(g, i)->op == SO_OP_EMBED)
+            v = so_graph_node(g, i)->a.vocab;
+    size_t t = (size_t)so_graph_input_shape(g).h;
+    for (size_t i = 0; i < (size_t)n * t; i++)
+        if (!(x[i] >= 0.0f && x[i] < (float)v && x[i] == (float)(int)x[i]))
+            return so_err(SO_EINVAL, "token %g of sample %zu, position %zu is not a token id in [0, %d)",
+                          (double)x[i], i / t, i % t, v);
+    return 0;
+}
+
 int so_model_set_input(so_model *m, const float *x, const int32_t *y, int n)
 {
     if (n < 1 || n > m->batch)
         return so_err(SO_EINVAL, "forward of %d samples on a model sized for %d", n, m->batch);
-    int rc = m->be->set_input(m->bs, x, y, n);
+    int rc = check_labels(m->g, y, n);
+    if (!rc)
+        rc = check_tokens(m->g, x, n);
+    if (!rc)
+        rc = m->be->set_input(m->bs, x, y, n);
     if (!rc)
         m->nvalid = n;
     return rc;
@@ -264,16 +320,19 @@ int so_model_logits(so_model *m, float *out) { return so_model_node_output(m, so
 
 int so_model_correct(so_model *m, const int32_t *y, int n, int *correct)
 {
-    int k = so_graph_classes(m->g);
-    float *logits = malloc((size_t)m->batch * (size_t)k * sizeof *logits);
+    int k = so_graph_classes(m->g), per = so_graph_targets(m->g);
+    size_t width = (size_t)so_graph_node(m->g, so_graph_logits(m->g))->out.w;
+    if (per == 1)
+        width = (size_t)k;
+    float *logits = malloc((size_t)m->batch * (size_t)per * width * sizeof *logits);
     if (!logits)
         return so_err(SO_ENOMEM, "out of memory for logits");
     int rc = so_model_logits(m, logits);
     int hits = 0;
-    for (int s = 0; !rc && s < n; s++) {
-        const float *row = logits + (size_t)s * k;
+    for (size_t s = 0; !rc && s < (size_t)n * (size_t)per; s++) {
+        const float *row = logits + s * width;
         int best = 0;
-        for (int c = 1; c < k; c++)
+        for (int c = 1; c < k; c++) /* the first k columns: the rest is padding */
             if (row[c] > row[best])
                 best = c;
         hits += best == y[s];

@@ -30,6 +30,12 @@ static const struct {
     [SO_OP_SOFTMAX_XENT] = {ref_loss_forward, ref_loss_backward},
     [SO_OP_RECV] = {ref_recv_forward, ref_recv_backward},
     [SO_OP_SEND] = {ref_send_forward, ref_send_backward},
+    [SO_OP_EMBED] = {ref_embed_forward, ref_embed_backward},
+    [SO_OP_LAYERNORM] = {ref_layernorm_forward, ref_layernorm_backward},
+    [SO_OP_LINEAR] = {ref_linear_forward, ref_linear_backward},
+    [SO_OP_ATTENTION] = {ref_attention_forward, ref_attention_backward},
+    [SO_OP_GELU] = {ref_gelu_forward, ref_gelu_backward},
+    [SO_OP_TOKEN_XENT] = {ref_token_loss_forward, ref_token_loss_backward},
 };
 
 float *ref_dx(ref_state *s, int i, int slot)
@@ -80,8 +86,9 @@ static void ref_destroy(void *state)
     free(s);
 }
 
-/* Per-node scratch sizes: dropout keeps its scales, batchnorm its batch
- * statistics, maxpool the argmax of every output; 0 for the rest. */
+/* Per-node scratch sizes: dropout keeps its scales, batchnorm and layernorm
+ * their statistics, attention its rows (ref_internal.h); 0 for the rest
+ * (maxpool's argmax is allocated apart). */
 static size_t aux_floats(const ref_state *s, int i)
 {
     const so_node *nd = ref_node(s, i);
@@ -89,6 +96,10 @@ static size_t aux_floats(const ref_state *s, int i)
         return (size_t)s->batch * ref_numel(nd->out);
     if (nd->op == SO_OP_BATCHNORM)
         return 2 * (size_t)nd->out.c + 1; /* mean, invstd, element count */
+    if (nd->op == SO_OP_LAYERNORM)
+        return 2 * (size_t)s->batch * (size_t)nd->out.c * (size_t)nd->out.h;
+    if (nd->op == SO_OP_ATTENTION)
+        return 2 * (size_t)s->batch * (size_t)nd->a.heads * (size_t)nd->out.h;
     return 0;
 }
 
@@ -127,7 +138,7 @@ static int ref_create(so_model *m, void **state)
     s->argmax = calloc(nn, sizeof *s->argmax);
     s->edge_data = calloc(nn, sizeof *s->edge_data);
     s->edge_grad = calloc(nn, sizeof *s->edge_grad);
-    s->labels = so_alloc((size_t)m->batch * sizeof *s->labels);
+    s->labels = so_alloc((size_t)m->batch * (size_t)so_graph_targets(m->g) * sizeof *s->labels);
     int bad = !s->act || !s->diff || !s->aux || !s->argmax || !s->labels || !s->edge_data || !s->edge_grad;
     size_t largest = 0;
     for (size_t i = 0; !bad && i < nn; i++) {
@@ -150,17 +161,13 @@ static int ref_set_input(void *state, const float *x, const int32_t *y, int n)
     ref_state *s = state;
     if (n < 1 || n > s->batch)
         return so_err(SO_EINVAL, "ref backend: %d samples for a batch of %d", n, s->batch);
-    int k = so_graph_classes(s->g);
-    for (int r = 0; y && r < n; r++)
-        if (y[r] < 0 || y[r] >= k)
-            return so_err(SO_EINVAL, "label %d of sample %d is not in [0,%d)", (int)y[r], r, k);
-    size_t per = ref_numel(so_graph_input_shape(s->g));
+    size_t per = ref_numel(so_graph_input_shape(s->g)), nt = (size_t)so_graph_targets(s->g); /* checked by so_model */
     if (x) /* NULL: a later pipeline stage, whose inputs come through recv nodes */
         memcpy(s->act[0], x, (size_t)n * per * sizeof(float));
     memset(s->act[0] + (size_t)(x ? n : 0) * per, 0, (size_t)(s->batch - (x ? n : 0)) * per * sizeof(float));
-    memset(s->labels, 0, (size_t)s->batch * sizeof *s->labels);
+    memset(s->labels, 0, (size_t)s->batch * nt * sizeof *s->labels);
     if (y)
-        memcpy(s->labels, y, (size_t)n * sizeof *y);
+        memcpy(s->labels, y, (size_t)n * nt * sizeof *y);
     s->n = n;
     return 0;
 }

@@ -19,9 +19,11 @@ typedef struct ref_state {
     int training;     /* mode of the last forward: backward follows it */
     float **act;      /* act[i]: output of node i, (batch,C,H,W); act[0] is the input */
     float **diff;     /* diff[i]: d loss / d act[i], same shape; NULL for node 0 */
-    float **aux;      /* dropout: kept-unit scales (batch,C,H,W); batchnorm: [mean C][invstd C] */
+    float **aux;      /* dropout: kept-unit scales (batch,C,H,W); batchnorm: [mean C][invstd C];
+                         layernorm: (mean, rstd) per row; attention: per (sample, head) T
+                         log-sum-exps and a row of T scores */
     int32_t **argmax; /* maxpool: input plane index (ih*W+iw) of each output's max, (batch,C,OH,OW) */
-    int32_t *labels;  /* (batch); rows >= n are 0 and ignored */
+    int32_t *labels;  /* (batch) or (batch, T) for a token loss; rows >= n are 0 and ignored */
     float **edge_data, **edge_grad; /* recv/send nodes: the bound plain buffers (bind_edge) */
     float *acc_scratch[SO_MAX_INPUTS]; /* a consumer's diff term before it is added (ref_backward) */
 } ref_state;
@@ -107,5 +109,18 @@ int ref_concat_forward(ref_state *s, int i, int training);
 int ref_concat_backward(ref_state *s, int i);
 int ref_loss_forward(ref_state *s, int i, int training);
 int ref_loss_backward(ref_state *s, int i);
+/* ref_seq.c: the sequence ops (GPT-2). */
+int ref_embed_forward(ref_state *s, int i, int training);
+int ref_embed_backward(ref_state *s, int i);
+int ref_layernorm_forward(ref_state *s, int i, int training);
+int ref_layernorm_backward(ref_state *s, int i);
+int ref_linear_forward(ref_state *s, int i, int training);
+int ref_linear_backward(ref_state *s, int i);
+int ref_attention_forward(ref_state *s, int i, int training);
+int ref_attention_backward(ref_state *s, int i);
+int ref_gelu_forward(ref_state *s, int i, int training);
+int ref_gelu_backward(ref_state *s, int i);
+int ref_token_loss_forward(ref_state *s, int i, int training);
+int ref_token_loss_backward(ref_state *s, int i);
 
 #endif
