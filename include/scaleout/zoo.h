@@ -54,6 +54,21 @@ typedef struct {
 int so_gpt2_parse(const char *name, so_gpt2_config *out);
 /* The spec string that builds exactly c ("gpt2:L=..,H=..,C=..,T=..,V=..,Vp=.."). */
 void so_gpt2_spec(const so_gpt2_config *c, char *buf, size_t len);
+/* The configuration of a GPT-2 graph (from its embedding, blocks and loss). */
+int so_gpt2_graph_config(const so_graph *g, so_gpt2_config *c);
+
+/* llm.c interchange (src/models/gpt2_llmc.c). llm.c stores its 16 tensors
+ * tensor-major (wte, wpe, then ln_1.weight of every layer, ...); the flat
+ * buffer is block by block. so_gpt2_llmc_order gives, in llm.c's order,
+ * each tensor's offset in the flat buffer and its size (up to max
+ * entries); it returns how many (12 L + 4), or an error. */
+int so_gpt2_llmc_order(const so_graph *g, int layers, size_t *off, size_t *count, int max);
+/* Parameters from llm.c's model file (magic 20240326, version 3); the
+ * header must describe m's GPT-2 (the message names the spec that would). */
+struct so_model;
+int so_gpt2_load_llmc(struct so_model *m, const char *path);
+/* The flat parameters of GPT-2 graph g as llm.c's model file. */
+int so_gpt2_save_llmc(const so_graph *g, const float *params, const char *path);
 
 /* 0 if so_zoo_find knows `name`, else SO_EINVAL with a message naming the
  * valid forms (for resnet/preresnet followed by a bad depth) or the models. */

@@ -2,3 +2,6 @@
 # and its checks against an independent PyTorch GPT-2 (bench/torch_gpt2.py).
 include_guard(GLOBAL)
 so_add_test(test_seq_ops LABELS unit TIMEOUT 300)
+# Not a test: scaleout's side of bench/gpt2_check.py (the check against PyTorch).
+add_executable(gpt2_check ${CMAKE_SOURCE_DIR}/tests/gpt2_check.c)
+target_link_libraries(gpt2_check PRIVATE scaleout)
