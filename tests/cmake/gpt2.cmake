@@ -5,3 +5,4 @@ so_add_test(test_seq_ops LABELS unit TIMEOUT 300)
 # Not a test: scaleout's side of bench/gpt2_check.py (the check against PyTorch).
 add_executable(gpt2_check ${CMAKE_SOURCE_DIR}/tests/gpt2_check.c)
 target_link_libraries(gpt2_check PRIVATE scaleout)
+so_add_test(test_seq_onednn LABELS unit TIMEOUT 300 ISA_CAPS avx2 sse4.2)

@@ -29,6 +29,12 @@ static const od_op *op_table(so_op op)
     case SO_OP_SOFTMAX_XENT: return &od_op_loss;
     case SO_OP_RECV: return &od_op_recv;
     case SO_OP_SEND: return &od_op_send;
+    case SO_OP_EMBED: return &od_op_embed;
+    case SO_OP_LAYERNORM: return &od_op_layernorm;
+    case SO_OP_LINEAR: return &od_op_linear;
+    case SO_OP_ATTENTION: return &od_op_attention;
+    case SO_OP_GELU: return &od_op_gelu;
+    case SO_OP_TOKEN_XENT: return &od_op_token_xent;
     default: return NULL;
     }
 }

@@ -84,6 +84,9 @@ struct od_state {
 extern const od_op od_op_conv, od_op_dense, od_op_maxpool, od_op_avgpool, od_op_gap,
     od_op_eltwise, od_op_bn, od_op_dropout, od_op_flatten, od_op_add, od_op_concat,
     od_op_loss, od_op_recv, od_op_send;
+/* The sequence ops (GPT-2): onednn_linear.c (oneDNN matmuls) and
+ * onednn_seq.c (scaleout's kernels, onednn_seq.h). */
+extern const od_op od_op_linear, od_op_embed, od_op_layernorm, od_op_gelu, od_op_attention, od_op_token_xent;
 /* onednn_edge.c: so_backend_ops.bind_edge, edge_bytes, edge_layout. */
 int od_bind_edge(void *state, int node, float *data, float *grad);
 size_t od_edge_bytes(void *state, int node);
@@ -155,6 +158,9 @@ void od_md_4d(dnnl_memory_desc_t *md, int64_t n, int64_t c, int64_t h, int64_t w
 void od_md_1d(dnnl_memory_desc_t *md, int64_t n);
 /* Sets node's layout, allocates its activation (and diff unless the input). */
 int od_tensor_alloc(od_state *s, int node, const dnnl_memory_desc_t *md);
+/* The same with the diff in the activation's own buffer: for a tensor whose
+ * only consumer overwrites it with its gradient (logits before the loss). */
+int od_tensor_alloc_inplace(od_state *s, int node, const dnnl_memory_desc_t *md);
 /* Memory object over caller-owned `ptr`. */
 int od_mem_wrap(od_state *s, int node, const dnnl_memory_desc_t *md, void *ptr, dnnl_memory_t *out);
 /* Zeroed aligned buffer sized for md plus a memory object over it. */

@@ -143,6 +143,18 @@ int od_tensor_alloc(od_state *s, int node, const dnnl_memory_desc_t *md)
     return rc;
 }
 
+int od_tensor_alloc_inplace(od_state *s, int node, const dnnl_memory_desc_t *md)
+{
+    od_tensor *t = &s->t[node];
+    t->md = *md;
+    t->bytes = dnnl_memory_desc_get_size(md);
+    if (t->bytes > s->scratch_bytes)
+        s->scratch_bytes = t->bytes;
+    int rc = od_mem_alloc(s, node, md, &t->buf, &t->mem);
+    t->dbuf = t->buf;
+    return rc ? rc : od_mem_wrap(s, node, md, t->dbuf, &t->dmem);
+}
+
 /* ---- primitives ---- */
 
 int od_attr(od_state *s, int node, int relu, int sum, dnnl_primitive_attr_t *out)

@@ -1,0 +1,220 @@
+/* Linear on the last dimension (GPT-2's c_attn, c_proj, c_fc and the LM
+ * head) as three oneDNN matmuls over the plain rows of the activation, R =
+ * batch x T rows of K features, weights W (N, K) read in place from the
+ * flat parameters (tied: the embedding's token table):
+ *   forward          Y (R,N)  = X (R,K) W^T + b      weights seen as (K,N) "ba"
+ *   backward data    dX (R,K) = dY (R,N) W           (+= with a sum post-op)
+ *   backward weights dW (N,K) = dY^T X               dY seen as (N,R) "ba";
+ *                                                    += when micro-batches add
+ * The bias gradient is a column sum of dY (onednn_seq.h's col_sums). No
+ * weight copies: every layout is the flat one. An LM head whose only
+ * consumer is the token loss keeps its gradient in its own output buffer
+ * (the loss writes softmax - onehot over the logits): no second (R, Vp). */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/onednn/onednn_internal.h"
+#include "backend/onednn/onednn_seq.h"
+#include "scaleout/err.h"
+#include "scaleout/mem.h"
+
+typedef struct {
+    int64_t R, K, N;
+    od_prim fwd, bwd_data, bwd_w, bwd_w_add;
+    dnnl_memory_t x, w, b, y;            /* forward operands over the node's buffers */
+    dnnl_memory_t dy, wd, dx, dyt, dw;   /* backward operands */
+    const od_seq_kernels *k;
+    float *part;                         /* per-thread bias-gradient sums */
+    int nthr;
+} od_linear;
+
+static void md2(dnnl_memory_desc_t *md, int64_t a, int64_t b, dnnl_format_tag_t tag)
+{
+    dnnl_dims_t d = {a, b};
+    if (dnnl_memory_desc_init_by_tag(md, 2, d, dnnl_f32, tag) != dnnl_success)
+        memset(md, 0, sizeof *md);
+}
+
+/* A matmul primitive src x weights (+ bias) -> dst, dst += when sum. */
+static int matmul(od_state *s, int node, const char *what, const dnnl_memory_desc_t *src,
+                  const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst,
+                  int sum, od_prim *out)
+{
+    dnnl_matmul_desc_t d;
+    OD_CHECK(s, node, what, dnnl_matmul_desc_init(&d, src, wei, bias, dst));
+    dnnl_primitive_attr_t a = NULL;
+    int rc = od_attr(s, node, 0, sum, &a);
+    if (rc)
+        return rc;
+    dnnl_status_t st = dnnl_primitive_desc_create(&out->pd, &d, a, s->eng, NULL);
+    dnnl_primitive_attr_destroy(a);
+    if (st != dnnl_success) {
+        out->pd = NULL;
+        return od_fail(s, node, what, st);
+    }
+    return od_prim_finish(s, node, what, out);
+}
+
+/* Offset of the weight: the node's own, or the tied embedding's token table. */
+static size_t weight_off(od_state *s, int node)
+{
+    const so_node *nd = od_node(s, node);
+    return nd->a.tie ? od_node(s, nd->a.tie)->param_off : nd->param_off;
+}
+
+/* The logits of a token loss are written over by their gradient. */
+static int diff_in_place(od_state *s, int node)
+{
+    int n = so_graph_size(s->g), users = 0, loss = 0;
+    for (int j = node + 1; j < n; j++)
+        for (int k = 0; k < od_node(s, j)->ninputs; k++)
+            if (od_node(s, j)->inputs[k] == node) {
+                users++;
+                loss |= od_node(s, j)->op == SO_OP_TOKEN_XENT;
+            }
+    return users == 1 && loss;
+}
+
+static int create_fwd(od_state *s, int node, od_linear *l)
+{
+    const so_node *nd = od_node(s, node);
+    dnnl_memory_desc_t x, w, b, y, plain;
+    md2(&x, l->R, l->K, dnnl_ab);
+    md2(&w, l->K, l->N, dnnl_ba);
+    md2(&b, 1, l->N, dnnl_ab);
+    md2(&y, l->R, l->N, dnnl_ab);
+    od_md_plain(s, node, &plain);
+    int rc = matmul(s, node, "matmul forward", &x, &w, nd->a.bias ? &b : NULL, &y, 0, &l->fwd);
+    if (!rc)
+        rc = diff_in_place(s, node) ? od_tensor_alloc_inplace(s, node, &plain) : od_tensor_alloc(s, node, &plain);
+    float *p = s->m->params;
+    size_t boff = nd->param_off + (nd->a.tie ? 0 : (size_t)(l->N * l->K));
+    if (!rc)
+        rc = od_mem_wrap(s, node, &x, od_in(s, node, 0)->buf, &l->x);
+    if (!rc)
+        rc = od_mem_wrap(s, node, &w, p + weight_off(s, node), &l->w);
+    if (!rc && nd->a.bias)
+        rc = od_mem_wrap(s, node, &b, p + boff, &l->b);
+    if (!rc)
+        rc = od_mem_wrap(s, node, &y, s->t[node].buf, &l->y);
+    return rc;
+}
+
+static int create_bwd(od_state *s, int node, od_linear *l)
+{
+    dnnl_memory_desc_t dy, wd, dx, dyt, x, dw;
+    md2(&dy, l->R, l->N, dnnl_ab);
+    md2(&wd, l->N, l->K, dnnl_ab);
+    md2(&dx, l->R, l->K, dnnl_ab);
+    md2(&dyt, l->N, l->R, dnnl_ba);
+    md2(&x, l->R, l->K, dnnl_ab);
+    md2(&dw, l->N, l->K, dnnl_ab);
+    int rc = od_mem_wrap(s, node, &dy, s->t[node].dbuf, &l->dy);
+    if (!rc)
+        rc = od_mem_wrap(s, node, &dyt, s->t[node].dbuf, &l->dyt);
+    if (!rc)
+        rc = od_mem_wrap(s, node, &dw, s->m->grads + weight_off(s, node), &l->dw);
+    if (!rc)
+        rc = matmul(s, node, "matmul backward weights", &dyt, &x, NULL, &dw, 0, &l->bwd_w);
+    if (!rc)
+        rc = matmul(s, node, "matmul backward weights", &dyt, &x, NULL, &dw, 1, &l->bwd_w_add);
+    if (rc || !so_graph_needs_diff(s->g, node, 0))
+        return rc;
+    rc = od_mem_wrap(s, node, &wd, s->m->params + weight_off(s, node), &l->wd);
+    if (!rc)
+        rc = od_mem_wrap(s, node, &dx, od_in(s, node, 0)->dbuf, &l->dx);
+    if (!rc)
+        rc = matmul(s, node, "matmul backward data", &dy, &wd, NULL, &dx, so_graph_diff_accumulate(s->g, node, 0),
+                    &l->bwd_data);
+    return rc;
+}
+
+static int linear_create(od_state *s, int node)
+{
+    od_linear *l = calloc(1, sizeof *l);
+    if (!l)
+        return so_err(SO_ENOMEM, "out of memory for node %s", od_node(s, node)->name);
+    s->t[node].priv = l;
+    const so_node *nd = od_node(s, node);
+    so_shape in = od_node(s, nd->inputs[0])->out;
+    dnnl_memory_desc_t plain;
+    od_md_plain(s, nd->inputs[0], &plain);
+    if (!od_md_equal(&od_in(s, node, 0)->md, &plain))
+        return so_err(SO_EUNSUP, "onednn: linear %s needs a plain (batch, T, C) input", nd->name);
+    l->R = (int64_t)s->m->batch * in.c * in.h;
+    l->K = in.w;
+    l->N = nd->a.out;
+    l->k = od_seq_pick();
+    l->nthr = omp_get_max_threads();
+    if (nd->a.bias && !(l->part = so_alloc((size_t)l->nthr * (size_t)l->N * sizeof(float))))
+        return so_err(SO_ENOMEM, "out of memory for node %s", nd->name);
+    int rc = create_fwd(s, node, l);
+    return rc ? rc : create_bwd(s, node, l);
+}
+
+static int linear_forward(od_state *s, int node, int training)
+{
+    (void)training;
+    od_linear *l = s->t[node].priv;
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, l->x}, {DNNL_ARG_WEIGHTS, l->w}, {DNNL_ARG_DST, l->y},
+                            {DNNL_ARG_BIAS, l->b}};
+    return od_exec(s, node, "matmul forward", &l->fwd, l->b ? 4 : 3, a);
+}
+
+/* db (=, or += across micro-batches) = column sums of dY, per-thread partials
+ * summed in thread order. */
+static void bias_grad(od_state *s, int node, od_linear *l)
+{
+    const so_node *nd = od_node(s, node);
+    float *db = s->m->grads + nd->param_off + (nd->a.tie ? 0 : (size_t)(l->N * l->K));
+    size_t N = (size_t)l->N;
+#pragma omp parallel num_threads(l->nthr)
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        size_t per = ((size_t)l->R + (size_t)nt - 1) / (size_t)nt, lo = per * (size_t)t;
+        size_t hi = lo + per < (size_t)l->R ? lo + per : (size_t)l->R;
+        float *acc = l->part + (size_t)t * N;
+        memset(acc, 0, N * sizeof *acc);
+        if (lo < hi)
+            l->k->col_sums(s->t[node].dbuf, lo, hi, (int)N, acc);
+    }
+    for (size_t c = 0; c < N; c++) {
+        float v = 0.0f;
+        for (int t = 0; t < l->nthr; t++)
+            v += l->part[(size_t)t * N + c];
+        db[c] = s->m->accumulate_grads ? db[c] + v : v;
+    }
+}
+
+static int linear_backward(od_state *s, int node)
+{
+    od_linear *l = s->t[node].priv;
+    int rc = 0;
+    if (l->bwd_data.p) {
+        dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, l->dy}, {DNNL_ARG_WEIGHTS, l->wd}, {DNNL_ARG_DST, l->dx}};
+        rc = od_exec(s, node, "matmul backward data", &l->bwd_data, 3, a);
+    }
+    dnnl_exec_arg_t w[3] = {{DNNL_ARG_SRC, l->dyt}, {DNNL_ARG_WEIGHTS, l->x}, {DNNL_ARG_DST, l->dw}};
+    if (!rc)
+        rc = od_exec(s, node, "matmul backward weights", s->m->accumulate_grads ? &l->bwd_w_add : &l->bwd_w, 3, w);
+    if (!rc && l->part)
+        bias_grad(s, node, l);
+    return rc;
+}
+
+static void linear_destroy(void *priv)
+{
+    od_linear *l = priv;
+    od_prim_fini(&l->fwd);
+    od_prim_fini(&l->bwd_data);
+    od_prim_fini(&l->bwd_w);
+    od_prim_fini(&l->bwd_w_add);
+    dnnl_memory_t *mems[] = {&l->x, &l->w, &l->b, &l->y, &l->dy, &l->wd, &l->dx, &l->dyt, &l->dw};
+    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
+        od_mem_free(mems[i], NULL);
+    so_free(l->part);
+    free(l);
+}
+
+const od_op od_op_linear = {linear_create, linear_forward, linear_backward, linear_destroy, NULL};
