@@ -18,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "backend/onednn/onednn_gemm.h"
 #include "isa_cap.h"
 #include "scaleout/err.h"
 #include "scaleout/model.h"
@@ -231,6 +232,58 @@ static void t_no_targets(void **st)
     so_model_destroy(ref);
 }
 
+/* scaleout's GEMM against a double-precision loop: every transpose, edge
+ * sizes around the register tile and cache blocks, += and the bias; and the
+ * same bits on 1 and 2 threads. Skips below AVX2 (the matmuls run there). */
+static void t_gemm(void **st)
+{
+    (void)st;
+    const od_gemm_kernels *k = od_gemm_pick();
+    if (!k) {
+        print_message("skipped: scaleout's GEMM needs AVX2+FMA\n");
+        return;
+    }
+    static const int sizes[][3] = {{1, 1, 1}, {7, 17, 5}, {13, 33, 300}, {130, 70, 520}, {6, 4100, 9}};
+    float *work = malloc(2 * od_gemm_work(k) * sizeof(float) + 64), *w = (float *)(((uintptr_t)work + 63) & ~63ul);
+    so_rng r;
+    so_rng_seed(&r, 1);
+    for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++)
+        for (int t = 0; t < 8; t++) {
+            int M = sizes[z][0], N = sizes[z][1], K = sizes[z][2], ta = t & 1, tb = t >> 1 & 1, add = t >> 2;
+            float *A = malloc((size_t)M * K * sizeof *A), *B = malloc((size_t)K * N * sizeof *B);
+            float *C1 = malloc((size_t)M * N * sizeof *C1), *C2 = malloc((size_t)M * N * sizeof *C2);
+            float *bias = malloc((size_t)N * sizeof *bias);
+            for (int i = 0; i < M * K; i++)
+                A[i] = so_rng_normal(&r);
+            for (int i = 0; i < K * N; i++)
+                B[i] = so_rng_normal(&r);
+            for (int i = 0; i < N; i++)
+                bias[i] = so_rng_normal(&r);
+            for (int i = 0; i < M * N; i++)
+                C1[i] = C2[i] = so_rng_normal(&r);
+            float *C0 = malloc((size_t)M * N * sizeof *C0);
+            memcpy(C0, C1, (size_t)M * N * sizeof *C0);
+            od_gemm_args g = {ta, tb, M, N, K, A, B, ta ? M : K, tb ? K : N, C1, N, add, add ? NULL : bias};
+            od_gemm(k, &g, w, 1);
+            g.C = C2;
+            od_gemm(k, &g, w, 2);
+            assert_memory_equal(C1, C2, (size_t)M * N * sizeof *C1);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double v = add ? C0[i * N + j] : bias[j];
+                    for (int p = 0; p < K; p++)
+                        v += (double)(ta ? A[p * M + i] : A[i * K + p]) * (tb ? B[j * K + p] : B[p * N + j]);
+                    if (fabs(C1[i * N + j] - v) > 1e-4 * (1 + sqrt((double)K)))
+                        fail_msg("gemm %dx%dx%d ta %d tb %d add %d: C[%d][%d] %g, expected %g", M, N, K, ta, tb, add,
+                                 i, j, (double)C1[i * N + j], v);
+                }
+            float *bufs[] = {A, B, C0, C1, C2, bias};
+            for (size_t f = 0; f < sizeof bufs / sizeof bufs[0]; f++)
+                free(bufs[f]);
+        }
+    free(work);
+}
+
 int main(void)
 {
     if (isa_cap_redundant())
@@ -238,6 +291,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_cases),
         cmocka_unit_test(t_no_targets),
+        cmocka_unit_test(t_gemm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

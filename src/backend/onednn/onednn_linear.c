@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/onednn/onednn_gemm.h"
 #include "backend/onednn/onednn_internal.h"
 #include "backend/onednn/onednn_seq.h"
 #include "scaleout/err.h"
@@ -27,6 +28,8 @@ typedef struct {
     const od_seq_kernels *k;
     float *part;                         /* per-thread bias-gradient sums */
     int nthr;
+    const od_gemm_kernels *gemm;         /* scaleout's GEMM (AVX2 and up), else the matmuls */
+    float *work;                         /* its packing buffers, nthr of them */
 } od_linear;
 
 static void md2(dnnl_memory_desc_t *md, int64_t a, int64_t b, dnnl_format_tag_t tag)
@@ -149,14 +152,48 @@ static int linear_create(od_state *s, int node)
     l->nthr = omp_get_max_threads();
     if (nd->a.bias && !(l->part = so_alloc((size_t)l->nthr * (size_t)l->N * sizeof(float))))
         return so_err(SO_ENOMEM, "out of memory for node %s", nd->name);
+    l->gemm = getenv("SCALEOUT_LINEAR_ONEDNN") ? NULL : od_gemm_pick();
+    if (l->gemm && !(l->work = so_alloc((size_t)l->nthr * od_gemm_work(l->gemm) * sizeof(float))))
+        return so_err(SO_ENOMEM, "out of memory for node %s", nd->name);
     int rc = create_fwd(s, node, l);
     return rc ? rc : create_bwd(s, node, l);
+}
+
+/* The three products on scaleout's GEMM. */
+static void gemm_forward(od_state *s, int node, od_linear *l)
+{
+    const so_node *nd = od_node(s, node);
+    const float *w = s->m->params + weight_off(s, node);
+    od_gemm_args g = {.ta = 0, .tb = 1, .M = (int)l->R, .N = (int)l->N, .K = (int)l->K,
+                      .A = od_in(s, node, 0)->buf, .lda = (int)l->K, .B = w, .ldb = (int)l->K,
+                      .C = s->t[node].buf, .ldc = (int)l->N,
+                      .bias = nd->a.bias ? s->m->params + nd->param_off + (nd->a.tie ? 0 : (size_t)(l->N * l->K)) : NULL};
+    od_gemm(l->gemm, &g, l->work, l->nthr);
+}
+
+static void gemm_backward(od_state *s, int node, od_linear *l)
+{
+    const float *w = s->m->params + weight_off(s, node), *dy = s->t[node].dbuf;
+    if (so_graph_needs_diff(s->g, node, 0)) {
+        od_gemm_args d = {.ta = 0, .tb = 0, .M = (int)l->R, .N = (int)l->K, .K = (int)l->N, .A = dy,
+                          .lda = (int)l->N, .B = w, .ldb = (int)l->K, .C = od_in(s, node, 0)->dbuf, .ldc = (int)l->K,
+                          .add = so_graph_diff_accumulate(s->g, node, 0)};
+        od_gemm(l->gemm, &d, l->work, l->nthr);
+    }
+    od_gemm_args g = {.ta = 1, .tb = 0, .M = (int)l->N, .N = (int)l->K, .K = (int)l->R, .A = dy,
+                      .lda = (int)l->N, .B = od_in(s, node, 0)->buf, .ldb = (int)l->K,
+                      .C = s->m->grads + weight_off(s, node), .ldc = (int)l->K, .add = s->m->accumulate_grads};
+    od_gemm(l->gemm, &g, l->work, l->nthr);
 }
 
 static int linear_forward(od_state *s, int node, int training)
 {
     (void)training;
     od_linear *l = s->t[node].priv;
+    if (l->gemm) {
+        gemm_forward(s, node, l);
+        return 0;
+    }
     dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, l->x}, {DNNL_ARG_WEIGHTS, l->w}, {DNNL_ARG_DST, l->y},
                             {DNNL_ARG_BIAS, l->b}};
     return od_exec(s, node, "matmul forward", &l->fwd, l->b ? 4 : 3, a);
@@ -191,6 +228,12 @@ static int linear_backward(od_state *s, int node)
 {
     od_linear *l = s->t[node].priv;
     int rc = 0;
+    if (l->gemm) {
+        gemm_backward(s, node, l);
+        if (l->part)
+            bias_grad(s, node, l);
+        return 0;
+    }
     if (l->bwd_data.p) {
         dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, l->dy}, {DNNL_ARG_WEIGHTS, l->wd}, {DNNL_ARG_DST, l->dx}};
         rc = od_exec(s, node, "matmul backward data", &l->bwd_data, 3, a);
@@ -214,6 +257,7 @@ static void linear_destroy(void *priv)
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         od_mem_free(mems[i], NULL);
     so_free(l->part);
+    so_free(l->work);
     free(l);
 }
 
