@@ -114,7 +114,7 @@ static int measure(const so_job_config *c, const so_dataset *ds, int microbatch,
     if (!rc && !t)
         rc = so_err(SO_ENOMEM, "out of memory measuring %s", c->model);
     if (!rc)
-        rc = parts_measure(m, opt, 1, 3, t, t + n, &other);
+        rc = parts_measure(m, opt, &(so_predict_run){.warmup = 1, .steps = 3}, t, t + n, &other, NULL);
     for (int i = 0; !rc && i < n; i++)
         secs[i] = t[i] + t[n + i];
     free(t);
