@@ -5,15 +5,20 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char errbuf[512];
 
+/* Formatted aside first: callers often wrap the last message,
+ * so_err(rc, "--flag: %s", so_errmsg()), whose argument is errbuf itself. */
 int so_err(int code, const char *fmt, ...)
 {
+    char msg[sizeof errbuf];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(errbuf, msg, sizeof errbuf);
     return code;
 }
 
