@@ -489,13 +489,12 @@ typedef struct {
     int replicas;
 } pipe_cost;
 
-/* The node of device d of replica 0: stage-major puts a replica's P
- * devices on consecutive ranks (device d at P - 1 - d), replica-major a
- * device's D replicas (device d's first at (P - 1 - d) x D). */
+/* The node of device d of replica 0 (where train puts it: so_pipe_world_rank). */
 static int device_node(const pipe_cost *c, int d)
 {
-    int q = c->a->stages - 1 - d;
-    return (strcmp(c->a->placement, "replica-major") ? q : q * c->replicas) / c->a->ranks_per_node;
+    so_pipe_ranks shape = {.stages = c->a->stages, .replicas = c->replicas};
+    so_pipe_placement pl = (so_pipe_placement)so_pipe_placement_parse(c->a->placement);
+    return so_pipe_world_rank(&shape, pl, d, 0) / c->a->ranks_per_node;
 }
 
 /* A cut crosses the link when its two devices are on different nodes. */
