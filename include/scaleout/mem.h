@@ -20,5 +20,8 @@ size_t so_peak_rss(void);
  * the kernel's MemAvailable, lowered to the room left under the cgroup's
  * memory limit (v2 memory.max or v1 limit_in_bytes) when it has one; 0 if unknown. */
 size_t so_mem_available(void);
+/* bytes for people, in binary units with three significant digits: "1 B",
+ * "1023 B", "1.50 KiB", "51.2 MiB", "512 MiB", "2.00 GiB". Returns buf. */
+char *so_mem_label(double bytes, char *buf, size_t len);
 
 #endif

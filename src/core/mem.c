@@ -1,5 +1,6 @@
 /* Aligned, zeroed allocation (its pages mapped in one call, not faulted one
- * by one), peak-memory reporting, and the memory still available here. */
+ * by one), peak-memory reporting, byte counts printed for people, and the
+ * memory still available here. */
 #include "scaleout/mem.h"
 
 #include <stdio.h>
@@ -91,4 +92,17 @@ size_t so_mem_available(void)
         avail = avail && avail < room ? avail : room;
     }
     return avail;
+}
+
+char *so_mem_label(double bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 5) {
+        bytes /= 1024;
+        u++;
+    }
+    const char *fmt = u == 0 || bytes >= 100 ? "%.0f %s" : bytes >= 10 ? "%.1f %s" : "%.2f %s";
+    snprintf(buf, len, fmt, bytes, units[u]);
+    return buf;
 }
