@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "scaleout/err.h"
+#include "scaleout/gpt2.h"
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
 #include "scaleout/rng.h"
@@ -58,7 +59,7 @@ int main(int argc, char **argv)
     so_graph *g;
     so_model *m;
     if (so_zoo_resolve(argv[1], &z) || so_zoo_build(argv[1], 1, T, 1, z.classes, &g) ||
-        so_model_create(g, "onednn", B, 1, &m) || (argc > 5 && so_gpt2_load_llmc(m, argv[5]))) {
+        so_model_create(g, "onednn", B, 1, &m) || (argc > 5 && so_gpt2_load_llmc(m, argv[5], 0))) {
         fprintf(stderr, "gpt2_step: %s\n", so_errmsg());
         return 1;
     }

@@ -36,7 +36,15 @@ DEFAULTS = {
     "resnet50": (3, 224, 224, 1000),
     "resnet101": (3, 224, 224, 1000),
     "resnet152": (3, 224, 224, 1000),
+    "gpt2": (1, 1024, 1, 50257),
+    "gpt2-medium": (1, 1024, 1, 50257),
+    "gpt2-large": (1, 1024, 1, 50257),
+    "gpt2-xl": (1, 1024, 1, 50257),
 }
+
+# GPT-2 specs whose counts tests/data/zoo_params.txt also lists: Hugging Face's
+# vocabulary of 50257 without llm.c's padding to 50304.
+GPT2_SPECS = ["gpt2:Vp=50257", "gpt2-medium:Vp=50257", "gpt2-large:Vp=50257", "gpt2-xl:Vp=50257"]
 
 
 class MLP(nn.Module):
@@ -224,6 +232,10 @@ def defaults(name):
 def build(name, num_classes=None, input_shape=None):
     """A torch.nn.Module equal in structure and module names to zoo model `name`
     for input (C,H,W) = input_shape (default: the model's) and num_classes."""
+    if name.startswith("gpt2"):
+        # bench/torch_gpt2.py's nanoGPT-style twin, on the meta device: shapes only
+        import torch_gpt2
+        return torch_gpt2.GPT(torch_gpt2.Config.parse(name), device="meta")
     fam = resnet_family(name)
     c, h, w, k = defaults(name)
     if input_shape is not None:
@@ -255,12 +267,13 @@ def main(argv):
         names = list(DEFAULTS) if argv[1] == "all" else [argv[1]]
         for name in names:
             for key, t in build(name).state_dict().items():
-                if not key.endswith("num_batches_tracked"):
+                # lm_head.weight is GPT-2's token table again (tied), one tensor in scaleout
+                if not key.endswith("num_batches_tracked") and key != "lm_head.weight":
                     shape = ",".join(str(d) for d in t.shape)
                     print(*(([name] if argv[1] == "all" else []) + [key, shape]))
         return 0
     # default and --check: one "name count" line per model (tests/data/zoo_params.txt)
-    for name in DEFAULTS:
+    for name in list(DEFAULTS) + GPT2_SPECS:
         print(name, param_count(build(name)))
     return 0
 

@@ -7,12 +7,14 @@
  *   gpt2_check MODEL.bin TOKENS.bin B T STEPS BACKEND OUTDIR LR WD CLIP
  *
  * writes OUTDIR/logits.f32 (B x T x Vp), OUTDIR/grads.f32, OUTDIR/losses.txt. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "scaleout/err.h"
+#include "scaleout/gpt2.h"
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
 #include "scaleout/zoo.h"
@@ -107,7 +109,7 @@ int main(int argc, char **argv)
     so_model *m;
     if (so_zoo_build(spec, 1, T, 1, vocab, &g))
         return die(spec);
-    if (so_model_create(g, argv[6], B, 1, &m) || so_gpt2_load_llmc(m, argv[1]))
+    if (so_model_create(g, argv[6], B, 1, &m) || so_gpt2_load_llmc(m, argv[1], 0))
         return die(argv[1]);
     so_gpt2_config cfg;
     so_gpt2_graph_config(m->g, &cfg);
@@ -116,9 +118,13 @@ int main(int argc, char **argv)
     oc.beta2 = 0.95;
     oc.weight_decay = wd;
     so_optim *opt;
+    size_t *decay = NULL;
+    if (so_graph_decay_ranges(m->g, &decay, &oc.ndecay_ranges))
+        return die("decay ranges");
+    oc.decay_ranges = decay; /* AdamW's decay on the 2-D tensors only */
     if (so_optim_create(&oc, m->nparams, &opt))
         return die("optimizer");
-    (void)clip; /* clipping by global norm: with the trainer's --clip-norm */
+    free(decay);
     float *x = malloc((size_t)B * T * sizeof *x), *logits = NULL;
     int32_t *y = malloc((size_t)B * T * sizeof *y);
     char path[1024];
@@ -145,6 +151,9 @@ int main(int argc, char **argv)
             return die("backward");
         if (s == 0 && write_grads(dir, m, cfg.layers))
             return die("gradients");
+        double norm = sqrt(so_optim_sqnorm(m->grads, m->nparams)), coef = clip / (norm + 1e-6);
+        if (clip > 0 && coef < 1.0) /* torch.nn.utils.clip_grad_norm_, as the trainer's --clip-norm */
+            so_optim_scale(m->grads, m->nparams, (float)coef);
         so_optim_step(opt, m->params, m->grads, lr);
         so_model_params_changed(m);
     }

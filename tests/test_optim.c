@@ -355,6 +355,44 @@ static so_lr_schedule schedule(so_lr_kind kind, float base)
     return (so_lr_schedule){.kind = kind, .base_lr = base, .gamma = 0.1f, .step_size = 30, .total_steps = 100};
 }
 
+/* so_optim_set_decay: inside the ranges each element follows the decayed
+ * trajectory, outside it the undecayed one, bit for bit, for every rule;
+ * an empty list decays nothing; bad lists are refused. */
+static void test_decay_mask(void **state)
+{
+    (void)state;
+    static const so_optim_kind kinds[] = {SO_OPT_SGD,    SO_OPT_MOMENTUM, SO_OPT_NESTEROV, SO_OPT_ADAGRAD,
+                                          SO_OPT_RMSPROP, SO_OPT_ADAM,     SO_OPT_ADAMW};
+    const size_t ranges[] = {1, 2, 3, 4}; /* elements 1 and 3 decay */
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+        so_optim_config with = config(kinds[k], 0.5f, 0.25f), without = config(kinds[k], 0.5f, 0.0f);
+        float pw[N], pn[N], pm[N], p0[N];
+        run(&with, 0.125f, STEPS, pw);
+        run(&without, 0.125f, STEPS, pn);
+        for (int none = 0; none < 2; none++) {
+            so_optim *o = NULL;
+            assert_int_equal(so_optim_create(&with, N, &o), 0);
+            assert_int_equal(so_optim_set_decay(o, ranges, none ? 0 : 2), 0);
+            memcpy(pm, P0, sizeof P0);
+            for (int t = 0; t < STEPS; t++)
+                so_optim_step(o, pm, G[t], 0.125f);
+            so_optim_destroy(o);
+            for (int i = 0; i < N; i++)
+                p0[i] = !none && (i == 1 || i == 3) ? pw[i] : pn[i];
+            assert_exact(pm, p0);
+        }
+    }
+    so_optim *o = NULL;
+    so_optim_config c = config(SO_OPT_ADAMW, 0.0f, 0.1f);
+    assert_int_equal(so_optim_create(&c, N, &o), 0);
+    const size_t empty[] = {2, 2}, unsorted[] = {2, 3, 0, 1}, past[] = {3, 5};
+    assert_int_equal(so_optim_set_decay(o, empty, 1), SO_EINVAL);
+    assert_int_equal(so_optim_set_decay(o, unsorted, 2), SO_EINVAL);
+    assert_int_equal(so_optim_set_decay(o, past, 1), SO_EINVAL);
+    assert_non_null(strstr(so_errmsg(), "weight decay range"));
+    so_optim_destroy(o);
+}
+
 static void test_lr_constant_and_step(void **state)
 {
     (void)state;
@@ -468,6 +506,7 @@ int main(void)
         cmocka_unit_test(test_state_roundtrip),
         cmocka_unit_test(test_slots_and_names),
         cmocka_unit_test(test_optim_errors),
+        cmocka_unit_test(test_decay_mask),
         cmocka_unit_test(test_lr_constant_and_step),
         cmocka_unit_test(test_lr_warmup),
         cmocka_unit_test(test_lr_cosine),

@@ -232,6 +232,46 @@ static void t_no_targets(void **st)
     so_model_destroy(ref);
 }
 
+/* Generation with the key/value cache: decoding a sequence token by token
+ * gives, at every position, the logits of a forward over the whole
+ * sequence, on both backends. */
+static void t_decode(void **st)
+{
+    (void)st;
+    const char *spec = "gpt2:L=2,H=2,C=32,T=16,V=50,Vp=64";
+    enum { B = 2, T = 12, VP = 64 };
+    for (int be = 0; be < 2; be++) {
+        const char *backend = be ? "onednn" : "ref";
+        so_graph *gf = NULL, *gd = NULL;
+        so_model *full = NULL, *dec = NULL;
+        assert_int_equal(so_zoo_build(spec, 1, T, 1, 50, &gf), 0);
+        assert_int_equal(so_zoo_build(spec, 1, 1, 1, 50, &gd), 0);
+        assert_int_equal(so_model_create(gf, backend, B, 3, &full), 0);
+        assert_int_equal(so_model_create(gd, backend, B, 3, &dec), 0);
+        assert_memory_equal(full->params, dec->params, full->nparams * sizeof(float));
+        float tok[B * T], want[B * T * VP], got[B * VP], step[B];
+        for (int i = 0; i < B * T; i++)
+            tok[i] = (float)((i * 7 + 3) % 50);
+        assert_int_equal(so_model_forward(full, tok, NULL, B, 0), 0);
+        assert_int_equal(so_model_logits(full, want), 0);
+        for (int pos = 0; pos < T; pos++) {
+            for (int b = 0; b < B; b++)
+                step[b] = tok[b * T + pos];
+            assert_int_equal(so_model_decode(dec, step, B, pos), 0);
+            assert_int_equal(so_model_logits(dec, got), 0);
+            for (int b = 0; b < B; b++)
+                if (!agree("decoded logits", backend, got + b * VP, want + ((size_t)b * T + pos) * VP, VP))
+                    fail_msg("%s: position %d of sample %d differs from the full forward", backend, pos, b);
+        }
+        assert_int_equal(so_model_backward(dec), SO_EINVAL);
+        assert_int_equal(so_model_decode(dec, step, B, 16), SO_EINVAL);
+        assert_non_null(strstr(so_errmsg(), "outside the context"));
+        assert_int_equal(so_model_decode(full, step, B, 0), SO_EINVAL);
+        so_model_destroy(full);
+        so_model_destroy(dec);
+    }
+}
+
 /* scaleout's GEMM against a double-precision loop: every transpose, edge
  * sizes around the register tile and cache blocks, += and the bias; and the
  * same bits on 1 and 2 threads. Skips below AVX2 (the matmuls run there). */
@@ -292,6 +332,7 @@ int main(void)
         cmocka_unit_test(t_cases),
         cmocka_unit_test(t_no_targets),
         cmocka_unit_test(t_gemm),
+        cmocka_unit_test(t_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -15,13 +15,16 @@
 
 #include "scaleout/backend.h"
 #include "scaleout/err.h"
+#include "scaleout/gpt2.h"
 #include "scaleout/model.h"
 #include "scaleout/zoo.h"
 
 /* Parameter counts (trainable; BN running stats excluded) at the default input
  * and classes. Source: /usr/bin/python3 bench/torch_models.py (torch 1.13,
  * torchvision 0.14): torchvision.models.<name>() for alexnet, vgg*, resnet18..101,
- * the twins defined there for the rest. Same numbers as tests/data/zoo_params.txt. */
+ * the twins defined there for the rest (GPT-2: bench/torch_gpt2.py, llm.c's
+ * padded vocabulary of 50304; 124,475,904 is llm.c's count). Same numbers as
+ * tests/data/zoo_params.txt. */
 static const struct {
     const char *name;
     size_t params;
@@ -30,7 +33,8 @@ static const struct {
     {"vgg11", 132863336},    {"vgg16", 138357544},      {"vgg19", 143667240},     {"resnet20", 272474},
     {"resnet32", 466906},    {"resnet56", 855770},      {"resnet110", 1730714},   {"resnet164", 1703258},
     {"resnet1001", 10327706}, {"resnet18", 11689512},   {"resnet34", 21797672},   {"resnet50", 25557032},
-    {"resnet101", 44549160}, {"resnet152", 60192808},
+    {"resnet101", 44549160}, {"resnet152", 60192808},  {"gpt2", 124475904},       {"gpt2-medium", 354871296},
+    {"gpt2-large", 774090240}, {"gpt2-xl", 1557686400},
 };
 #define NMODELS ((int)(sizeof torch_params / sizeof torch_params[0]))
 
@@ -76,7 +80,13 @@ static void test_list_and_find(void **state)
     assert_null(so_zoo_find(NULL));
     /* any-depth CIFAR ResNets resolve to their family (rule in zoo.h) */
     const so_zoo_entry *fam = so_zoo_families(&n);
-    assert_int_equal(n, 2);
+    assert_int_equal(n, 3);
+    assert_ptr_equal(so_zoo_find("gpt2:L=4,H=4,C=128,T=64,V=512"), &fam[2]);
+    assert_ptr_equal(so_zoo_find("gpt2-xl:T=2048"), &fam[2]);
+    assert_ptr_equal(so_zoo_find("gpt2:L=x"), &fam[2]); /* the family's; so_zoo_check says why not */
+    assert_ptr_equal(so_zoo_find("gpt2"), &list[18]);
+    assert_null(so_zoo_find("gpt3"));
+    assert_null(so_zoo_find("gpt2-small"));
     assert_ptr_equal(so_zoo_find("resnet44"), &fam[0]);
     assert_ptr_equal(so_zoo_find("resnet1202"), &fam[0]);
     assert_ptr_equal(so_zoo_find("resnet8"), &fam[0]);
@@ -209,15 +219,27 @@ static void test_params_file(void **state)
     FILE *f = open_data("zoo_params.txt");
     char name[64];
     size_t count;
-    int m = 0;
+    int m = 0, specs = 0;
     while (fscanf(f, "%63s %zu", name, &count) == 2) {
-        assert_true(m < NMODELS);
-        assert_string_equal(name, torch_params[m].name);
-        assert_int_equal(count, torch_params[m].params);
-        m++;
+        if (m < NMODELS) {
+            assert_string_equal(name, torch_params[m].name);
+            assert_int_equal(count, torch_params[m].params);
+            m++;
+            continue;
+        }
+        /* then GPT-2 specs (Hugging Face's unpadded vocabulary): built here */
+        so_zoo_entry z;
+        so_graph *g = NULL;
+        if (so_zoo_resolve(name, &z) || so_zoo_build(name, z.c, z.h, z.w, z.classes, &g))
+            fail_msg("%s: %s", name, so_errmsg());
+        if (so_graph_nparams(g) != count)
+            fail_msg("%s: %zu parameters, torch has %zu", name, so_graph_nparams(g), count);
+        so_graph_destroy(g);
+        specs++;
     }
     fclose(f);
     assert_int_equal(m, NMODELS);
+    assert_int_equal(specs, 4);
 }
 
 /* Compares g's tensors, in node order, as "[model ]name.suffix d0,d1,.." with
@@ -356,6 +378,77 @@ static void test_errors(void **state)
     expect_error("smallcnn", 0, 28, 28, 10, "smallcnn: ", "not positive");
 }
 
+/* GPT-2: llm.c's and Hugging Face's parameter counts of the 124M model
+ * (padded and unpadded vocabulary), specs and their defaults, the FLOPs
+ * per token, the module names, and specs that do not parse. */
+static void test_gpt2(void **state)
+{
+    (void)state;
+    so_graph *g = NULL;
+    assert_int_equal(so_zoo_build("gpt2", 1, 1024, 1, 50257, &g), 0);
+    assert_int_equal(so_graph_nparams(g), 124475904); /* llm.c: num_parameters 124475904 */
+    assert_int_equal(so_graph_classes(g), 50257);
+    assert_int_equal(so_graph_targets(g), 1024);
+    assert_true(so_graph_takes_tokens(g));
+    /* forward FLOPs: 2 x the matrices' weights per token (wte counted once,
+     * as the LM head) + causal attention's 2 x 2 x C x T(T+1)/2 per layer */
+    double mat = 12.0 * (12.0 * 768 * 768) + 50304.0 * 768;
+    double want = 2.0 * mat * 1024 + 12 * 4.0 * 768 * 1024 * 1025 / 2;
+    assert_true(fabs(so_graph_flops(g) - want) < 1e-6 * want);
+    so_gpt2_config c;
+    assert_int_equal(so_gpt2_graph_config(g, &c), 0);
+    assert_true(c.layers == 12 && c.heads == 12 && c.channels == 768 && c.context == 1024 && c.vocab == 50257 &&
+                c.padded_vocab == 50304);
+    so_graph_destroy(g);
+    assert_int_equal(so_zoo_build("gpt2:Vp=50257", 1, 64, 1, 50257, &g), 0);
+    assert_int_equal(so_graph_nparams(g), 124439808); /* Hugging Face's GPT2LMHeadModel */
+    so_graph_destroy(g);
+    so_zoo_entry z;
+    assert_int_equal(so_zoo_resolve("gpt2:L=4,H=4,C=128,T=64,V=512", &z), 0);
+    assert_true(z.c == 1 && z.h == 64 && z.w == 1 && z.classes == 512);
+    assert_int_equal(so_zoo_build(z.name, z.c, z.h, z.w, z.classes, &g), SO_EINVAL); /* the family's form */
+    assert_int_equal(so_zoo_build("gpt2:L=4,H=4,C=128,T=64,V=512", 1, 64, 1, 512, &g), 0);
+    /* wte 512x128, wpe 64x128, 4 x (12 C^2 + 13 C), ln_f */
+    assert_int_equal(so_graph_nparams(g), 512 * 128 + 64 * 128 + 4 * (12 * 128 * 128 + 13 * 128) + 2 * 128);
+    char spec[128];
+    assert_int_equal(so_gpt2_graph_config(g, &c), 0);
+    so_gpt2_spec(&c, spec, sizeof spec);
+    assert_string_equal(spec, "gpt2:L=4,H=4,C=128,T=64,V=512,Vp=512");
+    so_graph_destroy(g);
+    /* a shorter sequence than the context builds; a longer one, a wider vocabulary do not */
+    assert_int_equal(so_zoo_build("gpt2:L=1,H=2,C=8,T=16,V=30", 1, 9, 1, 30, &g), 0);
+    so_graph_destroy(g);
+}
+
+static void test_gpt2_errors(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *spec, *frag;
+    } bad[] = {
+        {"gpt2:L=0", "L = '0' is not an integer in [1, 1024]"},
+        {"gpt2:L=4,H=3,C=128", "C = 128 is not divisible by H = 3"},
+        {"gpt2:V=100,Vp=64", "Vp = 64 is below V = 100"},
+        {"gpt2:Q=1", "unknown key 'Q'"},
+        {"gpt2:L4", "'L4' is not key=value"},
+        {"gpt2:L=", "L = '' is not an integer"},
+        {"gpt2:dropout=1", "not a probability"},
+        {"gpt2:T=99999999", "T = '99999999' is not an integer"},
+        {"gpt2-medium:C=12x", "C = '12x'"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        so_graph *g = (so_graph *)&g;
+        if (so_zoo_check(bad[i].spec) != SO_EINVAL || !strstr(so_errmsg(), bad[i].frag))
+            fail_msg("%s: '%s' lacks '%s'", bad[i].spec, so_errmsg(), bad[i].frag);
+        assert_int_equal(so_zoo_build(bad[i].spec, 1, 16, 1, 50, &g), SO_EINVAL);
+        assert_null(g);
+        assert_non_null(strstr(so_errmsg(), bad[i].frag));
+    }
+    expect_error("gpt2:L=1,H=1,C=8,T=16,V=30", 1, 17, 1, 30, "above the context 16", NULL);
+    expect_error("gpt2:L=1,H=1,C=8,T=16,V=30", 1, 16, 1, 31, "vocabulary of 31 tokens exceeds", "V = 30");
+    expect_error("gpt2:L=1,H=1,C=8,T=16,V=30", 3, 16, 1, 30, "tokens of shape (1,T,1)", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -369,6 +462,8 @@ int main(void)
         cmocka_unit_test(test_flops),
         cmocka_unit_test(test_other_shapes),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_gpt2),
+        cmocka_unit_test(test_gpt2_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

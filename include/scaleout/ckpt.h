@@ -249,6 +249,19 @@ typedef struct {
  * not matching dtype x shape). *t is malloc'ed; *data points into buf. */
 int so_ckpt_safetensors_parse(const uint8_t *buf, size_t len, const char *what, so_st_tensor **t, int *n,
                               const uint8_t **data, size_t *data_len);
+/* One tensor for so_ckpt_safetensors_write. */
+typedef struct {
+    char name[160];
+    const char *dtype;    /* "F32" or "I64" */
+    int ndim;
+    int64_t dims[4];
+    const void *data;     /* row-major; with transposed (2-D F32), data holds the
+                             (dims[1], dims[0]) matrix and is written transposed */
+    size_t bytes;
+    int transposed;
+} so_st_out;
+/* Writes n tensors in order, the data 8-byte aligned after the header. */
+int so_ckpt_safetensors_write(const char *path, const so_st_out *t, int n);
 /* Writes the model's tensors from params / bufs (flat buffers of m's layout). */
 int so_ckpt_safetensors_save(const char *path, const so_model *m, const float *params, const float *bufs,
                              int64_t batches_tracked);

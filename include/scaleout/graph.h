@@ -161,6 +161,13 @@ int so_graph_targets(const so_graph *g);
 int so_graph_tied_by(const so_graph *g, int i);
 /* 1 if the graph's input holds token ids (it feeds an embed node). */
 int so_graph_takes_tokens(const so_graph *g);
+/* The context of a token model (its embedding's positions), 0 without one. */
+int so_graph_context(const so_graph *g);
+/* The flat-buffer ranges of the parameter tensors of 2 or more dimensions
+ * (matrices, convolution kernels, embeddings), adjacent ones merged:
+ * (*lohi)[2r], (*lohi)[2r+1] for r < *n, malloc'ed. Weight decay's usual
+ * mask (nanoGPT, llm.c: not on biases and normalisation scales). */
+int so_graph_decay_ranges(const so_graph *g, size_t **lohi, int *n);
 so_shape so_graph_input_shape(const so_graph *g);
 
 /* Forward FLOPs per sample (multiply-add = 2 FLOPs) of node i / the whole graph. */

@@ -94,6 +94,7 @@ typedef struct so_model {
     void *recv_layout_ctx;
     void **slots;                /* backend states of so_model_set_slots (slots[0] is the first bs) */
     int nslots;
+    int decode_pos;              /* so_model_decode: the position of the tokens being fed (-1: off) */
 } so_model;
 
 /* Takes ownership of the finalized graph `g` (destroyed on failure too),
@@ -152,6 +153,16 @@ int so_model_backward(so_model *m);
 int so_model_set_input(so_model *m, const float *x, const int32_t *y, int n);
 int so_model_forward_nodes(so_model *m, int lo, int hi, int training);
 int so_model_backward_nodes(so_model *m, int lo, int hi);
+
+/* Generation with a key/value cache (GPT-2): a token model built for
+ * sequences of one token, (1, 1, 1), takes n samples' next token at
+ * position pos (0, 1, ... up to the context - 1); each attention node keeps
+ * every earlier position's keys and values, so a step costs O(pos), not a
+ * forward of the whole sequence. Position 0 starts a new sequence. The
+ * logits (n x Vp) are then so_model_logits'. Not for training: a backward
+ * after it fails. SO_EINVAL when the graph is not such a model or pos is
+ * outside [0, context); SO_EUNSUP on a backend without the cache. */
+int so_model_decode(so_model *m, const float *tokens, int n, int pos);
 
 /* Logits of the last forward: batch x classes, row-major. */
 int so_model_logits(so_model *m, float *out);

@@ -22,6 +22,12 @@ typedef struct {
     double beta1, beta2; /* Adam(W): 0.9, 0.999. Double like torch's Python floats: */
     double alpha;        /* RMSProp: 0.99.  1 - beta is formed before rounding to float */
     float eps;           /* 0 = the kind's PyTorch default */
+    /* Weight decay only inside these n sorted [lo, hi) pairs of the flat
+     * buffer (copied by so_optim_create; so_graph_decay_ranges gives the
+     * matrices and embeddings, nanoGPT's and llm.c's choice for GPT-2).
+     * NULL: every parameter, torch's default. */
+    const size_t *decay_ranges;
+    int ndecay_ranges;
 } so_optim_config;
 
 typedef struct so_optim so_optim;
@@ -43,6 +49,10 @@ void so_optim_destroy(so_optim *o); /* accepts NULL */
 /* One update of p[0..n) with gradient g at learning rate lr: a single
  * branch-free vector loop; allocates nothing. */
 void so_optim_step(so_optim *o, float *p, const float *g, float lr);
+/* The decay ranges of so_optim_config set after creation: n sorted,
+ * disjoint [lohi[2r], lohi[2r+1]) (copied; n = 0 decays nothing).
+ * SO_EINVAL for a range empty, unsorted, overlapping or past the size. */
+int so_optim_set_decay(so_optim *o, const size_t *lohi, int n);
 /* The optimizer state for checkpoints: `nslots` buffers of n floats each,
  * plus the step counter. slot(i) returns buffer i (NULL if out of range).
  * Slots: momentum, nesterov: [b]; adagrad: [sum g^2]; rmsprop: [v];

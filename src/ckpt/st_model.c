@@ -11,14 +11,7 @@
 
 /* ---- export ------------------------------------------------------------------------ */
 
-typedef struct {
-    char name[160];
-    const void *src;
-    const char *dtype;
-    int ndim;
-    int64_t dims[4];
-    size_t bytes;
-} out_tensor;
+typedef so_st_out out_tensor;
 
 /* The model's tensors in state_dict order, num_batches_tracked after running_var. */
 static int list_tensors(const so_model *m, const float *params, const float *bufs, const int64_t *nbt,
@@ -46,12 +39,12 @@ static int list_tensors(const so_model *m, const float *params, const float *buf
             memset(o, 0, sizeof *o);
             ck_fmt(o->name, sizeof o->name, "%s.%s", nd->name, is_nbt ? "num_batches_tracked" : td[e].suffix);
             if (is_nbt) {
-                o->src = nbt;
+                o->data = nbt;
                 o->dtype = "I64";
                 o->bytes = 8;
                 continue;
             }
-            o->src = (td[e].is_buffer ? bufs : params) + td[e].off;
+            o->data = (td[e].is_buffer ? bufs : params) + td[e].off;
             o->dtype = "F32";
             o->ndim = td[e].ndim;
             memcpy(o->dims, td[e].dims, sizeof o->dims);
@@ -61,16 +54,29 @@ static int list_tensors(const so_model *m, const float *params, const float *buf
     return 0;
 }
 
-int so_ckpt_safetensors_save(const char *path, const so_model *m, const float *params, const float *bufs,
-                             int64_t batches_tracked)
+/* Writes t's data, transposing a (rows, cols) source a row of output at a time. */
+static int write_data(FILE *f, const out_tensor *t)
 {
-    out_tensor *t;
-    int n;
-    int rc = list_tensors(m, params, bufs, &batches_tracked, &t, &n);
+    if (!t->transposed)
+        return fwrite(t->data, 1, t->bytes, f) == t->bytes;
+    size_t rows = (size_t)t->dims[0], cols = (size_t)t->dims[1]; /* of the output; the source is (cols, rows) */
+    const float *src = t->data;
+    float *row = malloc(cols * sizeof *row + 1);
+    int ok = row != NULL;
+    for (size_t r = 0; ok && r < rows; r++) {
+        for (size_t c = 0; c < cols; c++)
+            row[c] = src[c * rows + r];
+        ok = fwrite(row, sizeof *row, cols, f) == cols;
+    }
+    free(row);
+    return ok;
+}
+
+int so_ckpt_safetensors_write(const char *path, const so_st_out *t, int n)
+{
     size_t cap = 256 + (size_t)n * 512, hl = 0;
-    char *h = rc ? NULL : malloc(cap);
-    if (!rc && !h)
-        rc = so_err(SO_ENOMEM, "out of memory");
+    char *h = malloc(cap);
+    int rc = h ? 0 : so_err(SO_ENOMEM, "out of memory");
     uint64_t off = 0;
     if (!rc)
         hl += (size_t)snprintf(h + hl, cap - hl, "{\"__metadata__\":{\"format\":\"pt\",\"producer\":\"scaleout\"}");
@@ -96,11 +102,22 @@ int so_ckpt_safetensors_save(const char *path, const so_model *m, const float *p
             len8[k] = (uint8_t)((uint64_t)hl >> (8 * k));
         int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(h, 1, hl, f) == hl;
         for (int i = 0; ok && i < n; i++)
-            ok = fwrite(t[i].src, 1, t[i].bytes, f) == t[i].bytes;
+            ok = write_data(f, &t[i]);
         if ((fclose(f) != 0 || !ok))
             rc = so_err(SO_EIO, "error writing '%s'", path);
     }
     free(h);
+    return rc;
+}
+
+int so_ckpt_safetensors_save(const char *path, const so_model *m, const float *params, const float *bufs,
+                             int64_t batches_tracked)
+{
+    out_tensor *t;
+    int n;
+    int rc = list_tensors(m, params, bufs, &batches_tracked, &t, &n);
+    if (!rc)
+        rc = so_ckpt_safetensors_write(path, t, n);
     free(t);
     return rc;
 }

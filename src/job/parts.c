@@ -79,11 +79,17 @@ int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
         rc = so_model_create_opts(g, &mo, &j->m);
     so_optim_config oc;
     so_optim_kind kind;
+    size_t *decay = NULL;
     if (!rc && !(rc = so_optim_parse(a->optimizer, &kind))) {
         so_optim_defaults(&oc, kind);
         oc.momentum = a->momentum;
         oc.weight_decay = a->weight_decay;
-        rc = so_optim_create(&oc, j->m->nparams, &j->opt);
+        /* language models decay their matrices and embeddings only (nanoGPT, llm.c) */
+        if (so_graph_takes_tokens(j->m->g) && !(rc = so_graph_decay_ranges(j->m->g, &decay, &oc.ndecay_ranges)))
+            oc.decay_ranges = decay;
+        if (!rc)
+            rc = so_optim_create(&oc, j->m->nparams, &j->opt);
+        free(decay);
     }
     int rank = d ? d->rank : 0, world = d ? d->world : 1;
     so_loader_config lc = {.batch = a->batch, .shuffle = 1, .drop_last = 1, .augment = a->augment,

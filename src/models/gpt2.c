@@ -12,6 +12,7 @@
 
 #include "models/zoo_internal.h"
 #include "scaleout/err.h"
+#include "scaleout/gpt2.h"
 #include "scaleout/zoo.h"
 
 /* The named sizes; every one has context 1024 and GPT-2's 50257 tokens. */

@@ -9,6 +9,7 @@
 
 #include "models/llmc_format.h"
 #include "scaleout/err.h"
+#include "scaleout/gpt2.h"
 #include "scaleout/model.h"
 #include "scaleout/zoo.h"
 
@@ -100,36 +101,67 @@ static int order_of(const so_graph *g, const so_gpt2_config *c, size_t **off, si
     return *n < 0 ? *n : 0;
 }
 
-int so_gpt2_load_llmc(so_model *m, const char *path)
+/* Floats of llm.c tensor k per layer (or in all, for tensors without layers). */
+static size_t llmc_slice_count(const so_gpt2_config *c, int k)
+{
+    size_t C = (size_t)c->channels;
+    static const int mult[16] = {0, 0, 1, 1, 3, 3, 1, 1, 1, 1, 4, 4, 4, 1, 1, 1}; /* x C, x C again for matrices */
+    if (k == 0)
+        return (size_t)c->padded_vocab * C;
+    if (k == 1)
+        return (size_t)c->context * C;
+    int matrix = k == 4 || k == 6 || k == 10 || k == 12;
+    return (size_t)mult[k] * C * (matrix ? C : 1);
+}
+
+/* Where a model's tensor named like llm.c tensor k of layer l is; 0 when
+ * the graph has no such tensor. */
+static int node_tensor(const so_graph *g, int k, int l, size_t *off, size_t *count)
+{
+    char node[SO_NAME_LEN];
+    if (llmc_tensors[k].per_layer)
+        snprintf(node, sizeof node, "transformer.h.%d.%s", l, llmc_tensors[k].module);
+    else
+        snprintf(node, sizeof node, "transformer%s%s", llmc_tensors[k].module[0] ? "." : "", llmc_tensors[k].module);
+    return find_tensor(g, node, llmc_tensors[k].suffix, off, count) == 0;
+}
+
+int so_gpt2_load_llmc(so_model *m, const char *path, int part)
 {
     so_gpt2_config want, got;
     float *file = NULL;
-    size_t nfile = 0, *off = NULL, *count = NULL;
-    int n = 0;
-    int rc = so_gpt2_graph_config(m->g, &want);
+    size_t nfile = 0;
+    int rc = part ? 0 : so_gpt2_graph_config(m->g, &want);
     if (!rc)
         rc = llmc_model_read(path, &got, &file, &nfile);
-    if (!rc && (got.layers != want.layers || got.heads != want.heads || got.channels != want.channels ||
-                got.context != want.context || got.vocab != want.vocab || got.padded_vocab != want.padded_vocab)) {
+    if (!rc && !part &&
+        (got.layers != want.layers || got.heads != want.heads || got.channels != want.channels ||
+         got.context != want.context || got.vocab != want.vocab || got.padded_vocab != want.padded_vocab)) {
         char a[160], b[160];
         so_gpt2_spec(&got, a, sizeof a);
         so_gpt2_spec(&want, b, sizeof b);
         rc = so_err(SO_EINVAL, "%s: the file holds %s, the model is %s (use --model %s)", path, a, b, a);
     }
-    if (!rc)
-        rc = order_of(m->g, &want, &off, &count, &n);
-    size_t at = 0;
-    for (int i = 0; !rc && i < n; i++) {
-        memcpy(m->params + off[i], file + at, count[i] * sizeof(float));
-        at += count[i];
-    }
-    if (!rc && at != nfile)
-        rc = so_err(SO_EFORMAT, "%s: %zu parameters, the model has %zu", path, nfile, at);
+    size_t at = 0, found = 0;
+    for (int k = 0; !rc && k < 16; k++)
+        for (int l = 0; !rc && l < (llmc_tensors[k].per_layer ? got.layers : 1); l++) {
+            size_t n = llmc_slice_count(&got, k), off, count;
+            if (node_tensor(m->g, k, l, &off, &count)) {
+                if (count != n)
+                    rc = so_err(SO_EINVAL, "%s: tensor %d of layer %d has %zu floats, the model's %zu", path, k, l, n,
+                                count);
+                else
+                    memcpy(m->params + off, file + at, n * sizeof(float));
+                found += n;
+            } else if (!part)
+                rc = so_err(SO_EINVAL, "%s: the model has no tensor for llm.c's tensor %d of layer %d", path, k, l);
+            at += n;
+        }
+    if (!rc && found != m->nparams)
+        rc = so_err(SO_EINVAL, "%s: %zu of the model's %zu parameters are in the file", path, found, m->nparams);
     if (!rc)
         so_model_params_changed(m);
     free(file);
-    free(off);
-    free(count);
     return rc;
 }
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "scaleout/zoo.h"
+#include "scaleout/gpt2.h"
 
 /* Reads `path`: *c from the header, *params (malloc'ed, *n floats) in the
  * file's order. SO_EIO when it cannot be read; SO_EFORMAT naming the file

@@ -2,6 +2,7 @@
  * builder append its layers, then add the loss, fuse ReLUs and finalize, with
  * every error message prefixed by the model's name. */
 #include "scaleout/zoo.h"
+#include "scaleout/gpt2.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,7 +182,13 @@ int so_zoo_build(const char *name, int c, int h, int w, int classes, so_graph **
     int rc = so_zoo_check(name); /* a GPT-2 spec that does not parse */
     if (rc)
         return rc;
-    if (classes < 2)
+    so_gpt2_config gc;
+    int lm = so_gpt2_parse(name, &gc) == 1;
+    if (lm && c == 1 && h == 1 && w > 1) { /* token datasets' (1, 1, T): the same floats as (1, T, 1) */
+        h = w;
+        w = 1;
+    }
+    if (classes < 2 && !(lm && classes == 0)) /* 0: a language model's own vocabulary */
         return so_err(SO_EINVAL, "%s: classes = %d; a classifier needs at least 2", name, classes);
     so_graph *g = so_graph_create(c, h, w);
     if (!g)

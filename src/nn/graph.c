@@ -575,3 +575,37 @@ int so_graph_diff_accumulate(const so_graph *g, int i, int slot)
                 return 1;
     return 0;
 }
+
+int so_graph_context(const so_graph *g)
+{
+    for (int j = 1; j < g->n; j++)
+        if (g->nodes[j].op == SO_OP_EMBED)
+            return g->nodes[j].a.ctx;
+    return 0;
+}
+
+int so_graph_decay_ranges(const so_graph *g, size_t **lohi, int *n)
+{
+    size_t *r = malloc(2 * (size_t)4 * (size_t)g->n * sizeof *r + sizeof *r);
+    if (!r)
+        return so_err(SO_ENOMEM, "out of memory for the weight decay ranges");
+    int k = 0;
+    for (int i = 1; i < g->n; i++) {
+        so_tensor_desc t[4];
+        int nt = so_node_tensors(g, i, t);
+        for (int e = 0; e < nt; e++) {
+            if (t[e].is_buffer || t[e].ndim < 2)
+                continue;
+            if (k && r[2 * k - 1] == t[e].off)
+                r[2 * k - 1] += t[e].count; /* continues the previous range */
+            else {
+                r[2 * k] = t[e].off;
+                r[2 * k + 1] = t[e].off + t[e].count;
+                k++;
+            }
+        }
+    }
+    *lohi = r;
+    *n = k;
+    return 0;
+}

@@ -161,6 +161,7 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
     }
     m->g = g;
     m->batch = batch;
+    m->decode_pos = -1;
     m->conv_algo = o->conv_algo;
     m->recv_layout = o->recv_layout;
     m->recv_layout_ctx = o->recv_layout_ctx;
@@ -285,6 +286,7 @@ int so_model_forward_nodes(so_model *m, int lo, int hi, int training)
 
 int so_model_forward(so_model *m, const float *x, const int32_t *y, int n, int training)
 {
+    m->decode_pos = -1;
     int rc = so_model_set_input(m, x, y, n);
     int last = so_graph_size(m->g) - (!y && so_graph_logits(m->g) >= 0); /* no labels: stop at the logits */
     return rc ? rc : so_model_forward_nodes(m, 1, last, training);
@@ -307,7 +309,25 @@ int so_model_backward_nodes(so_model *m, int lo, int hi)
     return 0;
 }
 
-int so_model_backward(so_model *m) { return so_model_backward_nodes(m, 1, so_graph_size(m->g)); }
+int so_model_backward(so_model *m)
+{
+    if (m->decode_pos >= 0)
+        return so_err(SO_EINVAL, "backward after so_model_decode: generation keeps no activations for it");
+    return so_model_backward_nodes(m, 1, so_graph_size(m->g));
+}
+
+int so_model_decode(so_model *m, const float *tokens, int n, int pos)
+{
+    int ctx = so_graph_context(m->g);
+    if (!ctx || !so_graph_takes_tokens(m->g) || so_graph_input_shape(m->g).h != 1)
+        return so_err(SO_EINVAL, "decoding needs a token model built for one token per sample (input 1x1x1)");
+    if (pos < 0 || pos >= ctx)
+        return so_err(SO_EINVAL, "decoding position %d is outside the context [0, %d)", pos, ctx);
+    m->decode_pos = pos;
+    int rc = so_model_set_input(m, tokens, NULL, n);
+    int last = so_graph_size(m->g) - (so_graph_logits(m->g) >= 0);
+    return rc ? rc : so_model_forward_nodes(m, 1, last, 0);
+}
 
 int so_model_node_output(so_model *m, int node, float *out)
 {

@@ -19,6 +19,9 @@ struct so_optim {
     int nslots;
     long steps;          /* completed steps; Adam's bias correction uses steps+1 */
     float *state;        /* nslots * stride floats, zeroed */
+    int masked;          /* so_optim_set_decay was called: decay only inside `decay` */
+    size_t *decay;       /* sorted [lo, hi) pairs of the flat buffer */
+    int ndecay;
 };
 
 static const struct {
@@ -96,6 +99,7 @@ int so_optim_create(const so_optim_config *c, size_t n, so_optim **out)
     if (!o)
         return so_err(SO_ENOMEM, "optimizer: out of memory");
     o->c = *c;
+    o->c.decay_ranges = NULL; /* copied below: the caller's array is borrowed */
     if (o->c.eps == 0.0f)
         o->c.eps = kinds[c->kind].eps;
     o->n = n;
@@ -108,6 +112,10 @@ int so_optim_create(const so_optim_config *c, size_t n, so_optim **out)
         return so_err(SO_ENOMEM, "%s: cannot allocate %d state buffers of %zu floats", kinds[c->kind].name,
                       kinds[c->kind].nslots, n);
     }
+    if (c->decay_ranges && (rc = so_optim_set_decay(o, c->decay_ranges, c->ndecay_ranges))) {
+        so_optim_destroy(o);
+        return rc;
+    }
     *out = o;
     return 0;
 }
@@ -116,6 +124,7 @@ void so_optim_destroy(so_optim *o)
 {
     if (!o)
         return;
+    free(o->decay);
     so_free(o->state);
     free(o);
 }
@@ -211,30 +220,91 @@ static adam_scalars adam_setup(const so_optim_config *c, long t, float lr)
     };
 }
 
-void so_optim_step(so_optim *o, float *p, const float *g, float lr)
+int so_optim_set_decay(so_optim *o, const size_t *lohi, int n)
+{
+    for (int r = 0; r < n; r++)
+        if (lohi[2 * r] >= lohi[2 * r + 1] || lohi[2 * r + 1] > o->n || (r && lohi[2 * r] < lohi[2 * r - 1]))
+            return so_err(SO_EINVAL, "weight decay range %d [%zu, %zu) is empty, unsorted or beyond %zu parameters", r,
+                          lohi[2 * r], lohi[2 * r + 1], o->n);
+    size_t *copy = n ? malloc(2 * (size_t)n * sizeof *copy) : NULL;
+    if (n && !copy)
+        return so_err(SO_ENOMEM, "out of memory for %d weight decay ranges", n);
+    if (n)
+        memcpy(copy, lohi, 2 * (size_t)n * sizeof *copy);
+    free(o->decay);
+    o->decay = copy;
+    o->ndecay = n;
+    o->masked = 1;
+    return 0;
+}
+
+/* The scalars of one step, with and without weight decay (Adam's bias
+ * correction uses the step count, which moves once per step). */
+typedef struct {
+    float lr, wd;
+    adam_scalars adam[2]; /* [0] no decay, [1] with it */
+} step_scalars;
+
+/* n parameters with their state at state_off, decayed or not. */
+static void step_piece(so_optim *o, const step_scalars *k, float *p, const float *g, size_t state_off, size_t n,
+                       int decay)
 {
     const so_optim_config *c = &o->c;
-    float *s0 = o->state, *s1 = o->state + o->stride;
-    o->steps++;
+    float *s0 = o->state + state_off, *s1 = o->state + o->stride + state_off, wd = decay ? k->wd : 0.0f;
     switch (c->kind) {
     case SO_OPT_SGD:
-        step_sgd(o->n, p, g, lr, c->weight_decay);
+        step_sgd(n, p, g, k->lr, wd);
         break;
     case SO_OPT_MOMENTUM:
     case SO_OPT_NESTEROV:
-        step_momentum(o->n, p, g, s0, lr, c->weight_decay, c->momentum, c->kind == SO_OPT_NESTEROV ? 1.0f : 0.0f);
+        step_momentum(n, p, g, s0, k->lr, wd, c->momentum, c->kind == SO_OPT_NESTEROV ? 1.0f : 0.0f);
         break;
     case SO_OPT_ADAGRAD:
-        step_adagrad(o->n, p, g, s0, lr, c->weight_decay, c->eps);
+        step_adagrad(n, p, g, s0, k->lr, wd, c->eps);
         break;
     case SO_OPT_RMSPROP:
-        step_rmsprop(o->n, p, g, s0, lr, c->weight_decay, c->alpha, c->eps);
+        step_rmsprop(n, p, g, s0, k->lr, wd, c->alpha, c->eps);
         break;
     case SO_OPT_ADAM:
     case SO_OPT_ADAMW:
-        step_adam(o->n, p, g, s0, s1, adam_setup(c, o->steps, lr));
+        step_adam(n, p, g, s0, s1, k->adam[decay]);
         break;
     }
+}
+
+/* The parameters at flat offsets [off, off + n) (state from state_off), cut
+ * where the decay ranges begin and end. */
+static void step_masked(so_optim *o, const step_scalars *k, float *p, const float *g, size_t off, size_t state_off,
+                        size_t n)
+{
+    if (!o->masked) {
+        step_piece(o, k, p, g, state_off, n, 1);
+        return;
+    }
+    size_t at = off, end = off + n;
+    for (int r = 0; r <= o->ndecay && at < end; r++) {
+        size_t lo = r < o->ndecay ? o->decay[2 * r] : end, hi = r < o->ndecay ? o->decay[2 * r + 1] : end;
+        for (int decay = 0; decay < 2; decay++) { /* the gap before the range, then the range */
+            size_t stop = (decay ? hi : lo) < end ? (decay ? hi : lo) : end;
+            if (stop > at) {
+                step_piece(o, k, p + (at - off), g + (at - off), state_off + (at - off), stop - at, decay);
+                at = stop;
+            }
+        }
+    }
+}
+
+void so_optim_step(so_optim *o, float *p, const float *g, float lr)
+{
+    o->steps++;
+    so_optim_config nodecay = o->c;
+    nodecay.weight_decay = 0.0f;
+    step_scalars k = {.lr = lr, .wd = o->c.weight_decay};
+    if (o->c.kind == SO_OPT_ADAM || o->c.kind == SO_OPT_ADAMW) {
+        k.adam[0] = adam_setup(&nodecay, o->steps, lr);
+        k.adam[1] = adam_setup(&o->c, o->steps, lr);
+    }
+    step_masked(o, &k, p, g, 0, 0, o->n);
 }
 
 SO_VEC_CLONES double so_optim_sqnorm(const float *g, size_t n)

@@ -4,8 +4,9 @@ include_guard(GLOBAL)
 so_add_test(test_seq_ops LABELS unit TIMEOUT 300)
 # Not a test: scaleout's side of bench/gpt2_check.py (the check against PyTorch).
 add_executable(gpt2_check ${CMAKE_SOURCE_DIR}/tests/gpt2_check.c)
-target_link_libraries(gpt2_check PRIVATE scaleout)
+target_link_libraries(gpt2_check PRIVATE scaleout m)
 so_add_test(test_seq_onednn LABELS unit TIMEOUT 300 ISA_CAPS avx2 sse4.2)
 # Not a test: GPT-2 training steps on the engine with a per-operator profile (bench/gpt2_step.c).
 add_executable(gpt2_step ${CMAKE_SOURCE_DIR}/bench/gpt2_step.c)
 target_link_libraries(gpt2_step PRIVATE scaleout)
+so_add_script_test(gpt2_torch gpt2_torch.sh LABELS unit TIMEOUT 300)

@@ -43,6 +43,7 @@ typedef struct {
     float *part;                 /* nthr x part_floats */
     size_t part_floats;
     int nthr;
+    float *kv;                   /* attention while decoding: (batch, context, 2C) keys and values */
 } od_seqop;
 
 static size_t rows_of(od_state *s, int node)
@@ -90,6 +91,7 @@ static void seqop_destroy(void *priv)
     od_seqop *o = priv;
     so_free(o->keep);
     so_free(o->part);
+    so_free(o->kv);
     free(o);
 }
 
@@ -144,7 +146,8 @@ static int embed_forward(od_state *s, int node, int training)
     od_seqop *o = s->t[node].priv;
     const so_node *nd = od_node(s, node);
     int T = nd->out.h, C = nd->out.w;
-    const float *wte = s->m->params + nd->param_off, *wpe = wte + (size_t)nd->a.vocab * C;
+    size_t pos0 = s->m->decode_pos > 0 ? (size_t)s->m->decode_pos : 0; /* so_model_decode's position */
+    const float *wte = s->m->params + nd->param_off, *wpe = wte + (size_t)nd->a.vocab * C + pos0 * C;
     size_t rows = (size_t)s->m->batch * T;
 #pragma omp parallel num_threads(o->nthr)
     {
@@ -279,13 +282,37 @@ static int attn_create(od_state *s, int node)
     const so_node *nd = od_node(s, node);
     int T = nd->out.h, hs = nd->out.w / nd->a.heads;
     size_t lse = (size_t)s->m->batch * nd->a.heads * T;
-    return seqop_create(s, node, od_seq_attn_pick(hs), lse, od_attn_scratch(T, hs));
+    return seqop_create(s, node, od_seq_attn_pick(hs), lse, od_attn_scratch(T, hs) + (size_t)so_graph_context(s->g));
+}
+
+/* Decoding (so_model_decode, T = 1): the new position's keys and values
+ * join the cache, then each head's query attends over positions 0..pos. */
+static int attn_decode(od_state *s, int node, od_seqop *o)
+{
+    od_attn_args a = attn_args(s, node);
+    int ctx = so_graph_context(s->g), pos = s->m->decode_pos, B = s->m->batch;
+    size_t row = 2 * (size_t)a.C;
+    if (!o->kv && !(o->kv = so_alloc((size_t)B * ctx * row * sizeof(float))))
+        return so_err(SO_ENOMEM, "out of memory for the key/value cache of %s", od_node(s, node)->name);
+    for (int b = 0; b < B; b++)
+        memcpy(o->kv + ((size_t)b * ctx + pos) * row, a.qkv + (size_t)b * 3 * a.C + a.C, row * sizeof(float));
+#pragma omp parallel for schedule(static) num_threads(o->nthr)
+    for (int bh = 0; bh < B * a.H; bh++) {
+        int b = bh / a.H, h = bh % a.H;
+        const float *k = o->kv + (size_t)b * ctx * row + (size_t)h * a.hs;
+        o->k->attn_decode(a.qkv + (size_t)b * 3 * a.C + (size_t)h * a.hs, k, k + a.C, row, pos + 1, a.hs, a.scale,
+                          o->part + (size_t)omp_get_thread_num() * o->part_floats,
+                          a.y + (size_t)b * a.C + (size_t)h * a.hs);
+    }
+    return 0;
 }
 
 static int attn_forward(od_state *s, int node, int training)
 {
     (void)training;
     od_seqop *o = s->t[node].priv;
+    if (s->m->decode_pos >= 0)
+        return attn_decode(s, node, o);
     od_attn_args a = attn_args(s, node);
     int tasks = s->m->batch * a.H;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(o->nthr)

@@ -50,6 +50,11 @@ typedef struct {
     /* Attention of sample b, head h; scratch of od_attn_scratch floats. */
     void (*attn_fwd)(const od_attn_args *a, int b, int h, float *scratch);
     void (*attn_bwd)(const od_attn_args *a, int b, int h, float *scratch);
+    /* Decoding: query q (hs) against n cached positions (keys at k + t
+     * stride, values at v + t stride): out (hs) = softmax(scale q.k) v;
+     * scores: n floats of scratch. */
+    void (*attn_decode)(const float *q, const float *k, const float *v, size_t stride, int n, int hs, float scale,
+                        float *scores, float *out);
     /* log sum exp of z[0..V). */
     float (*xent_lse)(const float *z, int V);
     /* In place: z[c] = (exp(z[c] - lse) - [c == y]) * scale for c < V, 0 for V <= c < Vp. */

@@ -434,6 +434,38 @@ static void attn_bwd(const od_attn_args *a, int b, int h, float *scratch)
     }
 }
 
+/* One query against the cached keys and values of positions 0..n-1. */
+static void attn_decode(const float *q, const float *k, const float *v, size_t stride, int n, int hs, float scale,
+                        float *scores, float *out)
+{
+    float mx = -INFINITY, sum = 0.0f;
+    for (int t = 0; t < n; t++) {
+        const float *kt = k + (size_t)t * stride;
+        vf acc = v_zero();
+        int d = 0;
+        for (; d + VL <= hs; d += VL)
+            acc = v_fma(v_loadu(q + d), v_loadu(kt + d), acc);
+        float dot = v_hsum(acc);
+        for (; d < hs; d++)
+            dot += q[d] * kt[d];
+        scores[t] = dot * scale;
+        mx = scores[t] > mx ? scores[t] : mx;
+    }
+    for (int t = 0; t < n; t++)
+        sum += (scores[t] = s_exp(scores[t] - mx));
+    for (int d = 0; d < hs; d++)
+        out[d] = 0.0f;
+    for (int t = 0; t < n; t++) {
+        const float *vt = v + (size_t)t * stride;
+        vf p = v_set1(scores[t] / sum);
+        int d = 0;
+        for (; d + VL <= hs; d += VL)
+            v_storeu(out + d, v_fma(p, v_loadu(vt + d), v_loadu(out + d)));
+        for (; d < hs; d++)
+            out[d] += scores[t] / sum * vt[d];
+    }
+}
+
 /* ---- softmax cross-entropy over the vocabulary ---- */
 
 static float xent_lse(const float *z, int V)
@@ -483,6 +515,7 @@ const od_seq_kernels SEQ_TABLE = {
     .col_sums = col_sums,
     .attn_fwd = attn_fwd,
     .attn_bwd = attn_bwd,
+    .attn_decode = attn_decode,
     .xent_lse = xent_lse,
     .xent_grad = xent_grad,
 };

@@ -73,7 +73,10 @@ static void ref_destroy(void *state)
             so_free(s->aux[i]);
         if (s->argmax)
             so_free(s->argmax[i]);
+        if (s->kv)
+            so_free(s->kv[i]);
     }
+    free(s->kv);
     free(s->act);
     free(s->diff);
     free(s->aux);
@@ -138,8 +141,9 @@ static int ref_create(so_model *m, void **state)
     s->argmax = calloc(nn, sizeof *s->argmax);
     s->edge_data = calloc(nn, sizeof *s->edge_data);
     s->edge_grad = calloc(nn, sizeof *s->edge_grad);
+    s->kv = calloc(nn, sizeof *s->kv);
     s->labels = so_alloc((size_t)m->batch * (size_t)so_graph_targets(m->g) * sizeof *s->labels);
-    int bad = !s->act || !s->diff || !s->aux || !s->argmax || !s->labels || !s->edge_data || !s->edge_grad;
+    int bad = !s->act || !s->diff || !s->aux || !s->argmax || !s->labels || !s->edge_data || !s->edge_grad || !s->kv;
     size_t largest = 0;
     for (size_t i = 0; !bad && i < nn; i++) {
         bad = alloc_node(s, (int)i) != 0;

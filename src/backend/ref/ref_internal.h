@@ -26,6 +26,7 @@ typedef struct ref_state {
     int32_t *labels;  /* (batch) or (batch, T) for a token loss; rows >= n are 0 and ignored */
     float **edge_data, **edge_grad; /* recv/send nodes: the bound plain buffers (bind_edge) */
     float *acc_scratch[SO_MAX_INPUTS]; /* a consumer's diff term before it is added (ref_backward) */
+    float **kv;       /* attention nodes while decoding (so_model_decode): (batch, context, 2C) keys, values */
 } ref_state;
 
 /* Multiply-adds below which a kernel stays serial: a parallel region costs

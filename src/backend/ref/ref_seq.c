@@ -7,6 +7,8 @@
 #include <math.h>
 
 #include "ref_internal.h"
+#include "scaleout/err.h"
+#include "scaleout/mem.h"
 
 /* Rows of node i's input: every position of every sample, (batch * c * h). */
 static size_t in_rows(const ref_state *s, int i)
@@ -22,9 +24,10 @@ int ref_embed_forward(ref_state *s, int i, int training)
     (void)training;
     const so_node *nd = ref_node(s, i);
     int T = nd->out.h, C = nd->out.w;
+    size_t pos0 = s->m->decode_pos > 0 ? (size_t)s->m->decode_pos : 0; /* so_model_decode's position */
     const float *tok = ref_in(s, i, 0), *wte = ref_params(s, i), *wpe = wte + (size_t)nd->a.vocab * C;
     for (size_t r = 0; r < (size_t)s->batch * T; r++) {
-        const float *e = wte + (size_t)tok[r] * C, *p = wpe + (r % (size_t)T) * C;
+        const float *e = wte + (size_t)tok[r] * C, *p = wpe + (pos0 + r % (size_t)T) * C;
         float *y = s->act[i] + r * C;
         for (int c = 0; c < C; c++)
             y[c] = e[c] + p[c];
@@ -218,9 +221,49 @@ static double att_row(const att_geom *a, const float *qkv, int h, int t, float *
     return lse;
 }
 
+/* Decoding (so_model_decode, T = 1): this position's keys and values join
+ * the cache, then the query attends over positions 0..pos. */
+static int attention_decode(ref_state *s, int i)
+{
+    att_geom a = att_geometry(s, i);
+    int ctx = so_graph_context(s->g), pos = s->m->decode_pos;
+    size_t row = 2 * (size_t)a.C, cached = (size_t)s->batch * ctx * row; /* then ctx doubles of scores */
+    if (!s->kv[i] && !(s->kv[i] = so_alloc(cached * sizeof(float) + (size_t)ctx * sizeof(double))))
+        return so_err(SO_ENOMEM, "ref backend: out of memory for the key/value cache of %s", ref_node(s, i)->name);
+    const float *qkv = ref_in(s, i, 0);
+    double *sc = (double *)(s->kv[i] + cached);
+    for (int b = 0; b < s->batch; b++) {
+        float *cache = s->kv[i] + (size_t)b * ctx * row;
+        memcpy(cache + (size_t)pos * row, qkv + (size_t)b * 3 * a.C + a.C, row * sizeof(float));
+        for (int h = 0; h < a.H; h++) {
+            const float *q = qkv + (size_t)b * 3 * a.C + (size_t)h * a.hs;
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j <= pos; j++) {
+                double d = 0;
+                for (int e = 0; e < a.hs; e++)
+                    d += (double)q[e] * cache[(size_t)j * row + (size_t)h * a.hs + e];
+                sc[j] = d * a.scale;
+                mx = sc[j] > mx ? sc[j] : mx;
+            }
+            for (int j = 0; j <= pos; j++)
+                sum += (sc[j] = exp(sc[j] - mx));
+            float *y = s->act[i] + (size_t)b * a.C + (size_t)h * a.hs;
+            for (int e = 0; e < a.hs; e++) {
+                double v = 0;
+                for (int j = 0; j <= pos; j++)
+                    v += sc[j] / sum * cache[(size_t)j * row + a.C + (size_t)h * a.hs + e];
+                y[e] = (float)v;
+            }
+        }
+    }
+    return 0;
+}
+
 int ref_attention_forward(ref_state *s, int i, int training)
 {
     (void)training;
+    if (s->m->decode_pos >= 0)
+        return attention_decode(s, i);
     att_geom a = att_geometry(s, i);
     const float *qkv = ref_in(s, i, 0);
 #pragma omp parallel for schedule(static) if ((double)s->batch * a.T * a.T * a.C > REF_PAR_WORK)
