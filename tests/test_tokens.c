@@ -585,6 +585,42 @@ static void test_loader_limits(void **state)
     so_dataset_destroy(d);
 }
 
+/* Synthetic tokens: in memory, below the vocabulary, deterministic in the seed. */
+static void test_synthetic(void **state)
+{
+    (void)state;
+    so_dataset *a = NULL, *b = NULL;
+    assert_int_equal(so_dataset_synthetic_tokens(10000, 50257, 32, 5, &a), 0);
+    assert_int_equal(so_dataset_synthetic_tokens(10000, 50257, 32, 5, &b), 0);
+    assert_int_equal(a->w, 32);
+    assert_int_equal(a->n, 9999 / 32);
+    assert_int_equal(so_tokens_total(a->tokens), 10000);
+    uint32_t max = 0;
+    for (int64_t i = 0; i < 10000; i++) {
+        uint32_t v = so_tokens_at(a->tokens, 0, i);
+        assert_int_equal(v, so_tokens_at(b->tokens, 0, i));
+        max = v > max ? v : max;
+    }
+    assert_true(max < 50257 && max > 50000);
+    assert_int_equal(so_tokens_check_vocab(a->tokens, 50257), 0);
+    so_loader_config c = {.batch = 4, .shuffle = SO_SHUFFLE_ON, .world = 1};
+    so_loader *l = NULL;
+    assert_int_equal(so_loader_create(a, &c, &l), 0);
+    assert_int_equal(so_loader_start_epoch(l, 0), 0);
+    const float *x;
+    const int32_t *y;
+    int n;
+    assert_int_equal(so_loader_next(l, &x, &y, &n), 1);
+    so_loader_destroy(l);
+    so_dataset_destroy(a);
+    so_dataset_destroy(b);
+    /* A vocabulary over 65536 needs uint32 tokens. */
+    assert_int_equal(so_dataset_synthetic_tokens(1000, 100000, 8, 1, &a), 0);
+    assert_int_equal(so_tokens_width(a->tokens), 4);
+    so_dataset_destroy(a);
+    expect_err(so_dataset_synthetic_tokens(8, 10, 8, 1, &a), SO_EINVAL, "synthetic tokens");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -593,7 +629,7 @@ int main(void)
         cmocka_unit_test(test_vocab),           cmocka_unit_test(test_llmc_order),
         cmocka_unit_test(test_llmc_shuffle),    cmocka_unit_test(test_llmc_shuffle_epochs),
         cmocka_unit_test(test_random_windows),  cmocka_unit_test(test_random_resume),
-        cmocka_unit_test(test_loader_limits),
+        cmocka_unit_test(test_loader_limits),   cmocka_unit_test(test_synthetic),
     };
     return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
 }

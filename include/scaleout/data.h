@@ -173,6 +173,12 @@ int so_tokens_check_vocab(so_tokens *t, int vocab);
  * partial file is removed). */
 int so_tokens_write(const char *path, const uint32_t *ids, size_t n, int width);
 
+/* One in-memory shard holding a copy of ids (named `name` in messages). */
+int so_tokens_from_ids(const uint32_t *ids, int64_t n, int width, const char *name, so_tokens **out);
+/* A token dataset of ntokens ids uniform in [0, vocab), deterministic in
+ * seed (benchmarks and tests: no files). */
+int so_dataset_synthetic_tokens(int64_t ntokens, int vocab, int seq_len, uint64_t seed, so_dataset **out);
+
 /* The token dataset of a split of dir for sequences of seq_len tokens
  * (the shards of "train", or of "val" when train = 0). For the val split
  * only, a directory without val shards is not an error: *out is NULL. */

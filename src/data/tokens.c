@@ -18,6 +18,7 @@
 #include "data_internal.h"
 #include "scaleout/data.h"
 #include "scaleout/err.h"
+#include "scaleout/rng.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "token shards are little-endian and read in place: port so_tokens_at and the loader's copies first"
@@ -34,8 +35,9 @@
 
 typedef struct {
     char *path;
-    const uint8_t *map;   /* the whole file, PROT_READ */
+    const uint8_t *map;   /* the whole file, PROT_READ (or a heap copy: in_memory) */
     size_t map_len;
+    int in_memory;        /* map is malloc'd (so_tokens_from_ids), not mapped */
     int64_t len;          /* tokens */
 } shard;
 
@@ -158,12 +160,51 @@ void so_tokens_close(so_tokens *t)
     if (!t)
         return;
     for (int i = 0; i < t->n; i++) {
-        if (t->s[i].map)
+        if (t->s[i].in_memory)
+            free((void *)t->s[i].map);
+        else if (t->s[i].map)
             munmap((void *)t->s[i].map, t->s[i].map_len);
         free(t->s[i].path);
     }
     free(t->s);
     free(t);
+}
+
+/* One shard in memory: the file's bytes are built in a heap buffer, so
+ * everything downstream (loader, vocabulary check) is the same code. */
+int so_tokens_from_ids(const uint32_t *ids, int64_t n, int width, const char *name, so_tokens **out)
+{
+    *out = NULL;
+    if ((width != 2 && width != 4) || n < 1 || n > INT32_MAX)
+        return so_err(SO_EINVAL, "%s: %lld tokens of %d bytes is not a shard", name, (long long)n, width);
+    size_t len = SO_TOKENS_HEADER_BYTES + (size_t)n * (size_t)width;
+    so_tokens *t = calloc(1, sizeof *t);
+    uint8_t *buf = malloc(len);
+    if (!t || !buf || !(t->s = calloc(1, sizeof *t->s)) || !(t->s[0].path = strdup(name))) {
+        if (t)
+            free(t->s);
+        free(t);
+        free(buf);
+        return so_err(SO_ENOMEM, "%s: out of memory for %lld tokens", name, (long long)n);
+    }
+    int32_t hdr[SO_TOKENS_HEADER_BYTES / 4] = {width == 2 ? SO_TOKENS_MAGIC_U16 : SO_TOKENS_MAGIC_U32,
+                                               width == 2 ? SO_TOKENS_VERSION_U16 : SO_TOKENS_VERSION_U32,
+                                               (int32_t)n};
+    memcpy(buf, hdr, sizeof hdr);
+    for (int64_t i = 0; i < n; i++) {
+        if (width == 2) {
+            uint16_t v = (uint16_t)ids[i];
+            memcpy(buf + SO_TOKENS_HEADER_BYTES + 2 * i, &v, 2);
+        } else {
+            memcpy(buf + SO_TOKENS_HEADER_BYTES + 4 * i, &ids[i], 4);
+        }
+    }
+    t->n = 1;
+    t->width = width;
+    t->total = n;
+    t->s[0] = (shard){t->s[0].path, buf, len, 1, n};
+    *out = t;
+    return 0;
 }
 
 /* ---- finding a split's shards ----------------------------------------------- */
@@ -413,6 +454,17 @@ int so_tokens_write(const char *path, const uint32_t *ids, size_t n, int width)
 
 /* ---- the dataset ------------------------------------------------------------ */
 
+/* A token dataset's fields (data.h): one sequence is 1x1xT. */
+static void token_dataset_shape(so_dataset *d, so_tokens *t, int seq_len)
+{
+    int64_t windows = tok_plan_windows(t, seq_len);
+    d->n = windows > INT_MAX ? INT_MAX : (int)windows;
+    d->c = d->h = 1;
+    d->w = seq_len;
+    d->std[0] = d->std[1] = d->std[2] = 1.0f;
+    d->tokens = t;
+}
+
 int so_dataset_tokens(const char *dir, int train, int seq_len, so_dataset **out)
 {
     const char *split = train ? "train" : "val";
@@ -440,12 +492,36 @@ int so_dataset_tokens(const char *dir, int train, int seq_len, so_dataset **out)
         return so_err(SO_ENOMEM, "token data: out of memory");
     }
     snprintf(d->name, sizeof d->name, "tokens");
-    int64_t windows = tok_plan_windows(t, seq_len);
-    d->n = windows > INT_MAX ? INT_MAX : (int)windows;
-    d->c = d->h = 1;
-    d->w = seq_len;
-    d->std[0] = d->std[1] = d->std[2] = 1.0f;
-    d->tokens = t;
+    token_dataset_shape(d, t, seq_len);
+    *out = d;
+    return 0;
+}
+
+int so_dataset_synthetic_tokens(int64_t ntokens, int vocab, int seq_len, uint64_t seed, so_dataset **out)
+{
+    *out = NULL;
+    if (vocab < 1 || seq_len < 1 || seq_len > (1 << 24) || ntokens < (int64_t)seq_len + 1 || ntokens > INT32_MAX)
+        return so_err(SO_EINVAL, "synthetic tokens: %lld tokens, vocabulary %d, sequences of %d: not a data set",
+                      (long long)ntokens, vocab, seq_len);
+    uint32_t *ids = malloc((size_t)ntokens * sizeof *ids);
+    if (!ids)
+        return so_err(SO_ENOMEM, "synthetic tokens: out of memory for %lld tokens", (long long)ntokens);
+    so_rng r;
+    so_rng_seed(&r, seed);
+    for (int64_t i = 0; i < ntokens; i++)
+        ids[i] = (uint32_t)so_rng_below(&r, (uint64_t)vocab);
+    so_tokens *t = NULL;
+    int rc = so_tokens_from_ids(ids, ntokens, vocab <= 65536 ? 2 : 4, "synthetic tokens", &t);
+    free(ids);
+    so_dataset *d = NULL;
+    if (!rc && !(d = calloc(1, sizeof *d)))
+        rc = so_err(SO_ENOMEM, "synthetic tokens: out of memory");
+    if (rc) {
+        so_tokens_close(t);
+        return rc;
+    }
+    snprintf(d->name, sizeof d->name, "synthetic-tokens");
+    token_dataset_shape(d, t, seq_len);
     *out = d;
     return 0;
 }
