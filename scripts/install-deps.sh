@@ -13,6 +13,9 @@ PACKAGES=(
   dataset-fashion-mnist
   clang libclang-rt-dev libomp-dev
   python3-torch python3-torchvision
+  # The tokenizer's tests and the GPT-2 demo: GPT-2's encoder.py model needs
+  # python3-regex; the corpus is the plain text of fortunes.
+  python3-regex fortunes
   # The PyTorch peer's BLAS: Debian's torch calls the libblas.so.3 alternative,
   # which without this is netlib's reference BLAS (3 GFLOP/s GEMM: every
   # Linear layer 10-30x slow). The OpenMP build follows torch.set_num_threads.

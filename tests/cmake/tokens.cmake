@@ -1,3 +1,5 @@
 # Token data (llm.c's shard format, the three batch orders; llm.c's orders
 # checked against tests/llmc_loader_ref.py, an independent Python model).
 so_add_test(test_tokens LABELS unit TIMEOUT 120)
+# The tokenizer against tests/gpt2_encoder_ref.py (GPT-2's encoder.py with python3-regex).
+so_add_test(test_tokenizer LABELS unit TIMEOUT 300)
