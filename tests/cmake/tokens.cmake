@@ -3,3 +3,5 @@
 so_add_test(test_tokens LABELS unit TIMEOUT 120)
 # The tokenizer against tests/gpt2_encoder_ref.py (GPT-2's encoder.py with python3-regex).
 so_add_test(test_tokenizer LABELS unit TIMEOUT 300)
+# `scaleout tokenize` on fortunes and `train --dataset tokens` errors from the command line.
+so_add_script_test(tokens_cli tokens_cli.sh TIMEOUT 300)
