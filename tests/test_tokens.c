@@ -223,13 +223,13 @@ static void test_open_bad(void **state)
     write_run(dir, "a_train.bin", 0, 10, 2);
     snprintf(path, sizeof path, "%s/b_train.bin", dir);
     assert_int_equal(mkfifo(path, 0600), 0);
-    expect_err(so_tokens_open(dir, "train", &t), SO_EIO, "b_train.bin: not a regular file");
+    expect_err(so_tokens_open(dir, "train", &t), SO_EIO, "b_train.bin' is not a regular file (a FIFO)");
     assert_null(t);
     /* A directory named like one. */
     make_dir(dir, sizeof dir, "subdir");
     snprintf(path, sizeof path, "%s/c_train.bin", dir);
     assert_int_equal(mkdir(path, 0700), 0);
-    expect_err(so_tokens_open(dir, "train", &t), SO_EIO, "c_train.bin: not a regular file");
+    expect_err(so_tokens_open(dir, "train", &t), SO_EIO, "c_train.bin' is not a regular file (a directory)");
     /* Truncated bodies and headers, named by file. */
     make_dir(dir, sizeof dir, "trunc");
     write_run(dir, "a_train.bin", 0, 100, 2);

@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "scaleout/data.h"
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 #include "scaleout/timer.h"
 #include "scaleout/tokenizer.h"
 
@@ -106,13 +108,11 @@ static int read_inputs(corpus *c, char **paths, int n, const char *sep)
         return so_err(SO_ENOMEM, "out of memory");
     for (int i = 0; i < n; i++) {
         size_t len;
-        struct stat st; /* so_read_file's open() would wait for a FIFO's writer */
-        if (stat(paths[i], &st) != 0)
-            return so_err(SO_EIO, "%s: %s", paths[i], strerror(errno));
-        if (!S_ISREG(st.st_mode))
-            return so_err(SO_EIO, "%s: not a regular file", paths[i]);
-        int rc = so_read_file(paths[i], &c->files[i], &len);
+        int fd, rc = so_file_open_read(paths[i], &fd, NULL); /* so_read_file's open() would wait on a FIFO */
         if (rc)
+            return rc;
+        close(fd);
+        if ((rc = so_read_file(paths[i], &c->files[i], &len)))
             return rc;
         c->nfiles = i + 1;
         if ((rc = split_docs(c, (const char *)c->files[i], len, sep)))

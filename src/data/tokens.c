@@ -18,6 +18,7 @@
 #include "data_internal.h"
 #include "scaleout/data.h"
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 #include "scaleout/rng.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -87,28 +88,24 @@ int so_tokens_parse(const uint8_t *buf, size_t len, const char *what, int *width
 
 /* ---- opening ------------------------------------------------------------------ */
 
-/* Maps path read-only after checking it is a regular file: opened with
- * O_NONBLOCK so a FIFO or device named like a shard cannot block us. */
+/* Maps path read-only once so_file_open_read (O_NONBLOCK, fstat) has said
+ * it is a regular file: a FIFO named like a shard must not block us. */
 static int map_file(const char *path, const uint8_t **map, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return so_err(SO_EIO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    int rc = 0;
-    if (fstat(fd, &st) != 0)
-        rc = so_err(SO_EIO, "%s: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = so_err(SO_EIO, "%s: not a regular file", path);
-    else if (st.st_size < SO_TOKENS_HEADER_BYTES)
-        rc = so_err(SO_EFORMAT, "%s: %lld bytes is too short for a token shard header (%d bytes)", path,
-                    (long long)st.st_size, SO_TOKENS_HEADER_BYTES);
+    int fd;
+    uint64_t size;
+    int rc = so_file_open_read(path, &fd, &size);
+    if (rc)
+        return rc;
+    if (size < SO_TOKENS_HEADER_BYTES || size > SIZE_MAX)
+        rc = so_err(SO_EFORMAT, "%s: %llu bytes is too short for a token shard header (%d bytes)", path,
+                    (unsigned long long)size, SO_TOKENS_HEADER_BYTES);
     if (!rc) {
-        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (p == MAP_FAILED)
-            rc = so_err(SO_EIO, "%s: cannot map %lld bytes: %s", path, (long long)st.st_size, strerror(errno));
+            rc = so_err(SO_EIO, "%s: cannot map %llu bytes: %s", path, (unsigned long long)size, strerror(errno));
         else
-            *map = p, *len = (size_t)st.st_size;
+            *map = p, *len = (size_t)size;
     }
     close(fd);
     return rc;

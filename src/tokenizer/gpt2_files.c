@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 #include "tokenizer_internal.h"
 
 #define MAX_FILE_BYTES ((size_t)1 << 30)
@@ -21,41 +22,13 @@
 
 /* ---- reading files ---------------------------------------------------------- */
 
-/* A whole regular file (opened O_NONBLOCK, checked with fstat) into a new
- * NUL-terminated buffer. */
+/* A whole regular file (so_file_read_all: never blocks on a FIFO), NUL-terminated. */
 static int slurp(const char *path, char **out, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return so_err(SO_EIO, "%s: %s", path, strerror(errno));
-    struct stat st;
-    int rc = 0;
-    char *buf = NULL;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-        rc = so_err(SO_EIO, "%s: not a regular file", path);
-    else if ((uint64_t)st.st_size > MAX_FILE_BYTES)
-        rc = so_err(SO_EIO, "%s: %lld bytes is more than a tokenizer file may hold", path, (long long)st.st_size);
-    else if (!(buf = malloc((size_t)st.st_size + 1)))
-        rc = so_err(SO_ENOMEM, "%s: out of memory", path);
-    size_t got = 0;
-    while (!rc && got < (size_t)st.st_size) {
-        ssize_t r = read(fd, buf + got, (size_t)st.st_size - got);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            rc = so_err(SO_EIO, "%s: read failed: %s", path, r < 0 ? strerror(errno) : "file shrank");
-        else
-            got += (size_t)r;
-    }
-    close(fd);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    buf[got] = 0;
-    *out = buf;
-    *len = got;
-    return 0;
+    void *buf;
+    int rc = so_file_read_all(path, MAX_FILE_BYTES, &buf, len);
+    *out = rc ? NULL : buf;
+    return rc;
 }
 
 /* ---- encoder.json ------------------------------------------------------------- */
