@@ -5,3 +5,5 @@ so_add_test(test_tokens LABELS unit TIMEOUT 120)
 so_add_test(test_tokenizer LABELS unit TIMEOUT 300)
 # `scaleout tokenize` on fortunes and `train --dataset tokens` errors from the command line.
 so_add_script_test(tokens_cli tokens_cli.sh TIMEOUT 300)
+# llm.c's GPT-2 model file, against files written as llm.c's train_gpt2.py writes them.
+so_add_test(test_llmc LABELS unit TIMEOUT 120)
