@@ -32,7 +32,7 @@ static uint64_t fnv(const uint8_t *b, size_t n)
 
 static int pieces_rehash(piece_set *ps)
 {
-    size_t slots = ps->slots ? 2 * ps->slots : 1 << 16;
+    size_t slots = ps->slots ? 2 * ps->slots : 1 << 10;
     int32_t *slot = calloc(slots, sizeof *slot);
     if (!slot)
         return -1;
@@ -49,7 +49,7 @@ static int pieces_rehash(piece_set *ps)
 
 static int pieces_grow(piece_set *ps)
 {
-    size_t cap = ps->cap ? 2 * ps->cap : 1 << 14;
+    size_t cap = ps->cap ? 2 * ps->cap : 1 << 9;
     size_t *st = realloc(ps->start, cap * sizeof *st);
     if (st)
         ps->start = st;
@@ -139,7 +139,7 @@ static uint64_t mix(uint64_t k)
 
 static int pairs_rehash(trainer *t)
 {
-    size_t slots = t->pslots ? 2 * t->pslots : 1 << 16;
+    size_t slots = t->pslots ? 2 * t->pslots : 1 << 10;
     uint64_t *key = calloc(slots, sizeof *key);
     int32_t *val = malloc(slots * sizeof *val);
     if (!key || !val) {
@@ -169,7 +169,7 @@ static int32_t pair_get(trainer *t, int32_t a, int32_t b)
         if (t->pkey[i] == k)
             return t->pval[i];
     if (t->np == t->capp) {
-        int cap = t->capp ? 2 * t->capp : 1 << 14;
+        int cap = t->capp ? 2 * t->capp : 1 << 9;
         pair_stat *p = realloc(t->p, (size_t)cap * sizeof *p);
         if (!p)
             return -1;
@@ -207,7 +207,7 @@ static int heap_above(const trainer *t, heap_entry x, heap_entry y)
 static int heap_push(trainer *t, int32_t pair)
 {
     if (t->nheap == t->capheap) {
-        size_t cap = t->capheap ? 2 * t->capheap : 1 << 16;
+        size_t cap = t->capheap ? 2 * t->capheap : 1 << 10;
         heap_entry *h = realloc(t->heap, cap * sizeof *h);
         if (!h)
             return -1;
