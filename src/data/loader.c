@@ -452,6 +452,8 @@ int so_loader_next(so_loader *l, const float **x, const int32_t **y, int *n)
 
 int so_loader_steps(const so_loader *l) { return l ? l->steps : 0; }
 
+int so_loader_sample_labels(const so_loader *l) { return l ? (int)l->ylen : 0; }
+
 const int32_t *so_loader_indices(const so_loader *l, int *count)
 {
     int have = l && l->epoch >= 0;

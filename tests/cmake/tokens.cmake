@@ -7,3 +7,7 @@ so_add_test(test_tokenizer LABELS unit TIMEOUT 300)
 so_add_script_test(tokens_cli tokens_cli.sh TIMEOUT 300)
 # llm.c's GPT-2 model file, against files written as llm.c's train_gpt2.py writes them.
 so_add_test(test_llmc LABELS unit TIMEOUT 120)
+# Not a test: the token loader's tokens/s against training's ceiling (bench/token_loader.c,
+# run through /work/bin/so-bench; docs/TOKENS.md).
+add_executable(token_loader ${CMAKE_SOURCE_DIR}/bench/token_loader.c)
+target_link_libraries(token_loader PRIVATE scaleout)
