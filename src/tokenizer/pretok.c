@@ -9,15 +9,26 @@
  * byte alphabet (bytes_to_unicode). */
 #include "tokenizer_internal.h"
 
+/* ASCII's classes, by table: most text is ASCII. */
+#define L SO_UC_LETTER
+#define N SO_UC_NUMBER
+#define S SO_UC_SPACE
+#define O SO_UC_OTHER
+static const uint8_t ASCII[128] = {
+    O, O, O, O, O, O, O, O, O, S, S, S, S, S, O, O, O, O, O, O, O, O, O, O, O, O, O, O, O, O, O, O,
+    S, O, O, O, O, O, O, O, O, O, O, O, O, O, O, O, N, N, N, N, N, N, N, N, N, N, O, O, O, O, O, O,
+    O, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, O, O, O, O, O,
+    O, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, O, O, O, O, O,
+};
+#undef L
+#undef N
+#undef S
+#undef O
+
 so_uc_class so_uc_class_of(uint32_t cp)
 {
-    if (cp < 128) { /* ASCII without the table */
-        if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z'))
-            return SO_UC_LETTER;
-        if (cp >= '0' && cp <= '9')
-            return SO_UC_NUMBER;
-        return cp == ' ' || (cp >= 9 && cp <= 13) ? SO_UC_SPACE : SO_UC_OTHER;
-    }
+    if (cp < 128)
+        return (so_uc_class)ASCII[cp];
     int lo = 0, hi = so_uc_nranges - 1;
     while (lo <= hi) {
         int mid = (lo + hi) / 2;

@@ -25,6 +25,7 @@ so_tokenizer *so_tok_alloc(int kind, int vocab, size_t bytes)
     t->kind = kind;
     t->vocab = vocab;
     t->eot = -1;
+    pthread_mutex_init(&t->cache_mu, NULL);
     t->bytes = malloc(bytes ? bytes : 1);
     t->off = calloc((size_t)vocab + 1, sizeof *t->off);
     for (int b = 0; b < 256; b++)
@@ -48,6 +49,8 @@ void so_tokenizer_destroy(so_tokenizer *t)
     free(t->pairs.key);
     free(t->pairs.rank);
     free(t->pairs.merged);
+    so_piece_cache_destroy(t->cache);
+    pthread_mutex_destroy(&t->cache_mu);
     free(t);
 }
 
@@ -358,6 +361,7 @@ static size_t merge_heap(const so_tokenizer *t, int32_t *w, size_t n, chain *c)
 
 /* ---- encoding ----------------------------------------------------------------- */
 
+
 typedef struct {
     const so_tokenizer *t;
     uint32_t **ids;
@@ -365,9 +369,11 @@ typedef struct {
     int32_t *w;          /* the piece's symbols */
     chain c;             /* merge_heap's lists and heaps */
     size_t wcap;
+    so_piece_cache *cache; /* the tokenizer's, when this call holds it; else NULL */
 } encoder;
 
-static void encoder_free(encoder *e)
+/* The per-piece working memory (ensure regrows it). */
+static void scratch_free(encoder *e)
 {
     free(e->w);
     free(e->c.next);
@@ -377,12 +383,14 @@ static void encoder_free(encoder *e)
     free(e->c.pend);
 }
 
+static void encoder_free(encoder *e) { scratch_free(e); }
+
 static int ensure(encoder *e, size_t piece)
 {
     if (piece <= e->wcap)
         return 0;
     size_t cap = piece > 2 * e->wcap ? piece : 2 * e->wcap;
-    encoder_free(e);
+    scratch_free(e);
     e->wcap = 0;
     e->w = malloc(cap * sizeof *e->w);
     e->c = (chain){malloc(cap * sizeof(uint32_t)), malloc(cap * sizeof(uint32_t)), malloc(cap),
@@ -413,20 +421,39 @@ static int append_ids(encoder *e, const int32_t *w, size_t k)
 static int encode_piece(void *arg, const uint8_t *p, size_t len)
 {
     encoder *e = arg;
+    size_t nids;
+    const int32_t *hit = e->cache ? so_piece_cache_get(e->cache, p, len, &nids) : NULL;
+    if (hit)
+        return append_ids(e, hit, nids);
     int rc = ensure(e, len);
     if (rc)
         return rc;
     for (size_t i = 0; i < len; i++)
         e->w[i] = e->t->byte_id[p[i]];
     size_t k = len <= DIRECT_MAX ? merge_direct(e->t, e->w, len) : merge_heap(e->t, e->w, len, &e->c);
+    if (e->cache)
+        so_piece_cache_put(e->cache, p, len, e->w, k);
     return append_ids(e, e->w, k);
+}
+
+/* Takes the tokenizer's piece cache if no other call holds it (the cache
+ * is the one part of a tokenizer that encoding changes). */
+static int cache_take(const so_tokenizer *t, encoder *e)
+{
+    so_tokenizer *mt = (so_tokenizer *)t;
+    if (pthread_mutex_trylock(&mt->cache_mu) != 0)
+        return 0;
+    if (!mt->cache)
+        mt->cache = so_piece_cache_create(); /* NULL: encode uncached */
+    e->cache = mt->cache;
+    return 1;
 }
 
 int so_tokenizer_encode(const so_tokenizer *t, const char *text, size_t len, uint32_t **ids, size_t *n, size_t *cap)
 {
     if (t->kind == TOK_LLMC)
         return so_err(SO_EUNSUP, "tokenizer: llm.c's tokenizer file has no merges: it decodes, it cannot encode");
-    encoder e = {t, ids, n, cap, NULL, {NULL, NULL, NULL, NULL, NULL}, 0};
+    encoder e = {t, ids, n, cap, NULL, {NULL, NULL, NULL, NULL, NULL}, 0, NULL};
     int rc;
     if (t->kind == TOK_BYTES) { /* no pieces: every byte is its token */
         rc = ensure(&e, 0);
@@ -439,7 +466,10 @@ int so_tokenizer_encode(const so_tokenizer *t, const char *text, size_t len, uin
             }
         }
     } else {
+        int held = cache_take(t, &e);
         rc = so_pretok_gpt2((const uint8_t *)text, len, encode_piece, &e);
+        if (held)
+            pthread_mutex_unlock(&((so_tokenizer *)t)->cache_mu);
     }
     encoder_free(&e);
     return rc;

@@ -5,6 +5,7 @@
  * bpe_train.c (training). */
 #ifndef SCALEOUT_TOKENIZER_INTERNAL_H
 #define SCALEOUT_TOKENIZER_INTERNAL_H
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,15 @@ uint32_t so_gpt2_byte_char(uint8_t b);
 /* The inverse: the byte code point cp stands for, or -1. */
 int so_gpt2_char_byte(uint32_t cp);
 
+/* ---- the piece cache (piece_cache.c): piece bytes -> ids, bounded ---- */
+#define SO_PIECE_CACHE_MAX 64   /* longer pieces are not cached */
+typedef struct so_piece_cache so_piece_cache;
+so_piece_cache *so_piece_cache_create(void); /* NULL when out of memory */
+void so_piece_cache_destroy(so_piece_cache *c);
+/* The ids of the piece (pointer into the cache, valid until the next put), or NULL. */
+const int32_t *so_piece_cache_get(const so_piece_cache *c, const uint8_t *p, size_t len, size_t *nids);
+void so_piece_cache_put(so_piece_cache *c, const uint8_t *p, size_t len, const int32_t *ids, size_t nids);
+
 /* ---- maps ---- */
 /* Token bytes -> id over the tokenizer's own token table. */
 typedef struct {
@@ -59,6 +69,10 @@ struct so_tokenizer {
     int nmerges, cap_merges;
     int32_t *merge_left, *merge_right;
     so_pair_map pairs;
+    /* Pieces merged before: one encoding call at a time uses it (a second
+     * thread's call, finding it taken, encodes without); created on first use. */
+    so_piece_cache *cache;
+    pthread_mutex_t cache_mu;
 };
 enum { TOK_BYTES, TOK_BPE, TOK_LLMC };
 
