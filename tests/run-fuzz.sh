@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz smoke test for the data, checkpoint and tuning-table parsers:
+# Fuzz smoke test for the data, checkpoint, tuning-table, token-file, llm.c
+# model-file and tokenizer parsers:
 # configures a clang build of the libFuzzer targets under the ctest binary
 # dir, seeds each with a valid tiny
 # input, runs it for FUZZ_SECONDS (20) and fails on any crash. Exits 77 (skip)
@@ -24,6 +25,7 @@ mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
 cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar fuzz_prof_json fuzz_manifest fuzz_safetensors fuzz_tuning \
+  fuzz_tokens fuzz_llmc fuzz_tokenizer \
   >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; exit 1; }
 
@@ -79,8 +81,33 @@ printf 'scaleout-tuning v1 p=2 ranks_per_node=0 gamma=1.3e-10\nfit ring alpha=6.
 printf 'scaleout-tuning v2 p=4 ranks_per_node=2 gamma=1e-10\n# c\nfit rd alpha=1e-06 beta=2e-10\nband rd max_bytes=65536 alpha=1e-06 beta=2e-10\nband rd max_bytes=* alpha=0 beta=3e-10\n* rd\n' \
   >"$work/corpus/tuning/v2"
 
+# An llm.c token shard (3 uint16 tokens), an llm.c GPT-2 model file (L=1, C=2,
+# maxT=2, V=3, Vp=4: 90 floats), and the tokenizer's three inputs: GPT-2 files
+# (every byte's token, "ab", <|endoftext|>; then ff fe and vocab.bpe), llm.c's
+# tokenizer file, and text to train on.
+mkdir -p "$work/corpus/tokens" "$work/corpus/llmc" "$work/corpus/tokenizer"
+/usr/bin/python3 - "$work/corpus" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+hdr = lambda *v: struct.pack("<256i", *(list(v) + [0] * (256 - len(v))))
+open(d + "/tokens/shard", "wb").write(hdr(20240520, 1, 3) + struct.pack("<3H", 7, 65535, 0))
+open(d + "/llmc/model", "wb").write(hdr(20240326, 3, 2, 3, 1, 1, 2, 4) + struct.pack("<90f", *[i / 8 for i in range(90)]))
+keep = list(range(33, 127)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+alpha, extra = {}, 0
+for b in range(256):
+    alpha[b] = chr(b) if b in keep else chr(256 + extra)
+    extra += b not in keep
+enc = {alpha[b]: b for b in range(256)}
+enc.update({"ab": 256, "<|endoftext|>": 257})
+body = json.dumps(enc, ensure_ascii=False).encode() + b"\xff\xfe" + b"#version: 0.2\na b\n"
+open(d + "/tokenizer/gpt2", "wb").write(b"\x00" + body)
+toks = [b"Hi", b" there", b"<|endoftext|>"]
+open(d + "/tokenizer/llmc", "wb").write(b"\x01" + hdr(20240328, 2, 3, 2) + b"".join(bytes([len(t)]) + t for t in toks))
+open(d + "/tokenizer/train", "wb").write(b"\x02" + "the cat's hat, the cat's bat: 12 34 \u00e9t\u00e9\n".encode() * 4)
+PY
+
 status=0
-for target in idx cifar prof_json manifest safetensors tuning; do
+for target in idx cifar prof_json manifest safetensors tuning tokens llmc tokenizer; do
   echo "== fuzz_$target for ${secs}s"
   mkdir -p "$work/artifacts/$target"
   if ! (cd "$work" && "$build/fuzz/fuzz_$target" -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 \

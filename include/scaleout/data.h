@@ -16,6 +16,11 @@ typedef struct so_dataset {
     float *values;        /* synthetic only: n*c*h*w already-normalised floats */
     int32_t *labels;      /* n labels in [0, classes) */
     float mean[3], std[3];/* per-channel normalisation applied to pixels/255 */
+    struct so_tokens *tokens; /* token datasets (so_dataset_tokens) only, owned: the split's
+                             shards; then pixels, values and labels are NULL, c = h = 1,
+                             w = T (tokens per sequence), classes = 0 (the model's
+                             vocabulary governs) and n the sequences of T+1 tokens one
+                             epoch of random windows holds (capped at INT_MAX) */
 } so_dataset;
 
 /* Loads the train (train=1) or test split of "fashion-mnist" / "mnist" (IDX,
@@ -49,9 +54,13 @@ int so_cifar_parse(const uint8_t *buf, size_t len, const char *what, int *n);
  * limited to 2 GiB. Caller frees *buf with free(). */
 int so_read_file(const char *path, uint8_t **buf, size_t *len);
 
+/* so_loader_config.shuffle: images shuffle when it is not OFF; token
+ * datasets have three orders (see "Token datasets" below). */
+enum { SO_SHUFFLE_OFF = 0, SO_SHUFFLE_ON = 1, SO_SHUFFLE_LLMC = 2 };
+
 typedef struct {
     int batch;            /* per-rank batch size */
-    int shuffle;          /* reshuffle every epoch (seeded) */
+    int shuffle;          /* SO_SHUFFLE_*: reshuffle every epoch (seeded) */
     int drop_last;        /* training: drop the last partial batch */
     int augment;          /* random crop with padding 4 and horizontal flip (CIFAR-style);
                              padding is a black pixel, normalised like any other
@@ -61,6 +70,8 @@ typedef struct {
     uint64_t seed;
     int rank, world;      /* this rank's shard of every epoch */
     int no_flip;          /* augment without the horizontal flip (ablations, tests) */
+    int max_steps;        /* > 0: at most this many batches per epoch (evaluating on the start of
+                             a large split, as llm.c's val_num_batches) */
 } so_loader_config;
 
 typedef struct so_loader so_loader;
@@ -87,10 +98,93 @@ int so_loader_start_epoch(so_loader *l, int epoch);
 int so_loader_next(so_loader *l, const float **x, const int32_t **y, int *n);
 /* Batches per epoch for this rank. */
 int so_loader_steps(const so_loader *l);
+/* Labels per sample in y: 1 for images, T (a target per token) for token
+ * datasets; y holds batch times this many. */
+int so_loader_sample_labels(const so_loader *l);
 /* Sample indices of this rank's shard for the current epoch, in order (for tests). */
 const int32_t *so_loader_indices(const so_loader *l, int *count);
 /* Seconds the caller spent blocked in so_loader_next since creation (with
  * prefetch 0, all the time spent preparing batches). Consumer thread only. */
 double so_loader_wait_seconds(const so_loader *l);
+
+/* ---- Token datasets: llm.c's token shards ---------------------------------
+ * A shard (docs/FORMATS.md) is a header of 256 little-endian int32 -- magic,
+ * version, token count, zeros -- then the tokens: magic 20240520 version 1
+ * holds uint16 tokens (GPT-2; what llm.c's dev/data scripts write for
+ * TinyShakespeare, TinyStories, FineWeb), magic 20240801 version 7 uint32
+ * (llama-3). A split is every file of a directory named *_SPLIT.bin or
+ * *_SPLIT_*.bin ("train", "val"), in strcmp order (glob's, as llm.c).
+ *
+ * Batches. A token dataset's loader (so_loader_create, w = T) hands out, per
+ * so_loader_next: x = (B, T) token ids as floats (exact: ids < 2^24), so
+ * they travel through so_model_forward, pipeline stages and the trainer as
+ * any input does; y = (B, T) int32 targets, y[b][t] the token after
+ * x[b][t]; n = B. The orders (so_loader_config.shuffle):
+ *  - SO_SHUFFLE_ON: sequences are windows of T+1 tokens at stride T inside
+ *    a shard (shifted each epoch by a random offset within the shard's
+ *    spare tokens), permuted per (seed, epoch) by a keyed bijection (no
+ *    table: FineWeb-scale sets need no memory per window) and sharded as
+ *    images are: rank r takes positions r, r+world, ... Step s of an epoch
+ *    depends only on (seed, epoch, rank, s), so a resume sees what an
+ *    uninterrupted run would.
+ *  - SO_SHUFFLE_OFF: llm.c's order exactly. Batch i of a shard, on rank r,
+ *    is the B*T+1 tokens from (i*world + r)*B*T, reshaped (B, T) with the
+ *    targets shifted by one; a shard holds (len-1) / (world*B*T) batches,
+ *    the rest of it is skipped; shards follow in order; an epoch is one
+ *    pass over all shards (llm.c wraps to the first shard the same way).
+ *  - SO_SHUFFLE_LLMC: llm.c's shuffled order (its train_gpt2.c default):
+ *    the same batches, with shards and each shard's batches permuted by
+ *    llm.c's mt19937 seeded with seed + rank (llm.c: 42 + rank, so --seed 42,
+ *    the default, gives its order).
+ * A token id at or above the vocabulary set with so_tokens_check_vocab fails
+ * the batch that reads it: so_loader_next returns SO_EFORMAT naming the file
+ * and the token's index. */
+#define SO_TOKENS_HEADER_BYTES 1024
+#define SO_TOKENS_MAGIC_U16 20240520
+#define SO_TOKENS_VERSION_U16 1
+#define SO_TOKENS_MAGIC_U32 20240801
+#define SO_TOKENS_VERSION_U32 7
+
+typedef struct so_tokens so_tokens;
+
+/* Validates a whole shard in memory: SO_EFORMAT naming `what` for a short
+ * header, an unknown magic, a wrong version, a count <= 0, and a body that is
+ * shorter (truncated) or longer than the header's count says. Sets the token
+ * width in bytes (2 or 4) and the count. */
+int so_tokens_parse(const uint8_t *buf, size_t len, const char *what, int *width, int64_t *count);
+/* Opens the shards of split `split` of dir ("train", "val"): each a regular
+ * file (opened O_NONBLOCK, checked with fstat), validated as above and
+ * mapped read-only. SO_EIO when dir has none; one split's shards must share
+ * their width. The caller owns *out (so_tokens_close). */
+int so_tokens_open(const char *dir, const char *split, so_tokens **out);
+/* The same for a list of files, in the order given. */
+int so_tokens_open_paths(const char *const *paths, int n, so_tokens **out);
+void so_tokens_close(so_tokens *t); /* accepts NULL */
+int so_tokens_nshards(const so_tokens *t);
+const char *so_tokens_path(const so_tokens *t, int shard);
+int64_t so_tokens_len(const so_tokens *t, int shard);   /* tokens in the shard */
+int64_t so_tokens_total(const so_tokens *t);            /* tokens in all shards */
+int so_tokens_width(const so_tokens *t);                /* bytes per token, 2 or 4 */
+uint32_t so_tokens_at(const so_tokens *t, int shard, int64_t i); /* token i of a shard; i < its len */
+/* The model's vocabulary, once the model is known: every token must be
+ * below it. Sets of up to 2^31 tokens are scanned now (SO_EFORMAT naming the
+ * first offending file and index); larger ones are checked batch by batch as
+ * the loader reads them (FineWeb-100B would be 200 GB to read at start-up). */
+int so_tokens_check_vocab(so_tokens *t, int vocab);
+/* Writes one shard: n tokens (1..INT32_MAX) of width 2 (each must fit
+ * uint16) or 4 bytes. SO_EINVAL for bad arguments, SO_EIO for I/O (the
+ * partial file is removed). */
+int so_tokens_write(const char *path, const uint32_t *ids, size_t n, int width);
+
+/* One in-memory shard holding a copy of ids (named `name` in messages). */
+int so_tokens_from_ids(const uint32_t *ids, int64_t n, int width, const char *name, so_tokens **out);
+/* A token dataset of ntokens ids uniform in [0, vocab), deterministic in
+ * seed (benchmarks and tests: no files). */
+int so_dataset_synthetic_tokens(int64_t ntokens, int vocab, int seq_len, uint64_t seed, so_dataset **out);
+
+/* The token dataset of a split of dir for sequences of seq_len tokens
+ * (the shards of "train", or of "val" when train = 0). For the val split
+ * only, a directory without val shards is not an error: *out is NULL. */
+int so_dataset_tokens(const char *dir, int train, int seq_len, so_dataset **out);
 
 #endif

@@ -96,6 +96,11 @@ typedef struct {
     const so_train_hooks *hooks;
     /* Recorded in profile.json (e.g. the build's git commit); may be NULL. */
     const char *build_id;
+    /* Token data (dataset "tokens": llm.c's shards in data_dir, scaleout/data.h) */
+    int seq_len;                 /* T: tokens per sequence (the model's context must hold it) */
+    const char *shuffle;         /* training order: "on" (random windows; images: shuffled),
+                                    "off" (llm.c's order; images: in file order), "llmc" (llm.c's shuffle) */
+    int eval_batches;            /* > 0: evaluate on this many batches per rank (llm.c's val_num_batches) */
 } so_job_config;
 
 /* The defaults of `scaleout train`: LeNet-5 on Fashion-MNIST from

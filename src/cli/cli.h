@@ -66,12 +66,18 @@ int cmd_report(int argc, char **argv); /* HTML / text report of profile.json fil
 int cmd_ckpt(int argc, char **argv); /* ckpt list|verify|export DIR */
 int cmd_predict(int argc, char **argv); /* data-parallel scaling from measured layers + cost model */
 int cmd_plan(int argc, char **argv);    /* pipeline partition of a model: stages, crossing tensors, bubble */
+int cmd_tokenize(int argc, char **argv); /* text files -> llm.c token shards (GPT-2 BPE, trained BPE or bytes) */
 
 /* --bucket-mb of train and predict: "auto" (*mb = -1) or MiB in [0.001, 4096];
  * else one line naming the flag and CLI_USAGE. */
 int cli_parse_bucket_mb(const char *cmd, const char *arg, double *mb);
 /* Bytes with an optional K/M/G (binary) suffix; 0 or -1. */
 int cli_parse_bytes(const char *s, size_t *out);
+/* Splits argv into options (with their values; -o takes one too) and the
+ * other arguments (paths), each kept in order, so paths may come before or
+ * after the options; "--" ends the options. Returns the number of options:
+ * argv[0..n) holds them afterwards, paths[0..*npaths) the rest (room for argc). */
+int cli_split_args(int argc, char **argv, const cli_opt *opts, char **paths, int *npaths);
 /* Rewrites OSU-style short flags in argv (map: {"-m", "--message-size"}, ..., {NULL, NULL}). */
 void cli_short_aliases(int argc, char **argv, const char *const map[][2]);
 

@@ -137,40 +137,6 @@ static int write_html(const rpt_report *r, const char *path)
     return fclose(f) ? so_err(SO_EIO, "-o: error writing '%s'", path) : 0;
 }
 
-/* Whether option argument `arg` (-o, --name) takes the next argument as its value. */
-static int takes_value(const char *arg, const cli_opt *opts)
-{
-    if (!strcmp(arg, "-o"))
-        return 1;
-    for (; arg[0] == '-' && arg[1] == '-' && opts->name; opts++)
-        if (!strcmp(arg + 2, opts->name))
-            return opts->type != OPT_FLAG;
-    return 0;
-}
-
-/* Splits argv into options (with their values) and paths, each in order, so
- * paths may come before or after the options. Returns the number of options;
- * argv[0..n) holds them afterwards and paths[0..*npaths) the paths. */
-static int split_args(int argc, char **argv, const cli_opt *opts, char **paths, int *npaths)
-{
-    int nopt = 0;
-    *npaths = 0;
-    for (int i = 0; i < argc; i++) {
-        char *arg = argv[i];
-        if (!strcmp(arg, "--")) {
-            while (++i < argc)
-                paths[(*npaths)++] = argv[i];
-        } else if (arg[0] != '-' || !arg[1]) {
-            paths[(*npaths)++] = arg;
-        } else {
-            argv[nopt++] = arg;
-            if (takes_value(arg, opts) && i + 1 < argc)
-                argv[nopt++] = argv[++i];
-        }
-    }
-    return nopt;
-}
-
 /* The report of inputs[0..nin) as a says; returns a CLI exit code. */
 static int report_run(const report_args *a, char **inputs, int nin)
 {
@@ -215,7 +181,7 @@ int cmd_report(int argc, char **argv)
     char **inputs = malloc((size_t)(argc > 0 ? argc : 1) * sizeof *inputs);
     if (!inputs)
         return cli_error("report", CLI_FAIL, "out of memory");
-    int nin = 0, nopt = split_args(argc, argv, opts, inputs, &nin);
+    int nin = 0, nopt = cli_split_args(argc, argv, opts, inputs, &nin);
     cli_short_aliases(nopt, argv, aliases);
     int rc = cli_parse("report", SUMMARY, opts, nopt, argv);
     if (!rc)

@@ -28,7 +28,8 @@ typedef struct {
     int no_overlap, no_pin;
 } train_args;
 
-static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
+static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", "tokens", NULL};
+static const char *const shuffles[] = {"on", "off", "llmc", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
 static const char *const schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const progress_modes[] = {"auto", "bar", "lines", "plain", "none", NULL};
@@ -106,6 +107,9 @@ static int parse(train_args *a, int argc, char **argv)
         {"placement", OPT_CHOICE, &c->placement, "HOW", "stage-major: a replica's stages on neighbouring ranks; replica-major: a stage's replicas", 0, -1, placements},
         {"max-memory", OPT_STR, &a->max_memory, "BYTES", "what each rank may hold by the trainer's accounting (K/M/G suffixes): a rank above it stops the job at set-up; with pipeline stages, --partition auto cuts within it", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &c->ranks_per_node, "K", "emulate nodes of K ranks (checkpoint partners, hier)", 0, 1 << 20, NULL},
+        {"seq-len", OPT_INT, &c->seq_len, "T", "--dataset tokens: tokens per sequence (at most the model's context)", 1, 1 << 24, NULL},
+        {"shuffle", OPT_CHOICE, &c->shuffle, "ORDER", "training order: on (random windows of T+1 tokens; images shuffled), off (llm.c's order; images in file order), llmc (llm.c's shuffle, token data)", 0, -1, shuffles},
+        {"eval-batches", OPT_INT, &c->eval_batches, "N", "evaluate on the first N batches per rank (0 = the whole test split)", 0, 1 << 30, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     int rc = cli_parse("train", SUMMARY, opts, argc, argv);
     if (!rc)
@@ -173,6 +177,9 @@ static void write_config(so_json *js, const so_job_config *c, const so_graph *g,
     so_json_obj_begin(js, "config");
     so_json_str(js, "model", c->model);
     so_json_str(js, "dataset", c->dataset);
+    so_json_str(js, "shuffle", c->shuffle);
+    if (!strcmp(c->dataset, "tokens"))
+        so_json_int(js, "seq_len", c->seq_len);
     so_json_str(js, "backend", c->backend);
     so_json_str(js, "conv_algo", c->conv_algo);
     so_json_int(js, "batch_size", c->batch);

@@ -108,6 +108,40 @@ int cli_parse(const char *cmd, const char *summary, const cli_opt *opts, int arg
     return CLI_OK;
 }
 
+/* Whether option argument `arg` (-o, --name) takes the next argument as its value. */
+static int takes_value(const char *arg, const cli_opt *opts)
+{
+    if (!strcmp(arg, "-o"))
+        return 1;
+    for (; arg[0] == '-' && arg[1] == '-' && opts->name; opts++)
+        if (!strcmp(arg + 2, opts->name))
+            return opts->type != OPT_FLAG;
+    return 0;
+}
+
+/* Splits argv into options (with their values) and paths, each in order, so
+ * paths may come before or after the options. Returns the number of options;
+ * argv[0..n) holds them afterwards and paths[0..*npaths) the paths. */
+int cli_split_args(int argc, char **argv, const cli_opt *opts, char **paths, int *npaths)
+{
+    int nopt = 0;
+    *npaths = 0;
+    for (int i = 0; i < argc; i++) {
+        char *arg = argv[i];
+        if (!strcmp(arg, "--")) {
+            while (++i < argc)
+                paths[(*npaths)++] = argv[i];
+        } else if (arg[0] != '-' || !arg[1]) {
+            paths[(*npaths)++] = arg;
+        } else {
+            argv[nopt++] = arg;
+            if (takes_value(arg, opts) && i + 1 < argc)
+                argv[nopt++] = argv[++i];
+        }
+    }
+    return nopt;
+}
+
 static void print_default(FILE *f, const cli_opt *o)
 {
     switch (o->type) {

@@ -54,6 +54,7 @@ void so_dataset_destroy(so_dataset *d)
     free(d->pixels);
     free(d->values);
     free(d->labels);
+    so_tokens_close(d->tokens);
     free(d);
 }
 

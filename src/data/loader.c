@@ -4,9 +4,11 @@
  * buffers ahead of the training loop. All buffers are allocated at creation:
  * nothing is allocated per batch. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "data_internal.h"
 #include "scaleout/data.h"
 #include "scaleout/err.h"
 #include "scaleout/mem.h"
@@ -20,14 +22,18 @@
 
 typedef struct {
     float *x;   /* batch*c*h*w, NCHW */
-    int32_t *y; /* batch */
+    int32_t *y; /* batch labels, or batch*T targets of a token dataset */
     int n;      /* valid samples */
+    int err;    /* the fill failed (a token file's bad token): code, and its message */
+    char msg[512];
 } batch_slot;
 
 struct so_loader {
     const so_dataset *d;
     so_loader_config cfg;
     size_t sample;       /* c*h*w */
+    size_t ylen;         /* labels per sample: 1, or T targets of a token dataset */
+    tok_plan *tok;       /* token datasets: which windows make each batch (token_batch.c) */
     float lut[3][256];   /* pixel value -> normalised float, per channel */
     int32_t *perm;       /* n: this epoch's permutation */
     int32_t *idx;        /* this rank's shard, `count` entries */
@@ -113,6 +119,13 @@ static int crop_pad(const so_loader *l)
 static void fill_batch(const so_loader *l, int step, batch_slot *s)
 {
     const so_loader_config *cfg = &l->cfg;
+    if (l->tok) { /* always full batches of B sequences */
+        s->n = cfg->batch;
+        s->err = tok_plan_fill(l->tok, step, s->x, s->y);
+        if (s->err) /* the message is this thread's; the consumer re-raises it */
+            snprintf(s->msg, sizeof s->msg, "%s", so_errmsg());
+        return;
+    }
     int start = step * cfg->batch;
     int nb = l->count - start < cfg->batch ? l->count - start : cfg->batch;
     int pad = crop_pad(l), flip = !cfg->no_flip;
@@ -183,18 +196,39 @@ static void producer_quiesce(so_loader *l)
 
 /* ---- creation --------------------------------------------------------------- */
 
+static int check_ranks(const so_loader_config *c)
+{
+    if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
+        return so_err(SO_EINVAL, "loader: rank %d is not in 0..%d (world %d)", c->rank, c->world - 1, c->world);
+    if (c->prefetch < 0 || c->prefetch > MAX_PREFETCH)
+        return so_err(SO_EINVAL, "loader: prefetch %d is not in 0..%d", c->prefetch, MAX_PREFETCH);
+    if (c->max_steps < 0)
+        return so_err(SO_EINVAL, "loader: max_steps %d is negative", c->max_steps);
+    return 0;
+}
+
+static int check_tokens(const so_dataset *d, const so_loader_config *c)
+{
+    if (c->batch < 1 || d->w < 1 || d->w > (1 << 24) || (size_t)c->batch > SIZE_MAX / sizeof(float) / (size_t)d->w)
+        return so_err(SO_EINVAL, "loader: %d sequences of %d tokens is not a batch", c->batch, d->w);
+    if (c->shuffle < SO_SHUFFLE_OFF || c->shuffle > SO_SHUFFLE_LLMC)
+        return so_err(SO_EINVAL, "loader: unknown order %d for a token dataset", c->shuffle);
+    return check_ranks(c);
+}
+
 static int check_config(const so_dataset *d, const so_loader_config *c)
 {
+    if (d && c && d->tokens)
+        return check_tokens(d, c);
     if (!d || !c || d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || !d->labels || (!d->pixels && !d->values))
         return so_err(SO_EINVAL, "loader: dataset is empty or incomplete");
     if (d->pixels && !d->values && d->c > 3)
         return so_err(SO_EINVAL, "loader: %d channels, pixel datasets have at most 3", d->c);
     if (c->batch < 1)
         return so_err(SO_EINVAL, "loader: batch size %d is not positive", c->batch);
-    if (c->world < 1 || c->rank < 0 || c->rank >= c->world)
-        return so_err(SO_EINVAL, "loader: rank %d is not in 0..%d (world %d)", c->rank, c->world - 1, c->world);
-    if (c->prefetch < 0 || c->prefetch > MAX_PREFETCH)
-        return so_err(SO_EINVAL, "loader: prefetch %d is not in 0..%d", c->prefetch, MAX_PREFETCH);
+    int rc = check_ranks(c);
+    if (rc)
+        return rc;
     int side = d->h > d->w ? d->h : d->w;
     if (c->augment && c->pad > side)
         return so_err(SO_EINVAL, "loader: crop padding %d is larger than the %dx%d image", c->pad, d->h, d->w);
@@ -205,6 +239,12 @@ static int check_config(const so_dataset *d, const so_loader_config *c)
 static int plan_shard(so_loader *l)
 {
     const so_loader_config *c = &l->cfg;
+    if (l->tok) {
+        l->steps = (int)tok_plan_steps(l->tok);
+        if (c->max_steps > 0 && l->steps > c->max_steps)
+            l->steps = c->max_steps;
+        return 0;
+    }
     int n = l->d->n;
     if (n < c->world)
         return so_err(SO_EINVAL, "loader: dataset has %d samples, fewer than the %d ranks", n, c->world);
@@ -214,6 +254,8 @@ static int plan_shard(so_loader *l)
     if (l->steps < 1)
         return so_err(SO_EINVAL, "loader: batch %d is larger than the %d samples of rank %d's shard (drop_last gives no steps)",
                       c->batch, l->count, c->rank);
+    if (c->max_steps > 0 && l->steps > c->max_steps)
+        l->steps = c->max_steps;
     return 0;
 }
 
@@ -222,14 +264,16 @@ static int alloc_buffers(so_loader *l)
     size_t bx = (size_t)l->cfg.batch * l->sample;
     if (l->sample > SIZE_MAX / sizeof(float) / (size_t)l->cfg.batch / (size_t)l->nslots)
         return so_err(SO_EINVAL, "loader: batch of %d samples of %zu values is too large", l->cfg.batch, l->sample);
-    l->perm = malloc((size_t)l->d->n * sizeof *l->perm);
-    l->idx = malloc((size_t)l->count * sizeof *l->idx);
+    if (!l->tok) { /* token datasets index windows arithmetically: no tables */
+        l->perm = malloc((size_t)l->d->n * sizeof *l->perm);
+        l->idx = malloc((size_t)l->count * sizeof *l->idx);
+    }
     l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
-    if (!l->perm || !l->idx || !l->slots)
+    if ((!l->tok && (!l->perm || !l->idx)) || !l->slots)
         return so_err(SO_ENOMEM, "loader: cannot allocate index tables");
     for (int s = 0; s < l->nslots; s++) {
         l->slots[s].x = so_alloc(bx * sizeof(float));
-        l->slots[s].y = so_alloc((size_t)l->cfg.batch * sizeof(int32_t));
+        l->slots[s].y = so_alloc((size_t)l->cfg.batch * l->ylen * sizeof(int32_t));
         if (!l->slots[s].x || !l->slots[s].y)
             return so_err(SO_ENOMEM, "loader: cannot allocate %d batch buffers of %zu floats", l->nslots, bx);
     }
@@ -264,10 +308,12 @@ int so_loader_create(const so_dataset *d, const so_loader_config *c, so_loader *
     l->d = d;
     l->cfg = *c;
     l->sample = (size_t)d->c * d->h * d->w;
+    l->ylen = d->tokens ? (size_t)d->w : 1;
     l->nslots = c->prefetch + 1;
     l->epoch = -1;
     build_lut(l);
-    if ((rc = plan_shard(l)) || (rc = alloc_buffers(l)) || (c->prefetch > 0 && (rc = start_thread(l))))
+    if ((d->tokens && (rc = tok_plan_create(d, c, &l->tok))) || (rc = plan_shard(l)) || (rc = alloc_buffers(l)) ||
+        (c->prefetch > 0 && (rc = start_thread(l))))
         goto out;
     *out = l;
 out:
@@ -298,6 +344,7 @@ void so_loader_destroy(so_loader *l)
     free(l->slots);
     free(l->perm);
     free(l->idx);
+    tok_plan_destroy(l->tok);
     free(l);
 }
 
@@ -327,9 +374,13 @@ int so_loader_start_epoch(so_loader *l, int epoch)
         return so_err(SO_EINVAL, "so_loader_start_epoch: bad loader or epoch %d", epoch);
     if (l->has_thread)
         producer_quiesce(l);
-    make_permutation(l, epoch);
-    for (int k = 0; k < l->count; k++)
-        l->idx[k] = l->perm[l->cfg.rank + (size_t)k * l->cfg.world];
+    if (l->tok) {
+        tok_plan_epoch(l->tok, epoch);
+    } else {
+        make_permutation(l, epoch);
+        for (int k = 0; k < l->count; k++)
+            l->idx[k] = l->perm[l->cfg.rank + (size_t)k * l->cfg.world];
+    }
     l->epoch = epoch;
     if (!l->has_thread) {
         l->consumed = 0;
@@ -391,6 +442,8 @@ int so_loader_next(so_loader *l, const float **x, const int32_t **y, int *n)
         fill_batch(l, l->consumed++, s);
         l->wait += so_now() - t0;
     }
+    if (s->err)
+        return so_err(s->err, "%s", s->msg);
     *x = s->x;
     *y = s->y;
     *n = s->n;
@@ -398,6 +451,8 @@ int so_loader_next(so_loader *l, const float **x, const int32_t **y, int *n)
 }
 
 int so_loader_steps(const so_loader *l) { return l ? l->steps : 0; }
+
+int so_loader_sample_labels(const so_loader *l) { return l ? (int)l->ylen : 0; }
 
 const int32_t *so_loader_indices(const so_loader *l, int *count)
 {

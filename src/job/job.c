@@ -46,7 +46,7 @@ void so_job_defaults(so_job_config *c)
                          .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300, .microbatches = 1,
                          .schedule = "1f1b", .partition = "auto", .placement = "stage-major",
                          .ckpt = {.mode = "scaleout", .on_error = "continue", .keep = 2, .flush_every = 10},
-                         .prof = {.detail = "layer", .steps = "0:30"}};
+                         .prof = {.detail = "layer", .steps = "0:30"}, .seq_len = 64, .shuffle = "on"};
 }
 
 /* Everything that must be equal on all ranks, as key=value lines; the
@@ -72,6 +72,10 @@ static void config_text(const so_job_config *a, const so_graph *g, char *buf, si
              bucket, a->first_bucket_mb, a->allreduce, a->overlap, a->pipeline_stages, a->microbatches,
              a->schedule ? a->schedule : "", a->virtual_stages > 1 ? a->virtual_stages : 1, a->partition ? a->partition : "", a->placement ? a->placement : "",
              a->max_memory, (double)a->clip_norm);
+    size_t used = strlen(buf);
+    if (used < len)
+        snprintf(buf + used, len - used, "shuffle=%s\neval_batches=%d\n", a->shuffle ? a->shuffle : "on",
+                 a->eval_batches);
 }
 
 static int train_config(const so_job_config *a, so_loader *train, int world, so_train_config *c)

@@ -9,6 +9,7 @@
 
 #include "scaleout/backend.h"
 #include "scaleout/err.h"
+#include "scaleout/gpt2.h"
 #include "scaleout/predict.h"
 #include "scaleout/zoo.h"
 
@@ -24,8 +25,36 @@ void parts_free(job_parts *j)
     *j = (job_parts){0};
 }
 
+/* "on", "off" or "llmc" (token data only) -> SO_SHUFFLE_*. */
+static int shuffle_mode(const so_job_config *a, int *mode)
+{
+    const char *s = a->shuffle ? a->shuffle : "on";
+    int tokens = !strcmp(a->dataset, "tokens");
+    *mode = !strcmp(s, "off") ? SO_SHUFFLE_OFF : !strcmp(s, "llmc") ? SO_SHUFFLE_LLMC : SO_SHUFFLE_ON;
+    if (strcmp(s, "on") && strcmp(s, "off") && strcmp(s, "llmc"))
+        return so_err(SO_EINVAL, "--shuffle: unknown order '%s' (on, off, llmc)", s);
+    if (*mode == SO_SHUFFLE_LLMC && !tokens)
+        return so_err(SO_EINVAL, "--shuffle llmc: llm.c's shuffled order is for token data (--dataset tokens)");
+    return 0;
+}
+
+/* The model's vocabulary bounds every token of both splits (the graph's
+ * classes: a language model's unpadded vocabulary). */
+static int check_vocab(job_parts *j)
+{
+    int v = so_graph_classes(j->g);
+    int rc = so_tokens_check_vocab(j->train->tokens, v);
+    if (!rc && j->test)
+        rc = so_tokens_check_vocab(j->test->tokens, v);
+    return rc;
+}
+
 static int load_data(const so_job_config *a, job_parts *j)
 {
+    if (!strcmp(a->dataset, "tokens")) {
+        int rc = so_dataset_tokens(a->data_dir, 1, a->seq_len, &j->train);
+        return rc ? rc : so_dataset_tokens(a->data_dir, 0, a->seq_len, &j->test);
+    }
     if (strcmp(a->dataset, "synthetic") != 0) {
         int rc = so_dataset_load(a->dataset, a->data_dir, 1, &j->train);
         return rc ? rc : so_dataset_load(a->dataset, a->data_dir, 0, &j->test);
@@ -47,12 +76,20 @@ int parts_load(const so_job_config *a, job_parts *j)
         rc = so_err(SO_EINVAL, "--backend: unknown backend '%s' (use onednn or ref)", a->backend);
     if (!rc && a->batch < 1)
         rc = so_err(SO_EINVAL, "batch size %d must be >= 1", a->batch);
+    int shuffle;
+    if (!rc)
+        rc = shuffle_mode(a, &shuffle);
     if (!rc)
         rc = load_data(a, j);
     if (rc)
         return rc;
     const so_dataset *ds = j->train;
-    return so_zoo_build(a->model, ds->c, ds->h, ds->w, ds->classes, &j->g);
+    so_gpt2_config gc;
+    if (ds->tokens && so_gpt2_parse(a->model, &gc) == 1 && a->seq_len > gc.context)
+        return so_err(SO_EINVAL, "--seq-len %d is above the context of %s (%d tokens)", a->seq_len, a->model,
+                      gc.context);
+    rc = so_zoo_build(a->model, ds->c, ds->h, ds->w, ds->classes, &j->g);
+    return !rc && ds->tokens ? check_vocab(j) : rc;
 }
 
 /* The gradient buffer comes from the dist hooks when they offer registered
@@ -91,12 +128,15 @@ int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
             rc = so_optim_create(&oc, j->m->nparams, &j->opt);
         free(decay);
     }
-    int rank = d ? d->rank : 0, world = d ? d->world : 1;
-    so_loader_config lc = {.batch = a->batch, .shuffle = 1, .drop_last = 1, .augment = a->augment,
+    int rank = d ? d->rank : 0, world = d ? d->world : 1, shuffle = SO_SHUFFLE_ON;
+    if (!rc)
+        rc = shuffle_mode(a, &shuffle);
+    so_loader_config lc = {.batch = a->batch, .shuffle = shuffle, .drop_last = 1, .augment = a->augment,
                            .pad = 4, .prefetch = a->prefetch, .seed = (uint64_t)a->seed, .rank = rank, .world = world};
     if (!rc)
         rc = so_loader_create(ds, &lc, &j->ltrain);
     lc.shuffle = lc.drop_last = lc.augment = 0;
+    lc.max_steps = a->eval_batches;
     if (!rc && j->test)
         rc = so_loader_create(j->test, &lc, &j->ltest);
     return rc;
