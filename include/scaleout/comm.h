@@ -195,6 +195,11 @@ void so_comm_hier_path_counts(uint64_t *zero_copy, uint64_t *copied);
  * scaleout's TCP ring (SCALEOUT_COLL_TCP, docs/COLLECTIVES.md) and how many
  * over MPI point-to-point. */
 void so_comm_hier_across_counts(uint64_t *tcp, uint64_t *mpi);
+/* How many connections scaleout's TCP transports closed during their set-up,
+ * in this process, because they did not prove they belong to the job (the
+ * handshake of docs/COLLECTIVES.md, "Threat model"): strangers, silent or
+ * malformed callers, replayed handshakes. Each set-up also logs its count. */
+uint64_t so_comm_tcp_rejected(void);
 
 /* ---- more collectives: reduce-scatter, allgather, broadcast algorithms ---------
  * Vectors of `count` floats are cut into size() blocks as evenly as possible:

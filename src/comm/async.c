@@ -119,14 +119,15 @@ static void on_stall(so_waiter *w, double elapsed_s, int first)
     recv_reports(a, a->cur.seq);
 }
 
-/* Appends "1,3,4" (the ranks r with pick(a, r) true) to buf; returns how many. */
+/* Appends "1,3,4" (the world ranks of the group's ranks r with pick(a, r)
+ * true: what mpirun shows, also in a replica or stage group) to buf; returns how many. */
 static int list_ranks(const so_async *a, int (*pick)(const so_async *, int), char *buf, size_t len)
 {
     int k = 0;
     size_t used = strlen(buf);
     for (int r = 0; r < a->size && used + 16 < len; r++)
         if (pick(a, r)) {
-            used += (size_t)snprintf(buf + used, len - used, "%s%d", k++ ? "," : "", r);
+            used += (size_t)snprintf(buf + used, len - used, "%s%d", k++ ? "," : "", so_world_rank(a->mcomm, r));
         }
     return k;
 }
@@ -143,7 +144,7 @@ static int pick_silent(const so_async *a, int r) { return r != a->rank && !a->pe
 static void timeout_message(const so_async *a, const so_waiter *w, char *msg, size_t len)
 {
     snprintf(msg, len, "%s timed out after %.0f s (comm timeout) on rank %d; stuck in it: ranks ",
-             a->what, w->timeout_s, a->rank);
+             a->what, w->timeout_s, so_world_rank(a->mcomm, a->rank));
     list_ranks(a, pick_same, msg, len);
     size_t used = strlen(msg);
     snprintf(msg + used, len - used, "; no stall report from ranks ");
@@ -152,7 +153,7 @@ static void timeout_message(const so_async *a, const so_waiter *w, char *msg, si
     for (int r = 0; r < a->size; r++)
         if (r != a->rank && a->peer[r].have && a->peer[r].seq != (int64_t)a->cur.seq) {
             used = strlen(msg);
-            snprintf(msg + used, len - used, "; rank %d is stuck in #%lld (tag %lld)", r,
+            snprintf(msg + used, len - used, "; rank %d is stuck in #%lld (tag %lld)", so_world_rank(a->mcomm, r),
                      (long long)a->peer[r].seq, (long long)a->peer[r].tag);
         }
     used = strlen(msg);

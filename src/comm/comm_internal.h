@@ -61,6 +61,10 @@ int so_waiter_poll(so_waiter *w, int (*test)(void *ctx, int *done), void *ctx);
  * the stall warning and hook as in so_waiter_wait (*warned starts at 0). */
 int so_waiter_tick(so_waiter *w, double elapsed, int *warned);
 
+/* Rank r of comm as a rank of MPI_COMM_WORLD, the number mpirun and the user
+ * see, for messages (r itself if MPI cannot say). Local, no communication. */
+int so_world_rank(MPI_Comm comm, int r);
+
 /* Fills a waiter with c's timeouts and no hook. */
 void so_waiter_init(so_waiter *w, const so_comm *c, const char *what);
 
