@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz smoke test for the data, checkpoint and tuning-table parsers:
+# Fuzz smoke test for the data, checkpoint and tuning-table parsers and the
+# TCP transports' handshake and framing:
 # configures a clang build of the libFuzzer targets under the ctest binary
 # dir, seeds each with a valid tiny
 # input, runs it for FUZZ_SECONDS (20) and fails on any crash. Exits 77 (skip)
@@ -24,6 +25,7 @@ mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
 cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar fuzz_prof_json fuzz_manifest fuzz_safetensors fuzz_tuning \
+  fuzz_tcp_hello fuzz_tcp_frame \
   >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; exit 1; }
 
@@ -79,8 +81,21 @@ printf 'scaleout-tuning v1 p=2 ranks_per_node=0 gamma=1.3e-10\nfit ring alpha=6.
 printf 'scaleout-tuning v2 p=4 ranks_per_node=2 gamma=1e-10\n# c\nfit rd alpha=1e-06 beta=2e-10\nband rd max_bytes=65536 alpha=1e-06 beta=2e-10\nband rd max_bytes=* alpha=0 beta=3e-10\n* rd\n' \
   >"$work/corpus/tuning/v2"
 
+# TCP: a valid hello (member 1 to 2 of a ring of 4) with room for a proof and
+# a challenge; the old protocol's hello; a mesh stream of two messages (one
+# into its posted receive, one early) and a ring stream of two frames.
+mkdir -p "$work/corpus/tcp_hello" "$work/corpus/tcp_frame"
+{ printf 'soTH\x00\x01\x00\x01\x00\x00\x00\x04\x00\x00\x00\x01\x00\x00\x00\x02'; printf 'caller nonce 01\x00'
+  printf 'soTP'; head -c 32 /dev/zero; printf 'soTC'; head -c 48 /dev/zero; } >"$work/corpus/tcp_hello/valid"
+printf '\x11\x9a\x7c\x5c\x01\x00\x00\x00\x01\x02\x03\x04\x05\x06\x07\x08' >"$work/corpus/tcp_hello/old"
+{ printf '\x00\x00\x04\xff\xff\xff\xff\xff\xff'
+  printf 'soTM\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04abcd'
+  printf 'soTM\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x02xy'; } >"$work/corpus/tcp_frame/mesh"
+{ printf '\x01\x00\x04'; printf 'soTR\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04abcd'
+  printf 'soTR\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x04efgh'; } >"$work/corpus/tcp_frame/ring"
+
 status=0
-for target in idx cifar prof_json manifest safetensors tuning; do
+for target in idx cifar prof_json manifest safetensors tuning tcp_hello tcp_frame; do
   echo "== fuzz_$target for ${secs}s"
   mkdir -p "$work/artifacts/$target"
   if ! (cd "$work" && "$build/fuzz/fuzz_$target" -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 \
