@@ -169,24 +169,31 @@ static int pump_send(so_tcp_ring *t, tcp_step *s)
     return 0;
 }
 
-/* Receives the frame, checks it, then the block (never more than it). */
+/* Receives the frame, checks it, then the block (never more than it); after
+ * a good frame it reads on at once rather than wait for the next poll. */
 static int pump_recv(so_tcp_ring *t, tcp_step *s)
 {
-    int head = s->rhead_done < TCP_HEAD_BYTES;
-    char *p = head ? (char *)s->rhead + s->rhead_done : s->rbuf + s->rcvd;
-    size_t len = head ? TCP_HEAD_BYTES - s->rhead_done : s->rlen - s->rcvd;
-    ssize_t k = recv(t->from_prev, p, len < TCP_IO_MAX ? len : TCP_IO_MAX, MSG_DONTWAIT);
-    if (k == 0)
-        return broke(t, s, 1, 0);
-    if (k < 0)
-        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : broke(t, s, 1, errno);
-    if (!head) {
-        s->rcvd += (size_t)k;
-        reduce_ready(s, 0);
-    } else if ((s->rhead_done += (size_t)k) == TCP_HEAD_BYTES) {
-        return frame_in(t, s);
+    for (;;) {
+        int head = s->rhead_done < TCP_HEAD_BYTES;
+        char *p = head ? (char *)s->rhead + s->rhead_done : s->rbuf + s->rcvd;
+        size_t len = head ? TCP_HEAD_BYTES - s->rhead_done : s->rlen - s->rcvd;
+        if (!len)
+            return 0;
+        ssize_t k = recv(t->from_prev, p, len < TCP_IO_MAX ? len : TCP_IO_MAX, MSG_DONTWAIT);
+        if (k == 0)
+            return broke(t, s, 1, 0);
+        if (k < 0)
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : broke(t, s, 1, errno);
+        if (!head) {
+            s->rcvd += (size_t)k;
+            reduce_ready(s, 0);
+            return 0;
+        }
+        if ((s->rhead_done += (size_t)k) < TCP_HEAD_BYTES)
+            return 0;
+        if (frame_in(t, s))
+            return -1;
     }
-    return 0;
 }
 
 static int send_pending(const tcp_step *s) { return s->shead_done < TCP_HEAD_BYTES || s->sent < s->slen; }

@@ -281,23 +281,34 @@ static int header_in(so_tcp_mesh *t, int j, char *why, size_t wl)
     return 0;
 }
 
-/* Reads what peer j's connection has; -1 (why) on a broken connection or a violation. */
+/* Reads what peer j's connection has; -1 (why) on a broken connection or a
+ * violation. After a header it reads on into the payload at once. */
 static int pull_recv(so_tcp_mesh *t, int j, char *why, size_t wl)
 {
     rx_state *r = &t->rx[j];
-    int head = !r->cur;
-    char *p = head ? (char *)r->hb + r->head_got : r->cur->buf + r->cur->moved;
-    size_t len = head ? TCP_HEAD_BYTES - r->head_got : r->cur->bytes - r->cur->moved;
-    ssize_t k = recv(t->links.in[j], p, len < TCP_IO_MAX ? len : TCP_IO_MAX, MSG_DONTWAIT);
-    if (k == 0)
-        return peer_broke(t, j, 1, 0, why, wl);
-    if (k < 0)
-        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : peer_broke(t, j, 1, errno, why, wl);
-    if (head)
-        return (r->head_got += (size_t)k) == TCP_HEAD_BYTES ? header_in(t, j, why, wl) : 0;
-    if ((r->cur->moved += (size_t)k) == r->cur->bytes)
-        deliver(t, j);
-    return 0;
+    for (;;) {
+        int head = !r->cur;
+        if (head && r->waiting)
+            return 0;
+        char *p = head ? (char *)r->hb + r->head_got : r->cur->buf + r->cur->moved;
+        size_t len = head ? TCP_HEAD_BYTES - r->head_got : r->cur->bytes - r->cur->moved;
+        ssize_t k = recv(t->links.in[j], p, len < TCP_IO_MAX ? len : TCP_IO_MAX, MSG_DONTWAIT);
+        if (k == 0)
+            return peer_broke(t, j, 1, 0, why, wl);
+        if (k < 0)
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : peer_broke(t, j, 1, errno, why, wl);
+        if (!head) {
+            if ((r->cur->moved += (size_t)k) == r->cur->bytes)
+                deliver(t, j);
+            return 0;
+        }
+        if ((r->head_got += (size_t)k) < TCP_HEAD_BYTES)
+            return 0;
+        if (header_in(t, j, why, wl))
+            return -1;
+        if (!r->cur) /* delivered (empty), or waiting for its receive */
+            return 0;
+    }
 }
 
 /* Messages left waiting in their socket: admitted again (a receive may be posted now). */
