@@ -2,12 +2,14 @@
  * the accounting the plan and later the pipeline strategy need -- what each
  * stage owns, and every tensor that must travel forward across a cut
  * (residual connections make that more than one tensor per cut). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 #include "scaleout/pipeline.h"
 
 static size_t node_bytes(const so_node *n)
@@ -213,9 +215,13 @@ int so_pipe_partition_load(const char *dir, int *first, int max, int *n)
     char path[4200];
     snprintf(path, sizeof path, "%s/partition", dir);
     *n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT)
+        return 0; /* no file: one stage per rank */
+    FILE *f;
+    int rc = so_file_fopen_read(path, &f, NULL);
+    if (rc)
+        return rc;
     while (*n < max && fscanf(f, *n ? ",%d" : "%d", &first[*n]) == 1)
         (*n)++;
     int extra = fgetc(f);
