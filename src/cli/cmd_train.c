@@ -2,11 +2,10 @@
  * library sets up and trains on one process or as one rank of an MPI job;
  * this file prints progress and results (rank 0), writes the --json summary
  * and picks the exit status. Bad input exits 2 before training starts. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <signal.h>
 
 #include "cli.h"
 #include "env.h"
@@ -442,16 +441,17 @@ static void report_ckpt(so_job *j)
         printf("checkpoint interval (Daly, --mtbf): %ld steps\n", s.daly_interval);
 }
 
-/* After a stop on SIGTERM, once the checkpoint taken at that step is durable:
- * the status tells a scheduler to run the job again. */
+/* After a stop on SIGTERM (or SIGINT), once the checkpoint taken at that
+ * step is durable: the status tells a scheduler to run the job again. */
 static int stopped(so_job *j, long step)
 {
+    const char *sig = so_job_stop_signal() == SIGINT ? "SIGINT" : "SIGTERM";
     if (so_job_rank(j) == 0)
-        fprintf(stderr, so_job_writes_checkpoints(j) ? "scaleout train: SIGTERM: stopped after step %ld and "
+        fprintf(stderr, so_job_writes_checkpoints(j) ? "scaleout train: %s: stopped after step %ld and "
                                                        "checkpointed it; run again with --resume auto to continue "
                                                        "(exit %d)\n"
-                                                     : "scaleout train: SIGTERM: stopped after step %ld; nothing "
-                                                       "saved (no --ckpt-every) (exit %d)\n", step, CLI_REQUEUE);
+                                                     : "scaleout train: %s: stopped after step %ld; nothing "
+                                                       "saved (no --ckpt-every) (exit %d)\n", sig, step, CLI_REQUEUE);
     return CLI_REQUEUE;
 }
 
@@ -498,11 +498,7 @@ int cmd_train(int argc, char **argv)
     int rc = parse(&a, argc, argv);
     if (rc)
         return rc == CLI_HELP ? CLI_OK : rc;
-    /* Before so_job_create starts any thread: they all inherit the block. */
-    const int stop_signals[] = {SIGTERM};
-    if ((rc = so_job_watch_signals(stop_signals, 1)))
-        return cli_error("train", CLI_FAIL, "%s", so_errmsg());
-    so_job *j = NULL;
+    so_job *j = NULL; /* SIGTERM and SIGINT are watched (main.c): the first stops training after a step */
     rc = so_job_create(&a.cfg, &j);
     if (rc)
         rc = cli_job_setup_error("train", j, rc);
@@ -511,6 +507,5 @@ int cmd_train(int argc, char **argv)
         rc = run(&a, j);
     }
     so_job_free(j);
-    so_job_unwatch_signals();
     return rc;
 }

@@ -8,8 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ckpt_glue.h"
+#include "core/test_hooks.h"
 #include "dist.h"
 #include "parts.h"
 #include "pipe_glue.h"
@@ -269,6 +271,16 @@ static int check_memory(const so_job *j)
                   u.params / 1e6, u.grads / 1e6, u.optimizer / 1e6, u.activations / 1e6, u.slots, u.messages / 1e6);
 }
 
+/* Test hook: SCALEOUT_JOB_TEST_SETUP_SLEEP_MS=N sleeps N ms just before the
+ * checkpoint restore, so tests can signal a rank during set-up. */
+static void setup_test_sleep(void)
+{
+    const char *v = so_test_hook("SCALEOUT_JOB_TEST_SETUP_SLEEP_MS");
+    long ms = v ? atol(v) : 0;
+    if (ms > 0)
+        nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000L}, NULL);
+}
+
 int so_job_create(const so_job_config *c, so_job **out)
 {
     *out = NULL;
@@ -284,7 +296,11 @@ int so_job_create(const so_job_config *c, so_job **out)
     config_text(c, j->pipe ? pipe_glue_whole(j->pipe) : j->parts.m->g, j->config, sizeof j->config);
     if ((rc = dist_check_config(j->dh, j->config)) || (rc = dist_agree(j->dh, check_memory(j))))
         return rc;
-    return observers(j);
+    setup_test_sleep();
+    if ((rc = observers(j)))
+        return rc;
+    signals_job_phase(1);
+    return 0;
 }
 
 int so_job_train(so_job *j, so_progress_fn progress, void *progress_arg, so_train_result *out)
@@ -307,6 +323,7 @@ void so_job_free(so_job *j)
 {
     if (!j)
         return;
+    signals_job_phase(0);
     ckpt_glue_set_io(j->ckpt, NULL, NULL); /* the background threads stop calling into the profiler */
     prof_glue_free(j->prof, j->parts.m);
     ckpt_glue_close(j->ckpt);

@@ -79,6 +79,7 @@ fault_wait() {
       { wait "$case_pid"; } 2>/dev/null
       st=124
       took=$(since "$t0")
+      t_end=$(now)
       echo "   (killed at the ${deadline} s deadline; last output: $(tail -c 300 "$err" | tr '\n' ' '))"
       return
     fi
@@ -87,6 +88,27 @@ fault_wait() {
   wait "$case_pid"
   st=$?
   took=$(since "$t0")
+  t_end=$(now)
+}
+
+# The ranks (or the one process) of the running case: processes named
+# scaleout in its session (mpirun's name is its own).
+case_ranks() { pgrep -s "$sid" -x scaleout | tr '\n' ' '; }
+
+# signal_case SIG PIDS...: sends SIG and notes when (t_sig), for expect_after_signal.
+signal_case() {
+  local sig=$1
+  shift
+  t_sig=$(now)
+  kill -"$sig" "$@" 2>/dev/null
+}
+
+# The case ended less than SECONDS after the last signal_case.
+expect_after_signal() {
+  local name=$1 secs=$2 d
+  d=$(awk -v a="$t_end" -v b="$t_sig" 'BEGIN { printf "%.2f", a - b }')
+  awk -v a="$d" -v b="$secs" 'BEGIN { exit !(a < b) }' && ok "$name: ended $d s after the signal (< $secs s)" ||
+    bad "$name: ended $d s after the signal, want < $secs s"
 }
 
 fault_run() {
