@@ -66,6 +66,8 @@ typedef struct {
     int eval_every;              /* epochs between evaluations; 0 at the end only; < 0 never */
     int accumulate;              /* micro-batches per optimizer step */
     int warmup_steps;            /* first steps left out of images/sec */
+    int allow_nonfinite;         /* 1: train on through a NaN or infinite loss, and from --init-from weights
+                                    that hold one (0: the step stops training, the weights the set-up) */
     /* how ranks cooperate: "data" (data parallelism, the only strategy of
      * this version; its options follow) */
     const char *strategy;

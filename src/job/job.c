@@ -86,6 +86,7 @@ static int train_config(const so_job_config *a, so_loader *train, int world, so_
     c->throughput_skip = a->warmup_steps;
     c->overlap = a->overlap;
     c->sync_bn = a->sync_bn;
+    c->allow_nonfinite = a->allow_nonfinite;
     c->auto_buckets = a->bucket_mb < 0;
     c->bucket_bytes = (size_t)((c->auto_buckets ? 25 : a->bucket_mb) * 1048576.0);
     c->first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0);
@@ -281,6 +282,19 @@ static void setup_test_sleep(void)
         nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000L}, NULL);
 }
 
+/* --init-from weights holding a NaN or an infinity would train to "final
+ * loss nan": refused at set-up, naming the file and the tensor (one pass
+ * over this rank's model, its stage's part with pipeline stages). */
+static int check_init(const so_job *j)
+{
+    const so_job_config *c = &j->cfg;
+    char what[256];
+    if (!c->ckpt.init_from || c->allow_nonfinite || !so_train_first_nonfinite(j->parts.m, what, sizeof what))
+        return 0;
+    return so_err(SO_EFORMAT, "--init-from %s: %s hold non-finite values; --allow-nonfinite trains from them anyway",
+                  c->ckpt.init_from, what);
+}
+
 int so_job_create(const so_job_config *c, so_job **out)
 {
     *out = NULL;
@@ -297,7 +311,7 @@ int so_job_create(const so_job_config *c, so_job **out)
     if ((rc = dist_check_config(j->dh, j->config)) || (rc = dist_agree(j->dh, check_memory(j))))
         return rc;
     setup_test_sleep();
-    if ((rc = observers(j)))
+    if ((rc = observers(j)) || (rc = dist_agree(j->dh, check_init(j))))
         return rc;
     signals_job_phase(1);
     return 0;
