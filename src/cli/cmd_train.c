@@ -40,6 +40,68 @@ static const char *const placements[] = {"stage-major", "replica-major", NULL};
 
 #define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
 
+/* ---- flags that do nothing in the run given are refused ------------------------- */
+
+static int has_stages(const void *p) { return ((const train_args *)p)->cfg.pipeline_stages > 1; }
+static int interleaved(const void *p)
+{
+    const so_job_config *c = &((const train_args *)p)->cfg;
+    return c->pipeline_stages > 1 && c->schedule && !strcmp(c->schedule, "interleaved");
+}
+static int writes_ckpt(const void *p) { return ((const train_args *)p)->cfg.ckpt.every != NULL; }
+static int flushes(const void *p)
+{
+    const so_job_ckpt_config *k = &((const train_args *)p)->cfg.ckpt;
+    return k->every && k->local && k->dir;
+}
+static int daly(const void *p) { return writes_ckpt(p) && !strcmp(((const train_args *)p)->cfg.ckpt.every, "auto"); }
+static int ckpt_used(const void *p) { return writes_ckpt(p) || ((const train_args *)p)->cfg.ckpt.resume; }
+static int step_lr(const void *p) { return !strcmp(((const train_args *)p)->cfg.lr_schedule, "step"); }
+static int momentum_opt(const void *p)
+{
+    const char *o = ((const train_args *)p)->cfg.optimizer;
+    return !strcmp(o, "momentum") || !strcmp(o, "nesterov");
+}
+static int profiles(const void *p)
+{
+    const char *timeline = getenv("SCALEOUT_TIMELINE"); /* the timeline alone (docs/PROFILING.md) */
+    return ((const train_args *)p)->cfg.prof.dir || (timeline && *timeline);
+}
+static int synthetic(const void *p) { return !strcmp(((const train_args *)p)->cfg.dataset, "synthetic"); }
+static int real_data(const void *p) { return !synthetic(p); }
+
+static const cli_need train_needs[] = {
+    {"microbatches", has_stages, "--pipeline-stages P (P > 1)"},
+    {"schedule", has_stages, "--pipeline-stages P (P > 1)"},
+    {"virtual-stages", interleaved, "--pipeline-stages P (P > 1) and --schedule interleaved"},
+    {"partition", has_stages, "--pipeline-stages P (P > 1)"},
+    {"placement", has_stages, "--pipeline-stages P (P > 1)"},
+    {"ckpt-keep", writes_ckpt, "--ckpt-every"},
+    {"ckpt-mode", writes_ckpt, "--ckpt-every"},
+    {"ckpt-on-error", writes_ckpt, "--ckpt-every"},
+    {"ckpt-flush-every", flushes, "--ckpt-every with both --ckpt-local and --ckpt-dir"},
+    {"mtbf", daly, "--ckpt-every auto"},
+    {"ckpt-dir", ckpt_used, "--ckpt-every or --resume"},
+    {"ckpt-local", ckpt_used, "--ckpt-every or --resume"},
+    {"lr-step-epochs", step_lr, "--lr-schedule step"},
+    {"lr-gamma", step_lr, "--lr-schedule step"},
+    {"momentum", momentum_opt, "--optimizer momentum or nesterov"},
+    {"profile-detail", profiles, "--profile DIR (or SCALEOUT_TIMELINE)"},
+    {"timeline-steps", profiles, "--profile DIR (or SCALEOUT_TIMELINE)"},
+    {"synthetic-samples", synthetic, "--dataset synthetic"},
+    {"data-dir", real_data, "a --dataset read from files (not synthetic)"},
+    {NULL, NULL, NULL}};
+
+/* Combinations of values that leave a flag without effect. */
+static int check_values(const train_args *a)
+{
+    const so_job_config *c = &a->cfg;
+    if (c->pipeline_stages > 1 && c->schedule && !strcmp(c->schedule, "interleaved") && c->virtual_stages <= 1)
+        return cli_error("train", CLI_USAGE, "--schedule interleaved does nothing without --virtual-stages V (V > 1 "
+                         "model chunks per rank); without them it is 1f1b");
+    return CLI_OK;
+}
+
 static int parse(train_args *a, int argc, char **argv)
 {
     *a = (train_args){.progress = "auto", .scale_lr = "none", .bucket_mb_arg = "25", .stall_warning = 60,
@@ -106,13 +168,16 @@ static int parse(train_args *a, int argc, char **argv)
         {"max-memory", OPT_STR, &a->max_memory, "BYTES", "what each rank may hold by the trainer's accounting (K/M/G suffixes): a rank above it stops the job at set-up; with pipeline stages, --partition auto cuts within it", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &c->ranks_per_node, "K", "emulate nodes of K ranks (checkpoint partners, hier)", 0, 1 << 20, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
-    int rc = cli_parse("train", SUMMARY, opts, argc, argv);
+    unsigned char seen[sizeof opts / sizeof *opts] = {0};
+    int rc = cli_parse_seen("train", SUMMARY, opts, argc, argv, seen);
     if (!rc)
         rc = cli_parse_bucket_mb("train", a->bucket_mb_arg, &c->bucket_mb);
     size_t cap = 0;
-    if (!rc && a->max_memory && (cli_parse_bytes(a->max_memory, &cap) || !cap))
-        rc = cli_error("train", CLI_USAGE, "--max-memory: '%s' is not a size like 512M or 2G", a->max_memory);
+    if (!rc && a->max_memory)
+        rc = cli_parse_max_memory("train", a->max_memory, &cap);
     c->max_memory = (double)cap;
+    if (!rc && !(rc = cli_check_needs("train", opts, seen, train_needs, a)))
+        rc = check_values(a);
     c->scale_lr = !strcmp(a->scale_lr, "linear");
     c->pin_threads = !a->no_pin;
     c->overlap = !a->no_overlap;

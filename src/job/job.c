@@ -18,6 +18,7 @@
 #include "prof_glue.h"
 #include "stop.h"
 #include "scaleout/err.h"
+#include "scaleout/mem.h"
 #include "scaleout/threads.h"
 #include "scaleout/zoo.h"
 
@@ -262,14 +263,16 @@ static int check_memory(const so_job *j)
     so_job_memory_use(j, &u);
     if (u.total <= j->cfg.max_memory)
         return 0;
-    char where[64] = "";
+    char where[64] = "", cap[32], b[6][32];
     int stage, stages, replica, replicas;
     if (!so_job_pipeline(j, &stage, &stages, &replica, &replicas))
         snprintf(where, sizeof where, " (stage %d of %d)", stage, stages);
-    return so_err(SO_EINVAL, "--max-memory %.1f MB: rank %d%s needs %.1f MB: weights %.1f, gradients %.1f, optimizer "
-                  "%.1f, activations %.1f (%d micro-batch(es) in flight), messages %.1f; more --pipeline-stages or a "
-                  "smaller batch would fit", j->cfg.max_memory / 1e6, so_job_rank(j), where, u.total / 1e6,
-                  u.params / 1e6, u.grads / 1e6, u.optimizer / 1e6, u.activations / 1e6, u.slots, u.messages / 1e6);
+    return so_err(SO_EINVAL, "--max-memory %s: rank %d%s needs %s: weights %s, gradients %s, optimizer %s, "
+                  "activations %s (%d micro-batch(es) in flight), messages %s; more --pipeline-stages or a smaller "
+                  "batch would fit", so_mem_label(j->cfg.max_memory, cap, sizeof cap), so_job_rank(j), where,
+                  so_mem_label(u.total, b[0], 32), so_mem_label(u.params, b[1], 32), so_mem_label(u.grads, b[2], 32),
+                  so_mem_label(u.optimizer, b[3], 32), so_mem_label(u.activations, b[4], 32), u.slots,
+                  so_mem_label(u.messages, b[5], 32));
 }
 
 /* Test hook: SCALEOUT_JOB_TEST_SETUP_SLEEP_MS=N sleeps N ms just before the

@@ -1,9 +1,11 @@
 # Shared helpers of the fault suite (tests/faults/*.sh, docs/RELIABILITY.md):
 # each case runs under a deadline in a session of its own, and is checked for
 # its exit status, its one-line message, the time it took to end, and for
-# what it left behind (processes of its session, MPI's shared-memory files,
-# the network namespaces of its emulated cluster). A case that hangs is killed at its deadline and fails;
-# it never hangs the suite.
+# what it left behind (its processes, MPI's shared-memory files, the network
+# namespaces of its emulated cluster). A case that hangs is killed at its
+# deadline and fails; it never hangs the suite. A case's processes are those
+# whose environment carries its marker SO_FAULTS_CASE: it reaches every rank,
+# also those an MPI daemon started on an emulated node in a session of its own.
 #
 # A family script does:  . "$(dirname "$0")/lib.sh" "$@"   (argument: the scaleout binary)
 #   fault_run NAME DEADLINE_S CMD...   run CMD; sets st (exit status, 124 when killed at
@@ -33,7 +35,7 @@ pass=0 fail=0
 sid=
 
 fault_cleanup() {
-  [ -n "$sid" ] && pkill -KILL -s "$sid" 2>/dev/null
+  [ -n "$sid" ] && kill_case
   rm -rf "$shm"
   [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
 }
@@ -52,20 +54,40 @@ ended() {
   [ -z "$s" ] || [ "$s" = Z ]
 }
 
+# The case's processes (pids), by its marker; zombies have no environment.
+case_procs() {
+  grep -lzx "SO_FAULTS_CASE=$marker" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | tr '\n' ' '
+}
+
+# The ranks (or the one process) of the running case: its processes named scaleout.
+case_ranks() {
+  local p
+  for p in $(case_procs); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = scaleout ] && echo "$p"
+  done | sort -n | tr '\n' ' '
+}
+
+kill_case() {
+  pkill -KILL -s "$sid" 2>/dev/null
+  local p
+  for p in $(case_procs); do kill -KILL "$p" 2>/dev/null; done
+}
+
 # fault_run NAME DEADLINE CMD...: CMD in its own session (setsid: a new
-# session whose id is CMD's pid), stdout in $tmp/NAME.out, stderr in
-# $tmp/NAME.err. After DEADLINE seconds every process of the session is
-# killed and st is 124. The case's pid is in $case_pid while it runs
-# (fault_start / fault_wait split the two halves for cases that act on
-# the running job).
+# session whose id is CMD's pid), marked (SO_FAULTS_CASE), stdout in
+# $tmp/NAME.out, stderr in $tmp/NAME.err. After DEADLINE seconds every
+# process of the case is killed and st is 124. The case's pid is in
+# $case_pid while it runs (fault_start / fault_wait split the two halves for
+# cases that act on the running job).
 fault_start() {
   local name=$1
   shift
   out=$tmp/$name.out err=$tmp/$name.err
   mkdir -p "$shm/$name"
+  marker=$family.$$.$name
   t0=$(now)
-  OMPI_MCA_btl_vader_backing_directory=$shm/$name OMPI_MCA_osc_sm_backing_directory=$shm/$name \
-    setsid -w "$@" >"$out" 2>"$err" &
+  SO_FAULTS_CASE=$marker OMPI_MCA_btl_vader_backing_directory=$shm/$name \
+    OMPI_MCA_osc_sm_backing_directory=$shm/$name setsid -w "$@" >"$out" 2>"$err" &
   case_pid=$!
   sid=$case_pid
 }
@@ -75,7 +97,7 @@ fault_wait() {
   end=$(awk -v a="$t0" -v b="$deadline" 'BEGIN { printf "%.3f", a + b }')
   while ! ended "$case_pid"; do
     if awk -v a="$(now)" -v b="$end" 'BEGIN { exit !(a > b) }'; then
-      pkill -KILL -s "$sid" 2>/dev/null
+      kill_case
       { wait "$case_pid"; } 2>/dev/null
       st=124
       took=$(since "$t0")
@@ -90,10 +112,6 @@ fault_wait() {
   took=$(since "$t0")
   t_end=$(now)
 }
-
-# The ranks (or the one process) of the running case: processes named
-# scaleout in its session (mpirun's name is its own).
-case_ranks() { pgrep -s "$sid" -x scaleout | tr '\n' ' '; }
 
 # signal_case SIG PIDS...: sends SIG and notes when (t_sig), for expect_after_signal.
 signal_case() {
@@ -152,24 +170,25 @@ expect_within() {
     bad "$name: took $took s, want < $secs s"
 }
 
-# No process of the case's session, no file in its shared-memory directory,
-# no namespace of the suite's emulated cluster. Leftover processes are
-# killed (and reported).
+# No process of the case, no file in its shared-memory directory, no
+# namespace of the suite's emulated cluster (unless a family keeps one up
+# across its cases: cluster_up=1). Leftover processes are killed (and reported).
+cluster_up=0
 expect_clean() {
-  local name=$1 left files ns
+  local name=$1 left files ns=
   for _ in $(seq 50); do
-    left=$(pgrep -s "$sid" 2>/dev/null | tr '\n' ' ')
+    left=$(case_procs)
     [ -z "$left" ] && break
     sleep 0.1
   done
   files=$(ls -A "$shm/$name" 2>/dev/null | tr '\n' ' ')
-  ns=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$SCALEOUT_CLUSTER-" | tr '\n' ' ')
+  [ "$cluster_up" = 1 ] || ns=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$SCALEOUT_CLUSTER-" | tr '\n' ' ')
   if [ -z "$left" ] && [ -z "$files" ] && [ -z "$ns" ]; then
     ok "$name: nothing left behind"
   else
     bad "$name: left behind: processes [$left] /dev/shm [$files] netns [$ns]"
-    [ -n "$left" ] && ps -o pid,stat,args -s "$sid" | head -5
-    pkill -KILL -s "$sid" 2>/dev/null
+    [ -n "$left" ] && ps -o pid,stat,args -p "${left// /,}" | head -5
+    kill_case
   fi
   rm -rf "${shm:?}/$name"
   sid=

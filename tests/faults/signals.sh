@@ -15,10 +15,10 @@
 small=(--model lenet5 --dataset synthetic --batch-size 8 --synthetic-samples 64 --progress none --eval-every -1)
 setup_sleep=(env SCALEOUT_JOB_TEST_SETUP_SLEEP_MS=30000)
 
-# wait_ranks N: until N processes named scaleout run in the case's session (at most 10 s).
+# wait_ranks N: until N processes named scaleout run in the case (at most 10 s).
 wait_ranks() {
   for _ in $(seq 100); do
-    [ "$(pgrep -s "$sid" -x scaleout | wc -l)" -ge "$1" ] && return 0
+    [ "$(case_ranks | wc -w)" -ge "$1" ] && return 0
     sleep 0.1
   done
   return 1
