@@ -225,7 +225,9 @@ typedef struct {
     /* Called on the signal thread just before a signal ends the process, to
      * print one line: `when` is "" (stop_jobs 0), " during set-up" (no job
      * yet: the restore included), " a second time" or " at the end of the
-     * run". NULL: nothing is printed. */
+     * run". Not called when a launcher (mpirun, srun), our parent, sent the
+     * signal: it ends the other ranks so once one has failed, and reports
+     * itself. NULL: nothing is printed. */
     void (*on_end)(void *arg, int sig, const char *when);
     void *arg;
 } so_job_signal_opts;

@@ -104,17 +104,15 @@ static int some_layout(const pred_args *a)
 
 /* Flags that do nothing without another (cli_check_needs). */
 static int pipe_on(const void *p) { return ((const pred_args *)p)->stages > 1; }
-static int interleaved(const void *p)
-{
-    return pipe_on(p) && !strcmp(((const pred_args *)p)->schedule, "interleaved");
-}
+/* One chunk per rank is what no pipeline does anyway (the schedule is checked below). */
+static int chunked(const void *p) { return pipe_on(p) || ((const pred_args *)p)->virtual_stages <= 1; }
 static int rate_given(const void *p) { return ((const pred_args *)p)->rank_rate > 0; }
 static const cli_need predict_needs[] = {
     {"microbatches", pipe_on, "--pipeline-stages P (P > 1)"},
     {"partition", pipe_on, "--pipeline-stages P (P > 1)"},
     {"schedule", pipe_on, "--pipeline-stages P (P > 1)"},
     {"placement", pipe_on, "--pipeline-stages P (P > 1)"},
-    {"virtual-stages", interleaved, "--pipeline-stages P (P > 1) and --schedule interleaved"},
+    {"virtual-stages", chunked, "--pipeline-stages P (P > 1)"},
     {"measure-batch", rate_given, "--rank-images-per-sec"},
     {NULL, NULL, NULL}};
 

@@ -43,16 +43,14 @@ static const char *const placements[] = {"stage-major", "replica-major", NULL};
 /* ---- flags that do nothing in the run given are refused ------------------------- */
 
 static int has_stages(const void *p) { return ((const train_args *)p)->cfg.pipeline_stages > 1; }
-static int interleaved(const void *p)
-{
-    const so_job_config *c = &((const train_args *)p)->cfg;
-    return c->pipeline_stages > 1 && c->schedule && !strcmp(c->schedule, "interleaved");
-}
+/* One micro-batch is what a run without stages does anyway. */
+static int microbatched(const void *p) { return has_stages(p) || ((const train_args *)p)->cfg.microbatches <= 1; }
 static int writes_ckpt(const void *p) { return ((const train_args *)p)->cfg.ckpt.every != NULL; }
+/* Only --ckpt-dir: every checkpoint goes there; only --ckpt-local: none ever would. */
 static int flushes(const void *p)
 {
     const so_job_ckpt_config *k = &((const train_args *)p)->cfg.ckpt;
-    return k->every && k->local && k->dir;
+    return k->every && k->dir;
 }
 static int daly(const void *p) { return writes_ckpt(p) && !strcmp(((const train_args *)p)->cfg.ckpt.every, "auto"); }
 static int ckpt_used(const void *p) { return writes_ckpt(p) || ((const train_args *)p)->cfg.ckpt.resume; }
@@ -71,15 +69,14 @@ static int synthetic(const void *p) { return !strcmp(((const train_args *)p)->cf
 static int real_data(const void *p) { return !synthetic(p); }
 
 static const cli_need train_needs[] = {
-    {"microbatches", has_stages, "--pipeline-stages P (P > 1)"},
+    {"microbatches", microbatched, "--pipeline-stages P (P > 1)"},
     {"schedule", has_stages, "--pipeline-stages P (P > 1)"},
-    {"virtual-stages", interleaved, "--pipeline-stages P (P > 1) and --schedule interleaved"},
     {"partition", has_stages, "--pipeline-stages P (P > 1)"},
     {"placement", has_stages, "--pipeline-stages P (P > 1)"},
     {"ckpt-keep", writes_ckpt, "--ckpt-every"},
     {"ckpt-mode", writes_ckpt, "--ckpt-every"},
     {"ckpt-on-error", writes_ckpt, "--ckpt-every"},
-    {"ckpt-flush-every", flushes, "--ckpt-every with both --ckpt-local and --ckpt-dir"},
+    {"ckpt-flush-every", flushes, "--ckpt-every and --ckpt-dir"},
     {"mtbf", daly, "--ckpt-every auto"},
     {"ckpt-dir", ckpt_used, "--ckpt-every or --resume"},
     {"ckpt-local", ckpt_used, "--ckpt-every or --resume"},

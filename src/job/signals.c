@@ -12,8 +12,10 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include "scaleout/err.h"
 #include "scaleout/job.h"
@@ -44,11 +46,24 @@ static const char *when(int ph)
     return ph == PHASE_SETUP ? " during set-up" : " at the end of the run";
 }
 
-/* The signal's default action, from this thread: the process ends as if
- * nothing had watched it (a core dump only for signals that dump). */
-static void end_now(int sig)
+/* Started by a launcher (mpirun, srun): its daemon is our parent. */
+static int launched(void)
 {
-    if (opts.on_end)
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK", "SLURM_STEP_ID"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i]))
+            return 1;
+    return 0;
+}
+
+/* The signal's default action, from this thread: the process ends as if
+ * nothing had watched it (a core dump only for signals that dump). No line
+ * when the launcher sent it: mpirun ends the other ranks with SIGTERM once
+ * one has failed, and says so itself; a line from each would bury the
+ * failing rank's own. */
+static void end_now(int sig, pid_t from)
+{
+    if (opts.on_end && !(from == getppid() && launched()))
         opts.on_end(opts.arg, sig, when(atomic_load(&phase)));
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
@@ -66,13 +81,14 @@ static void *watch(void *arg)
     (void)arg;
     prctl(PR_SET_NAME, "so-signals", 0, 0, 0);
     for (;;) {
-        int sig;
-        if (sigwait(&watched, &sig) != 0)
+        siginfo_t info;
+        int sig = sigwaitinfo(&watched, &info);
+        if (sig < 0)
             continue;
         if (atomic_load(&quitting))
             return NULL;
         if (!opts.stop_jobs || stop_asked || atomic_load(&phase) != PHASE_JOB) {
-            end_now(sig); /* returns only for a signal whose default is to be ignored */
+            end_now(sig, info.si_code == SI_USER ? info.si_pid : 0); /* returns only if its default is to ignore */
             continue;
         }
         atomic_store(&stop_sig, sig);

@@ -17,17 +17,18 @@ refused() {
 
 refused microbatches "^scaleout train: --microbatches does nothing without --pipeline-stages P \(P > 1\)$" \
   "${t[@]}" --microbatches 4
+# The neutral value is no surprise: --microbatches 1, --virtual-stages 1 pass.
+fault_run neutral 20 "$bin" "${t[@]}" --microbatches 1 --virtual-stages 1
+expect_status neutral 0
 refused schedule "^scaleout train: --schedule does nothing without --pipeline-stages" "${t[@]}" --schedule gpipe
 refused interleaved "^scaleout train: --schedule interleaved does nothing without --virtual-stages V" \
   "${t[@]}" --pipeline-stages 2 --schedule interleaved
-refused virtual-stages "^scaleout train: --virtual-stages does nothing without --pipeline-stages P \(P > 1\) and --schedule interleaved$" \
-  "${t[@]}" --pipeline-stages 2 --virtual-stages 2
 refused placement "^scaleout train: --placement does nothing without --pipeline-stages" "${t[@]}" --placement replica-major
 refused ckpt-keep "^scaleout train: --ckpt-keep does nothing without --ckpt-every$" "${t[@]}" --ckpt-keep 3
 refused ckpt-dir "^scaleout train: --ckpt-dir does nothing without --ckpt-every or --resume$" \
   "${t[@]}" --ckpt-dir "$tmp/ck"
-refused flush-every "^scaleout train: --ckpt-flush-every does nothing without --ckpt-every with both --ckpt-local and --ckpt-dir$" \
-  "${t[@]}" --ckpt-every 5 --ckpt-dir "$tmp/ck" --ckpt-flush-every 2
+refused flush-every "^scaleout train: --ckpt-flush-every does nothing without --ckpt-every and --ckpt-dir$" \
+  "${t[@]}" --ckpt-every 5 --ckpt-local "$tmp/ck" --ckpt-flush-every 2
 refused mtbf "^scaleout train: --mtbf does nothing without --ckpt-every auto$" \
   "${t[@]}" --ckpt-every 5 --ckpt-dir "$tmp/ck" --mtbf 2
 refused lr-gamma "^scaleout train: --lr-gamma does nothing without --lr-schedule step$" "${t[@]}" --lr-gamma 0.5
