@@ -8,9 +8,11 @@
 
 #include "cli.h"
 #include "jread.h"
+#include "predict_profile.h"
 #include "scaleout/job.h"
 #include "scaleout/cpu.h"
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 #include "scaleout/json.h"
 #include "scaleout/pipeline.h"
 #include "scaleout/predict.h"
@@ -219,66 +221,16 @@ static void link_table(const pred_args *a, so_comm_tuning *t)
         t->fit[i] = (so_comm_fit){.alpha = a->latency_s, .beta = 1.0 / a->link_bytes_per_s, .valid = 1};
 }
 
-/* The node of g named `name`, or -1. */
-static int node_named(const so_graph *g, const char *name)
-{
-    for (int i = 1; i < so_graph_size(g); i++)
-        if (!strcmp(so_graph_node(g, i)->name, name))
-            return i;
-    return -1;
-}
-
-/* One rank's layers of a profile added into t (forward, then backward, per
- * node, seconds per step); *useful += its compute seconds per step. */
-static int add_rank(const jv *rank, const so_graph *g, const char *path, double *t, double *useful)
-{
-    int n = so_graph_size(g);
-    double steps = jv_num(rank, "totals.steps", 0);
-    const jv *layers = jv_path(rank, "layers");
-    if (!(steps > 0) || !layers || layers->t != JV_ARR || layers->len == 0)
-        return so_err(SO_EFORMAT, "--compute-from: %s has no per-layer times (train --profile DIR "
-                      "--profile-detail layer writes them)", path);
-    for (int k = 0; k < layers->len; k++) {
-        const jv *l = jv_at(layers, k);
-        const char *name = jv_str(l, "name", "");
-        int i = node_named(g, name);
-        if (i < 0)
-            return so_err(SO_EINVAL, "--compute-from: %s has a layer '%s' that the model has not", path, name);
-        t[i] += jv_num(l, "forward_s", 0) / steps;
-        t[n + i] += jv_num(l, "backward_s", 0) / steps;
-    }
-    *useful += jv_num(rank, "totals.useful_s", 0) / steps;
-    return 0;
-}
-
-/* --compute-from: the per-layer times of a profile (the mean over its ranks)
- * instead of a measurement; the rest of a step is its compute time minus
- * the layers', as so_predict_measure counts it. Model and batch must match. */
+/* --compute-from: the per-layer times of a profile (predict_profile.c). */
 static int from_profile(const pred_args *a, const so_graph *g, double *t, double *t_other)
 {
-    char err[600];
-    jv *doc = jv_load(a->compute_from, err, sizeof err);
-    if (!doc)
-        return so_err(SO_EIO, "--compute-from: %s", err);
-    const char *model = jv_str(doc, "config.model", ""), *batch = jv_str(doc, "config.batch", "");
-    const jv *ranks = jv_path(doc, "ranks");
-    int rc = 0, nr = ranks && ranks->t == JV_ARR ? ranks->len : 0, n = so_graph_size(g);
-    if (!*model || !*batch)
-        rc = so_err(SO_EFORMAT, "--compute-from: %s is not a profile of `train --profile` (it names %s)",
-                    a->compute_from, !*model && !*batch ? "no model and no batch" : !*model ? "no model" : "no batch");
-    else if (strcmp(model, a->model) || atoi(batch) != a->batch)
-        rc = so_err(SO_EINVAL, "--compute-from: %s was measured with model %s at batch %s, not %s at --batch-size %d",
-                    a->compute_from, model, batch, a->model, a->batch);
-    else if (nr < 1)
-        rc = so_err(SO_EFORMAT, "--compute-from: %s has no ranks", a->compute_from);
-    double useful = 0;
-    for (int r = 0; !rc && r < nr; r++)
-        rc = add_rank(jv_at(ranks, r), g, a->compute_from, t, &useful);
-    double layers = 0;
-    for (int i = 0; !rc && i < 2 * n; i++)
-        layers += t[i] /= nr;
-    *t_other = !rc && useful / nr > layers ? useful / nr - layers : 0;
-    jv_free(doc);
+    void *text;
+    size_t len;
+    int rc = so_file_read_all(a->compute_from, (size_t)1 << 30, &text, &len);
+    if (rc)
+        return so_err(rc, "--compute-from: %s", so_errmsg());
+    rc = predict_profile_times(text, len, a->compute_from, g, a->model, a->batch, t, t_other);
+    free(text);
     return rc;
 }
 

@@ -311,7 +311,10 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     }
     so_json_int(&js, "steps", r->steps);
     so_json_num(&js, "images_per_sec", r->images_per_sec);
-    so_json_num(&js, "final_loss", r->final_loss);
+    if (r->nepochs > 0)
+        so_json_num(&js, "final_loss", r->final_loss);
+    else
+        so_json_null(&js, "final_loss"); /* no step ran (resumed at the end) */
     if (r->test_accuracy >= 0)
         so_json_num(&js, "test_accuracy", r->test_accuracy);
     else
@@ -431,8 +434,14 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
                   const final_params *fp)
 {
     double flops = so_graph_flops(so_job_graph(j)) * 3.0; /* forward + backward ~ 3x forward */
-    printf("trained %ld steps in %.1f s: %.0f images/sec (%.1f GFLOP/s model), final loss %.4f", r->steps,
-           r->wall_seconds, r->images_per_sec, r->images_per_sec * flops * 1e-9, r->final_loss);
+    long step;
+    int found;
+    if (r->steps == 0 && !so_job_resumed(j, &step, &found) && found)
+        printf("trained 0 steps: the checkpoint resumed is at step %ld, where the run ends (raise --steps or "
+               "--epochs to go on)", step); /* no loss: no step computed one */
+    else
+        printf("trained %ld steps in %.1f s: %.0f images/sec (%.1f GFLOP/s model), final loss %.4f", r->steps,
+               r->wall_seconds, r->images_per_sec, r->images_per_sec * flops * 1e-9, r->final_loss);
     if (r->test_accuracy >= 0)
         printf(", test accuracy %.4f", r->test_accuracy);
     printf("\n");

@@ -210,6 +210,25 @@ int so_pipe_partition_save(const char *dir, const int *first, int n)
     return 0;
 }
 
+/* "0,7,19\n": decimal node indices (below 10^9) separated by commas; the
+ * plan checks them against the graph. Anything else is refused whole. */
+static int parse_cuts(const char *text, size_t len, int *first, int max, int *n)
+{
+    if (len && text[len - 1] == '\n')
+        len--;
+    for (size_t i = 0; i < len;) {
+        long v = 0;
+        size_t digits = 0;
+        for (; i < len && text[i] >= '0' && text[i] <= '9' && digits < 9; i++, digits++)
+            v = v * 10 + (text[i] - '0');
+        if (!digits || *n == max || (i < len && text[i] != ',') || (i + 1 == len && text[i] == ','))
+            return -1;
+        first[(*n)++] = (int)v;
+        i += i < len; /* the comma */
+    }
+    return 0;
+}
+
 int so_pipe_partition_load(const char *dir, int *first, int max, int *n)
 {
     char path[4200];
@@ -218,15 +237,15 @@ int so_pipe_partition_load(const char *dir, int *first, int max, int *n)
     struct stat st;
     if (lstat(path, &st) != 0 && errno == ENOENT)
         return 0; /* no file: one stage per rank */
-    FILE *f;
-    int rc = so_file_fopen_read(path, &f, NULL);
+    void *text;
+    size_t len;
+    int rc = so_file_read_all(path, 1 << 16, &text, &len);
     if (rc)
-        return rc;
-    while (*n < max && fscanf(f, *n ? ",%d" : "%d", &first[*n]) == 1)
-        (*n)++;
-    int extra = fgetc(f);
-    fclose(f);
-    if (extra != '\n' && extra != EOF)
-        return so_err(SO_EINVAL, "%s: not a list of at most %d stage starts", path, max);
-    return 0;
+        return rc == SO_EFORMAT ? so_err(SO_EINVAL, "%s: not a list of at most %d stage starts", path, max) : rc;
+    if (parse_cuts(text, len, first, max, n)) {
+        *n = 0;
+        rc = so_err(SO_EINVAL, "%s: not a list of at most %d stage starts", path, max);
+    }
+    free(text);
+    return rc;
 }

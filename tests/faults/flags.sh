@@ -56,5 +56,14 @@ printf '{}' >"$tmp/empty.json"
 refused compute-from-empty "^scaleout predict: --compute-from: .*empty.json is not a profile of .train --profile. \(it names no model and no batch\)$" \
   predict --model lenet5 --compute-from "$tmp/empty.json" --nodes 1,2
 refused max-memory-1 "^scaleout train: --max-memory 1 B: rank 0 needs [0-9.]+ [KM]iB" "${t[@]}" --max-memory 1
+# A run resumed at its last step trains nothing: no "final loss 0.0000".
+"$bin" "${t[@]}" --steps 3 --ckpt-every 3 --ckpt-dir "$tmp/end" >/dev/null 2>&1 || bad "setup: 3 steps"
+fault_run resumed-at-end 20 "$bin" "${t[@]}" --steps 3 --ckpt-every 3 --ckpt-dir "$tmp/end" --resume auto \
+  --json "$tmp/end.json"
+expect_status resumed-at-end 0
+grep -q "^trained 0 steps: the checkpoint resumed is at step 3, where the run ends" "$out" &&
+  ! grep -q "final loss" "$out" && grep -q '"final_loss": null' "$tmp/end.json" &&
+  ok "resumed-at-end: $(grep trained "$out")" || bad "resumed-at-end: $(cat "$out"; grep final_loss "$tmp/end.json")"
+expect_clean resumed-at-end
 
 fault_finish
