@@ -314,10 +314,30 @@ static int model_order(const char *dir, const so_graph *g, int ranks, float *par
     return rc ? cli_error("ckpt", CLI_USAGE, "%s/partition: %s", dir, so_errmsg()) : CLI_OK;
 }
 
-/* The checkpoint directory of stage s at step. */
-static void stage_dir(const char *dir, int s, long step, char *out, size_t len)
+/* The intact checkpoint of a step, looked for by so_ckpt_scan. */
+typedef struct {
+    long step;
+    char dir[4096]; /* "" until found */
+} step_pick;
+
+static void pick_step(void *arg, const char *dir, const so_ckpt_manifest *m, so_ckpt_found found, const char *problem)
 {
-    snprintf(out, len, "%s/stage%d/ckpt-%010ld", dir, s, step);
+    step_pick *p = arg;
+    (void)problem;
+    if (m && found == SO_CKPT_INTACT && m->step == p->step && !p->dir[0])
+        snprintf(p->dir, sizeof p->dir, "%s", dir);
+}
+
+/* The directory of stage s's intact checkpoint of step (at any level or node directory under DIR/stage<s>). */
+static int stage_dir(const char *dir, int s, long step, char *out, size_t len)
+{
+    char path[4200];
+    step_pick p = {step, ""};
+    snprintf(path, sizeof path, "%s/stage%d", dir, s);
+    if (so_ckpt_scan(path, 1, pick_step, &p) || !p.dir[0])
+        return cli_error("ckpt", CLI_USAGE, "%s: no intact checkpoint of step %ld", path, step);
+    snprintf(out, len, "%s", p.dir);
+    return CLI_OK;
 }
 
 /* Every stage's stage's slice at the newest step all of them have intact,
@@ -337,9 +357,9 @@ static int export_stages(const char *dir, const stage_layout *l, const char *out
     float *params = NULL, *bufs = NULL;
     size_t np = 0, nb = 0;
     for (int s = 0; !rc && s < stages; s++) {
-        char path[4200];
-        stage_dir(dir, s, step, path, sizeof path);
-        rc = append_stage(path, &first, s, &params, &np, &bufs, &nb);
+        char path[4096];
+        if (!(rc = stage_dir(dir, s, step, path, sizeof path)))
+            rc = append_stage(path, &first, s, &params, &np, &bufs, &nb);
     }
     int c, h, w, classes;
     so_graph *g = NULL;

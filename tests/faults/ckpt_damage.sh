@@ -12,7 +12,8 @@ small=(--model lenet5 --dataset synthetic --batch-size 8 --synthetic-samples 64 
        --steps 4 --ckpt-every 2)
 "$bin" train "${small[@]}" --ckpt-dir "$tmp/one" >"$tmp/setup1.log" 2>&1 ||
   { bad "setup: train with checkpoints: $(tail -3 "$tmp/setup1.log")"; fault_finish; }
-"$mpirun" -np 3 "$bin" train "${small[@]}" --ckpt-dir "$tmp/pipe" --pipeline-stages 3 --microbatches 2 \
+"$mpirun" -np 3 "$bin" train "${small[@]}" --ckpt-dir "$tmp/pipe" --ckpt-local "$tmp/pipe-local" --ckpt-flush-every 1 \
+  --pipeline-stages 3 --microbatches 2 \
   >"$tmp/setup3.log" 2>&1 || { bad "setup: 3-stage pipeline with checkpoints: $(tail -3 "$tmp/setup3.log")"; fault_finish; }
 last=ckpt-0000000004
 
@@ -55,6 +56,12 @@ verify_case none-complete 1 "no complete checkpoint"
 # A 3-stage pipeline: stage<s>/ per stage, DIR/partition.
 damaged pipe-intact pipe
 verify_case pipe-intact 0 "step 4 intact in every stage"
+# The node-local level of the same run: stage<s>/node<id>/ckpt-N.
+fault_run pipe-local-export 10 "$bin" ckpt export "$tmp/pipe-local" -o "$tmp/local.safetensors"
+expect_status pipe-local-export 0
+expect_clean pipe-local-export
+grep -q "exported step 4 of lenet5 .* from 3 pipeline stages" "$out" && ok "pipe-local-export: $(cat "$out")" ||
+  bad "pipe-local-export: $(cat "$out")"
 damaged pipe-stage1-gone pipe
 rm -rf "$tmp/pipe-stage1-gone/stage1"
 verify_case pipe-stage1-gone 1 "stage1.*missing.*3 pipeline stages"
