@@ -58,10 +58,8 @@ expect_status diverge-mpi 1
 expect_msg diverge-mpi "scaleout train: step [0-9]+: loss (nan|inf); first non-finite tensor: "
 expect_within diverge-mpi 20
 expect_clean diverge-mpi
-# 2 pipeline stages: the first computes no loss (no false alarm), the last stops the job.
-fault_run pipe-finite 30 "$mpirun" -np 2 "$bin" train "${small[@]}" --steps 6 --pipeline-stages 2 --microbatches 2
-expect_status pipe-finite 0
-expect_clean pipe-finite
+# 2 pipeline stages: the first computes no loss (a NaN there is no alarm: pipe_cli's
+# runs would fail otherwise), the last stops the job.
 fault_run pipe-diverge 30 "$mpirun" -np 2 "$bin" train "${small[@]}" --steps 20 --lr 1000 --pipeline-stages 2 \
   --microbatches 2
 expect_status pipe-diverge 1

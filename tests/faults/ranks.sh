@@ -28,7 +28,7 @@ rank_case() {
   local name=$1 sig=$2 np=$3 victim
   shift 3
   fault_start "$name" "$@"
-  wait_ranks "$np" && sleep 1.5
+  wait_ranks "$np" && sleep 1
   victim=$(case_ranks | awk '{print $NF}')
   signal_case "$sig" "$victim"
   fault_wait 30

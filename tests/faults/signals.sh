@@ -24,11 +24,27 @@ wait_ranks() {
   return 1
 }
 
+# wait_asleep: until every rank's main thread sleeps in a test hook (the
+# set-up hold, or the profiler's slow step), so the signal lands in the phase
+# the case is about however loaded the machine is (at most 15 s).
+wait_asleep() {
+  local p all
+  for _ in $(seq 150); do
+    all=1
+    for p in $(case_ranks); do
+      [ "$(cat "/proc/$p/wchan" 2>/dev/null)" = hrtimer_nanosleep ] || all=0
+    done
+    [ $all = 1 ] && [ -n "$(case_ranks)" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 # During set-up: SIGTERM, then SIGINT (a shell without job control starts
 # background commands with SIGINT ignored, which scaleout respects: env
 # --default-signal gives it back its default).
 fault_start setup-term "${setup_sleep[@]}" "$bin" train "${small[@]}" --steps 2
-wait_ranks 1 && sleep 2
+wait_ranks 1 && wait_asleep
 signal_case TERM $(case_ranks)
 fault_wait 20
 expect_status setup-term 143
@@ -37,7 +53,7 @@ expect_after_signal setup-term 1.5
 expect_clean setup-term
 
 fault_start setup-int env --default-signal=INT "${setup_sleep[@]}" "$bin" train "${small[@]}" --steps 2
-wait_ranks 1 && sleep 2
+wait_ranks 1 && wait_asleep
 signal_case INT $(case_ranks)
 fault_wait 20
 expect_status setup-int 130
@@ -47,7 +63,7 @@ expect_clean setup-int
 
 # 2 ranks held in set-up, SIGTERM to one of them: the launcher ends the job.
 fault_start setup-mpi "${setup_sleep[@]}" "$mpirun" -np 2 "$bin" train "${small[@]}" --steps 2
-wait_ranks 2 && sleep 2
+wait_ranks 2 && wait_asleep
 signal_case TERM $(case_ranks | awk '{print $1}')
 fault_wait 30
 [ "$st" != 0 ] && [ "$st" != 124 ] && ok "setup-mpi: the job ended, exit $st" || bad "setup-mpi: exit $st"
@@ -69,7 +85,7 @@ taken() {
 # a second one, sent as soon as the first was taken, ends the process at once.
 slow=(env SCALEOUT_PROF_TEST_SLEEP=0:1500 "$bin" train "${small[@]}" --steps 50 --profile)
 fault_start first-term "${slow[@]}" "$tmp/prof1"
-wait_ranks 1 && sleep 3
+wait_ranks 1 && wait_asleep
 signal_case TERM $(case_ranks)
 fault_wait 30
 expect_status first-term 75
@@ -78,7 +94,7 @@ expect_after_signal first-term 4
 expect_clean first-term
 
 fault_start second-term "${slow[@]}" "$tmp/prof2"
-wait_ranks 1 && sleep 3
+wait_ranks 1 && wait_asleep
 r=$(case_ranks)
 kill -TERM $r
 taken $r
@@ -92,7 +108,7 @@ expect_clean second-term
 # A command that is not training: ckpt verify held after reading a manifest.
 "$bin" train "${small[@]}" --steps 2 --ckpt-every 2 --ckpt-dir "$tmp/ck" >/dev/null 2>&1 || bad "setup: train"
 fault_start verify-term env SCALEOUT_CKPT_TEST_DELAY_MS=30000 "$bin" ckpt verify "$tmp/ck"
-wait_ranks 1 && sleep 1
+wait_ranks 1 && wait_asleep
 signal_case TERM $(case_ranks)
 fault_wait 20
 expect_status verify-term 143
