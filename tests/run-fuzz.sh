@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzz smoke test for the data, checkpoint, tuning-table, pipeline-partition
-# and predict-profile parsers:
+# and predict-profile parsers and the TCP transports' handshake and framing:
 # configures a clang build of the libFuzzer targets under the ctest binary
 # dir, seeds each with a valid tiny
 # input, runs it for FUZZ_SECONDS (20) and fails on any crash. Exits 77 (skip)
@@ -24,7 +24,7 @@ rm -f "${TMPDIR:-/tmp}/so_fuzz_probe.$$"
 mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
-targets=(idx cifar prof_json manifest safetensors tuning partition predict_profile)
+targets=(idx cifar prof_json manifest safetensors tuning partition predict_profile tcp_hello tcp_frame)
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}" \
   >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; exit 1; }
@@ -98,6 +98,19 @@ profile() { printf '{"format":"scaleout-profile","config":{"model":"lenet5","bat
 profile "$layers" >"$work/corpus/predict_profile/valid"
 profile "${layers/0.0003/-1}" >"$work/corpus/predict_profile/negative"
 profile "${layers/0.0003/1e999}" >"$work/corpus/predict_profile/infinite"
+
+# TCP: a valid hello (member 1 to 2 of a ring of 4) with room for a proof and
+# a challenge; the old protocol's hello; a mesh stream of two messages (one
+# into its posted receive, one early) and a ring stream of two frames.
+mkdir -p "$work/corpus/tcp_hello" "$work/corpus/tcp_frame"
+{ printf 'soTH\x00\x01\x00\x01\x00\x00\x00\x04\x00\x00\x00\x01\x00\x00\x00\x02'; printf 'caller nonce 01\x00'
+  printf 'soTP'; head -c 32 /dev/zero; printf 'soTC'; head -c 48 /dev/zero; } >"$work/corpus/tcp_hello/valid"
+printf '\x11\x9a\x7c\x5c\x01\x00\x00\x00\x01\x02\x03\x04\x05\x06\x07\x08' >"$work/corpus/tcp_hello/old"
+{ printf '\x00\x00\x04\xff\xff\xff\xff\xff\xff'
+  printf 'soTM\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04abcd'
+  printf 'soTM\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x02xy'; } >"$work/corpus/tcp_frame/mesh"
+{ printf '\x01\x00\x04'; printf 'soTR\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04abcd'
+  printf 'soTR\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x04efgh'; } >"$work/corpus/tcp_frame/ring"
 
 status=0
 for target in "${targets[@]}"; do
