@@ -171,9 +171,8 @@ expect_within() {
 }
 
 # No process of the case, no file in its shared-memory directory, no
-# namespace of the suite's emulated cluster (unless a family keeps one up
-# across its cases: cluster_up=1). Leftover processes are killed (and reported).
-cluster_up=0
+# namespace of the suite's emulated cluster. Leftover processes are killed
+# (and reported).
 expect_clean() {
   local name=$1 left files ns=
   for _ in $(seq 50); do
@@ -182,7 +181,7 @@ expect_clean() {
     sleep 0.1
   done
   files=$(ls -A "$shm/$name" 2>/dev/null | tr '\n' ' ')
-  [ "$cluster_up" = 1 ] || ns=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$SCALEOUT_CLUSTER-" | tr '\n' ' ')
+  ns=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$SCALEOUT_CLUSTER-" | tr '\n' ' ')
   if [ -z "$left" ] && [ -z "$files" ] && [ -z "$ns" ]; then
     ok "$name: nothing left behind"
   else
