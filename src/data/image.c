@@ -1,0 +1,388 @@
+/* One image sample from encoded bytes to the network's input: JPEG decoded
+ * by libjpeg-turbo (TurboJPEG API), scaled in the DCT domain when the crop
+ * still has at least the output's pixels; torchvision's transforms on it:
+ * train = RandomResizedCrop (its exact sampling procedure, seeded per
+ * (seed, epoch, sample)) + horizontal flip, eval = Resize (shorter side) +
+ * CenterCrop; both then ToTensor + Normalize. The resampling is Pillow's
+ * (torchvision 0.14 resizes PIL images with PIL): a separable bilinear
+ * filter widened by the scale factor (antialias), fixed-point coefficients
+ * of 22 bits, horizontal pass first, 8-bit rounding between the passes, so
+ * the same decoded pixels give the same bytes as PIL. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data_internal.h"
+#include "image.h"
+#include "scaleout/err.h"
+#include "scaleout/rng.h"
+
+#ifdef SCALEOUT_HAVE_TURBOJPEG
+#include <turbojpeg.h>
+#endif
+
+#define STREAM_CROP 0x43524f50ULL /* "CROP" */
+#define PRECISION_BITS (32 - 8 - 2)
+
+int so_image_have_jpeg(void)
+{
+#ifdef SCALEOUT_HAVE_TURBOJPEG
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int so_image_have_png(void) { return 0; }
+
+/* ---- per-thread context -------------------------------------------------------- */
+
+int img_ctx_init(img_ctx *c)
+{
+    memset(c, 0, sizeof *c);
+#ifdef SCALEOUT_HAVE_TURBOJPEG
+    if (!(c->tj = tjInitDecompress()))
+        return so_err(SO_ENOMEM, "cannot create a TurboJPEG decompressor");
+#endif
+    return 0;
+}
+
+void img_ctx_deinit(img_ctx *c)
+{
+    if (!c)
+        return;
+#ifdef SCALEOUT_HAVE_TURBOJPEG
+    if (c->tj)
+        tjDestroy(c->tj);
+#endif
+    free(c->rgb);
+    free(c->tmp);
+    free(c->out);
+    free(c->kk);
+    free(c->bounds);
+    free(c->dk);
+    memset(c, 0, sizeof *c);
+}
+
+static int grow(void **p, size_t *cap, size_t need)
+{
+    if (need <= *cap)
+        return 0;
+    void *q = realloc(*p, need);
+    if (!q)
+        return so_err(SO_ENOMEM, "out of memory for a %zu-byte image buffer", need);
+    *p = q;
+    *cap = need;
+    return 0;
+}
+
+size_t img_ctx_bytes(const img_ctx *c)
+{
+    return c->rgb_cap + c->tmp_cap + c->out_cap + c->kk_cap + c->bounds_cap + c->dk_cap;
+}
+
+/* ---- torchvision's crop parameters ------------------------------------------------ */
+
+/* Python's round(): half to even (rint under the default rounding mode). */
+static int pyround(double x) { return (int)rint(x); }
+
+/* A float32 uniform in [lo, hi) as torch.empty(1).uniform_(lo, hi). */
+static float uniform_f32(so_rng *r, float lo, float hi) { return lo + (hi - lo) * so_rng_uniform(r); }
+
+void img_train_crop(const so_image_source *s, uint64_t seed, int epoch, int sample, int width, int height,
+                    int box[4], int *flip)
+{
+    so_rng r;
+    so_rng_seed(&r, so_rng_derive(so_rng_derive(so_rng_derive(seed, STREAM_CROP), (uint64_t)epoch), (uint64_t)sample));
+    double area = (double)height * width;
+    float log_lo = logf(s->ratio_min), log_hi = logf(s->ratio_max);
+    int done = 0;
+    for (int attempt = 0; attempt < 10 && !done; attempt++) {
+        double target = area * (double)uniform_f32(&r, s->scale_min, s->scale_max);
+        double aspect = (double)expf(uniform_f32(&r, log_lo, log_hi));
+        int w = pyround(sqrt(target * aspect)), h = pyround(sqrt(target / aspect));
+        if (0 < w && w <= width && 0 < h && h <= height) {
+            box[0] = (int)so_rng_below(&r, (uint64_t)(height - h + 1));
+            box[1] = (int)so_rng_below(&r, (uint64_t)(width - w + 1));
+            box[2] = h;
+            box[3] = w;
+            done = 1;
+        }
+    }
+    if (!done) { /* the fallback: a centre crop of the ratio range */
+        double in_ratio = (double)width / height;
+        int w = width, h = height;
+        if (in_ratio < s->ratio_min)
+            h = pyround(w / (double)s->ratio_min);
+        else if (in_ratio > s->ratio_max)
+            w = pyround(h * (double)s->ratio_max);
+        box[0] = (height - h) / 2;
+        box[1] = (width - w) / 2;
+        box[2] = h;
+        box[3] = w;
+    }
+    *flip = so_rng_uniform(&r) < 0.5f;
+}
+
+void so_image_train_crop(const so_dataset *d, uint64_t seed, int epoch, int i, int w, int h, int box[4], int *flip)
+{
+    img_train_crop(d->images, seed, epoch, i, w, h, box, flip);
+}
+
+/* ---- Pillow's resampling ----------------------------------------------------------- */
+
+static double bilinear(double x)
+{
+    x = fabs(x);
+    return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+/* Pillow's precompute_coeffs + normalize_coeffs_8bpc for one axis: output
+ * pixels [o0, o0 + n) of a resize of in[in0, in1) (clamped to [0, in_size))
+ * to out_size pixels. bounds gets (first tap, taps) per output pixel, kk the
+ * fixed-point weights (ksize per pixel). Returns ksize, or < 0 on ENOMEM. */
+static int coeffs(img_ctx *c, int axis, int in_size, double in0, double in1, int out_size, int o0, int n)
+{
+    double scale = (in1 - in0) / out_size, filterscale = scale < 1.0 ? 1.0 : scale;
+    double support = 1.0 * filterscale;
+    int ksize = (int)ceil(support) * 2 + 1;
+    size_t nk = (size_t)n * ksize;
+    int32_t **kk = &c->axis_k[axis];
+    int **bounds = &c->axis_b[axis];
+    if (grow((void **)&c->dk, &c->dk_cap, nk * sizeof(double)) ||
+        grow((void **)&c->kk, &c->kk_cap, 2 * nk * sizeof(int32_t)) ||
+        grow((void **)&c->bounds, &c->bounds_cap, 4 * (size_t)n * sizeof(int)))
+        return -1;
+    *kk = c->kk + (axis ? nk : 0);
+    *bounds = c->bounds + (axis ? 2 * n : 0);
+    for (int xx = 0; xx < n; xx++) {
+        double center = in0 + (o0 + xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
+        int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5);
+        xmin = xmin < 0 ? 0 : xmin;
+        xmax = (xmax > in_size ? in_size : xmax) - xmin;
+        double *k = c->dk + (size_t)xx * ksize;
+        for (int x = 0; x < ksize; x++) {
+            k[x] = x < xmax ? bilinear((x + xmin - center + 0.5) * ss) : 0.0;
+            ww += k[x];
+        }
+        for (int x = 0; x < ksize; x++) {
+            double v = ww != 0.0 ? k[x] / ww : k[x];
+            (*kk)[(size_t)xx * ksize + x] = v < 0 ? (int32_t)(-0.5 + v * (1 << PRECISION_BITS))
+                                                  : (int32_t)(0.5 + v * (1 << PRECISION_BITS));
+        }
+        (*bounds)[2 * xx] = xmin;
+        (*bounds)[2 * xx + 1] = xmax;
+    }
+    return ksize;
+}
+
+static inline uint8_t clip8(int32_t v)
+{
+    v >>= PRECISION_BITS;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* Horizontal pass: rows [y0, y1) of src (RGB, stride bytes) -> tmp (n RGB pixels a row). */
+static void pass_h(const uint8_t *src, size_t stride, int y0, int y1, int n, int ksize, const int *bounds,
+                   const int32_t *kk, uint8_t *tmp)
+{
+    for (int y = y0; y < y1; y++) {
+        const uint8_t *row = src + (size_t)y * stride;
+        uint8_t *out = tmp + (size_t)(y - y0) * n * 3;
+        for (int xx = 0; xx < n; xx++) {
+            const int32_t *k = kk + (size_t)xx * ksize;
+            const uint8_t *p = row + (size_t)bounds[2 * xx] * 3;
+            int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+            for (int x = 0; x < bounds[2 * xx + 1]; x++, p += 3) {
+                s0 += p[0] * k[x];
+                s1 += p[1] * k[x];
+                s2 += p[2] * k[x];
+            }
+            out[3 * xx] = clip8(s0);
+            out[3 * xx + 1] = clip8(s1);
+            out[3 * xx + 2] = clip8(s2);
+        }
+    }
+}
+
+/* Vertical pass: rows of tmp (width bytes each, first row = source row y0) -> out (n rows). */
+static void pass_v(const uint8_t *tmp, int y0, size_t width, int n, int ksize, const int *bounds, const int32_t *kk,
+                   uint8_t *out, int32_t *acc)
+{
+    for (int yy = 0; yy < n; yy++) {
+        const int32_t *k = kk + (size_t)yy * ksize;
+        const uint8_t *base = tmp + (size_t)(bounds[2 * yy] - y0) * width;
+        for (size_t x = 0; x < width; x++)
+            acc[x] = 1 << (PRECISION_BITS - 1);
+        for (int y = 0; y < bounds[2 * yy + 1]; y++) {
+            const uint8_t *row = base + (size_t)y * width;
+            int32_t w = k[y];
+            for (size_t x = 0; x < width; x++)
+                acc[x] += row[x] * w;
+        }
+        uint8_t *o = out + (size_t)yy * width;
+        for (size_t x = 0; x < width; x++)
+            o[x] = clip8(acc[x]);
+    }
+}
+
+/* out (S x S RGB) = window [ox, ox + S) x [oy, oy + S) of the resize of the
+ * region [rx, rx + rw) x [ry, ry + rh) of src (taken as an image of its own:
+ * taps clamp at its edges, as Pillow's crop-then-resize) from its box
+ * (bx0, by0, bx1, by1) to an out_w x out_h image. */
+typedef struct {
+    int rx, ry, rw, rh;
+    double bx0, by0, bx1, by1;
+    int out_w, out_h, ox, oy;
+} resample_job;
+
+static int resample(img_ctx *c, const uint8_t *src, size_t stride, const resample_job *j, int S, uint8_t *out)
+{
+    int kh = coeffs(c, 0, j->rw, j->bx0, j->bx1, j->out_w, j->ox, S);
+    int kv = kh < 0 ? -1 : coeffs(c, 1, j->rh, j->by0, j->by1, j->out_h, j->oy, S);
+    if (kv < 0)
+        return so_err(SO_ENOMEM, "out of memory for resampling coefficients");
+    const int *bv = c->axis_b[1];
+    int y0 = bv[0], y1 = bv[2 * (S - 1)] + bv[2 * (S - 1) + 1];
+    if (grow((void **)&c->tmp, &c->tmp_cap, (size_t)(y1 - y0) * S * 3 + (size_t)S * 3 * sizeof(int32_t)))
+        return -1;
+    const uint8_t *origin = src + (size_t)j->ry * stride + (size_t)j->rx * 3;
+    pass_h(origin, stride, y0, y1, S, kh, c->axis_b[0], c->axis_k[0], c->tmp);
+    int32_t *acc = (int32_t *)(void *)(c->tmp + (((size_t)(y1 - y0) * S * 3 + 3) & ~(size_t)3));
+    pass_v(c->tmp, y0, (size_t)S * 3, S, kv, bv, c->axis_k[1], out, acc);
+    return 0;
+}
+
+/* ---- decoding ----------------------------------------------------------------------- */
+
+static int is_jpeg(const uint8_t *b, size_t n) { return n >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff; }
+static int is_png(const uint8_t *b, size_t n) { return n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8); }
+
+/* What the transform needs from the full-size image: the region to decode
+ * (in full-size pixels), and how it maps to the output. */
+typedef struct {
+    int train, flip;
+    int crop[4];          /* train: top, left, height, width */
+    int new_w, new_h;     /* eval: size after Resize */
+} plan;
+
+static void plan_sample(const so_image_source *s, int train, uint64_t seed, int epoch, int sample, int w, int h,
+                        plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->train = train;
+    int S = s->image_size;
+    if (train) {
+        img_train_crop(s, seed, epoch, sample, w, h, p->crop, &p->flip);
+        return;
+    }
+    int R = s->resize > 0 ? s->resize : (int)lround(S * 256.0 / 224.0);
+    if (w <= h) { /* torchvision: new_short = R, new_long = int(R * long / short) */
+        p->new_w = R;
+        p->new_h = (int)((double)R * h / w);
+    } else {
+        p->new_h = R;
+        p->new_w = (int)((double)R * w / h);
+    }
+}
+
+#ifdef SCALEOUT_HAVE_TURBOJPEG
+/* The smallest TurboJPEG scaling factor that keeps the crop (cw x ch pixels
+ * of the full image, resized to ow x oh) at least ow x oh. */
+static void pick_scale(int cw, int ch, int ow, int oh, int *num, int *den)
+{
+    static const int f[][2] = {{1, 8}, {1, 4}, {3, 8}, {1, 2}, {5, 8}, {3, 4}, {7, 8}};
+    *num = *den = 1;
+    for (int i = 0; i < 7; i++)
+        if ((long)cw * f[i][0] >= (long)ow * f[i][1] && (long)ch * f[i][0] >= (long)oh * f[i][1]) {
+            *num = f[i][0];
+            *den = f[i][1];
+            return;
+        }
+}
+
+static int decode_jpeg(img_ctx *c, const uint8_t *buf, size_t len, const char *what, int scaled_w, int scaled_h)
+{
+    size_t need = (size_t)scaled_w * scaled_h * 3;
+    if (grow((void **)&c->rgb, &c->rgb_cap, need ? need : 1))
+        return -1;
+    /* LIMITSCANS: a progressive JPEG of thousands of scans is an attack, not an image. */
+    if (tjDecompress2(c->tj, buf, (unsigned long)len, c->rgb, scaled_w, 0, scaled_h, TJPF_RGB,
+                      TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) != 0)
+        return so_err(SO_EFORMAT, "%s: corrupt JPEG (%s)", what, tjGetErrorStr2(c->tj));
+    return 0;
+}
+#endif
+
+/* Decodes and transforms one image into out (3 x S x S floats, normalised by lut). */
+int img_transform(img_ctx *c, const so_image_source *s, const uint8_t *buf, size_t len, const char *what,
+                  int train, uint64_t seed, int epoch, int sample, int dct, const float (*lut)[256], float *out)
+{
+    int S = s->image_size;
+    if (is_png(buf, len))
+        return so_err(SO_EFORMAT, "%s: PNG images are not supported by this build", what);
+    if (!is_jpeg(buf, len))
+        return so_err(SO_EFORMAT, "%s: not a JPEG image (%s)", what, len < 3 ? "too short" : "bad magic");
+#ifndef SCALEOUT_HAVE_TURBOJPEG
+    (void)c, (void)train, (void)seed, (void)epoch, (void)sample, (void)dct, (void)lut, (void)out, (void)S;
+    return so_err(SO_EUNSUP, "%s: this scaleout was built without libturbojpeg (install libturbojpeg0-dev and rebuild)", what);
+#else
+    int w, h, subsamp, cs;
+    if (len > 0xffffffffu || tjDecompressHeader3(c->tj, buf, (unsigned long)len, &w, &h, &subsamp, &cs) != 0)
+        return so_err(SO_EFORMAT, "%s: corrupt JPEG header (%s)", what, tjGetErrorStr2(c->tj));
+    if (w < 1 || h < 1 || (uint64_t)w * h > SO_IMAGE_MAX_PIXELS)
+        return so_err(SO_EFORMAT, "%s: %dx%d JPEG is larger than the %llu-pixel limit", what, w, h,
+                      (unsigned long long)SO_IMAGE_MAX_PIXELS);
+    if (cs == TJCS_CMYK || cs == TJCS_YCCK)
+        return so_err(SO_EFORMAT, "%s: CMYK JPEG (not supported)", what);
+    plan p;
+    plan_sample(s, train, seed, epoch, sample, w, h, &p);
+    /* The region of the full image the output needs and what it becomes. */
+    int cw = train ? p.crop[3] : w, ch = train ? p.crop[2] : h;
+    int ow = train ? S : p.new_w, oh = train ? S : p.new_h;
+    int num = 1, den = 1;
+    if (dct == SO_DCT_ALL || (dct == SO_DCT_TRAIN && train))
+        pick_scale(cw, ch, ow, oh, &num, &den);
+    int sw = (w * num + den - 1) / den, sh = (h * num + den - 1) / den;
+    int rc = decode_jpeg(c, buf, len, what, sw, sh);
+    if (rc)
+        return rc;
+    resample_job j;
+    if (train) {
+        double f = (double)num / den, x0 = p.crop[1] * f, y0 = p.crop[0] * f;
+        double x1 = (p.crop[1] + p.crop[3]) * f, y1 = (p.crop[0] + p.crop[2]) * f;
+        int rx = (int)floor(x0), ry = (int)floor(y0);
+        int rw = (int)ceil(x1) - rx, rh = (int)ceil(y1) - ry;
+        rw = rx + rw > sw ? sw - rx : rw;
+        rh = ry + rh > sh ? sh - ry : rh;
+        j = (resample_job){rx, ry, rw, rh, x0 - rx, y0 - ry, x1 - rx, y1 - ry, S, S, 0, 0};
+    } else { /* CenterCrop: offsets int(round((new - S) / 2)) */
+        int ox = pyround((p.new_w - S) / 2.0), oy = pyround((p.new_h - S) / 2.0);
+        j = (resample_job){0, 0, sw, sh, 0, 0, sw, sh, p.new_w, p.new_h, ox, oy};
+        if (ox < 0 || oy < 0)
+            return so_err(SO_EINVAL, "%s: resize %d is smaller than the %d-pixel crop", what, s->resize, S);
+    }
+    if (grow((void **)&c->out, &c->out_cap, (size_t)S * S * 3) || resample(c, c->rgb, (size_t)sw * 3, &j, S, c->out))
+        return so_err(SO_ENOMEM, "%s: out of memory resampling", what);
+    size_t plane = (size_t)S * S;
+    for (int y = 0; y < S; y++) {
+        const uint8_t *row = c->out + (size_t)y * S * 3;
+        float *o0 = out + (size_t)y * S, *o1 = o0 + plane, *o2 = o1 + plane;
+        for (int x = 0; x < S; x++) {
+            const uint8_t *px = row + 3 * (p.flip ? S - 1 - x : x);
+            o0[x] = lut[0][px[0]];
+            o1[x] = lut[1][px[1]];
+            o2[x] = lut[2][px[2]];
+        }
+    }
+    return 0;
+#endif
+}
+
+void img_build_lut(const float mean[3], const float std[3], float lut[3][256])
+{
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 256; v++)
+            lut[c][v] = ((float)v / 255.0f - mean[c]) / std[c];
+}
