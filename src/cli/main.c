@@ -22,6 +22,7 @@ static const command commands[] = {
     {"predict", cmd_predict, "predict data-parallel scaling to N nodes from per-layer times and the allreduce model"},
     {"plan", cmd_plan, "print a pipeline partition of a model: stages, tensors crossing each cut, bubble"},
     {"ckpt", cmd_ckpt, "inspect checkpoints: ckpt list|verify|export DIR"},
+    {"data", cmd_data, "image data sets: data index|bench|ls DIR (docs/DATA.md)"},
 };
 
 static void usage(FILE *f)

@@ -699,6 +699,9 @@ int so_dataset_open_images(const char *kind, const char *dir, int train, const s
         return so_err(SO_EINVAL, "--crop-scale: (%g, %g) is not a range within (0, 1]", o->scale_min, o->scale_max);
     if (!(o->ratio_min > 0 && o->ratio_min <= o->ratio_max))
         return so_err(SO_EINVAL, "crop aspect ratio range (%g, %g) is not valid", o->ratio_min, o->ratio_max);
+    if (!so_image_have_jpeg())
+        return so_err(SO_EINVAL, "--dataset %s: this scaleout was built without libturbojpeg, which decodes its "
+                                 "JPEGs (apt-get install libturbojpeg0-dev, then rebuild)", kind);
     so_image_source *s = NULL;
     int rc = image_source_open(kind, dir, train, o, &s);
     if (rc)

@@ -450,7 +450,7 @@ static int init_slice(pipe_glue *g, so_model *m, uint64_t seed)
     float *params = malloc((np ? np : 1) * sizeof *params), *bufs = malloc((nb ? nb : 1) * sizeof *bufs);
     int rc = params && bufs ? 0 : so_err(SO_ENOMEM, "out of memory for the whole model's initial values");
     if (!rc)
-        so_graph_init_params(g->whole, seed, params, bufs);
+        so_graph_init_params_with(g->whole, m->init, seed, params, bufs);
     for (int c = 0; !rc && c < g->edges.nchunks; c++) {
         const so_pipe_chunk *ch = &g->edges.chunks[c];
         size_t cp = ch->param_hi - ch->param_lo, cb = ch->buf_hi - ch->buf_lo;
@@ -502,6 +502,8 @@ static int layout_round(pipe_glue *g, const so_job_config *c, layout_msg *out, l
     so_model_opts mo = {.backend = c->backend, .batch = g->microbatch, .seed = (uint64_t)c->seed,
                         .recv_layout = layout_of, .recv_layout_ctx = g};
     int built = so_conv_algo_parse(c->conv_algo ? c->conv_algo : "auto", &mo.conv_algo);
+    if (!built)
+        built = so_init_parse(c->init ? c->init : "torch", &mo.init);
     if (!built && !(built = so_pipe_stage_graph(&g->plan, g->stages, g->stage, &dg, &scratch))) {
         so_pipe_stage_edges_free(&scratch);
         built = so_model_create_opts(dg, &mo, &m); /* owns dg from here */
