@@ -16,19 +16,23 @@ scaleout's reader is checked against an independent implementation.
         ~500x375 quality-90 JPEGs with photographic detail (tiled, upscaled
         and coloured Fashion-MNIST items on gradients with grain), ~110 KB
         each like ImageNet's, for the throughput benchmarks.
+    image_tree.py many OUT --count 100000 [--classes 1000] --from DIR
+        A tree of --count files (train/ and a tenth as many in val/) in
+        --classes class directories, hard links to the JPEGs of DIR/train:
+        the start-up benchmark's tree of ImageNet's file count.
     image_tree.py read-tfrecord FILE...
-        One line per record: "label sha256(image/encoded)" (the independent reader).
+        One line per record: "label crc32c(image/encoded) bytes" (the independent
+        reader; `scaleout data ls` prints the same columns).
     image_tree.py torchvision-eval DIR OUT.f32 [--size 224]
         torchvision 0.14's eval transform (Resize(size*256/224) + CenterCrop +
         ToTensor + Normalize(ImageNet)) of every image of DIR (ImageFolder
         order), as raw float32 NCHW, for the equality test.
-    image_tree.py torchvision-crop FILE CROPS OUT.f32 [--size 224]
-        The same for train crops given as "top left height width flip" lines
-        (F.resized_crop + hflip + ToTensor + Normalize).
+    image_tree.py torchvision-crop ROOT CROPS OUT.f32 [--size 224]
+        The same for train crops given as "file top left height width flip"
+        lines, file relative to ROOT (F.resized_crop + hflip + ToTensor + Normalize).
 """
 import argparse
 import gzip
-import hashlib
 import os
 import random
 import struct
@@ -239,11 +243,21 @@ def cmd_imagenet(a):
         Image.fromarray(np.clip(canvas, 0, 255).astype(np.uint8)).save(os.path.join(d, "%05d.jpg" % k), quality=90)
 
 
+def cmd_many(a):
+    src = sorted(os.path.join(r, f) for r, _, fs in os.walk(os.path.join(a.src, "train")) for f in fs)
+    for split, n in (("train", a.count), ("val", max(a.count // 10, a.classes))):
+        for c in range(a.classes):
+            os.makedirs(os.path.join(a.out, split, "n%08d" % c), exist_ok=True)
+        for k in range(n):
+            c = k % a.classes
+            os.link(src[k % len(src)], os.path.join(a.out, split, "n%08d" % c, "n%08d_%d.JPEG" % (c, k)))
+
+
 def cmd_read_tfrecord(a):
     for path in a.files:
         for rec in read_tfrecord(path):
             image, label = decode_example(rec)
-            print(label, hashlib.sha256(image).hexdigest())
+            print(label, "%08x" % crc32c(image), len(image))
 
 
 def to_tensor_norm(img):
@@ -267,10 +281,11 @@ def cmd_torchvision_eval(a):
 def cmd_torchvision_crop(a):
     import torchvision.transforms.functional as F
     from PIL import Image
-    img = Image.open(a.file).convert("RGB")
     with open(a.out, "wb") as f:
         for line in open(a.crops):
-            top, left, h, w, flip = (int(v) for v in line.split())
+            name, rest = line.split(None, 1)
+            img = Image.open(os.path.join(a.root, name)).convert("RGB")
+            top, left, h, w, flip = (int(v) for v in rest.split())
             x = F.resized_crop(img, top, left, h, w, [a.size, a.size], F.InterpolationMode.BILINEAR)
             if flip:
                 x = F.hflip(x)
@@ -292,6 +307,11 @@ def main():
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--grain", type=float, default=18.0)
     p.add_argument("--seed", type=int, default=1)
+    p = sub.add_parser("many")
+    p.add_argument("out")
+    p.add_argument("--count", type=int, default=100000)
+    p.add_argument("--classes", type=int, default=1000)
+    p.add_argument("--from", dest="src", required=True)
     p = sub.add_parser("read-tfrecord")
     p.add_argument("files", nargs="+")
     p = sub.add_parser("torchvision-eval")
@@ -299,12 +319,12 @@ def main():
     p.add_argument("out")
     p.add_argument("--size", type=int, default=224)
     p = sub.add_parser("torchvision-crop")
-    p.add_argument("file")
+    p.add_argument("root")
     p.add_argument("crops")
     p.add_argument("out")
     p.add_argument("--size", type=int, default=224)
     a = ap.parse_args()
-    {"fmnist": cmd_fmnist, "imagenet": cmd_imagenet, "read-tfrecord": cmd_read_tfrecord,
+    {"fmnist": cmd_fmnist, "imagenet": cmd_imagenet, "many": cmd_many, "read-tfrecord": cmd_read_tfrecord,
      "torchvision-eval": cmd_torchvision_eval, "torchvision-crop": cmd_torchvision_crop}[a.cmd](a)
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz smoke test for the data, checkpoint and tuning-table parsers:
+# Fuzz smoke test for the data (IDX, CIFAR, TFRecord, tf.train.Example, the
+# JPEG path), checkpoint and tuning-table parsers:
 # configures a clang build of the libFuzzer targets under the ctest binary
 # dir, seeds each with a valid tiny
 # input, runs it for FUZZ_SECONDS (20) and fails on any crash. Exits 77 (skip)
@@ -23,7 +24,10 @@ rm -f "${TMPDIR:-/tmp}/so_fuzz_probe.$$"
 mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
+jpeg_target=""
+if [ -f /usr/include/turbojpeg.h ]; then jpeg_target=fuzz_jpeg; fi
 cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar fuzz_prof_json fuzz_manifest fuzz_safetensors fuzz_tuning \
+  fuzz_tfrecord fuzz_example $jpeg_target \
   >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; exit 1; }
 
@@ -79,8 +83,35 @@ printf 'scaleout-tuning v1 p=2 ranks_per_node=0 gamma=1.3e-10\nfit ring alpha=6.
 printf 'scaleout-tuning v2 p=4 ranks_per_node=2 gamma=1e-10\n# c\nfit rd alpha=1e-06 beta=2e-10\nband rd max_bytes=65536 alpha=1e-06 beta=2e-10\nband rd max_bytes=* alpha=0 beta=3e-10\n* rd\n' \
   >"$work/corpus/tuning/v2"
 
+# A TFRecord of two Examples, one Example, and small JPEGs (colour 4:2:0,
+# greyscale, progressive) behind the transform-selecting byte.
+mkdir -p "$work/corpus/tfrecord" "$work/corpus/example" "$work/corpus/jpeg"
+/usr/bin/python3 - "$src/bench" "$work/corpus" <<'PY'
+import io, sys
+sys.path.insert(0, sys.argv[1])
+import image_tree as it
+out = sys.argv[2]
+ex = [it.example([("image/encoded", it.feature_bytes(b"\xff\xd8\xff\xe0 jpeg")),
+                  ("image/class/label", it.feature_int64(k + 1))]) for k in range(2)]
+open(out + "/example/one", "wb").write(ex[0])
+open(out + "/tfrecord/two", "wb").write(b"".join(it.frame(e) for e in ex))
+try:
+    from PIL import Image
+    img = Image.new("RGB", (37, 23))
+    img.putdata([((x * 7) % 256, (y * 11) % 256, (x * y) % 256) for y in range(23) for x in range(37)])
+    for name, im, kw in (("rgb", img, {}), ("grey", img.convert("L"), {}), ("prog", img, {"progressive": True})):
+        b = io.BytesIO()
+        im.save(b, "JPEG", quality=90, **kw)
+        for mode in (0, 3):
+            open("%s/jpeg/%s%d" % (out, name, mode), "wb").write(bytes([mode]) + b.getvalue())
+except ImportError:
+    pass
+PY
+
 status=0
-for target in idx cifar prof_json manifest safetensors tuning; do
+targets="idx cifar prof_json manifest safetensors tuning tfrecord example"
+[ -n "$jpeg_target" ] && targets="$targets jpeg"
+for target in $targets; do
   echo "== fuzz_$target for ${secs}s"
   mkdir -p "$work/artifacts/$target"
   if ! (cd "$work" && "$build/fuzz/fuzz_$target" -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 \

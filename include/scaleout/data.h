@@ -149,6 +149,10 @@ void so_image_opts_defaults(so_image_opts *o);
  * an Example without the two fields, a label outside [0, classes) after the
  * offset, a stale or damaged index. The caller owns *out. */
 int so_dataset_open_images(const char *kind, const char *dir, int train, const so_image_opts *o, so_dataset **out);
+/* Whether dir has the split: imagefolder dir/train or dir/val is a directory,
+ * tfrecord dir holds train-*-of-* or validation-*-of-* shards, or the index
+ * (o->index, else dir/scaleout.idx) lists samples of it. */
+int so_image_has_split(const char *kind, const char *dir, int train, const so_image_opts *o);
 /* Whether this build decodes JPEG (libturbojpeg) and PNG (libpng). */
 int so_image_have_jpeg(void);
 int so_image_have_png(void);

@@ -60,6 +60,9 @@ int cmd_ckpt(int argc, char **argv); /* ckpt list|verify|export DIR */
 int cmd_predict(int argc, char **argv); /* data-parallel scaling from measured layers + cost model */
 int cmd_plan(int argc, char **argv);    /* pipeline partition of a model: stages, crossing tensors, bubble */
 int cmd_data(int argc, char **argv);    /* image data sets: data index|bench|ls DIR */
+/* "imagefolder" when DIR/train is a directory, "tfrecord" when DIR holds
+ * train-*-of-* shards, else NULL. */
+const char *cli_image_kind(const char *dir);
 
 /* --bucket-mb of train and predict: "auto" (*mb = -1) or MiB in [0.001, 4096];
  * else one line naming the flag and CLI_USAGE. */

@@ -37,8 +37,7 @@ int cli_parse_crop_scale(const char *cmd, const char *arg, float *lo, float *hi)
     return 0;
 }
 
-/* imagefolder when DIR/train is a directory, tfrecord when DIR holds train-*-of-* shards. */
-static const char *detect_kind(const char *dir)
+const char *cli_image_kind(const char *dir)
 {
     char path[4096];
     struct stat st;
@@ -60,7 +59,7 @@ static int resolve_kind(const char *cmd, const char *dir, const char **kind)
 {
     if (strcmp(*kind, "auto"))
         return 0;
-    if (!(*kind = detect_kind(dir)))
+    if (!(*kind = cli_image_kind(dir)))
         return cli_error(cmd, CLI_USAGE, "%s: neither an imagefolder tree (train/<class>/...) nor TFRecord shards "
                                          "(train-*-of-*); say which with --dataset", dir);
     return 0;

@@ -547,6 +547,32 @@ out:
     return rc;
 }
 
+int so_image_has_split(const char *kind_name, const char *dir, int train, const so_image_opts *o)
+{
+    int kind = kind_of(kind_name), explicit_index;
+    char path[PATH_MAX];
+    struct stat st;
+    if (!kind || index_path(dir, o, path, sizeof path, &explicit_index))
+        return 0;
+    if (explicit_index || access(path, R_OK) == 0) {
+        so_image_source s = {.root = NULL};
+        int has = read_index(&s, path, kind, train) == 0 && s.n > 0;
+        free(s.names), free(s.file_name), free(s.class_name), free(s.loc);
+        return has;
+    }
+    if (kind == 1) {
+        snprintf(path, sizeof path, "%s/%s", dir, train ? "train" : "val");
+        return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    name_list files = {0};
+    int has = 0;
+    if (list_dir(dir, 0, &files) == 0)
+        for (size_t i = 0; i < files.n && !has; i++)
+            has = is_shard(files.v[i], train ? "train" : "validation");
+    names_free(&files);
+    return has;
+}
+
 int so_image_index_write(const char *kind_name, const char *dir, const so_image_opts *o, const char *path,
                          long *nsamples)
 {

@@ -41,8 +41,9 @@ static int load_images(const so_job_config *a, job_parts *j)
     o.label_offset = a->image.label_offset;
     o.index = a->image.index;
     int rc = so_dataset_open_images(a->dataset, a->data_dir, 1, &o, &j->train);
-    if (!rc)
-        rc = so_dataset_open_images(a->dataset, a->data_dir, 0, &o, &j->test);
+    if (rc || !so_image_has_split(a->dataset, a->data_dir, 0, &o))
+        return rc; /* no validation split: nothing to evaluate (tf_cnn_benchmarks' training runs) */
+    rc = so_dataset_open_images(a->dataset, a->data_dir, 0, &o, &j->test);
     if (!rc && j->test->classes > j->train->classes)
         rc = so_err(SO_EFORMAT, "%s: the validation split has %d classes, the training split %d", a->data_dir,
                     j->test->classes, j->train->classes);
