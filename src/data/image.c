@@ -10,7 +10,6 @@
  * the same decoded pixels give the same bytes as PIL. Pixels are RGBX
  * (4 bytes) from the decoder on, so one pixel is one vector. */
 #include <math.h>
-#include <smmintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,10 @@
 #include "image.h"
 #include "scaleout/err.h"
 #include "scaleout/rng.h"
+
+#if defined(__x86_64__)
+#include <smmintrin.h>
+#endif
 
 #ifdef SCALEOUT_HAVE_TURBOJPEG
 #include <turbojpeg.h>
@@ -186,10 +189,34 @@ static inline uint8_t clip8(int32_t v)
 }
 
 /* Horizontal pass: rows [y0, y1) of src (RGBX, stride bytes) -> tmp (n RGBX
- * pixels a row). One pixel's four channels are one SSE4.1 vector of int32
- * (the x86-64-v2 baseline), one multiply-add per tap, as Pillow-SIMD does. */
-static void pass_h(const uint8_t *src, size_t stride, int y0, int y1, int n, int ksize, const int *bounds,
-                   const int32_t *kk, uint8_t *tmp)
+ * pixels a row). The x86 version holds one pixel's four channels in one
+ * SSE4.1 vector of int32, one multiply-add per tap (as Pillow-SIMD does);
+ * SSE4.1 is in the Release build's x86-64-v2 baseline, and other builds
+ * check the CPU. Both versions give the same bytes. */
+static void pass_h_scalar(const uint8_t *src, size_t stride, int y0, int y1, int n, int ksize, const int *bounds,
+                          const int32_t *kk, uint8_t *tmp)
+{
+    for (int y = y0; y < y1; y++) {
+        const uint8_t *row = src + (size_t)y * stride;
+        uint8_t *out = tmp + (size_t)(y - y0) * n * 4;
+        for (int xx = 0; xx < n; xx++) {
+            const int32_t *k = kk + (size_t)xx * ksize;
+            const uint8_t *p = row + (size_t)bounds[2 * xx] * 4;
+            int32_t acc[4] = {1 << (PRECISION_BITS - 1), 1 << (PRECISION_BITS - 1), 1 << (PRECISION_BITS - 1),
+                              1 << (PRECISION_BITS - 1)};
+            for (int x = 0; x < bounds[2 * xx + 1]; x++, p += 4)
+                for (int ch = 0; ch < 4; ch++)
+                    acc[ch] += p[ch] * k[x];
+            for (int ch = 0; ch < 4; ch++)
+                out[4 * (size_t)xx + ch] = clip8(acc[ch]);
+        }
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.1"))) static void pass_h_sse41(const uint8_t *src, size_t stride, int y0, int y1, int n,
+                                                           int ksize, const int *bounds, const int32_t *kk,
+                                                           uint8_t *tmp)
 {
     const __m128i half = _mm_set1_epi32(1 << (PRECISION_BITS - 1));
     for (int y = y0; y < y1; y++) {
@@ -212,6 +239,19 @@ static void pass_h(const uint8_t *src, size_t stride, int y0, int y1, int n, int
             memcpy(out + 4 * (size_t)xx, &packed, 4);
         }
     }
+}
+#endif
+
+static void pass_h(const uint8_t *src, size_t stride, int y0, int y1, int n, int ksize, const int *bounds,
+                   const int32_t *kk, uint8_t *tmp)
+{
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("sse4.1")) {
+        pass_h_sse41(src, stride, y0, y1, n, ksize, bounds, kk, tmp);
+        return;
+    }
+#endif
+    pass_h_scalar(src, stride, y0, y1, n, ksize, bounds, kk, tmp);
 }
 
 /* Vertical pass: rows of tmp (width bytes each, first row = source row y0) -> out (n rows). */

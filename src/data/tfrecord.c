@@ -117,6 +117,8 @@ static int pb_next(pb *b, pb_field *f)
 /* The first element of a BytesList / Int64List (Feature field `kind`). */
 static int feature_first(const uint8_t *data, size_t len, uint32_t kind, pb_field *out)
 {
+    if (!data) /* a map entry without a value: an empty Feature */
+        return 0;
     pb b = {data, data + len}, l;
     pb_field f, e;
     int rc, found = 0;
