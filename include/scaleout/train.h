@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "scaleout/data.h"
+#include "scaleout/group.h"
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
 #include "scaleout/strategy.h"
@@ -41,6 +42,11 @@ typedef struct so_dist {
      * Pass both to so_model_opts (grads_alloc / grads_free). May be NULL. */
     void *(*buf_alloc)(void *ctx, size_t bytes);
     void (*buf_free)(void *ctx, void *p);
+    /* The same ranks as a group of the collective vocabulary (scaleout/group.h:
+     * non-blocking allreduce, reduce-scatter(v), allgather(v), bcast and
+     * messages on F32 / BF16 / F16 / F64 buffers, with handles), and its node
+     * and cross-node subgroups. May be NULL (a fake without it). */
+    so_group *group;
 } so_dist;
 
 /* Spans of time the trainer reports after they end (profilers, timelines).
@@ -102,6 +108,8 @@ typedef struct so_train_config {
     int no_initial_bcast;     /* resume: every rank already holds the same state */
     int sync_bn;              /* batchnorm statistics over the global batch (needs dist->allsum) */
     int auto_buckets;         /* choose bucket sizes from measured backward times and dist->cost */
+    float clip_norm;          /* > 0: scale the step's gradient down to this global L2 norm
+                                 (torch.nn.utils.clip_grad_norm_); 0: off */
     const so_train_hooks *hooks;
     /* What happens between gradients ready and the optimizer step
      * (scaleout/strategy.h). NULL: data parallelism over dist when dist is
@@ -143,6 +151,8 @@ typedef struct so_train_result {
     double wall_seconds;
     /* Per-rank phase totals (seconds) for this rank. */
     double data_wait, forward, backward, comm_exposed, comm_total, optimizer;
+    long clipped_steps;       /* clip_norm: steps whose gradient was scaled down */
+    double grad_norm;         /* clip_norm: the last step's global gradient norm before clipping */
     double *step_seconds;     /* wall time of every step */
     double *step_loss;        /* mean loss of every step (NAN on ranks that compute none) */
     long nstep_seconds;       /* entries of both */
