@@ -91,12 +91,12 @@ static int stage_open(img_stream *s)
     s->stage_fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (s->stage_fd < 0)
         return so_err(SO_EIO, "--stage-local: %s: %s", path, strerror(errno));
+    pthread_mutex_init(&s->stage_mu, NULL); /* destroyed with stage_fd */
     unlink(path); /* gone with the process, whatever way it ends */
     s->stage_off = calloc((size_t)s->d->n, sizeof *s->stage_off);
     s->stage_len = calloc((size_t)s->d->n, sizeof *s->stage_len);
     if (!s->stage_off || !s->stage_len)
         return so_err(SO_ENOMEM, "--stage-local: out of memory for %d entries", s->d->n);
-    pthread_mutex_init(&s->stage_mu, NULL);
     return 0;
 }
 
