@@ -336,7 +336,6 @@ static void plan_sample(const so_image_source *s, int train, uint64_t seed, int 
     }
 }
 
-#ifdef SCALEOUT_HAVE_TURBOJPEG
 /* The smallest TurboJPEG scaling factor that keeps the crop (cw x ch pixels
  * of the full image, resized to ow x oh) at least ow x oh. */
 static void pick_scale(int cw, int ch, int ow, int oh, int *num, int *den)
@@ -351,40 +350,88 @@ static void pick_scale(int cw, int ch, int ow, int oh, int *num, int *den)
         }
 }
 
-static int decode_jpeg(img_ctx *c, const uint8_t *buf, size_t len, const char *what, int scaled_w, int scaled_h)
+#ifdef SCALEOUT_HAVE_TURBOJPEG
+/* The JPEG's size; CMYK and oversized images are refused. */
+static int jpeg_header(img_ctx *c, const uint8_t *buf, size_t len, const char *what, int *w, int *h)
+{
+    int subsamp, cs;
+    if (len > 0xffffffffu || tjDecompressHeader3(c->tj, buf, (unsigned long)len, w, h, &subsamp, &cs) != 0)
+        return so_err(SO_EFORMAT, "%s: corrupt JPEG header (%s)", what, tjGetErrorStr2(c->tj));
+    if (*w < 1 || *h < 1 || (uint64_t)*w * *h > SO_IMAGE_MAX_PIXELS)
+        return so_err(SO_EFORMAT, "%s: %dx%d JPEG is larger than the %llu-pixel limit", what, *w, *h,
+                      (unsigned long long)SO_IMAGE_MAX_PIXELS);
+    if (cs == TJCS_CMYK || cs == TJCS_YCCK)
+        return so_err(SO_EFORMAT, "%s: CMYK JPEG (not supported)", what);
+    return 0;
+}
+
+/* Decodes at scaled_w x scaled_h (a TurboJPEG scaling factor) into c->rgb, RGBX. */
+static int jpeg_decode(img_ctx *c, const uint8_t *buf, size_t len, const char *what, int scaled_w, int scaled_h)
 {
     size_t need = (size_t)scaled_w * scaled_h * 4;
     if (grow((void **)&c->rgb, &c->rgb_cap, need ? need : 1))
         return -1;
-    /* LIMITSCANS: a progressive JPEG of thousands of scans is an attack, not an image. */
+    /* LIMITSCANS: a progressive JPEG of thousands of scans is an attack, not an image.
+     * STOPONWARNING: a truncated file is a warning to libjpeg, an unreadable sample to us. */
     if (tjDecompress2(c->tj, buf, (unsigned long)len, c->rgb, scaled_w, 0, scaled_h, TJPF_RGBX,
                       TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) != 0)
         return so_err(SO_EFORMAT, "%s: corrupt JPEG (%s)", what, tjGetErrorStr2(c->tj));
     return 0;
 }
+#else
+static int jpeg_header(img_ctx *c, const uint8_t *buf, size_t len, const char *what, int *w, int *h)
+{
+    (void)c, (void)buf, (void)len, (void)w, (void)h;
+    return so_err(SO_EUNSUP, "%s: this scaleout was built without libturbojpeg (install libturbojpeg0-dev and "
+                             "rebuild)", what);
+}
+
+static int jpeg_decode(img_ctx *c, const uint8_t *buf, size_t len, const char *what, int scaled_w, int scaled_h)
+{
+    return jpeg_header(c, buf, len, what, &scaled_w, &scaled_h);
+}
 #endif
+
+/* The train crop in the decoded (scaled by num/den) image: the region
+ * around it and the fractional box inside, resized to S x S. */
+static void crop_job(const plan *p, int num, int den, int sw, int sh, int S, resample_job *j)
+{
+    double f = (double)num / den, x0 = p->crop[1] * f, y0 = p->crop[0] * f;
+    double x1 = (p->crop[1] + p->crop[3]) * f, y1 = (p->crop[0] + p->crop[2]) * f;
+    int rx = (int)floor(x0), ry = (int)floor(y0);
+    int rw = (int)ceil(x1) - rx, rh = (int)ceil(y1) - ry;
+    rw = rx + rw > sw ? sw - rx : rw;
+    rh = ry + rh > sh ? sh - ry : rh;
+    *j = (resample_job){rx, ry, rw, rh, x0 - rx, y0 - ry, x1 - rx, y1 - ry, S, S, 0, 0};
+}
+
+/* ToTensor + Normalize (through lut) of S x S RGBX pixels, flipped or not, into CHW floats. */
+static void to_tensor(const uint8_t *px, int S, int flip, const float (*lut)[256], float *out)
+{
+    size_t plane = (size_t)S * S;
+    for (int y = 0; y < S; y++) {
+        const uint8_t *row = px + (size_t)y * S * 4;
+        float *o0 = out + (size_t)y * S, *o1 = o0 + plane, *o2 = o1 + plane;
+        for (int x = 0; x < S; x++) {
+            const uint8_t *q = row + 4 * (flip ? S - 1 - x : x);
+            o0[x] = lut[0][q[0]];
+            o1[x] = lut[1][q[1]];
+            o2[x] = lut[2][q[2]];
+        }
+    }
+}
 
 /* Decodes and transforms one image into out (3 x S x S floats, normalised by lut). */
 int img_transform(img_ctx *c, const so_image_source *s, const uint8_t *buf, size_t len, const char *what,
                   int train, uint64_t seed, int epoch, int sample, int dct, const float (*lut)[256], float *out)
 {
-    int S = s->image_size;
+    int S = s->image_size, w = 0, h = 0, rc;
     if (is_png(buf, len))
         return so_err(SO_EFORMAT, "%s: PNG images are not supported by this build", what);
     if (!is_jpeg(buf, len))
         return so_err(SO_EFORMAT, "%s: not a JPEG image (%s)", what, len < 3 ? "too short" : "bad magic");
-#ifndef SCALEOUT_HAVE_TURBOJPEG
-    (void)c, (void)train, (void)seed, (void)epoch, (void)sample, (void)dct, (void)lut, (void)out, (void)S;
-    return so_err(SO_EUNSUP, "%s: this scaleout was built without libturbojpeg (install libturbojpeg0-dev and rebuild)", what);
-#else
-    int w, h, subsamp, cs;
-    if (len > 0xffffffffu || tjDecompressHeader3(c->tj, buf, (unsigned long)len, &w, &h, &subsamp, &cs) != 0)
-        return so_err(SO_EFORMAT, "%s: corrupt JPEG header (%s)", what, tjGetErrorStr2(c->tj));
-    if (w < 1 || h < 1 || (uint64_t)w * h > SO_IMAGE_MAX_PIXELS)
-        return so_err(SO_EFORMAT, "%s: %dx%d JPEG is larger than the %llu-pixel limit", what, w, h,
-                      (unsigned long long)SO_IMAGE_MAX_PIXELS);
-    if (cs == TJCS_CMYK || cs == TJCS_YCCK)
-        return so_err(SO_EFORMAT, "%s: CMYK JPEG (not supported)", what);
+    if ((rc = jpeg_header(c, buf, len, what, &w, &h)))
+        return rc;
     plan p;
     plan_sample(s, train, seed, epoch, sample, w, h, &p);
     /* The region of the full image the output needs and what it becomes. */
@@ -394,18 +441,11 @@ int img_transform(img_ctx *c, const so_image_source *s, const uint8_t *buf, size
     if (dct == SO_DCT_ALL || (dct == SO_DCT_TRAIN && train))
         pick_scale(cw, ch, ow, oh, &num, &den);
     int sw = (w * num + den - 1) / den, sh = (h * num + den - 1) / den;
-    int rc = decode_jpeg(c, buf, len, what, sw, sh);
-    if (rc)
+    if ((rc = jpeg_decode(c, buf, len, what, sw, sh)))
         return rc;
     resample_job j;
     if (train) {
-        double f = (double)num / den, x0 = p.crop[1] * f, y0 = p.crop[0] * f;
-        double x1 = (p.crop[1] + p.crop[3]) * f, y1 = (p.crop[0] + p.crop[2]) * f;
-        int rx = (int)floor(x0), ry = (int)floor(y0);
-        int rw = (int)ceil(x1) - rx, rh = (int)ceil(y1) - ry;
-        rw = rx + rw > sw ? sw - rx : rw;
-        rh = ry + rh > sh ? sh - ry : rh;
-        j = (resample_job){rx, ry, rw, rh, x0 - rx, y0 - ry, x1 - rx, y1 - ry, S, S, 0, 0};
+        crop_job(&p, num, den, sw, sh, S, &j);
     } else { /* CenterCrop: offsets int(round((new - S) / 2)) */
         int ox = pyround((p.new_w - S) / 2.0), oy = pyround((p.new_h - S) / 2.0);
         j = (resample_job){0, 0, sw, sh, 0, 0, sw, sh, p.new_w, p.new_h, ox, oy};
@@ -414,19 +454,8 @@ int img_transform(img_ctx *c, const so_image_source *s, const uint8_t *buf, size
     }
     if (grow((void **)&c->out, &c->out_cap, (size_t)S * S * 4) || resample(c, c->rgb, (size_t)sw * 4, &j, S, c->out))
         return so_err(SO_ENOMEM, "%s: out of memory resampling", what);
-    size_t plane = (size_t)S * S;
-    for (int y = 0; y < S; y++) {
-        const uint8_t *row = c->out + (size_t)y * S * 4;
-        float *o0 = out + (size_t)y * S, *o1 = o0 + plane, *o2 = o1 + plane;
-        for (int x = 0; x < S; x++) {
-            const uint8_t *px = row + 4 * (p.flip ? S - 1 - x : x);
-            o0[x] = lut[0][px[0]];
-            o1[x] = lut[1][px[1]];
-            o2[x] = lut[2][px[2]];
-        }
-    }
+    to_tensor(c->out, S, p.flip, lut, out);
     return 0;
-#endif
 }
 
 void img_build_lut(const float mean[3], const float std[3], float lut[3][256])
