@@ -351,13 +351,26 @@ static void pick_scale(int cw, int ch, int ow, int oh, int *num, int *den)
 }
 
 #ifdef SCALEOUT_HAVE_TURBOJPEG
+/* After a failed call the decompressor is replaced: libjpeg-turbo 2.1's
+ * handle can come out of an aborted decode (a truncated file) reporting the
+ * next header as 0x0. Failures are rare, a new handle is cheap. */
+static int jpeg_failed(img_ctx *c, const char *what, const char *stage)
+{
+    int rc = so_err(SO_EFORMAT, "%s: corrupt JPEG%s (%s)", what, stage, tjGetErrorStr2(c->tj));
+    tjDestroy(c->tj);
+    c->tj = tjInitDecompress();
+    return c->tj ? rc : so_err(SO_ENOMEM, "cannot create a TurboJPEG decompressor");
+}
+
 /* The JPEG's size; CMYK and oversized images are refused. */
 static int jpeg_header(img_ctx *c, const uint8_t *buf, size_t len, const char *what, int *w, int *h)
 {
     int subsamp, cs;
     if (len > 0xffffffffu || tjDecompressHeader3(c->tj, buf, (unsigned long)len, w, h, &subsamp, &cs) != 0)
-        return so_err(SO_EFORMAT, "%s: corrupt JPEG header (%s)", what, tjGetErrorStr2(c->tj));
-    if (*w < 1 || *h < 1 || (uint64_t)*w * *h > SO_IMAGE_MAX_PIXELS)
+        return jpeg_failed(c, what, " header");
+    if (*w < 1 || *h < 1)
+        return so_err(SO_EFORMAT, "%s: corrupt JPEG header (%dx%d)", what, *w, *h);
+    if ((uint64_t)*w * *h > SO_IMAGE_MAX_PIXELS)
         return so_err(SO_EFORMAT, "%s: %dx%d JPEG is larger than the %llu-pixel limit", what, *w, *h,
                       (unsigned long long)SO_IMAGE_MAX_PIXELS);
     if (cs == TJCS_CMYK || cs == TJCS_YCCK)
@@ -375,7 +388,7 @@ static int jpeg_decode(img_ctx *c, const uint8_t *buf, size_t len, const char *w
      * STOPONWARNING: a truncated file is a warning to libjpeg, an unreadable sample to us. */
     if (tjDecompress2(c->tj, buf, (unsigned long)len, c->rgb, scaled_w, 0, scaled_h, TJPF_RGBX,
                       TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS) != 0)
-        return so_err(SO_EFORMAT, "%s: corrupt JPEG (%s)", what, tjGetErrorStr2(c->tj));
+        return jpeg_failed(c, what, "");
     return 0;
 }
 #else
