@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data_internal.h"
 #include "scaleout/data.h"
 #include "scaleout/err.h"
 #include "scaleout/rng.h"
@@ -55,6 +56,7 @@ void so_dataset_destroy(so_dataset *d)
     free(d->values);
     free(d->labels);
     so_tokens_close(d->tokens);
+    image_source_free(d->images);
     free(d);
 }
 
