@@ -177,7 +177,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"ckpt-on-error", OPT_CHOICE, &c->ckpt.on_error, "WHAT", "when a checkpoint fails: continue or stop", 0, -1, ckpt_on_errors},
         {"mtbf", OPT_FLOAT, &c->ckpt.mtbf_hours, "HOURS", "mean time between failures for --ckpt-every auto", 1e-6, 1e9, NULL},
         {"resume", OPT_STR, &c->ckpt.resume, "auto|PATH", "continue from the newest complete checkpoint", 0, -1, NULL},
-        {"init-from", OPT_STR, &c->ckpt.init_from, "FILE", "initial parameters from a .safetensors file", 0, -1, NULL},
+        {"init-from", OPT_STR, &c->ckpt.init_from, "FILE", "initial parameters from a .safetensors file or, for GPT-2, llm.c's model file", 0, -1, NULL},
         {"allow-nonfinite", OPT_FLAG, &c->allow_nonfinite, NULL, "train on when the loss becomes NaN or infinite, and from --init-from weights that hold such values (default: stop, exit 1; refuse, exit 2)", 0, -1, NULL},
         {"pipeline-stages", OPT_INT, &c->pipeline_stages, "P", "pipeline stages: the ranks split into P stages x ranks/P data-parallel replicas (docs/PARALLELISM.md)", 1, 4096, NULL},
         {"microbatches", OPT_INT, &c->microbatches, "M", "micro-batches per step with pipeline stages (each batch-size/M)", 1, 1 << 16, NULL},

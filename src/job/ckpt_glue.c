@@ -12,6 +12,8 @@
 
 #include "scaleout/ckpt.h"
 #include "scaleout/err.h"
+#include "scaleout/gpt2.h"
+#include "scaleout/llmc.h"
 #include "scaleout/log.h"
 
 struct ckpt_glue {
@@ -164,9 +166,20 @@ static int make_config(const so_job_ckpt_config *a, const char *model, const cha
     return a->every ? parse_every(a, c) : 0;
 }
 
+/* 1 when path starts with llm.c's model-file magic (train_gpt2.c's weights). */
+static int is_llmc_file(const char *path)
+{
+    unsigned char b[4] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(b, 1, 4, f) : 0;
+    if (f)
+        fclose(f);
+    return got == 4 && (b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24) == SO_LLMC_MAGIC;
+}
+
 static int init_from(const char *path, so_model *m, int part)
 {
-    if (!so_ckpt_safetensors_load_part(path, m, part))
+    if (is_llmc_file(path) ? !so_gpt2_load_llmc(m, path, part) : !so_ckpt_safetensors_load_part(path, m, part))
         return 0;
     char msg[600];
     snprintf(msg, sizeof msg, "%s", so_errmsg());

@@ -479,6 +479,28 @@ static int pick_strategy(trainer *t, so_strategy **owned)
     return rc;
 }
 
+/* step_loss as the mean over the ranks that compute a loss, step by step:
+ * one sum of (loss, 1) pairs after the run rather than one per step. */
+static int reduce_step_losses(trainer *t)
+{
+    so_train_result *r = t->r;
+    if (!t->d || t->d->world < 2 || r->nstep_seconds < 1)
+        return 0;
+    size_t n = (size_t)r->nstep_seconds;
+    double *s = malloc(2 * n * sizeof *s);
+    if (!s)
+        return so_err(SO_ENOMEM, "out of memory for %zu step losses", n);
+    for (size_t k = 0; k < n; k++) {
+        s[2 * k] = isnan(r->step_loss[k]) ? 0 : r->step_loss[k];
+        s[2 * k + 1] = !isnan(r->step_loss[k]);
+    }
+    int rc = t->d->sum(t->d->ctx, s, (int)(2 * n));
+    for (size_t k = 0; !rc && k < n; k++)
+        r->step_loss[k] = s[2 * k + 1] > 0 ? s[2 * k] / s[2 * k + 1] : NAN;
+    free(s);
+    return rc;
+}
+
 int so_train(so_model *m, so_optim *opt, so_loader *train, so_loader *test, const so_train_config *c,
              const so_dist *dist, so_progress_fn progress, void *progress_arg, so_train_result *out)
 {
@@ -505,6 +527,8 @@ int so_train(so_model *m, so_optim *opt, so_loader *train, so_loader *test, cons
         rc = 0;
     }
     out->wall_seconds = so_now() - start;
+    if (!rc)
+        rc = reduce_step_losses(&t);
     out->steps = t.step - c->start_step;
     out->images_per_sec = t.img_time > 0 ? t.img_count / t.img_time
                           : t.all_time > 0 ? t.all_count / t.all_time : 0;
