@@ -3,10 +3,15 @@
 # llm.c's model file (--init-from) and token shards in llm.c's order
 # (--shuffle off), data parallel over 2 ranks with clipping, the per-step
 # losses of --json's step_loss against an independent PyTorch GPT-2 at the
-# global batch (1e-4 relative). Skips without Debian's torch.
+# global batch (1e-4 relative); and `scaleout models`' two GPT-2 counts.
+# The PyTorch part skips without Debian's torch.
 set -euo pipefail
 src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
 py=/usr/bin/python3
+# `scaleout models`: llm.c's count (vocabulary padded to 50304) and Hugging Face's (50257)
+models=$("$1" models)
+grep -Eq '^gpt2 .* 124475904 ' <<<"$models" || { echo "FAIL: models does not give gpt2 124475904"; exit 1; }
+grep -Eq '^gpt2 +124439808$' <<<"$models" || { echo "FAIL: models does not give gpt2's unpadded 124439808"; exit 1; }
 if ! "$py" -c 'import torch, numpy' 2>/dev/null; then
     echo "skipped: $py cannot import torch and numpy"
     exit 77
