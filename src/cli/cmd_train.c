@@ -381,6 +381,10 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     for (long k = 0; k < r->nstep_seconds; k++)
         so_json_num(&js, NULL, r->step_loss[k]);
     so_json_arr_end(&js);
+    so_json_arr_begin(&js, "step_seconds"); /* rank 0's wall time of every step */
+    for (long k = 0; k < r->nstep_seconds; k++)
+        so_json_num(&js, NULL, r->step_seconds[k]);
+    so_json_arr_end(&js);
     if (r->pipe_bubble_formula > 0) {
         so_json_obj_begin(&js, "pipeline");
         so_json_num(&js, "bubble_measured", r->pipe_bubble);
