@@ -340,6 +340,12 @@ void prof_glue_pipeline(prof_glue *g, const prof_sched_layout *l)
     g->pipelined = 1;
 }
 
+void prof_glue_layer_order(prof_glue *g, const so_graph *whole)
+{
+    if (g && whole)
+        so_prof_set_layer_order(g->p, whole);
+}
+
 /* ---- finish: gather, write, summarise ---------------------------------------- */
 
 /* Every rank's totals on every rank: a world x fields array summed over ranks. */
