@@ -25,23 +25,17 @@ static int grad_wait(void *ctx, double *waited)
     return t->inner->grad_wait(t->inner->ctx, waited);
 }
 
-static int sum(void *ctx, double *v, int n)
+/* A reduction of metrics (the job's sum or max), timed. */
+static int metrics(prof_dist *t, int (*reduce)(void *, double *, int), double *v, int n)
 {
-    prof_dist *t = ctx;
     double t0 = now(t);
-    int rc = t->inner->sum(t->inner->ctx, v, n);
+    int rc = reduce(t->inner->ctx, v, n);
     record(t, "allreduce", SO_PROF_USE_METRICS, (size_t)n * sizeof *v, t0, now(t));
     return rc;
 }
 
-static int max(void *ctx, double *v, int n)
-{
-    prof_dist *t = ctx;
-    double t0 = now(t);
-    int rc = t->inner->max(t->inner->ctx, v, n);
-    record(t, "allreduce", SO_PROF_USE_METRICS, (size_t)n * sizeof *v, t0, now(t));
-    return rc;
-}
+static int sum(void *ctx, double *v, int n) { return metrics(ctx, ((prof_dist *)ctx)->inner->sum, v, n); }
+static int max(void *ctx, double *v, int n) { return metrics(ctx, ((prof_dist *)ctx)->inner->max, v, n); }
 
 static int bcast(void *ctx, float *buf, size_t count)
 {
