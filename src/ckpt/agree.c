@@ -10,29 +10,29 @@
 #include "scaleout/timer.h"
 #include "session.h"
 
-/* The agreement vector ck->a.row, summed over ranks:
+/* The agreement vector ck->agreement.row, summed over ranks:
  *   [0] ranks whose checkpoint is durable   [1] ranks whose checkpoint failed
  *   [2] ranks whose flush is done           [3] ranks whose flush failed
  *   [4 + 2k], [5 + 2k] CRC and byte count of rank k's shard (once durable). */
-int ck_av_len(const so_ckpt *ck) { return AV_SHARDS + 2 * ck->t.world; }
+int ck_av_len(const so_ckpt *ck) { return ROW_SHARDS + 2 * ck->t.world; }
 
 /* This rank's row: the flags of the checkpoint (ckpt) and/or flush (flush) in flight. */
 static int local_row(so_ckpt *ck, int ckpt, int flush, int block)
 {
     int d = 0, b = 0, rc = 0, r = ck->t.rank;
-    memset(ck->a.row, 0, (size_t)ck_av_len(ck) * sizeof *ck->a.row);
-    ck->a.covers_ckpt = ckpt;
-    ck->a.covers_flush = flush;
+    memset(ck->agreement.row, 0, (size_t)ck_av_len(ck) * sizeof *ck->agreement.row);
+    ck->agreement.covers_ckpt = ckpt;
+    ck->agreement.covers_flush = flush;
     if (ckpt && !(rc = ck_flags(ck, block, &d, &b))) {
-        ck->a.row[AV_DONE] = d;
-        ck->a.row[AV_BAD] = b;
-        ck->a.row[AV_SHARDS + 2 * r] = d ? ck->snapshot_task.crc : 0;
-        ck->a.row[AV_SHARDS + 2 * r + 1] = d ? (int64_t)ck->snapshot_task.bytes : 0;
+        ck->agreement.row[ROW_CKPT_DONE] = d;
+        ck->agreement.row[ROW_CKPT_FAILED] = b;
+        ck->agreement.row[ROW_SHARDS + 2 * r] = d ? ck->snapshot_task.crc : 0;
+        ck->agreement.row[ROW_SHARDS + 2 * r + 1] = d ? (int64_t)ck->snapshot_task.bytes : 0;
     }
     if (flush) {
         ck_flush_flags(ck, block, &d, &b);
-        ck->a.row[AV_FDONE] = d;
-        ck->a.row[AV_FBAD] = ck->a.flush_failed = b;
+        ck->agreement.row[ROW_FLUSH_DONE] = d;
+        ck->agreement.row[ROW_FLUSH_FAILED] = ck->agreement.flush_failed = b;
     }
     return rc;
 }
@@ -40,15 +40,15 @@ static int local_row(so_ckpt *ck, int ckpt, int flush, int block)
 /* Acts on the summed row: the same values at the same step on every rank. */
 static int apply_row(so_ckpt *ck)
 {
-    const int64_t *v = ck->a.row, w = ck->t.world;
+    const int64_t *v = ck->agreement.row, w = ck->t.world;
     int rc = 0;
-    if (ck->a.covers_flush && (v[AV_FDONE] == w || v[AV_FBAD] > 0)) /* first: a completing checkpoint may start a flush */
-        rc = ck_flush_settle(ck, v[AV_FBAD] > 0, ck->a.flush_failed);
-    if (ck->a.covers_ckpt && (v[AV_DONE] == w || v[AV_BAD] > 0)) {
-        int rc2 = ck_settle(ck, v[AV_DONE] == w, v[AV_BAD] > 0);
+    if (ck->agreement.covers_flush && (v[ROW_FLUSH_DONE] == w || v[ROW_FLUSH_FAILED] > 0)) /* first: a completing checkpoint may start a flush */
+        rc = ck_flush_settle(ck, v[ROW_FLUSH_FAILED] > 0, ck->agreement.flush_failed);
+    if (ck->agreement.covers_ckpt && (v[ROW_CKPT_DONE] == w || v[ROW_CKPT_FAILED] > 0)) {
+        int rc2 = ck_settle(ck, v[ROW_CKPT_DONE] == w, v[ROW_CKPT_FAILED] > 0);
         rc = rc ? rc : rc2;
     }
-    ck->a.covers_ckpt = ck->a.covers_flush = 0;
+    ck->agreement.covers_ckpt = ck->agreement.covers_flush = 0;
     return rc;
 }
 
@@ -64,17 +64,17 @@ int ck_agree_round(so_ckpt *ck, int ckpt, int flush)
 {
     int rc = local_row(ck, ckpt, flush, 1);
     if (!rc)
-        rc = comm_failed(ck, ck->t.allreduce_i64(ck->t.ctx, ck->a.row, ck_av_len(ck), SO_CKPT_SUM));
+        rc = comm_failed(ck, ck->t.allreduce_i64(ck->t.ctx, ck->agreement.row, ck_av_len(ck), SO_CKPT_SUM));
     return rc ? rc : apply_row(ck);
 }
 
 /* Completes the agreement posted at the previous step_end and acts on it. */
 int ck_agree_settle(so_ckpt *ck)
 {
-    if (!ck->a.req)
+    if (!ck->agreement.req)
         return 0;
-    void *req = ck->a.req;
-    ck->a.req = NULL;
+    void *req = ck->agreement.req;
+    ck->agreement.req = NULL;
     int rc = comm_failed(ck, ck->t.isum_wait(ck->t.ctx, req));
     return rc ? rc : apply_row(ck);
 }
@@ -84,10 +84,10 @@ int ck_agree_settle(so_ckpt *ck)
 int ck_agree_post(so_ckpt *ck)
 {
     if (!ck->t.isum_start)
-        return ck_agree_round(ck, ck->pending, ck->f.active);
-    int rc = local_row(ck, ck->pending, ck->f.active, 0);
-    ck->a.posted_step = ck->cur_step;
-    return rc ? rc : comm_failed(ck, ck->t.isum_start(ck->t.ctx, ck->a.row, ck_av_len(ck), &ck->a.req));
+        return ck_agree_round(ck, ck->pending, ck->flush.active);
+    int rc = local_row(ck, ck->pending, ck->flush.active, 0);
+    ck->agreement.posted_step = ck->cur_step;
+    return rc ? rc : comm_failed(ck, ck->t.isum_start(ck->t.ctx, ck->agreement.row, ck_av_len(ck), &ck->agreement.req));
 }
 
 /* Finishes the checkpoint in flight (blocking). */

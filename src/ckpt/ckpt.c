@@ -110,9 +110,9 @@ static int reserve(void *arg, ck_task *t)
 static int alloc_buffers(so_ckpt *ck)
 {
     int w = ck->t.world, writes = ck->c.every_steps > 0 || ck->c.every_epochs > 0 || ck->c.mtbf_hours > 0;
-    ck->a.row = calloc((size_t)ck_av_len(ck), sizeof *ck->a.row);
+    ck->agreement.row = calloc((size_t)ck_av_len(ck), sizeof *ck->agreement.row);
     ck->rankbuf = malloc(ck->rank_bytes);
-    if (!ck->a.row || !ck->rankbuf)
+    if (!ck->agreement.row || !ck->rankbuf)
         return so_err(SO_ENOMEM, "out of memory");
     memset(ck->rankbuf, 0, ck->rank_bytes); /* its page faults now, not at the first checkpoint */
     if (!writes || ck->c.naive)
@@ -193,12 +193,12 @@ void so_ckpt_destroy(so_ckpt *ck)
     } else {
         free(ck->stage);
     }
-    free(ck->a.row);
+    free(ck->agreement.row);
     free(ck->rankbuf);
     free(ck->manifest_copy);
     free(ck->flush_manifest_copy);
     free(ck->manifest_text);
-    free(ck->f.manifest_text);
+    free(ck->flush.manifest_text);
     if (ck->tclock_fd >= 0)
         close(ck->tclock_fd);
     free(ck);
@@ -321,7 +321,7 @@ static uint8_t *scratch(uint8_t **buf, size_t cap)
 static int take_slots(so_ckpt *ck, ck_task *t)
 {
     ck->stage = ck_slots_take(&ck->own_slots, t->err, sizeof t->err);
-    if (!ck->x.recv_early) /* else the receive is already posted into its file */
+    if (!ck->exchange.recv_early) /* else the receive is already posted into its file */
         ck->partner_buf = ck->stage && ck->partner_buf_cap ? ck_slots_take(&ck->partner_slots, t->err, sizeof t->err) : NULL;
     if (ck->stage && (ck->partner_buf || !ck->partner_buf_cap))
         return 0;
@@ -365,7 +365,7 @@ static int snapshot(void *arg, ck_task *t)
  * the file and the pair is posted at before_update as before. */
 static int recv_early(so_ckpt *ck)
 {
-    ck->x.recv_early = 0;
+    ck->exchange.recv_early = 0;
     if (!ck->slots || !ck->partner_buf_cap || !ck_task_done(&ck->writer, &ck->prefault_task, 0) ||
         !ck_task_done(&ck->writer, &ck->reserve_task, 0) || ck_slots_free_count(&ck->partner_slots) == 0)
         return 0;
@@ -375,10 +375,10 @@ static int recv_early(so_ckpt *ck)
         return 0;
     int dst, src;
     partners(ck, &dst, &src);
-    int rc = ck->t.exchange_recv(ck->t.ctx, b, ck->partner_buf_cap, src, ck->stage_cap, &ck->x.req);
+    int rc = ck->t.exchange_recv(ck->t.ctx, b, ck->partner_buf_cap, src, ck->stage_cap, &ck->exchange.req);
     if (!rc) {
         ck->partner_buf = b;
-        ck->x.recv_early = 1;
+        ck->exchange.recv_early = 1;
     }
     return rc;
 }
@@ -414,14 +414,14 @@ int ck_snapped(so_ckpt *ck)
         return 0;
     int dst, src;
     partners(ck, &dst, &src);
-    ck->x.src = src;
+    ck->exchange.src = src;
     if (!ck->stage || !ck->partner_buf)
         return so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->partner_buf_cap);
-    ck->x.posted_now = 1;
-    ck->x.posted_at = so_now();
-    int rc = ck->x.recv_early ? 0
-                         : ck->t.exchange_recv(ck->t.ctx, ck->partner_buf, ck->partner_buf_cap, src, ck->stage_cap, &ck->x.req);
-    return rc ? rc : ck->t.exchange_send(ck->t.ctx, ck->x.req, ck->stage, ck->stage_cap, dst);
+    ck->exchange.posted_now = 1;
+    ck->exchange.posted_at = so_now();
+    int rc = ck->exchange.recv_early ? 0
+                         : ck->t.exchange_recv(ck->t.ctx, ck->partner_buf, ck->partner_buf_cap, src, ck->stage_cap, &ck->exchange.req);
+    return rc ? rc : ck->t.exchange_send(ck->t.ctx, ck->exchange.req, ck->stage, ck->stage_cap, dst);
 }
 
 /* ---- completing a checkpoint ---------------------------------------------------- */
@@ -438,8 +438,8 @@ static int build_manifest(so_ckpt *ck)
         ck_block(ck->rep_bytes, w, k, &sh[k].rep_off, &sh[k].rep_len);
         sh[k].rank_first = k;
         sh[k].rank_count = 1;
-        sh[k].crc = (uint32_t)ck->a.row[AV_SHARDS + 2 * k];
-        sh[k].bytes = (uint64_t)ck->a.row[AV_SHARDS + 2 * k + 1];
+        sh[k].crc = (uint32_t)ck->agreement.row[ROW_SHARDS + 2 * k];
+        sh[k].bytes = (uint64_t)ck->agreement.row[ROW_SHARDS + 2 * k + 1];
     }
     ck->pending_manifest.shards = sh;
     free(ck->manifest_text);
@@ -469,7 +469,7 @@ int ck_queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, const 
     t->len = len;
     t->keep = ck->c.keep;
     t->protect = protect;
-    t->step = w == &ck->flusher ? ck->f.step : ck->pending_manifest.step;
+    t->step = w == &ck->flusher ? ck->flush.step : ck->pending_manifest.step;
     t->io = CK_IO(w == &ck->flusher ? SO_CKPT_IO_FLUSH_MANIFEST : SO_CKPT_IO_MANIFEST);
     ck_worker_submit(w, t);
     return 0;
@@ -498,14 +498,14 @@ static int complete(so_ckpt *ck)
     int leader = ck->c.local_dir ? ck->t.node_rank == 0 : ck->t.rank == 0;
     if (!rc && leader)
         rc = ck_queue_manifest(ck, &ck->writer, &ck->manifest_task, &ck->manifest_copy, ck->pending_dir, ck->manifest_text,
-                            ck->manifest_len, ck_level1(ck), ck->f.active ? ck->f.step : -1);
+                            ck->manifest_len, ck_level1(ck), ck->flush.active ? ck->flush.step : -1);
     if (rc)
         return rc;
     ck->st.count++;
     ck->st.last_complete_seconds = so_now() - ck->pending_since;
     /* The partner copy lands in its file as MPI receives it: its time runs
      * from posting the exchange to the file being durable. */
-    double part = !ck->partner ? 0 : ck->slots ? ck->partner_task.t_end - ck->x.posted_at : ck->partner_task.seconds;
+    double part = !ck->partner ? 0 : ck->slots ? ck->partner_task.t_end - ck->exchange.posted_at : ck->partner_task.seconds;
     if (ck->partner) {
         ck->st.partner_seconds += part;
         ck->st.partner_bytes += (double)ck->partner_task.bytes;
@@ -515,7 +515,7 @@ static int complete(so_ckpt *ck)
     /* A requested checkpoint (the last before a stop) also goes to the shared
      * level: a requeued job may start on other nodes. */
     if (ck->c.local_dir && ck->c.shared_dir && (ck->st.count % ck->c.flush_every == 0 || ck->sched.in_flight_requested)) {
-        if (!ck->f.active)
+        if (!ck->flush.active)
             return ck_flush_start(ck);
         if (ck->t.rank == 0)
             so_log(SO_LOG_WARN, "checkpoint %ld is not flushed: the previous flush is still running", ck->pending_manifest.step);
@@ -530,27 +530,27 @@ int ck_flags(so_ckpt *ck, int block, int *done, int *bad)
     *done = *bad = 0;
     if (ck->snapping) /* the exchange is not even posted yet (blocking callers resolve this first) */
         return 0;
-    if (ck->x.posted_now && !block) {
+    if (ck->exchange.posted_now && !block) {
         /* Posted just before this step's update: testing it now would make
          * this thread do the whole transfer (a shared-memory MPI copies a
          * large message inside whichever call progresses it). One step later
          * the gradient engine's calls have progressed it in the background. */
-        ck->x.posted_now = 0;
+        ck->exchange.posted_now = 0;
         return 0;
     }
-    if (ck->x.req) {
-        int got = 0, rc = ck->t.exchange_test(ck->t.ctx, ck->x.req, block, &got);
+    if (ck->exchange.req) {
+        int got = 0, rc = ck->t.exchange_test(ck->t.ctx, ck->exchange.req, block, &got);
         if (rc)
             return rc;
         if (got) {
-            ck->x.req = NULL;
+            ck->exchange.req = NULL;
             char name[64];
-            ck_fmt(name, sizeof name, "partner-%d.bin", ck->x.src);
+            ck_fmt(name, sizeof name, "partner-%d.bin", ck->exchange.src);
             queue_write(ck, &ck->partner_task, ck->pending_dir, name, ck->partner_buf, ck->partner_buf_cap, NULL);
         }
     }
     int own = ck_task_done(&ck->writer, &ck->snapshot_task, block);
-    int part = !ck->partner || (!ck->x.req && ck_task_done(&ck->writer, &ck->partner_task, block));
+    int part = !ck->partner || (!ck->exchange.req && ck_task_done(&ck->writer, &ck->partner_task, block));
     *done = own && part;
     *bad = (own && ck->snapshot_task.rc) || (ck->partner && part && ck->partner_task.rc);
     return 0;
@@ -582,7 +582,7 @@ static void drop_failed(so_ckpt *ck)
     ck_fmt(name, sizeof name, "shard-%d.bin", ck->t.rank);
     unlink_in(ck->pending_dir, name);
     if (ck->partner) {
-        ck_fmt(name, sizeof name, "partner-%d.bin", ck->x.src);
+        ck_fmt(name, sizeof name, "partner-%d.bin", ck->exchange.src);
         unlink_in(ck->pending_dir, name);
     }
     rmdir(ck->pending_dir); /* fails while other ranks' names are there: they drop theirs */
@@ -595,10 +595,10 @@ int ck_settle(so_ckpt *ck, int all_done, int failed)
     if (!failed)
         return all_done ? complete(ck) : 0;
     int done = 0;
-    if (ck->x.req && !ck->t.exchange_test(ck->t.ctx, ck->x.req, 1, &done)) /* partner_buf must be free */
-        ck->x.req = NULL;
+    if (ck->exchange.req && !ck->t.exchange_test(ck->t.ctx, ck->exchange.req, 1, &done)) /* partner_buf must be free */
+        ck->exchange.req = NULL;
     ck_task_done(&ck->writer, &ck->snapshot_task, 1);
-    if (ck->partner && !ck->x.req)
+    if (ck->partner && !ck->exchange.req)
         ck_task_done(&ck->writer, &ck->partner_task, 1);
     drop_failed(ck);
     const char *why = ck->snapshot_task.rc ? ck->snapshot_task.err : ck->partner && ck->partner_task.rc ? ck->partner_task.err : NULL;
@@ -739,7 +739,7 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
     }
     /* A requested checkpoint (the last before a stop) must reach the shared
      * level, so a flush still running finishes first instead of skipping it. */
-    if (!rc && ck->sched.requested && ck->f.active)
+    if (!rc && ck->sched.requested && ck->flush.active)
         rc = ck_flush_advance(ck);
     if (!may_start(ck, rc))
         return rc;
@@ -777,15 +777,15 @@ static void reserve_ahead(so_ckpt *ck, const so_train_state *s)
 int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
 {
     double t0 = so_now();
-    int was_pending = ck->pending, was_flushing = ck->f.active, active = ck->pending || ck->f.active;
+    int was_pending = ck->pending, was_flushing = ck->flush.active, active = ck->pending || ck->flush.active;
     mark(ck);
     ck->cur_step = s->step;
     ck_track_step_time(ck);
     check_manifests(ck);
     ck->err_is_ckpt = 0;
-    int polled = ck->a.req != NULL && s->step >= ck->a.posted_step + SETTLE_LAG, rc = polled ? ck_agree_settle(ck) : 0;
+    int polled = ck->agreement.req != NULL && s->step >= ck->agreement.posted_step + SETTLE_LAG, rc = polled ? ck_agree_settle(ck) : 0;
     if (polled) {
-        ck_schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->f.active);
+        ck_schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->flush.active);
         account(ck, t0, active, "poll (agreement)"); /* its own piece: waiting for peers is told apart */
         t0 = so_now();
     }
@@ -799,11 +799,11 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
         account(ck, t0, 1, "start");
         t0 = so_now();
         active = 0;
-        ck->a.poll_gap = 1;
-        ck->a.next_poll = s->step + 2; /* the exchange is posted at the next update and tested one step later */
+        ck->sched.poll_gap = 1;
+        ck->sched.next_poll = s->step + 2; /* the exchange is posted at the next update and tested one step later */
     }
     was_pending = ck->pending;
-    if (!rc && !ck->a.req && (ck->pending || ck->f.active) && s->step >= ck->a.next_poll) {
+    if (!rc && !ck->agreement.req && (ck->pending || ck->flush.active) && s->step >= ck->sched.next_poll) {
         rc = ck_agree_post(ck); /* one process: settles at once */
         active = 1;
         if (!ck->t.isum_start)
@@ -845,7 +845,7 @@ int so_ckpt_finish(so_ckpt *ck)
     /* Mid-run, a checkpoint whose flush is due while the previous flush still
      * runs is not flushed; the run's last one must reach the shared level
      * (a job may restart on other nodes), so the previous flush ends first. */
-    if (was_pending && ck->f.active)
+    if (was_pending && ck->flush.active)
         rc = ck_flush_advance(ck);
     if (!rc)
         rc = ck_agree_advance(ck);
@@ -853,7 +853,7 @@ int so_ckpt_finish(so_ckpt *ck)
         int rc2 = closed(ck, ck->pending_manifest.step);
         rc = rc ? rc : rc2;
     }
-    if (ck->f.active) {
+    if (ck->flush.active) {
         int rc2 = ck_flush_advance(ck);
         rc = rc ? rc : rc2;
     }

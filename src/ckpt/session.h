@@ -18,13 +18,12 @@ typedef struct {
     double posted_at;            /* when */
 } ck_exchange;
 
-/* The ranks' agreement on progress (ckpt.c: local_row): one non-blocking SUM
- * of a row per round, posted at a step end and settled SETTLE_LAG steps on. */
+/* The ranks' agreement on progress (agree.c): one non-blocking SUM of a
+ * row per round, posted at a step end and settled SETTLE_LAG steps on. */
 typedef struct {
     int64_t *row;                /* in MPI's hands while req is set */
     void *req;
     long posted_step;
-    long next_poll, poll_gap;    /* when the next round is posted (schedule_poll) */
     int covers_ckpt, covers_flush; /* what the pending round covers */
     int flush_failed;            /* this rank's flush failed (in the round) */
 } ck_agreement;
@@ -46,6 +45,7 @@ typedef struct {
     int requested;               /* so_ckpt_request: the next step_end starts one, due or not */
     int in_flight_requested;     /* the checkpoint in flight was requested: flushed, whatever M */
     double step_time, last_step_time, cur_stall;
+    long next_poll, poll_gap;    /* when the next agreement round is posted (ck_schedule_poll) */
 } ck_schedule;
 
 struct so_ckpt {
@@ -90,9 +90,9 @@ struct so_ckpt {
     ck_task manifest_task, flush_manifest_task; /* manifest + prune on the writer / flush thread */
     char *manifest_copy, *flush_manifest_copy; /* the text those tasks write */
 
-    ck_exchange x;
-    ck_agreement a;
-    ck_flush f;
+    ck_exchange exchange;        /* with the partner rank */
+    ck_agreement agreement;      /* of the ranks on progress */
+    ck_flush flush;              /* to the shared level */
     ck_schedule sched;
     int err_is_ckpt;
     so_ckpt_stats st;
@@ -106,9 +106,9 @@ struct so_ckpt {
  * traffic since posting, and the SUM is complete before anybody asks. */
 #define SETTLE_LAG 2
 
-/* Layout of the agreement row (agree.c: local_row): [AV_SHARDS + 2k] and
- * [AV_SHARDS + 2k + 1] are the CRC and size of rank k's shard. */
-enum { AV_DONE, AV_BAD, AV_FDONE, AV_FBAD, AV_SHARDS };
+/* Layout of the agreement row (agree.c): [ROW_SHARDS + 2k] and
+ * [ROW_SHARDS + 2k + 1] are the CRC and size of rank k's shard. */
+enum { ROW_CKPT_DONE, ROW_CKPT_FAILED, ROW_FLUSH_DONE, ROW_FLUSH_FAILED, ROW_SHARDS };
 
 /* ---- shared by the parts of the write path ----------------------------------
  * ckpt.c: the session, starting and completing a checkpoint, the hook. */
