@@ -13,17 +13,12 @@
 
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
+#include "scaleout/crc32c.h"
 #include "scaleout/train.h"
 
 #define SO_CKPT_VERSION 1
 
-/* ---- CRC32C (Castagnoli, iSCSI / RFC 3720) ----------------------------------
- * crc = so_crc32c(0, buf, n) for a whole buffer; chained calls continue it:
- * so_crc32c(so_crc32c(0, a, na), b, nb) == CRC of a followed by b. Uses the
- * SSE4.2 crc32 instruction when the CPU has it, a table otherwise. */
-uint32_t so_crc32c(uint32_t crc, const void *buf, size_t n);
-/* The portable table version (tests compare the two). */
-uint32_t so_crc32c_sw(uint32_t crc, const void *buf, size_t n);
+/* CRC32C (so_crc32c, so_crc32c_sw) lives in core: scaleout/crc32c.h. */
 
 /* ---- manifest ----------------------------------------------------------------
  * One shard file = a slice [rep_off, rep_off + rep_len) of the replicated
@@ -207,10 +202,20 @@ void so_ckpt_get_stats(so_ckpt *ck, so_ckpt_stats *st);
  * another model or version, or none of the existing ones is intact. */
 int so_ckpt_restore(so_ckpt *ck, const char *where, long *step, int *found);
 
-/* Collective listing/verification helpers for `scaleout ckpt`: every
+/* Listing/verification helpers for `scaleout ckpt` (one process): every
  * checkpoint directory under root (levels and nodes), its manifest, and
- * whether its shards (or partner copies) verify. cb gets one call each. */
-typedef void (*so_ckpt_list_fn)(void *arg, const char *dir, const so_ckpt_manifest *m, int verified,
+ * whether its shards (or partner copies) verify. cb gets one call each, with
+ * what was found; m is set for LISTED, INTACT and DAMAGED only, problem says
+ * what is wrong ("" when nothing is). */
+typedef enum {
+    SO_CKPT_LISTED,       /* manifest read; shards not checked (verify = 0) */
+    SO_CKPT_INTACT,       /* every shard has an intact copy */
+    SO_CKPT_DAMAGED,      /* a shard has no intact copy: cannot be restored */
+    SO_CKPT_BAD_MANIFEST, /* a MANIFEST that cannot be read or fails its checksum: damaged */
+    SO_CKPT_UNFINISHED,   /* no MANIFEST: a checkpoint interrupted before it completed */
+    SO_CKPT_CHANGED       /* a running job pruned or rewrote it while it was read */
+} so_ckpt_found;
+typedef void (*so_ckpt_list_fn)(void *arg, const char *dir, const so_ckpt_manifest *m, so_ckpt_found found,
                                 const char *problem);
 int so_ckpt_scan(const char *root, int verify, so_ckpt_list_fn cb, void *arg);
 

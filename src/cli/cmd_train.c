@@ -2,11 +2,11 @@
  * library sets up and trains on one process or as one rank of an MPI job;
  * this file prints progress and results (rank 0), writes the --json summary
  * and picks the exit status. Bad input exits 2 before training starts. */
+#include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <signal.h>
 
 #include "cli.h"
 #include "env.h"
@@ -23,12 +23,14 @@
  * this command's own or need a conversion (to_config). */
 typedef struct {
     so_job_config cfg;
-    const char *json, *progress, *scale_lr, *dump_params, *bucket_mb_arg, *max_memory;
+    const char *json, *progress, *scale_lr, *dump_params, *bucket_mb_arg, *max_memory, *crop_scale;
     float stall_warning, comm_timeout;
     int no_overlap, no_pin;
 } train_args;
 
-static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
+static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", "imagefolder", "tfrecord", NULL};
+static const char *const inits[] = {"torch", "he", "glorot", NULL};
+static const char *const dct_modes[] = {"train", "all", "off", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
 static const char *const schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const progress_modes[] = {"auto", "bar", "lines", "plain", "none", NULL};
@@ -40,6 +42,81 @@ static const char *const pipe_schedules[] = {"gpipe", "1f1b", "interleaved", NUL
 static const char *const placements[] = {"stage-major", "replica-major", NULL};
 
 #define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
+
+/* ---- flags that do nothing in the run given are refused ------------------------- */
+
+static int has_stages(const void *p) { return ((const train_args *)p)->cfg.pipeline_stages > 1; }
+/* One micro-batch is what a run without stages does anyway. */
+static int microbatched(const void *p) { return has_stages(p) || ((const train_args *)p)->cfg.microbatches <= 1; }
+static int writes_ckpt(const void *p) { return ((const train_args *)p)->cfg.ckpt.every != NULL; }
+/* Only --ckpt-dir: every checkpoint goes there; only --ckpt-local: none ever would. */
+static int flushes(const void *p)
+{
+    const so_job_ckpt_config *k = &((const train_args *)p)->cfg.ckpt;
+    return k->every && k->dir;
+}
+static int daly(const void *p) { return writes_ckpt(p) && !strcmp(((const train_args *)p)->cfg.ckpt.every, "auto"); }
+static int ckpt_used(const void *p) { return writes_ckpt(p) || ((const train_args *)p)->cfg.ckpt.resume; }
+static int step_lr(const void *p) { return !strcmp(((const train_args *)p)->cfg.lr_schedule, "step"); }
+static int momentum_opt(const void *p)
+{
+    const char *o = ((const train_args *)p)->cfg.optimizer;
+    return !strcmp(o, "momentum") || !strcmp(o, "nesterov");
+}
+static int profiles(const void *p)
+{
+    const char *timeline = getenv("SCALEOUT_TIMELINE"); /* the timeline alone (docs/PROFILING.md) */
+    return ((const train_args *)p)->cfg.prof.dir || (timeline && *timeline);
+}
+static int synthetic(const void *p) { return !strcmp(((const train_args *)p)->cfg.dataset, "synthetic"); }
+static int real_data(const void *p) { return !synthetic(p); }
+static int image_data(const void *p)
+{
+    const char *d = ((const train_args *)p)->cfg.dataset;
+    return !strcmp(d, "imagefolder") || !strcmp(d, "tfrecord");
+}
+static int tfrecord(const void *p) { return !strcmp(((const train_args *)p)->cfg.dataset, "tfrecord"); }
+
+static const cli_need train_needs[] = {
+    {"microbatches", microbatched, "--pipeline-stages P (P > 1)"},
+    {"schedule", has_stages, "--pipeline-stages P (P > 1)"},
+    {"partition", has_stages, "--pipeline-stages P (P > 1)"},
+    {"placement", has_stages, "--pipeline-stages P (P > 1)"},
+    {"ckpt-keep", writes_ckpt, "--ckpt-every"},
+    {"ckpt-mode", writes_ckpt, "--ckpt-every"},
+    {"ckpt-on-error", writes_ckpt, "--ckpt-every"},
+    {"ckpt-flush-every", flushes, "--ckpt-every and --ckpt-dir"},
+    {"mtbf", daly, "--ckpt-every auto"},
+    {"ckpt-dir", ckpt_used, "--ckpt-every or --resume"},
+    {"ckpt-local", ckpt_used, "--ckpt-every or --resume"},
+    {"lr-step-epochs", step_lr, "--lr-schedule step"},
+    {"lr-gamma", step_lr, "--lr-schedule step"},
+    {"momentum", momentum_opt, "--optimizer momentum or nesterov"},
+    {"profile-detail", profiles, "--profile DIR (or SCALEOUT_TIMELINE)"},
+    {"timeline-steps", profiles, "--profile DIR (or SCALEOUT_TIMELINE)"},
+    {"synthetic-samples", synthetic, "--dataset synthetic"},
+    {"data-dir", real_data, "a --dataset read from files (not synthetic)"},
+    {"image-size", image_data, "--dataset imagefolder or tfrecord"},
+    {"resize", image_data, "--dataset imagefolder or tfrecord"},
+    {"crop-scale", image_data, "--dataset imagefolder or tfrecord"},
+    {"no-augment", image_data, "--dataset imagefolder or tfrecord"},
+    {"decode-threads", image_data, "--dataset imagefolder or tfrecord"},
+    {"dct-scale", image_data, "--dataset imagefolder or tfrecord"},
+    {"strict-data", image_data, "--dataset imagefolder or tfrecord"},
+    {"stage-local", image_data, "--dataset imagefolder or tfrecord"},
+    {"data-index", image_data, "--dataset imagefolder or tfrecord"},
+    {"label-offset", tfrecord, "--dataset tfrecord"},
+    {NULL, NULL, NULL}};
+
+/* Combinations of values that leave a flag without effect. */
+static int check_values(const train_args *a)
+{
+    const so_job_config *c = &a->cfg;
+    if (c->pipeline_stages > 1 && c->schedule && !strcmp(c->schedule, "interleaved") && c->virtual_stages <= 1)
+        return cli_error("train", CLI_USAGE, "--schedule interleaved does nothing without --virtual-stages V (V > 1 "
+                         "model chunks per rank); without them it is 1f1b");
+    return CLI_OK;
+}
 
 static int parse(train_args *a, int argc, char **argv)
 {
@@ -98,6 +175,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"mtbf", OPT_FLOAT, &c->ckpt.mtbf_hours, "HOURS", "mean time between failures for --ckpt-every auto", 1e-6, 1e9, NULL},
         {"resume", OPT_STR, &c->ckpt.resume, "auto|PATH", "continue from the newest complete checkpoint", 0, -1, NULL},
         {"init-from", OPT_STR, &c->ckpt.init_from, "FILE", "initial parameters from a .safetensors file", 0, -1, NULL},
+        {"allow-nonfinite", OPT_FLAG, &c->allow_nonfinite, NULL, "train on when the loss becomes NaN or infinite, and from --init-from weights that hold such values (default: stop, exit 1; refuse, exit 2)", 0, -1, NULL},
         {"pipeline-stages", OPT_INT, &c->pipeline_stages, "P", "pipeline stages: the ranks split into P stages x ranks/P data-parallel replicas (docs/PARALLELISM.md)", 1, 4096, NULL},
         {"microbatches", OPT_INT, &c->microbatches, "M", "micro-batches per step with pipeline stages (each batch-size/M)", 1, 1 << 16, NULL},
         {"schedule", OPT_CHOICE, &c->schedule, "NAME", "pipeline schedule", 0, -1, pipe_schedules},
@@ -106,14 +184,31 @@ static int parse(train_args *a, int argc, char **argv)
         {"placement", OPT_CHOICE, &c->placement, "HOW", "stage-major: a replica's stages on neighbouring ranks; replica-major: a stage's replicas", 0, -1, placements},
         {"max-memory", OPT_STR, &a->max_memory, "BYTES", "what each rank may hold by the trainer's accounting (K/M/G suffixes): a rank above it stops the job at set-up; with pipeline stages, --partition auto cuts within it", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &c->ranks_per_node, "K", "emulate nodes of K ranks (checkpoint partners, hier)", 0, 1 << 20, NULL},
+        {"init", OPT_CHOICE, &c->init, "SCHEME", "parameter initialisation: torch (PyTorch's, so its recipes transfer), he, glorot", 0, -1, inits},
+        /* image data sets (--dataset imagefolder|tfrecord, docs/DATA.md) */
+        {"image-size", OPT_INT, &c->image.image_size, "S", "image data sets: crop side (RandomResizedCrop / CenterCrop)", 1, 4096, NULL},
+        {"resize", OPT_INT, &c->image.resize, "R", "image data sets: eval resize of the shorter side (0 = image-size x 256/224)", 0, 8192, NULL},
+        {"crop-scale", OPT_STR, &a->crop_scale, "MIN[,MAX]", "image data sets: RandomResizedCrop's area range (0.08,1)", 0, -1, NULL},
+        {"no-augment", OPT_FLAG, &c->image.no_augment, NULL, "image data sets: train on the eval transform (resize + centre crop)", 0, -1, NULL},
+        {"label-offset", OPT_INT, &c->image.label_offset, "K", "tfrecord: subtracted from stored labels (ImageNet shards are 1-based)", -(1 << 30), 1 << 30, NULL},
+        {"decode-threads", OPT_INT, &c->image.decode_threads, "N", "image data sets: decoding threads per rank", 1, 256, NULL},
+        {"dct-scale", OPT_CHOICE, &c->image.dct_scale, "WHEN", "JPEG DCT-domain downscaling: train crops, all, or off (torchvision's pixels)", 0, -1, dct_modes},
+        {"strict-data", OPT_FLAG, &c->image.strict, NULL, "an unreadable image stops the run instead of being skipped", 0, -1, NULL},
+        {"stage-local", OPT_STR, &c->image.stage_local, "DIR", "copy each rank's samples to node-local DIR in the first epoch, read them there afterwards", 0, -1, NULL},
+        {"data-index", OPT_STR, &c->image.index, "FILE", "index of the image data set (default DATA_DIR/scaleout.idx when present)", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
-    int rc = cli_parse("train", SUMMARY, opts, argc, argv);
+    unsigned char seen[sizeof opts / sizeof *opts] = {0};
+    int rc = cli_parse_seen("train", SUMMARY, opts, argc, argv, seen);
     if (!rc)
         rc = cli_parse_bucket_mb("train", a->bucket_mb_arg, &c->bucket_mb);
+    if (!rc && a->crop_scale)
+        rc = cli_parse_crop_scale("train", a->crop_scale, &c->image.scale_min, &c->image.scale_max);
     size_t cap = 0;
-    if (!rc && a->max_memory && (cli_parse_bytes(a->max_memory, &cap) || !cap))
-        rc = cli_error("train", CLI_USAGE, "--max-memory: '%s' is not a size like 512M or 2G", a->max_memory);
+    if (!rc && a->max_memory)
+        rc = cli_parse_max_memory("train", a->max_memory, &cap);
     c->max_memory = (double)cap;
+    if (!rc && !(rc = cli_check_needs("train", opts, seen, train_needs, a)))
+        rc = check_values(a);
     c->scale_lr = !strcmp(a->scale_lr, "linear");
     c->pin_threads = !a->no_pin;
     c->overlap = !a->no_overlap;
@@ -201,6 +296,50 @@ static void write_config(so_json *js, const so_job_config *c, const so_graph *g,
     so_json_obj_end(js);
 }
 
+/* Seconds of the training steps (without evaluation). */
+static double step_seconds(const so_train_result *r)
+{
+    double t = 0;
+    for (long k = 0; k < r->nstep_seconds; k++)
+        t += r->step_seconds[k];
+    return t;
+}
+
+/* Decode threads that would keep up: the trainer's rate when it does not
+ * wait over one thread's decode rate, with 10% headroom. 0 when unknown. */
+static int threads_needed(const so_train_result *r, const so_loader_stats *ds, int batch)
+{
+    double busy = step_seconds(r) - r->data_wait, images = (double)r->nstep_seconds * batch;
+    if (ds->decoded <= 0 || ds->decode_seconds <= 0 || busy <= 0)
+        return 0;
+    double per_thread = ds->decoded / ds->decode_seconds, need = images / busy;
+    return (int)ceil(1.1 * need / per_thread);
+}
+
+/* "data": the data wait per step and, for image data sets, the decoding. */
+static void write_data_json(so_json *js, const train_args *a, so_job *j, const so_train_result *r)
+{
+    so_loader_stats ds;
+    so_job_data_stats(j, &ds);
+    double steps = step_seconds(r);
+    so_json_obj_begin(js, "data");
+    so_json_num(js, "wait_per_step_seconds", r->nstep_seconds ? r->data_wait / r->nstep_seconds : 0);
+    so_json_num(js, "wait_share", steps > 0 ? r->data_wait / steps : 0);
+    so_json_int(js, "decode_threads", ds.threads);
+    so_json_int(js, "decoded", ds.decoded);
+    so_json_int(js, "skipped", ds.skipped);
+    so_json_num(js, "decode_images_per_sec_per_thread", ds.decode_seconds > 0 ? ds.decoded / ds.decode_seconds : 0);
+    so_json_num(js, "read_bytes", ds.read_bytes);
+    so_json_int(js, "decode_threads_needed", threads_needed(r, &ds, a->cfg.batch * a->cfg.accumulate));
+    so_json_int(js, "loader_memory_bytes", (int64_t)ds.memory_bound);
+    if (a->cfg.image.stage_local) {
+        so_json_num(js, "staged_bytes", ds.staged_bytes);
+        so_json_num(js, "stage_seconds", ds.stage_seconds);
+        so_json_num(js, "local_read_bytes", ds.local_bytes);
+    }
+    so_json_obj_end(js);
+}
+
 static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_result *r, const double *ranks)
 {
     const so_job_config *c = &a->cfg;
@@ -251,13 +390,17 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     }
     so_json_int(&js, "steps", r->steps);
     so_json_num(&js, "images_per_sec", r->images_per_sec);
-    so_json_num(&js, "final_loss", r->final_loss);
+    if (r->nepochs > 0)
+        so_json_num(&js, "final_loss", r->final_loss);
+    else
+        so_json_null(&js, "final_loss"); /* no step ran (resumed at the end) */
     if (r->test_accuracy >= 0)
         so_json_num(&js, "test_accuracy", r->test_accuracy);
     else
         so_json_null(&js, "test_accuracy");
     so_json_num(&js, "wall_seconds", r->wall_seconds);
     so_json_num(&js, "data_wait_seconds", r->data_wait);
+    write_data_json(&js, a, j, r);
     so_json_obj_begin(&js, "phase_seconds");
     so_json_num(&js, "data_wait", r->data_wait);
     so_json_num(&js, "forward", r->forward);
@@ -373,18 +516,54 @@ static void report_pipeline(const so_job_config *c, so_job *j, const so_train_re
         printf("  stage %d: activation memory %.1f MB, message buffers %.1f MB\n", s, act / 1e6, edge / 1e6);
 }
 
+/* The data lines (rank 0's loader): what was decoded, and when the trainer
+ * waited on data for more than 5% of the step, what would stop it. */
+static void report_data(const train_args *a, so_job *j, const so_train_result *r)
+{
+    so_loader_stats ds;
+    so_job_data_stats(j, &ds);
+    double steps = step_seconds(r), share = steps > 0 ? r->data_wait / steps : 0;
+    int batch = a->cfg.batch * a->cfg.accumulate;
+    if (ds.threads > 0)
+        printf("data: %ld images decoded on %d thread(s), %.0f images/s per thread busy; %ld unreadable skipped; "
+               "data wait %.2f ms per step (%.1f%%)\n", ds.decoded, ds.threads,
+               ds.decode_seconds > 0 ? ds.decoded / ds.decode_seconds : 0, ds.skipped,
+               r->nstep_seconds ? 1e3 * r->data_wait / r->nstep_seconds : 0, 100 * share);
+    if (ds.staged_bytes > 0 || ds.local_bytes > 0)
+        printf("stage-local: %.1f MB copied to %s in %.2f s, %.1f MB read back from it\n", ds.staged_bytes / 1e6,
+               a->cfg.image.stage_local, ds.stage_seconds, ds.local_bytes / 1e6);
+    if (share <= 0.05 || r->nstep_seconds < 2)
+        return;
+    int need = threads_needed(r, &ds, batch);
+    if (ds.threads > 0 && need > 0)
+        printf("data wait: the trainer waited on data %.0f%% of the step; decoding ran at %.0f images/s on %d "
+               "thread(s) (%.0f per thread), the trainer takes %.0f images/s: --decode-threads %d would keep up\n",
+               100 * share, ds.decode_seconds > 0 ? ds.decoded / (ds.decode_seconds / ds.threads) : 0, ds.threads,
+               ds.decoded / ds.decode_seconds, (double)r->nstep_seconds * batch / (steps - r->data_wait), need);
+    else
+        printf("data wait: the trainer waited on data %.0f%% of the step (%.2f ms per step)\n", 100 * share,
+               1e3 * r->data_wait / r->nstep_seconds);
+}
+
 static int report(const train_args *a, so_job *j, const so_train_result *r, const double *ranks,
                   const final_params *fp)
 {
     double flops = so_graph_flops(so_job_graph(j)) * 3.0; /* forward + backward ~ 3x forward */
-    printf("trained %ld steps in %.1f s: %.0f images/sec (%.1f GFLOP/s model), final loss %.4f", r->steps,
-           r->wall_seconds, r->images_per_sec, r->images_per_sec * flops * 1e-9, r->final_loss);
+    long step;
+    int found;
+    if (r->steps == 0 && !so_job_resumed(j, &step, &found) && found)
+        printf("trained 0 steps: the checkpoint resumed is at step %ld, where the run ends (raise --steps or "
+               "--epochs to go on)", step); /* no loss: no step computed one */
+    else
+        printf("trained %ld steps in %.1f s: %.0f images/sec (%.1f GFLOP/s model), final loss %.4f", r->steps,
+               r->wall_seconds, r->images_per_sec, r->images_per_sec * flops * 1e-9, r->final_loss);
     if (r->test_accuracy >= 0)
         printf(", test accuracy %.4f", r->test_accuracy);
     printf("\n");
     if (so_job_world(j) > 1 && ranks && r->nbuckets > 0)
         report_comm(j, r, ranks);
     report_pipeline(&a->cfg, j, r);
+    report_data(a, j, r);
     if (a->cfg.clip_norm > 0)
         printf("clipping: %ld of %ld steps scaled down to global norm %g (last step's norm %.4g)\n", r->clipped_steps,
                r->steps, (double)a->cfg.clip_norm, r->grad_norm);
@@ -453,16 +632,17 @@ static void report_ckpt(so_job *j)
         printf("checkpoint interval (Daly, --mtbf): %ld steps\n", s.daly_interval);
 }
 
-/* After a stop on SIGTERM, once the checkpoint taken at that step is durable:
- * the status tells a scheduler to run the job again. */
+/* After a stop on SIGTERM (or SIGINT), once the checkpoint taken at that
+ * step is durable: the status tells a scheduler to run the job again. */
 static int stopped(so_job *j, long step)
 {
+    const char *sig = so_job_stop_signal() == SIGINT ? "SIGINT" : "SIGTERM";
     if (so_job_rank(j) == 0)
-        fprintf(stderr, so_job_writes_checkpoints(j) ? "scaleout train: SIGTERM: stopped after step %ld and "
+        fprintf(stderr, so_job_writes_checkpoints(j) ? "scaleout train: %s: stopped after step %ld and "
                                                        "checkpointed it; run again with --resume auto to continue "
                                                        "(exit %d)\n"
-                                                     : "scaleout train: SIGTERM: stopped after step %ld; nothing "
-                                                       "saved (no --ckpt-every) (exit %d)\n", step, CLI_REQUEUE);
+                                                     : "scaleout train: %s: stopped after step %ld; nothing "
+                                                       "saved (no --ckpt-every) (exit %d)\n", sig, step, CLI_REQUEUE);
     return CLI_REQUEUE;
 }
 
@@ -509,11 +689,7 @@ int cmd_train(int argc, char **argv)
     int rc = parse(&a, argc, argv);
     if (rc)
         return rc == CLI_HELP ? CLI_OK : rc;
-    /* Before so_job_create starts any thread: they all inherit the block. */
-    const int stop_signals[] = {SIGTERM};
-    if ((rc = so_job_watch_signals(stop_signals, 1)))
-        return cli_error("train", CLI_FAIL, "%s", so_errmsg());
-    so_job *j = NULL;
+    so_job *j = NULL; /* SIGTERM and SIGINT are watched (main.c): the first stops training after a step */
     rc = so_job_create(&a.cfg, &j);
     if (rc)
         rc = cli_job_setup_error("train", j, rc);
@@ -522,6 +698,5 @@ int cmd_train(int argc, char **argv)
         rc = run(&a, j);
     }
     so_job_free(j);
-    so_job_unwatch_signals();
     return rc;
 }

@@ -4,15 +4,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "data_internal.h"
 #include "scaleout/data.h"
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 
 /* Grows *buf to at least `need` bytes (doubling, capped at `cap`). */
 static int grow(uint8_t **buf, size_t *size, size_t cap, const char *what)
@@ -106,24 +107,20 @@ out:
 }
 
 /* Reads the raw bytes of a regular file into a malloc'd buffer. */
-static int read_raw(const char *path, uint8_t **out, size_t *outlen)
+int so_read_file_raw(const char *path, uint8_t **out, size_t *outlen)
 {
     uint8_t *buf = NULL;
     int rc = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0)
-        return so_err(SO_EIO, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = so_err(SO_EIO, "%s: not a regular file", path);
-        goto out;
-    }
-    if ((uint64_t)st.st_size > SO_DATA_MAX_BYTES) {
-        rc = so_err(SO_EIO, "%s: %lld bytes is larger than the %zu-byte limit", path, (long long)st.st_size,
+    int fd;
+    uint64_t size;
+    if ((rc = so_file_open_read(path, &fd, &size)))
+        return rc;
+    if (size > SO_DATA_MAX_BYTES) {
+        rc = so_err(SO_EIO, "%s: %llu bytes is larger than the %zu-byte limit", path, (unsigned long long)size,
                     SO_DATA_MAX_BYTES);
         goto out;
     }
-    size_t len = (size_t)st.st_size, got = 0;
+    size_t len = (size_t)size, got = 0;
     buf = malloc(len ? len : 1);
     if (!buf) {
         rc = so_err(SO_ENOMEM, "%s: cannot allocate %zu bytes", path, len);
@@ -153,7 +150,7 @@ int so_read_file(const char *path, uint8_t **buf, size_t *len)
 {
     uint8_t *raw = NULL;
     size_t rawlen = 0;
-    int rc = read_raw(path, &raw, &rawlen);
+    int rc = so_read_file_raw(path, &raw, &rawlen);
     if (rc)
         return rc;
     if (rawlen >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) {
@@ -163,5 +160,72 @@ int so_read_file(const char *path, uint8_t **buf, size_t *len)
         *buf = raw;
         *len = rawlen;
     }
+    return rc;
+}
+
+int image_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len, size_t max)
+{
+    int fd, rc;
+    uint64_t size;
+    if ((rc = so_file_open_read(path, &fd, &size)))
+        return rc;
+    if (size > max) {
+        rc = so_err(SO_EFORMAT, "%s: %llu bytes is larger than the %zu-byte limit for one image", path,
+                    (unsigned long long)size, max);
+        goto out;
+    }
+    size_t n = (size_t)size, got = 0;
+    if (n > *cap) {
+        uint8_t *p = realloc(*buf, n);
+        if (!p) {
+            rc = so_err(SO_ENOMEM, "%s: cannot allocate %zu bytes", path, n);
+            goto out;
+        }
+        *buf = p;
+        *cap = n;
+    }
+    while (got < n) {
+        ssize_t r = read(fd, *buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = r < 0 ? so_err(SO_EIO, "%s: %s", path, strerror(errno))
+                       : so_err(SO_EFORMAT, "%s: file shrank while reading", path);
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    *len = n;
+out:
+    close(fd);
+    return rc;
+}
+
+int so_write_file_atomic(const char *path, const void *buf, size_t len)
+{
+    char tmp[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= sizeof tmp)
+        return so_err(SO_EIO, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return so_err(SO_EIO, "%s: %s", tmp, strerror(errno));
+    const uint8_t *p = buf;
+    size_t done = 0;
+    int rc = 0;
+    while (!rc && done < len) {
+        ssize_t w = write(fd, p + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            rc = so_err(SO_EIO, "%s: %s", tmp, w < 0 ? strerror(errno) : "short write");
+        else
+            done += (size_t)w;
+    }
+    if (close(fd) != 0 && !rc)
+        rc = so_err(SO_EIO, "%s: %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, path) != 0)
+        rc = so_err(SO_EIO, "%s: %s", path, strerror(errno));
+    if (rc)
+        unlink(tmp);
     return rc;
 }
