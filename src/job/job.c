@@ -230,6 +230,7 @@ static void profile_pipeline(so_job *j)
     snprintf(l.schedule, sizeof l.schedule, "%s", j->cfg.schedule ? j->cfg.schedule : "");
     pipe_glue_layout(j->pipe, &l.stage, &l.stages, &l.replica, &l.replicas);
     prof_glue_pipeline(j->prof, &l);
+    prof_glue_layer_order(j->prof, pipe_glue_whole(j->pipe));
 }
 
 static int observers(so_job *j)
