@@ -67,9 +67,13 @@ typedef struct {
     int accumulate;              /* micro-batches per optimizer step */
     float clip_norm;             /* > 0: clip the gradient to this global L2 norm (every strategy) */
     int warmup_steps;            /* first steps left out of images/sec */
-    /* how ranks cooperate: "data" (data parallelism, the only strategy of
-     * this version; its options follow) */
+    /* how ranks cooperate (scaleout/strategy.h): "dp" (data parallelism;
+     * "data" is its old name), "zero1", "zero2", "zero3" (sharded data
+     * parallelism); data parallelism's options follow */
     const char *strategy;
+    const char *shard_unit;      /* zero*: "layer", "block" or a size in MiB (NULL: the strategy's default) */
+    int shard_prefetch;          /* zero3: units gathered at once, at most (>= 1) */
+    const char *shard_group;     /* zero*: "all" (shard over every rank) or "node" (HYBRID_SHARD) */
     const char *allreduce;       /* gradient allreduce algorithm (scaleout/comm.h names) */
     double bucket_mb;            /* gradient bucket size in MiB; < 0: chosen from the cost model */
     float first_bucket_mb;       /* the small first (and last) bucket */

@@ -27,6 +27,55 @@ typedef struct {
     void *arg;
 } so_step_io;
 
+/* Strategies by name (so_strategy_create): "dp" (data parallelism; on one
+ * process the plain local step), "zero1", "zero2", "zero3" (sharded data
+ * parallelism, docs/PARALLELISM.md). A strategy made so creates the
+ * optimizer it steps (so_strategy.opt: sized to what this rank steps), and
+ * says what this rank holds (memory) and which part of the whole-model
+ * state it keeps (state, for checkpoints). */
+typedef struct so_strategy_config {
+    const struct so_dist *dist;   /* the ranks (NULL: one process) */
+    so_optim_config optim;        /* the optimizer the strategy creates */
+    size_t bucket_bytes;          /* dp's gradient buckets; zero1/2's units by default */
+    size_t first_bucket_bytes;
+    int auto_buckets;             /* --bucket-mb auto */
+    /* Sharded strategies: what is gathered and reduced together ("layer",
+     * "block", or a size in MiB as text; NULL: zero1/2 the buckets, zero3
+     * "block"), at most this many units gathered at once (zero3, >= 1), and
+     * sharding within each node only, replicating across nodes (HYBRID_SHARD). */
+    const char *shard_unit;
+    int shard_prefetch;
+    int shard_node;
+} so_strategy_config;
+
+/* Bytes this rank holds for the model's state by the strategy's accounting. */
+typedef struct {
+    double params, grads, optimizer;
+    double messages;  /* the strategy's own buffers: gathered units, gradient buckets in flight */
+} so_strategy_memory;
+
+/* Which part of the whole-model state this rank keeps, for checkpoints. The
+ * whole-model state is the parameters followed by each optimizer slot,
+ * nparams floats apiece (segment 0: parameters, 1 + k: slot k). Units
+ * [units[u], units[u+1]) tile [0, nparams); the shard group has `shards`
+ * ranks and each unit is cut into `shards` blocks (so_comm_block's rule:
+ * the first n % shards one element longer), block k kept by the group's
+ * rank k; with `replicas` > 1 groups (HYBRID_SHARD) hold the same blocks and
+ * replica n writes piece n of each block cut again in `replicas`. World rank
+ * = replica x shards + k. */
+typedef struct so_state_layout {
+    int nunits;
+    const size_t *units;      /* nunits + 1 element boundaries */
+    int shards, replicas;
+    int shard, replica;       /* this rank's */
+    /* Elements [lo, lo + n) of segment seg out of (get: within this rank's
+     * blocks) or into (set: only the part within its blocks is kept) the
+     * strategy's buffers. */
+    void (*get)(void *ctx, int seg, size_t lo, size_t n, float *dst);
+    void (*set)(void *ctx, int seg, size_t lo, size_t n, const float *src);
+    void *ctx;
+} so_state_layout;
+
 /* Called by so_train, in this order per optimizer step of K micro-batches:
  *   backward_begin(k, K) before each micro-batch's backward,
  *   grads_ready(node, ...) from inside backward as nodes finish,
@@ -75,6 +124,18 @@ typedef struct so_strategy_ops {
     /* Multiplies the gradient the update will use by f (1/K after K
      * micro-batches; the clipping factor). NULL: m->grads. */
     int (*grad_scale)(void *self, float f);
+    /* The ranks to reach from start on: so_train passes its own so_dist
+     * (which a profiler may have wrapped) before start. May be NULL. */
+    void (*use_dist)(void *self, const struct so_dist *d);
+    /* This rank's memory (so_strategy_memory_use); NULL: the whole model's. */
+    void (*memory)(void *self, so_strategy_memory *out);
+    /* The part of the state this rank keeps (checkpoints); NULL: all of it,
+     * in the model and the optimizer. */
+    const so_state_layout *(*state)(void *self);
+    /* Makes m->params the whole model's parameters (a sharded strategy
+     * gathers them; collective) for a caller that reads them all, until
+     * the next step. NULL: they are. */
+    int (*params_whole)(void *self);
 } so_strategy_ops;
 
 typedef struct so_strategy {
@@ -83,7 +144,31 @@ typedef struct so_strategy {
     /* Ranks whose batches differ: images per step = batch x K x replicas
      * (pipeline stages of one replica share a batch). 0: every rank. */
     int replicas;
+    /* The optimizer it steps, owned (so_strategy_create); NULL: the caller's. */
+    so_optim *opt;
 } so_strategy;
+
+typedef struct so_strategy_kind {
+    const char *name;
+    const char *summary;
+    /* Fills the allocators of the model's buffers the strategy wants in o
+     * (so_model_opts' params_alloc / grads_alloc and their contexts, which
+     * must outlive the model); NULL: the defaults. */
+    int (*model_opts)(const so_strategy_config *c, so_model_opts *o);
+    /* The strategy for model m (built with model_opts), and its optimizer. */
+    int (*create)(const so_strategy_config *c, so_model *m, struct so_strategy **out);
+} so_strategy_kind;
+
+/* The kind named `name` ("data" is dp's old name); SO_EINVAL naming the
+ * choices otherwise. so_strategy_kind_at(i) walks the registry (NULL past
+ * the end). */
+int so_strategy_lookup(const char *name, const so_strategy_kind **out);
+const so_strategy_kind *so_strategy_kind_at(int i);
+/* model_opts then create, for callers that build the model between them. */
+int so_strategy_create(const so_strategy_kind *k, const so_strategy_config *c, so_model *m, struct so_strategy **out);
+/* What the strategy's rank holds; without a memory op the whole model's
+ * parameters, gradients and optimizer state. */
+void so_strategy_memory_use(const struct so_strategy *s, const so_model *m, so_strategy_memory *out);
 
 /* Today's data parallelism: the gradient buffer tiled into buckets in
  * backward order (first small, then bucket_bytes, last small), each averaged
@@ -92,6 +177,6 @@ typedef struct so_strategy {
  * from measured backward times and d->cost. Broadcasts rank 0's parameters
  * at start unless the run resumes with identical state. d must outlive it. */
 int so_strategy_data_parallel(const struct so_dist *d, so_strategy **out);
-void so_strategy_free(so_strategy *s); /* accepts NULL */
+void so_strategy_free(so_strategy *s); /* accepts NULL; frees s->opt too */
 
 #endif

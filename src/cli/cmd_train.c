@@ -38,6 +38,7 @@ static const char *const ckpt_modes[] = {"scaleout", "naive", NULL};
 static const char *const ckpt_on_errors[] = {"continue", "stop", NULL};
 static const char *const pipe_schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
 static const char *const placements[] = {"stage-major", "replica-major", NULL};
+static const char *const shard_groups[] = {"all", "node", NULL};
 
 #define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
 
@@ -106,6 +107,10 @@ static int parse(train_args *a, int argc, char **argv)
         {"placement", OPT_CHOICE, &c->placement, "HOW", "stage-major: a replica's stages on neighbouring ranks; replica-major: a stage's replicas", 0, -1, placements},
         {"max-memory", OPT_STR, &a->max_memory, "BYTES", "what each rank may hold by the trainer's accounting (K/M/G suffixes): a rank above it stops the job at set-up; with pipeline stages, --partition auto cuts within it", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &c->ranks_per_node, "K", "emulate nodes of K ranks (checkpoint partners, hier)", 0, 1 << 20, NULL},
+        {"strategy", OPT_STR, &c->strategy, "NAME", "how ranks share the model: dp (data parallelism), zero1 (optimizer state sharded), zero2 (and gradients), zero3 (and parameters); docs/PARALLELISM.md", 0, -1, NULL},
+        {"shard-unit", OPT_STR, &c->shard_unit, "layer|block|MB", "zero*: what is gathered and reduced together: a layer, a block (layer1.0, h.3), or layers of at least MB MiB (default: zero1/2 the gradient buckets, zero3 block)", 0, -1, NULL},
+        {"shard-prefetch", OPT_INT, &c->shard_prefetch, "K", "zero3: units gathered at once, at most (the one computing and K-1 prefetched)", 1, 1 << 20, NULL},
+        {"shard-group", OPT_CHOICE, &c->shard_group, "all|node", "zero*: shard over every rank, or within each node and replicate across nodes (HYBRID_SHARD)", 0, -1, shard_groups},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     int rc = cli_parse("train", SUMMARY, opts, argc, argv);
     if (!rc)
@@ -192,6 +197,10 @@ static void write_config(so_json *js, const so_job_config *c, const so_graph *g,
     so_json_int(js, "seed", c->seed);
     so_json_int(js, "parameters", (int64_t)so_graph_nparams(g));
     so_json_num(js, "flops_per_sample", so_graph_flops(g));
+    so_json_str(js, "strategy", c->strategy);
+    so_json_str(js, "shard_unit", c->shard_unit ? c->shard_unit : "default");
+    so_json_int(js, "shard_prefetch", c->shard_prefetch);
+    so_json_str(js, "shard_group", c->shard_group);
     so_json_int(js, "pipeline_stages", c->pipeline_stages > 1 ? c->pipeline_stages : 1);
     so_json_int(js, "microbatches", c->microbatches);
     so_json_str(js, "schedule", c->schedule);

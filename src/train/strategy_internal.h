@@ -1,0 +1,8 @@
+/* The strategies of the registry (strategy.c), private to the train module. */
+#ifndef SCALEOUT_TRAIN_STRATEGY_INTERNAL_H
+#define SCALEOUT_TRAIN_STRATEGY_INTERNAL_H
+#include "scaleout/strategy.h"
+
+extern const so_strategy_kind so_strategy_kind_dp;    /* strategy_dp.c */
+
+#endif
