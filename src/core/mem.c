@@ -1,7 +1,8 @@
 /* Aligned, zeroed allocation (its pages mapped in one call, not faulted one
- * by one), and peak-memory reporting. */
+ * by one), peak-memory reporting, and byte counts printed for people. */
 #include "scaleout/mem.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
@@ -45,4 +46,17 @@ size_t so_peak_rss(void)
     if (getrusage(RUSAGE_SELF, &ru) != 0)
         return 0;
     return (size_t)ru.ru_maxrss * 1024; /* Linux reports KiB */
+}
+
+char *so_mem_label(double bytes, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    while (bytes >= 1024 && u < 5) {
+        bytes /= 1024;
+        u++;
+    }
+    const char *fmt = u == 0 || bytes >= 100 ? "%.0f %s" : bytes >= 10 ? "%.1f %s" : "%.2f %s";
+    snprintf(buf, len, fmt, bytes, units[u]);
+    return buf;
 }
