@@ -35,10 +35,13 @@ typedef struct {
  * state it keeps (state, for checkpoints). */
 typedef struct so_strategy_config {
     const struct so_dist *dist;   /* the ranks (NULL: one process) */
+    struct so_group *group;       /* the same ranks' collective vocabulary (scaleout/group.h); sharded
+                                     strategies need it with more than one rank */
     so_optim_config optim;        /* the optimizer the strategy creates */
     size_t bucket_bytes;          /* dp's gradient buckets; zero1/2's units by default */
     size_t first_bucket_bytes;
     int auto_buckets;             /* --bucket-mb auto */
+    int accumulate;               /* micro-batches per step (for the memory accounting) */
     /* Sharded strategies: what is gathered and reduced together ("layer",
      * "block", or a size in MiB as text; NULL: zero1/2 the buckets, zero3
      * "block"), at most this many units gathered at once (zero3, >= 1), and

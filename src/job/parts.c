@@ -72,7 +72,7 @@ static int strategy_config(const so_job_config *a, const so_dist *d, so_strategy
         return rc;
     *sc = (so_strategy_config){.dist = d, .bucket_bytes = (size_t)((a->bucket_mb < 0 ? 25 : a->bucket_mb) * 1048576.0),
                                .first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0),
-                               .auto_buckets = a->bucket_mb < 0, .shard_unit = a->shard_unit,
+                               .auto_buckets = a->bucket_mb < 0, .accumulate = a->accumulate, .shard_unit = a->shard_unit,
                                .shard_prefetch = a->shard_prefetch,
                                .shard_node = a->shard_group && !strcmp(a->shard_group, "node")};
     so_optim_defaults(&sc->optim, kind);

@@ -4,5 +4,8 @@
 #include "scaleout/strategy.h"
 
 extern const so_strategy_kind so_strategy_kind_dp;    /* strategy_dp.c */
+extern const so_strategy_kind so_strategy_kind_zero1; /* strategy_zero.c */
+extern const so_strategy_kind so_strategy_kind_zero2;
+extern const so_strategy_kind so_strategy_kind_zero3;
 
 #endif
