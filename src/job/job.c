@@ -259,7 +259,8 @@ static void profile_pipeline(so_job *j)
 static int observers(so_job *j)
 {
     const so_job_config *c = &j->cfg;
-    ckpt_scope scope = {NULL, -1};
+    const so_strategy *st = j->parts.strategy;
+    ckpt_scope scope = {NULL, -1, st && st->ops->state ? st->ops->state(st->self) : NULL};
     if (j->pipe)
         pipe_glue_ckpt_scope(j->pipe, &scope.group, &scope.stage);
     int rc = ckpt_glue_open(&c->ckpt, j->dh, &scope, j->parts.m, j->parts.opt, c->model, c->optimizer, j->config,
