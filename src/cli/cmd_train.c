@@ -137,7 +137,8 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
                   const final_params *fp);
 
 /* Per-rank phase figures, gathered on every rank (index rank*RANK_FIELDS). */
-enum { RK_COMPUTE, RK_COMM_EXPOSED, RK_COMM_OVERLAPPED, RK_DATA_WAIT, RK_IMAGES_PER_SEC, RANK_FIELDS };
+enum { RK_COMPUTE, RK_COMM_EXPOSED, RK_COMM_OVERLAPPED, RK_DATA_WAIT, RK_IMAGES_PER_SEC, RK_MEM_WEIGHTS,
+       RK_MEM_GRADS, RK_MEM_OPTIMIZER, RK_MEM_ACTIVATIONS, RK_MEM_MESSAGES, RK_MEM_TOTAL, RK_PEAK_RSS, RANK_FIELDS };
 
 static double *gather_ranks(so_job *j, const so_train_result *r, int batch)
 {
@@ -151,6 +152,10 @@ static double *gather_ranks(so_job *j, const so_train_result *r, int batch)
     mine[RK_COMM_OVERLAPPED] = r->comm_total > r->comm_exposed ? r->comm_total - r->comm_exposed : 0;
     mine[RK_DATA_WAIT] = r->data_wait;
     mine[RK_IMAGES_PER_SEC] = r->wall_seconds > 0 ? (double)r->steps * batch / r->wall_seconds : 0;
+    so_job_memory mu;
+    so_job_memory_use(j, &mu);
+    double mem[] = {mu.params, mu.grads, mu.optimizer, mu.activations, mu.messages, mu.total, (double)so_peak_rss()};
+    memcpy(mine + RK_MEM_WEIGHTS, mem, sizeof mem);
     if (so_job_sum(j, v, world * RANK_FIELDS)) {
         free(v);
         return NULL;
@@ -158,16 +163,25 @@ static double *gather_ranks(so_job *j, const so_train_result *r, int batch)
     return v;
 }
 
+/* Every rank's phases, its memory by the trainer's accounting (a sharded
+ * strategy's ranks each hold their part) and its peak resident set. */
 static void write_ranks(so_json *js, const double *v, int world)
 {
     static const char *names[RANK_FIELDS] = {"compute_seconds", "comm_exposed_seconds", "comm_overlapped_seconds",
-                                             "data_wait_seconds", "images_per_sec"};
+                                             "data_wait_seconds", "images_per_sec", "weights", "gradients",
+                                             "optimizer", "activations", "messages", "total"};
     so_json_arr_begin(js, "ranks");
     for (int k = 0; v && k < world; k++) {
+        const double *r = v + k * RANK_FIELDS;
         so_json_obj_begin(js, NULL);
         so_json_int(js, "rank", k);
-        for (int f = 0; f < RANK_FIELDS; f++)
-            so_json_num(js, names[f], v[k * RANK_FIELDS + f]);
+        for (int f = 0; f < RK_MEM_WEIGHTS; f++)
+            so_json_num(js, names[f], r[f]);
+        so_json_obj_begin(js, "memory_accounted");
+        for (int f = RK_MEM_WEIGHTS; f <= RK_MEM_TOTAL; f++)
+            so_json_num(js, names[f], r[f]);
+        so_json_obj_end(js);
+        so_json_int(js, "peak_rss_bytes", (int64_t)r[RK_PEAK_RSS]);
         so_json_obj_end(js);
     }
     so_json_arr_end(js);
@@ -296,7 +310,7 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     so_json_int(&js, "peak_rss_bytes", (int64_t)so_peak_rss());
     so_job_memory mu;
     so_job_memory_use(j, &mu);
-    so_json_obj_begin(&js, "memory_accounted"); /* rank 0, by the trainer's accounting (so_job_memory_use) */
+    so_json_obj_begin(&js, "memory_accounted"); /* rank 0's (every rank's: "ranks"), so_job_memory_use */
     so_json_num(&js, "weights", mu.params);
     so_json_num(&js, "gradients", mu.grads);
     so_json_num(&js, "optimizer", mu.optimizer);

@@ -405,11 +405,12 @@ static void zero_memory(void *self, so_strategy_memory *out)
     const shard_layout *L = &s->L;
     double whole = (double)s->m->nparams * sizeof(float), mine = (double)L->nmine * sizeof(float);
     double unit = (double)L->max_unit * sizeof(float);
+    double gathered = s->prefetch * unit < whole ? s->prefetch * unit : whole, writing = 2 * unit < whole ? 2 * unit : whole;
     *out = (so_strategy_memory){
-        .params = s->stage == 3 ? mine + s->prefetch * unit : whole,
+        .params = s->stage == 3 ? mine + gathered : whole,
         /* zero2/3: the unit backward writes and one in flight; with micro-batches
          * summed in place, the whole buffer until the last one's backward */
-        .grads = s->stage == 1 || s->accumulate > 1 ? whole : mine + 2 * unit,
+        .grads = s->stage == 1 || s->accumulate > 1 ? whole : mine + writing,
         .optimizer = mine * so_optim_nslots(s->opt),
     };
 }
