@@ -154,6 +154,7 @@ typedef struct so_strategy {
 typedef struct so_strategy_kind {
     const char *name;
     const char *summary;
+    int zero_stage;               /* what it shards: 0 nothing, 1 optimizer state, 2 + gradients, 3 + parameters */
     /* Fills the allocators of the model's buffers the strategy wants in o
      * (so_model_opts' params_alloc / grads_alloc and their contexts, which
      * must outlive the model); NULL: the defaults. */

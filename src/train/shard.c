@@ -29,6 +29,16 @@ int shard_units_parse(const char *text, shard_units *u)
     return 0;
 }
 
+int shard_units_for(const so_strategy_config *c, int stage, shard_units *u)
+{
+    *u = (shard_units){SHARD_UNIT_BUCKETS, c->bucket_bytes, c->first_bucket_bytes};
+    if (c->shard_unit)
+        return shard_units_parse(c->shard_unit, u);
+    if (stage == 3 && !c->auto_buckets)
+        u->kind = SHARD_UNIT_BLOCK;
+    return 0;
+}
+
 /* A block's name: the first two parts of a module path of three or more
  * ("layer1.0.conv1" -> "layer1.0", "h.3.attn.c_attn" -> "h.3"), else the
  * whole name (a stem layer is a block of its own). */
@@ -180,6 +190,17 @@ void shard_layout_free(shard_layout *l)
     free(l->mine_len);
     free(l->cbase);
     memset(l, 0, sizeof *l);
+}
+
+void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
+                  so_strategy_memory *out)
+{
+    double whole = (double)nparams * sizeof(float), mine = (double)l->nmine * sizeof(float);
+    double unit = (double)l->max_unit * sizeof(float);
+    double gathered = prefetch * unit < whole ? prefetch * unit : whole, writing = 2 * unit < whole ? 2 * unit : whole;
+    *out = (so_strategy_memory){.params = stage == 3 ? mine + gathered : whole,
+                                .grads = stage == 1 || accumulate > 1 ? whole : mine + writing,
+                                .optimizer = mine * nslots};
 }
 
 /* ---- memory mapped per unit ----------------------------------------------------- */

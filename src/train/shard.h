@@ -27,6 +27,10 @@ typedef struct {
  * naming --shard-unit otherwise. */
 int shard_units_parse(const char *text, shard_units *u);
 
+/* The units a stage's configuration asks for: --shard-unit, else zero3's
+ * blocks and zero1/2's bucket plan (auto: its default sizes, until measured). */
+int shard_units_for(const so_strategy_config *c, int stage, shard_units *u);
+
 /* The units of a graph and this rank's block of each: units are runs of
  * consecutive nodes with parameters, so unit u is the flat range
  * [lo[u], lo[u+1]) of the parameter (and gradient) buffer, and the shard
@@ -47,6 +51,13 @@ typedef struct {
 
 int shard_layout_build(const so_graph *g, const shard_units *u, int shards, int shard, shard_layout *l);
 void shard_layout_free(shard_layout *l);
+
+/* What a rank of stage 1-3 holds by the layout (so_strategy_memory): zero3's
+ * `prefetch` units gathered, zero2/3's two units of gradients (the one
+ * backward writes, one being reduced; the whole buffer when micro-batches
+ * are summed in place, accumulate > 1), each at most the whole model. */
+void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
+                  so_strategy_memory *out);
 
 /* Memory of whole-model size whose pages are mapped only where used:
  * reserved address space, zero until written; commit maps the pages that

@@ -212,4 +212,4 @@ static int dp_create(const so_strategy_config *c, so_model *m, so_strategy **out
 }
 
 const so_strategy_kind so_strategy_kind_dp = {"dp", "data parallelism: every rank holds the whole model, gradients "
-                                                    "averaged in buckets during backward", NULL, dp_create};
+                                                    "averaged in buckets during backward", 0, NULL, dp_create};

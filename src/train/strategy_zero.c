@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buckets.h"
 #include "group_compat.h"
 #include "scaleout/err.h"
 #include "scaleout/mem.h"
@@ -60,6 +61,9 @@ struct zero_state {
     int cur_unit, cur_dir;       /* zero3: the unit the last hook saw, and its direction (0 fwd, 1 bwd) */
     int prefetch;                /* zero3: units gathered at once, at most */
     int accumulate;              /* micro-batches per step (memory: see zero_backward_begin) */
+    shard_units units;           /* how the units were made */
+    int auto_units;              /* --bucket-mb auto: from measured backward times */
+    double measured, predicted;  /* its backward seconds and the plan's simulated end */
     int err;                     /* a continuation's error, reported at the next wait */
     so_state_layout state;
 };
@@ -269,6 +273,12 @@ static int zero_start(void *self, so_model *m, const so_train_config *c, so_trai
     s->c = c;
     s->r = r;
     r->nbuckets = s->L.nunits;
+    if (s->units.kind == SHARD_UNIT_BUCKETS) {
+        r->first_bucket_bytes = s->units.first_bytes;
+        r->bucket_bytes = s->units.bytes;
+    }
+    r->measured_backward = s->measured;
+    r->predicted_comm_end = s->predicted;
     so_node_hooks h = {forward_begin, backward_begin, s};
     so_model_set_node_hooks(m, &h);
     s->cur_unit = -1;
@@ -402,17 +412,7 @@ static void zero_finish(void *self)
 static void zero_memory(void *self, so_strategy_memory *out)
 {
     zero_state *s = self;
-    const shard_layout *L = &s->L;
-    double whole = (double)s->m->nparams * sizeof(float), mine = (double)L->nmine * sizeof(float);
-    double unit = (double)L->max_unit * sizeof(float);
-    double gathered = s->prefetch * unit < whole ? s->prefetch * unit : whole, writing = 2 * unit < whole ? 2 * unit : whole;
-    *out = (so_strategy_memory){
-        .params = s->stage == 3 ? mine + gathered : whole,
-        /* zero2/3: the unit backward writes and one in flight; with micro-batches
-         * summed in place, the whole buffer until the last one's backward */
-        .grads = s->stage == 1 || s->accumulate > 1 ? whole : mine + writing,
-        .optimizer = mine * so_optim_nslots(s->opt),
-    };
+    shard_memory(s->stage, &s->L, s->m->nparams, so_optim_nslots(s->opt), s->prefetch, s->accumulate, out);
 }
 
 static void zero_use_dist(void *self, const so_dist *d) { ((zero_state *)self)->d = d; }
@@ -486,6 +486,76 @@ static const so_strategy_ops zero_ops = {
     .params_whole = zero_params_whole,
 };
 
+/* ---- --bucket-mb auto: units from measured backward times ------------------------------- */
+
+/* A reduce-scatter moves half an allreduce's bytes. */
+static double rs_cost(void *ctx, size_t bytes)
+{
+    const so_dist *d = ctx;
+    return d->cost(d->ctx, bytes / 2);
+}
+
+/* Per-node backward seconds of two passes over a batch of noise after one
+ * untimed, the slowest rank's (every rank must choose the same units); the
+ * model's running statistics, dropout stream and gradients are as before. */
+static int time_backward(so_model *m, const so_dist *d, double *t_bwd)
+{
+    so_shape sh = so_graph_input_shape(m->g);
+    size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)m->batch;
+    int n = so_graph_size(m->g), rc = 0;
+    float *x = calloc(len, sizeof *x), *bufs = malloc((m->nbufs + 1) * sizeof *bufs);
+    int32_t *y = calloc((size_t)m->batch, sizeof *y);
+    so_rng rng = m->rng;
+    if (!x || !y || !bufs)
+        rc = so_err(SO_ENOMEM, "out of memory timing backward");
+    for (size_t i = 0; !rc && i < len; i++)
+        x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    for (int i = 0; !rc && i < m->batch; i++)
+        y[i] = i % so_graph_classes(m->g);
+    if (!rc)
+        memcpy(bufs, m->bufs, m->nbufs * sizeof *bufs);
+    for (int pass = 0; !rc && pass < 3; pass++) {
+        if (pass == 1) {
+            memcpy(t_bwd, m->t_bwd, (size_t)n * sizeof *t_bwd);
+            m->timing++;
+        }
+        m->accumulate_grads = 0;
+        if (!(rc = so_model_forward(m, x, y, m->batch, 1)))
+            rc = so_model_backward(m);
+    }
+    if (!rc) {
+        m->timing--;
+        for (int i = 0; i < n; i++)
+            t_bwd[i] = (m->t_bwd[i] - t_bwd[i]) / 2;
+        memcpy(m->bufs, bufs, m->nbufs * sizeof *bufs);
+        m->rng = rng;
+        rc = d->max(d->ctx, t_bwd, n);
+    }
+    free(x);
+    free(y);
+    free(bufs);
+    return rc;
+}
+
+/* The units of the bucket plan whose last reduce-scatter ends first. */
+static int auto_units(zero_state *s, const so_strategy_config *c, shard_units *u)
+{
+    so_model *m = s->m;
+    double *t = calloc((size_t)so_graph_size(m->g), sizeof *t);
+    so_bucket_plan p = {0};
+    int rc = t ? time_backward(m, c->dist, t) : so_err(SO_ENOMEM, "out of memory");
+    if (!rc)
+        rc = so_bucket_plan_auto(m->g, t, rs_cost, (void *)c->dist, &p, &u->first_bytes, &u->bytes, &s->predicted);
+    for (int i = 1; !rc && i < so_graph_size(m->g); i++)
+        s->measured += t[i];
+    so_bucket_plan_free(&p);
+    free(t);
+    if (m->grads_free) /* the timing mapped every gradient page of a unit-mapped buffer */
+        shard_release(m->grads, 0, m->nparams);
+    u->kind = SHARD_UNIT_BUCKETS;
+    return rc;
+}
+
 /* ---- creation --------------------------------------------------------------------------- */
 
 /* The shard group: every rank, or (HYBRID_SHARD) the node, whose size must
@@ -547,10 +617,8 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
     if (c->dist && c->dist->world > 1 && !c->group)
         return so_err(SO_EUNSUP, "--strategy zero%d: this build's communication layer has no collective "
                       "vocabulary (reduce-scatter and allgather with handles) yet", stage);
-    shard_units units = {SHARD_UNIT_BUCKETS, c->bucket_bytes, c->first_bucket_bytes};
-    int rc = c->shard_unit ? shard_units_parse(c->shard_unit, &units) : 0;
-    if (!rc && !c->shard_unit && stage == 3)
-        units.kind = SHARD_UNIT_BLOCK;
+    shard_units units;
+    int rc = shard_units_for(c, stage, &units);
     zero_state *s = calloc(1, sizeof *s);
     so_strategy *st = calloc(1, sizeof *st);
     if (!rc && (!s || !st))
@@ -563,7 +631,12 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
     *s = (zero_state){.stage = stage, .m = m, .d = c->dist, .prefetch = c->shard_prefetch > 0 ? c->shard_prefetch : 2,
                       .accumulate = c->accumulate > 1 ? c->accumulate : 1, .cur_unit = -1};
     *st = (so_strategy){.ops = &zero_ops, .self = s};
-    if (!(rc = groups(s, c)))
+    rc = groups(s, c);
+    s->auto_units = c->auto_buckets && !c->shard_unit && c->dist && c->dist->cost;
+    if (!rc && s->auto_units)
+        rc = auto_units(s, c, &units);
+    s->units = units;
+    if (!rc)
         rc = shard_layout_build(m->g, &units, s->shard_grp ? s->shard_grp->size : 1,
                                 s->shard_grp ? s->shard_grp->rank : 0, &s->L);
     if (!rc)
@@ -603,9 +676,9 @@ static int zero1_create(const so_strategy_config *c, so_model *m, so_strategy **
 static int zero2_create(const so_strategy_config *c, so_model *m, so_strategy **out) { return zero_create(2, c, m, out); }
 static int zero3_create(const so_strategy_config *c, so_model *m, so_strategy **out) { return zero_create(3, c, m, out); }
 
-const so_strategy_kind so_strategy_kind_zero1 = {"zero1", "optimizer state sharded over the ranks", zero1_opts,
+const so_strategy_kind so_strategy_kind_zero1 = {"zero1", "optimizer state sharded over the ranks", 1, zero1_opts,
                                                  zero1_create};
-const so_strategy_kind so_strategy_kind_zero2 = {"zero2", "optimizer state and gradients sharded", zero2_opts,
+const so_strategy_kind so_strategy_kind_zero2 = {"zero2", "optimizer state and gradients sharded", 2, zero2_opts,
                                                  zero2_create};
 const so_strategy_kind so_strategy_kind_zero3 = {"zero3", "optimizer state, gradients and parameters sharded "
-                                                          "(FSDP FULL_SHARD)", zero3_opts, zero3_create};
+                                                          "(FSDP FULL_SHARD)", 3, zero3_opts, zero3_create};
