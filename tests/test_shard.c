@@ -26,7 +26,7 @@
 #include "scaleout/strategy.h"
 #include "scaleout/train.h"
 #include "scaleout/zoo.h"
-#include "train/group_compat.h"
+#include "scaleout/group.h"
 #include "train/shard.h"
 
 enum { MAXR = 4, BATCH = 4, SAMPLES = 128 };

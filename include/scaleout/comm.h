@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "scaleout/dtype.h"
+
 typedef struct so_comm so_comm;
 
 /* Exit codes a data-parallel program uses (also passed to MPI_Abort). */
@@ -27,12 +29,7 @@ enum {
     SO_COMM_EXIT_COMM = 3    /* a collective failed or timed out (rank lost?) */
 };
 
-typedef enum {
-    SO_REDUCE_SUM,
-    SO_REDUCE_AVG, /* sum, then multiply by 1/size (float and double only) */
-    SO_REDUCE_MAX,
-    SO_REDUCE_MIN
-} so_reduce_op;
+/* so_reduce_op (sum, avg, max, min) and so_dtype live in scaleout/dtype.h. */
 
 /* Allreduce algorithms: one file per algorithm in src/comm/allreduce_<name>.c
  * (docs/COLLECTIVES.md has phases, costs and the tuning-file format). */
@@ -46,6 +43,23 @@ typedef enum {
     SO_ALLREDUCE_AUTO,         /* per message size: tuning table, else the cost model */
     SO_ALLREDUCE_COUNT
 } so_allreduce_algo;
+
+/* Transports: how the hand-written algorithms reach the other ranks of a
+ * group (docs/COLLECTIVES.md, "Transports"). Every algorithm but hier and the
+ * MPI library's own runs on each; hier runs its node step in its shared
+ * window and its step across nodes on the group's link transport. */
+typedef enum {
+    SO_TRANSPORT_AUTO, /* the group's choice: MPI point-to-point (tcp for hier's step across hosts) */
+    SO_TRANSPORT_MPI,  /* MPI_Isend / MPI_Irecv on a communicator of the group */
+    SO_TRANSPORT_SHM,  /* channels in an MPI-3 shared window: every rank of the group on one host */
+    SO_TRANSPORT_TCP,  /* scaleout's own sockets, one connection per direction and pair */
+    SO_TRANSPORT_COUNT
+} so_transport;
+
+/* "auto", "mpi", "shm", "tcp"; NULL for an invalid value. */
+const char *so_transport_name(so_transport t);
+/* Parses so_transport_name's names; SO_EINVAL otherwise. */
+int so_transport_parse(const char *name, so_transport *out);
 
 /* ---- life cycle ------------------------------------------------------------ */
 
@@ -94,6 +108,19 @@ int so_comm_split(so_comm *parent, int color, int key, so_comm **out);
  * so_comm_set_timeouts on c reaches them. */
 so_comm *so_comm_node_group(so_comm *c);
 so_comm *so_comm_leaders_group(so_comm *c);
+/* The ranks with my node rank, one on every node of c (FSDP's HYBRID_SHARD
+ * replicates a node's shards across them), in node order. Owned by c like
+ * the two above; c itself when every rank is its own node. Made on the first
+ * call: collective over c then (every rank calls it), later calls are free. */
+int so_comm_cross_group(so_comm *c, so_comm **out);
+
+/* The transport the group's hand-written algorithms use when a call does not
+ * name one (SO_TRANSPORT_AUTO: MPI; SCALEOUT_COLL_TRANSPORT sets the start
+ * value). Collective in effect: every rank must set the same. SO_EINVAL for
+ * shm when the group spans hosts (known only when the transport is first
+ * made: the operation then fails). */
+int so_comm_set_transport(so_comm *c, so_transport t);
+so_transport so_comm_get_transport(const so_comm *c);
 
 /* Prints "[rank R] fatal: msg" to stderr (R: the rank in the whole job) and
  * aborts the whole job with exit status `code` (MPI_Abort on MPI_COMM_WORLD),

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "scaleout/data.h"
+#include "scaleout/group.h"
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
 #include "scaleout/strategy.h"
@@ -41,6 +42,11 @@ typedef struct so_dist {
      * Pass both to so_model_opts (grads_alloc / grads_free). May be NULL. */
     void *(*buf_alloc)(void *ctx, size_t bytes);
     void (*buf_free)(void *ctx, void *p);
+    /* The same ranks as a group of the collective vocabulary (scaleout/group.h:
+     * non-blocking allreduce, reduce-scatter(v), allgather(v), bcast and
+     * messages on F32 / BF16 / F16 / F64 buffers, with handles), and its node
+     * and cross-node subgroups. May be NULL (a fake without it). */
+    so_group *group;
 } so_dist;
 
 /* Spans of time the trainer reports after they end (profilers, timelines).

@@ -2,8 +2,9 @@
  * neighbour (MPICH allgather_intra_ring). Bandwidth-optimal for any p; the
  * second half of ring allreduce, used after a reduce-scatter.
  *
- * Accepts: any p, any count (uneven blocks, so_blk), out of place (send holds
- *          block r) or in place (send == recv + offset of block r).
+ * Accepts: any p, any blocks (even, or the caller's counts: allgatherv),
+ *          out of place (send holds block r) or in place (send == recv +
+ *          offset of block r), any element type and transport.
  * Cost:    (p-1) alpha + (p-1)/p n beta.
  * Steps, p = 3: step s sends block (r-s), receives block (r-s-1):
  *            rank 0        rank 1        rank 2
@@ -13,24 +14,17 @@
 
 #include <string.h>
 
-int so_allgather_ring(const float *send, float *recv, size_t count, MPI_Comm comm, so_waiter *w)
+int so_allgather_ring(so_coll_ctx *x, const void *send, void *recv, const size_t *displ)
 {
-    int rc = 0, p, r;
-    SO_MPI_TRY(MPI_Comm_size(comm, &p));
-    SO_MPI_TRY(MPI_Comm_rank(comm, &r));
-    size_t myoff, mylen;
-    so_blk(count, p, r, &myoff, &mylen);
-    if (send != recv + myoff)
-        memcpy(recv + myoff, send, mylen * sizeof *recv);
+    int rc = 0, p = x->size, r = x->rank;
+    char *mine = so_el(x, recv, displ[r]);
+    if (send != mine)
+        memcpy(mine, send, (displ[r + 1] - displ[r]) * x->esz);
     int right = (r + 1) % p, left = (r + p - 1) % p;
-    for (int s = 0; s < p - 1; s++) {
+    for (int s = 0; s < p - 1 && !rc; s++) {
         int sb = (r - s + p) % p, rb = (r - s - 1 + p) % p;
-        size_t soff, slen, roff, rlen;
-        so_blk(count, p, sb, &soff, &slen);
-        so_blk(count, p, rb, &roff, &rlen);
-        if ((rc = so_sendrecv(recv + soff, slen, right, recv + roff, rlen, left, SO_TAG_AG, comm, w)))
-            goto out;
+        rc = so_sendrecv(x, so_el(x, recv, displ[sb]), displ[sb + 1] - displ[sb], right, so_el(x, recv, displ[rb]),
+                         displ[rb + 1] - displ[rb], left, SO_TAG_AG);
     }
-out:
     return rc;
 }

@@ -3,8 +3,10 @@
  * MPI-3 shared window instead of MPI messages).
  *
  * Accepts: any p and node layout (real nodes, or emulated ones from
- *          so_comm_set_ranks_per_node), any count, in place or out of
- *          place, SUM / MAX / MIN.
+ *          so_comm_set_ranks_per_node), up to 256 ranks per node, any count,
+ *          in place or out of place, SUM / MAX / MIN, any element type
+ *          (BF16 / F16: a node's q contributions are summed in FP32 and
+ *          rounded once; the step across nodes rounds per hop).
  * Phases:  1. intra-node reduce in shared memory, in chunks that stay in L2:
  *             every rank copies the slices of its chunk that others own into
  *             its contribution area; barrier; node rank k reduces slice k of
@@ -36,8 +38,12 @@
 #include "comm_env.h"
 #include "coll_internal.h"
 
+#include "scaleout/err.h"
+
 #include <stdlib.h>
 #include <string.h>
+
+#define SO_HIER_MAX_Q 256 /* node ranks a reduction reads at once (an array on the stack) */
 
 /* Large-message calls by path, for so_comm_hier_path_counts. */
 static _Atomic uint64_t n_zero_copy, n_copied;
@@ -56,18 +62,19 @@ void so_comm_hier_across_counts(uint64_t *tcp, uint64_t *mpi)
     *mpi = atomic_load_explicit(&n_mpi, memory_order_relaxed);
 }
 
-/* One barrier: publish the vector, reduce all q copies (count <= small_n). */
-static int small_reduce(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op,
-                        so_waiter *w)
+/* One barrier: publish the vector, reduce all q copies in node-rank order
+ * (bytes <= small_bytes). BF16 / F16: all q summed in FP32, rounded once. */
+static int small_reduce(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t count, so_reduce_op op)
 {
-    size_t b = (size_t)(s->calls++ & 1) * s->small_n;
-    memcpy(s->small[s->r] + b, send, count * sizeof *send);
-    int rc = so_shm_barrier(s, w);
+    size_t b = (size_t)(s->calls++ & 1) * s->small_bytes;
+    memcpy(s->small[s->r] + b, send, count * x->esz);
+    int rc = so_shm_barrier(s, x->w);
     if (rc)
         return rc;
-    so_reduce_out(recv, s->small[0] + b, s->small[1] + b, count, op);
-    for (int j = 2; j < s->q; j++)
-        so_reduce_acc(recv, s->small[j] + b, count, op);
+    const void *in[SO_HIER_MAX_Q];
+    for (int j = 0; j < s->q; j++)
+        in[j] = s->small[j] + b;
+    so_red_multi(x->dt, op, recv, in, s->q, count);
     return 0;
 }
 
@@ -77,178 +84,203 @@ static int small_reduce(so_shm *s, const float *send, float *recv, size_t count,
  * as slow as 0.55x MPI_Allreduce) in half the runs, at near and far core
  * placement alike; streaming stores gave 4-8 GB/s in every run (np 2, 256 KiB
  * to 64 MiB, docs/PERFORMANCE.md). (On the earlier Xeon VM they were slower.) */
-static void copy(float *dst, const float *src, size_t n)
+static void copy(void *dst, const void *src, size_t bytes)
 {
     if (so_comm_env_get()->shm_nt)
-        so_copy_nt(dst, src, n);
+        so_copy_nt(dst, src, bytes);
     else
-        memcpy(dst, src, n * sizeof *dst);
+        memcpy(dst, src, bytes);
 }
 
-/* Floats in the chunk that starts at off. */
-static size_t chunk_len(const so_shm *s, size_t count, size_t off)
+/* Elements in the chunk that starts at element off. */
+static size_t chunk_len(const so_coll_ctx *x, const so_shm *s, size_t count, size_t off)
 {
-    return count - off < s->chunk_n ? count - off : s->chunk_n;
+    size_t n = s->chunk_bytes / x->esz;
+    return count - off < n ? count - off : n;
 }
 
 /* Chunk [off, off + cn): the slices the other ranks reduce, into my contribution area. */
-static void hand_over(so_shm *s, const float *send, size_t off, size_t cn)
+static void hand_over(so_coll_ctx *x, so_shm *s, const void *send, size_t off, size_t cn)
 {
     size_t ko, kl;
     for (int k = 0; k < s->q; k++)
         if (k != s->r) {
             so_blk(cn, s->q, k, &ko, &kl);
-            copy(s->contrib[s->r] + ko, send + off + ko, kl);
+            copy(s->contrib[s->r] + ko * x->esz, so_el(x, send, off + ko), kl * x->esz);
         }
+}
+
+/* My slice of the chunk at off: mine, then the others in node-rank order,
+ * into recv (private, cached), then published. In place is safe: only this
+ * slice of send is still read. */
+static void reduce_mine(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t off, size_t cn,
+                        so_reduce_op op)
+{
+    size_t mo, ml;
+    so_blk(cn, s->q, s->r, &mo, &ml);
+    const void *in[SO_HIER_MAX_Q];
+    int k = 0;
+    in[k++] = so_el(x, send, off + mo); /* own slice first: in place, the result overwrites it */
+    for (int j = 0; j < s->q; j++)
+        if (j != s->r)
+            in[k++] = s->contrib[j] + mo * x->esz;
+    so_red_multi(x->dt, op, so_el(x, recv, off + mo), in, k, ml);
+    copy(s->result[s->r] + mo * x->esz, so_el(x, recv, off + mo), ml * x->esz);
 }
 
 /* Chunked reduce-scatter in the window; copies the result into recv on every
  * rank (all = 1) or on the node leader only. primed: the first chunk's
  * hand-over and its barrier are done already (see large()). */
-static int chunk_reduce(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op,
-                        int all, int primed, so_waiter *w)
+static int chunk_reduce(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t count, so_reduce_op op,
+                        int all, int primed)
 {
-    int rc = 0, q = s->q, r = s->r;
-    for (size_t off = 0; off < count; off += s->chunk_n) {
-        size_t cn = chunk_len(s, count, off), ko, kl, mo, ml;
+    int rc = 0;
+    for (size_t off = 0; off < count; off += chunk_len(x, s, count, 0)) {
+        size_t cn = chunk_len(x, s, count, off), ko, kl;
         if (off > 0 || !primed) {
-            hand_over(s, send, off, cn);
-            if ((rc = so_shm_barrier(s, w)))
+            hand_over(x, s, send, off, cn);
+            if ((rc = so_shm_barrier(s, x->w)))
                 return rc;
         }
-        /* My slice (mine, then the others in node-rank order) into recv (private, cached), then
-         * published. In place is safe: only this slice of send is still read. */
-        so_blk(cn, q, r, &mo, &ml);
-        float *res = recv + off + mo;
-        const float *mine = send + off + mo;
-        for (int j = 0, first = 1; j < q; j++)
-            if (j != r) { /* own slice first: in place, res == mine is read before written */
-                so_reduce_out(res, first ? mine : res, s->contrib[j] + mo, ml, op);
-                first = 0;
-            }
-        copy(s->result[r] + mo, res, ml);
-        if ((rc = so_shm_barrier(s, w)))
+        reduce_mine(x, s, send, recv, off, cn, op);
+        if ((rc = so_shm_barrier(s, x->w)))
             return rc;
-        if (all || r == 0)
-            for (int k = 0; k < q; k++) {
-                if (k == r)
+        if (all || s->r == 0)
+            for (int k = 0; k < s->q; k++) {
+                if (k == s->r)
                     continue;
-                so_blk(cn, q, k, &ko, &kl);
-                memcpy(recv + off + ko, s->result[k] + ko, kl * sizeof *recv);
+                so_blk(cn, s->q, k, &ko, &kl);
+                memcpy(so_el(x, recv, off + ko), s->result[k] + ko * x->esz, kl * x->esz);
             }
     }
     return 0;
 }
 
 /* The node leader's recv to every node rank, chunk by chunk through R0. */
-static int shm_bcast(so_shm *s, float *recv, size_t count, so_waiter *w)
+static int shm_bcast(so_coll_ctx *x, so_shm *s, void *recv, size_t count)
 {
     int rc = 0;
-    for (size_t off = 0; off < count; off += s->chunk_n) {
-        size_t cn = count - off < s->chunk_n ? count - off : s->chunk_n;
-        if (off && (rc = so_shm_barrier(s, w))) /* the others have copied the last chunk */
+    for (size_t off = 0; off < count; off += chunk_len(x, s, count, 0)) {
+        size_t bytes = chunk_len(x, s, count, off) * x->esz;
+        if (off && (rc = so_shm_barrier(s, x->w))) /* the others have copied the last chunk */
             return rc;
         if (s->r == 0)
-            memcpy(s->result[0], recv + off, cn * sizeof *recv);
-        if ((rc = so_shm_barrier(s, w)))
+            memcpy(s->result[0], so_el(x, recv, off), bytes);
+        if ((rc = so_shm_barrier(s, x->w)))
             return rc;
         if (s->r != 0)
-            memcpy(recv + off, s->result[0], cn * sizeof *recv);
+            memcpy(so_el(x, recv, off), s->result[0], bytes);
     }
     return 0;
 }
 
 /* Above the small-message size: zero copy when every node rank's buffers are
- * registered (allreduce_hier_zc.c; *scaled = 1), else the chunked copy path.
- * A rank that is not registered hands its first chunk over before the
- * decision barrier, so when nobody registered that barrier is also the first
- * chunk's: the copy path pays nothing extra. Mixed: the registered ranks hand
- * over after it and one more barrier follows. The mode is the same on every
- * node rank, so are the barrier counts. */
-static int large(so_shm *s, const float *send, float *recv, size_t count, so_reduce_op op, float scale,
-                 so_waiter *w, int *scaled)
+ * registered (allreduce_hier_zc.c; *scaled = 1 when it averaged), else the
+ * chunked copy path. A rank that is not registered hands its first chunk
+ * over before the decision barrier, so when nobody registered that barrier
+ * is also the first chunk's: the copy path pays nothing extra. Mixed: the
+ * registered ranks hand over after it and one more barrier follows. The mode
+ * is the same on every node rank, so are the barrier counts. */
+static int large(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t count, so_reduce_op op, int avg_p,
+                 int *whole)
 {
     if (s->nodes > 1 && !s->equal_q) { /* no zero copy across unequal nodes: known on every rank */
         atomic_fetch_add_explicit(&n_copied, 1, memory_order_relaxed);
-        return chunk_reduce(s, send, recv, count, op, 0, 0, w);
+        return chunk_reduce(x, s, send, recv, count, op, 0, 0);
     }
-    int reg = so_hier_zc_publish(s, send, recv, count), rc;
+    int reg = so_hier_zc_publish(s, send, recv, count * x->esz), rc;
     if (!reg)
-        hand_over(s, send, 0, chunk_len(s, count, 0));
+        hand_over(x, s, send, 0, chunk_len(x, s, count, 0));
     so_zc_mode mode;
-    if ((rc = so_hier_zc_decide(s, w, &mode)))
+    if ((rc = so_hier_zc_decide(s, x->w, &mode)))
         return rc;
     atomic_fetch_add_explicit(mode == SO_ZC_RUN ? &n_zero_copy : &n_copied, 1, memory_order_relaxed);
     if (mode == SO_ZC_RUN) {
-        *scaled = 1;
-        return so_hier_zc_run(s, count, op, scale, w);
+        *whole = 1;
+        return so_hier_zc_run(x, s, count, op, avg_p);
     }
     if (mode == SO_ZC_MIXED) {
         if (reg)
-            hand_over(s, send, 0, chunk_len(s, count, 0));
-        if ((rc = so_shm_barrier(s, w)))
+            hand_over(x, s, send, 0, chunk_len(x, s, count, 0));
+        if ((rc = so_shm_barrier(s, x->w)))
             return rc;
     }
-    return chunk_reduce(s, send, recv, count, op, s->nodes == 1, 1, w);
+    return chunk_reduce(x, s, send, recv, count, op, s->nodes == 1, 1);
 }
 
-int so_hier_across(so_tcp_slot *slot, float *buf, size_t count, so_reduce_op op, MPI_Comm comm, int nodes,
-                   so_waiter *w)
+so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes)
 {
-    if (so_tcp_wanted(count)) {
+    /* Leaders talk through MPI: latency-bound below ~64 KiB, bandwidth-bound above. */
+    (void)nodes;
+    return bytes <= (64 << 10) ? SO_ALLREDUCE_RD : SO_ALLREDUCE_RABENSEIFNER;
+}
+
+int so_hier_across(so_coll_ctx *x, so_tcp_slot *slot, void *buf, size_t count, so_reduce_op op, MPI_Comm comm,
+                   int nodes)
+{
+    if (x->dt == SO_DTYPE_F32 && so_tcp_wanted(count)) {
         int rc = 0;
         if (!slot->tried) { /* the same call on every member: its first large step */
             slot->tried = 1;
-            rc = so_tcp_ring_open(comm, w, &slot->ring);
+            rc = so_tcp_ring_open(comm, x->w, &slot->ring);
         }
         if (rc)
             return rc;
         if (slot->ring) {
             atomic_fetch_add_explicit(&n_tcp, 1, memory_order_relaxed);
-            return so_tcp_allreduce(slot->ring, buf, count, op, w);
+            return so_tcp_allreduce(slot->ring, buf, count, op, x->w);
         }
     }
     atomic_fetch_add_explicit(&n_mpi, 1, memory_order_relaxed);
-    so_allreduce_algo a = so_allreduce_leaders_algo(count * sizeof *buf, nodes);
-    return so_allreduce_fn_of(a)(buf, buf, count, op, comm, w);
+    so_tp *tp;
+    int rc = so_tp_get(comm, SO_TRANSPORT_MPI, x->w, &tp);
+    if (rc)
+        return rc;
+    so_coll_ctx across = *x;
+    across.tp = tp;
+    across.comm = comm;
+    across.rank = tp->rank;
+    across.size = tp->size;
+    so_allreduce_algo a = so_allreduce_leaders_algo(count * x->esz, nodes);
+    return (a == SO_ALLREDUCE_RD ? so_allreduce_rd : so_allreduce_rabenseifner)(&across, buf, buf, count, op);
 }
 
-/* hier with an optional scale (see so_allreduce_hier_scaled). */
-static int hier(const float *send, float *recv, size_t count, so_reduce_op op, float scale, MPI_Comm comm,
-                so_waiter *w, int *scaled)
+/* hier with an optional average (see so_allreduce_hier_avg). */
+static int hier(so_coll_ctx *x, const void *send, void *recv, size_t count, so_reduce_op op, int avg_p,
+                int *scaled)
 {
     so_shm *s;
-    int rc = so_shm_get(comm, w, &s);
+    int rc = so_shm_get(x->comm, x->w, &s), whole = 0;
     *scaled = 0;
     if (rc)
         return rc;
+    if (s->q > SO_HIER_MAX_Q)
+        return so_err(SO_EINVAL, "hier: %d ranks on a node (at most %d)", s->q, SO_HIER_MAX_Q);
     if (s->q == 1) {
         if (send != recv)
-            memcpy(recv, send, count * sizeof *recv);
-    } else if (count <= s->small_n) {
-        rc = small_reduce(s, send, recv, count, op, w);
-    } else if ((rc = large(s, send, recv, count, op, scale, w, scaled)) || *scaled) {
+            memcpy(recv, send, count * x->esz);
+    } else if (count * x->esz <= s->small_bytes) {
+        rc = small_reduce(x, s, send, recv, count, op);
+    } else if ((rc = large(x, s, send, recv, count, op, avg_p, &whole)) || whole) {
+        *scaled = whole && avg_p > 0;
         return rc; /* zero copy ran the whole allreduce */
     }
     if (rc || s->nodes == 1)
         return rc;
-    if (s->r == 0) {
-        rc = so_hier_across(&s->tcp_leaders, recv, count, op, s->leaders, s->nodes, w);
-    }
+    if (s->r == 0)
+        rc = so_hier_across(x, &s->tcp_leaders, recv, count, op, s->leaders, s->nodes);
     if (!rc && s->q > 1)
-        rc = shm_bcast(s, recv, count, w);
+        rc = shm_bcast(x, s, recv, count);
     return rc;
 }
 
-int so_allreduce_hier(const float *send, float *recv, size_t count, so_reduce_op op, MPI_Comm comm,
-                      so_waiter *w)
+int so_allreduce_hier(so_coll_ctx *x, const void *send, void *recv, size_t count, so_reduce_op op)
 {
     int scaled;
-    return hier(send, recv, count, op, 1.0f, comm, w, &scaled);
+    return hier(x, send, recv, count, op, 0, &scaled);
 }
 
-int so_allreduce_hier_scaled(const float *send, float *recv, size_t count, float scale, MPI_Comm comm,
-                             so_waiter *w, int *scaled)
+int so_allreduce_hier_avg(so_coll_ctx *x, const void *send, void *recv, size_t count, int avg_p, int *scaled)
 {
-    return hier(send, recv, count, SO_REDUCE_SUM, scale, comm, w, scaled);
+    return hier(x, send, recv, count, SO_REDUCE_SUM, avg_p, scaled);
 }

@@ -26,7 +26,7 @@
  *             q send buffers in node-rank order 0..q-1 -- the small path's
  *             order, so bits do not depend on bucket size or sub-chunking and
  *             are the same on every rank -- through a private temp of
- *             SO_ZC_SUB floats (stays in L1/L2), then stores it into the q
+ *             SO_ZC_SUB elements (stays in L1/L2), then stores it into the q
  *             recv buffers (own, and the peers').
  *          2. several nodes: rank r stores only its own recv, allreduces
  *             slice r with node rank r of the other nodes (rd small,
@@ -35,7 +35,8 @@
  *          3. one barrier: every recv buffer is complete.
  *          AVG: the dispatcher's 1/p is applied to the temp (or, across
  *          nodes, to slice r after the cross allreduce) before the stores,
- *          instead of in a second pass over recv (so_allreduce_hier_scaled).
+ *          instead of in a second pass over recv (so_allreduce_hier_avg);
+ *          BF16 / F16: the sum is rounded to the type first, as elsewhere.
  * Cost (one node of q ranks, n bytes): 2 alpha_shm + per rank n read (its
  *          slice of q buffers, (q-1)/q of it remote) + n written ((q-1)/q
  *          remote) + n/q gamma. Several nodes add the cross allreduce of n/q
@@ -61,12 +62,12 @@
 /* Stores into a peer's buffer. Plain stores by default: measured faster
  * here than streaming ones (docs/COLLECTIVES.md); SCALEOUT_SHM_ZC_NT=1
  * streams them instead. */
-static void store_peer(float *dst, const float *src, size_t n)
+static void store_peer(void *dst, const void *src, size_t bytes)
 {
     if (so_comm_env_get()->shm_zc_nt)
-        so_copy_nt(dst, src, n);
+        so_copy_nt(dst, src, bytes);
     else
-        memcpy(dst, src, n * sizeof *dst);
+        memcpy(dst, src, bytes);
 }
 
 /* The region of [p, p + bytes) usable on s's node, else NULL. */
@@ -76,15 +77,15 @@ static so_regbuf *usable(so_shm *s, const void *p, size_t bytes, size_t *off)
     return g && so_regbuf_matches(g, s) ? g : NULL;
 }
 
-int so_hier_zc_publish(so_shm *s, const float *send, const float *recv, size_t count)
+int so_hier_zc_publish(so_shm *s, const void *send, const void *recv, size_t bytes)
 {
-    size_t bytes = count * sizeof(float), so = 0, ro = 0;
+    size_t so = 0, ro = 0;
     so_regbuf *a = usable(s, send, bytes, &so), *b = usable(s, recv, bytes, &ro);
     int reg = a && b;
     s->zc_send = reg ? a : NULL;
     s->zc_recv = reg ? b : NULL;
-    *s->pub[s->r] = reg ? (so_zc_pub){so_regbuf_id(a), so, so_regbuf_id(b), ro, count}
-                        : (so_zc_pub){0, 0, 0, 0, count};
+    *s->pub[s->r] = reg ? (so_zc_pub){so_regbuf_id(a), so, so_regbuf_id(b), ro, bytes}
+                        : (so_zc_pub){0, 0, 0, 0, bytes};
     return reg;
 }
 
@@ -94,20 +95,20 @@ int so_hier_zc_publish(so_shm *s, const float *send, const float *recv, size_t c
 static int all_match(so_shm *s, int *any)
 {
     const so_zc_pub *me = s->pub[s->r];
-    size_t end = (size_t)me->count * sizeof(float);
+    size_t end = (size_t)me->bytes;
     int ok = 1;
     *any = 0;
     for (int j = 0; j < s->q; j++) {
         const so_zc_pub *p = s->pub[j];
         *any |= p->send_id != 0;
         ok = ok && p->send_id != 0 && p->send_id == me->send_id && p->send_off == me->send_off &&
-             p->recv_id == me->recv_id && p->recv_off == me->recv_off && p->count == me->count &&
+             p->recv_id == me->recv_id && p->recv_off == me->recv_off && p->bytes == me->bytes &&
              me->send_off + end <= so_regbuf_len(s->zc_send, j) &&
              me->recv_off + end <= so_regbuf_len(s->zc_recv, j);
     }
     for (int j = 0; ok && j < s->q; j++) {
-        s->zc_in[j] = (const float *)(so_regbuf_base(s->zc_send, j) + me->send_off);
-        s->zc_out[j] = (float *)(so_regbuf_base(s->zc_recv, j) + me->recv_off);
+        s->zc_in[j] = so_regbuf_base(s->zc_send, j) + me->send_off;
+        s->zc_out[j] = so_regbuf_base(s->zc_recv, j) + me->recv_off;
     }
     return ok;
 }
@@ -135,41 +136,43 @@ int so_hier_zc_decide(so_shm *s, so_waiter *w, so_zc_mode *mode)
     return 0;
 }
 
-/* Phase 1 on slice [lo, lo + len): reduce in node-rank order through the
- * temp (scaled there while it is in L1), then store into every recv buffer
+/* Phase 1 on elements [lo, lo + len): reduce in node-rank order through the
+ * temp (averaged there while it is in L1), then store into every recv buffer
  * (all = 1) or only our own. */
-static void reduce_slice(so_shm *s, size_t lo, size_t len, so_reduce_op op, float scale, int all)
+static void reduce_slice(so_coll_ctx *x, so_shm *s, size_t lo, size_t len, so_reduce_op op, int avg_p, int all)
 {
-    float *t = s->zc_tmp;
+    const void *in[256];
+    size_t e = x->esz;
     for (size_t o = lo; o < lo + len; o += SO_ZC_SUB) {
         size_t k = lo + len - o < SO_ZC_SUB ? lo + len - o : SO_ZC_SUB;
-        so_reduce_out(t, s->zc_in[0] + o, s->zc_in[1] + o, k, op);
-        for (int j = 2; j < s->q; j++)
-            so_reduce_acc(t, s->zc_in[j] + o, k, op);
-        if (all)
-            so_scale(t, k, scale);
+        for (int j = 0; j < s->q; j++)
+            in[j] = s->zc_in[j] + o * e;
+        so_red_multi(x->dt, op, s->zc_tmp, in, s->q, k);
+        if (all && avg_p)
+            so_red_avg(x->dt, s->zc_tmp, k, avg_p);
         for (int j = 0; j < s->q; j++)
             if (j == s->r)
-                memcpy(s->zc_out[j] + o, t, k * sizeof *t);
+                memcpy(s->zc_out[j] + o * e, s->zc_tmp, k * e);
             else if (all)
-                store_peer(s->zc_out[j] + o, t, k);
+                store_peer(s->zc_out[j] + o * e, s->zc_tmp, k * e);
     }
 }
 
-int so_hier_zc_run(so_shm *s, size_t count, so_reduce_op op, float scale, so_waiter *w)
+int so_hier_zc_run(so_coll_ctx *x, so_shm *s, size_t count, so_reduce_op op, int avg_p)
 {
     size_t lo, len;
     so_blk(count, s->q, s->r, &lo, &len);
-    reduce_slice(s, lo, len, op, scale, s->nodes == 1);
+    reduce_slice(x, s, lo, len, op, avg_p, s->nodes == 1);
     if (s->nodes > 1 && len > 0) { /* same q everywhere: node rank r's slice is the same on every node */
-        float *mine = s->zc_out[s->r] + lo;
-        int rc = so_hier_across(&s->tcp_cross, mine, len, op, s->cross, s->nodes, w);
+        char *mine = s->zc_out[s->r] + lo * x->esz;
+        int rc = so_hier_across(x, &s->tcp_cross, mine, len, op, s->cross, s->nodes);
         if (rc)
             return rc;
-        so_scale(mine, len, scale);
+        if (avg_p)
+            so_red_avg(x->dt, mine, len, avg_p);
         for (int j = 0; j < s->q; j++)
             if (j != s->r)
-                store_peer(s->zc_out[j] + lo, mine, len);
+                store_peer(s->zc_out[j] + lo * x->esz, mine, len * x->esz);
     }
-    return so_shm_barrier(s, w);
+    return so_shm_barrier(s, x->w);
 }

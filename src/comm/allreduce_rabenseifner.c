@@ -31,49 +31,58 @@ static void range(size_t count, int p2, int b0, int b1, size_t *off, size_t *len
     *len = o1 + l1 - o0;
 }
 
-int so_allreduce_rabenseifner(const float *send, float *recv, size_t count, so_reduce_op op,
-                              MPI_Comm comm, so_waiter *w)
+/* Reduce-scatter by recursive halving: afterwards recv holds this new rank's
+ * block, fully reduced; *cur follows where the kept half lives. */
+static int halving(so_coll_ctx *x, const so_fold *f, const void **cur, void *recv, size_t count, so_reduce_op op)
 {
-    int rc = 0, p, r;
-    SO_MPI_TRY(MPI_Comm_size(comm, &p));
-    SO_MPI_TRY(MPI_Comm_rank(comm, &r));
-    so_fold f;
-    so_fold_init(&f, p, r);
-    const float *cur;
-    if ((rc = so_fold_in(&f, send, recv, count, op, &cur, comm, w)))
-        goto out;
-    if (f.newrank >= 0) {
-        int nr = f.newrank, lo = 0, hi = f.p2; /* block range this rank is responsible for */
-        /* Reduce-scatter by recursive halving. */
-        for (int mask = f.p2 / 2; mask >= 1; mask >>= 1) {
-            int peer = so_fold_real(&f, nr ^ mask), mid = lo + (hi - lo) / 2;
-            int klo = nr & mask ? mid : lo, khi = nr & mask ? hi : mid;
-            int glo = nr & mask ? lo : mid, ghi = nr & mask ? mid : hi;
-            size_t koff, klen, goff, glen;
-            range(count, f.p2, klo, khi, &koff, &klen);
-            range(count, f.p2, glo, ghi, &goff, &glen);
-            rc = so_xchg_reduce(cur + goff, glen, peer, recv + koff, cur + koff, klen, peer, op,
-                                SO_TAG_RAB, comm, w);
-            if (rc)
-                goto out;
-            lo = klo;
-            hi = khi;
-            cur = recv; /* the kept half now lives in recv */
-        }
-        if (cur != recv) /* p' == 1 and out of place */
-            memcpy(recv, cur, count * sizeof *recv);
-        /* Allgather by recursive doubling: ranges double back up. */
-        for (int mask = 1; mask < f.p2; mask <<= 1) {
-            int peer = so_fold_real(&f, nr ^ mask);
-            int mlo = nr & ~(mask - 1), plo = (nr ^ mask) & ~(mask - 1);
-            size_t moff, mlen, poff, plen;
-            range(count, f.p2, mlo, mlo + mask, &moff, &mlen);
-            range(count, f.p2, plo, plo + mask, &poff, &plen);
-            if ((rc = so_sendrecv(recv + moff, mlen, peer, recv + poff, plen, peer, SO_TAG_RAB, comm, w)))
-                goto out;
-        }
+    int nr = f->newrank, lo = 0, hi = f->p2; /* block range this rank is responsible for */
+    for (int mask = f->p2 / 2; mask >= 1; mask >>= 1) {
+        int peer = so_fold_real(f, nr ^ mask), mid = lo + (hi - lo) / 2;
+        int klo = nr & mask ? mid : lo, khi = nr & mask ? hi : mid;
+        int glo = nr & mask ? lo : mid, ghi = nr & mask ? mid : hi;
+        size_t koff, klen, goff, glen;
+        range(count, f->p2, klo, khi, &koff, &klen);
+        range(count, f->p2, glo, ghi, &goff, &glen);
+        int rc = so_xchg_reduce(x, so_el(x, *cur, goff), glen, peer, so_el(x, recv, koff), so_el(x, *cur, koff),
+                                klen, peer, op, SO_TAG_RAB);
+        if (rc)
+            return rc;
+        lo = klo;
+        hi = khi;
+        *cur = recv; /* the kept half now lives in recv */
     }
-    rc = so_fold_out(&f, recv, count, comm, w);
-out:
-    return rc;
+    return 0;
+}
+
+/* Allgather by recursive doubling: the ranges double back up. */
+static int doubling(so_coll_ctx *x, const so_fold *f, void *recv, size_t count)
+{
+    int nr = f->newrank;
+    for (int mask = 1; mask < f->p2; mask <<= 1) {
+        int peer = so_fold_real(f, nr ^ mask);
+        int mlo = nr & ~(mask - 1), plo = (nr ^ mask) & ~(mask - 1);
+        size_t moff, mlen, poff, plen;
+        range(count, f->p2, mlo, mlo + mask, &moff, &mlen);
+        range(count, f->p2, plo, plo + mask, &poff, &plen);
+        int rc = so_sendrecv(x, so_el(x, recv, moff), mlen, peer, so_el(x, recv, poff), plen, peer, SO_TAG_RAB);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int so_allreduce_rabenseifner(so_coll_ctx *x, const void *send, void *recv, size_t count, so_reduce_op op)
+{
+    so_fold f;
+    so_fold_init(&f, x->size, x->rank);
+    const void *cur;
+    int rc = so_fold_in(x, &f, send, recv, count, op, &cur);
+    if (!rc && f.newrank >= 0) {
+        rc = halving(x, &f, &cur, recv, count, op);
+        if (!rc && cur != recv) /* p' == 1 and out of place */
+            memcpy(recv, cur, count * x->esz);
+        if (!rc)
+            rc = doubling(x, &f, recv, count);
+    }
+    return rc ? rc : so_fold_out(x, &f, recv, count);
 }

@@ -22,35 +22,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-int so_allreduce_rd(const float *send, float *recv, size_t count, so_reduce_op op, MPI_Comm comm,
-                    so_waiter *w)
+int so_allreduce_rd(so_coll_ctx *x, const void *send, void *recv, size_t count, so_reduce_op op)
 {
-    int rc = 0, p, r;
-    float *tmp = NULL;
-    SO_MPI_TRY(MPI_Comm_size(comm, &p));
-    SO_MPI_TRY(MPI_Comm_rank(comm, &r));
+    int rc = 0;
+    char *tmp = NULL;
     so_fold f;
-    so_fold_init(&f, p, r);
-    const float *cur;
-    if ((rc = so_fold_in(&f, send, recv, count, op, &cur, comm, w)))
+    so_fold_init(&f, x->size, x->rank);
+    const void *cur;
+    if ((rc = so_fold_in(x, &f, send, recv, count, op, &cur)))
         goto out;
     if (f.newrank >= 0 && f.p2 > 1) {
-        tmp = malloc(count * sizeof *tmp);
+        tmp = malloc(count * x->esz);
         if (!tmp) {
-            rc = so_err(SO_ENOMEM, "allreduce rd: out of memory for %zu floats", count);
+            rc = so_err(SO_ENOMEM, "allreduce rd: out of memory for %zu elements", count);
             goto out;
         }
         for (int mask = 1; mask < f.p2; mask <<= 1) {
             int peer = so_fold_real(&f, f.newrank ^ mask);
-            if ((rc = so_sendrecv(cur, count, peer, tmp, count, peer, SO_TAG_RD, comm, w)))
+            if ((rc = so_sendrecv(x, cur, count, peer, tmp, count, peer, SO_TAG_RD)))
                 goto out;
-            so_reduce_out(recv, cur, tmp, count, op);
+            so_red(x->dt, op, recv, cur, tmp, count);
             cur = recv;
         }
     }
     if (f.newrank >= 0 && cur != recv)
-        memcpy(recv, cur, count * sizeof *recv); /* p2 == 1 and out of place */
-    rc = so_fold_out(&f, recv, count, comm, w);
+        memcpy(recv, cur, count * x->esz); /* p2 == 1 and out of place */
+    rc = so_fold_out(x, &f, recv, count);
 out:
     free(tmp);
     return rc;

@@ -3,7 +3,8 @@
  * ring_segmented). Bandwidth-optimal: every rank sends 2(p-1)/p of the vector.
  *
  * Accepts: any p, any count (uneven blocks when p does not divide it; blocks
- *          may be empty), in place or out of place, SUM / MAX / MIN.
+ *          may be empty), in place or out of place, SUM / MAX / MIN, any
+ *          element type and transport (BF16 / F16: rounded at every hop).
  * Cost:    2(p-1) alpha + 2(p-1)/p n beta + (p-1)/p n gamma.
  * Phases:  reduce-scatter, p-1 steps: step s sends block (r-s) to r+1 and
  *          receives block (r-s-1) from r-1, reducing it as it arrives (in
@@ -24,16 +25,14 @@
  * and from recv afterwards. */
 #include "coll_internal.h"
 
-int so_allreduce_ring(const float *send, float *recv, size_t count, so_reduce_op op, MPI_Comm comm,
-                      so_waiter *w)
+#include <string.h>
+
+int so_allreduce_ring(so_coll_ctx *x, const void *send, void *recv, size_t count, so_reduce_op op)
 {
-    int rc = 0, p, r;
-    SO_MPI_TRY(MPI_Comm_size(comm, &p));
-    SO_MPI_TRY(MPI_Comm_rank(comm, &r));
+    int rc = 0, p = x->size, r = x->rank;
     if (p == 1) {
         if (send != recv)
-            for (size_t i = 0; i < count; i++)
-                recv[i] = send[i];
+            memcpy(recv, send, count * x->esz);
         return 0;
     }
     int right = (r + 1) % p, left = (r + p - 1) % p;
@@ -42,17 +41,16 @@ int so_allreduce_ring(const float *send, float *recv, size_t count, so_reduce_op
         size_t soff, slen, roff, rlen;
         so_blk(count, p, sb, &soff, &slen);
         so_blk(count, p, rb, &roff, &rlen);
-        const float *src = s == 0 ? send : recv; /* block sb was received last step */
-        rc = so_xchg_reduce(src + soff, slen, right, recv + roff, send + roff, rlen, left, op,
-                            SO_TAG_RING, comm, w);
+        const void *src = s == 0 ? send : recv; /* block sb was received last step */
+        rc = so_xchg_reduce(x, so_el(x, src, soff), slen, right, so_el(x, recv, roff), so_el(x, send, roff), rlen,
+                            left, op, SO_TAG_RING);
     }
     for (int s = 0; s < p - 1 && !rc; s++) {
         int sb = (r + 1 - s + p) % p, rb = (r - s + p) % p;
         size_t soff, slen, roff, rlen;
         so_blk(count, p, sb, &soff, &slen);
         so_blk(count, p, rb, &roff, &rlen);
-        rc = so_sendrecv(recv + soff, slen, right, recv + roff, rlen, left, SO_TAG_RING, comm, w);
+        rc = so_sendrecv(x, so_el(x, recv, soff), slen, right, so_el(x, recv, roff), rlen, left, SO_TAG_RING);
     }
-out:
     return rc;
 }

@@ -16,31 +16,23 @@
 
 #include <string.h>
 
-int so_allreduce_tree(const float *send, float *recv, size_t count, so_reduce_op op, MPI_Comm comm,
-                      so_waiter *w)
+int so_allreduce_tree(so_coll_ctx *x, const void *send, void *recv, size_t count, so_reduce_op op)
 {
-    int rc = 0, p, r;
-    SO_MPI_TRY(MPI_Comm_size(comm, &p));
-    SO_MPI_TRY(MPI_Comm_rank(comm, &r));
-    const float *cur = send;
-    for (int mask = 1; mask < p; mask <<= 1) {
+    int rc = 0, p = x->size, r = x->rank;
+    const void *cur = send;
+    for (int mask = 1; mask < p && !rc; mask <<= 1) {
         if (r & mask) { /* hand our partial result to the parent and stop */
-            rc = so_sendrecv(cur, count, r - mask, NULL, 0, MPI_PROC_NULL, SO_TAG_TREE, comm, w);
+            rc = so_sendrecv(x, cur, count, r - mask, NULL, 0, SO_TP_NONE, SO_TAG_TREE);
             break;
         }
         if (r + mask < p) {
-            rc = so_xchg_reduce(NULL, 0, MPI_PROC_NULL, recv, cur, count, r + mask, op, SO_TAG_TREE,
-                                comm, w);
+            rc = so_xchg_reduce(x, NULL, 0, SO_TP_NONE, recv, cur, count, r + mask, op, SO_TAG_TREE);
             cur = recv;
         }
-        if (rc)
-            goto out;
     }
     if (rc)
-        goto out;
+        return rc;
     if (r == 0 && cur != recv) /* p == 1, out of place */
-        memcpy(recv, cur, count * sizeof *recv);
-    rc = so_bcast_binomial(recv, count, 0, comm, w);
-out:
-    return rc;
+        memcpy(recv, cur, count * x->esz);
+    return so_bcast_binomial(x, recv, count, 0);
 }

@@ -3,7 +3,8 @@
  * same time (MPICH's pipelined bcast, NCCL's ring broadcast). For large
  * messages the time approaches n beta however many ranks there are.
  *
- * Accepts: any p, any root, any count (at most 64 segments in flight).
+ * Accepts: any p, any root, any count (at most 64 segments in flight), any
+ *          element type and transport.
  * Cost:    (p - 2 + S) (alpha + n/S beta) for S segments; large n: ~n beta.
  * Steps, p = 3, root 0, 3 segments (time runs down):
  *   t0  0->1 seg0
@@ -14,36 +15,32 @@
 
 #define PIPE_MAX_SEGS 64
 
-int so_bcast_pipeline(float *buf, size_t count, int root, MPI_Comm comm, so_waiter *w)
+int so_bcast_pipeline(so_coll_ctx *x, void *buf, size_t count, int root)
 {
-    int rc = 0, p, r, nsend = 0;
-    MPI_Request rreq[PIPE_MAX_SEGS], sreq[PIPE_MAX_SEGS];
-    SO_MPI_TRY(MPI_Comm_size(comm, &p));
-    SO_MPI_TRY(MPI_Comm_rank(comm, &r));
+    so_tp_req rreq[PIPE_MAX_SEGS], sreq[PIPE_MAX_SEGS];
+    int rc = 0, p = x->size, r = x->rank, nsend = 0;
     if (p == 1 || count == 0)
         return 0;
     int v = (r - root + p) % p, prev = (r - 1 + p) % p, next = (r + 1) % p;
-    size_t seg = so_coll_seg();
+    size_t seg = so_coll_seg_bytes() / x->esz, cap = SO_TP_MAX_BYTES / x->esz;
     if (count / seg + 1 > PIPE_MAX_SEGS)
         seg = count / (PIPE_MAX_SEGS - 1) + 1;
-    if (seg > SO_MPI_CHUNK)
-        seg = SO_MPI_CHUNK;
+    if (seg > cap)
+        seg = cap;
     int nseg = (int)((count + seg - 1) / seg);
     /* All receives go straight into buf, so they can all be posted at once. */
-    if (v > 0)
-        for (int k = 0; k < nseg; k++) {
-            size_t off = (size_t)k * seg, len = count - off < seg ? count - off : seg;
-            SO_MPI_TRY(MPI_Irecv(buf + off, (int)len, MPI_FLOAT, prev, SO_TAG_BCAST, comm, &rreq[k]));
-        }
-    for (int k = 0; k < nseg; k++) {
+    for (int k = 0; v > 0 && k < nseg && !rc; k++) {
         size_t off = (size_t)k * seg, len = count - off < seg ? count - off : seg;
-        if (v > 0 && (rc = so_coll_wait(w, 1, &rreq[k])))
-            goto out;
-        if (v < p - 1)
-            SO_MPI_TRY(MPI_Isend(buf + off, (int)len, MPI_FLOAT, next, SO_TAG_BCAST, comm, &sreq[nsend++]));
+        rc = x->tp->ops->post(x->tp, so_el(x, buf, off), len * x->esz, prev, SO_TAG_BCAST, 0, &rreq[k]);
     }
-    if (nsend)
-        rc = so_coll_wait(w, nsend, sreq);
-out:
+    for (int k = 0; k < nseg && !rc; k++) {
+        size_t off = (size_t)k * seg, len = count - off < seg ? count - off : seg;
+        if (v > 0 && (rc = so_tp_wait(x->tp, x->w, &rreq[k], 1)))
+            break;
+        if (v < p - 1)
+            rc = x->tp->ops->post(x->tp, so_el(x, buf, off), len * x->esz, next, SO_TAG_BCAST, 1, &sreq[nsend++]);
+    }
+    if (!rc && nsend)
+        rc = so_tp_wait(x->tp, x->w, sreq, nsend);
     return rc;
 }

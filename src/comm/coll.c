@@ -1,32 +1,20 @@
-/* Selectors of the other collectives (reduce-scatter, allgather, broadcast):
- * name tables, argument checks, AVG scaling, and the generic so_comm_coll
- * entry with the blocking MPI reference that the benchmark compares against. */
-#include "coll_internal.h"
+/* The training thread's blocking collectives on float buffers (comm.h):
+ * allreduce, reduce-scatter, allgather, broadcast by algorithm, the generic
+ * so_comm_coll entry with the blocking MPI reference the benchmark compares
+ * against, and the algorithms' name tables. Each runs the dispatcher
+ * (dispatch.c) on the group's own communicator. */
+#include "dispatch.h"
 
 #include "scaleout/err.h"
 
 #include <limits.h>
 #include <string.h>
 
-static const struct {
-    const char *name;
-    so_rs_fn *fn;
-} rs_algos[SO_RS_COUNT] = {[SO_RS_MPI] = {"mpi", so_reduce_scatter_mpi},
-                           [SO_RS_RING] = {"ring", so_reduce_scatter_ring}};
-
-static const struct {
-    const char *name;
-    so_ag_fn *fn;
-} ag_algos[SO_AG_COUNT] = {[SO_AG_MPI] = {"mpi", so_allgather_mpi},
-                           [SO_AG_RING] = {"ring", so_allgather_ring}};
-
-static const struct {
-    const char *name;
-    so_bcast_fn *fn;
-} bc_algos[SO_BCAST_COUNT] = {[SO_BCAST_MPI] = {"mpi", so_bcast_mpi},
-                              [SO_BCAST_BINOMIAL] = {"binomial", so_bcast_binomial},
-                              [SO_BCAST_PIPELINE] = {"pipeline", so_bcast_pipeline}};
-
+/* Allreduce names live with the tuning-file text (tune_text.c), which needs no MPI. */
+static const char *const rs_names[SO_RS_COUNT] = {[SO_RS_MPI] = "mpi", [SO_RS_RING] = "ring"};
+static const char *const ag_names[SO_AG_COUNT] = {[SO_AG_MPI] = "mpi", [SO_AG_RING] = "ring"};
+static const char *const bc_names[SO_BCAST_COUNT] = {[SO_BCAST_MPI] = "mpi", [SO_BCAST_BINOMIAL] = "binomial",
+                                                     [SO_BCAST_PIPELINE] = "pipeline"};
 static const char *const kind_names[SO_COLL_KINDS] = {"allreduce", "reduce-scatter", "allgather", "bcast"};
 static const char *const ref_names[SO_COLL_KINDS] = {"MPI_Allreduce", "MPI_Reduce_scatter",
                                                      "MPI_Allgatherv", "MPI_Bcast"};
@@ -54,9 +42,9 @@ const char *so_coll_algo_name(so_coll_kind kind, int algo)
         return NULL;
     switch (kind) {
     case SO_COLL_ALLREDUCE: return so_allreduce_algo_name((so_allreduce_algo)algo);
-    case SO_COLL_REDUCE_SCATTER: return rs_algos[algo].name;
-    case SO_COLL_ALLGATHER: return ag_algos[algo].name;
-    default: return bc_algos[algo].name;
+    case SO_COLL_REDUCE_SCATTER: return rs_names[algo];
+    case SO_COLL_ALLGATHER: return ag_names[algo];
+    default: return bc_names[algo];
     }
 }
 
@@ -73,61 +61,51 @@ int so_coll_algo_parse(so_coll_kind kind, const char *name, int *out)
                   name ? name : "");
 }
 
-/* Common checks of the typed calls. */
-static int check(so_comm *c, int algo, int nalgo, so_reduce_op op, const void *a, const void *b,
-                 size_t count, const char *what)
+int so_comm_set_allreduce_algo(so_comm *c, so_allreduce_algo algo)
+{
+    if ((unsigned)algo >= SO_ALLREDUCE_COUNT)
+        return so_err(SO_EINVAL, "invalid allreduce algorithm %d", (int)algo);
+    c->algo = algo;
+    return 0;
+}
+
+/* ---- blocking calls on the training thread ------------------------------------------------ */
+
+/* Runs a float call on c's own communicator, the group's transport. */
+static int run(so_comm *c, so_coll_kind kind, int algo, const float *send, float *recv, size_t count,
+               so_reduce_op op, int root)
 {
     int rc = so_comm_check_idle(c);
     if (rc)
         return rc;
-    if (algo < 0 || algo >= nalgo)
-        return so_err(SO_EINVAL, "%s: invalid algorithm %d", what, algo);
-    if ((unsigned)op > SO_REDUCE_MIN)
-        return so_err(SO_EINVAL, "%s: invalid reduce op %d", what, (int)op);
-    if (count && (!a || !b))
-        return so_err(SO_EINVAL, "%s of %zu floats with a NULL buffer", what, count);
-    return 0;
+    if ((unsigned)kind >= SO_COLL_KINDS || algo < 0 || algo >= so_coll_algo_count(kind))
+        return so_err(SO_EINVAL, "%s: invalid algorithm %d", so_coll_kind_name(kind) ? so_coll_kind_name(kind) : "?",
+                      algo);
+    so_coll_call k = {kind, algo, send, recv, count, NULL, SO_DTYPE_F32, SO_DTYPE_F32, op, root, SO_TRANSPORT_AUTO};
+    so_waiter w;
+    so_waiter_init(&w, c, kind_names[kind]);
+    return so_coll_run(c, c->mcomm, &k, &w, NULL, NULL, NULL);
+}
+
+int so_comm_allreduce(so_comm *c, const float *send, float *recv, size_t count, so_reduce_op op)
+{
+    return run(c, SO_COLL_ALLREDUCE, c->algo, send, recv, count, op, 0);
 }
 
 int so_comm_reduce_scatter(so_comm *c, so_rs_algo algo, const float *send, float *recv, size_t count,
                            so_reduce_op op)
 {
-    size_t off, len;
-    so_blk(count, c->size, c->rank, &off, &len);
-    int rc = check(c, (int)algo, SO_RS_COUNT, op, send, len ? (const void *)recv : send, count, "reduce-scatter");
-    if (rc || count == 0)
-        return rc;
-    so_waiter w;
-    so_waiter_init(&w, c, "reduce-scatter");
-    rc = rs_algos[algo].fn(send, recv, count, op == SO_REDUCE_AVG ? SO_REDUCE_SUM : op, c->mcomm, &w);
-    if (!rc && op == SO_REDUCE_AVG)
-        so_scale(recv, len, 1.0f / (float)c->size);
-    return rc;
+    return run(c, SO_COLL_REDUCE_SCATTER, (int)algo, send, recv, count, op, 0);
 }
 
 int so_comm_allgather(so_comm *c, so_ag_algo algo, const float *send, float *recv, size_t count)
 {
-    size_t off, len;
-    so_blk(count, c->size, c->rank, &off, &len);
-    int rc = check(c, (int)algo, SO_AG_COUNT, SO_REDUCE_SUM, len ? (const void *)send : recv, recv, count,
-                   "allgather");
-    if (rc || count == 0)
-        return rc;
-    so_waiter w;
-    so_waiter_init(&w, c, "allgather");
-    return ag_algos[algo].fn(send, recv, count, c->mcomm, &w);
+    return run(c, SO_COLL_ALLGATHER, (int)algo, send, recv, count, SO_REDUCE_SUM, 0);
 }
 
 int so_comm_bcast_algo(so_comm *c, so_bcast_algo algo, float *buf, size_t count, int root)
 {
-    int rc = check(c, (int)algo, SO_BCAST_COUNT, SO_REDUCE_SUM, buf, buf, count, "bcast");
-    if (rc || count == 0)
-        return rc;
-    if (root < 0 || root >= c->size)
-        return so_err(SO_EINVAL, "bcast root %d out of range (size %d)", root, c->size);
-    so_waiter w;
-    so_waiter_init(&w, c, "bcast");
-    return bc_algos[algo].fn(buf, count, root, c->mcomm, &w);
+    return run(c, SO_COLL_BCAST, (int)algo, buf, buf, count, SO_REDUCE_SUM, root);
 }
 
 /* The MPI library's blocking collective: the benchmark's baseline (no watchdog). */
@@ -172,19 +150,5 @@ int so_comm_coll(so_comm *c, so_coll_kind kind, int algo, const float *send, flo
         int rc = so_comm_check_idle(c);
         return rc || count == 0 ? rc : reference(c, kind, send, recv, count, op, root);
     }
-    switch (kind) {
-    case SO_COLL_ALLREDUCE: {
-        if (algo < 0 || algo >= SO_ALLREDUCE_COUNT)
-            return so_err(SO_EINVAL, "invalid allreduce algorithm %d", algo);
-        int rc = so_comm_check_idle(c);
-        if (rc)
-            return rc;
-        so_waiter w;
-        so_waiter_init(&w, c, "allreduce");
-        return so_allreduce_run(c, (so_allreduce_algo)algo, send, recv, count, op, c->mcomm, &w);
-    }
-    case SO_COLL_REDUCE_SCATTER: return so_comm_reduce_scatter(c, (so_rs_algo)algo, send, recv, count, op);
-    case SO_COLL_ALLGATHER: return so_comm_allgather(c, (so_ag_algo)algo, send, recv, count);
-    default: return so_comm_bcast_algo(c, (so_bcast_algo)algo, recv, count, root);
-    }
+    return run(c, kind, algo, send, recv, count, op, root);
 }

@@ -19,8 +19,7 @@
  * thread level belongs to the process, so all groups share one async_busy
  * counter: an engine busy on any group keeps every group's calls out. */
 #include "comm_env.h"
-#include "coll_internal.h"
-#include "comm_internal.h"
+#include "engine.h"
 #include "tcp_internal.h"
 
 #include "scaleout/err.h"
@@ -62,6 +61,7 @@ static void read_env(so_comm *c)
     c->p2p_chunk = e->p2p_chunk;
     if (e->allreduce_set)
         c->algo = e->allreduce;
+    c->transport = e->transport;
 }
 
 /* Frees a communicator we created, if any. */
@@ -90,7 +90,7 @@ static int group_new(const so_comm *from, MPI_Comm mcomm, so_comm **out)
         return so_err(SO_ENOMEM, "process group: out of memory");
     }
     c->mcomm = mcomm;
-    c->p2p = MPI_COMM_NULL;
+    c->p2p = c->ecomm = c->ep2p = MPI_COMM_NULL;
     c->algo = SO_ALLREDUCE_MPI;
     atomic_init(&c->busy_store, 0);
     c->async_busy = from ? from->async_busy : &c->busy_store;
@@ -99,6 +99,7 @@ static int group_new(const so_comm *from, MPI_Comm mcomm, so_comm **out)
         c->timeout_s = from->timeout_s;
         c->p2p_chunk = from->p2p_chunk;
         c->algo = from->algo;
+        c->transport = from->transport;
     } else {
         read_env(c);
     }
@@ -107,6 +108,10 @@ static int group_new(const so_comm *from, MPI_Comm mcomm, so_comm **out)
     SO_MPI_TRY(MPI_Comm_rank(mcomm, &c->rank));
     SO_MPI_TRY(MPI_Comm_size(mcomm, &c->size));
     SO_MPI_TRY(MPI_Comm_dup(mcomm, &c->p2p)); /* inherits MPI_ERRORS_RETURN */
+    /* The communication thread's own: its collectives and messages never meet
+     * the training thread's, whatever order the two threads take. */
+    SO_MPI_TRY(MPI_Comm_dup(mcomm, &c->ecomm));
+    SO_MPI_TRY(MPI_Comm_dup(mcomm, &c->ep2p));
 out:
     if (rc) {
         group_free(c);
@@ -116,29 +121,35 @@ out:
     return 0;
 }
 
-/* Frees the subgroups c owns (leaders first: the reverse of their creation). */
+/* Frees the subgroups c owns (the reverse of their creation). */
 static int free_subgroups(so_comm *c)
 {
-    int rc = 0, rc2 = 0;
+    int rc = 0, rc2 = 0, rc3 = 0;
+    if (c->cross_group && c->cross_group != c)
+        rc3 = group_free(c->cross_group);
+    c->cross_group = NULL;
     if (c->leaders_group && c->leaders_group != c)
         rc = group_free(c->leaders_group);
     if (c->node_group && c->node_group != c)
         rc2 = group_free(c->node_group);
     c->leaders_group = c->node_group = NULL;
-    return rc ? rc : rc2;
+    return rc ? rc : rc2 ? rc2 : rc3;
 }
 
 /* Everything c holds but MPI itself: its registered buffers, subgroups and
  * communicators (collective over c). */
 static int group_free(so_comm *c)
 {
+    so_engine_drain(); /* nothing of the communication thread may still use c */
     so_regbuf_release_all(c);
     so_tcp_mesh_free(c->tcp_mesh);
     int rc = free_subgroups(c);
     int rc2 = free_comm(&c->p2p);
-    int rc3 = free_comm(&c->mcomm);
+    int rc3 = free_comm(&c->ecomm);
+    int rc4 = free_comm(&c->ep2p);
+    int rc5 = free_comm(&c->mcomm);
     free(c);
-    return rc ? rc : rc2 ? rc2 : rc3;
+    return rc ? rc : rc2 ? rc2 : rc3 ? rc3 : rc4 ? rc4 : rc5;
 }
 
 /* ---- topology: nodes and the node / leaders subgroups ------------------------------ */
@@ -239,6 +250,7 @@ int so_comm_init(int *argc, char ***argv, so_comm **out)
         return rc;
     }
     so_coll_set_multi_host(c->topo.node_size < c->size);
+    c->is_job = 1;
     *out = c;
 out:
     return rc;
@@ -272,6 +284,8 @@ int so_comm_finalize(so_comm *c)
     if (!c)
         return 0;
     int owns = c->owns_mpi;
+    if (c->is_job) /* the job's group goes last: no operation can follow */
+        so_engine_stop();
     int rc = group_free(c); /* registered buffers the caller did not free too (collective) */
     if (owns) {
         int mrc = MPI_Finalize();
@@ -301,6 +315,39 @@ int so_comm_size(const so_comm *c) { return c->size; }
 so_comm *so_comm_node_group(so_comm *c) { return c->node_group; }
 so_comm *so_comm_leaders_group(so_comm *c) { return c->leaders_group; }
 
+int so_comm_cross_group(so_comm *c, so_comm **out)
+{
+    *out = NULL;
+    if (c->cross_group) {
+        *out = c->cross_group;
+        return 0;
+    }
+    if (c->topo.num_nodes == c->size) { /* every rank its own node: c is its cross group */
+        *out = c->cross_group = c;
+        return 0;
+    }
+    MPI_Comm m = MPI_COMM_NULL;
+    int rc = so_comm_check_idle(c);
+    if (rc)
+        return rc;
+    /* Keyed by node id: the nodes in order. Its ranks are on distinct nodes. */
+    SO_MPI_TRY(MPI_Comm_split(c->mcomm, c->topo.node_rank, c->topo.node_id, &m));
+    rc = subgroup_new(c, &m, c->topo.node_id, &c->cross_group);
+    *out = c->cross_group;
+out:
+    return rc;
+}
+
+int so_comm_set_transport(so_comm *c, so_transport t)
+{
+    if ((unsigned)t >= SO_TRANSPORT_COUNT)
+        return so_err(SO_EINVAL, "invalid transport %d", (int)t);
+    c->transport = t;
+    return 0;
+}
+
+so_transport so_comm_get_transport(const so_comm *c) { return c->transport; }
+
 void so_comm_set_timeouts(so_comm *c, double stall_warning_s, double timeout_s)
 {
     c->stall_warning_s = stall_warning_s;
@@ -309,14 +356,6 @@ void so_comm_set_timeouts(so_comm *c, double stall_warning_s, double timeout_s)
         so_comm_set_timeouts(c->node_group, stall_warning_s, timeout_s);
     if (c->leaders_group && c->leaders_group != c)
         so_comm_set_timeouts(c->leaders_group, stall_warning_s, timeout_s);
-}
-
-int so_comm_check_idle(const so_comm *c)
-{
-    if (atomic_load_explicit(c->async_busy, memory_order_acquire) > 0)
-        return so_err(SO_EINVAL, "collective called while an async engine has outstanding "
-                                 "requests: call so_async_wait_all first");
-    return 0;
 }
 
 int so_comm_set_ranks_per_node(so_comm *c, int ranks_per_node)

@@ -81,6 +81,9 @@ static void read_all(void)
     env.shm_small = (size_t)number("SCALEOUT_SHM_SMALL", 64 << 10, 64, (double)(1 << 30)) & ~(size_t)63;
     env.shm_chunk = (size_t)number("SCALEOUT_SHM_CHUNK", 128 << 10, 64, (double)(1 << 30)) & ~(size_t)63;
     env.tuning_path = value("SCALEOUT_TUNING");
+    const char *tp = value("SCALEOUT_COLL_TRANSPORT");
+    if (tp && so_transport_parse(tp, &env.transport))
+        so_log(SO_LOG_WARN, "ignoring SCALEOUT_COLL_TRANSPORT=%s: %s", tp, so_errmsg());
     env.local_ranks = local_ranks();
     long cpus = sysconf(_SC_NPROCESSORS_ONLN); /* reads /sys: once, not per wait */
     env.oversubscribed = env.local_ranks > 0 && cpus > 0 && env.local_ranks > cpus;

@@ -22,6 +22,7 @@ typedef struct {
     size_t shm_chunk;         /* SCALEOUT_SHM_CHUNK: hier's pipeline chunk (bytes, multiple of 64) */
     size_t shm_small;         /* SCALEOUT_SHM_SMALL: hier's one-barrier size (bytes, multiple of 64) */
     const char *tuning_path;  /* SCALEOUT_TUNING (NULL: none) */
+    so_transport transport;   /* SCALEOUT_COLL_TRANSPORT: the groups' transport (default auto) */
     long local_ranks;         /* the launcher's ranks on this host (0: not said) */
     int oversubscribed;       /* more of them than online CPUs */
 } so_comm_env;

@@ -14,13 +14,20 @@
 struct so_comm {
     MPI_Comm mcomm;  /* this group's ranks (a dup of MPI_COMM_WORLD for the job): collectives */
     MPI_Comm p2p;    /* a dup of mcomm: so_comm_isend / irecv, so user tags never meet collectives */
+    MPI_Comm ecomm;  /* a dup of mcomm for the communication thread's collectives (engine.c) */
+    MPI_Comm ep2p;   /* a dup of mcomm for its messages (so_comm_isend_to / irecv_from) */
+    uint64_t eng_seq; /* collectives the communication thread ran on this group (engine thread only) */
     struct so_tcp_mesh *tcp_mesh; /* so_comm_isend / irecv with peers on other hosts (so_comm_p2p_connect), or NULL */
     int rank, size;
     so_comm_node topo;
     so_comm *node_group;    /* the ranks of my node: c itself when c is one node; owned otherwise */
     so_comm *leaders_group; /* rank 0 of every node (NULL on other ranks): c itself when every
                              * rank is its own node; owned otherwise */
+    so_comm *cross_group;   /* my node rank on every node (so_comm_cross_group, made on first
+                             * use): c itself when every rank is its own node; owned otherwise */
+    so_transport transport; /* the hand-written algorithms' transport when a call names none */
     int owns_mpi;    /* so_comm_init called MPI_Init_thread, so finalize calls MPI_Finalize */
+    int is_job;      /* the group of so_comm_init: its finalize stops the communication thread */
     double stall_warning_s, timeout_s;
     so_allreduce_algo algo;
     size_t p2p_chunk; /* bytes per MPI message of so_comm_isend / irecv (SO_MPI_CHUNK) */
@@ -44,7 +51,19 @@ typedef struct so_waiter {
     void (*on_stall)(struct so_waiter *w, double elapsed_s, int first);
     void *ctx;
     int timed_out; /* set when so_waiter_wait returned because of the timeout */
+    /* Called on every poll of a wait that is not done yet (NULL: none): the
+     * communication thread posts and tests its messages here while a
+     * collective waits (engine.c), so one loop progresses everything. */
+    void (*progress)(void *pctx);
+    void *pctx;
 } so_waiter;
+
+/* w's progress hook, if any (every wait loop calls it between its polls). */
+static inline void so_waiter_progress(so_waiter *w)
+{
+    if (w && w->progress)
+        w->progress(w->pctx);
+}
 
 /* Waits for n requests. 0 when all completed; SO_ECOMM on an MPI error or when
  * the timeout passed (w->timed_out = 1, requests still active). w == NULL:
@@ -61,27 +80,43 @@ int so_waiter_poll(so_waiter *w, int (*test)(void *ctx, int *done), void *ctx);
  * the stall warning and hook as in so_waiter_wait (*warned starts at 0). */
 int so_waiter_tick(so_waiter *w, double elapsed, int *warned);
 
+/* so_waiter_wait spinning first: spins on MPI_Testall (yielding the core
+ * when so_coll_yield) for up to the spin budget, then the watched backoff,
+ * whose sleeps keep a core free and whose timeout covers a lost peer.
+ * Collectives spin first because a step of a few us would otherwise be
+ * noticed one backoff sleep late, at every step. */
+int so_coll_wait(so_waiter *w, int n, MPI_Request *reqs);
+
 /* Fills a waiter with c's timeouts and no hook. */
 void so_waiter_init(so_waiter *w, const so_comm *c, const char *what);
 
 /* so_err(SO_ECOMM, "<call>: <MPI error string>"). */
 int so_mpi_err(int mpi_rc, const char *call);
 
-/* SO_EINVAL if an async engine currently owns MPI (main-thread calls must wait). */
+/* SO_EINVAL while the communication thread owns MPI (operations of the
+ * vocabulary outstanding): main-thread calls must wait for their handles. */
 int so_comm_check_idle(const so_comm *c);
+
+/* ---- settings of every wait (wait.c) ---------------------------------------------- */
+/* 1 when this node runs more ranks than it has cores: waits must yield. */
+int so_coll_oversubscribed(void);
+/* Whether a wait's spin yields the core between polls. SCALEOUT_COLL_YIELD
+ * = 1 always, 0 never, auto (default) when oversubscribed or when the job spans
+ * several hosts: a peer across a network link needs the kernel's network
+ * processing, which a rank busy-polling starves on a busy machine
+ * (docs/CLUSTER.md). Shared-memory barriers (shm.c) keep their spin. */
+int so_coll_yield(void);
+/* Tells the waits whether the job spans several hosts (so_comm_init sets it,
+ * for every group of the process). */
+void so_coll_set_multi_host(int multi_host);
+int so_coll_multi_host(void);
+/* Spin budget (seconds) before a wait starts sleeping (SCALEOUT_COLL_SPIN_US). */
+double so_coll_spin_s(void);
+/* Pipeline segment of the exchanges in bytes (SCALEOUT_COLL_SEG). */
+size_t so_coll_seg_bytes(void);
 
 /* MPI counts are int: operations on size_t counts go in chunks of this many. */
 #define SO_MPI_CHUNK ((size_t)1 << 30)
-
-/* ---- allreduce algorithms -------------------------------------------------------
- * Shared contract: recv = op over the ranks of `comm` of send, count > 0 floats,
- * send == recv means in place, op is SUM, MAX or MIN (the dispatcher turns AVG
- * into SUM and scales). Every blocking wait goes through so_waiter_wait(w, ...).
- * Returns 0 or SO_ECOMM with a message. */
-typedef int so_allreduce_fn(const float *send, float *recv, size_t count, so_reduce_op op,
-                            MPI_Comm comm, so_waiter *w);
-
-so_allreduce_fn so_allreduce_mpi;
 
 /* Frees the registered buffers (regbuf.c) c still owns, oldest first:
  * so_comm_finalize's clean-up of what the caller left (collective). */
@@ -91,13 +126,6 @@ void so_regbuf_release_all(so_comm *c);
  * shared-memory nodes) for the hierarchical algorithms and registered
  * buffers, which group ranks by it within each real node (shm.c). */
 int so_shm_set_node_color(MPI_Comm comm, int color);
-
-/* Validates and dispatches to the algorithm, applies AVG scaling; count 0 is
- * a no-op. comm is c's communicator or a duplicate of it (the async
- * engine's); c gives the size and, for auto, the tuning table. */
-int so_allreduce_mpi_double(double *buf, size_t count, MPI_Comm comm, so_waiter *w);
-int so_allreduce_run(so_comm *c, so_allreduce_algo algo, const float *send, float *recv, size_t count,
-                     so_reduce_op op, MPI_Comm comm, so_waiter *w);
 
 /* Checks an MPI call inside a function with `int rc` and an `out:` label. */
 #define SO_MPI_TRY(call)                                                                \

@@ -131,8 +131,8 @@ static int split_nodes(MPI_Comm comm, so_shm *s, so_waiter *w)
         goto out;
     s->nodes = all[0];
     s->equal_q = qq[0] == -qq[1];
-    s->chunk_n = (size_t)all[1] * 64 / sizeof(float);
-    s->small_n = (size_t)all[2] * 64 / sizeof(float);
+    s->chunk_bytes = (size_t)all[1] * 64;
+    s->small_bytes = (size_t)all[2] * 64;
 out:
     if (shared != MPI_COMM_NULL)
         MPI_Comm_free(&shared);
@@ -144,7 +144,7 @@ static int map_window(so_shm *s, so_waiter *w)
 {
     int rc = 0;
     MPI_Info info = MPI_INFO_NULL;
-    size_t data = (2 * s->small_n + 2 * s->chunk_n) * sizeof(float);
+    size_t data = 2 * s->small_bytes + 2 * s->chunk_bytes;
     size_t bytes = (FLAG_BYTES + data + 4095) & ~(size_t)4095;
     char *base;
     s->flag = calloc((size_t)s->q, sizeof *s->flag);
@@ -154,7 +154,7 @@ static int map_window(so_shm *s, so_waiter *w)
     s->pub = calloc((size_t)s->q, sizeof *s->pub);
     s->zc_in = calloc((size_t)s->q, sizeof *s->zc_in);
     s->zc_out = calloc((size_t)s->q, sizeof *s->zc_out);
-    s->zc_tmp = aligned_alloc(64, SO_ZC_SUB * sizeof *s->zc_tmp);
+    s->zc_tmp = aligned_alloc(64, SO_ZC_SUB * sizeof(double)); /* the widest element type */
     if (!s->flag || !s->small || !s->contrib || !s->result || !s->pub || !s->zc_in || !s->zc_out || !s->zc_tmp)
         return so_err(SO_ENOMEM, "shared-memory context: out of memory");
     SO_MPI_TRY(MPI_Info_create(&info));
@@ -168,9 +168,9 @@ static int map_window(so_shm *s, so_waiter *w)
         SO_MPI_TRY(MPI_Win_shared_query(s->win, j, &sz, &disp, &b));
         s->flag[j] = (_Atomic uint64_t *)b;
         s->pub[j] = (so_zc_pub *)(b + PUB_OFFSET);
-        s->small[j] = (float *)(b + FLAG_BYTES);
-        s->contrib[j] = s->small[j] + 2 * s->small_n;
-        s->result[j] = s->contrib[j] + s->chunk_n;
+        s->small[j] = b + FLAG_BYTES;
+        s->contrib[j] = s->small[j] + 2 * s->small_bytes;
+        s->result[j] = s->contrib[j] + s->chunk_bytes;
     }
     /* A passive-target epoch for the window's life: the standard's condition
      * for direct load/store; ordering itself comes from the C11 atomics. */
@@ -243,6 +243,7 @@ static int wait_flag(so_shm *s, int j, uint64_t target, so_waiter *w)
             cpu_relax();
         if (it & 255)
             continue;
+        so_waiter_progress(w);
         double now = so_now();
         if (t0 == 0)
             t0 = now;

@@ -16,12 +16,14 @@
  * a 5 us nanosleep measured 63 us on this machine, with 1 us slack 13 us.
  * Measured (np 2, rank 0 waiting 2 s for a late peer): MPI_Wait used 0.80-0.84
  * s of CPU (Open MPI and MPICH), this loop 0.07 s (3.5% of a core). */
+#include "comm_env.h"
 #include "comm_internal.h"
 
 #include "scaleout/err.h"
 #include "scaleout/log.h"
 #include "scaleout/timer.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -41,12 +43,42 @@ int so_mpi_err(int mpi_rc, const char *call)
 
 void so_waiter_init(so_waiter *w, const so_comm *c, const char *what)
 {
-    w->stall_warning_s = c->stall_warning_s;
-    w->timeout_s = c->timeout_s;
-    w->what = what;
-    w->on_stall = NULL;
-    w->ctx = NULL;
-    w->timed_out = 0;
+    *w = (so_waiter){c->stall_warning_s, c->timeout_s, what, NULL, NULL, 0, NULL, NULL};
+}
+
+int so_comm_check_idle(const so_comm *c)
+{
+    if (atomic_load_explicit(c->async_busy, memory_order_acquire) > 0)
+        return so_err(SO_EINVAL, "blocking call while operations of the communication thread are "
+                                 "outstanding: wait for their handles first");
+    return 0;
+}
+
+/* ---- settings read once from the environment ------------------------------------- */
+
+size_t so_coll_seg_bytes(void) { return so_comm_env_get()->coll_seg_floats * sizeof(float); }
+
+double so_coll_spin_s(void) { return so_comm_env_get()->coll_spin_s; }
+
+/* More ranks on this host than cores (the launcher's count: every process
+ * here competes for the cores, whichever group it is talking in). */
+int so_coll_oversubscribed(void) { return so_comm_env_get()->oversubscribed; }
+
+/* Process-wide like the oversubscription above: set once from the job's group
+ * (so_comm_init) and kept for every group, since the network processing a
+ * spinning rank would starve runs on this host whichever group it serves. */
+static _Atomic int multi_host;
+
+void so_coll_set_multi_host(int v) { atomic_store_explicit(&multi_host, v, memory_order_relaxed); }
+
+int so_coll_multi_host(void) { return atomic_load_explicit(&multi_host, memory_order_relaxed); }
+
+int so_coll_yield(void)
+{
+    int m = so_comm_env_get()->coll_yield; /* 1 always, 0 never, -1 auto */
+    if (m >= 0)
+        return m;
+    return so_coll_oversubscribed() || atomic_load_explicit(&multi_host, memory_order_relaxed);
 }
 
 /* One MPI_Testall; *done set. Returns 0 or SO_ECOMM. */
@@ -100,6 +132,7 @@ int so_waiter_poll(so_waiter *w, int (*test)(void *ctx, int *done), void *ctx)
             return rc;
         if (done)
             break;
+        so_waiter_progress(w);
         double elapsed = so_now() - t0;
         if ((rc = so_waiter_tick(w, elapsed, &warned)))
             return rc;
@@ -132,4 +165,30 @@ int so_waiter_wait(so_waiter *w, int n, MPI_Request *reqs)
     }
     request_set r = {n, reqs};
     return so_waiter_poll(w, test_set, &r);
+}
+
+int so_coll_wait(so_waiter *w, int n, MPI_Request *reqs)
+{
+    if (!w)
+        return so_waiter_wait(NULL, n, reqs);
+    int yield = so_coll_yield();
+    double budget = so_coll_spin_s(), t0 = 0;
+    for (unsigned it = 1;; it++) {
+        int done = 0;
+        int rc = test_all(n, reqs, &done);
+        if (rc || done)
+            return rc;
+        so_waiter_progress(w);
+        if (yield)
+            sched_yield();
+        if ((it & 63) == 0) {
+            double now = so_now();
+            if (t0 == 0)
+                t0 = now;
+            else if (now - t0 >= budget)
+                break;
+        }
+    }
+    /* Long wait: hand over to the watched wait (backoff, stall report, timeout). */
+    return so_waiter_wait(w, n, reqs);
 }

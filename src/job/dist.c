@@ -19,11 +19,12 @@ struct dist_handle {
     so_dist d;
     int active;
     int elsewhere; /* the last agreed failure was another rank's */
-    int group;     /* over a caller's group (dist_open_group): its comm is not ours to finalise */
+    int in_group;  /* over a caller's group (dist_open_group): its comm is not ours to finalise */
 #ifdef SCALEOUT_HAVE_MPI
     so_comm *comm;
     so_async *async;
     so_allreduce_algo algo;
+    so_group *group; /* so_dist.group */
 #endif
 };
 
@@ -69,27 +70,34 @@ static int grad_submit(void *ctx, float *buf, size_t count, int bucket)
 
 static int grad_wait(void *ctx, double *waited) { return so_async_wait_all(((dist_handle *)ctx)->async, 0, waited); }
 
-static int sum(void *ctx, double *v, int n)
+/* The trainer's own reductions go through the collective vocabulary too:
+ * the communication thread runs them behind whatever is queued (buckets,
+ * shards), so they are legal at any moment. The MPI library's own
+ * algorithm, in double precision, as before. */
+static int reduce_doubles(dist_handle *h, double *v, size_t n, so_reduce_op op)
 {
-    return so_comm_allreduce_double(((dist_handle *)ctx)->comm, v, (size_t)n, SO_REDUCE_SUM);
+    so_coll_opts o = SO_COLL_OPTS_INIT;
+    o.algo = SO_ALLREDUCE_MPI;
+    so_handle *hd;
+    int rc = so_comm_iallreduce(h->comm, v, v, n, SO_DTYPE_F64, op, &o, &hd);
+    return rc ? rc : so_handle_wait(hd);
 }
 
-static int max(void *ctx, double *v, int n)
+static int sum(void *ctx, double *v, int n) { return reduce_doubles(ctx, v, (size_t)n, SO_REDUCE_SUM); }
+static int max(void *ctx, double *v, int n) { return reduce_doubles(ctx, v, (size_t)n, SO_REDUCE_MAX); }
+
+static int bcast(void *ctx, float *buf, size_t count)
 {
-    return so_comm_allreduce_double(((dist_handle *)ctx)->comm, v, (size_t)n, SO_REDUCE_MAX);
+    so_coll_opts o = SO_COLL_OPTS_INIT;
+    o.algo = SO_BCAST_MPI;
+    so_handle *hd;
+    int rc = so_comm_ibcast(((dist_handle *)ctx)->comm, buf, count, SO_DTYPE_F32, 0, &o, &hd);
+    return rc ? rc : so_handle_wait(hd);
 }
 
-static int bcast(void *ctx, float *buf, size_t count) { return so_comm_bcast(((dist_handle *)ctx)->comm, buf, count, 0); }
-
-/* Through the gradient engine, behind the buckets already queued: the MPI
- * thread level is SERIALIZED, so the training thread may not call MPI while
- * the engine is busy. Waiting for it waits for those buckets too. */
-static int allsum(void *ctx, double *v, size_t count)
-{
-    dist_handle *h = ctx;
-    int rc = so_async_submit_sum_double(h->async, v, count, -1);
-    return rc ? rc : so_async_wait_all(h->async, 0, NULL);
-}
+/* Synchronised batchnorm, between gradient buckets: queued behind the ones
+ * already submitted, as the MPI thread level (SERIALIZED) requires. */
+static int allsum(void *ctx, double *v, size_t count) { return reduce_doubles(ctx, v, count, SO_REDUCE_SUM); }
 
 /* The fitted model of the gradient algorithm (auto: of the one auto picks for
  * this size), on the layout the job runs on. */
@@ -169,8 +177,10 @@ static int open_mpi(const dist_options *o, dist_handle *h)
                      .buf_free = reg ? buf_free : NULL};
     h->algo = algo;
     so_log_set_rank(h->d.rank);
-    if ((rc = so_async_create(h->comm, algo, &h->async)))
+    if ((rc = so_async_create(h->comm, algo, &h->async)) || (rc = dist_group_new(h->comm, &h->group)))
         return rc;
+    so_comm_set_allreduce_algo(h->comm, algo); /* the group's default for the vocabulary too */
+    h->d.group = h->group;
     h->active = 1;
     return 0;
 }
@@ -187,12 +197,15 @@ int dist_open_group(so_comm *group, const char *allreduce, dist_handle **out)
     if (allreduce && so_allreduce_algo_parse(allreduce, &algo))
         algo = SO_ALLREDUCE_AUTO; /* the name was checked when the job started */
     h->comm = group;
-    h->group = 1;
+    h->in_group = 1;
     h->algo = algo;
     h->d = (so_dist){.rank = so_comm_rank(group), .world = so_comm_size(group), .ctx = h,
                      .grad_submit = grad_submit, .grad_wait = grad_wait, .sum = sum, .max = max, .bcast = bcast,
                      .allsum = allsum, .cost = cost};
     int rc = so_async_create(group, algo, &h->async);
+    if (!rc)
+        rc = dist_group_new(group, &h->group);
+    h->d.group = h->group;
     h->active = !rc;
     return rc;
 }
@@ -287,7 +300,8 @@ void dist_close(dist_handle *h)
         return;
 #ifdef SCALEOUT_HAVE_MPI
     so_async_destroy(h->async);
-    if (!h->group)
+    dist_group_free(h->group);
+    if (!h->in_group)
         so_comm_finalize(h->comm);
 #endif
     free(h);

@@ -51,6 +51,11 @@ so_async *dist_async(dist_handle *h);
  * no registered memory. dist_close destroys the engine, not the group. *out
  * is set even on failure. */
 int dist_open_group(so_comm *group, const char *allreduce, dist_handle **out);
+/* The engine's view of c (scaleout/group.h) over the comm module's
+ * vocabulary (dist_group.c); dist_group_free releases it and the subgroup
+ * wrappers it made (not the so_comm groups). */
+int dist_group_new(so_comm *c, so_group **out);
+void dist_group_free(so_group *g); /* accepts NULL */
 #endif
 
 #endif

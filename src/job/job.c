@@ -473,11 +473,6 @@ void so_job_hier_across(const so_job *j, unsigned long long *tcp, unsigned long 
 #endif
 }
 
-int so_job_measure_layers(so_job *j, int warmup, int steps, double *t_fwd, double *t_bwd, double *t_other)
-{
-    return parts_measure(j->parts.m, j->parts.opt, warmup, steps, t_fwd, t_bwd, t_other);
-}
-
 int so_job_resumed(const so_job *j, long *step, int *found) { return ckpt_glue_resumed(j->ckpt, step, found); }
 
 int so_job_writes_checkpoints(const so_job *j) { return ckpt_glue_writes(j->ckpt); }

@@ -183,7 +183,8 @@ const so_dist *prof_glue_dist(prof_glue *g, const so_dist *d)
     g->dist = (so_dist){.rank = d->rank, .world = d->world, .ctx = g, .grad_submit = grad_submit,
                         .grad_wait = grad_wait, .sum = sum, .max = max, .bcast = bcast,
                         .allsum = d->allsum ? allsum : NULL, .cost = d->cost ? cost : NULL,
-                        .buf_alloc = d->buf_alloc ? buf_alloc : NULL, .buf_free = d->buf_free ? buf_free : NULL};
+                        .buf_alloc = d->buf_alloc ? buf_alloc : NULL, .buf_free = d->buf_free ? buf_free : NULL,
+                        .group = d->group};
     return &g->dist;
 }
 

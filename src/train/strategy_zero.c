@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "buckets.h"
-#include "group_compat.h"
+#include "scaleout/group.h"
 #include "scaleout/err.h"
 #include "scaleout/mem.h"
 #include "scaleout/timer.h"

@@ -1,16 +1,31 @@
-/* TEMPORARY: the collective vocabulary's engine-side interface as shard-comm
- * designs it (include/scaleout/group.h and dtype.h in that branch, not yet
- * in main), copied so the sharded strategies build against it now. On
- * merging that branch this file becomes #include "scaleout/group.h". */
-#ifndef SCALEOUT_TRAIN_GROUP_COMPAT_H
-#define SCALEOUT_TRAIN_GROUP_COMPAT_H
-#if __has_include("scaleout/group.h")
-#include "scaleout/group.h"
-#else
+/* A process group as the engine sees it: the collective vocabulary of the
+ * communication layer behind a table of function pointers, so strategies
+ * (src/train) reduce-scatter, gather and reduce without including MPI or the
+ * comm headers. src/job/dist.c fills it from libscaleout_comm
+ * (scaleout/comm_async.h: same semantics, documented there and in
+ * docs/COLLECTIVES.md); a test may fill it with a fake of its own (struct
+ * so_handle is then the fake's).
+ *
+ * Everything is non-blocking and returns a handle that the caller gives back
+ * exactly once: test (when it says done), wait, then (a continuation run by
+ * the communication thread; its handle replaces this one) or release. The
+ * buffers belong to the communication layer until the handle completes.
+ * Collectives of a group run one at a time in submission order, so every
+ * rank submits them in the same order. BF16 / F16 buffers are reduced in
+ * FP32 and rounded once per hop.
+ *
+ * Example, ZeRO-style: reduce-scatter a gradient bucket as backward closes it,
+ * step the shard, gather the parameters back:
+ *     so_group_ireduce_scatter(g, grads, my_shard, n, counts, SO_DTYPE_F32, SO_REDUCE_AVG, NULL, &h);
+ *     ... backward goes on ...
+ *     so_group_wait(g, h);   optimizer over my shard;
+ *     so_group_iallgather(g, my_params, params, n, counts, SO_DTYPE_F32, NULL, &h); */
+#ifndef SCALEOUT_GROUP_H
+#define SCALEOUT_GROUP_H
+
 #include <stddef.h>
 
-typedef enum { SO_DTYPE_F32, SO_DTYPE_BF16, SO_DTYPE_F16, SO_DTYPE_F64, SO_DTYPE_I64, SO_DTYPE_COUNT } so_dtype;
-typedef enum { SO_REDUCE_SUM, SO_REDUCE_AVG, SO_REDUCE_MAX, SO_REDUCE_MIN } so_reduce_op;
+#include "scaleout/dtype.h"
 
 typedef struct so_handle so_handle; /* the implementation's handle */
 typedef struct so_group so_group;
@@ -119,5 +134,4 @@ static inline int so_group_allreduce(so_group *g, void *buf, size_t count, so_dt
     return rc ? rc : so_group_wait(g, h);
 }
 
-#endif
 #endif

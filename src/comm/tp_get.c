@@ -1,0 +1,72 @@
+/* Which transport object serves a communicator: each kind is made on first
+ * use (collective over the communicator) and cached on it as an attribute,
+ * so it is freed with the communicator, as MPICH caches its node
+ * sub-communicators. The top of the transport layer: it knows every one. */
+#include "tp.h"
+
+#include "scaleout/err.h"
+
+#include <string.h>
+
+static int keys[SO_TRANSPORT_COUNT] = {MPI_KEYVAL_INVALID, MPI_KEYVAL_INVALID, MPI_KEYVAL_INVALID,
+                                       MPI_KEYVAL_INVALID};
+
+/* Attribute delete callback: the communicator is being freed (collective). */
+static int tp_delete(MPI_Comm comm, int key, void *val, void *extra)
+{
+    (void)comm, (void)key, (void)extra;
+    so_tp *t = val;
+    t->ops->free(t);
+    return MPI_SUCCESS;
+}
+
+static int make(MPI_Comm comm, so_transport kind, so_waiter *w, so_tp **out)
+{
+    switch (kind) {
+    case SO_TRANSPORT_SHM: return so_tp_shm_new(comm, w, out);
+    case SO_TRANSPORT_TCP: return so_err(SO_EINVAL, "the tcp transport is not available yet");
+    default: return so_tp_mpi_new(comm, out);
+    }
+}
+
+int so_tp_get(MPI_Comm comm, so_transport kind, so_waiter *w, so_tp **out)
+{
+    int rc = 0, flag = 0;
+    void *val;
+    if (kind == SO_TRANSPORT_AUTO)
+        kind = SO_TRANSPORT_MPI;
+    if ((unsigned)kind >= SO_TRANSPORT_COUNT)
+        return so_err(SO_EINVAL, "invalid transport %d", (int)kind);
+    /* SERIALIZED: one thread in MPI at a time, so this lazy set-up cannot race. */
+    if (keys[kind] == MPI_KEYVAL_INVALID)
+        SO_MPI_TRY(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, tp_delete, &keys[kind], NULL));
+    SO_MPI_TRY(MPI_Comm_get_attr(comm, keys[kind], &val, &flag));
+    if (flag) {
+        *out = val;
+        return 0;
+    }
+    if ((rc = make(comm, kind, w, out)))
+        return rc;
+    int mrc = MPI_Comm_set_attr(comm, keys[kind], *out);
+    if (mrc != MPI_SUCCESS) {
+        (*out)->ops->free(*out);
+        *out = NULL;
+        return so_mpi_err(mrc, "MPI_Comm_set_attr");
+    }
+out:
+    return rc;
+}
+
+static const char *const tp_names[SO_TRANSPORT_COUNT] = {"auto", "mpi", "shm", "tcp"};
+
+const char *so_transport_name(so_transport t) { return (unsigned)t < SO_TRANSPORT_COUNT ? tp_names[t] : NULL; }
+
+int so_transport_parse(const char *name, so_transport *out)
+{
+    for (int i = 0; name && i < SO_TRANSPORT_COUNT; i++)
+        if (!strcmp(name, tp_names[i])) {
+            *out = (so_transport)i;
+            return 0;
+        }
+    return so_err(SO_EINVAL, "unknown transport '%s' (auto, mpi, shm, tcp)", name ? name : "");
+}
