@@ -610,8 +610,9 @@ static void test_prefetch_bound(void **state)
 }
 
 /* What each stage says it holds, against ZeRO's formulas for Adam (2 slots)
- * over N ranks: zero1 8P + 8P/N, zero2 4P + 12P/N + two units in flight,
- * zero3 16P/N + K units gathered + two units' gradients. */
+ * over N ranks: zero1 8P + 8P/N, zero2 4P + 12P/N + two consecutive units'
+ * gradients in flight, zero3 16P/N + K consecutive units gathered + the same
+ * two units' gradients. */
 static void test_memory(void **state)
 {
     (void)state;
@@ -625,8 +626,10 @@ static void test_memory(void **state)
         so_strategy_memory mem;
         train_ranks(&c, &p, &n, &mem, NULL);
         free(p);
-        double P = 4.0 * n, unit = 4.0 * 48120; /* LeNet-5's largest layer, fc1 */
-        double want[3][3] = {{P, P, 2 * P / N}, {P, P / N + 2 * unit, 2 * P / N}, {P / N + 2 * unit, P / N + 2 * unit, 2 * P / N}};
+        /* LeNet-5's layers: conv1, conv2, fc1 (48120), fc2 (10164), fc3; the
+         * largest two consecutive are fc1 + fc2 (K = 2 gathered, two in flight). */
+        double P = 4.0 * n, run = 4.0 * (48120 + 10164);
+        double want[3][3] = {{P, P, 2 * P / N}, {P, P / N + run, 2 * P / N}, {P / N + run, P / N + run, 2 * P / N}};
         double got[3] = {mem.params, mem.grads, mem.optimizer};
         for (int k = 0; k < 3; k++)
             if (fabs(got[k] - want[z][k]) > 0.02 * want[z][k])

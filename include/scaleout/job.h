@@ -147,6 +147,8 @@ so_loader *so_job_test_loader(const so_job *j);   /* NULL when the data set has 
 const so_dataset *so_job_dataset(const so_job *j, int train);
 /* The whole model's graph (with pipeline stages so_job_model holds a slice). */
 const so_graph *so_job_graph(const so_job *j);
+/* The strategy the job trains with (--strategy; NULL with pipeline stages). */
+const so_strategy *so_job_strategy(const so_job *j);
 /* The hooks the trainer reaches other ranks through (NULL on one rank). */
 const so_dist *so_job_dist(const so_job *j);
 /* The "key=value" lines every rank was checked to agree on. */
@@ -228,6 +230,8 @@ typedef struct so_job_layer_times {
     double batch_bytes;         /* so_predict_train_bytes at the config's batch */
     double measure_bytes;       /* ... at measured_batch */
     double avail_bytes;         /* so_mem_available() before the measurement */
+    double act_bytes;           /* the backend's activation buffers (so_model_activation_bytes) at
+                                   measured_batch, scaled to the config's batch */
 } so_job_layer_times;
 
 /* Times the layers of c's model (its model, backend, optimizer and

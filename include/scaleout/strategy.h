@@ -51,6 +51,10 @@ typedef struct so_strategy_config {
     int shard_node;
 } so_strategy_config;
 
+/* The tags of the sharded strategies' collectives (so_group_opts.tag: the
+ * communication thread's operation log): SO_STRATEGY_TAG + unit. */
+#define SO_STRATEGY_TAG (1 << 24)
+
 /* Bytes this rank holds for the model's state by the strategy's accounting. */
 typedef struct {
     double params, grads, optimizer;

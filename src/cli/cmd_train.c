@@ -187,6 +187,30 @@ static void write_ranks(so_json *js, const double *v, int world)
     so_json_arr_end(js);
 }
 
+/* A sharded strategy's units and shards (the memory formulas' terms). */
+static void write_shards(so_json *js, const so_strategy *st, const so_job_config *c)
+{
+    const so_state_layout *l = st && st->ops->state ? st->ops->state(st->self) : NULL;
+    if (!l)
+        return;
+    size_t run[3] = {0, 0, 0}; /* the largest unit, run of 2 and of --shard-prefetch consecutive units */
+    int k[3] = {1, 2, c->shard_prefetch};
+    for (int i = 0; i < 3; i++)
+        for (int u = 0; u < l->nunits; u++) {
+            int v = u + k[i] < l->nunits ? u + k[i] : l->nunits;
+            run[i] = l->units[v] - l->units[u] > run[i] ? l->units[v] - l->units[u] : run[i];
+        }
+    so_json_obj_begin(js, "shards");
+    so_json_int(js, "units", l->nunits);
+    so_json_int(js, "largest_unit_parameters", (int64_t)run[0]);
+    so_json_int(js, "in_flight_parameters", (int64_t)run[1]);   /* gradients: the unit written, one reduced */
+    so_json_int(js, "gathered_parameters", (int64_t)run[2]);    /* zero3: the prefetch window */
+    so_json_int(js, "shard_group", l->shards);
+    so_json_int(js, "replicas", l->replicas);
+    so_json_int(js, "prefetch", c->shard_prefetch);
+    so_json_obj_end(js);
+}
+
 static void write_config(so_json *js, const so_job_config *c, const so_graph *g, int world)
 {
     so_json_obj_begin(js, "config");
@@ -307,6 +331,7 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     }
     so_json_obj_end(&js);
     write_ranks(&js, ranks, world);
+    write_shards(&js, so_job_strategy(j), c);
     so_json_int(&js, "peak_rss_bytes", (int64_t)so_peak_rss());
     so_job_memory mu;
     so_job_memory_use(j, &mu);

@@ -31,6 +31,8 @@ struct so_job {
     prof_glue *prof;
     const so_dist *dist;         /* what the trainer uses (timed by the profiler) */
     so_job_ckpt_summary ckpt_summary;
+    uint64_t op_cursor;          /* the communication thread's operation log, read up to here */
+    double strategy_comm;        /* seconds of the sharded strategies' collectives in it */
     int ckpt_done;
     char config[2048];
 };
@@ -117,9 +119,27 @@ static void on_span(void *arg, so_span_kind kind, long step, int id, double t0, 
         u->span(u->arg, kind, step, id, t0, t1);
 }
 
+/* The sharded strategies' collectives, from the communication thread's log
+ * (their tags from SO_STRATEGY_TAG): read at every step end, since the log
+ * keeps the last 4096 operations. */
+static void read_op_log(so_job *j)
+{
+#ifdef SCALEOUT_HAVE_MPI
+    so_op_stat st[256];
+    size_t n;
+    while (dist_comm(j->dh) && (n = so_comm_op_log(&j->op_cursor, st, 256)) > 0)
+        for (size_t i = 0; i < n; i++)
+            if (st[i].tag >= SO_STRATEGY_TAG)
+                j->strategy_comm += st[i].t_finished - st[i].t_started;
+#else
+    (void)j;
+#endif
+}
+
 static int on_step_end(void *arg, const so_train_state *s)
 {
     so_job *j = arg;
+    read_op_log(j);
     int stop = 0, rc = stop_step_end(j->stop, s, &stop);
     if (rc)
         return rc;
@@ -154,7 +174,10 @@ static int build_parts(so_job *j, const so_job_config *c, const so_dist *d, int 
     if (!rc)
         rc = train_config(c, j->parts.ltrain, world, &j->tc);
     j->tc.strategy = j->parts.strategy;
-    return dist_agree(j->dh, rc);
+    rc = dist_agree(j->dh, rc);
+    if (rc && j->parts.strategy_refused && d && d->rank != 0)
+        dist_mark_elsewhere(j->dh); /* rank 0 says it */
+    return rc;
 }
 
 /* A pipeline stage: the model is the stage's slice at the micro-batch size,
@@ -193,6 +216,9 @@ static int check_strategy(const so_job_config *c)
         return so_err(SO_EINVAL, "--shard-group: '%s' is not all or node", c->shard_group);
     if (c->shard_prefetch < 1)
         return so_err(SO_EINVAL, "--shard-prefetch %d must be >= 1", c->shard_prefetch);
+    if (k->zero_stage && (c->ckpt.every || c->ckpt.resume) && c->ckpt.mode && !strcmp(c->ckpt.mode, "naive"))
+        return so_err(SO_EINVAL, "--ckpt-mode naive writes the whole state from rank 0, which --strategy %s does not "
+                      "hold there: use --ckpt-mode scaleout", k->name);
     return 0;
 }
 
@@ -234,11 +260,17 @@ static int build(so_job *j)
         rc = so_err(SO_EINVAL, "--accumulate %d must be >= 1", c->accumulate);
     if (!rc)
         rc = pipe_glue_check(c, so_job_world(j));
+    int flags = rc; /* the flags alone: every rank finds the same */
     if (!rc)
         rc = so_threads_set(c->threads, c->pin_threads);
     if (!rc)
         rc = parts_load(c, &j->parts);
-    if ((rc = dist_agree(j->dh, rc)) || (rc = agree_strategy(j)))
+    if ((rc = dist_agree(j->dh, rc))) {
+        if (flags && so_job_rank(j) != 0)
+            dist_mark_elsewhere(j->dh); /* rank 0 says it */
+        return rc;
+    }
+    if ((rc = agree_strategy(j)))
         return rc;
     j->dist = dist_get(j->dh);
     if ((rc = dist_agree(j->dh, pipe_glue_open(c, j->dh, &j->parts, &j->pipe))))
@@ -341,7 +373,8 @@ int so_job_train(so_job *j, so_progress_fn progress, void *progress_arg, so_trai
     int rc = so_train(p->m, p->opt, p->ltrain, p->ltest, &j->tc, j->dist, progress, progress_arg, out);
     if (!rc && !(rc = ckpt_glue_finish(j->ckpt, &j->ckpt_summary))) {
         j->ckpt_done = j->ckpt != NULL;
-        out->comm_total = dist_comm_seconds(j->dh);
+        read_op_log(j);
+        out->comm_total = dist_comm_seconds(j->dh) + j->strategy_comm;
         if (j->pipe)
             rc = pipe_glue_bubble(j->pipe, j->dh, j->tc.throughput_skip, out);
         if (!rc)
@@ -390,6 +423,7 @@ void so_job_abort(so_job *j, int code, const char *msg)
 so_model *so_job_model(const so_job *j) { return j->parts.m; }
 const so_graph *so_job_graph(const so_job *j) { return j->pipe ? pipe_glue_whole(j->pipe) : j->parts.m->g; }
 so_optim *so_job_optim(const so_job *j) { return j->parts.opt; }
+const so_strategy *so_job_strategy(const so_job *j) { return j->parts.strategy; }
 so_loader *so_job_train_loader(const so_job *j) { return j->parts.ltrain; }
 so_loader *so_job_test_loader(const so_job *j) { return j->parts.ltest; }
 const so_dataset *so_job_dataset(const so_job *j, int train) { return train ? j->parts.train : j->parts.test; }

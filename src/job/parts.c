@@ -105,6 +105,7 @@ static int model_and_strategy(const so_job_config *a, const so_dist *d, so_model
         return so_optim_create(&sc.optim, j->m->nparams, &j->opt);
     if (!(rc = so_strategy_create(k, &sc, j->m, &j->strategy)))
         j->opt = j->strategy->opt;
+    j->strategy_refused = rc == SO_EINVAL;
     return rc;
 }
 

@@ -10,6 +10,7 @@ typedef struct {
     so_graph *g;
     so_model *m;
     so_strategy *strategy;       /* --strategy's (NULL with pipeline stages: pipe_glue makes theirs) */
+    int strategy_refused;        /* the strategy refused its input: the same error on every rank */
     so_optim *opt;               /* the strategy's optimizer (owned by it), or a pipeline stage's own */
     so_loader *ltrain, *ltest;
     /* A pipeline stage's recv layouts for the model (so_model_opts), set by pipe_glue. */

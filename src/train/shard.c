@@ -192,12 +192,23 @@ void shard_layout_free(shard_layout *l)
     memset(l, 0, sizeof *l);
 }
 
+/* Bytes of the largest run of k consecutive units (the window zero3 keeps
+ * gathered, the units backward writes and reduces). */
+static double largest_run(const shard_layout *l, int k)
+{
+    size_t best = 0;
+    for (int u = 0; u < l->nunits; u++) {
+        int v = u + k < l->nunits ? u + k : l->nunits;
+        best = l->lo[v] - l->lo[u] > best ? l->lo[v] - l->lo[u] : best;
+    }
+    return (double)best * sizeof(float);
+}
+
 void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
                   so_strategy_memory *out)
 {
     double whole = (double)nparams * sizeof(float), mine = (double)l->nmine * sizeof(float);
-    double unit = (double)l->max_unit * sizeof(float);
-    double gathered = prefetch * unit < whole ? prefetch * unit : whole, writing = 2 * unit < whole ? 2 * unit : whole;
+    double gathered = largest_run(l, prefetch), writing = largest_run(l, 2);
     *out = (so_strategy_memory){.params = stage == 3 ? mine + gathered : whole,
                                 .grads = stage == 1 || accumulate > 1 ? whole : mine + writing,
                                 .optimizer = mine * nslots};

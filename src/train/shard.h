@@ -55,7 +55,8 @@ void shard_layout_free(shard_layout *l);
 /* What a rank of stage 1-3 holds by the layout (so_strategy_memory): zero3's
  * `prefetch` units gathered, zero2/3's two units of gradients (the one
  * backward writes, one being reduced; the whole buffer when micro-batches
- * are summed in place, accumulate > 1), each at most the whole model. */
+ * are summed in place, accumulate > 1): the largest run of that many
+ * consecutive units. */
 void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
                   so_strategy_memory *out);
 

@@ -65,17 +65,31 @@ struct zero_state {
     int auto_units;              /* --bucket-mb auto: from measured backward times */
     double measured, predicted;  /* its backward seconds and the plan's simulated end */
     int err;                     /* a continuation's error, reported at the next wait */
+    int in_pass;                 /* inside a node hook of a forward (1) or backward (2) */
+    double fwd_waited;           /* seconds the current forward pass waited for gathers */
     so_state_layout state;
 };
 
 /* ---- the communication of a unit -------------------------------------------------- */
 
+/* Waits for a handle. Inside a backward (a node hook) the wait is exposed
+ * communication: it moves from backward's time to comm_exposed. Inside a
+ * forward it is tallied, and moved so once backward_begin says the forward
+ * was a training step's (an evaluation's forward is no step's). */
 static int wait_handle(zero_state *s, so_handle **h)
 {
     if (!*h)
         return 0;
+    double t0 = s->in_pass && s->r ? so_now() : 0;
     int rc = so_group_wait(s->group, *h);
     *h = NULL;
+    if (t0 > 0 && s->in_pass == 1) {
+        s->fwd_waited += so_now() - t0;
+    } else if (t0 > 0) {
+        double w = so_now() - t0;
+        s->r->backward -= w;
+        s->r->comm_exposed += w;
+    }
     return rc ? rc : s->err;
 }
 
@@ -87,8 +101,9 @@ static int cross_sum(void *arg, int status, so_handle **follow)
     size_t off = s->L.mine_off[j->u], n = s->L.mine_len[j->u];
     if (status)
         return status;
-    return so_group_iallreduce(s->cross, s->m->grads + off, s->m->grads + off, n, SO_DTYPE_F32, SO_REDUCE_SUM,
-                               NULL, follow);
+    so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + j->u};
+    return so_group_iallreduce(s->cross, s->m->grads + off, s->m->grads + off, n, SO_DTYPE_F32, SO_REDUCE_SUM, &o,
+                               follow);
 }
 
 /* On the communication thread once the block is reduced: HYBRID_SHARD's sum
@@ -125,11 +140,12 @@ static int reduce_unit(zero_state *s, int u)
         return s->stage > 1 ? finish_block(j, 0, NULL) : 0;
     float *g = s->m->grads + L->lo[u];
     so_handle *h = NULL;
+    so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + u};
     int rc = 0;
     if (s->shard_grp)
         rc = so_group_ireduce_scatter(s->shard_grp, g, s->m->grads + L->mine_off[u], L->lo[u + 1] - L->lo[u],
                                       L->counts + (size_t)u * L->shards, SO_DTYPE_F32,
-                                      s->cross ? SO_REDUCE_SUM : SO_REDUCE_AVG, NULL, &h);
+                                      s->cross ? SO_REDUCE_SUM : SO_REDUCE_AVG, &o, &h);
     else /* one rank per node: the whole unit is the block */
         rc = cross_sum(j, 0, &h);
     if (!rc && s->cross && s->shard_grp)
@@ -176,8 +192,9 @@ static int gather_unit(zero_state *s, int u)
             memcpy(p + L->lo[u], mine, L->mine_len[u] * sizeof *p);
         return 0;
     }
+    so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + u};
     return so_group_iallgather(s->shard_grp, mine, p + L->lo[u], L->lo[u + 1] - L->lo[u],
-                               L->counts + (size_t)u * L->shards, SO_DTYPE_F32, NULL, &s->ag[u]);
+                               L->counts + (size_t)u * L->shards, SO_DTYPE_F32, &o, &s->ag[u]);
 }
 
 /* Waits for unit u's gather; after a gather its layers re-read their weights. */
@@ -224,12 +241,24 @@ static int zero3_window(zero_state *s, int u, int dir)
     return rc;
 }
 
+static int forward_unit(zero_state *s, int u);
+
 static int forward_begin(void *arg, int node)
 {
     zero_state *s = arg;
     int u = s->L.unit_of[node];
     if (u < 0)
         return 0;
+    if (node == s->L.node_lo[0]) /* a pass begins */
+        s->fwd_waited = 0;
+    s->in_pass = 1;
+    int rc = forward_unit(s, u);
+    s->in_pass = 0;
+    return rc;
+}
+
+static int forward_unit(zero_state *s, int u)
+{
     if (s->stage == 3) {
         if (u == s->cur_unit && s->cur_dir == 0)
             return 0;
@@ -257,12 +286,16 @@ static int backward_begin(void *arg, int node)
         return 0;
     s->cur_unit = u;
     s->cur_dir = 1;
+    s->in_pass = 2;
     int rc = wait_handle(s, &s->rs[u]);
     if (!rc && s->stage > 1 && s->live)
         rc = drain(s, 1);
     if (!rc && s->stage > 1 && s->micro == 0)
         shard_commit(s->m->grads, s->L.lo[u], s->L.lo[u + 1]);
-    return rc || s->stage < 3 ? rc : zero3_window(s, u, 1);
+    if (!rc && s->stage == 3)
+        rc = zero3_window(s, u, 1);
+    s->in_pass = 0;
+    return rc;
 }
 
 /* ---- the strategy ------------------------------------------------------------------------ */
@@ -305,6 +338,11 @@ static int zero_start(void *self, so_model *m, const so_train_config *c, so_trai
 static void zero_backward_begin(void *self, int k, int K)
 {
     zero_state *s = self;
+    if (s->r) { /* the forward just ended was this step's: its waits were communication */
+        s->r->forward -= s->fwd_waited;
+        s->r->comm_exposed += s->fwd_waited;
+    }
+    s->fwd_waited = 0;
     s->micro = k;
     s->live = s->c->overlap && k == K - 1;
     s->cur_unit = -1;
