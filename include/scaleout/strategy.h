@@ -151,6 +151,9 @@ typedef struct so_strategy {
     /* Ranks whose batches differ: images per step = batch x K x replicas
      * (pipeline stages of one replica share a batch). 0: every rank. */
     int replicas;
+    /* 1: this rank computes no loss (an early pipeline stage): the loss the
+     * step reports is NaN, and that is no divergence. */
+    int no_loss;
     /* The optimizer it steps, owned (so_strategy_create); NULL: the caller's. */
     so_optim *opt;
 } so_strategy;

@@ -41,6 +41,24 @@ static int optim_slots(const char *name)
     return 0;
 }
 
+/* The sharded plan's flags do nothing without --strategy, the pipeline's
+ * nothing with it (cli_check_needs). */
+static int strategies(const void *p) { return ((const plan_args *)p)->strategy != NULL; }
+static int pipeline(const void *p) { return !strategies(p); }
+static const cli_need plan_needs[] = {
+    {"world", strategies, "--strategy"},
+    {"ranks-per-node", strategies, "--strategy"},
+    {"tune", strategies, "--strategy"},
+    {"shard-unit", strategies, "--strategy"},
+    {"shard-prefetch", strategies, "--strategy"},
+    {"accumulate", strategies, "--strategy"},
+    {"pipeline-stages", pipeline, "a pipeline plan (not --strategy)"},
+    {"microbatches", pipeline, "a pipeline plan (not --strategy)"},
+    {"schedule", pipeline, "a pipeline plan (not --strategy)"},
+    {"virtual-stages", pipeline, "a pipeline plan (not --strategy)"},
+    {"partition", pipeline, "a pipeline plan (not --strategy)"},
+    {NULL, NULL, NULL}};
+
 static int parse(plan_args *a, int argc, char **argv)
 {
     *a = (plan_args){.schedule = "1f1b", .partition = "auto", .optimizer = "momentum", .microbatches = 4,
@@ -68,16 +86,18 @@ static int parse(plan_args *a, int argc, char **argv)
         {"shard-prefetch", OPT_INT, &a->shard_prefetch, "K", "--strategy: zero3's units gathered at once", 1, 1 << 20, NULL},
         {"accumulate", OPT_INT, &a->accumulate, "K", "--strategy: micro-batches per step", 1, 1 << 16, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
-    int rc = cli_parse("plan", "Prints a pipeline partition of a model: stages, parameters, FLOPs, activations, "
-                       "tensors crossing each cut, and the schedule's bubble. Trains nothing.", opts, argc, argv);
-    if (rc)
+    unsigned char seen[sizeof opts / sizeof *opts] = {0};
+    int rc = cli_parse_seen("plan", "Prints a pipeline partition of a model: stages, parameters, FLOPs, activations, "
+                            "tensors crossing each cut, and the schedule's bubble; or, with --strategy, each "
+                            "strategy's memory per rank and step time. Trains nothing.", opts, argc, argv, seen);
+    if (rc || (rc = cli_check_needs("plan", opts, seen, plan_needs, a)))
         return rc;
     if (!a->model)
         return cli_error("plan", CLI_USAGE, "--model is required");
     if (so_zoo_check(a->model))
         return cli_error("plan", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
-    if (a->max_memory && cli_parse_bytes(a->max_memory, &a->max_bytes))
-        return cli_error("plan", CLI_USAGE, "--max-memory: '%s' is not a size like 512M or 2G", a->max_memory);
+    if (a->max_memory && cli_parse_max_memory("plan", a->max_memory, &a->max_bytes))
+        return CLI_USAGE;
     if (a->strategy)
         return CLI_OK; /* the pipeline's options do not apply */
     if (a->batch % a->microbatches)
