@@ -1,9 +1,21 @@
 /* The trainer's strategy seam: a strategy owns what happens between "backward
  * has produced the gradients of these parameters" and "the optimizer may
  * step these parameters", so the loop in train.c stays the same for every
- * way of parallelising. Bucketed data parallelism (strategy_dp.c) is the
- * first; docs/ARCHITECTURE.md sketches sharded optimizer state, compression,
- * local SGD and pipeline stages against the same calls. */
+ * way of parallelising. Built on it: bucketed data parallelism
+ * (strategy_dp.c), ZeRO-1/2/3 (strategy_zero.c), the pipeline (src/pipe).
+ *
+ * Adding a strategy (compression, local SGD, ...): one file with a static
+ * so_strategy_ops and an `so_strategy_kind` (name, model_opts, create) listed
+ * in src/train/strategy.c's table; create makes the so_strategy and the
+ * optimizer it steps (so_strategy.opt, e.g. so_optim_create over the ranges
+ * it updates); memory says what the rank holds (--max-memory, --json); state
+ * describes the part of the parameters and optimizer slots it keeps, so
+ * checkpoints save and re-shard it (NULL: the whole model and optimizer);
+ * its collectives go through the so_group vocabulary (scaleout/group.h) of
+ * so_strategy_config.group, non-blocking with continuations, tagged from
+ * SO_STRATEGY_TAG so the job counts their time. (so_state_layout's segments
+ * are the parameters and optimizer slots; buffers of a strategy's own, such
+ * as error-feedback residuals, are not saved yet.) */
 #ifndef SCALEOUT_STRATEGY_H
 #define SCALEOUT_STRATEGY_H
 #include <stddef.h>
