@@ -197,7 +197,10 @@ static int run_wire(so_coll_ctx *x, const so_coll_call *k, int algo, const size_
     case SO_COLL_BCAST: if (x->rank == k->root) narrow(x->dt, t, recv, n); break;
     default: narrow(x->dt, t, send, n);
     }
-    int rc = run_typed(x, k, algo, t, k->kind == SO_COLL_REDUCE_SCATTER ? so_el(x, t, off) : t, displ);
+    /* In place in t: reduce-scatter writes, allgather reads, this rank's block at its offset. */
+    char *mine = so_el(x, t, off);
+    int rc = run_typed(x, k, algo, k->kind == SO_COLL_ALLGATHER ? mine : t,
+                       k->kind == SO_COLL_REDUCE_SCATTER ? mine : t, displ);
     if (!rc && k->kind == SO_COLL_REDUCE_SCATTER)
         widen(x->dt, recv, so_el(x, t, off), len);
     else if (!rc)

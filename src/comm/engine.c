@@ -176,13 +176,13 @@ static void finish(so_handle *h, int status)
 {
     pthread_mutex_lock(&E.mu);
     h->status = status;
-    h->state = ST_DONE;
     h->st.status = status;
     h->st.t_finished = so_now();
     if (h->kind != OP_THEN)
         log_push(h);
     if (uses_mpi(h)) /* our last MPI call for it is behind us: MPI back to the training thread */
         atomic_fetch_sub_explicit(h->c->async_busy, 1, memory_order_release);
+    h->state = ST_DONE;
     if (h->kind == OP_SEND || h->kind == OP_RECV)
         atomic_fetch_sub_explicit(&E.msgs, 1, memory_order_relaxed);
     E.outstanding--;

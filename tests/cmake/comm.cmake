@@ -72,3 +72,6 @@ so_add_mpi_fail_test(comm_watchdog test_comm_async 3 60
 # or else the watchdog (5 s) must end the job (60 s bound, as above).
 so_add_mpi_fail_test(comm_kill test_comm_async 3 60
   "process rank 1 .*signal 9|timed out after|EXIT STRING: Killed .signal 9." kill)
+# The collective vocabulary with handles (comm_async.h): every collective x
+# algorithm x transport x element type, continuations, groups, messages.
+so_add_mpi_test(test_handles NP 1 2 3 4 5 LABELS coll TIMEOUT 240)
