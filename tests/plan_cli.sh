@@ -82,6 +82,7 @@ run lenet_list --model lenet5 --pipeline-stages 3 --partition conv1,conv2,fc1 &&
 # Time balance measured here (a couple of steps at the micro-batch).
 run timed --model resnet20 --pipeline-stages 2 --partition time --steps 2 --batch-size 32 &&
   check timed 'assert p["measured"] and all(s["seconds_per_microbatch"] > 0 for s in st), st
-assert 1 < p["ideal_speedup"] < 2, p["ideal_speedup"]'
+assert 1 < p["ideal_speedup"] < 2, p["ideal_speedup"]
+assert p["measured_batch"] == 8 and p["check_batch"] == 0, p'
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,18 +1,27 @@
-/* Tests of the core module's memory helpers: so_alloc's alignment and
- * zeroing, and that so_mem_populate really maps pages in ahead of use (a
- * page fault costs ~14 us on a VM that traps them; see docs/CHECKPOINT.md). */
+/* Tests of the core module's helpers: so_alloc's alignment and zeroing,
+ * that so_mem_populate really maps pages in ahead of use (a page fault costs
+ * ~14 us on a VM that traps them; see docs/CHECKPOINT.md), an error message
+ * that wraps the previous one, the regular-file check of files a command
+ * reads (a FIFO must not block), and byte counts printed for people. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "scaleout/err.h"
+#include "scaleout/file.h"
 #include "scaleout/mem.h"
 
 #ifndef MADV_POPULATE_WRITE
@@ -84,12 +93,108 @@ static void test_populate_odd_ranges(void **state)
     so_mem_populate(buf + 1, 0);
 }
 
+/* so_err(rc, "prefix: %s", so_errmsg()) reads the buffer it writes: the
+ * pattern of every "--flag: <library message>" in the CLI. */
+static void test_err_wraps_own_message(void **state)
+{
+    (void)state;
+    assert_int_equal(so_err(SO_EINVAL, "'99' is neither a node index (0..8) nor a node name"), SO_EINVAL);
+    assert_int_equal(so_err(SO_EINVAL, "--partition: %s", so_errmsg()), SO_EINVAL);
+    assert_string_equal(so_errmsg(), "--partition: '99' is neither a node index (0..8) nor a node name");
+    char longer[600];
+    memset(longer, 'x', sizeof longer - 1);
+    longer[sizeof longer - 1] = '\0';
+    so_err(SO_EIO, "%s", longer);
+    so_err(SO_EIO, "a: %s", so_errmsg());
+    assert_int_equal(strncmp(so_errmsg(), "a: xxxx", 7), 0);
+    assert_int_equal(strlen(so_errmsg()), 511); /* truncated, still terminated */
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A FIFO without a writer, a directory and a device are refused at once with
+ * the file's name; a regular file opens and reads whole. */
+static void test_file_regular_only(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/so_test_core.XXXXXX", path[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/fifo", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    int fd = -1;
+    double t0 = now_s();
+    assert_int_equal(so_file_open_read(path, &fd, NULL), SO_EIO);
+    assert_true(now_s() - t0 < 1.0);
+    assert_int_equal(fd, -1);
+    assert_non_null(strstr(so_errmsg(), path));
+    assert_non_null(strstr(so_errmsg(), "not a regular file (a FIFO)"));
+    void *buf = NULL;
+    size_t len = 0;
+    assert_int_equal(so_file_read_all(path, 1 << 20, &buf, &len), SO_EIO);
+    assert_null(buf);
+    FILE *f = NULL;
+    assert_int_equal(so_file_fopen_read(path, &f, NULL), SO_EIO);
+    assert_null(f);
+    assert_int_equal(so_file_open_read(dir, &fd, NULL), SO_EIO);
+    assert_non_null(strstr(so_errmsg(), "a directory"));
+    assert_int_equal(so_file_open_read("/dev/null", &fd, NULL), SO_EIO);
+    assert_non_null(strstr(so_errmsg(), "a device"));
+    unlink(path);
+    assert_int_equal(so_file_open_read(path, &fd, NULL), SO_EIO);
+    assert_non_null(strstr(so_errmsg(), "No such file"));
+
+    snprintf(path, sizeof path, "%s/plain", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("hello", f);
+    fclose(f);
+    uint64_t size = 0;
+    assert_int_equal(so_file_open_read(path, &fd, &size), 0);
+    assert_int_equal(size, 5);
+    assert_int_equal(fcntl(fd, F_GETFL) & O_NONBLOCK, 0); /* reads block as usual */
+    close(fd);
+    assert_int_equal(so_file_read_all(path, 1 << 20, &buf, &len), 0);
+    assert_int_equal(len, 5);
+    assert_memory_equal(buf, "hello", 5);
+    free(buf);
+    assert_int_equal(so_file_read_all(path, 4, &buf, &len), SO_EFORMAT); /* over the limit */
+    assert_int_equal(so_file_fopen_read(path, &f, &size), 0);
+    char line[8] = "";
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_string_equal(line, "hello");
+    fclose(f);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void test_bytes_label(void **state)
+{
+    (void)state;
+    char b[32];
+    assert_string_equal(so_mem_label(1, b, sizeof b), "1 B");
+    assert_string_equal(so_mem_label(1023, b, sizeof b), "1023 B");
+    assert_string_equal(so_mem_label(1536, b, sizeof b), "1.50 KiB");
+    assert_string_equal(so_mem_label(512.0 * 1048576, b, sizeof b), "512 MiB");
+    assert_string_equal(so_mem_label(51.25 * 1048576, b, sizeof b), "51.2 MiB");
+    assert_string_equal(so_mem_label(1023.0 * 1024, b, sizeof b), "1023 KiB");
+    assert_string_equal(so_mem_label(2.0 * 1073741824, b, sizeof b), "2.00 GiB");
+    assert_string_equal(so_mem_label(3.0 * 1099511627776.0, b, sizeof b), "3.00 TiB");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_aligned_zeroed),
         cmocka_unit_test(test_populate_maps_pages),
         cmocka_unit_test(test_populate_odd_ranges),
+        cmocka_unit_test(test_err_wraps_own_message),
+        cmocka_unit_test(test_file_regular_only),
+        cmocka_unit_test(test_bytes_label),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

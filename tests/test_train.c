@@ -5,6 +5,7 @@
  * parallel strategy sees them, buckets that tile the gradients once per step,
  * the auto plan's step, and that an identity allreduce trains bit for bit
  * like the local step. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -287,7 +288,7 @@ static void test_custom_strategy(void **state)
 {
     (void)state;
     static const so_strategy_ops ops = {"counting", c_start, c_begin, c_ready, c_done, c_update, c_step_done,
-                                        c_finish, NULL, NULL, NULL};
+                                        c_finish, NULL, NULL, NULL, NULL, NULL};
     rig r;
     rig_make(&r);
     float *before = malloc(r.m->nparams * sizeof *before);
@@ -313,12 +314,99 @@ static void test_custom_strategy(void **state)
     rig_free(&r);
 }
 
+/* ---- --clip-norm against a loop written out by hand ---------------------------- */
+
+/* K micro-batches of forward and backward, the mean, the norm summed in
+ * double one element after another, torch's coefficient, the step. */
+static double reference_step(rig *r, int K, float clip, float lr)
+{
+    so_model *m = r->m;
+    for (int k = 0; k < K; k++) {
+        const float *x;
+        const int32_t *y;
+        int n;
+        assert_int_equal(so_loader_next(r->l, &x, &y, &n), 1);
+        m->accumulate_grads = k > 0;
+        assert_int_equal(so_model_forward(m, x, y, n, 1), 0);
+        assert_int_equal(so_model_backward(m), 0);
+    }
+    double sq = 0;
+    for (size_t i = 0; i < m->nparams; i++) {
+        m->grads[i] *= 1.0f / (float)K;
+        sq += (double)m->grads[i] * m->grads[i];
+    }
+    double norm = sqrt(sq), coef = clip / (norm + 1e-6);
+    for (size_t i = 0; coef < 1 && i < m->nparams; i++)
+        m->grads[i] *= (float)coef;
+    so_optim_step(r->opt, m->params, m->grads, lr);
+    so_model_params_changed(m);
+    return norm;
+}
+
+static void max_rel_diff(const float *a, const float *b, size_t n, double tol)
+{
+    double scale = 0, err = 0;
+    for (size_t i = 0; i < n; i++) {
+        scale = fmax(scale, fabs(a[i]));
+        err = fmax(err, fabs((double)a[i] - b[i]));
+    }
+    if (err > tol * scale)
+        fail_msg("max |a-b| %g > %g x max |a| %g", err, tol, scale);
+}
+
+/* Clipping on every step (a small bound) locally, through the data-parallel
+ * strategy (an identity allreduce) and with accumulation; a bound never
+ * reached changes no bit. */
+static void test_clip_norm(void **state)
+{
+    (void)state;
+    enum { STEPS = 4 };
+    for (int variant = 0; variant < 3; variant++) {
+        int K = variant == 2 ? 2 : 1;
+        rig a, b;
+        rig_make(&a);
+        rig_make(&b);
+        so_loader_start_epoch(a.l, 0);
+        double norm = 0;
+        for (int s = 0; s < STEPS; s++)
+            norm = reference_step(&a, K, 0.05f, 0.01f);
+        fake_dist f;
+        fake_init(&f, b.m);
+        so_train_config c = config(STEPS);
+        c.accumulate = K;
+        c.clip_norm = 0.05f;
+        so_train_result res;
+        assert_int_equal(so_train(b.m, b.opt, b.l, NULL, &c, variant == 0 ? NULL : &f.d, NULL, NULL, &res), 0);
+        assert_int_equal(res.clipped_steps, STEPS);
+        assert_true(fabs(res.grad_norm - norm) <= 1e-9 * norm);
+        max_rel_diff(a.m->params, b.m->params, a.m->nparams, 1e-6);
+        so_train_result_free(&res);
+        rig_free(&a);
+        rig_free(&b);
+    }
+    rig a, b;
+    rig_make(&a);
+    rig_make(&b);
+    so_train_config c = config(3);
+    so_train_result ra, rb;
+    assert_int_equal(so_train(a.m, a.opt, a.l, NULL, &c, NULL, NULL, NULL, &ra), 0);
+    c.clip_norm = 1e30f;
+    assert_int_equal(so_train(b.m, b.opt, b.l, NULL, &c, NULL, NULL, NULL, &rb), 0);
+    assert_int_equal(rb.clipped_steps, 0);
+    assert_memory_equal(a.m->params, b.m->params, a.m->nparams * sizeof(float));
+    so_train_result_free(&ra);
+    so_train_result_free(&rb);
+    rig_free(&a);
+    rig_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dp_overlap),      cmocka_unit_test(test_dp_no_overlap),
         cmocka_unit_test(test_dp_accumulate),   cmocka_unit_test(test_dp_matches_local),
         cmocka_unit_test(test_dp_auto_plan),    cmocka_unit_test(test_custom_strategy),
+        cmocka_unit_test(test_clip_norm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

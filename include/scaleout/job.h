@@ -12,6 +12,7 @@
 #define SCALEOUT_JOB_H
 #include <stddef.h>
 
+#include "scaleout/predict.h"
 #include "scaleout/train.h"
 
 typedef struct so_job so_job;
@@ -65,6 +66,7 @@ typedef struct {
     long steps;                  /* optimizer steps (0: epochs) */
     int eval_every;              /* epochs between evaluations; 0 at the end only; < 0 never */
     int accumulate;              /* micro-batches per optimizer step */
+    float clip_norm;             /* > 0: clip the gradient to this global L2 norm (every strategy) */
     int warmup_steps;            /* first steps left out of images/sec */
     /* how ranks cooperate: "data" (data parallelism, the only strategy of
      * this version; its options follow) */
@@ -185,11 +187,54 @@ void so_job_hier_paths(const so_job *j, unsigned long long *zero_copy, unsigned 
  * many over MPI point-to-point (this rank; both 0 on one node). */
 void so_job_hier_across(const so_job *j, unsigned long long *tcp, unsigned long long *mpi);
 
-/* Per-node forward and backward seconds of one training step of the job's
- * model on a fixed synthetic batch (so_predict_measure: warmup untimed
- * steps, then steps timed; so_graph_size entries each; *t_other the rest of
- * a step). On one process; it changes the parameters. */
-int so_job_measure_layers(so_job *j, int warmup, int steps, double *t_fwd, double *t_bwd, double *t_other);
+/* ---- per-layer times for predictions (scaleout predict, scaleout plan) ------- */
+/* Per-node forward and backward seconds of training steps of the job's
+ * model on a fixed synthetic batch (so_predict_measure with `run`;
+ * so_graph_size entries each; *t_other the rest of a step, *timed the steps
+ * timed, may be NULL). On one process; it changes the parameters. */
+int so_job_measure_layers(so_job *j, const so_predict_run *run, double *t_fwd, double *t_bwd, double *t_other,
+                          int *timed);
+
+/* How so_job_measure_model times a model's layers for a batch it may not
+ * be able to build here. */
+typedef struct {
+    int batch;                  /* the batch the times are for */
+    int measure_batch;          /* > 0: time the layers at this batch (refused when it needs more memory
+                                   than is available); 0: the largest that fits half the available memory
+                                   and a step of ~step_seconds (so_predict_choose_batch) */
+    double step_seconds;        /* for the choice (default 2) */
+    double max_bytes;           /* > 0: the memory the measurement may take (--measure-memory), instead of
+                                   half the available memory; a batch 1 over it is an input error */
+    int check;                  /* when scaling: also time half the measured batch (the linearity check) */
+    so_predict_run run;         /* steps per batch timed (its on_step is set here) */
+    /* One line at a time of what is being measured (rank 0 only; may be NULL). */
+    void (*progress)(void *ctx, const char *line);
+    void *progress_ctx;
+} so_job_measure_config;
+
+/* Per-layer times at `batch` and what was measured to get them. */
+typedef struct so_job_layer_times {
+    int n;                      /* nodes (so_graph_size) */
+    double *t_fwd, *t_bwd;      /* seconds per node and step at the config's batch (owned) */
+    double t_other;             /* the rest of a step (optimizer, input copy) */
+    int measured_batch;         /* the batch the layers were timed at */
+    int check_batch;            /* the second, smaller batch timed (0: none) */
+    int timed_steps;            /* steps timed at measured_batch */
+    double linearity;           /* so_predict_linearity(check_batch, measured_batch); 0 without */
+    double batch_bytes;         /* so_predict_train_bytes at the config's batch */
+    double measure_bytes;       /* ... at measured_batch */
+    double avail_bytes;         /* so_mem_available() before the measurement */
+} so_job_layer_times;
+
+/* Times the layers of c's model (its model, backend, optimizer and
+ * threads; the data is synthetic) at a batch that fits in memory, scaled in
+ * proportion to mc->batch (the assumption of scaleout/predict.h, checked
+ * on a second batch when mc->check). Memory is checked before anything is
+ * built: SO_ENOMEM with the bytes when not even batch 1 fits, SO_EINVAL
+ * naming --measure-batch when that does not. Free *out with
+ * so_job_layer_times_free. */
+int so_job_measure_model(const so_job_config *c, const so_job_measure_config *mc, so_job_layer_times *out);
+void so_job_layer_times_free(so_job_layer_times *t);
 
 /* ---- checkpoints ------------------------------------------------------------- */
 /* *step where training starts; *found = 1 when a checkpoint was restored.

@@ -16,5 +16,12 @@ void so_free(void *p);
 void so_mem_populate(void *p, size_t n);
 /* Peak resident set size of this process in bytes (from getrusage), 0 if unknown. */
 size_t so_peak_rss(void);
+/* Bytes a new allocation can still get without swapping or the OOM killer:
+ * the kernel's MemAvailable, lowered to the room left under the cgroup's
+ * memory limit (v2 memory.max or v1 limit_in_bytes) when it has one; 0 if unknown. */
+size_t so_mem_available(void);
+/* bytes for people, in binary units with three significant digits: "1 B",
+ * "1023 B", "1.50 KiB", "51.2 MiB", "512 MiB", "2.00 GiB". Returns buf. */
+char *so_mem_label(double bytes, char *buf, size_t len);
 
 #endif

@@ -47,6 +47,11 @@ void so_optim_step(so_optim *o, float *p, const float *g, float lr);
  * plus the step counter. slot(i) returns buffer i (NULL if out of range).
  * Slots: momentum, nesterov: [b]; adagrad: [sum g^2]; rmsprop: [v];
  * adam, adamw: [m, v]; sgd: none. */
+/* Gradient clipping's parts: sum of g[i]^2 over n floats in double (eight
+ * interleaved partial sums added in a fixed order: the same bits on every
+ * CPU), and g *= f. */
+double so_optim_sqnorm(const float *g, size_t n);
+void so_optim_scale(float *g, size_t n, float f);
 int so_optim_nslots(const so_optim *o);
 float *so_optim_slot(so_optim *o, int i);
 long so_optim_steps(const so_optim *o);

@@ -8,6 +8,7 @@
 #ifndef SCALEOUT_PIPELINE_H
 #define SCALEOUT_PIPELINE_H
 #include <stddef.h>
+#include <stdint.h>
 
 #include "scaleout/graph.h"
 #include "scaleout/strategy.h"
@@ -120,6 +121,70 @@ int so_pipe_partition_load(const char *dir, int *first, int max, int *n);
  * Writes up to max entries, *n the count. SO_EINVAL naming the entry. */
 int so_pipe_parse_list(const so_graph *g, const char *list, int *first, int max, int *n);
 
+/* ---- ranks: P stages x D replicas (layout.c) -------------------------------------
+ * A job of P x D ranks. stage-major puts a replica's P stages on
+ * neighbouring ranks (rank r: stage P - 1 - r mod P, replica r / P), so a
+ * replica's stages share a node; replica-major puts a stage's D replicas on
+ * neighbouring ranks (stage P - 1 - r / D, replica r mod D), so a stage's
+ * gradient average stays inside a node. Either way world rank 0 holds the
+ * LAST stage of replica 0, where the loss and the accuracy are computed, so
+ * what rank 0 prints is the model's. In a replica's pipeline group (its P
+ * stages) stage s is group rank so_pipe_group_rank(s, P) = P - 1 - s. */
+typedef enum { SO_PIPE_STAGE_MAJOR, SO_PIPE_REPLICA_MAJOR } so_pipe_placement;
+
+/* What a job asks of its pipeline (the CLI's flags), before any rank knows its stage. */
+typedef struct {
+    int stages;                 /* P; <= 1: no pipeline */
+    int microbatches;           /* M per step (<= 0: 1) */
+    int virtual_stages;         /* v chunks per rank (<= 0: 1; interleaved only) */
+    int batch;                  /* per replica and step; M must divide it */
+    int accumulate;             /* the trainer's: a pipeline accumulates its micro-batches itself */
+    const char *schedule;       /* gpipe, 1f1b, interleaved (NULL: 1f1b) */
+    const char *placement;      /* stage-major, replica-major (NULL: stage-major) */
+} so_pipe_options;
+
+/* Where one rank sits. */
+typedef struct {
+    int stage, stages;
+    int replica, replicas;
+} so_pipe_ranks;
+
+/* The options against each other and a world of `world` ranks (P must
+ * divide it). 0 without a pipeline unless --virtual-stages asks for one.
+ * SO_EINVAL with a message naming the flag. */
+int so_pipe_options_check(const so_pipe_options *o, int world);
+/* "stage-major", "replica-major" (NULL: stage-major); -1 if unknown. */
+int so_pipe_placement_parse(const char *name);
+/* The stage and replica of world rank `rank` of `world` (P divides it). */
+void so_pipe_ranks_of(int rank, int world, int stages, so_pipe_placement pl, so_pipe_ranks *out);
+/* The world rank of (stage, replica) in a job shaped like r: the inverse of so_pipe_ranks_of. */
+int so_pipe_world_rank(const so_pipe_ranks *r, so_pipe_placement pl, int stage, int replica);
+/* Stage s's rank in its replica's pipeline group: P - 1 - s (and back: the map is its own inverse). */
+int so_pipe_group_rank(int stage, int stages);
+
+/* ---- choosing the cuts (cuts.c) --------------------------------------------------
+ * --partition: a list of stage starts, or a balancer over per-node costs:
+ * memory (so_pipe_stage_memory), time (per-node seconds the caller
+ * measures at one micro-batch) or auto (time, within max_bytes when set;
+ * when timing the whole model at one micro-batch would itself break the
+ * cap, FLOPs stand in for the seconds). */
+typedef struct {
+    const char *partition;      /* auto (NULL), time, memory, or a list (so_pipe_parse_list) */
+    int devices, chunks;        /* P ranks x v chunks: P v stages */
+    int microbatch, microbatches;
+    so_pipe_schedule schedule;
+    double max_bytes;           /* --max-memory per rank (0: none) */
+    /* Forward + backward seconds of every node (n of them) at one
+     * micro-batch, for time and auto. */
+    int (*time_nodes)(void *ctx, double *secs, int n);
+    void *ctx;
+} so_pipe_cut_request;
+
+/* Writes the P v stage starts into first; *basis says how they were chosen
+ * (static text: "memory", "measured time", "--partition's list", ...).
+ * SO_EINVAL naming --partition or --max-memory; the time_nodes callback's errors. */
+int so_pipe_choose_cuts(const so_graph *whole, const so_pipe_cut_request *r, int *first, const char **basis);
+
 /* ---- a device's graph ------------------------------------------------------------
  * A pipeline rank (device d of P) runs the stages d, d + P, d + 2P, ... of
  * the plan (v = nstages / P chunks; v = 1 unless interleaved). Its graph is
@@ -167,6 +232,21 @@ void so_pipe_stage_edges_free(so_pipe_stage_edges *e);
  * order), into the whole model's order. SO_EINVAL if n is not the model's. */
 int so_pipe_model_order(const so_pipe_plan *p, int devices, int bufs, const float *by_device, size_t n, float *model);
 
+/* ---- composing a device from the whole model (compose.c) -------------------------- */
+/* The whole model's initial values (so_graph_init_params with seed, as one
+ * process would start) copied into m, the device's model: its chunks'
+ * slices in order. SO_EINVAL when m's sizes are not the slices'. */
+int so_pipe_init_params(const so_graph *whole, const so_pipe_stage_edges *e, uint64_t seed, so_model *m);
+/* Bytes of the device's message buffers: every edge, both directions (the
+ * activation and its gradient), every one of M micro-batches. */
+double so_pipe_message_bytes(const so_pipe_stage_edges *e, int microbatches, so_model *m);
+/* The whole model's parameters from the devices' (bytes), as a gather over
+ * a replica's pipeline group delivers them: group rank after group rank,
+ * sizes[q] bytes each (group rank q holds device P - 1 - q). *out:
+ * malloc'ed, *n floats. SO_EINVAL when they do not make the model, SO_ENOMEM. */
+int so_pipe_model_from_group(const so_pipe_plan *p, int devices, const void *gathered, const size_t *sizes,
+                             float **out, size_t *n);
+
 /* ---- the pipeline strategy ---------------------------------------------------------
  * Messages between stages: non-blocking sends and receives of plain fp32
  * bytes to / from another stage of the same pipeline, matched in posting
@@ -211,6 +291,55 @@ typedef struct {
  * passes every test batch through the stages. The model must be the stage's
  * (so_pipe_stage_graph); e is borrowed. */
 int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, so_strategy **out);
+
+/* ---- tensor layouts between devices (tensor_layouts.c) ----------------------------
+ * A device's model keeps activations in its backend's layouts, and a
+ * tensor crosses to another device in its producer's layout, so the reader
+ * builds its recv node in that layout: before the models are built the
+ * devices exchange, per edge, one fixed-size message with the layout (or a
+ * mark that the producer could not build its model, so nobody waits for
+ * ever). Without chunks the layouts pass down the pipeline once: receive,
+ * build, send. Interleaved, devices send to each other both ways, so each
+ * builds trial models with the layouts known so far (plain at first) in
+ * rounds until no layout changes on any device; a stage's layouts depend
+ * only on earlier stages', so this ends within stages + 1 rounds. */
+typedef struct so_pipe_layouts so_pipe_layouts;
+
+/* Every rank of the job, for the rounds: agree turns this rank's rc into
+ * the job's (0 on every rank, or an error on every rank); sum adds v over
+ * all ranks in place. */
+typedef struct {
+    void *ctx;
+    int (*agree)(void *ctx, int rc);
+    int (*sum)(void *ctx, double *v, int n);
+} so_pipe_world;
+
+/* The layouts of e's recv edges (plain until received). e is borrowed. */
+int so_pipe_layouts_create(const so_pipe_stage_edges *e, so_pipe_layouts **out);
+void so_pipe_layouts_destroy(so_pipe_layouts *l);
+/* so_model_opts.recv_layout for the device's model (ctx: the layouts). */
+int so_pipe_layouts_of(void *ctx, int node, const void **desc, size_t *len);
+/* Without chunks: waits for every recv edge's layout (SO_ECOMM naming the
+ * stage that could not build), and sends m's send edges' layouts (m NULL:
+ * the failure mark). */
+int so_pipe_layouts_receive(so_pipe_layouts *l, const so_pipe_link *link);
+int so_pipe_layouts_send(const so_pipe_stage_edges *e, const so_pipe_link *link, so_model *m);
+/* Interleaved: rounds until the layouts settle on every device. build
+ * makes a trial model of this device with so_pipe_layouts_of(l) (its error
+ * is sent as the failure mark); the model is destroyed after its round.
+ * Collective over w. SO_ECOMM when a device could not build or the rounds
+ * do not settle. */
+int so_pipe_layouts_settle(so_pipe_layouts *l, const so_pipe_link *link, const so_pipe_world *w,
+                           int (*build)(void *ctx, so_model **m), void *build_ctx);
+
+/* ---- measured pipeline metrics (metrics.c) -------------------------------------- */
+/* The step of a pipeline whose P devices are busy busy[d] seconds per step
+ * over M micro-batches (per chunk and micro-batch when interleaved: M = v x
+ * micro-batches): the first micro-batch passes every device, the other
+ * M - 1 follow at the slowest device's pace ((M + P - 1) u for equal devices). */
+double so_pipe_step_of_devices(const double *busy, int P, int M);
+/* The bubble that step implies: 1 - sum(busy) / (P x step); 0 without time. */
+double so_pipe_bubble_of_devices(const double *busy, int P, int M);
 
 /* ---- predicting a pipeline's step ---------------------------------------------
  * From per-node forward + backward seconds at one micro-batch (p's costs,

@@ -40,11 +40,72 @@ typedef struct {
 int so_predict_step(const so_predict_compute *c, int ranks, so_predict_cost_fn cost, void *ctx,
                     so_predict_point *out);
 
-/* Measures c's times on this machine: `warmup` untimed then `steps` timed
- * training steps of m (forward, backward, optimizer step) on one batch x/y
- * of m->batch samples. t_fwd and t_bwd (so_graph_size entries) receive the
- * mean seconds per node, *t_other the rest of a step. */
-int so_predict_measure(so_model *m, so_optim *opt, const float *x, const int32_t *y, int warmup, int steps,
-                       double *t_fwd, double *t_bwd, double *t_other);
+/* How long a measurement runs: up to `warmup` untimed training steps, then
+ * up to `steps` timed ones. With max_seconds > 0 the warm-up ends after a
+ * quarter of it (and one step) and the timing once the timed steps took
+ * max_seconds (and at least 2), so a large model answers in seconds.
+ * on_step (may be NULL) is called after every step, warm-up included, with
+ * the steps done and the most there can be. */
+typedef struct {
+    int warmup, steps;
+    double max_seconds;
+    void (*on_step)(void *ctx, int done, int most);
+    void *ctx;
+} so_predict_run;
+
+/* Measures c's times on this machine: the training steps of `run` (forward,
+ * backward, optimizer step) on one batch x/y of m->batch samples. t_fwd and
+ * t_bwd (so_graph_size entries) receive the mean seconds per node, *t_other
+ * the rest of a step, *timed the steps timed (may be NULL). */
+int so_predict_measure(so_model *m, so_optim *opt, const float *x, const int32_t *y, const so_predict_run *run,
+                       double *t_fwd, double *t_bwd, double *t_other, int *timed);
+
+/* ---- measuring at a batch that fits, then scaling ---------------------------
+ * A prediction at batch B need not build the model at B: a layer's time is
+ * assumed linear in its batch (each sample is the same work; true once a
+ * layer's work per call dwarfs its fixed cost), so the layers are timed at
+ * a batch that fits in memory and takes a fraction of a second, and scaled.
+ * A second, smaller batch checks the assumption (so_predict_linearity). */
+
+/* Bytes one process needs to train g at `batch` samples with optim_slots
+ * floats of optimizer state per parameter, estimated from the graph before
+ * anything is built: weights, gradients and optimizer state, 2.5x every
+ * node's fp32 output per sample (the backend's activations, diffs and
+ * workspaces measured 1.0x to 2.3x of it across the zoo), the input batch,
+ * and 128 MiB for the libraries. Meant as an upper bound. */
+double so_predict_train_bytes(const so_graph *g, int batch, int optim_slots);
+
+/* Limits on the batch the layers are timed at. */
+typedef struct {
+    int target;               /* the batch the prediction is for */
+    int optim_slots;          /* as for so_predict_train_bytes */
+    double max_bytes;         /* so_predict_train_bytes must stay within this */
+    double flops_per_s;       /* this process's expected training FLOP rate (0: no time limit) */
+    double step_seconds;      /* with flops_per_s: the longest step wanted */
+} so_predict_limits;
+
+/* *measure: the target batch when it fits both limits, else the largest
+ * power of two below it that does (at least 1); *check: half of *measure
+ * when *measure is below the target and above 1 (the second batch of the
+ * linearity check), else 0. SO_ENOMEM, its message naming the bytes, when
+ * even batch 1 does not fit in max_bytes. */
+int so_predict_choose_batch(const so_graph *g, const so_predict_limits *l, int *measure, int *check);
+
+/* Per-layer times measured at `from` samples scaled to `to` (n nodes each,
+ * in place): in proportion, the assumption above. t_other (the optimizer's
+ * step, which does not grow with the batch, and the input copy, which does)
+ * is extrapolated along the line through (check, other_check) and (from,
+ * *t_other) when a check batch was measured (check > 0), never below the
+ * measured value nor above it in proportion; without one it is kept. */
+void so_predict_scale(int n, double *t_fwd, double *t_bwd, double *t_other, int from, int to, int check,
+                      double other_check);
+
+/* How far the layers are from linear in the batch: the per-sample time of
+ * every node's forward and backward at batch `lo` over that at batch `hi`
+ * (n nodes each; 1: linear; above 1: the larger batch is more efficient per
+ * sample, so scaling from hi overestimates the time at a still larger
+ * batch a little, and the prediction errs on the slow side). */
+double so_predict_linearity(int n, const double *fwd_lo, const double *bwd_lo, int lo, const double *fwd_hi,
+                            const double *bwd_hi, int hi);
 
 #endif

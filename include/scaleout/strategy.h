@@ -66,6 +66,15 @@ typedef struct so_strategy_ops {
     int (*evaluate)(void *self, struct so_loader *test, double sums[3]);
     /* Frees self (so_strategy_free); NULL: free(self). */
     void (*destroy)(void *self);
+    /* The squared L2 norm of the whole model's gradient as the update will
+     * use it (--clip-norm), after grads_done: a strategy that steps a shard
+     * sums its shard's over the ranks holding the other shards. NULL: the
+     * loop sums m->grads over the ranks and divides by `replicas` (data
+     * parallelism and pipeline stages: every replica holds the same). */
+    int (*grad_sqnorm)(void *self, double *sq);
+    /* Multiplies the gradient the update will use by f (1/K after K
+     * micro-batches; the clipping factor). NULL: m->grads. */
+    int (*grad_scale)(void *self, float f);
 } so_strategy_ops;
 
 typedef struct so_strategy {

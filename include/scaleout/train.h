@@ -108,6 +108,8 @@ typedef struct so_train_config {
     int no_initial_bcast;     /* resume: every rank already holds the same state */
     int sync_bn;              /* batchnorm statistics over the global batch (needs dist->allsum) */
     int auto_buckets;         /* choose bucket sizes from measured backward times and dist->cost */
+    float clip_norm;          /* > 0: scale the step's gradient down to this global L2 norm
+                                 (torch.nn.utils.clip_grad_norm_); 0: off */
     const so_train_hooks *hooks;
     /* What happens between gradients ready and the optimizer step
      * (scaleout/strategy.h). NULL: data parallelism over dist when dist is
@@ -149,6 +151,8 @@ typedef struct so_train_result {
     double wall_seconds;
     /* Per-rank phase totals (seconds) for this rank. */
     double data_wait, forward, backward, comm_exposed, comm_total, optimizer;
+    long clipped_steps;       /* clip_norm: steps whose gradient was scaled down */
+    double grad_norm;         /* clip_norm: the last step's global gradient norm before clipping */
     double *step_seconds;     /* wall time of every step */
     double *step_loss;        /* mean loss of every step (NAN on ranks that compute none) */
     long nstep_seconds;       /* entries of both */

@@ -50,6 +50,13 @@ struct so_job;
 int cli_job_setup_error(const char *cmd, struct so_job *j, int rc);
 int cli_job_train_error(const char *cmd, struct so_job *j, int rc);
 
+/* A so_job_measure_model's progress line on stderr (cmd: the command's
+ * name, "predict"), and its linearity check as one line on stdout
+ * (nothing when the layers were timed at the batch itself). */
+struct so_job_layer_times;
+void cli_measure_progress(void *cmd, const char *line);
+void cli_print_linearity(const struct so_job_layer_times *lt);
+
 int cmd_train(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_bench_coll(int argc, char **argv); /* bench allreduce|reduce-scatter|allgather|bcast */

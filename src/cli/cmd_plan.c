@@ -22,6 +22,7 @@ typedef struct {
     int stages, microbatches, batch, virtual_stages, threads, steps;
     size_t max_bytes;
     int measure;             /* --partition time or auto */
+    so_job_layer_times timed; /* what was timed for it */
     so_pipe_costs costs;
 } plan_args;
 
@@ -118,29 +119,25 @@ static int check_stages(const plan_args *a, const so_graph *g)
     return CLI_OK;
 }
 
-/* Forward + backward seconds of every node at one micro-batch, measured
- * here as `predict` does (synthetic data, a few steps). secs: n entries. */
-static int measure(const plan_args *a, int n, double *secs)
+/* Forward + backward seconds of every node at one micro-batch, timed here
+ * as `predict` does (synthetic data, a few steps, at a batch that fits in
+ * memory and scaled to the micro-batch when it does not). secs: n entries. */
+static int measure(plan_args *a, int n, double *secs)
 {
     so_job_config c;
     so_job_defaults(&c);
     c.model = a->model;
-    c.dataset = "synthetic";
-    c.synthetic_samples = c.batch = a->batch / a->microbatches;
-    c.prefetch = 0;
     c.threads = a->threads;
     c.optimizer = a->optimizer;
-    so_job *j = NULL;
-    double *t = calloc(2 * (size_t)n, sizeof *t), other;
-    int rc = t ? so_job_create(&c, &j) : so_err(SO_ENOMEM, "out of memory for %d node times", n);
-    if (!rc && so_graph_size(so_job_model(j)->g) != n)
-        rc = so_err(SO_EINVAL, "the measured model has %d nodes, the planned one %d", so_graph_size(so_job_model(j)->g), n);
-    if (!rc)
-        rc = so_job_measure_layers(j, 1, a->steps, t, t + n, &other);
+    so_job_measure_config mc = {.batch = a->batch / a->microbatches, .check = 1,
+                                .run = {.warmup = 1, .steps = a->steps, .max_seconds = 4},
+                                .progress = cli_measure_progress, .progress_ctx = (void *)"plan"};
+    so_job_layer_times *lt = &a->timed;
+    int rc = so_job_measure_model(&c, &mc, lt);
+    if (!rc && lt->n != n)
+        rc = so_err(SO_EINVAL, "the measured model has %d nodes, the planned one %d", lt->n, n);
     for (int i = 0; !rc && i < n; i++)
-        secs[i] = t[i] + t[n + i];
-    free(t);
-    so_job_free(j);
+        secs[i] = lt->t_fwd[i] + lt->t_bwd[i];
     return rc ? cli_error("plan", cli_exit_code(rc), "measuring %s: %s", a->model, so_errmsg()) : CLI_OK;
 }
 
@@ -298,6 +295,11 @@ static int write_json(const plan_args *a, const so_pipe_plan *p, double bubble, 
     so_json_str(&js, "schedule", a->schedule);
     so_json_str(&js, "partition", a->partition);
     so_json_bool(&js, "measured", a->measure);
+    if (a->measure) {
+        so_json_int(&js, "measured_batch", a->timed.measured_batch);
+        so_json_int(&js, "check_batch", a->timed.check_batch);
+        so_json_num(&js, "linearity", a->timed.linearity);
+    }
     so_json_num(&js, "bubble", bubble);
     so_json_num(&js, "ideal_speedup", speedup);
     so_json_int(&js, "slowest_rank", slow);
@@ -316,12 +318,18 @@ static int report(const plan_args *a, const so_pipe_plan *p)
     char chunks[48] = "";
     if (a->virtual_stages > 1)
         snprintf(chunks, sizeof chunks, " x %d virtual stages", a->virtual_stages);
+    char timed[160] = "";
+    const so_job_layer_times *lt = &a->timed;
+    if (a->measure && lt->measured_batch == a->costs.microbatch)
+        snprintf(timed, sizeof timed, "; times: forward+backward per micro-batch, measured here");
+    else if (a->measure)
+        snprintf(timed, sizeof timed, "; times: forward+backward per micro-batch, layers timed here at batch %d "
+                 "and scaled to %d", lt->measured_batch, a->costs.microbatch);
     printf("%s: %d pipeline rank(s)%s, %s, %d micro-batches of %d (batch %d); partition %s%s\n", a->model,
-           a->stages, chunks, a->schedule, a->microbatches,
-           a->costs.microbatch, a->batch, a->partition,
-           a->measure ? "; times: forward+backward per micro-batch, measured here" : "");
+           a->stages, chunks, a->schedule, a->microbatches, a->costs.microbatch, a->batch, a->partition, timed);
     print_stages(a, p);
     print_cuts(a, p);
+    cli_print_linearity(lt);
     printf("slowest rank: %d (%s %.4g %s); bubble %.1f%% ((P-1)/(%sM+P-1)); ideal speed-up "
            "over one rank %.2fx\n",
            slow, a->measure ? "time" : "FLOPs", a->measure ? worst * 1e3 : worst * 1e-9,
@@ -363,6 +371,7 @@ int cmd_plan(int argc, char **argv)
     if (!rc)
         rc = report(&a, &p);
     so_pipe_plan_deinit(&p);
+    so_job_layer_times_free(&a.timed);
     free(first);
     free(secs);
     so_graph_destroy(g);

@@ -12,6 +12,7 @@
 #include "scaleout/cpu.h"
 #include "scaleout/err.h"
 #include "scaleout/json.h"
+#include "scaleout/mem.h"
 #include "scaleout/pipeline.h"
 #include "scaleout/predict.h"
 #include "scaleout/threads.h"
@@ -25,11 +26,14 @@
 typedef struct {
     const char *model, *nodes_arg, *link_arg, *latency_arg, *tune, *json, *bucket_mb_arg, *compute_from;
     int batch, ranks_per_node, threads, steps, warmup;
+    float measure_seconds;       /* per batch timed; the timed steps stop after this long (0: all --steps) */
+    const char *measure_memory;  /* --measure-memory BYTES (NULL: half the available memory) */
+    size_t measure_bytes;
     int stages, microbatches;    /* --pipeline-stages P (> 1: also predict P stages x replicas) and M */
     const char *partition, *schedule, *placement;
     const char *layer_costs;     /* "measured" (here or --compute-from) or "flops" (no measurement) */
     int virtual_stages;          /* v chunks per pipeline rank (interleaved) */
-    int measure_batch;           /* the batch the layers are measured at (0: --batch-size) */
+    int measure_batch;           /* the batch the layers are timed at (0: chosen to fit memory and time) */
     float rank_rate;             /* > 0: one rank's images/s, the measured layers scaled to it */
     int nodes[MAX_POINTS], npoints;
     double link_bytes_per_s, latency_s;
@@ -87,7 +91,7 @@ static int parse_nodes(const char *s, int *nodes, int *n)
 static int parse(pred_args *a, int argc, char **argv)
 {
     *a = (pred_args){.nodes_arg = "1,2,4,8,16,32,64,128,256,512,1024", .batch = 64, .ranks_per_node = 1,
-                     .threads = 1, .steps = 10, .warmup = 3, .link_arg = "100gbit", .latency_arg = "1.5us",
+                     .threads = 1, .steps = 10, .warmup = 3, .measure_seconds = 4, .link_arg = "100gbit", .latency_arg = "1.5us",
                      .bucket_mb_arg = "25", .stages = 1, .microbatches = 4, .partition = "time",
                      .schedule = "1f1b", .virtual_stages = 1, .placement = "stage-major", .layer_costs = "measured"};
     static const char *const placements[] = {"stage-major", "replica-major", NULL};
@@ -103,9 +107,11 @@ static int parse(pred_args *a, int argc, char **argv)
         {"tune", OPT_STR, &a->tune, "FILE", "tuning table measured on the target (`scaleout tune`): replaces --link/--latency", 0, -1, NULL},
         {"bucket-mb", OPT_STR, &a->bucket_mb_arg, "MB|auto", "gradient bucket size as in train (auto: the trainer's joint choice)", 0, -1, NULL},
         {"threads", OPT_INT, &a->threads, "N", "compute threads per rank while measuring", 1, 1024, NULL},
-        {"steps", OPT_INT, &a->steps, "N", "timed steps of the measurement", 1, 100000, NULL},
+        {"steps", OPT_INT, &a->steps, "N", "timed steps of the measurement, at most", 1, 100000, NULL},
+        {"measure-memory", OPT_STR, &a->measure_memory, "BYTES", "memory the measurement may take (K/M/G suffixes; default: half of what is available)", 0, -1, NULL},
+        {"measure-seconds", OPT_FLOAT, &a->measure_seconds, "S", "stop timing a batch after S seconds of steps (at least 2 steps; 0: all --steps)", 0, 3600, NULL},
         {"rank-images-per-sec", OPT_FLOAT, &a->rank_rate, "X", "one rank's training images/s on the target (e.g. a GPU's, from its vendor): the layers' measured proportions scaled to it", 0, 1e9, NULL},
-        {"measure-batch", OPT_INT, &a->measure_batch, "N", "with --rank-images-per-sec: measure the layers at this batch (0: --batch-size)", 0, 65536, NULL},
+        {"measure-batch", OPT_INT, &a->measure_batch, "N", "time the layers at this batch and scale them to --batch-size (0: --batch-size when it fits half the available memory and a step of ~2 s, else the largest power of two that does)", 0, 65536, NULL},
         {"layer-costs", OPT_CHOICE, &a->layer_costs, "HOW", "per-layer times: measured (here, or --compute-from) or flops (proportional to each layer's FLOPs, backward 2x forward; needs --rank-images-per-sec; nothing is timed, so the prediction does not depend on this machine or its load)", 0, -1, layer_cost_kinds},
         {"compute-from", OPT_STR, &a->compute_from, "PROFILE", "per-layer times from a profile.json of `train --profile` (same model and batch) instead of measuring here", 0, -1, NULL},
         {"pipeline-stages", OPT_INT, &a->stages, "P", "also predict P pipeline stages x ranks/P replicas at the same global batch, and name the faster", 1, 4096, NULL},
@@ -126,6 +132,8 @@ static int parse(pred_args *a, int argc, char **argv)
         return cli_error("predict", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
     if (parse_nodes(a->nodes_arg, a->nodes, &a->npoints))
         return cli_error("predict", CLI_USAGE, "--nodes: '%s' is not an ascending list of node counts", a->nodes_arg);
+    if (a->measure_memory && (cli_parse_bytes(a->measure_memory, &a->measure_bytes) || !a->measure_bytes))
+        return cli_error("predict", CLI_USAGE, "--measure-memory: '%s' is not a size like 512M or 2G", a->measure_memory);
     if (parse_rate(a->link_arg, &a->link_bytes_per_s))
         return cli_error("predict", CLI_USAGE, "--link: '%s' is not a rate like 10gbit or 800mbit", a->link_arg);
     if (parse_latency(a->latency_arg, &a->latency_s))
@@ -276,49 +284,66 @@ static void flop_costs(const so_graph *g, double *t, double *t_other)
     *t_other = 0;
 }
 
-/* Per-layer times of one rank at `batch`, measured on this machine or read
- * from --compute-from, with --rank-images-per-sec scaled to a step of
- * target_batch: *t gets 2 x so_graph_size entries, forward then backward
- * (free it). */
-static int measure(const pred_args *a, int batch, int target_batch, so_job **job, double **t, double *t_other)
+/* Per-layer times of one rank at `batch` (--batch-size, or a pipeline's
+ * micro-batch): timed here at a batch that fits (so_job_measure_model:
+ * what was timed lands in *lt; measure_batch 0: chosen there), read from
+ * --compute-from, or in proportion
+ * to FLOPs; scaled to --rank-images-per-sec when given. g: the model's
+ * graph; *t gets 2 x so_graph_size entries, forward then backward (free it). */
+static int measure(const pred_args *a, int batch, int measure_batch, const so_graph *g, so_job_layer_times *lt,
+                   double **t, double *t_other)
 {
-    so_job_config c;
-    so_job_defaults(&c);
-    c.model = a->model;
-    c.dataset = "synthetic";
-    c.synthetic_samples = c.batch = batch;
-    c.prefetch = 0;
-    c.threads = a->threads;
-    int rc = so_job_create(&c, job);
-    if (rc)
-        return rc;
-    so_model *m = so_job_model(*job);
-    int n = so_graph_size(m->g);
+    int n = so_graph_size(g), rc = 0;
+    memset(lt, 0, sizeof *lt);
     if (!(*t = calloc(2 * (size_t)n, sizeof **t)))
         return so_err(SO_ENOMEM, "out of memory for %d node times", n);
-    if (!strcmp(a->layer_costs, "flops"))
-        flop_costs(m->g, *t, t_other);
-    else if (a->compute_from)
-        rc = from_profile(a, m->g, *t, t_other);
-    else
-        rc = so_job_measure_layers(*job, a->warmup, a->steps, *t, *t + n, t_other);
+    if (!strcmp(a->layer_costs, "flops")) {
+        flop_costs(g, *t, t_other);
+    } else if (a->compute_from) {
+        rc = from_profile(a, g, *t, t_other);
+    } else {
+        so_job_config c;
+        so_job_defaults(&c);
+        c.model = a->model;
+        c.threads = a->threads;
+        so_job_measure_config mc = {.batch = batch, .measure_batch = measure_batch, .check = 1,
+                                    .max_bytes = (double)a->measure_bytes,
+                                    .run = {.warmup = a->warmup, .steps = a->steps, .max_seconds = a->measure_seconds},
+                                    .progress = cli_measure_progress, .progress_ctx = (void *)"predict"};
+        if (!(rc = so_job_measure_model(&c, &mc, lt))) {
+            memcpy(*t, lt->t_fwd, (size_t)n * sizeof **t);
+            memcpy(*t + n, lt->t_bwd, (size_t)n * sizeof **t);
+            *t_other = lt->t_other;
+        }
+    }
     if (!rc && a->rank_rate > 0)
-        scale_to_rate(a, target_batch, m->g, *t, t_other);
+        scale_to_rate(a, batch, g, *t, t_other);
     return rc;
 }
 
-static void print_table(const pred_args *a, const so_predict_point *pt, const char *link)
+/* What the layer times are, for the table's heading and the JSON. */
+static void describe_source(const pred_args *a, const so_job_layer_times *lt, char *src, size_t len)
 {
-    char src[160];
     if (!strcmp(a->layer_costs, "flops"))
-        snprintf(src, sizeof src, "per-layer times in proportion to their FLOPs");
+        snprintf(src, len, "per-layer times in proportion to their FLOPs");
     else if (a->compute_from)
-        snprintf(src, sizeof src, "per-layer times from %s", a->compute_from);
+        snprintf(src, len, "per-layer times from %s", a->compute_from);
+    else if (lt->measured_batch == a->batch)
+        snprintf(src, len, "per-layer times measured here (%s, %d thread(s), layers timed at batch %d)",
+                 so_isa_label(so_cpu_isa()), a->threads, lt->measured_batch);
     else
-        snprintf(src, sizeof src, "per-layer times measured here (%s, %d thread(s), batch %d)",
-                 so_isa_label(so_cpu_isa()), a->threads, a->measure_batch > 0 ? a->measure_batch : a->batch);
+        snprintf(src, len, "per-layer times measured here (%s, %d thread(s), layers timed at batch %d, scaled "
+                 "to %d%s)", so_isa_label(so_cpu_isa()), a->threads, lt->measured_batch, a->batch,
+                 lt->check_batch ? "" : "; linearity not checked");
     if (a->rank_rate > 0)
-        snprintf(src + strlen(src), sizeof src - strlen(src), ", scaled to %g images/s per rank", a->rank_rate);
+        snprintf(src + strlen(src), len - strlen(src), ", scaled to %g images/s per rank", a->rank_rate);
+}
+
+static void print_table(const pred_args *a, const so_job_layer_times *lt, const so_predict_point *pt,
+                        const char *link)
+{
+    char src[256];
+    describe_source(a, lt, src, sizeof src);
     printf("%s, batch %d per rank, %d rank(s) per node; %s; %s\n", a->model, a->batch, a->ranks_per_node, src, link);
     printf("%7s %7s %10s %12s %10s %10s %11s %8s\n", "nodes", "ranks", "step ms", "images/s", "efficiency",
            "comm ms", "exposed ms", "buckets");
@@ -329,9 +354,32 @@ static void print_table(const pred_args *a, const so_predict_point *pt, const ch
                pt[i].images_per_sec, 100 * pt[i].images_per_sec / (ranks * one), pt[i].comm_seconds * 1e3,
                pt[i].comm_exposed_seconds * 1e3, pt[i].nbuckets);
     }
+    cli_print_linearity(lt);
 }
 
-static int write_json(const pred_args *a, const so_predict_point *pt, const pipe_point *pp, const char *link)
+/* What the layer times are and what measuring them took. */
+static void json_layer_times(so_json *js, const pred_args *a, const so_job_layer_times *lt)
+{
+    char src[256];
+    describe_source(a, lt, src, sizeof src);
+    so_json_obj_begin(js, "layer_times");
+    so_json_str(js, "source", !strcmp(a->layer_costs, "flops") ? "flops" : a->compute_from ? "profile" : "measured");
+    so_json_str(js, "description", src);
+    if (lt->measured_batch) {
+        so_json_int(js, "measured_batch", lt->measured_batch);
+        so_json_int(js, "check_batch", lt->check_batch);
+        so_json_num(js, "linearity", lt->linearity);
+        so_json_int(js, "timed_steps", lt->timed_steps);
+        so_json_num(js, "estimated_bytes_at_batch", lt->batch_bytes);
+        so_json_num(js, "estimated_bytes_measured", lt->measure_bytes);
+        so_json_num(js, "available_bytes", lt->avail_bytes);
+    }
+    so_json_int(js, "peak_rss_bytes", (int64_t)so_peak_rss());
+    so_json_obj_end(js);
+}
+
+static int write_json(const pred_args *a, const so_job_layer_times *lt, const so_predict_point *pt,
+                      const pipe_point *pp, const char *link)
 {
     FILE *f = fopen(a->json, "w");
     if (!f)
@@ -345,6 +393,7 @@ static int write_json(const pred_args *a, const so_predict_point *pt, const pipe
     so_json_int(&js, "ranks_per_node", a->ranks_per_node);
     so_json_str(&js, "communication", link);
     so_json_str(&js, "isa", so_isa_name(so_cpu_isa()));
+    json_layer_times(&js, a, lt);
     so_json_arr_begin(&js, "points");
     double one = pt[0].images_per_sec / (a->nodes[0] * a->ranks_per_node);
     for (int i = 0; i < a->npoints; i++) {
@@ -440,13 +489,12 @@ typedef struct {
     int replicas;
 } pipe_cost;
 
-/* The node of device d of replica 0: stage-major puts a replica's P
- * devices on consecutive ranks (device d at P - 1 - d), replica-major a
- * device's D replicas (device d's first at (P - 1 - d) x D). */
+/* The node of device d of replica 0 (where train puts it: so_pipe_world_rank). */
 static int device_node(const pipe_cost *c, int d)
 {
-    int q = c->a->stages - 1 - d;
-    return (strcmp(c->a->placement, "replica-major") ? q : q * c->replicas) / c->a->ranks_per_node;
+    so_pipe_ranks shape = {.stages = c->a->stages, .replicas = c->replicas};
+    so_pipe_placement pl = (so_pipe_placement)so_pipe_placement_parse(c->a->placement);
+    return so_pipe_world_rank(&shape, pl, d, 0) / c->a->ranks_per_node;
 }
 
 /* A cut crosses the link when its two devices are on different nodes. */
@@ -496,17 +544,16 @@ static int pipe_plan(const pred_args *a, const so_graph *g, const double *secs, 
 
 /* P stages x world/P replicas at every scale where they fit, at the global
  * batch of data parallelism (a replica's batch = --batch-size x P). */
-static int predict_pipeline(const pred_args *a, const so_comm_tuning *table, pipe_point *pp)
+static int predict_pipeline(const pred_args *a, const so_graph *g, const so_comm_tuning *table, pipe_point *pp)
 {
-    int mb = a->batch * a->stages / a->microbatches;
-    so_job *j = NULL;
+    int mb = a->batch * a->stages / a->microbatches, n = so_graph_size(g);
     double *t = NULL, other = 0, *secs = NULL;
     so_pipe_plan plan = {0};
-    int rc = measure(a, mb, mb, &j, &t, &other);
+    so_job_layer_times lt;
+    int rc = measure(a, mb, 0, g, &lt, &t, &other);
+    so_job_layer_times_free(&lt);
     if (rc)
         rc = cli_error("predict", cli_exit_code(rc), "measuring at the micro-batch %d: %s", mb, so_errmsg());
-    const so_graph *g = rc ? NULL : so_job_model(j)->g;
-    int n = g ? so_graph_size(g) : 0;
     if (!rc && !(secs = calloc((size_t)n, sizeof *secs)))
         rc = cli_error("predict", CLI_FAIL, "out of memory");
     for (int i = 0; !rc && i < n; i++)
@@ -535,7 +582,6 @@ static int predict_pipeline(const pred_args *a, const so_comm_tuning *table, pip
     so_pipe_plan_deinit(&plan);
     free(secs);
     free(t);
-    so_job_free(j);
     return rc;
 }
 
@@ -572,31 +618,35 @@ int cmd_predict(int argc, char **argv)
     so_comm_tuning table;
     if (a.tune && so_comm_tuning_load(a.tune, &table))
         return cli_error("predict", CLI_USAGE, "--tune: %s", so_errmsg());
-    so_job *j = NULL;
+    const so_zoo_entry *z = so_zoo_find(a.model);
+    so_graph *g = NULL;
+    if (so_zoo_build(a.model, z->c, z->h, z->w, z->classes, &g))
+        return cli_error("predict", cli_exit_code(SO_EINVAL), "--model: %s", so_errmsg());
     double *t = NULL, other = 0;
+    so_job_layer_times lt;
     so_predict_point pt[MAX_POINTS];
     pipe_point pp[MAX_POINTS] = {{0}};
     char link[512];
-    if ((rc = measure(&a, a.measure_batch > 0 ? a.measure_batch : a.batch, a.batch, &j, &t, &other)))
+    if ((rc = measure(&a, a.batch, a.measure_batch, g, &lt, &t, &other)))
         rc = cli_error("predict", cli_exit_code(rc), "%s", so_errmsg());
     if (!rc) {
-        so_model *m = so_job_model(j);
-        int n = so_graph_size(m->g);
+        int n = so_graph_size(g);
         size_t mb = a.bucket_mb > 0 ? (size_t)(a.bucket_mb * (1 << 20)) : 0;
-        so_predict_compute c = {m->g, t, t + n, other, a.batch, mb ? (1u << 20) : 0, mb};
+        so_predict_compute c = {g, t, t + n, other, a.batch, mb ? (1u << 20) : 0, mb};
         rc = predict_points(&a, a.tune ? &table : NULL, &c, pt, link, sizeof link);
     }
     if (!rc && a.stages > 1)
-        rc = predict_pipeline(&a, a.tune ? &table : NULL, pp);
+        rc = predict_pipeline(&a, g, a.tune ? &table : NULL, pp);
     if (!rc) {
-        print_table(&a, pt, link);
+        print_table(&a, &lt, pt, link);
         if (a.stages > 1)
             print_pipeline(&a, pt, pp);
         if (a.json)
-            rc = write_json(&a, pt, pp, link);
+            rc = write_json(&a, &lt, pt, pp, link);
     }
+    so_job_layer_times_free(&lt);
     free(t);
-    so_job_free(j);
+    so_graph_destroy(g);
     return rc;
 #endif
 }

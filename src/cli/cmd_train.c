@@ -76,6 +76,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"first-bucket-mb", OPT_FLOAT, &c->first_bucket_mb, "MB", "first and last (small) gradient buckets in MiB", 0.001, 4096, NULL},
         {"no-overlap", OPT_FLAG, &a->no_overlap, NULL, "allreduce after backward instead of during it", 0, -1, NULL},
         {"accumulate", OPT_INT, &c->accumulate, "K", "micro-batches per optimizer step", 1, 1 << 16, NULL},
+        {"clip-norm", OPT_FLOAT, &c->clip_norm, "X", "clip the gradient to global L2 norm X (torch's clip_grad_norm_; 0 = off)", 0, 1e30, NULL},
         {"sync-bn", OPT_FLAG, &c->sync_bn, NULL, "batchnorm statistics over the global batch (SyncBatchNorm)", 0, -1, NULL},
         {"allreduce", OPT_STR, &c->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"stall-warning", OPT_FLOAT, &a->stall_warning, "S", "report a collective stuck this long (0 = off)", 0, 1e9, NULL},
@@ -185,6 +186,7 @@ static void write_config(so_json *js, const so_job_config *c, const so_graph *g,
     so_json_num(js, "lr", c->lr);
     so_json_num(js, "momentum", c->momentum);
     so_json_num(js, "weight_decay", c->weight_decay);
+    so_json_num(js, "clip_norm", c->clip_norm);
     so_json_str(js, "lr_schedule", c->lr_schedule);
     so_json_num(js, "warmup_epochs", c->warmup_epochs);
     so_json_int(js, "seed", c->seed);
@@ -264,6 +266,12 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     so_json_num(&js, "optimizer", r->optimizer);
     so_json_num(&js, "comm_total", r->comm_total);
     so_json_obj_end(&js);
+    if (c->clip_norm > 0) {
+        so_json_obj_begin(&js, "clipping");
+        so_json_int(&js, "clipped_steps", r->clipped_steps);
+        so_json_num(&js, "last_grad_norm", r->grad_norm);
+        so_json_obj_end(&js);
+    }
     so_json_int(&js, "gradient_buckets", r->nbuckets);
     so_json_obj_begin(&js, "bucket_plan");
     so_json_bool(&js, "auto", c->bucket_mb < 0);
@@ -377,6 +385,9 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
     if (so_job_world(j) > 1 && ranks && r->nbuckets > 0)
         report_comm(j, r, ranks);
     report_pipeline(&a->cfg, j, r);
+    if (a->cfg.clip_norm > 0)
+        printf("clipping: %ld of %ld steps scaled down to global norm %g (last step's norm %.4g)\n", r->clipped_steps,
+               r->steps, (double)a->cfg.clip_norm, r->grad_norm);
     if (a->dump_params && dump_params(a->dump_params, fp->params, fp->nparams))
         return cli_error("train", CLI_USAGE, "--dump-params: cannot write '%s'", a->dump_params);
     if (!a->json)

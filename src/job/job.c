@@ -64,13 +64,14 @@ static void config_text(const so_job_config *a, const so_graph *g, char *buf, si
              "batch=%d\nepochs=%d\nsteps=%ld\noptimizer=%s\nlr=%g\nmomentum=%g\nweight_decay=%g\n"
              "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n"
              "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\npipeline_stages=%d\nmicrobatches=%d\n"
-             "pipeline_schedule=%s\nvirtual_stages=%d\npartition=%s\nplacement=%s\nmax_memory=%.0f\n",
+             "pipeline_schedule=%s\nvirtual_stages=%d\npartition=%s\nplacement=%s\nmax_memory=%.0f\n"
+             "clip_norm=%g\n",
              SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
              a->conv_algo, a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum,
              a->weight_decay, a->lr_schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn,
              bucket, a->first_bucket_mb, a->allreduce, a->overlap, a->pipeline_stages, a->microbatches,
              a->schedule ? a->schedule : "", a->virtual_stages > 1 ? a->virtual_stages : 1, a->partition ? a->partition : "", a->placement ? a->placement : "",
-             a->max_memory);
+             a->max_memory, (double)a->clip_norm);
 }
 
 static int train_config(const so_job_config *a, so_loader *train, int world, so_train_config *c)
@@ -81,6 +82,7 @@ static int train_config(const so_job_config *a, so_loader *train, int world, so_
     c->steps = a->steps;
     c->eval_every = a->eval_every;
     c->accumulate = a->accumulate;
+    c->clip_norm = a->clip_norm;
     c->throughput_skip = a->warmup_steps;
     c->overlap = a->overlap;
     c->sync_bn = a->sync_bn;
@@ -422,11 +424,6 @@ void so_job_hier_across(const so_job *j, unsigned long long *tcp, unsigned long 
     (void)j;
     *tcp = *mpi = 0;
 #endif
-}
-
-int so_job_measure_layers(so_job *j, int warmup, int steps, double *t_fwd, double *t_bwd, double *t_other)
-{
-    return parts_measure(j->parts.m, j->parts.opt, warmup, steps, t_fwd, t_bwd, t_other);
 }
 
 int so_job_resumed(const so_job *j, long *step, int *found) { return ckpt_glue_resumed(j->ckpt, step, found); }

@@ -96,7 +96,8 @@ int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
     return rc;
 }
 
-int parts_measure(so_model *m, so_optim *opt, int warmup, int steps, double *t_fwd, double *t_bwd, double *t_other)
+int parts_measure(so_model *m, so_optim *opt, const so_predict_run *run, double *t_fwd, double *t_bwd, double *t_other,
+                  int *timed)
 {
     so_shape sh = so_graph_input_shape(m->g);
     size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)m->batch;
@@ -108,7 +109,7 @@ int parts_measure(so_model *m, so_optim *opt, int warmup, int steps, double *t_f
     for (int i = 0; !rc && i < m->batch; i++)
         y[i] = i % so_graph_classes(m->g);
     if (!rc)
-        rc = so_predict_measure(m, opt, x, y, warmup, steps, t_fwd, t_bwd, t_other);
+        rc = so_predict_measure(m, opt, x, y, run, t_fwd, t_bwd, t_other, timed);
     free(x);
     free(y);
     return rc;

@@ -24,8 +24,9 @@ int parts_load(const so_job_config *c, job_parts *p);
  * memory), so call it only after all ranks agreed parts_load succeeded. */
 int parts_build(const so_job_config *c, const so_dist *d, job_parts *p);
 /* Per-node forward and backward seconds of training steps of m on a fixed
- * synthetic batch (so_predict_measure: warmup untimed, then steps timed). */
-int parts_measure(so_model *m, so_optim *opt, int warmup, int steps, double *t_fwd, double *t_bwd, double *t_other);
+ * synthetic batch (so_predict_measure with run; timed may be NULL). */
+int parts_measure(so_model *m, so_optim *opt, const so_predict_run *run, double *t_fwd, double *t_bwd, double *t_other,
+                  int *timed);
 /* Frees everything; collective like parts_build: on every rank, after the
  * ranks agreed on any failure, before dist_close. */
 void parts_free(job_parts *p);

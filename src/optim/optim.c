@@ -237,6 +237,27 @@ void so_optim_step(so_optim *o, float *p, const float *g, float lr)
     }
 }
 
+SO_VEC_CLONES double so_optim_sqnorm(const float *g, size_t n)
+{
+    double lane[8] = {0};
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++)
+            lane[k] += (double)g[i + k] * (double)g[i + k];
+    for (int k = 0; i < n; i++, k++)
+        lane[k] += (double)g[i] * (double)g[i];
+    double s = 0;
+    for (int k = 0; k < 8; k++)
+        s += lane[k];
+    return s;
+}
+
+SO_VEC_CLONES void so_optim_scale(float *g, size_t n, float f)
+{
+    for (size_t i = 0; i < n; i++)
+        g[i] *= f;
+}
+
 int so_optim_nslots(const so_optim *o) { return o->nslots; }
 
 float *so_optim_slot(so_optim *o, int i)

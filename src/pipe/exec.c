@@ -585,7 +585,7 @@ static void pipe_destroy(void *self)
 }
 
 static const so_strategy_ops pipe_ops = {"pipeline", pipe_start, NULL, NULL, pipe_grads_done, pipe_update, pipe_step_done,
-                                         pipe_finish, pipe_run_step, pipe_evaluate, pipe_destroy};
+                                         pipe_finish, pipe_run_step, pipe_evaluate, pipe_destroy, NULL, NULL};
 
 int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, so_strategy **out)
 {

@@ -1,6 +1,8 @@
 /* Data-parallel step time at a scale (see scaleout/predict.h): the trainer's
  * own bucket plan and overlap simulation (buckets.c) run on measured
- * per-layer backward times, with the caller's allreduce cost at that scale. */
+ * per-layer backward times, with the caller's allreduce cost at that scale;
+ * and the measurement: timed steps within a time budget, at a batch chosen
+ * to fit memory, scaled to the batch predicted. */
 #include "scaleout/predict.h"
 
 #include <stdlib.h>
@@ -57,40 +59,138 @@ int so_predict_step(const so_predict_compute *c, int ranks, so_predict_cost_fn c
     return 0;
 }
 
-int so_predict_measure(so_model *m, so_optim *opt, const float *x, const int32_t *y, int warmup, int steps,
-                       double *t_fwd, double *t_bwd, double *t_other)
+/* Whether the warm-up is over: every untimed step, or a quarter of
+ * max_seconds spent (after one: the first step creates the primitives). */
+static int warm_enough(const so_predict_run *r, int s, double seconds)
 {
-    if (steps < 1 || warmup < 0)
-        return so_err(SO_EINVAL, "so_predict_measure: %d steps after %d warm-up", steps, warmup);
-    int n = so_graph_size(m->g), rc = 0, timed = 0;
-    double total = 0;
-    for (int s = 0; s < warmup + steps && !rc; s++) {
-        if (s == warmup) { /* from here on: timed */
-            memset(m->t_fwd, 0, (size_t)n * sizeof *m->t_fwd);
-            memset(m->t_bwd, 0, (size_t)n * sizeof *m->t_bwd);
-            m->timing++;
-            timed = 1;
-        }
-        double t0 = so_now();
-        rc = so_model_forward(m, x, y, m->batch, 1);
-        if (!rc)
-            rc = so_model_backward(m);
-        if (!rc) {
-            so_optim_step(opt, m->params, m->grads, 0.01f);
-            so_model_params_changed(m);
-        }
-        if (s >= warmup)
-            total += so_now() - t0;
+    return s >= r->warmup || (r->max_seconds > 0 && s >= 1 && seconds >= r->max_seconds / 4);
+}
+
+/* Whether the timed steps are done: all of them, or max_seconds spent after at least 2. */
+static int timed_enough(const so_predict_run *r, int timed, double seconds)
+{
+    return timed >= r->steps || (r->max_seconds > 0 && timed >= 2 && seconds >= r->max_seconds);
+}
+
+/* One training step of the measurement. */
+static int train_step(so_model *m, so_optim *opt, const float *x, const int32_t *y)
+{
+    int rc = so_model_forward(m, x, y, m->batch, 1);
+    if (!rc)
+        rc = so_model_backward(m);
+    if (!rc) {
+        so_optim_step(opt, m->params, m->grads, 0.01f);
+        so_model_params_changed(m);
     }
-    if (timed)
-        m->timing--;
+    return rc;
+}
+
+int so_predict_measure(so_model *m, so_optim *opt, const float *x, const int32_t *y, const so_predict_run *run,
+                       double *t_fwd, double *t_bwd, double *t_other, int *timed_out)
+{
+    if (run->steps < 1 || run->warmup < 0)
+        return so_err(SO_EINVAL, "so_predict_measure: %d steps after %d warm-up", run->steps, run->warmup);
+    int n = so_graph_size(m->g), rc = 0, s = 0, timed = 0;
+    double warm = 0, total = 0;
+    for (; !rc && !warm_enough(run, s, warm); s++) {
+        double t0 = so_now();
+        rc = train_step(m, opt, x, y);
+        warm += so_now() - t0;
+        if (run->on_step)
+            run->on_step(run->ctx, s + 1, s + 1 + run->steps);
+    }
+    memset(m->t_fwd, 0, (size_t)n * sizeof *m->t_fwd);
+    memset(m->t_bwd, 0, (size_t)n * sizeof *m->t_bwd);
+    m->timing++; /* from here on the executor times every node */
+    for (; !rc && !timed_enough(run, timed, total); timed++) {
+        double t0 = so_now();
+        rc = train_step(m, opt, x, y);
+        total += so_now() - t0;
+        if (run->on_step)
+            run->on_step(run->ctx, s + timed + 1, s + run->steps);
+    }
+    m->timing--;
     if (rc)
         return rc;
     for (int i = 0; i < n; i++) {
-        t_fwd[i] = i ? m->t_fwd[i] / steps : 0;
-        t_bwd[i] = i ? m->t_bwd[i] / steps : 0;
+        t_fwd[i] = i ? m->t_fwd[i] / timed : 0;
+        t_bwd[i] = i ? m->t_bwd[i] / timed : 0;
     }
     double nodes = sum_nodes(m->g, t_fwd) + sum_nodes(m->g, t_bwd);
-    *t_other = total / steps > nodes ? total / steps - nodes : 0;
+    *t_other = total / timed > nodes ? total / timed - nodes : 0;
+    if (timed_out)
+        *timed_out = timed;
     return 0;
+}
+
+/* ---- measuring at a batch that fits, then scaling ---------------------------- */
+
+#define ACT_MARGIN 2.5                 /* the backend's activation bytes over the graph's outputs */
+#define LIBRARY_BYTES (128.0 * 1048576) /* oneDNN, MPI, the runtime: what a tiny model's process holds */
+
+double so_predict_train_bytes(const so_graph *g, int batch, int optim_slots)
+{
+    double outputs = 0; /* fp32 per sample, node 0 (the input) included */
+    for (int i = 0; i < so_graph_size(g); i++) {
+        so_shape o = so_graph_node(g, i)->out;
+        outputs += 4.0 * o.c * o.h * o.w;
+    }
+    so_shape in = so_graph_input_shape(g);
+    double weights = 4.0 * (double)so_graph_nparams(g) * (2 + optim_slots);
+    return weights + batch * (ACT_MARGIN * outputs + 4.0 * in.c * in.h * in.w) + LIBRARY_BYTES;
+}
+
+/* A step of b samples within both limits. */
+static int batch_fits(const so_graph *g, const so_predict_limits *l, int b)
+{
+    if (so_predict_train_bytes(g, b, l->optim_slots) > l->max_bytes)
+        return 0;
+    double flops = 3 * so_graph_flops(g) * b; /* forward, and backward's two products */
+    return !(l->flops_per_s > 0) || b == 1 || flops / l->flops_per_s <= l->step_seconds;
+}
+
+int so_predict_choose_batch(const so_graph *g, const so_predict_limits *l, int *measure, int *check)
+{
+    *measure = *check = 0;
+    if (l->target < 1)
+        return so_err(SO_EINVAL, "so_predict_choose_batch: target batch %d", l->target);
+    if (!batch_fits(g, l, 1))
+        return so_err(SO_ENOMEM, "a training step at batch 1 needs about %.2f GB (estimated from the model), "
+                      "%.2f GB may be used", so_predict_train_bytes(g, 1, l->optim_slots) / 1e9, l->max_bytes / 1e9);
+    if (batch_fits(g, l, l->target)) {
+        *measure = l->target;
+        return 0;
+    }
+    int b = 1;
+    while (b <= l->target / 2 && batch_fits(g, l, 2 * b))
+        b *= 2;
+    *measure = b;
+    *check = b > 1 ? b / 2 : 0;
+    return 0;
+}
+
+void so_predict_scale(int n, double *t_fwd, double *t_bwd, double *t_other, int from, int to, int check,
+                      double other_check)
+{
+    double f = (double)to / from;
+    for (int i = 0; i < n; i++) {
+        t_fwd[i] *= f;
+        t_bwd[i] *= f;
+    }
+    if (check > 0 && check != from) {
+        double slope = (*t_other - other_check) / (from - check);
+        double v = *t_other + slope * (to - from);
+        *t_other = v < *t_other ? *t_other : v > *t_other * f ? *t_other * f : v;
+    }
+}
+
+double so_predict_linearity(int n, const double *fwd_lo, const double *bwd_lo, int lo, const double *fwd_hi,
+                            const double *bwd_hi, int hi)
+{
+    double a = 0, b = 0;
+    for (int i = 1; i < n; i++) {
+        a += fwd_lo[i] + bwd_lo[i];
+        b += fwd_hi[i] + bwd_hi[i];
+    }
+    return a > 0 && b > 0 ? (a / lo) / (b / hi) : 0;
 }

@@ -138,8 +138,17 @@ static void dp_finish(void *self)
     so_bucket_plan_free(&s->plan);
 }
 
+/* After the average every rank holds the same whole gradient: its norm needs no communication. */
+static int dp_grad_sqnorm(void *self, double *sq)
+{
+    dp_state *s = self;
+    *sq = so_optim_sqnorm(s->m->grads, s->m->nparams);
+    return 0;
+}
+
 static const so_strategy_ops dp_ops = {"data-parallel", dp_start, dp_backward_begin, dp_grads_ready,
-                                       dp_grads_done, NULL, dp_step_done, dp_finish, NULL, NULL, NULL};
+                                       dp_grads_done, NULL, dp_step_done, dp_finish, NULL, NULL, NULL,
+                                       dp_grad_sqnorm, NULL};
 
 int so_strategy_data_parallel(const so_dist *d, so_strategy **out)
 {

@@ -117,6 +117,41 @@ static int micro_batches(trainer *t, batch_feed *feed, double *loss_out)
     return 1;
 }
 
+/* The gradient the update will use, times f: the strategy's (it may step a
+ * shard held apart from m->grads) or the model's whole buffer. */
+static int scale_grads(trainer *t, float f)
+{
+    if (t->strat && t->strat->ops->grad_scale)
+        return t->strat->ops->grad_scale(t->strat->self, f);
+    so_optim_scale(t->m->grads, t->m->nparams, f);
+    return 0;
+}
+
+/* --clip-norm, as torch.nn.utils.clip_grad_norm_: the global L2 norm of the
+ * step's gradient over every parameter of the model (a sharded strategy
+ * sums its shards over the ranks, pipeline stages their slices), and when
+ * clip / (norm + 1e-6) < 1 the gradient is multiplied by it. */
+static int clip_grads(trainer *t)
+{
+    double sq = 0;
+    int rc = 0;
+    if (t->strat && t->strat->ops->grad_sqnorm) {
+        rc = t->strat->ops->grad_sqnorm(t->strat->self, &sq);
+    } else {
+        sq = so_optim_sqnorm(t->m->grads, t->m->nparams);
+        if (t->d && !(rc = t->d->sum(t->d->ctx, &sq, 1)))
+            sq /= replicas(t); /* each replica holds the same gradient */
+    }
+    if (rc)
+        return rc;
+    double norm = sqrt(sq), coef = (double)t->c->clip_norm / (norm + 1e-6);
+    t->r->grad_norm = norm;
+    if (!(coef < 1.0))
+        return 0;
+    t->r->clipped_steps++;
+    return scale_grads(t, (float)coef);
+}
+
 /* One optimizer step of K micro-batches. Returns 1 if a step ran, 0 at the
  * end of the epoch, negative on error. */
 static int train_step(trainer *t, double *loss_out)
@@ -143,9 +178,10 @@ static int train_step(trainer *t, double *loss_out)
     int rc = h && h->before_update ? h->before_update(h->arg) : 0;
     if (rc)
         return rc;
-    if (K > 1)
-        for (size_t i = 0; i < m->nparams; i++)
-            m->grads[i] *= 1.0f / (float)K;
+    if (K > 1 && (rc = scale_grads(t, 1.0f / (float)K)))
+        return rc;
+    if (t->c->clip_norm > 0 && (rc = clip_grads(t)))
+        return rc;
     float lr = so_lr_at(&t->c->lr, t->step);
     if (t->strat && t->strat->ops->update)
         rc = t->strat->ops->update(t->strat->self, t->opt, m->params, m->grads, lr);
@@ -352,6 +388,8 @@ static int trainer_setup(trainer *t)
     }
     if (c->accumulate < 1)
         return so_err(SO_EINVAL, "--accumulate: %d must be >= 1", c->accumulate);
+    if (!(c->clip_norm >= 0))
+        return so_err(SO_EINVAL, "--clip-norm: %g must be >= 0", (double)c->clip_norm);
     long spe = so_loader_steps(t->train) / c->accumulate;
     if (spe < 1)
         return so_err(SO_EINVAL, "an epoch has %d batches per rank, fewer than --accumulate %d",

@@ -1,6 +1,7 @@
 # Pipeline partitions (src/pipe/) and `scaleout plan`.
 include_guard(GLOBAL)
 so_add_test(test_pipe LABELS unit TIMEOUT 60)
+so_add_test(test_pipe_parts LABELS unit TIMEOUT 60)
 so_add_script_test(plan_cli plan_cli.sh LABELS cli TIMEOUT 120)
 # Training with pipeline stages under MPI (after comm.cmake: SO_MPIEXEC).
 if(TARGET scaleout_comm)
