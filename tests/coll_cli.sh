@@ -63,6 +63,20 @@ for coll in reduce-scatter allgather bcast; do
     && ok "bench $coll --check np 3" || { bad "bench $coll"; cat "$tmp/c.out"; }
 done
 
+# The vocabulary through the communication thread: every algorithm on bf16 and
+# f16 buffers, f32 on a bf16 wire, and the shm transport, each checked.
+for args in "allreduce --dtype bf16" "allreduce --dtype f16 --transport shm" "allreduce --wire bf16" \
+            "reduce-scatter --dtype bf16 --transport shm" "allgather --wire f16" "bcast --dtype bf16" \
+            "allreduce --handles --transport shm"; do
+  # shellcheck disable=SC2086
+  if bash "$mpirun" -np 3 "$bin" bench $args --check --algo all --sizes 4,1000,65540 -i 2 >"$tmp/v.out" 2>&1 &&
+     grep -q "through the communication thread" "$tmp/v.out"; then
+    ok "bench $args --check np 3"
+  else
+    bad "bench $args"; cat "$tmp/v.out"
+  fi
+done
+
 # tune -> table -> auto reads it (bench --tuning and SCALEOUT_TUNING).
 if bash "$mpirun" -np 2 "$bin" tune --out "$tmp/t.tune" -m 4:64K -i 3 >"$tmp/t.out" 2>&1 &&
    head -1 "$tmp/t.tune" | grep -q '^scaleout-tuning v[12] p=2 ranks_per_node=0 gamma='; then
@@ -119,7 +133,9 @@ fi
 
 # Bad input exits 2 with one line (no MPI needed to reject it).
 for args in "bench allreduce --bogus" "bench allreduce -m 8:4" "bench allreduce --algo nope" \
-            "bench gather" "bench" "tune --ranks-per-node -1" "tune -m x:y" "tune --band-edges 64K,4K" "tune --repeat 0" "bench bcast -i abc"; do
+            "bench gather" "bench" "tune --ranks-per-node -1" "tune -m x:y" "tune --band-edges 64K,4K" "tune --repeat 0" "bench bcast -i abc" \
+            "bench allreduce --dtype f8" "bench allreduce --dtype bf16 --wire f16" "bench allreduce --transport udp" \
+            "bench allreduce --dtype bf16 --algo MPI_Allreduce"; do
   # shellcheck disable=SC2086
   "$bin" $args >"$tmp/e.out" 2>&1
   rc=$?

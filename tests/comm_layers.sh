@@ -12,7 +12,7 @@ command -v nm > /dev/null || { echo "skipped: no nm"; exit 77; }
 layers='
 0 tune_text names comm_env wait reduce cost_model version
 1 tp_wait tp_mpi tp_shm tcp_conn tcp tcp_p2p shm regbuf tp_get
-2 coll_util allreduce_ring allreduce_rd allreduce_rabenseifner allreduce_tree allreduce_mpi allreduce_hier_across allreduce_hier_zc allreduce_hier reduce_scatter_ring reduce_scatter_mpi allgather_ring allgather_mpi bcast_binomial bcast_pipeline bcast_mpi
+2 hier_share coll_util allreduce_ring allreduce_rd allreduce_rabenseifner allreduce_tree allreduce_mpi allreduce_hier_across allreduce_hier_zc allreduce_hier reduce_scatter_ring reduce_scatter_mpi reduce_scatter_hier allgather_ring allgather_mpi allgather_hier bcast_binomial bcast_pipeline bcast_mpi
 3 tune dispatch coll
 4 engine
 5 comm p2p gather

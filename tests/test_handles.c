@@ -180,6 +180,27 @@ static void test_rs_ag(so_comm *c, so_dtype dt, so_transport tp)
             }
 }
 
+/* hier's reduce-scatter and allgather on registered buffers: straight out of
+ * the peers' memory on one node (the path counters say so), in place too. */
+static void test_rs_ag_registered(so_comm *c)
+{
+    char *a = g_a, *b = g_b;
+    CHECK_RC(so_comm_buf_alloc(c, (size_t)MAXN * 8, (void **)&g_a));
+    CHECK_RC(so_comm_buf_alloc(c, (size_t)MAXN * 8, (void **)&g_b));
+    uint64_t zc0, cp0, zc1, cp1;
+    so_comm_hier_path_counts(&zc0, &cp0);
+    for (int t = 0; t < 3; t++)
+        for (size_t k = 1; k < NCOUNTS; k++)
+            for (int v = 0; v < 2; v++)
+                rs_ag_case(c, types[t], SO_RS_HIER, SO_AG_HIER, SO_TRANSPORT_AUTO, counts[k], v, SO_REDUCE_SUM);
+    so_comm_hier_path_counts(&zc1, &cp1);
+    CHECK(so_comm_size(c) == 1 || (zc1 - zc0 > 0 && cp1 == cp0), "hier reduce-scatter / allgather on registered "
+          "buffers: %llu zero-copy calls, %llu not", (unsigned long long)(zc1 - zc0), (unsigned long long)(cp1 - cp0));
+    so_comm_buf_free(c, g_b);
+    so_comm_buf_free(c, g_a);
+    g_a = a, g_b = b;
+}
+
 static void test_bcast(so_comm *c, so_dtype dt, so_transport tp)
 {
     int p = so_comm_size(c), r = so_comm_rank(c);
@@ -569,6 +590,7 @@ int main(int argc, char **argv)
             test_rs_ag(c, types[t], transports[k]);
             test_bcast(c, types[t], transports[k]);
         }
+    test_rs_ag_registered(c);
     test_wire(c);
     test_bits(c);
     test_chain(c);

@@ -45,14 +45,6 @@
 
 #define SO_HIER_MAX_Q 256 /* node ranks a reduction reads at once (an array on the stack) */
 
-/* Large-message calls by path, for so_comm_hier_path_counts. */
-static _Atomic uint64_t n_zero_copy, n_copied;
-
-void so_comm_hier_path_counts(uint64_t *zero_copy, uint64_t *copied)
-{
-    *zero_copy = atomic_load_explicit(&n_zero_copy, memory_order_relaxed);
-    *copied = atomic_load_explicit(&n_copied, memory_order_relaxed);
-}
 
 /* One barrier: publish the vector, reduce all q copies in node-rank order
  * (bytes <= small_bytes). BF16 / F16: all q summed in FP32, rounded once. */
@@ -177,7 +169,7 @@ static int large(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t
                  int *whole)
 {
     if (s->nodes > 1 && !s->equal_q) { /* no zero copy across unequal nodes: known on every rank */
-        atomic_fetch_add_explicit(&n_copied, 1, memory_order_relaxed);
+        so_hier_count(0);
         return chunk_reduce(x, s, send, recv, count, op, 0, 0);
     }
     int reg = so_hier_zc_publish(s, send, recv, count * x->esz), rc;
@@ -186,7 +178,7 @@ static int large(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t
     so_zc_mode mode;
     if ((rc = so_hier_zc_decide(s, x->w, &mode)))
         return rc;
-    atomic_fetch_add_explicit(mode == SO_ZC_RUN ? &n_zero_copy : &n_copied, 1, memory_order_relaxed);
+    so_hier_count(mode == SO_ZC_RUN);
     if (mode == SO_ZC_RUN) {
         *whole = 1;
         return so_hier_zc_run(x, s, count, op, avg_p);

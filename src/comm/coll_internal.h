@@ -164,8 +164,9 @@ typedef struct so_regbuf so_regbuf;
 /* The region holding [p, p + bytes) in THIS rank's buffer and the byte
  * offset of p in it; NULL if none (plain memory). */
 so_regbuf *so_regbuf_find(const void *p, size_t bytes, size_t *off);
-/* Region id (same on every node rank; never 0). */
+/* Region id (same on every node rank; never 0), and the region of an id (NULL: none). */
 uint64_t so_regbuf_id(const so_regbuf *g);
+so_regbuf *so_regbuf_by_id(uint64_t id);
 /* 1 when the region's node ranks are exactly s's node, in the same order, so
  * node rank j's buffer is so_regbuf_base(g, j). Cached per context. */
 int so_regbuf_matches(so_regbuf *g, const so_shm *s);
@@ -189,6 +190,15 @@ int so_hier_zc_run(so_coll_ctx *x, so_shm *s, size_t count, so_reduce_op op, int
 /* Elements per sub-chunk of the zero-copy reduction (its private temp stays in L1/L2). */
 #define SO_ZC_SUB 4096
 
+/* hier_share.c: one more call of a hier collective above its small size,
+ * zero-copy or not (so_comm_hier_path_counts); and the zero-copy agreement
+ * of hier's reduce-scatter and allgather: publishes where this rank's send
+ * buffer (bytes) lives, one barrier, *ok = 1 on every node rank when all
+ * live in one registered region usable here -- then s->zc_in[j] is node
+ * rank j's send buffer. */
+void so_hier_count(int zero_copy);
+int so_hier_share(so_shm *s, so_waiter *w, const void *send, size_t bytes, int *ok);
+
 /* ---- algorithm signatures (count > 0, op SUM/MAX/MIN, checked by the dispatcher) --
  * Allreduce: recv = op over the group of send, in place when send == recv. */
 typedef int so_allreduce_fn(so_coll_ctx *x, const void *send, void *recv, size_t count, so_reduce_op op);
@@ -203,8 +213,8 @@ typedef int so_bcast_fn(so_coll_ctx *x, void *buf, size_t count, int root);
 
 so_allreduce_fn so_allreduce_mpi, so_allreduce_ring, so_allreduce_rd, so_allreduce_rabenseifner,
     so_allreduce_tree, so_allreduce_hier;
-so_rs_fn so_reduce_scatter_mpi, so_reduce_scatter_ring;
-so_ag_fn so_allgather_mpi, so_allgather_ring;
+so_rs_fn so_reduce_scatter_mpi, so_reduce_scatter_ring, so_reduce_scatter_hier;
+so_ag_fn so_allgather_mpi, so_allgather_ring, so_allgather_hier;
 so_bcast_fn so_bcast_mpi, so_bcast_binomial, so_bcast_pipeline;
 
 /* hier's SUM that may also finish AVG (divide by avg_p) where it costs

@@ -9,8 +9,8 @@
 #include <string.h>
 
 /* Allreduce names live with the tuning-file text (tune_text.c), which needs no MPI. */
-static const char *const rs_names[SO_RS_COUNT] = {[SO_RS_MPI] = "mpi", [SO_RS_RING] = "ring"};
-static const char *const ag_names[SO_AG_COUNT] = {[SO_AG_MPI] = "mpi", [SO_AG_RING] = "ring"};
+static const char *const rs_names[SO_RS_COUNT] = {[SO_RS_MPI] = "mpi", [SO_RS_RING] = "ring", [SO_RS_HIER] = "hier"};
+static const char *const ag_names[SO_AG_COUNT] = {[SO_AG_MPI] = "mpi", [SO_AG_RING] = "ring", [SO_AG_HIER] = "hier"};
 static const char *const bc_names[SO_BCAST_COUNT] = {[SO_BCAST_MPI] = "mpi", [SO_BCAST_BINOMIAL] = "binomial",
                                                      [SO_BCAST_PIPELINE] = "pipeline"};
 static const char *const kind_names[SO_COLL_KINDS] = {"allreduce", "reduce-scatter", "allgather", "bcast"};
