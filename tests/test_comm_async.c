@@ -192,25 +192,26 @@ static void drill_round(so_async *a, float *bufs, int nb, int skip)
         fprintf(stderr, "[rank %d] wait_all failed: %s\n", g_rank, so_errmsg());
 }
 
-/* Failure drills. watchdog: rank 1 skips the last bucket of round 2 and hangs,
- * the others' engines must abort after the 3 s timeout. kill: rank 1 dies by
- * SIGKILL at round 2. Returns only if the job was NOT ended (a test failure). */
+/* Failure drills. watchdog: rank 1 of c skips the last bucket of round 2 and
+ * hangs, the others' engines must abort after the 3 s timeout. kill: rank 1 dies
+ * by SIGKILL at round 2. Returns only if the job was NOT ended (a test failure). */
 static int drill(so_comm *c, int kill_mode)
 {
+    int me = so_comm_rank(c);
     so_comm_set_timeouts(c, 1.0, kill_mode ? 5.0 : 3.0);
     float *bufs = calloc(8 * 1000, sizeof *bufs);
     so_async *a;
     if (so_async_create(c, SO_ALLREDUCE_MPI, &a))
         so_comm_abort(c, 1, so_errmsg());
     for (int round = 0; round < 4; round++) {
-        int victim = g_rank == 1 && round == 2;
+        int victim = me == 1 && round == 2;
         if (victim && kill_mode) {
-            fprintf(stderr, "[rank 1] drill: raising SIGKILL\n");
+            fprintf(stderr, "[rank %d] drill: raising SIGKILL\n", g_rank);
             raise(SIGKILL);
         }
         drill_round(a, bufs, 8, victim ? 7 : -1);
         if (victim) {
-            fprintf(stderr, "[rank 1] drill: skipped bucket 7, now hanging\n");
+            fprintf(stderr, "[rank %d] drill: skipped bucket 7, now hanging\n", g_rank);
             sleep(120);
         }
     }
@@ -234,6 +235,18 @@ int main(int argc, char **argv)
         int rc = g_size >= 2 ? drill(c, mode[0] == 'k') : 1;
         so_comm_finalize(c);
         return rc;
+    }
+    if (strcmp(mode, "watchdog_group") == 0) {
+        /* The drill in a group of world ranks 2 and 3 (group ranks 0 and 1):
+         * the time-out must name world rank 3, what mpirun shows, not 1. */
+        so_comm *g = NULL;
+        if (g_size < 4 || so_comm_split(c, g_rank >= 2 ? 1 : SO_COMM_UNDEFINED, g_rank, &g))
+            so_comm_abort(c, 1, "watchdog_group needs 4 ranks and a split");
+        if (g)
+            drill(g, 0);
+        else
+            sleep(120); /* ended by the group's abort */
+        return 1;
     }
     so_comm_set_timeouts(c, 10, 60);
     test_engine(c);

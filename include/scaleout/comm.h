@@ -222,6 +222,11 @@ void so_comm_hier_path_counts(uint64_t *zero_copy, uint64_t *copied);
  * scaleout's TCP ring (SCALEOUT_COLL_TCP, docs/COLLECTIVES.md) and how many
  * over MPI point-to-point. */
 void so_comm_hier_across_counts(uint64_t *tcp, uint64_t *mpi);
+/* How many connections scaleout's TCP transports closed during their set-up,
+ * in this process, because they did not prove they belong to the job (the
+ * handshake of docs/COLLECTIVES.md, "Threat model"): strangers, silent or
+ * malformed callers, replayed handshakes. Each set-up also logs its count. */
+uint64_t so_comm_tcp_rejected(void);
 
 /* ---- more collectives: reduce-scatter, allgather, broadcast algorithms ---------
  * Vectors of `count` floats are cut into size() blocks as evenly as possible:
@@ -461,9 +466,11 @@ int so_comm_exchange_send(so_comm_p2p *p, so_comm_xfer *x, const void *sbuf, siz
 int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done);
 /* Non-blocking in-place SUM of n int64 over all ranks on the channel's
  * communicator (progress agreements that must not make ranks wait for each
- * other). Same idle rule as the exchange; wait releases the request. */
+ * other). Same idle rule as the exchange; wait releases the request. `what`
+ * names the agreement in a stall or time-out message ("checkpoint progress
+ * agreement"); it must outlive the request (a string literal). */
 typedef struct so_comm_isum so_comm_isum;
-int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, so_comm_isum **out);
+int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, const char *what, so_comm_isum **out);
 int so_comm_isum_wait(so_comm_p2p *p, so_comm_isum *r);
 
 #endif

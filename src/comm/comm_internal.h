@@ -80,6 +80,10 @@ int so_waiter_poll(so_waiter *w, int (*test)(void *ctx, int *done), void *ctx);
  * the stall warning and hook as in so_waiter_wait (*warned starts at 0). */
 int so_waiter_tick(so_waiter *w, double elapsed, int *warned);
 
+/* Rank r of comm as a rank of MPI_COMM_WORLD, the number mpirun and the user
+ * see, for messages (r itself if MPI cannot say). Local, no communication. */
+int so_world_rank(MPI_Comm comm, int r);
+
 /* so_waiter_wait spinning first: spins on MPI_Testall (yielding the core
  * when so_coll_yield) for up to the spin budget, then the watched backoff,
  * whose sleeps keep a core free and whose timeout covers a lost peer.

@@ -229,13 +229,16 @@ static void run_then(so_handle *t)
 
 static void msg_timeout(so_handle *h, double age)
 {
-    char what[96];
+    int expired = h->timeout_s > 0 && age >= h->timeout_s;
+    if (!expired && (h->warned || h->warn_s <= 0 || age < h->warn_s))
+        return;
+    char what[96]; /* the peer by world rank: what mpirun shows */
     snprintf(what, sizeof what, "%s of %zu bytes %s rank %d (tag %d)", h->kind == OP_SEND ? "send" : "receive",
-             h->bytes, h->kind == OP_SEND ? "to" : "from", h->peer, h->st.tag);
-    if (h->timeout_s > 0 && age >= h->timeout_s) {
+             h->bytes, h->kind == OP_SEND ? "to" : "from", so_world_rank(h->c->mcomm, h->peer), h->st.tag);
+    if (expired) {
         so_err(SO_ECOMM, "%s timed out after %.0f s (comm timeout)", what, age);
         h->status = SO_ECOMM;
-    } else if (!h->warned && h->warn_s > 0 && age >= h->warn_s) {
+    } else {
         so_log(SO_LOG_WARN, "%s has not completed after %.1f s (timeout %.0f s)", what, age, h->timeout_s);
         h->warned = 1;
     }
@@ -371,14 +374,15 @@ static void on_stall(so_waiter *w, double elapsed_s, int first)
     recv_reports(c, E.cur->st.seq);
 }
 
-/* Appends "1,3,4" (the ranks r with pick(r) true) to buf; returns how many. */
+/* Appends "1,3,4" (the world ranks of the group's ranks r with pick(r) true:
+ * what mpirun shows, also in a replica or stage group) to buf; returns how many. */
 static int list_ranks(const so_comm *c, int (*pick)(const so_comm *, int), char *buf, size_t len)
 {
     int k = 0;
     size_t used = strlen(buf);
     for (int r = 0; r < c->size && used + 16 < len; r++)
         if (pick(c, r))
-            used += (size_t)snprintf(buf + used, len - used, "%s%d", k++ ? "," : "", r);
+            used += (size_t)snprintf(buf + used, len - used, "%s%d", k++ ? "," : "", so_world_rank(c->mcomm, r));
     return k;
 }
 
@@ -394,7 +398,7 @@ static int pick_silent(const so_comm *c, int r) { return r != c->rank && !E.peer
 static void timeout_message(const so_comm *c, const so_waiter *w, char *msg, size_t len)
 {
     snprintf(msg, len, "%s timed out after %.0f s (comm timeout) on rank %d; stuck in it: ranks ", E.what,
-             w->timeout_s, c->rank);
+             w->timeout_s, so_world_rank(c->mcomm, c->rank));
     list_ranks(c, pick_same, msg, len);
     size_t used = strlen(msg);
     snprintf(msg + used, len - used, "; no stall report from ranks ");
@@ -403,7 +407,7 @@ static void timeout_message(const so_comm *c, const so_waiter *w, char *msg, siz
     for (int r = 0; r < c->size; r++)
         if (r != c->rank && E.peer[r].have && E.peer[r].seq != (int64_t)E.cur->st.seq) {
             used = strlen(msg);
-            snprintf(msg + used, len - used, "; rank %d is stuck in #%lld (tag %lld)", r,
+            snprintf(msg + used, len - used, "; rank %d is stuck in #%lld (tag %lld)", so_world_rank(c->mcomm, r),
                      (long long)E.peer[r].seq, (long long)E.peer[r].tag);
         }
     used = strlen(msg);

@@ -11,6 +11,7 @@
 #include "tcp_internal.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "scaleout/err.h"
@@ -24,6 +25,7 @@
  * (a notification: it still has to be matched). */
 struct so_comm_req {
     so_tcp_msg *tcp; /* over the group's TCP mesh (then n = 0), or NULL */
+    int peer, send;  /* for the time-out's message */
     int n;
     MPI_Request req[];
 };
@@ -40,6 +42,7 @@ static int req_post(MPI_Comm comm, void *buf, size_t n, size_t chunk, int peer, 
     if (!r)
         return so_err(SO_ENOMEM, "point-to-point request: out of memory");
     r->n = (int)k;
+    r->peer = peer, r->send = send;
     char *b = buf;
     for (size_t i = 0; i < k; i++) {
         size_t off = i * chunk;
@@ -94,6 +97,7 @@ static int tcp_post(so_comm *c, void *buf, size_t bytes, int peer, int tag, int 
     so_comm_req *r = calloc(1, sizeof *r);
     if (!r)
         return so_err(SO_ENOMEM, "point-to-point request: out of memory");
+    r->peer = peer, r->send = send;
     int rc = so_tcp_mesh_post(c->tcp_mesh, buf, bytes, peer, tag, send, &r->tcp);
     if (rc)
         free(r);
@@ -156,15 +160,30 @@ int so_comm_req_test(so_comm *c, so_comm_req *r, int *done)
     return rc;
 }
 
+/* "point-to-point receive from rank 3 (10.0.0.2:40123)": the peer by world rank
+ * (and its address on the TCP mesh), so a time-out names whom it waited for. */
+static void req_what(const so_comm *c, const so_comm_req *r, char *buf, size_t len)
+{
+    char peer[64];
+    if (r->tcp)
+        so_tcp_mesh_peer_name(c->tcp_mesh, r->peer, peer, sizeof peer);
+    else
+        snprintf(peer, sizeof peer, "rank %d", so_world_rank(c->p2p, r->peer));
+    snprintf(buf, len, "point-to-point %s %s", r->send ? "send to" : "receive from", peer);
+}
+
 int so_comm_req_wait(so_comm *c, so_comm_req *r)
 {
+    char what[96];
     int rc = so_comm_check_idle(c);
+    if (!rc)
+        req_what(c, r, what, sizeof what);
     if (!rc && r->tcp) {
         so_waiter w;
-        so_waiter_init(&w, c, "point-to-point request");
+        so_waiter_init(&w, c, what);
         rc = so_tcp_msg_wait(c->tcp_mesh, r->tcp, &w);
     } else if (!rc) {
-        rc = req_block(c, r, "point-to-point request");
+        rc = req_block(c, r, what);
     }
     if (!rc)
         req_free(r);
@@ -272,9 +291,10 @@ int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done)
 
 struct so_comm_isum {
     MPI_Request req;
+    const char *what;
 };
 
-int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, so_comm_isum **out)
+int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, const char *what, so_comm_isum **out)
 {
     *out = NULL;
     int rc = so_comm_check_idle(p->c);
@@ -288,6 +308,7 @@ int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, so_comm_isum **out)
         free(r);
         return so_mpi_err(mrc, "MPI_Iallreduce");
     }
+    r->what = what;
     *out = r;
     return 0;
 }
@@ -298,7 +319,7 @@ int so_comm_isum_wait(so_comm_p2p *p, so_comm_isum *r)
     if (rc)
         return rc;
     so_waiter w;
-    so_waiter_init(&w, p->c, "checkpoint progress agreement");
+    so_waiter_init(&w, p->c, r->what);
     rc = so_waiter_wait(&w, 1, &r->req);
     free(r);
     return rc;

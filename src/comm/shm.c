@@ -250,13 +250,13 @@ static int wait_flag(so_shm *s, int j, uint64_t target, so_waiter *w)
         double el = now - t0;
         if (w && w->timeout_s > 0 && el >= w->timeout_s) {
             w->timed_out = 1;
-            return so_err(SO_ECOMM, "%s timed out after %.1f s waiting for node rank %d",
-                          w->what ? w->what : "shared-memory step", el, j);
+            return so_err(SO_ECOMM, "%s timed out after %.1f s waiting for rank %d (node rank %d)",
+                          w->what ? w->what : "shared-memory step", el, so_world_rank(s->node, j), j);
         }
         if (w && w->stall_warning_s > 0 && el >= w->stall_warning_s) {
             if (!warned)
-                so_log(SO_LOG_WARN, "%s has not completed after %.1f s: waiting for node rank %d",
-                       w->what ? w->what : "shared-memory step", el, j);
+                so_log(SO_LOG_WARN, "%s has not completed after %.1f s: waiting for rank %d (node rank %d)",
+                       w->what ? w->what : "shared-memory step", el, so_world_rank(s->node, j), j);
             if (w->on_stall)
                 w->on_stall(w, el, !warned);
             warned = 1;

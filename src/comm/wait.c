@@ -58,6 +58,20 @@ int so_mpi_err(int mpi_rc, const char *call)
     return so_err(SO_ECOMM, "%s failed: %s", call, msg);
 }
 
+int so_world_rank(MPI_Comm comm, int r)
+{
+    MPI_Group g, wg;
+    int w = MPI_UNDEFINED;
+    if (MPI_Comm_group(comm, &g) != MPI_SUCCESS)
+        return r;
+    if (MPI_Comm_group(MPI_COMM_WORLD, &wg) == MPI_SUCCESS) {
+        MPI_Group_translate_ranks(g, 1, &r, wg, &w);
+        MPI_Group_free(&wg);
+    }
+    MPI_Group_free(&g);
+    return w == MPI_UNDEFINED ? r : w;
+}
+
 void so_waiter_init(so_waiter *w, const so_comm *c, const char *what)
 {
     *w = (so_waiter){c->stall_warning_s, c->timeout_s, what, NULL, NULL, 0, NULL, NULL};

@@ -68,6 +68,10 @@ so_add_mpi_test(test_comm_async NP 1 2 3 4)
 # and stays well below the hang, so a watchdog that never fires still fails.
 so_add_mpi_fail_test(comm_watchdog test_comm_async 3 60
   "timed out after 3 s.*no stall report from ranks 1" watchdog)
+# The same in a group of world ranks 2 and 3: the message names world rank 3
+# (what mpirun shows), not its rank in the group.
+so_add_mpi_fail_test(comm_watchdog_group test_comm_async 4 60
+  "on rank 2. stuck in it: ranks 2. no stall report from ranks 3 --" watchdog_group)
 # Rank 1 dies by SIGKILL: the runtime (Open MPI names the rank, MPICH the PID)
 # or else the watchdog (5 s) must end the job (60 s bound, as above).
 so_add_mpi_fail_test(comm_kill test_comm_async 3 60
