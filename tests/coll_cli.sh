@@ -43,7 +43,7 @@ for args in "2 0 [1-9]" "3 0 [1-9]" "3 2 0"; do
     bad "bench allreduce --registered np $1 rpn $2"; cat "$tmp/r.out"
   fi
 done
-# scaleout's tcp ring for hier's step across nodes, forced on this one host
+# hier's step across nodes as the ring over scaleout's tcp transport, forced on this one host
 # (SCALEOUT_COLL_TCP=1; across real or emulated hosts it is the default, tests/cluster.sh):
 # the leaders' ring of the copy path (2 nodes of 2), the node ranks' rings of the
 # zero-copy path (--registered), a ring of 3 with uneven blocks, and =0 keeping MPI.
@@ -64,10 +64,10 @@ for coll in reduce-scatter allgather bcast; do
 done
 
 # The vocabulary through the communication thread: every algorithm on bf16 and
-# f16 buffers, f32 on a bf16 wire, and the shm transport, each checked.
+# f16 buffers, f32 on a bf16 wire, and the shm and tcp transports, each checked.
 for args in "allreduce --dtype bf16" "allreduce --dtype f16 --transport shm" "allreduce --wire bf16" \
             "reduce-scatter --dtype bf16 --transport shm" "allgather --wire f16" "bcast --dtype bf16" \
-            "allreduce --handles --transport shm"; do
+            "allreduce --handles --transport shm" "reduce-scatter --dtype f16 --transport tcp" "allgather --handles --transport tcp" "bcast --wire bf16 --transport tcp"; do
   # shellcheck disable=SC2086
   if bash "$mpirun" -np 3 "$bin" bench $args --check --algo all --sizes 4,1000,65540 -i 2 >"$tmp/v.out" 2>&1 &&
      grep -q "through the communication thread" "$tmp/v.out"; then

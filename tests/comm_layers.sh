@@ -11,7 +11,7 @@ command -v nm > /dev/null || { echo "skipped: no nm"; exit 77; }
 # layer: files, bottom first (the table docs/ARCHITECTURE.md shows)
 layers='
 0 tune_text names comm_env wait reduce cost_model version tcp_wire
-1 tp_wait tp_mpi tp_shm tcp_conn tcp tcp_p2p shm regbuf tp_get
+1 tp_wait tp_mpi tp_shm tcp_conn tcp_p2p tp_tcp shm regbuf tp_get
 2 hier_share coll_util allreduce_ring allreduce_rd allreduce_rabenseifner allreduce_tree allreduce_mpi allreduce_hier_across allreduce_hier_zc allreduce_hier reduce_scatter_ring reduce_scatter_mpi reduce_scatter_hier allgather_ring allgather_mpi allgather_hier bcast_binomial bcast_pipeline bcast_mpi
 3 tune dispatch coll
 4 engine

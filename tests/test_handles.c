@@ -25,7 +25,7 @@ static const size_t counts[] = {0, 1, 5, 1023, 70001};
 #define NCOUNTS (sizeof counts / sizeof *counts)
 #define MAXN 70001
 static const so_dtype types[] = {SO_DTYPE_F32, SO_DTYPE_BF16, SO_DTYPE_F16, SO_DTYPE_F64, SO_DTYPE_I64};
-static const so_transport transports[] = {SO_TRANSPORT_MPI, SO_TRANSPORT_SHM};
+static const so_transport transports[] = {SO_TRANSPORT_MPI, SO_TRANSPORT_SHM, SO_TRANSPORT_TCP};
 
 /* ---- values of every type ------------------------------------------------------- */
 

@@ -91,26 +91,18 @@ typedef struct {
     uint64_t send_id, send_off, recv_id, recv_off, bytes;
 } so_zc_pub;
 
-/* ---- scaleout's TCP ring (tcp.c) ------------------------------------------------------
- * Sockets between the members of a group, one connection per direction of a
- * ring, for the step of hier that crosses the network. */
-typedef struct so_tcp_ring so_tcp_ring;
-/* Collective over comm: connects the ring. *out = NULL (and a warning logged)
- * when some member could not connect, agreed by all: use MPI then. Errors
- * only for MPI failures. */
-int so_tcp_ring_open(MPI_Comm comm, so_waiter *w, so_tcp_ring **out);
-void so_tcp_ring_free(so_tcp_ring *t);
-/* In-place ring allreduce over the sockets (reduce-scatter, allgather): every
- * member gets identical bits. Collective over the ring's members. */
-int so_tcp_allreduce(so_tcp_ring *t, float *buf, size_t count, so_reduce_op op, so_waiter *w);
-/* Whether a cross-node step of count floats goes over a tcp ring: SCALEOUT_COLL_TCP
- * = 1 always, 0 never, auto (default) when the job spans hosts; from 64 KiB. */
-int so_tcp_wanted(size_t count);
+/* ---- scaleout's TCP between hosts (tp_tcp.c) ------------------------------------------
+ * Whether a step across nodes of `bytes` goes over the tcp transport:
+ * SCALEOUT_COLL_TCP = 1 always, 0 never, auto (default) when the job spans
+ * hosts; from 64 KiB (below, latency rules). */
+int so_tcp_wanted(size_t bytes);
 
-/* A lazily opened ring of one group: opened at its first large cross-node step. */
+/* A group's tcp transport for hier's step across nodes, set up at its first
+ * large step (collective then). Borrowed: the transport is cached on the
+ * group's communicator (so_tp_get) and freed with it. */
 typedef struct {
-    so_tcp_ring *ring;
-    int tried; /* 1 once opened or refused: a refused ring is not tried again */
+    so_tp *tp;
+    int tried; /* 1 once set up or refused: a refused set-up is not tried again */
 } so_tcp_slot;
 
 typedef struct so_shm {
@@ -137,8 +129,8 @@ typedef struct so_shm {
     char **zc_out;    /* [q] zero copy: node rank j's recv buffer */
     uint64_t epoch;   /* steps this rank has signalled (same count on every rank) */
     uint64_t calls;   /* small-message calls: picks the small buffer */
-    so_tcp_slot tcp_leaders; /* the leaders' ring (copy path) */
-    so_tcp_slot tcp_cross;   /* this node rank's ring across nodes (zero-copy path) */
+    so_tcp_slot tcp_leaders; /* the leaders' tcp transport (copy path) */
+    so_tcp_slot tcp_cross;   /* this node rank's tcp transport across nodes (zero-copy path) */
 } so_shm;
 
 /* The context of comm (created on first use: collective over comm, waits
@@ -226,8 +218,8 @@ int so_allreduce_hier_avg(so_coll_ctx *x, const void *send, void *recv, size_t c
 /* The point-to-point algorithm hier uses among node leaders for `bytes`. */
 so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes);
 /* hier's step across nodes, in place on buf over comm (the leaders, or a cross
- * group): the group's tcp ring when so_tcp_wanted, else MPI point-to-point by
- * so_allreduce_leaders_algo. Collective over comm. */
+ * group): the ring over the group's tcp transport when so_tcp_wanted, else
+ * so_allreduce_leaders_algo over MPI point-to-point. Collective over comm. */
 int so_hier_across(so_coll_ctx *x, so_tcp_slot *slot, void *buf, size_t count, so_reduce_op op, MPI_Comm comm,
                    int nodes);
 

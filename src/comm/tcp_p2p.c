@@ -71,7 +71,9 @@ struct so_tcp_mesh {
     pthread_mutex_t mu;     /* the queues and early_bytes; the thread does I/O outside it */
     int wake[2];            /* a pipe: a new send, or a receive a waiting message needs, wakes the poll */
     pthread_t thread;
-    int running;            /* the thread was started */
+    int running;            /* the thread was started (else the owner calls so_tcp_mesh_progress) */
+    struct pollfd *poll_fds; /* [2n + 1] the poll set of whoever progresses the mesh */
+    int *poll_who;          /* [2n + 1] peer j of each entry: j incoming, -1 - j outgoing */
     int garbage;            /* test only: the first header sent is not one (tcp_test_garbage) */
     atomic_int stop, failed, nwaiting;
     char why[320];          /* the failure, for every later request */
@@ -350,37 +352,44 @@ static int poll_set(so_tcp_mesh *t, struct pollfd *p, int *who)
     return np;
 }
 
+/* One round: retries messages left waiting, polls every connection that has
+ * work for up to timeout_ms, moves what is ready. A failure is recorded on
+ * the mesh (fail_all) for every request and later call; -1 then. */
+static int mesh_round(so_tcp_mesh *t, struct pollfd *p, int *who, int timeout_ms)
+{
+    char why[sizeof t->why];
+    if (atomic_load(&t->nwaiting) && retry_waiting(t, why, sizeof why)) {
+        fail_all(t, why);
+        return -1;
+    }
+    int np = poll_set(t, p, who);
+    if (poll(p, (nfds_t)np, timeout_ms) <= 0)
+        return 0;
+    if (p[0].revents)
+        drain_wake(t->wake[0]);
+    for (int i = 1; i < np && !atomic_load(&t->failed); i++) {
+        if (!p[i].revents)
+            continue;
+        int j = who[i] >= 0 ? who[i] : -1 - who[i];
+        if ((who[i] >= 0 ? pull_recv(t, j, why, sizeof why) : push_send(t, j, why, sizeof why)) != 0)
+            fail_all(t, why);
+    }
+    return atomic_load(&t->failed) ? -1 : 0;
+}
+
 static void *progress(void *arg)
 {
     so_tcp_mesh *t = arg;
-    struct pollfd *p = calloc((size_t)(2 * t->n + 1), sizeof *p);
-    int *who = calloc((size_t)(2 * t->n + 1), sizeof *who);
-    char why[sizeof t->why];
-    if (!p || !who) {
-        fail_all(t, "tcp point-to-point: out of memory");
-        free(p), free(who);
-        return NULL;
-    }
-    while (!atomic_load(&t->stop) && !atomic_load(&t->failed)) {
-        if (atomic_load(&t->nwaiting) && retry_waiting(t, why, sizeof why)) {
-            fail_all(t, why);
-            break;
-        }
-        int np = poll_set(t, p, who);
-        if (poll(p, (nfds_t)np, POLL_SLICE_MS) <= 0)
-            continue;
-        if (p[0].revents)
-            drain_wake(t->wake[0]);
-        for (int i = 1; i < np && !atomic_load(&t->failed); i++) {
-            if (!p[i].revents)
-                continue;
-            int j = who[i] >= 0 ? who[i] : -1 - who[i];
-            if ((who[i] >= 0 ? pull_recv(t, j, why, sizeof why) : push_send(t, j, why, sizeof why)) != 0)
-                fail_all(t, why);
-        }
-    }
-    free(p), free(who);
+    while (!atomic_load(&t->stop) && !atomic_load(&t->failed))
+        mesh_round(t, t->poll_fds, t->poll_who, POLL_SLICE_MS);
     return NULL;
+}
+
+int so_tcp_mesh_progress(so_tcp_mesh *t, int timeout_ms)
+{
+    if (!atomic_load(&t->failed))
+        mesh_round(t, t->poll_fds, t->poll_who, timeout_ms);
+    return atomic_load(&t->failed) ? so_err(SO_ECOMM, "%s", t->why) : 0;
 }
 
 /* ---- set-up -------------------------------------------------------------------------- */
@@ -393,7 +402,7 @@ static void mesh_plan(const tcp_card *cards, int n, int me, unsigned char *call,
         call[j] = expect[j] = j != me && (forced || !tcp_same_host(&cards[j], &cards[me]));
 }
 
-static int mesh_alloc(so_tcp_mesh *t)
+static int mesh_alloc(so_tcp_mesh *t, int threaded)
 {
     int n = t->links.n;
     t->n = n, t->me = t->links.me;
@@ -402,11 +411,15 @@ static int mesh_alloc(so_tcp_mesh *t)
     t->early = calloc((size_t)n, sizeof *t->early);
     t->early_bytes = calloc((size_t)n, sizeof *t->early_bytes);
     t->rx = calloc((size_t)n, sizeof *t->rx);
-    if (!t->sends || !t->posted || !t->early || !t->early_bytes || !t->rx)
+    t->poll_fds = calloc((size_t)(2 * n + 1), sizeof *t->poll_fds);
+    t->poll_who = calloc((size_t)(2 * n + 1), sizeof *t->poll_who);
+    if (!t->sends || !t->posted || !t->early || !t->early_bytes || !t->rx || !t->poll_fds || !t->poll_who)
         return so_err(SO_ENOMEM, "tcp point-to-point: out of memory");
     pthread_mutex_init(&t->mu, NULL);
     if (pipe2(t->wake, O_NONBLOCK | O_CLOEXEC) != 0)
         return so_err(SO_ECOMM, "tcp point-to-point: pipe: %s", strerror(errno));
+    if (!threaded)
+        return 0;
     if (pthread_create(&t->thread, NULL, progress, t) != 0)
         return so_err(SO_ECOMM, "tcp point-to-point: cannot start its thread");
     t->running = 1;
@@ -414,17 +427,26 @@ static int mesh_alloc(so_tcp_mesh *t)
     return 0;
 }
 
-int so_tcp_mesh_open(MPI_Comm comm, so_waiter *w, so_tcp_mesh **out)
+/* Every other member, both ways: the collectives' transport (tp_tcp.c). */
+static void all_plan(const tcp_card *cards, int n, int me, unsigned char *call, unsigned char *expect)
+{
+    (void)cards;
+    for (int j = 0; j < n; j++)
+        call[j] = expect[j] = j != me;
+}
+
+static int mesh_open(MPI_Comm comm, so_waiter *w, uint16_t kind, const char *name, tcp_plan_fn *plan,
+                     int threaded, so_tcp_mesh **out)
 {
     *out = NULL;
     so_tcp_mesh *t = calloc(1, sizeof *t);
     if (!t)
-        return so_err(SO_ENOMEM, "tcp point-to-point: out of memory");
+        return so_err(SO_ENOMEM, "%s: out of memory", name);
     t->wake[0] = t->wake[1] = -1;
-    int all_ok = 0, rc = tcp_setup(comm, w, TCP_KIND_MESH, "tcp point-to-point", mesh_plan, &t->links, &all_ok);
+    int all_ok = 0, rc = tcp_setup(comm, w, kind, name, plan, &t->links, &all_ok);
     if (!rc && all_ok) {
         t->garbage = tcp_test_garbage();
-        rc = mesh_alloc(t); /* a failure here is the job's end: the others' mesh is up */
+        rc = mesh_alloc(t, threaded); /* a failure here is the job's end: the others' mesh is up */
     }
     if (rc || !all_ok) {
         so_tcp_mesh_free(t);
@@ -432,6 +454,16 @@ int so_tcp_mesh_open(MPI_Comm comm, so_waiter *w, so_tcp_mesh **out)
     }
     *out = t;
     return 0;
+}
+
+int so_tcp_mesh_open(MPI_Comm comm, so_waiter *w, so_tcp_mesh **out)
+{
+    return mesh_open(comm, w, TCP_KIND_MESH, "tcp point-to-point", mesh_plan, 1, out);
+}
+
+int so_tcp_mesh_open_polled(MPI_Comm comm, so_waiter *w, so_tcp_mesh **out)
+{
+    return mesh_open(comm, w, TCP_KIND_RING, "tcp transport", all_plan, 0, out);
 }
 
 void so_tcp_mesh_free(so_tcp_mesh *t)
@@ -456,6 +488,7 @@ void so_tcp_mesh_free(so_tcp_mesh *t)
         pthread_mutex_destroy(&t->mu);
     tcp_links_close(&t->links);
     free(t->sends), free(t->posted), free(t->early), free(t->early_bytes), free(t->rx);
+    free(t->poll_fds), free(t->poll_who);
     free(t);
 }
 
@@ -529,7 +562,7 @@ int so_tcp_mesh_post(so_tcp_mesh *t, void *buf, size_t bytes, int peer, int tag,
         free(m);
         return rc;
     }
-    if (wake)
+    if (wake && t->running)
         (void)!write(t->wake[1], "x", 1);
     *out = m;
     return 0;

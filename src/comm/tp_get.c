@@ -22,7 +22,7 @@ static int make(MPI_Comm comm, so_transport kind, so_waiter *w, so_tp **out)
 {
     switch (kind) {
     case SO_TRANSPORT_SHM: return so_tp_shm_new(comm, w, out);
-    case SO_TRANSPORT_TCP: return so_err(SO_EINVAL, "the tcp transport is not available yet");
+    case SO_TRANSPORT_TCP: return so_tp_tcp_new(comm, w, out);
     default: return so_tp_mpi_new(comm, out);
     }
 }
