@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The transports side by side: allreduce, reduce-scatter and allgather by the
+# ring algorithm over each of scaleout's transports (mpi: MPI point-to-point,
+# shm: channels in a shared window, tcp: scaleout's authenticated sockets),
+# each launch timing the MPI library's own collective (MPI_Allreduce,
+# MPI_Reduce_scatter, MPI_Allgatherv) interleaved with it. One rank per vCPU,
+# one host; launches repeated, transports in rotating order, each launch
+# through the benchmark lock (so-bench when present). Prints a markdown table
+# of medians (min-max) over launches (docs/PERFORMANCE.md, "Transports").
+#   bench/coll_transports.sh BUILD_DIR [REPEATS] [SIZES] [NP]   (3, 64K,1M,16M, 2)
+# MPIEXEC=mpiexec.mpich with an MPICH build dir runs it under MPICH.
+set -euo pipefail
+build=${1:?usage: coll_transports.sh BUILD_DIR [REPEATS] [SIZES] [NP]}
+repeats=${2:-3} sizes=${3:-64K,1M,16M} np=${4:-2}
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=$(mktemp -d /tmp/coll_transports.XXXXXX)
+lock=(flock /tmp/scaleout-bench.lock)
+[ -x /work/bin/so-bench ] && lock=(/work/bin/so-bench)
+declare -A ref=([allreduce]=MPI_Allreduce [reduce-scatter]=MPI_Reduce_scatter [allgather]=MPI_Allgatherv)
+tps=(mpi shm tcp)
+for ((r = 1; r <= repeats; r++)); do
+  for coll in allreduce reduce-scatter allgather; do
+    for k in 0 1 2; do
+      tp=${tps[$(((k + r) % 3))]}
+      "${lock[@]}" bash "$src/scripts/mpirun.sh" -np "$np" "$build/scaleout" bench "$coll" --transport "$tp" \
+        --algo "${ref[$coll]},ring" --sizes "$sizes" --check --csv "$out/$coll-$tp-$r.csv" \
+        >"$out/$coll-$tp-$r.log" 2>&1 || { echo "coll_transports: $coll $tp run $r failed: $(tail -2 "$out/$coll-$tp-$r.log")" >&2; exit 1; }
+    done
+  done
+done
+echo "# runs in $out; np $np, $("${MPIEXEC:-mpiexec}" --version 2>&1 | head -1)"
+/usr/bin/python3 - "$out" <<'PY'
+import csv, glob, os, statistics, sys
+rows = {}
+for path in glob.glob(os.path.join(sys.argv[1], "*.csv")):
+    coll, tp, _ = os.path.basename(path)[:-4].rsplit("-", 2)
+    for row in csv.DictReader(open(path)):
+        key = "lib" if row["algo"].startswith("MPI_") else tp
+        rows.setdefault((coll, int(row["bytes"])), {}).setdefault(key, []).append(float(row["avg_us"]))
+def size(b):
+    for u, s in (("MiB", 20), ("KiB", 10)):
+        if b >= 1 << s and b % (1 << s) == 0:
+            return "%d %s" % (b >> s, u)
+    return "%d B" % b
+def cell(v):
+    return "%.1f (%.1f–%.1f)" % (statistics.median(v), min(v), max(v))
+order = {"allreduce": 0, "reduce-scatter": 1, "allgather": 2}
+print("| collective | size | MPI library (µs) | ring over mpi | ring over shm | ring over tcp | best vs library |")
+print("|---|---:|---:|---:|---:|---:|---:|")
+for (coll, b) in sorted(rows, key=lambda k: (order[k[0]], k[1])):
+    m = rows[(coll, b)]
+    lib = statistics.median(m["lib"])
+    best = min(("mpi", "shm", "tcp"), key=lambda t: statistics.median(m[t]))
+    print("| %s | %s | %s | %s | %s | %s | %.2fx (%s) |" % (coll, size(b), cell(m["lib"]), cell(m["mpi"]),
+          cell(m["shm"]), cell(m["tcp"]), lib / statistics.median(m[best]), best))
+PY
