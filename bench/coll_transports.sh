@@ -10,7 +10,7 @@
 #   bench/coll_transports.sh BUILD_DIR [REPEATS] [SIZES] [NP]   (3, 64K,1M,16M, 2)
 # MPIEXEC=mpiexec.mpich with an MPICH build dir runs it under MPICH.
 set -euo pipefail
-build=${1:?usage: coll_transports.sh BUILD_DIR [REPEATS] [SIZES] [NP]}
+build=$(cd "${1:?usage: coll_transports.sh BUILD_DIR [REPEATS] [SIZES] [NP]}" && pwd)
 repeats=${2:-3} sizes=${3:-64K,1M,16M} np=${4:-2}
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=$(mktemp -d /tmp/coll_transports.XXXXXX)
@@ -18,15 +18,25 @@ lock=(flock /tmp/scaleout-bench.lock)
 [ -x /work/bin/so-bench ] && lock=(/work/bin/so-bench)
 declare -A ref=([allreduce]=MPI_Allreduce [reduce-scatter]=MPI_Reduce_scatter [allgather]=MPI_Allgatherv)
 tps=(mpi shm tcp)
-for ((r = 1; r <= repeats; r++)); do
+# One launch: the ring of one collective over one transport, the library's
+# collective interleaved (the reference in every launch).
+launch() { # launch COLL TRANSPORT REPEAT
+  bash "$src/scripts/mpirun.sh" -np "$np" "$build/scaleout" bench "$1" --transport "$2" \
+    --algo "${ref[$1]},ring" --sizes "$sizes" --check --csv "$out/$1-$2-$3.csv" >"$out/$1-$2-$3.log" 2>&1 ||
+    { echo "coll_transports: $1 $2 run $3 failed: $(tail -2 "$out/$1-$2-$3.log")" >&2; return 1; }
+}
+# One repeat (nine launches, transports in rotating order) per benchmark lock:
+# short holds of the shared machine.
+repeat() {
   for coll in allreduce reduce-scatter allgather; do
     for k in 0 1 2; do
-      tp=${tps[$(((k + r) % 3))]}
-      "${lock[@]}" bash "$src/scripts/mpirun.sh" -np "$np" "$build/scaleout" bench "$coll" --transport "$tp" \
-        --algo "${ref[$coll]},ring" --sizes "$sizes" --check --csv "$out/$coll-$tp-$r.csv" \
-        >"$out/$coll-$tp-$r.log" 2>&1 || { echo "coll_transports: $coll $tp run $r failed: $(tail -2 "$out/$coll-$tp-$r.log")" >&2; exit 1; }
+      launch "$coll" "${tps[$(((k + $1) % 3))]}" "$1" || return 1
     done
   done
+}
+export src build np sizes out
+for ((r = 1; r <= repeats; r++)); do
+  "${lock[@]}" bash -c "$(declare -p ref tps); $(declare -f launch repeat); repeat $r"
 done
 echo "# runs in $out; np $np, $("${MPIEXEC:-mpiexec}" --version 2>&1 | head -1)"
 /usr/bin/python3 - "$out" <<'PY'

@@ -170,25 +170,28 @@ static int size_violation(so_tcp_mesh *t, int j, uint64_t got, size_t want, int 
     return -1;
 }
 
-/* Writes what the socket takes of peer j's first send (header and payload in
- * one call); -1 on a broken connection. */
+/* Writes what the socket takes of peer j's sends, in order (header and
+ * payload of each in one call), until the socket is full or none is left;
+ * -1 on a broken connection. */
 static int push_send(so_tcp_mesh *t, int j, char *why, size_t wl)
 {
-    pthread_mutex_lock(&t->mu);
-    so_tcp_msg *m = t->sends[j].head;
-    pthread_mutex_unlock(&t->mu);
-    if (!m)
-        return 0;
-    size_t hl = TCP_HEAD_BYTES - m->head_moved, pl = m->bytes - m->moved;
-    struct iovec iov[2] = {{m->head + m->head_moved, hl}, {m->buf + m->moved, pl < TCP_IO_MAX ? pl : TCP_IO_MAX}};
-    struct msghdr mh = {.msg_iov = hl ? iov : iov + 1, .msg_iovlen = hl ? 2 : 1};
-    ssize_t k = sendmsg(t->links.out[j], &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k < 0)
-        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : peer_broke(t, j, 0, errno, why, wl);
-    size_t h = (size_t)k < hl ? (size_t)k : hl;
-    m->head_moved += h;
-    m->moved += (size_t)k - h;
-    if (m->head_moved == TCP_HEAD_BYTES && m->moved == m->bytes) {
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        so_tcp_msg *m = t->sends[j].head;
+        pthread_mutex_unlock(&t->mu);
+        if (!m)
+            return 0;
+        size_t hl = TCP_HEAD_BYTES - m->head_moved, pl = m->bytes - m->moved;
+        struct iovec iov[2] = {{m->head + m->head_moved, hl}, {m->buf + m->moved, pl < TCP_IO_MAX ? pl : TCP_IO_MAX}};
+        struct msghdr mh = {.msg_iov = hl ? iov : iov + 1, .msg_iovlen = hl ? 2 : 1};
+        ssize_t k = sendmsg(t->links.out[j], &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0)
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : peer_broke(t, j, 0, errno, why, wl);
+        size_t h = (size_t)k < hl ? (size_t)k : hl;
+        m->head_moved += h;
+        m->moved += (size_t)k - h;
+        if (m->head_moved < TCP_HEAD_BYTES || m->moved < m->bytes)
+            return 0; /* the socket is full (or the next slice waits for the next round) */
         pthread_mutex_lock(&t->mu);
         t->sends[j].head = m->next;
         if (!m->next)
@@ -196,7 +199,6 @@ static int push_send(so_tcp_mesh *t, int j, char *why, size_t wl)
         pthread_mutex_unlock(&t->mu);
         finish(m, 1);
     }
-    return 0;
 }
 
 /* A message whose header came in from j, as tcp_msg_admit decides: into its
@@ -284,7 +286,8 @@ static int header_in(so_tcp_mesh *t, int j, char *why, size_t wl)
 }
 
 /* Reads what peer j's connection has; -1 (why) on a broken connection or a
- * violation. After a header it reads on into the payload at once. */
+ * violation. After a header it reads on into the payload at once, after a
+ * whole payload into the next header. */
 static int pull_recv(so_tcp_mesh *t, int j, char *why, size_t wl)
 {
     rx_state *r = &t->rx[j];
@@ -300,9 +303,10 @@ static int pull_recv(so_tcp_mesh *t, int j, char *why, size_t wl)
         if (k < 0)
             return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : peer_broke(t, j, 1, errno, why, wl);
         if (!head) {
-            if ((r->cur->moved += (size_t)k) == r->cur->bytes)
-                deliver(t, j);
-            return 0;
+            if ((r->cur->moved += (size_t)k) < r->cur->bytes)
+                return 0;
+            deliver(t, j); /* and read on: the next header may be in */
+            continue;
         }
         if ((r->head_got += (size_t)k) < TCP_HEAD_BYTES)
             return 0;
