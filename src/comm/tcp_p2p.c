@@ -32,6 +32,10 @@
 
 #define POLL_SLICE_MS 100
 #define EARLY_ROOM ((uint64_t)64 << 20) /* bytes of messages from one peer buffered before their receive */
+/* Polled (the collectives' transport): none. An algorithm posts its receives
+ * as it goes, so an early message waits in the socket for a moment instead of
+ * costing an allocation and two more copies. */
+#define EARLY_ROOM_POLLED 0
 
 /* A posted send or receive, or a message that arrived before its receive. */
 struct so_tcp_msg {
@@ -66,7 +70,8 @@ struct so_tcp_mesh {
     msg_queue *sends;       /* [n] posted sends, in order */
     msg_queue *posted;      /* [n] posted receives not yet matched */
     msg_queue *early;       /* [n] unexpected messages, in arrival order */
-    uint64_t *early_bytes;  /* [n] their payload bytes (<= EARLY_ROOM) */
+    uint64_t *early_bytes;  /* [n] their payload bytes (<= early_room) */
+    uint64_t early_room;    /* EARLY_ROOM, or EARLY_ROOM_POLLED */
     rx_state *rx;           /* [n] the thread's own */
     pthread_mutex_t mu;     /* the queues and early_bytes; the thread does I/O outside it */
     int wake[2];            /* a pipe: a new send, or a receive a waiting message needs, wakes the poll */
@@ -202,7 +207,7 @@ static int push_send(so_tcp_mesh *t, int j, char *why, size_t wl)
 }
 
 /* A message whose header came in from j, as tcp_msg_admit decides: into its
- * posted receive, into a buffer of ours within EARLY_ROOM, or left waiting
+ * posted receive, into a buffer of ours within early_room, or left waiting
  * in the socket (r->waiting) until its receive is posted. -1 (why) when the
  * peer broke the protocol or a buffer could not be had. */
 static int admit_incoming(so_tcp_mesh *t, int j, char *why, size_t wl)
@@ -212,7 +217,7 @@ static int admit_incoming(so_tcp_mesh *t, int j, char *why, size_t wl)
     int rc = 0, tag = (int)r->head.tag;
     pthread_mutex_lock(&t->mu);
     so_tcp_msg *m = q_find(&t->posted[j], tag);
-    if (tcp_msg_admit(&r->head, m ? (int64_t)m->bytes : -1, EARLY_ROOM - t->early_bytes[j], &act) != TCP_OK) {
+    if (tcp_msg_admit(&r->head, m ? (int64_t)m->bytes : -1, t->early_room - t->early_bytes[j], &act) != TCP_OK) {
         rc = size_violation(t, j, r->head.bytes, m->bytes, tag, why, wl);
     } else if (act == TCP_RX_RECEIVE) {
         q_remove(&t->posted[j], m);
@@ -410,6 +415,7 @@ static int mesh_alloc(so_tcp_mesh *t, int threaded)
 {
     int n = t->links.n;
     t->n = n, t->me = t->links.me;
+    t->early_room = threaded ? EARLY_ROOM : EARLY_ROOM_POLLED;
     t->sends = calloc((size_t)n, sizeof *t->sends);
     t->posted = calloc((size_t)n, sizeof *t->posted);
     t->early = calloc((size_t)n, sizeof *t->early);
