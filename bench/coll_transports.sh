@@ -38,7 +38,7 @@ export src build np sizes out
 for ((r = 1; r <= repeats; r++)); do
   "${lock[@]}" bash -c "$(declare -p ref tps); $(declare -f launch repeat); repeat $r"
 done
-echo "# runs in $out; np $np, $("${MPIEXEC:-mpiexec}" --version 2>&1 | head -1)"
+echo "# runs in $out; np $np, $("${MPIEXEC:-mpiexec}" --version 2>&1 | grep -m1 -iE "version|open ?mpi|openrte" | tr -s " ")"
 /usr/bin/python3 - "$out" <<'PY'
 import csv, glob, os, statistics, sys
 rows = {}
