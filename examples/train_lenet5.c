@@ -150,9 +150,10 @@ int main(int argc, char **argv)
     }
 
     /* SIGTERM (Slurm's scancel and time limit, mpirun passing it on) stops
-     * every rank after the same step. First, before any thread exists: the
-     * library blocks the signal in them all and takes it on a thread of its
-     * own (never install a handler: see so_job_watch_signals in job.h). */
+     * every rank after the same step; before the job exists (set-up) it ends
+     * the process at once. First, before any thread exists: the library
+     * blocks the signal in them all and takes it on a thread of its own
+     * (never install a handler: see so_job_watch_signals in job.h). */
     const int stop_signals[] = {SIGTERM};
     if (so_job_watch_signals(stop_signals, 1)) {
         fprintf(stderr, "train_lenet5: %s\n", so_errmsg());

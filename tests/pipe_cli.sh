@@ -196,7 +196,7 @@ if "$bin" "${mm[@]}" --json "$tmp/mm1.json" >"$tmp/mm1.log" 2>&1; then
     "$tmp/mm1.json")
   "$bin" "${mm[@]}" --max-memory "$cap" >"$tmp/mm-over.log" 2>&1
   st=$?
-  [ $st -eq 2 ] && grep -q "max-memory .*: rank 0 needs .* MB: weights .* activations .* (1 micro-batch(es) in flight)" \
+  [ $st -eq 2 ] && grep -q "max-memory .*: rank 0 needs .* [KMG]\?i\?B: weights .* activations .* (1 micro-batch(es) in flight)" \
     "$tmp/mm-over.log" && ok || bad "one rank over --max-memory: exit $st: $(tail -2 "$tmp/mm-over.log")"
   if "$mpirun" -np 2 "$bin" "${mm[@]}" --max-memory "$cap" --pipeline-stages 2 --microbatches 4 \
     --json "$tmp/mm2.json" >"$tmp/mm2.log" 2>&1 &&

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fuzz smoke test for the data, checkpoint and tuning-table parsers and the
-# TCP transports' handshake and framing:
+# Fuzz smoke test for the data, checkpoint, tuning-table, pipeline-partition
+# and predict-profile parsers and the TCP transports' handshake and framing:
 # configures a clang build of the libFuzzer targets under the ctest binary
 # dir, seeds each with a valid tiny
 # input, runs it for FUZZ_SECONDS (20) and fails on any crash. Exits 77 (skip)
@@ -24,16 +24,15 @@ rm -f "${TMPDIR:-/tmp}/so_fuzz_probe.$$"
 mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
-cmake --build "$build" -j2 --target fuzz_idx fuzz_cifar fuzz_prof_json fuzz_manifest fuzz_safetensors fuzz_tuning \
-  fuzz_tcp_hello fuzz_tcp_frame \
+targets=(idx cifar prof_json manifest safetensors tuning partition predict_profile tcp_hello tcp_frame)
+cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}" \
   >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; exit 1; }
 
 # Seed corpora: a valid 2-image 3x2 IDX image file, its label file, the same
 # gzipped, and one valid CIFAR record.
 rm -rf "$work/corpus"
-mkdir -p "$work/corpus/idx" "$work/corpus/cifar" "$work/corpus/prof_json" "$work/corpus/manifest" \
-  "$work/corpus/safetensors" "$work/corpus/tuning"
+for target in "${targets[@]}"; do mkdir -p "$work/corpus/$target"; done
 printf '\x00\x00\x08\x03\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00\x02abcdefghijkl' >"$work/corpus/idx/images"
 printf '\x00\x00\x08\x01\x00\x00\x00\x02\x07\x03' >"$work/corpus/idx/labels"
 gzip -c "$work/corpus/idx/images" >"$work/corpus/idx/images.gz"
@@ -70,16 +69,35 @@ for x in sys.stdin.buffer.read():
     for _ in range(8):
         c = (c >> 1) ^ (0x82F63B78 & -(c & 1))
 print("%08x" % (c ^ 0xffffffff))')
-printf '%send %s\n' "$body" "$crc" >"$work/corpus/manifest/valid"
+# The harness's first byte picks the mode: 0 the text as it is (the checksum
+# line under test), 1 a body whose end line the harness writes.
+printf '\x00%send %s\n' "$body" "$crc" >"$work/corpus/manifest/valid"
+printf '\x01%s' "$body" >"$work/corpus/manifest/body"
 hdr='{"a.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"a.n":{"dtype":"I64","shape":[],"data_offsets":[8,16]}}'
 { /usr/bin/python3 -c "import struct,sys; sys.stdout.buffer.write(struct.pack('<Q', ${#hdr}))"; printf '%s' "$hdr"
   head -c 16 /dev/zero; } >"$work/corpus/safetensors/valid"
 
-# A v1 tuning table (fits and rules) and a v2 one with bands.
+# A v1 tuning table (fits and rules), a v2 one with bands, a v3 one with levels.
 printf 'scaleout-tuning v1 p=2 ranks_per_node=0 gamma=1.3e-10\nfit ring alpha=6.2e-07 beta=1.2e-10\n8192 hier\n* ring\n' \
   >"$work/corpus/tuning/v1"
 printf 'scaleout-tuning v2 p=4 ranks_per_node=2 gamma=1e-10\n# c\nfit rd alpha=1e-06 beta=2e-10\nband rd max_bytes=65536 alpha=1e-06 beta=2e-10\nband rd max_bytes=* alpha=0 beta=3e-10\n* rd\n' \
   >"$work/corpus/tuning/v2"
+printf 'scaleout-tuning v3 p=4 ranks_per_node=2 gamma=1e-10 memory=registered\nfit ring alpha=1e-06 beta=2e-10\nlevel node p=2\nnode fit hier alpha=2e-06 beta=1e-10\nnode band hier max_bytes=65536 alpha=2e-06 beta=1e-10\nnode band hier max_bytes=* alpha=0 beta=1.5e-10\nlevel link p=2\nlink fit ring alpha=5e-05 beta=8e-09\nlink fit rd alpha=4e-05 beta=9e-09\n65536 rd\n* ring\n' \
+  >"$work/corpus/tuning/v3"
+
+# Partition lists on ResNet-20 by index and by name (first byte 0), and a
+# partition file (first byte 1).
+printf '\x000,layer2.0.conv1,layer3.0.conv1' >"$work/corpus/partition/names"
+printf '\x00conv1,7,19' >"$work/corpus/partition/indices"
+printf '\x010,7,19\n' >"$work/corpus/partition/file"
+
+# Profiles for predict --compute-from (LeNet-5, batch 64): one to read, and
+# two it must refuse (a negative and an infinite layer time).
+layers='{"name":"conv1","forward_s":0.0003,"backward_s":0.0004},{"name":"maxpool3","forward_s":7e-05,"backward_s":0.0001},{"name":"fc3","forward_s":2e-05,"backward_s":3e-05}'
+profile() { printf '{"format":"scaleout-profile","config":{"model":"lenet5","batch":"64"},"ranks":[{"rank":0,"totals":{"steps":2,"useful_s":0.02},"layers":[%s]}]}' "$1"; }
+profile "$layers" >"$work/corpus/predict_profile/valid"
+profile "${layers/0.0003/-1}" >"$work/corpus/predict_profile/negative"
+profile "${layers/0.0003/1e999}" >"$work/corpus/predict_profile/infinite"
 
 # TCP: a valid hello (member 1 to 2 of a ring of 4) with room for a proof and
 # a challenge; the old protocol's hello; a mesh stream of two messages (one
@@ -95,7 +113,7 @@ printf '\x11\x9a\x7c\x5c\x01\x00\x00\x00\x01\x02\x03\x04\x05\x06\x07\x08' >"$wor
   printf 'soTR\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x04efgh'; } >"$work/corpus/tcp_frame/ring"
 
 status=0
-for target in idx cifar prof_json manifest safetensors tuning tcp_hello tcp_frame; do
+for target in "${targets[@]}"; do
   echo "== fuzz_$target for ${secs}s"
   mkdir -p "$work/artifacts/$target"
   if ! (cd "$work" && "$build/fuzz/fuzz_$target" -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 \
@@ -104,7 +122,8 @@ for target in idx cifar prof_json manifest safetensors tuning tcp_hello tcp_fram
     tail -n 40 "$work/fuzz_$target.log"
     status=1
   else
-    grep -E '^(stat::number_of_executed_units|Done)' "$work/fuzz_$target.log" || tail -n 3 "$work/fuzz_$target.log"
+    # edges covered (cov) and runs
+    grep -E 'DONE|^stat::number_of_executed_units' "$work/fuzz_$target.log" || tail -n 3 "$work/fuzz_$target.log"
   fi
 done
 exit $status

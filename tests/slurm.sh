@@ -9,6 +9,8 @@
 #    from that step and completes
 #  - the same job scancel'ed: the checkpoint is intact, the job is not
 #    requeued, and submitting it again resumes from the checkpoint
+#  - the same job requeued by `scontrol requeue`: the script says Slurm
+#    requeued it, and the next run resumes and completes
 #  - the same job past its time limit (--time=0:20): it ends with the
 #    checkpoint of the step it stopped after intact, and a new submission
 #    resumes from it
@@ -143,6 +145,20 @@ wait_state "$job" 60 COMPLETED FAILED CANCELLED TIMEOUT
 grep -q "resuming from the checkpoint at step ${step:-X}" "$tmp/cancel.out" && [ "$(state "$job")" = COMPLETED ] &&
   ok "sbatch again after scancel: resumed at step $step from the shared level, completed" ||
   bad "sbatch after scancel (state $(state "$job")): $(tail -4 "$tmp/cancel.out")"
+
+# 2b. scontrol requeue (what an admin or preemption does): the script says
+# Slurm requeued it (not "submit again"), and the requeued run resumes.
+job=$(submit requeue2)
+wait_ckpt "$tmp/requeue2/local" && scontrol requeue "$job"
+for _ in $(seq 600); do grep -q "resuming from the checkpoint" "$tmp/requeue2.out" 2>/dev/null && break; sleep 0.1; done
+wait_state "$job" 60 COMPLETED FAILED CANCELLED TIMEOUT
+step=$(stop_step "$tmp/requeue2.out")
+if [ "$(state "$job")" = COMPLETED ] && grep -q "Slurm requeued job $job; it resumes" "$tmp/requeue2.out" &&
+   ! grep -q "submitted again" "$tmp/requeue2.out" && grep -q "resuming from the checkpoint at step ${step:-X}" "$tmp/requeue2.out"; then
+  ok "scontrol requeue after step $step: the script says Slurm requeued it, the job resumed at $step and completed"
+else
+  bad "scontrol requeue (state $(state "$job")): $(grep -v 'step [0-9]*/' "$tmp/requeue2.out" | tail -8)"
+fi
 
 # 3. The time limit: Slurm signals the step (SIGTERM, then SIGKILL after
 # KillWait); the ranks checkpoint the step they stop after, and a new

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mpi_check.h"
 
@@ -171,6 +172,33 @@ static void test_exchange_halves(so_comm *c)
     so_comm_p2p_destroy(p);
 }
 
+/* A non-blocking agreement that times out names itself (it was always "checkpoint
+ * progress agreement", also for the stop agreement of a run without
+ * checkpoints): rank 1 joins 1.5 s late, rank 0 gives up after 0.5 s. */
+static void test_isum_named(so_comm *c)
+{
+    if (g_size < 2)
+        return;
+    so_comm_p2p *p = NULL;
+    CHECK(so_comm_p2p_create(c, &p) == 0, "p2p create: %s", so_errmsg());
+    if (!p)
+        return;
+    so_comm_set_timeouts(c, 0, 0.5);
+    int64_t v = 1;
+    so_comm_isum *r = NULL;
+    if (g_rank == 1)
+        nanosleep(&(struct timespec){1, 500000000L}, NULL);
+    CHECK(so_comm_isum_start(p, &v, 1, "test agreement", &r) == 0, "isum start: %s", so_errmsg());
+    int rc = r ? so_comm_isum_wait(p, r) : -1;
+    if (g_rank == 0)
+        CHECK(rc == SO_ECOMM && strstr(so_errmsg(), "test agreement timed out"), "isum time-out names it: %d %s",
+              rc, so_errmsg());
+    so_comm_set_timeouts(c, 10, 60);
+    int64_t sync = 1; /* progresses rank 0's abandoned request for rank 1 */
+    CHECK(so_comm_allreduce_i64(c, &sync, 1, SO_REDUCE_SUM) == 0, "allreduce after the time-out");
+    so_comm_p2p_destroy(p);
+}
+
 int main(int argc, char **argv)
 {
     so_comm *c;
@@ -190,6 +218,7 @@ int main(int argc, char **argv)
     test_nodes(c);
     test_config(c);
     test_exchange_halves(c);
+    test_isum_named(c);
     int64_t t[2] = {g_pass, g_fail};
     if (so_comm_allreduce_i64(c, t, 2, SO_REDUCE_SUM))
         so_comm_abort(c, 1, so_errmsg());

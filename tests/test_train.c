@@ -294,7 +294,7 @@ static void test_custom_strategy(void **state)
     float *before = malloc(r.m->nparams * sizeof *before);
     memcpy(before, r.m->params, r.m->nparams * sizeof *before);
     counting s = {0};
-    so_strategy st = {&ops, &s, 0};
+    so_strategy st = {&ops, &s, 0, 0};
     so_train_config c = config(5);
     c.accumulate = 2;
     c.strategy = &st;

@@ -207,10 +207,20 @@ void so_ckpt_get_stats(so_ckpt *ck, so_ckpt_stats *st);
  * another model or version, or none of the existing ones is intact. */
 int so_ckpt_restore(so_ckpt *ck, const char *where, long *step, int *found);
 
-/* Collective listing/verification helpers for `scaleout ckpt`: every
+/* Listing/verification helpers for `scaleout ckpt` (one process): every
  * checkpoint directory under root (levels and nodes), its manifest, and
- * whether its shards (or partner copies) verify. cb gets one call each. */
-typedef void (*so_ckpt_list_fn)(void *arg, const char *dir, const so_ckpt_manifest *m, int verified,
+ * whether its shards (or partner copies) verify. cb gets one call each, with
+ * what was found; m is set for LISTED, INTACT and DAMAGED only, problem says
+ * what is wrong ("" when nothing is). */
+typedef enum {
+    SO_CKPT_LISTED,       /* manifest read; shards not checked (verify = 0) */
+    SO_CKPT_INTACT,       /* every shard has an intact copy */
+    SO_CKPT_DAMAGED,      /* a shard has no intact copy: cannot be restored */
+    SO_CKPT_BAD_MANIFEST, /* a MANIFEST that cannot be read or fails its checksum: damaged */
+    SO_CKPT_UNFINISHED,   /* no MANIFEST: a checkpoint interrupted before it completed */
+    SO_CKPT_CHANGED       /* a running job pruned or rewrote it while it was read */
+} so_ckpt_found;
+typedef void (*so_ckpt_list_fn)(void *arg, const char *dir, const so_ckpt_manifest *m, so_ckpt_found found,
                                 const char *problem);
 int so_ckpt_scan(const char *root, int verify, so_ckpt_list_fn cb, void *arg);
 

@@ -463,9 +463,11 @@ int so_comm_exchange_send(so_comm_p2p *p, so_comm_xfer *x, const void *sbuf, siz
 int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done);
 /* Non-blocking in-place SUM of n int64 over all ranks on the channel's
  * communicator (progress agreements that must not make ranks wait for each
- * other). Same idle rule as the exchange; wait releases the request. */
+ * other). Same idle rule as the exchange; wait releases the request. `what`
+ * names the agreement in a stall or time-out message ("checkpoint progress
+ * agreement"); it must outlive the request (a string literal). */
 typedef struct so_comm_isum so_comm_isum;
-int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, so_comm_isum **out);
+int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, const char *what, so_comm_isum **out);
 int so_comm_isum_wait(so_comm_p2p *p, so_comm_isum *r);
 
 #endif

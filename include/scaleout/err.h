@@ -13,6 +13,7 @@ enum {
     SO_EBACKEND = -5, /* the compute backend (oneDNN) failed */
     SO_EUNSUP = -6,   /* valid request this build does not support */
     SO_ECOMM = -7,    /* communication failed or timed out */
+    SO_ENUMERIC = -8, /* training produced a NaN or an infinity */
     SO_STOP = 1       /* not an error: a hook asked training to stop cleanly */
 };
 

@@ -68,6 +68,8 @@ typedef struct {
     int accumulate;              /* micro-batches per optimizer step */
     float clip_norm;             /* > 0: clip the gradient to this global L2 norm (every strategy) */
     int warmup_steps;            /* first steps left out of images/sec */
+    int allow_nonfinite;         /* 1: train on through a NaN or infinite loss, and from --init-from weights
+                                    that hold one (0: the step stops training, the weights the set-up) */
     /* how ranks cooperate: "data" (data parallelism, the only strategy of
      * this version; its options follow) */
     const char *strategy;
@@ -259,16 +261,41 @@ int so_job_ckpt_stats(const so_job *j, so_job_ckpt_summary *out);
 /* Asks every rank to stop after the same step, with a checkpoint there when
  * the job writes checkpoints. Async-signal-safe, callable from any thread. */
 void so_job_request_stop(void);
-/* Calls so_job_request_stop when one of these signals arrives (SIGTERM:
- * Slurm's scancel and time limit, mpirun passing it on). Call it first, in
- * the main thread, before anything creates a thread (so_job_create starts
- * MPI, OpenMP and the checkpoint threads): it blocks the signals in the
- * calling thread, so every later thread inherits the block, and a thread of
- * its own takes them with sigwait. Do not install a handler for them
- * instead: oneDNN 2.6's GEMM kernels point RSP into the heap while they run
- * (oneDNN issue 4845), and a handler that interrupts one writes its frame
- * there and corrupts the heap. 0, or SO_EINVAL / SO_ENOMEM. */
+/* What a watched signal does (so_job_watch_signals_opts). */
+typedef struct {
+    /* 1: while a job exists (so_job_create returned it, so_job_free has not
+     * begun) the first signal calls so_job_request_stop. 0: every signal ends
+     * the process (a command that does not train). */
+    int stop_jobs;
+    /* Called on the signal thread just before a signal ends the process, to
+     * print one line: `when` is "" (stop_jobs 0), " during set-up" (no job
+     * yet: the restore included), " a second time" or " at the end of the
+     * run". Not called when a launcher (mpirun, srun), our parent, sent the
+     * signal: it ends the other ranks so once one has failed, and reports
+     * itself. NULL: nothing is printed. */
+    void (*on_end)(void *arg, int sig, const char *when);
+    void *arg;
+} so_job_signal_opts;
+/* Takes these signals (SIGTERM: Slurm's scancel and time limit, mpirun
+ * passing it on; SIGINT: Ctrl-C) on a thread of its own. While a job exists
+ * the first one asks it to stop after a step (when stop_jobs); during set-up,
+ * on a second signal, and always when stop_jobs is 0 the process ends at
+ * once, within the time the thread takes to be scheduled: on_end, then the
+ * signal's default action (the status a shell shows is 128 + signo, and
+ * mpirun or srun end the other ranks). A signal the process ignored when it
+ * started stays ignored. Call it first, in the main thread, before anything
+ * creates a thread (so_job_create starts MPI, OpenMP and the checkpoint
+ * threads): it blocks the signals in the calling thread, so every later
+ * thread inherits the block, and its thread takes them with sigwait. Do not
+ * install a handler for them instead: oneDNN 2.6's GEMM kernels point RSP
+ * into the heap while they run (oneDNN issue 4845), and a handler that
+ * interrupts one writes its frame there and corrupts the heap. Watch only
+ * signals whose default action ends the process. 0, or SO_EINVAL / SO_ENOMEM. */
+int so_job_watch_signals_opts(const int *signals, int count, const so_job_signal_opts *o);
+/* The same with stop_jobs = 1 and no line. */
 int so_job_watch_signals(const int *signals, int count);
+/* The signal that asked a job to stop (SIGTERM, ...), 0 if none did. */
+int so_job_stop_signal(void);
 /* Ends the watching thread; the signals stay blocked. */
 void so_job_unwatch_signals(void);
 /* The step after which training stopped on such a request, or -1. */

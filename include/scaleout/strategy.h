@@ -83,6 +83,9 @@ typedef struct so_strategy {
     /* Ranks whose batches differ: images per step = batch x K x replicas
      * (pipeline stages of one replica share a batch). 0: every rank. */
     int replicas;
+    /* 1: this rank computes no loss (an early pipeline stage): the loss the
+     * step reports is NaN, and that is no divergence. */
+    int no_loss;
 } so_strategy;
 
 /* Today's data parallelism: the gradient buffer tiled into buckets in

@@ -110,6 +110,10 @@ typedef struct so_train_config {
     int auto_buckets;         /* choose bucket sizes from measured backward times and dist->cost */
     float clip_norm;          /* > 0: scale the step's gradient down to this global L2 norm
                                  (torch.nn.utils.clip_grad_norm_); 0: off */
+    /* 0: a step whose loss is NaN or infinite stops training with SO_ENUMERIC
+     * (before its step_end observers, so no checkpoint is taken of it),
+     * naming the step and so_train_first_nonfinite's tensor. 1: train on. */
+    int allow_nonfinite;
     const so_train_hooks *hooks;
     /* What happens between gradients ready and the optimizer step
      * (scaleout/strategy.h). NULL: data parallelism over dist when dist is
@@ -186,5 +190,12 @@ int so_train(so_model *m, so_optim *opt, so_loader *train, so_loader *test, cons
 int so_evaluate(so_model *m, so_loader *test, const so_dist *dist, double *accuracy, double *loss);
 
 void so_train_result_free(so_train_result *r);
+
+/* The first tensor of m holding a NaN or an infinity, looked for in the
+ * weights, then the gradients, then the running statistics: e.g. "weights of
+ * conv1.weight (nan at element 0)" in what. 1 if there is one, else 0 (what
+ * is ""). A full pass over the buffers: for after a non-finite loss, or once
+ * at set-up, not for every step. */
+int so_train_first_nonfinite(const so_model *m, char *what, size_t len);
 
 #endif

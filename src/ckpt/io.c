@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 #include "scaleout/mem.h"
 
 #define CHUNK (8u << 20)
@@ -211,9 +212,9 @@ void *ck_copy_buffer(void)
 int ck_copy_atomic(const char *src, const char *dir, const char *name, void *buf, int delay_ms, uint32_t *crc,
                    uint64_t *bytes, char *errbuf, size_t errlen)
 {
-    int in = open(src, O_RDONLY | O_CLOEXEC);
-    if (in < 0) {
-        ck_fmt(errbuf, errlen, "cannot open '%s': %s", src, strerror(errno));
+    int in;
+    if (so_file_open_read(src, &in, NULL)) {
+        ck_fmt(errbuf, errlen, "%s", so_errmsg());
         return SO_EIO;
     }
     char tmp[4096];
@@ -255,16 +256,16 @@ int ck_copy_atomic(const char *src, const char *dir, const char *name, void *buf
 int ck_read(const char *path, void **buf, size_t *len)
 {
     *buf = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return so_err(SO_EIO, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    int rc = fstat(fileno(f), &st) != 0 ? so_err(SO_EIO, "cannot stat '%s'", path) : 0;
+    FILE *f;
+    uint64_t size;
+    int rc = so_file_fopen_read(path, &f, &size);
+    if (rc)
+        return rc;
     size_t want = *len;
-    if (!rc && want != (size_t)-1 && (uint64_t)st.st_size != want)
-        rc = so_err(SO_EFORMAT, "'%s' has %lld bytes, the manifest says %zu (truncated?)", path,
-                    (long long)st.st_size, want);
-    size_t n = rc ? 0 : (size_t)st.st_size;
+    if (want != (size_t)-1 && size != want)
+        rc = so_err(SO_EFORMAT, "'%s' has %llu bytes, the manifest says %zu (truncated?)", path,
+                    (unsigned long long)size, want);
+    size_t n = rc ? 0 : (size_t)size;
     if (!rc && !(*buf = malloc(n ? n : 1)))
         rc = so_err(SO_ENOMEM, "out of memory reading '%s'", path);
     if (!rc && fread(*buf, 1, n, f) != n)

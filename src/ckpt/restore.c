@@ -252,7 +252,13 @@ static int gather_cands(const so_ckpt *ck, const char *where, cands *c)
         ck_fmt(p, sizeof p, "%s/MANIFEST", where);
         if (stat(where, &st) != 0)
             return so_err(SO_EIO, "--resume: '%s' does not exist", where);
-        return stat(p, &st) == 0 ? add(c, where, 0, 0) : collect(c, where, 0, 1, 0);
+        if (lstat(p, &st) != 0)
+            return collect(c, where, 0, 1, 0);
+        so_ckpt_manifest m; /* the checkpoint asked for: its damage is the error */
+        if ((rc = ck_read_manifest(where, &m)))
+            return so_err(rc, "--resume %s: %s", where, so_errmsg());
+        so_ckpt_manifest_free(&m);
+        return add(c, where, 0, 0);
     }
     if (ck->c.local_dir)
         rc = collect(c, ck->c.local_dir, 0, 1, 0);
@@ -354,10 +360,13 @@ int so_ckpt_scan(const char *root, int verify, so_ckpt_list_fn cb, void *arg)
         struct stat was;
         char mp[4200];
         ck_fmt(mp, sizeof mp, "%s/MANIFEST", all.v[i].dir);
-        if (stat(mp, &was) != 0) /* then the read fails too and says why */
-            memset(&was, 0, sizeof was);
+        if (lstat(mp, &was) != 0) {
+            cb(arg, all.v[i].dir, NULL, SO_CKPT_UNFINISHED, "no MANIFEST (unfinished: the run ended or was killed "
+                                                            "before every rank's shard was durable)");
+            continue;
+        }
         if (ck_read_manifest(all.v[i].dir, &m)) {
-            cb(arg, all.v[i].dir, NULL, 0, so_errmsg());
+            cb(arg, all.v[i].dir, NULL, SO_CKPT_BAD_MANIFEST, so_errmsg());
             continue;
         }
         if (delay_ms > 0)
@@ -370,9 +379,11 @@ int so_ckpt_scan(const char *root, int verify, so_ckpt_list_fn cb, void *arg)
             free(buf);
         }
         if (problem[0] && !same_manifest(all.v[i].dir, &was))
-            cb(arg, all.v[i].dir, NULL, 0, "changed while being verified (a running job pruned or rewrote it)");
+            cb(arg, all.v[i].dir, NULL, SO_CKPT_CHANGED, "changed while being verified (a running job pruned or "
+                                                         "rewrote it)");
         else
-            cb(arg, all.v[i].dir, &m, verify && !problem[0], problem);
+            cb(arg, all.v[i].dir, &m, !verify ? SO_CKPT_LISTED : problem[0] ? SO_CKPT_DAMAGED : SO_CKPT_INTACT,
+               problem);
         so_ckpt_manifest_free(&m);
     }
     free(all.v);

@@ -39,6 +39,21 @@ int cli_exit_code(int so_rc);
  * generated at build time by cmake/git_version.cmake. */
 const char *cli_git_commit(void);
 int cli_parse(const char *cmd, const char *summary, const cli_opt *opts, int argc, char **argv);
+/* The same, setting seen[i] = 1 for every opts[i] the command line gave
+ * (seen: one byte per option, zeroed by the caller). */
+int cli_parse_seen(const char *cmd, const char *summary, const cli_opt *opts, int argc, char **argv,
+                   unsigned char *seen);
+/* A flag that does nothing unless something else holds: met(args) says
+ * whether it does in the run given; what names it ("--pipeline-stages P"). */
+typedef struct {
+    const char *flag;
+    int (*met)(const void *args);
+    const char *what;
+} cli_need;
+/* Refuses the first flag given (seen, from cli_parse_seen) whose need is not
+ * met: "--flag does nothing without WHAT", CLI_USAGE. needs ends with {NULL}. */
+int cli_check_needs(const char *cmd, const cli_opt *opts, const unsigned char *seen, const cli_need *needs,
+                    const void *args);
 void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opts);
 /* One-line error "scaleout CMD: message" to stderr; returns code. */
 int cli_error(const char *cmd, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -72,6 +87,9 @@ int cmd_plan(int argc, char **argv);    /* pipeline partition of a model: stages
 int cli_parse_bucket_mb(const char *cmd, const char *arg, double *mb);
 /* Bytes with an optional K/M/G (binary) suffix; 0 or -1. */
 int cli_parse_bytes(const char *s, size_t *out);
+/* --max-memory of train and plan, one rule for both: a size above 0 (with an
+ * optional K/M/G suffix); else one line naming the flag and CLI_USAGE. */
+int cli_parse_max_memory(const char *cmd, const char *arg, size_t *bytes);
 /* Rewrites OSU-style short flags in argv (map: {"-m", "--message-size"}, ..., {NULL, NULL}). */
 void cli_short_aliases(int argc, char **argv, const char *const map[][2]);
 

@@ -5,9 +5,12 @@
  * any complete checkpoint cannot be restored; export writes the parameters
  * and running statistics of one checkpoint as safetensors with PyTorch's
  * state_dict names, gathering a pipeline's stage<s>/ checkpoints into one. */
+#include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "scaleout/ckpt.h"
@@ -17,38 +20,91 @@
 
 #define SUMMARY "Checkpoints: `ckpt list DIR`, `ckpt verify DIR`, `ckpt export DIR -o FILE.safetensors`."
 
+/* What a scan found under one directory (a level, or a pipeline stage's). */
 typedef struct {
     int verify, bad, complete;
     long best_step;
     char best[4096];
+    long *steps;         /* steps with a restorable checkpoint (intact, or listed without verify) */
+    int nsteps, cap;
+    int pipeline_stages; /* "pipeline_stages=P" of the manifests' configuration, 0 without */
+    int quiet;           /* print nothing */
 } scan_state;
 
-static void on_ckpt(void *arg, const char *dir, const so_ckpt_manifest *m, int verified, const char *problem)
+/* P of "pipeline_stages=P" in a manifest's configuration text, or 0. */
+static int config_stages(const char *cfg)
 {
-    scan_state *s = arg;
-    if (!m) {
-        printf("%-60s  not a complete checkpoint: %s\n", dir, problem);
+    const char *p = cfg ? strstr(cfg, "pipeline_stages=") : NULL;
+    int n = 0;
+    return p && sscanf(p, "pipeline_stages=%d", &n) == 1 && n > 0 && n <= 4096 ? n : 0;
+}
+
+static void add_step(scan_state *s, long step)
+{
+    if (s->nsteps == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 16;
+        long *g = realloc(s->steps, (size_t)cap * sizeof *g);
+        if (!g)
+            return; /* a step left out only makes the pipeline summary stricter */
+        s->steps = g;
+        s->cap = cap;
+    }
+    s->steps[s->nsteps++] = step;
+}
+
+/* Records a complete checkpoint: its step (when restorable) and the newest one. */
+static void note(scan_state *s, const char *dir, const so_ckpt_manifest *m, so_ckpt_found found)
+{
+    int stages = config_stages(m->config);
+    s->pipeline_stages = stages > s->pipeline_stages ? stages : s->pipeline_stages;
+    s->complete++;
+    if (found == SO_CKPT_DAMAGED) {
+        s->bad++;
         return;
     }
-    s->complete++;
-    printf("%-60s  step %-8ld epoch %-4d %s  %d shard(s) of %d rank(s)  %.1f MB", dir, m->step, m->epoch, m->model,
-           m->nshards, m->world, (double)(m->rep_bytes + m->rank_bytes * (uint64_t)m->world) / 1e6);
-    if (s->verify)
-        printf("  %s%s", verified ? "OK" : "DAMAGED: ", verified ? "" : problem);
-    printf("\n");
-    if (s->verify && !verified)
-        s->bad++;
-    if ((!s->verify || verified) && m->step > s->best_step) {
+    add_step(s, m->step);
+    if (m->step > s->best_step) {
         s->best_step = m->step;
         snprintf(s->best, sizeof s->best, "%s", dir);
     }
 }
 
-static int scan(const char *dir, int verify, scan_state *s)
+static void on_ckpt(void *arg, const char *dir, const so_ckpt_manifest *m, so_ckpt_found found, const char *problem)
 {
-    *s = (scan_state){.verify = verify, .best_step = -1};
+    scan_state *s = arg;
+    if (!m) {
+        /* unfinished (no MANIFEST) and changed-while-read are no damage; a bad MANIFEST is */
+        if (!s->quiet)
+            printf("%-60s  %s%s\n", dir, found == SO_CKPT_BAD_MANIFEST ? "DAMAGED: " :
+                   found == SO_CKPT_UNFINISHED ? "unfinished, not a complete checkpoint: " : "", problem);
+        s->bad += found == SO_CKPT_BAD_MANIFEST;
+        return;
+    }
+    note(s, dir, m, found);
+    if (s->quiet)
+        return;
+    printf("%-60s  step %-8ld epoch %-4d %s  %d shard(s) of %d rank(s)  %.1f MB", dir, m->step, m->epoch, m->model,
+           m->nshards, m->world, (double)(m->rep_bytes + m->rank_bytes * (uint64_t)m->world) / 1e6);
+    if (s->verify)
+        printf("  %s%s", found == SO_CKPT_INTACT ? "OK" : "DAMAGED: ", problem);
+    printf("\n");
+}
+
+static int scan(const char *dir, int verify, int quiet, scan_state *s)
+{
+    *s = (scan_state){.verify = verify, .best_step = -1, .quiet = quiet};
     if (so_ckpt_scan(dir, verify, on_ckpt, s))
         return cli_error("ckpt", CLI_USAGE, "%s", so_errmsg());
+    return 0;
+}
+
+static void scan_free(scan_state *s) { free(s->steps); }
+
+static int has_step(const scan_state *s, long step)
+{
+    for (int i = 0; i < s->nsteps; i++)
+        if (s->steps[i] == step)
+            return 1;
     return 0;
 }
 
@@ -91,48 +147,99 @@ static int export(const char *dir, const char *out)
 
 #define MAX_STAGES 4096
 
+/* The stage<s>/ directories of a pipeline's DIR. */
 typedef struct {
-    long want;                   /* the step looked for (-1: the newest intact one) */
-    long step;
-    char dir[4096];
-} stage_pick;
+    int n;                             /* stages the checkpoint has; 0: not a pipeline's */
+    unsigned char present[MAX_STAGES]; /* stage<s>/ is there */
+    scan_state *stage;                 /* what each present stage holds (n of them, at least 1) */
+} stage_layout;
 
-static void pick_step(void *arg, const char *dir, const so_ckpt_manifest *m, int verified, const char *problem)
-{
-    stage_pick *p = arg;
-    (void)problem;
-    if (m && verified && (p->want < 0 ? m->step > p->step : m->step == p->want)) {
-        p->step = m->step;
-        snprintf(p->dir, sizeof p->dir, "%s", dir);
-    }
-}
-
-static int stage_count(const char *dir)
-{
-    int n = 0;
-    char path[4200];
-    for (; n < MAX_STAGES; n++) {
-        snprintf(path, sizeof path, "%s/stage%d", dir, n);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            break;
-        fclose(f);
-    }
-    return n;
-}
-
-/* The checkpoint of stage s at step `want` (-1: its newest intact one). */
-static int stage_checkpoint(const char *dir, int s, long want, stage_pick *p)
+/* "stage<digits>" naming a directory: its index, else -1. */
+static int stage_index(const char *dir, const char *name)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/stage%d", dir, s);
-    *p = (stage_pick){.want = want, .step = -1};
-    if (so_ckpt_scan(path, 1, pick_step, p))
-        return cli_error("ckpt", CLI_USAGE, "%s", so_errmsg());
-    if (p->step < 0)
-        return cli_error("ckpt", CLI_USAGE, want < 0 ? "%s: no intact checkpoint" : "%s: no intact checkpoint of "
-                         "step %ld, the newest every stage has", path, want);
-    return CLI_OK;
+    struct stat st;
+    int k = 0, n = 0;
+    if (sscanf(name, "stage%d%n", &k, &n) != 1 || name[n] || name[5] < '0' || name[5] > '9' || k >= MAX_STAGES)
+        return -1;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? k : -1;
+}
+
+/* Finds the stage directories and scans each (verify: every shard's CRC; quiet:
+ * nothing printed). The checkpoint has as many stages as its manifests'
+ * pipeline_stages say, or one past the highest directory found if more. */
+static int layout_read(const char *dir, int verify, int quiet, stage_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        int k = stage_index(dir, e->d_name);
+        if (k >= 0) {
+            l->present[k] = 1;
+            l->n = k + 1 > l->n ? k + 1 : l->n;
+        }
+    }
+    if (d)
+        closedir(d);
+    int found = l->n, want = found;
+    if (!(l->stage = calloc(found > 0 ? (size_t)found : 1, sizeof *l->stage)))
+        return cli_error("ckpt", CLI_FAIL, "out of memory");
+    for (int s = 0; s < found; s++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/stage%d", dir, s);
+        int rc = l->present[s] ? scan(path, verify, quiet, &l->stage[s]) : 0;
+        if (rc)
+            return rc;
+        want = l->stage[s].pipeline_stages > want ? l->stage[s].pipeline_stages : want;
+    }
+    if (want > found) { /* the last stages' directories are gone */
+        scan_state *g = realloc(l->stage, (size_t)want * sizeof *g);
+        if (!g)
+            return cli_error("ckpt", CLI_FAIL, "out of memory");
+        memset(g + found, 0, (size_t)(want - found) * sizeof *g);
+        l->stage = g;
+        l->n = want;
+    }
+    return 0;
+}
+
+static void layout_free(stage_layout *l)
+{
+    for (int s = 0; l->stage && s < (l->n > 0 ? l->n : 1); s++)
+        scan_free(&l->stage[s]);
+    free(l->stage);
+}
+
+/* The first stage directory missing, or -1. */
+static int layout_missing(const stage_layout *l)
+{
+    for (int s = 0; s < l->n; s++)
+        if (!l->present[s])
+            return s;
+    return -1;
+}
+
+/* The first stage without `step` among its restorable checkpoints, or -1. */
+static int stage_without(const stage_layout *l, long step)
+{
+    for (int s = 0; s < l->n; s++)
+        if (!l->present[s] || !has_step(&l->stage[s], step))
+            return s;
+    return -1;
+}
+
+/* The newest step every stage can restore, or -1. */
+static long common_step(const stage_layout *l)
+{
+    long best = -1;
+    for (int i = 0; l->n > 0 && i < l->stage[0].nsteps; i++) {
+        long step = l->stage[0].steps[i];
+        if (step > best && stage_without(l, step) < 0)
+            best = step;
+    }
+    return best;
 }
 
 /* Appends stage s's parameters and statistics (their slice of the model's, in order). */
@@ -169,6 +276,20 @@ static int append_stage(const char *dir, so_ckpt_manifest *first, int s, float *
     return rc;
 }
 
+/* DIR/partition, the cuts the run recorded (*n = 0 without the file); its
+ * stages must spread evenly over the pipeline's ranks. 0, or the message. */
+static int read_partition(const char *dir, int ranks, int *first, int *n)
+{
+    if (so_pipe_partition_load(dir, first, MAX_STAGES, n))
+        return -1;
+    if (*n > 0 && (*n < ranks || *n % ranks)) {
+        so_err(SO_EFORMAT, "%s/partition: %d stages cannot be spread over the %d pipeline ranks of the checkpoint "
+               "(stage0..stage%d)", dir, *n, ranks, ranks - 1);
+        return -1;
+    }
+    return 0;
+}
+
 /* Interleaved pipelines: each stage<d>/ holds rank d's chunks (stages d,
  * d + P, ... of DIR/partition, the cuts the run recorded), so the ranks'
  * values concatenated go back into the model's order. Nothing to do when
@@ -176,14 +297,14 @@ static int append_stage(const char *dir, so_ckpt_manifest *first, int s, float *
 static int model_order(const char *dir, const so_graph *g, int ranks, float *params, size_t np, float *bufs,
                        size_t nb)
 {
-    int first[MAX_STAGES], n = 0, rc = so_pipe_partition_load(dir, first, MAX_STAGES, &n);
-    if (rc)
+    int first[MAX_STAGES], n = 0;
+    if (read_partition(dir, ranks, first, &n))
         return cli_error("ckpt", CLI_USAGE, "%s", so_errmsg());
     if (n <= ranks)
         return CLI_OK;
     so_pipe_plan plan = {0};
     float *tmp = malloc(((np > nb ? np : nb) + 1) * sizeof *tmp);
-    rc = tmp ? so_pipe_plan_init(&plan, g, first, n) : so_err(SO_ENOMEM, "out of memory");
+    int rc = tmp ? so_pipe_plan_init(&plan, g, first, n) : so_err(SO_ENOMEM, "out of memory");
     if (!rc && !(rc = so_pipe_model_order(&plan, ranks, 0, params, np, tmp)))
         memcpy(params, tmp, np * sizeof *tmp);
     if (!rc && !(rc = so_pipe_model_order(&plan, ranks, 1, bufs, nb, tmp)))
@@ -193,22 +314,53 @@ static int model_order(const char *dir, const so_graph *g, int ranks, float *par
     return rc ? cli_error("ckpt", CLI_USAGE, "%s/partition: %s", dir, so_errmsg()) : CLI_OK;
 }
 
-/* Every stage's newest common step, gathered into one safetensors file of
- * the whole model (parameter names, not ranks, identify the tensors). */
-static int export_stages(const char *dir, int stages, const char *out)
+/* The intact checkpoint of a step, looked for by so_ckpt_scan. */
+typedef struct {
+    long step;
+    char dir[4096]; /* "" until found */
+} step_pick;
+
+static void pick_step(void *arg, const char *dir, const so_ckpt_manifest *m, so_ckpt_found found, const char *problem)
 {
-    stage_pick pick;
-    long step = -1;
-    int rc = CLI_OK;
-    for (int s = 0; !rc && s < stages; s++)
-        if (!(rc = stage_checkpoint(dir, s, -1, &pick)))
-            step = step < 0 || pick.step < step ? pick.step : step;
+    step_pick *p = arg;
+    (void)problem;
+    if (m && found == SO_CKPT_INTACT && m->step == p->step && !p->dir[0])
+        snprintf(p->dir, sizeof p->dir, "%s", dir);
+}
+
+/* The directory of stage s's intact checkpoint of step (at any level or node directory under DIR/stage<s>). */
+static int stage_dir(const char *dir, int s, long step, char *out, size_t len)
+{
+    char path[4200];
+    step_pick p = {step, ""};
+    snprintf(path, sizeof path, "%s/stage%d", dir, s);
+    if (so_ckpt_scan(path, 1, pick_step, &p) || !p.dir[0])
+        return cli_error("ckpt", CLI_USAGE, "%s: no intact checkpoint of step %ld", path, step);
+    snprintf(out, len, "%s", p.dir);
+    return CLI_OK;
+}
+
+/* Every stage's stage's slice at the newest step all of them have intact,
+ * gathered into one safetensors file of the whole model (parameter names, not
+ * ranks, identify the tensors). */
+static int export_stages(const char *dir, const stage_layout *l, const char *out)
+{
+    int stages = l->n, missing = layout_missing(l), rc = CLI_OK;
+    long step = common_step(l);
+    if (missing >= 0)
+        return cli_error("ckpt", CLI_USAGE, "%s/stage%d: missing (the checkpoint has %d pipeline stages)", dir,
+                         missing, stages);
+    if (step < 0)
+        return cli_error("ckpt", CLI_USAGE, "%s: no step that every pipeline stage has intact (ckpt verify %s "
+                         "says which)", dir, dir);
     so_ckpt_manifest first = {0};
     float *params = NULL, *bufs = NULL;
     size_t np = 0, nb = 0;
-    for (int s = 0; !rc && s < stages; s++)
-        if (!(rc = stage_checkpoint(dir, s, step, &pick)))
-            rc = append_stage(pick.dir, &first, s, &params, &np, &bufs, &nb);
+    for (int s = 0; !rc && s < stages; s++) {
+        char path[4096];
+        if (!(rc = stage_dir(dir, s, step, path, sizeof path)))
+            rc = append_stage(path, &first, s, &params, &np, &bufs, &nb);
+    }
     int c, h, w, classes;
     so_graph *g = NULL;
     so_model *model = NULL;
@@ -233,21 +385,91 @@ static int export_stages(const char *dir, int stages, const char *out)
     return rc;
 }
 
-/* list / verify: DIR, or each stage<s>/ of a pipeline's DIR. */
+/* After the stages' listings: what a pipeline as a whole can restore. Every
+ * step some stage has, newest first, with the first stage lacking it; a
+ * missing stage directory, a damaged partition file or no common step is
+ * damage. Returns 1 when something is. */
+static int pipeline_summary(const char *dir, const stage_layout *l)
+{
+    int bad = 0, first[MAX_STAGES], n = 0;
+    for (int s = 0; s < l->n; s++)
+        if (!l->present[s]) {
+            printf("%s/stage%d  DAMAGED: missing (the checkpoint has %d pipeline stages)\n", dir, s, l->n);
+            bad = 1;
+        }
+    if (read_partition(dir, l->n, first, &n)) {
+        printf("%s/partition  DAMAGED: %s\n", dir, so_errmsg());
+        bad = 1;
+    }
+    long prev = LONG_MAX;
+    for (;;) { /* the steps of every stage, newest first, each once */
+        long step = -1;
+        for (int s = 0; s < l->n; s++)
+            for (int i = 0; i < l->stage[s].nsteps; i++)
+                if (l->stage[s].steps[i] < prev && l->stage[s].steps[i] > step)
+                    step = l->stage[s].steps[i];
+        if (step < 0)
+            break;
+        int lacking = stage_without(l, step);
+        if (lacking < 0)
+            printf("pipeline of %d stages: step %ld intact in every stage\n", l->n, step);
+        else
+            printf("pipeline of %d stages: step %ld not in every stage (stage %d has no intact checkpoint of it): "
+                   "not restorable\n", l->n, step, lacking);
+        prev = step;
+    }
+    if (common_step(l) < 0) {
+        printf("pipeline of %d stages: no step that every stage has intact\n", l->n);
+        bad = 1;
+    }
+    return bad;
+}
+
+/* export: a checkpoint directory (it has a MANIFEST, which the export reads
+ * and checks), a pipeline's DIR (stage<s>/), or a level: its newest intact one. */
+static int export_any(const char *dir, const char *out)
+{
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/MANIFEST", dir);
+    if (lstat(path, &st) == 0)
+        return export(dir, out);
+    stage_layout *l = malloc(sizeof *l);
+    int rc = l ? layout_read(dir, 1, 1, l) : cli_error("ckpt", CLI_FAIL, "out of memory");
+    if (!rc && l->n > 0)
+        rc = export_stages(dir, l, out);
+    else if (!rc && !(rc = scan(dir, 1, 1, &l->stage[0])))
+        rc = l->stage[0].best_step < 0 ? cli_error("ckpt", CLI_USAGE, "%s: no intact checkpoint to export", dir)
+                                      : export(l->stage[0].best, out);
+    if (l)
+        layout_free(l);
+    free(l);
+    return rc;
+}
+
+/* list / verify: DIR, or each stage<s>/ of a pipeline's DIR and the whole. */
 static int list(const char *dir, int verify)
 {
-    int stages = stage_count(dir), bad = 0, rc;
-    for (int st = 0; st < (stages ? stages : 1); st++) {
-        char path[4200];
-        snprintf(path, sizeof path, stages ? "%s/stage%d" : "%s", dir, st);
-        scan_state s;
-        if ((rc = scan(path, verify, &s)))
-            return rc;
-        if (s.complete == 0)
-            printf("no complete checkpoint under %s\n", path);
-        bad |= s.bad || !s.complete;
+    stage_layout *l = malloc(sizeof *l);
+    if (!l)
+        return cli_error("ckpt", CLI_FAIL, "out of memory");
+    int rc = layout_read(dir, verify, 0, l), bad = 0;
+    if (!rc && l->n == 0) {
+        rc = scan(dir, verify, 0, &l->stage[0]);
+        if (!rc && !l->stage[0].complete)
+            printf("no complete checkpoint under %s\n", dir);
+        bad = l->stage[0].bad || !l->stage[0].complete;
     }
-    return verify && bad ? CLI_FAIL : CLI_OK;
+    for (int s = 0; !rc && s < l->n; s++)
+        if (l->present[s] && !l->stage[s].complete)
+            printf("no complete checkpoint under %s/stage%d\n", dir, s);
+    for (int s = 0; !rc && s < l->n; s++)
+        bad |= l->stage[s].bad;
+    if (!rc && l->n > 0)
+        bad |= pipeline_summary(dir, l);
+    layout_free(l);
+    free(l);
+    return rc ? rc : verify && bad ? CLI_FAIL : CLI_OK;
 }
 
 int cmd_ckpt(int argc, char **argv)
@@ -267,26 +489,11 @@ int cmd_ckpt(int argc, char **argv)
     int rc = cli_parse("ckpt", SUMMARY, opts, argc - 2, argv + 2);
     if (rc)
         return rc == CLI_HELP ? CLI_OK : rc;
-    scan_state s;
     if (!strcmp(sub, "list") || !strcmp(sub, "verify"))
         return list(dir, !strcmp(sub, "verify"));
     if (strcmp(sub, "export") != 0)
         return cli_error("ckpt", CLI_USAGE, "unknown subcommand '%s' (list, verify, export)", sub);
     if (!out)
         return cli_error("ckpt", CLI_USAGE, "export needs -o FILE.safetensors");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/MANIFEST", dir);
-    FILE *f = fopen(path, "r");
-    if (f) {
-        fclose(f);
-        return export(dir, out);
-    }
-    int stages = stage_count(dir);
-    if (stages > 0)
-        return export_stages(dir, stages, out);
-    if ((rc = scan(dir, 1, &s)))
-        return rc;
-    if (s.best_step < 0)
-        return cli_error("ckpt", CLI_USAGE, "%s: no intact checkpoint to export", dir);
-    return export(s.best, out);
+    return export_any(dir, out);
 }

@@ -71,8 +71,8 @@ static int parse(plan_args *a, int argc, char **argv)
     if (a->virtual_stages > 1 && strcmp(a->schedule, "interleaved"))
         return cli_error("plan", CLI_USAGE, "--virtual-stages %d: only with --schedule interleaved",
                          a->virtual_stages);
-    if (a->max_memory && cli_parse_bytes(a->max_memory, &a->max_bytes))
-        return cli_error("plan", CLI_USAGE, "--max-memory: '%s' is not a size like 512M or 2G", a->max_memory);
+    if (a->max_memory && cli_parse_max_memory("plan", a->max_memory, &a->max_bytes))
+        return CLI_USAGE;
     a->measure = !strcmp(a->partition, "time") || !strcmp(a->partition, "auto");
     if (a->max_bytes && strcmp(a->partition, "auto") && strcmp(a->partition, "memory"))
         return cli_error("plan", CLI_USAGE, "--max-memory: only with --partition auto or memory");

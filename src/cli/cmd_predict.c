@@ -8,9 +8,11 @@
 
 #include "cli.h"
 #include "jread.h"
+#include "predict_profile.h"
 #include "scaleout/job.h"
 #include "scaleout/cpu.h"
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 #include "scaleout/json.h"
 #include "scaleout/mem.h"
 #include "scaleout/pipeline.h"
@@ -88,6 +90,38 @@ static int parse_nodes(const char *s, int *nodes, int *n)
     return *n ? 0 : -1;
 }
 
+/* Why P stages x replicas do not fit `world` ranks ("" when they do). */
+static const char *no_layout(int world, int stages)
+{
+    return world < stages ? "fewer ranks than stages" : world % stages ? "ranks not a multiple of the stages" : "";
+}
+
+/* --pipeline-stages P must fit at least one of the scales asked for. */
+static int some_layout(const pred_args *a)
+{
+    for (int i = 0; i < a->npoints; i++)
+        if (!*no_layout(a->nodes[i] * a->ranks_per_node, a->stages))
+            return CLI_OK;
+    return cli_error("predict", CLI_USAGE, "--pipeline-stages %d: no layout fits --nodes %s with --ranks-per-node "
+                     "%d: the ranks (nodes x ranks per node: %d .. %d) must be a multiple of %d; give node counts "
+                     "that make one, or more --ranks-per-node", a->stages, a->nodes_arg, a->ranks_per_node,
+                     a->nodes[0] * a->ranks_per_node, a->nodes[a->npoints - 1] * a->ranks_per_node, a->stages);
+}
+
+/* Flags that do nothing without another (cli_check_needs). */
+static int pipe_on(const void *p) { return ((const pred_args *)p)->stages > 1; }
+/* One chunk per rank is what no pipeline does anyway (the schedule is checked below). */
+static int chunked(const void *p) { return pipe_on(p) || ((const pred_args *)p)->virtual_stages <= 1; }
+static int rate_given(const void *p) { return ((const pred_args *)p)->rank_rate > 0; }
+static const cli_need predict_needs[] = {
+    {"microbatches", pipe_on, "--pipeline-stages P (P > 1)"},
+    {"partition", pipe_on, "--pipeline-stages P (P > 1)"},
+    {"schedule", pipe_on, "--pipeline-stages P (P > 1)"},
+    {"placement", pipe_on, "--pipeline-stages P (P > 1)"},
+    {"virtual-stages", chunked, "--pipeline-stages P (P > 1)"},
+    {"measure-batch", rate_given, "--rank-images-per-sec"},
+    {NULL, NULL, NULL}};
+
 static int parse(pred_args *a, int argc, char **argv)
 {
     *a = (pred_args){.nodes_arg = "1,2,4,8,16,32,64,128,256,512,1024", .batch = 64, .ranks_per_node = 1,
@@ -122,9 +156,10 @@ static int parse(pred_args *a, int argc, char **argv)
         {"virtual-stages", OPT_INT, &a->virtual_stages, "V", "model chunks per pipeline rank (--schedule interleaved)", 1, 4096, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the prediction as JSON", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
-    int rc = cli_parse("predict", "Predicts data-parallel scaling from per-layer times measured here and the "
-                       "allreduce cost model.", opts, argc, argv);
-    if (rc)
+    unsigned char seen[sizeof opts / sizeof *opts] = {0};
+    int rc = cli_parse_seen("predict", "Predicts data-parallel scaling from per-layer times measured here and the "
+                            "allreduce cost model.", opts, argc, argv, seen);
+    if (rc || (rc = cli_check_needs("predict", opts, seen, predict_needs, a)))
         return rc;
     if (!a->model)
         return cli_error("predict", CLI_USAGE, "--model is required");
@@ -153,6 +188,8 @@ static int parse(pred_args *a, int argc, char **argv)
     if (a->stages > 1 && a->compute_from)
         return cli_error("predict", CLI_USAGE, "--pipeline-stages: measures the layers at the micro-batch here; "
                          "not with --compute-from");
+    if (a->stages > 1 && (rc = some_layout(a)))
+        return rc;
     return cli_parse_bucket_mb("predict", a->bucket_mb_arg, &a->bucket_mb);
 }
 
@@ -192,63 +229,16 @@ static void link_table(const pred_args *a, so_comm_tuning *t)
         t->fit[i] = (so_comm_fit){.alpha = a->latency_s, .beta = 1.0 / a->link_bytes_per_s, .valid = 1};
 }
 
-/* The node of g named `name`, or -1. */
-static int node_named(const so_graph *g, const char *name)
-{
-    for (int i = 1; i < so_graph_size(g); i++)
-        if (!strcmp(so_graph_node(g, i)->name, name))
-            return i;
-    return -1;
-}
-
-/* One rank's layers of a profile added into t (forward, then backward, per
- * node, seconds per step); *useful += its compute seconds per step. */
-static int add_rank(const jv *rank, const so_graph *g, const char *path, double *t, double *useful)
-{
-    int n = so_graph_size(g);
-    double steps = jv_num(rank, "totals.steps", 0);
-    const jv *layers = jv_path(rank, "layers");
-    if (!(steps > 0) || !layers || layers->t != JV_ARR || layers->len == 0)
-        return so_err(SO_EFORMAT, "--compute-from: %s has no per-layer times (train --profile DIR "
-                      "--profile-detail layer writes them)", path);
-    for (int k = 0; k < layers->len; k++) {
-        const jv *l = jv_at(layers, k);
-        const char *name = jv_str(l, "name", "");
-        int i = node_named(g, name);
-        if (i < 0)
-            return so_err(SO_EINVAL, "--compute-from: %s has a layer '%s' that the model has not", path, name);
-        t[i] += jv_num(l, "forward_s", 0) / steps;
-        t[n + i] += jv_num(l, "backward_s", 0) / steps;
-    }
-    *useful += jv_num(rank, "totals.useful_s", 0) / steps;
-    return 0;
-}
-
-/* --compute-from: the per-layer times of a profile (the mean over its ranks)
- * instead of a measurement; the rest of a step is its compute time minus
- * the layers', as so_predict_measure counts it. Model and batch must match. */
+/* --compute-from: the per-layer times of a profile (predict_profile.c). */
 static int from_profile(const pred_args *a, const so_graph *g, double *t, double *t_other)
 {
-    char err[600];
-    jv *doc = jv_load(a->compute_from, err, sizeof err);
-    if (!doc)
-        return so_err(SO_EIO, "--compute-from: %s", err);
-    const char *model = jv_str(doc, "config.model", ""), *batch = jv_str(doc, "config.batch", "");
-    const jv *ranks = jv_path(doc, "ranks");
-    int rc = 0, nr = ranks && ranks->t == JV_ARR ? ranks->len : 0, n = so_graph_size(g);
-    if (strcmp(model, a->model) || atoi(batch) != a->batch)
-        rc = so_err(SO_EINVAL, "--compute-from: %s was measured with model %s at batch %s, not %s at --batch-size %d",
-                    a->compute_from, model, batch, a->model, a->batch);
-    else if (nr < 1)
-        rc = so_err(SO_EFORMAT, "--compute-from: %s has no ranks", a->compute_from);
-    double useful = 0;
-    for (int r = 0; !rc && r < nr; r++)
-        rc = add_rank(jv_at(ranks, r), g, a->compute_from, t, &useful);
-    double layers = 0;
-    for (int i = 0; !rc && i < 2 * n; i++)
-        layers += t[i] /= nr;
-    *t_other = !rc && useful / nr > layers ? useful / nr - layers : 0;
-    jv_free(doc);
+    void *text;
+    size_t len;
+    int rc = so_file_read_all(a->compute_from, (size_t)1 << 30, &text, &len);
+    if (rc)
+        return so_err(rc, "--compute-from: %s", so_errmsg());
+    rc = predict_profile_times(text, len, a->compute_from, g, a->model, a->batch, t, t_other);
+    free(text);
     return rc;
 }
 
@@ -596,8 +586,11 @@ static void print_pipeline(const pred_args *a, const so_predict_point *pt, const
     printf("%7s %7s %9s %10s %12s %8s %12s %14s  %s\n", "nodes", "ranks", "replicas", "step ms", "images/s", "bubble",
            "cut ms/mb", "data-par img/s", "faster");
     for (int i = 0; i < a->npoints; i++) {
-        if (!pp[i].valid)
+        int world = a->nodes[i] * a->ranks_per_node;
+        if (!pp[i].valid) {
+            printf("%7d %7d  (no layout: %s)\n", a->nodes[i], world, no_layout(world, a->stages));
             continue;
+        }
         printf("%7d %7d %9d %10.2f %12.1f %7.1f%% %12.3f %14.1f  %s\n", a->nodes[i], a->nodes[i] * a->ranks_per_node,
                pp[i].replicas, pp[i].p.step_seconds * 1e3, pp[i].images_per_sec, 100 * pp[i].p.bubble,
                pp[i].p.slowest_cut_seconds * 1e3, pt[i].images_per_sec,

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "report.h"
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 
 /* Assets compiled in by cmake/embed.cmake. */
 extern const unsigned char so_asset_chartjs[], so_asset_report_js[], so_asset_report_css[];
@@ -31,41 +32,6 @@ typedef struct {
     "(-o FILE) or prints its tables (--text).\n"                                                           \
     "usage: scaleout report DIR-or-JSON... [-o report.html] [--text]"
 
-static int read_all(const char *path, char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return so_err(SO_EIO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        if (n == cap) {
-            cap = cap ? 2 * cap : 65536;
-            char *g = cap <= MAX_PROFILE_BYTES ? realloc(buf, cap) : NULL;
-            if (!g) {
-                rc = so_err(SO_EFORMAT, "%s: larger than 1 GiB (or out of memory)", path);
-                break;
-            }
-            buf = g;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (!rc && ferror(f))
-        rc = so_err(SO_EIO, "%s: read error", path);
-    fclose(f);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
 /* Loads a profile.json (or DIR/profile.json) and checks it is one. */
 static int load(const char *arg, char *path, size_t plen, so_prof_jv **doc)
 {
@@ -74,18 +40,15 @@ static int load(const char *arg, char *path, size_t plen, so_prof_jv **doc)
         snprintf(path, plen, "%s/profile.json", arg);
     else
         snprintf(path, plen, "%s", arg);
-    char *text = NULL;
+    void *text = NULL;
     size_t n = 0;
-    int rc = read_all(path, &text, &n);
+    int rc = so_file_read_all(path, MAX_PROFILE_BYTES, &text, &n);
     if (rc)
         return rc;
     rc = so_prof_json_parse(text, n, doc);
     free(text);
-    if (rc) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "%s", so_errmsg());
-        return so_err(rc, "%s: not valid JSON: %s", path, msg);
-    }
+    if (rc)
+        return so_err(rc, "%s: not valid JSON: %s", path, so_errmsg());
     if (strcmp(so_prof_jv_str(so_prof_jv_get(*doc, "format"), ""), "scaleout-profile") ||
         so_prof_jv_len(so_prof_jv_get(*doc, "ranks")) < 1) {
         so_prof_json_free(*doc);

@@ -2,11 +2,10 @@
  * library sets up and trains on one process or as one rank of an MPI job;
  * this file prints progress and results (rank 0), writes the --json summary
  * and picks the exit status. Bad input exits 2 before training starts. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <signal.h>
 
 #include "cli.h"
 #include "env.h"
@@ -40,6 +39,65 @@ static const char *const pipe_schedules[] = {"gpipe", "1f1b", "interleaved", NUL
 static const char *const placements[] = {"stage-major", "replica-major", NULL};
 
 #define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
+
+/* ---- flags that do nothing in the run given are refused ------------------------- */
+
+static int has_stages(const void *p) { return ((const train_args *)p)->cfg.pipeline_stages > 1; }
+/* One micro-batch is what a run without stages does anyway. */
+static int microbatched(const void *p) { return has_stages(p) || ((const train_args *)p)->cfg.microbatches <= 1; }
+static int writes_ckpt(const void *p) { return ((const train_args *)p)->cfg.ckpt.every != NULL; }
+/* Only --ckpt-dir: every checkpoint goes there; only --ckpt-local: none ever would. */
+static int flushes(const void *p)
+{
+    const so_job_ckpt_config *k = &((const train_args *)p)->cfg.ckpt;
+    return k->every && k->dir;
+}
+static int daly(const void *p) { return writes_ckpt(p) && !strcmp(((const train_args *)p)->cfg.ckpt.every, "auto"); }
+static int ckpt_used(const void *p) { return writes_ckpt(p) || ((const train_args *)p)->cfg.ckpt.resume; }
+static int step_lr(const void *p) { return !strcmp(((const train_args *)p)->cfg.lr_schedule, "step"); }
+static int momentum_opt(const void *p)
+{
+    const char *o = ((const train_args *)p)->cfg.optimizer;
+    return !strcmp(o, "momentum") || !strcmp(o, "nesterov");
+}
+static int profiles(const void *p)
+{
+    const char *timeline = getenv("SCALEOUT_TIMELINE"); /* the timeline alone (docs/PROFILING.md) */
+    return ((const train_args *)p)->cfg.prof.dir || (timeline && *timeline);
+}
+static int synthetic(const void *p) { return !strcmp(((const train_args *)p)->cfg.dataset, "synthetic"); }
+static int real_data(const void *p) { return !synthetic(p); }
+
+static const cli_need train_needs[] = {
+    {"microbatches", microbatched, "--pipeline-stages P (P > 1)"},
+    {"schedule", has_stages, "--pipeline-stages P (P > 1)"},
+    {"partition", has_stages, "--pipeline-stages P (P > 1)"},
+    {"placement", has_stages, "--pipeline-stages P (P > 1)"},
+    {"ckpt-keep", writes_ckpt, "--ckpt-every"},
+    {"ckpt-mode", writes_ckpt, "--ckpt-every"},
+    {"ckpt-on-error", writes_ckpt, "--ckpt-every"},
+    {"ckpt-flush-every", flushes, "--ckpt-every and --ckpt-dir"},
+    {"mtbf", daly, "--ckpt-every auto"},
+    {"ckpt-dir", ckpt_used, "--ckpt-every or --resume"},
+    {"ckpt-local", ckpt_used, "--ckpt-every or --resume"},
+    {"lr-step-epochs", step_lr, "--lr-schedule step"},
+    {"lr-gamma", step_lr, "--lr-schedule step"},
+    {"momentum", momentum_opt, "--optimizer momentum or nesterov"},
+    {"profile-detail", profiles, "--profile DIR (or SCALEOUT_TIMELINE)"},
+    {"timeline-steps", profiles, "--profile DIR (or SCALEOUT_TIMELINE)"},
+    {"synthetic-samples", synthetic, "--dataset synthetic"},
+    {"data-dir", real_data, "a --dataset read from files (not synthetic)"},
+    {NULL, NULL, NULL}};
+
+/* Combinations of values that leave a flag without effect. */
+static int check_values(const train_args *a)
+{
+    const so_job_config *c = &a->cfg;
+    if (c->pipeline_stages > 1 && c->schedule && !strcmp(c->schedule, "interleaved") && c->virtual_stages <= 1)
+        return cli_error("train", CLI_USAGE, "--schedule interleaved does nothing without --virtual-stages V (V > 1 "
+                         "model chunks per rank); without them it is 1f1b");
+    return CLI_OK;
+}
 
 static int parse(train_args *a, int argc, char **argv)
 {
@@ -98,6 +156,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"mtbf", OPT_FLOAT, &c->ckpt.mtbf_hours, "HOURS", "mean time between failures for --ckpt-every auto", 1e-6, 1e9, NULL},
         {"resume", OPT_STR, &c->ckpt.resume, "auto|PATH", "continue from the newest complete checkpoint", 0, -1, NULL},
         {"init-from", OPT_STR, &c->ckpt.init_from, "FILE", "initial parameters from a .safetensors file", 0, -1, NULL},
+        {"allow-nonfinite", OPT_FLAG, &c->allow_nonfinite, NULL, "train on when the loss becomes NaN or infinite, and from --init-from weights that hold such values (default: stop, exit 1; refuse, exit 2)", 0, -1, NULL},
         {"pipeline-stages", OPT_INT, &c->pipeline_stages, "P", "pipeline stages: the ranks split into P stages x ranks/P data-parallel replicas (docs/PARALLELISM.md)", 1, 4096, NULL},
         {"microbatches", OPT_INT, &c->microbatches, "M", "micro-batches per step with pipeline stages (each batch-size/M)", 1, 1 << 16, NULL},
         {"schedule", OPT_CHOICE, &c->schedule, "NAME", "pipeline schedule", 0, -1, pipe_schedules},
@@ -107,13 +166,16 @@ static int parse(train_args *a, int argc, char **argv)
         {"max-memory", OPT_STR, &a->max_memory, "BYTES", "what each rank may hold by the trainer's accounting (K/M/G suffixes): a rank above it stops the job at set-up; with pipeline stages, --partition auto cuts within it", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &c->ranks_per_node, "K", "emulate nodes of K ranks (checkpoint partners, hier)", 0, 1 << 20, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
-    int rc = cli_parse("train", SUMMARY, opts, argc, argv);
+    unsigned char seen[sizeof opts / sizeof *opts] = {0};
+    int rc = cli_parse_seen("train", SUMMARY, opts, argc, argv, seen);
     if (!rc)
         rc = cli_parse_bucket_mb("train", a->bucket_mb_arg, &c->bucket_mb);
     size_t cap = 0;
-    if (!rc && a->max_memory && (cli_parse_bytes(a->max_memory, &cap) || !cap))
-        rc = cli_error("train", CLI_USAGE, "--max-memory: '%s' is not a size like 512M or 2G", a->max_memory);
+    if (!rc && a->max_memory)
+        rc = cli_parse_max_memory("train", a->max_memory, &cap);
     c->max_memory = (double)cap;
+    if (!rc && !(rc = cli_check_needs("train", opts, seen, train_needs, a)))
+        rc = check_values(a);
     c->scale_lr = !strcmp(a->scale_lr, "linear");
     c->pin_threads = !a->no_pin;
     c->overlap = !a->no_overlap;
@@ -251,7 +313,10 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     }
     so_json_int(&js, "steps", r->steps);
     so_json_num(&js, "images_per_sec", r->images_per_sec);
-    so_json_num(&js, "final_loss", r->final_loss);
+    if (r->nepochs > 0)
+        so_json_num(&js, "final_loss", r->final_loss);
+    else
+        so_json_null(&js, "final_loss"); /* no step ran (resumed at the end) */
     if (r->test_accuracy >= 0)
         so_json_num(&js, "test_accuracy", r->test_accuracy);
     else
@@ -377,8 +442,14 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
                   const final_params *fp)
 {
     double flops = so_graph_flops(so_job_graph(j)) * 3.0; /* forward + backward ~ 3x forward */
-    printf("trained %ld steps in %.1f s: %.0f images/sec (%.1f GFLOP/s model), final loss %.4f", r->steps,
-           r->wall_seconds, r->images_per_sec, r->images_per_sec * flops * 1e-9, r->final_loss);
+    long step;
+    int found;
+    if (r->steps == 0 && !so_job_resumed(j, &step, &found) && found)
+        printf("trained 0 steps: the checkpoint resumed is at step %ld, where the run ends (raise --steps or "
+               "--epochs to go on)", step); /* no loss: no step computed one */
+    else
+        printf("trained %ld steps in %.1f s: %.0f images/sec (%.1f GFLOP/s model), final loss %.4f", r->steps,
+               r->wall_seconds, r->images_per_sec, r->images_per_sec * flops * 1e-9, r->final_loss);
     if (r->test_accuracy >= 0)
         printf(", test accuracy %.4f", r->test_accuracy);
     printf("\n");
@@ -453,16 +524,17 @@ static void report_ckpt(so_job *j)
         printf("checkpoint interval (Daly, --mtbf): %ld steps\n", s.daly_interval);
 }
 
-/* After a stop on SIGTERM, once the checkpoint taken at that step is durable:
- * the status tells a scheduler to run the job again. */
+/* After a stop on SIGTERM (or SIGINT), once the checkpoint taken at that
+ * step is durable: the status tells a scheduler to run the job again. */
 static int stopped(so_job *j, long step)
 {
+    const char *sig = so_job_stop_signal() == SIGINT ? "SIGINT" : "SIGTERM";
     if (so_job_rank(j) == 0)
-        fprintf(stderr, so_job_writes_checkpoints(j) ? "scaleout train: SIGTERM: stopped after step %ld and "
+        fprintf(stderr, so_job_writes_checkpoints(j) ? "scaleout train: %s: stopped after step %ld and "
                                                        "checkpointed it; run again with --resume auto to continue "
                                                        "(exit %d)\n"
-                                                     : "scaleout train: SIGTERM: stopped after step %ld; nothing "
-                                                       "saved (no --ckpt-every) (exit %d)\n", step, CLI_REQUEUE);
+                                                     : "scaleout train: %s: stopped after step %ld; nothing "
+                                                       "saved (no --ckpt-every) (exit %d)\n", sig, step, CLI_REQUEUE);
     return CLI_REQUEUE;
 }
 
@@ -509,11 +581,7 @@ int cmd_train(int argc, char **argv)
     int rc = parse(&a, argc, argv);
     if (rc)
         return rc == CLI_HELP ? CLI_OK : rc;
-    /* Before so_job_create starts any thread: they all inherit the block. */
-    const int stop_signals[] = {SIGTERM};
-    if ((rc = so_job_watch_signals(stop_signals, 1)))
-        return cli_error("train", CLI_FAIL, "%s", so_errmsg());
-    so_job *j = NULL;
+    so_job *j = NULL; /* SIGTERM and SIGINT are watched (main.c): the first stops training after a step */
     rc = so_job_create(&a.cfg, &j);
     if (rc)
         rc = cli_job_setup_error("train", j, rc);
@@ -522,6 +590,5 @@ int cmd_train(int argc, char **argv)
         rc = run(&a, j);
     }
     so_job_free(j);
-    so_job_unwatch_signals();
     return rc;
 }

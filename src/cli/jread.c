@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scaleout/err.h"
+#include "scaleout/file.h"
+
 #define MAX_DEPTH 64
 
 typedef struct {
@@ -218,27 +221,10 @@ jv *jv_parse(const char *text, size_t len, char *err, size_t errlen)
 
 jv *jv_load(const char *path, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open", path);
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *g = cap < (1u << 30) ? realloc(buf, cap *= 2) : NULL;
-        if (!g)
-            free(buf);
-        buf = g;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (!buf || bad) {
-        free(buf);
-        snprintf(err, errlen, "%s: cannot read", path);
+    void *buf;
+    size_t n;
+    if (so_file_read_all(path, (size_t)1 << 30, &buf, &n)) {
+        snprintf(err, errlen, "%s", so_errmsg());
         return NULL;
     }
     char msg[160];

@@ -80,6 +80,12 @@ static int set_value(const char *cmd, const cli_opt *o, const char *v)
 
 int cli_parse(const char *cmd, const char *summary, const cli_opt *opts, int argc, char **argv)
 {
+    return cli_parse_seen(cmd, summary, opts, argc, argv, NULL);
+}
+
+int cli_parse_seen(const char *cmd, const char *summary, const cli_opt *opts, int argc, char **argv,
+                   unsigned char *seen)
+{
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
@@ -92,6 +98,8 @@ int cli_parse(const char *cmd, const char *summary, const cli_opt *opts, int arg
         const cli_opt *o = find(opts, name, eq ? (size_t)(eq - name) : strlen(name));
         if (!o)
             return cli_error(cmd, CLI_USAGE, "unknown option '%s' (see --help)", arg);
+        if (seen)
+            seen[o - opts] = 1;
         if (o->type == OPT_FLAG) {
             if (eq)
                 return cli_error(cmd, CLI_USAGE, "--%s takes no value", o->name);
@@ -139,6 +147,25 @@ void cli_usage(FILE *f, const char *cmd, const char *summary, const cli_opt *opt
         print_default(f, opts);
         fputc('\n', f);
     }
+}
+
+int cli_check_needs(const char *cmd, const cli_opt *opts, const unsigned char *seen, const cli_need *needs,
+                    const void *args)
+{
+    for (const cli_need *n = needs; n->flag; n++) {
+        const cli_opt *o = find(opts, n->flag, strlen(n->flag));
+        if (o && seen[o - opts] && !n->met(args))
+            return cli_error(cmd, CLI_USAGE, "--%s does nothing without %s", n->flag, n->what);
+    }
+    return CLI_OK;
+}
+
+int cli_parse_max_memory(const char *cmd, const char *arg, size_t *bytes)
+{
+    if (cli_parse_bytes(arg, bytes) || *bytes == 0)
+        return cli_error(cmd, CLI_USAGE, "--max-memory: '%s' is not a size above 0 like 512M or 2G (leave the flag "
+                         "out for no cap)", arg);
+    return CLI_OK;
 }
 
 int cli_exit_code(int so_rc)

@@ -291,9 +291,10 @@ int so_comm_exchange_test(so_comm_p2p *p, so_comm_xfer *x, int wait, int *done)
 
 struct so_comm_isum {
     MPI_Request req;
+    const char *what;
 };
 
-int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, so_comm_isum **out)
+int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, const char *what, so_comm_isum **out)
 {
     *out = NULL;
     int rc = so_comm_check_idle(p->c);
@@ -307,6 +308,7 @@ int so_comm_isum_start(so_comm_p2p *p, int64_t *v, int n, so_comm_isum **out)
         free(r);
         return so_mpi_err(mrc, "MPI_Iallreduce");
     }
+    r->what = what;
     *out = r;
     return 0;
 }
@@ -317,7 +319,7 @@ int so_comm_isum_wait(so_comm_p2p *p, so_comm_isum *r)
     if (rc)
         return rc;
     so_waiter w;
-    so_waiter_init(&w, p->c, "checkpoint progress agreement");
+    so_waiter_init(&w, p->c, r->what);
     rc = so_waiter_wait(&w, 1, &r->req);
     free(r);
     return rc;

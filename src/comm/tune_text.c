@@ -4,6 +4,7 @@
 #include "tune_internal.h"
 
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -306,19 +307,12 @@ int so_comm_tuning_parse(const char *text, size_t len, const char *path, so_comm
 int so_comm_tuning_load(const char *path, so_comm_tuning *t)
 {
     enum { MAX_FILE = 1 << 20 };
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return so_err(SO_EIO, "cannot open tuning file %s", path);
-    char *buf = malloc(MAX_FILE);
-    if (!buf) {
-        fclose(f);
-        return so_err(SO_ENOMEM, "out of memory reading %s", path);
-    }
-    size_t n = fread(buf, 1, MAX_FILE, f);
-    int rc = ferror(f) ? so_err(SO_EIO, "cannot read tuning file %s", path)
-             : n == MAX_FILE ? so_err(SO_EFORMAT, "%s: larger than 1 MiB", path)
-                             : so_comm_tuning_parse(buf, n, path, t);
-    fclose(f);
+    void *buf;
+    size_t n;
+    int rc = so_file_read_all(path, MAX_FILE - 1, &buf, &n);
+    if (rc)
+        return rc == SO_EFORMAT ? so_err(SO_EFORMAT, "%s: larger than 1 MiB", path) : rc;
+    rc = so_comm_tuning_parse(buf, n, path, t);
     free(buf);
     return rc;
 }

@@ -17,6 +17,7 @@
 #include "scaleout/err.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #endif
@@ -85,19 +86,24 @@ static inline uint16_t bf16_round(uint32_t u)
 uint16_t so_f32_to_bf16_1(float x) { return bf16_round(bits_of(x)); }
 float so_bf16_to_f32_1(uint16_t h) { return float_of((uint32_t)h << 16); }
 
-SO_VEC_CLONES void so_f32_to_bf16(uint16_t *restrict dst, const float *restrict src, size_t n)
+SO_VEC_CLONES static void f32_to_bf16_loop(uint16_t *restrict dst, const float *restrict src, size_t n)
 {
     const uint32_t *u = (const uint32_t *)(const void *)src;
     for (size_t i = 0; i < n; i++)
         dst[i] = bf16_round(u[i]);
 }
 
-SO_VEC_CLONES void so_bf16_to_f32(float *restrict dst, const uint16_t *restrict src, size_t n)
+SO_VEC_CLONES static void bf16_to_f32_loop(float *restrict dst, const uint16_t *restrict src, size_t n)
 {
     uint32_t *u = (uint32_t *)(void *)dst;
     for (size_t i = 0; i < n; i++)
         u[i] = (uint32_t)src[i] << 16;
 }
+
+/* Static clones behind exported names: clang 14 gives a target_clones
+ * function no externally visible symbol. */
+void so_f32_to_bf16(uint16_t *dst, const float *src, size_t n) { f32_to_bf16_loop(dst, src, n); }
+void so_bf16_to_f32(float *dst, const uint16_t *src, size_t n) { bf16_to_f32_loop(dst, src, n); }
 
 /* ---- FP16: scalar reference --------------------------------------------------------
  * The bits of VCVTPS2PH (round to nearest even) and VCVTPH2PS, so that every
@@ -188,14 +194,26 @@ static struct {
 } f16k;
 static pthread_once_t f16_once = PTHREAD_ONCE_INIT;
 
+#ifdef HAVE_X86
+/* F16C is CPUID leaf 1, ECX bit 29. Asked directly because clang 14's
+ * __builtin_cpu_supports does not know the name "f16c". The AVX2 level
+ * checked beside it already implies the OS saves the YMM state. */
+static int cpu_has_f16c(void)
+{
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d))
+        return 0;
+    return (c >> 29) & 1u;
+}
+#endif
+
 static void f16_pick(void)
 {
     f16k.to16 = f32_to_f16_scalar;
     f16k.to32 = f16_to_f32_scalar;
     f16k.name = "scalar";
 #ifdef HAVE_X86
-    __builtin_cpu_init();
-    if (so_cpu_isa() >= SO_ISA_AVX2 && __builtin_cpu_supports("f16c")) {
+    if (so_cpu_isa() >= SO_ISA_AVX2 && cpu_has_f16c()) {
         f16k.to16 = f32_to_f16_f16c;
         f16k.to32 = f16_to_f32_f16c;
         f16k.name = "f16c";

@@ -36,6 +36,7 @@ const char *so_strerror(int code)
     case SO_EBACKEND: return "backend failure";
     case SO_EUNSUP: return "unsupported";
     case SO_ECOMM: return "communication failure";
+    case SO_ENUMERIC: return "non-finite values";
     default: return "unknown error";
     }
 }

@@ -2,17 +2,16 @@
  * .gz, and decoding in memory lets the parsers work on one flat buffer.
  * Detection is by the gzip magic (1f 8b), not by the file name. */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include "data_internal.h"
 #include "scaleout/data.h"
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 
 /* Grows *buf to at least `need` bytes (doubling, capped at `cap`). */
 static int grow(uint8_t **buf, size_t *size, size_t cap, const char *what)
@@ -110,20 +109,16 @@ static int read_raw(const char *path, uint8_t **out, size_t *outlen)
 {
     uint8_t *buf = NULL;
     int rc = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0)
-        return so_err(SO_EIO, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = so_err(SO_EIO, "%s: not a regular file", path);
-        goto out;
-    }
-    if ((uint64_t)st.st_size > SO_DATA_MAX_BYTES) {
-        rc = so_err(SO_EIO, "%s: %lld bytes is larger than the %zu-byte limit", path, (long long)st.st_size,
+    int fd;
+    uint64_t size;
+    if ((rc = so_file_open_read(path, &fd, &size)))
+        return rc;
+    if (size > SO_DATA_MAX_BYTES) {
+        rc = so_err(SO_EIO, "%s: %llu bytes is larger than the %zu-byte limit", path, (unsigned long long)size,
                     SO_DATA_MAX_BYTES);
         goto out;
     }
-    size_t len = (size_t)st.st_size, got = 0;
+    size_t len = (size_t)size, got = 0;
     buf = malloc(len ? len : 1);
     if (!buf) {
         rc = so_err(SO_ENOMEM, "%s: cannot allocate %zu bytes", path, len);

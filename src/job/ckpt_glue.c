@@ -62,7 +62,7 @@ static int t_test(void *ctx, void *req, int wait, int *done)
 static int t_isum_start(void *ctx, int64_t *v, int n, void **req)
 {
     so_comm_isum *r = NULL;
-    int rc = so_comm_isum_start(((ckpt_glue *)ctx)->p2p, v, n, &r);
+    int rc = so_comm_isum_start(((ckpt_glue *)ctx)->p2p, v, n, "checkpoint progress agreement", &r);
     *req = r;
     return rc;
 }

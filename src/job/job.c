@@ -8,14 +8,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ckpt_glue.h"
+#include "core/test_hooks.h"
 #include "dist.h"
 #include "parts.h"
 #include "pipe_glue.h"
 #include "prof_glue.h"
 #include "stop.h"
 #include "scaleout/err.h"
+#include "scaleout/mem.h"
 #include "scaleout/threads.h"
 #include "scaleout/zoo.h"
 
@@ -86,6 +89,7 @@ static int train_config(const so_job_config *a, so_loader *train, int world, so_
     c->throughput_skip = a->warmup_steps;
     c->overlap = a->overlap;
     c->sync_bn = a->sync_bn;
+    c->allow_nonfinite = a->allow_nonfinite;
     c->auto_buckets = a->bucket_mb < 0;
     c->bucket_bytes = (size_t)((c->auto_buckets ? 25 : a->bucket_mb) * 1048576.0);
     c->first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0);
@@ -261,14 +265,39 @@ static int check_memory(const so_job *j)
     so_job_memory_use(j, &u);
     if (u.total <= j->cfg.max_memory)
         return 0;
-    char where[64] = "";
+    char where[64] = "", cap[32], b[6][32];
     int stage, stages, replica, replicas;
     if (!so_job_pipeline(j, &stage, &stages, &replica, &replicas))
         snprintf(where, sizeof where, " (stage %d of %d)", stage, stages);
-    return so_err(SO_EINVAL, "--max-memory %.1f MB: rank %d%s needs %.1f MB: weights %.1f, gradients %.1f, optimizer "
-                  "%.1f, activations %.1f (%d micro-batch(es) in flight), messages %.1f; more --pipeline-stages or a "
-                  "smaller batch would fit", j->cfg.max_memory / 1e6, so_job_rank(j), where, u.total / 1e6,
-                  u.params / 1e6, u.grads / 1e6, u.optimizer / 1e6, u.activations / 1e6, u.slots, u.messages / 1e6);
+    return so_err(SO_EINVAL, "--max-memory %s: rank %d%s needs %s: weights %s, gradients %s, optimizer %s, "
+                  "activations %s (%d micro-batch(es) in flight), messages %s; more --pipeline-stages or a smaller "
+                  "batch would fit", so_mem_label(j->cfg.max_memory, cap, sizeof cap), so_job_rank(j), where,
+                  so_mem_label(u.total, b[0], 32), so_mem_label(u.params, b[1], 32), so_mem_label(u.grads, b[2], 32),
+                  so_mem_label(u.optimizer, b[3], 32), so_mem_label(u.activations, b[4], 32), u.slots,
+                  so_mem_label(u.messages, b[5], 32));
+}
+
+/* Test hook: SCALEOUT_JOB_TEST_SETUP_SLEEP_MS=N sleeps N ms just before the
+ * checkpoint restore, so tests can signal a rank during set-up. */
+static void setup_test_sleep(void)
+{
+    const char *v = so_test_hook("SCALEOUT_JOB_TEST_SETUP_SLEEP_MS");
+    long ms = v ? atol(v) : 0;
+    if (ms > 0)
+        nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000L}, NULL);
+}
+
+/* --init-from weights holding a NaN or an infinity would train to "final
+ * loss nan": refused at set-up, naming the file and the tensor (one pass
+ * over this rank's model, its stage's part with pipeline stages). */
+static int check_init(const so_job *j)
+{
+    const so_job_config *c = &j->cfg;
+    char what[256];
+    if (!c->ckpt.init_from || c->allow_nonfinite || !so_train_first_nonfinite(j->parts.m, what, sizeof what))
+        return 0;
+    return so_err(SO_EFORMAT, "--init-from %s: %s hold non-finite values; --allow-nonfinite trains from them anyway",
+                  c->ckpt.init_from, what);
 }
 
 int so_job_create(const so_job_config *c, so_job **out)
@@ -286,7 +315,11 @@ int so_job_create(const so_job_config *c, so_job **out)
     config_text(c, j->pipe ? pipe_glue_whole(j->pipe) : j->parts.m->g, j->config, sizeof j->config);
     if ((rc = dist_check_config(j->dh, j->config)) || (rc = dist_agree(j->dh, check_memory(j))))
         return rc;
-    return observers(j);
+    setup_test_sleep();
+    if ((rc = observers(j)) || (rc = dist_agree(j->dh, check_init(j))))
+        return rc;
+    signals_job_phase(1);
+    return 0;
 }
 
 int so_job_train(so_job *j, so_progress_fn progress, void *progress_arg, so_train_result *out)
@@ -309,6 +342,7 @@ void so_job_free(so_job *j)
 {
     if (!j)
         return;
+    signals_job_phase(0);
     ckpt_glue_set_io(j->ckpt, NULL, NULL); /* the background threads stop calling into the profiler */
     prof_glue_free(j->prof, j->parts.m);
     ckpt_glue_close(j->ckpt);

@@ -43,7 +43,7 @@ int stop_step_end(stop_state *st, const so_train_state *s, int *stop)
         if (!rc && !st->req && !*stop) {
             st->sum = atomic_load(&stop_seen);
             st->req_step = s->step;
-            rc = so_comm_isum_start(st->p2p, &st->sum, 1, &st->req);
+            rc = so_comm_isum_start(st->p2p, &st->sum, 1, "step-end agreement (a stop on a signal)", &st->req);
         }
         return rc;
     }

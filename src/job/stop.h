@@ -22,5 +22,8 @@ void stop_mark(stop_state *st, long step);
 long stop_step(const stop_state *st);
 /* On every rank after training (it may complete an agreement). Accepts NULL. */
 void stop_close(stop_state *st);
+/* For the signal thread (signals.c): a job exists (1: so_job_create
+ * succeeded) or no longer does (0: so_job_free began). */
+void signals_job_phase(int live);
 
 #endif

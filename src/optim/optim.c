@@ -237,7 +237,7 @@ void so_optim_step(so_optim *o, float *p, const float *g, float lr)
     }
 }
 
-SO_VEC_CLONES double so_optim_sqnorm(const float *g, size_t n)
+SO_VEC_CLONES static double sqnorm_f32(const float *g, size_t n)
 {
     double lane[8] = {0};
     size_t i = 0;
@@ -252,11 +252,17 @@ SO_VEC_CLONES double so_optim_sqnorm(const float *g, size_t n)
     return s;
 }
 
-SO_VEC_CLONES void so_optim_scale(float *g, size_t n, float f)
+SO_VEC_CLONES static void scale_f32(float *g, size_t n, float f)
 {
     for (size_t i = 0; i < n; i++)
         g[i] *= f;
 }
+
+/* The exported names call static clones: clang 14 does not emit an
+ * externally visible symbol for a target_clones function. */
+double so_optim_sqnorm(const float *g, size_t n) { return sqnorm_f32(g, n); }
+
+void so_optim_scale(float *g, size_t n, float f) { scale_f32(g, n, f); }
 
 int so_optim_nslots(const so_optim *o) { return o->nslots; }
 

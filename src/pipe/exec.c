@@ -609,7 +609,7 @@ int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, 
     s->chunks = e->nchunks > 0 ? e->nchunks : 1;
     s->has_loss = e->last_stage % s->P == e->stage;
     s->slots = so_pipe_slots(c->schedule, e->stage, e->nstages, c->microbatches, s->chunks);
-    *st = (so_strategy){&pipe_ops, s, c->nreplicas > 0 ? c->nreplicas : 1};
+    *st = (so_strategy){&pipe_ops, s, c->nreplicas > 0 ? c->nreplicas : 1, !s->has_loss};
     *out = st;
     return 0;
 }

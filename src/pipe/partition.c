@@ -2,12 +2,14 @@
  * the accounting the plan and later the pipeline strategy need -- what each
  * stage owns, and every tensor that must travel forward across a cut
  * (residual connections make that more than one tensor per cut). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 #include "scaleout/pipeline.h"
 
 static size_t node_bytes(const so_node *n)
@@ -208,19 +210,42 @@ int so_pipe_partition_save(const char *dir, const int *first, int n)
     return 0;
 }
 
+/* "0,7,19\n": decimal node indices (below 10^9) separated by commas; the
+ * plan checks them against the graph. Anything else is refused whole. */
+static int parse_cuts(const char *text, size_t len, int *first, int max, int *n)
+{
+    if (len && text[len - 1] == '\n')
+        len--;
+    for (size_t i = 0; i < len;) {
+        long v = 0;
+        size_t digits = 0;
+        for (; i < len && text[i] >= '0' && text[i] <= '9' && digits < 9; i++, digits++)
+            v = v * 10 + (text[i] - '0');
+        if (!digits || *n == max || (i < len && text[i] != ',') || (i + 1 == len && text[i] == ','))
+            return -1;
+        first[(*n)++] = (int)v;
+        i += i < len; /* the comma */
+    }
+    return 0;
+}
+
 int so_pipe_partition_load(const char *dir, int *first, int max, int *n)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/partition", dir);
     *n = 0;
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    while (*n < max && fscanf(f, *n ? ",%d" : "%d", &first[*n]) == 1)
-        (*n)++;
-    int extra = fgetc(f);
-    fclose(f);
-    if (extra != '\n' && extra != EOF)
-        return so_err(SO_EINVAL, "%s: not a list of at most %d stage starts", path, max);
-    return 0;
+    struct stat st;
+    if (lstat(path, &st) != 0 && errno == ENOENT)
+        return 0; /* no file: one stage per rank */
+    void *text;
+    size_t len;
+    int rc = so_file_read_all(path, 1 << 16, &text, &len);
+    if (rc)
+        return rc == SO_EFORMAT ? so_err(SO_EINVAL, "%s: not a list of at most %d stage starts", path, max) : rc;
+    if (parse_cuts(text, len, first, max, n)) {
+        *n = 0;
+        rc = so_err(SO_EINVAL, "%s: not a list of at most %d stage starts", path, max);
+    }
+    free(text);
+    return rc;
 }

@@ -171,9 +171,12 @@ int so_pipe_stage_graph(const so_pipe_plan *p, int devices, int d, so_graph **ou
 int so_pipe_model_order(const so_pipe_plan *p, int devices, int bufs, const float *by_device, size_t n, float *model)
 {
     size_t total = bufs ? so_graph_nbufs(p->g) : so_graph_nparams(p->g), at = 0;
-    if (n != total || devices < 1 || p->nstages % devices)
-        return so_err(SO_EINVAL, "%zu values from %d devices, the model has %zu in %d stages", n, devices, total,
-                      p->nstages);
+    if (devices < 1 || p->nstages % devices)
+        return so_err(SO_EINVAL, "a partition of %d stages cannot be spread over %d pipeline ranks (its stages must "
+                      "be a multiple of them)", p->nstages, devices);
+    if (n != total)
+        return so_err(SO_EINVAL, "the %d pipeline ranks hold %zu %s, the model has %zu", devices, n,
+                      bufs ? "running statistics" : "parameters", total);
     for (int d = 0; d < devices; d++)
         for (int s = d; s < p->nstages; s += devices) {
             so_pipe_chunk ch;

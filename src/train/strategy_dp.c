@@ -163,7 +163,7 @@ int so_strategy_data_parallel(const so_dist *d, so_strategy **out)
         return so_err(SO_ENOMEM, "out of memory");
     }
     s->d = d;
-    *st = (so_strategy){&dp_ops, s, 0};
+    *st = (so_strategy){&dp_ops, s, 0, 0};
     *out = st;
     return 0;
 }

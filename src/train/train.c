@@ -6,6 +6,7 @@
 #include "scaleout/train.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -274,6 +275,83 @@ static int record_step(trainer *t, double seconds, double loss)
     return 0;
 }
 
+/* ---- non-finite values -------------------------------------------------------------- */
+
+/* Index of the first element of v[0..n) that is a NaN or an infinity, or n. */
+static size_t first_nonfinite(const float *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i]))
+            return i;
+    return n;
+}
+
+/* The first tensor of one buffer (0 weights, 1 gradients, 2 running statistics). */
+static int find_in(const so_model *m, int which, char *what, size_t len)
+{
+    static const char *const kinds[3] = {"weights", "gradients", "running statistics"};
+    const float *base = which == 0 ? m->params : which == 1 ? m->grads : m->bufs;
+    for (int i = 0; base && i < so_graph_size(m->g); i++) {
+        so_tensor_desc td[4];
+        int nt = so_node_tensors(m->g, i, td);
+        for (int k = 0; k < nt; k++) {
+            if (td[k].is_buffer != (which == 2))
+                continue;
+            size_t at = first_nonfinite(base + td[k].off, td[k].count);
+            if (at == td[k].count)
+                continue;
+            float v = base[td[k].off + at];
+            snprintf(what, len, "%s of %s.%s (%s at element %zu)", kinds[which], so_graph_node(m->g, i)->name,
+                     td[k].suffix, isnan(v) ? "nan" : v > 0 ? "inf" : "-inf", at);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int so_train_first_nonfinite(const so_model *m, char *what, size_t len)
+{
+    what[0] = '\0';
+    for (int which = 0; which < 3; which++)
+        if (find_in(m, which, what, len))
+            return 1;
+    return 0;
+}
+
+/* When every value is finite the loss overflowed: the largest weight says how far. */
+static void largest_weight(const so_model *m, char *what, size_t len)
+{
+    float big = 0;
+    int node = 0;
+    const char *suffix = "";
+    for (int i = 0; i < so_graph_size(m->g); i++) {
+        so_tensor_desc td[4];
+        int nt = so_node_tensors(m->g, i, td);
+        for (int k = 0; k < nt; k++)
+            for (size_t e = 0; !td[k].is_buffer && e < td[k].count; e++)
+                if (fabsf(m->params[td[k].off + e]) > big) {
+                    big = fabsf(m->params[td[k].off + e]);
+                    node = i;
+                    suffix = td[k].suffix;
+                }
+    }
+    snprintf(what, len, "none, every value is finite; the largest weight, %.3g in %s.%s, made the loss overflow",
+             big, so_graph_node(m->g, node)->name, suffix);
+}
+
+/* A step whose loss is NaN or infinite (on a rank that computes one). */
+static int check_loss(const trainer *t, double loss)
+{
+    int no_loss = t->strat && t->strat->no_loss;
+    if (t->c->allow_nonfinite || isfinite(loss) || (no_loss && isnan(loss)))
+        return 0;
+    char what[256];
+    if (!so_train_first_nonfinite(t->m, what, sizeof what))
+        largest_weight(t->m, what, sizeof what);
+    return so_err(SO_ENUMERIC, "step %ld: loss %s; first non-finite tensor: %s (--allow-nonfinite trains on)",
+                  t->step + 1, isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf", what);
+}
+
 static int step_end(trainer *t, int epoch, long s, long spe, int epoch_end)
 {
     const so_train_hooks *h = t->c->hooks;
@@ -321,6 +399,8 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
             break;
         }
         double t1 = so_now();
+        if ((rc = check_loss(t, loss)))
+            break;
         rc = record_step(t, t1 - t0, loss);
         if (!isnan(loss)) {
             loss_sum += loss;

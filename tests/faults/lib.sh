@@ -1,0 +1,212 @@
+# Shared helpers of the fault suite (tests/faults/*.sh, docs/RELIABILITY.md):
+# each case runs under a deadline in a session of its own, and is checked for
+# its exit status, its one-line message, the time it took to end, and for
+# what it left behind (its processes, MPI's shared-memory files, the network
+# namespaces of its emulated cluster). A case that hangs is killed at its
+# deadline and fails; it never hangs the suite. A case's processes are those
+# whose environment carries its marker SO_FAULTS_CASE: it reaches every rank,
+# also those an MPI daemon started on an emulated node in a session of its own.
+#
+# A family script does:  . "$(dirname "$0")/lib.sh" "$@"   (argument: the scaleout binary)
+#   fault_run NAME DEADLINE_S CMD...   run CMD; sets st (exit status, 124 when killed at
+#                                      the deadline), took (seconds), out/err (files)
+#   expect_status NAME CODE...         st is one of the codes
+#   expect_line NAME REGEX             stderr is exactly one line, and it matches REGEX
+#   expect_within NAME SECONDS         the case ended in less than SECONDS
+#   expect_clean NAME                  nothing of the case is left (waits up to 5 s)
+#   fault_case NAME DEADLINE CODE REGEX CMD...   all four of the above
+#   fault_finish                       prints the counts; exit 1 if anything failed
+set -u
+bin=$(realpath "$1")
+src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+mpirun=$src/scripts/mpirun.sh
+family=$(basename "$0" .sh)
+tmp=$(mktemp -d "/tmp/so-faults-$family.XXXXXX")
+# Open MPI's shared-memory files (the vader BTL's segments, the MPI shared
+# windows of hier and the pipeline) go to a directory of the suite, so that
+# what a case leaves there is known to be its own (other jobs on this
+# machine write /dev/shm too).
+shm=/dev/shm/so-faults-$family.$$
+mkdir -p "$shm"
+# The emulated cluster of a case (scripts/cluster.sh) is named after the
+# suite, so its namespaces are told from other jobs' (the check is by name).
+export SCALEOUT_CLUSTER=sof$$
+pass=0 fail=0
+sid=
+
+fault_cleanup() {
+  [ -n "$sid" ] && kill_case
+  rm -rf "$shm"
+  [ -n "${KEEP:-}" ] && echo "kept $tmp" || rm -rf "$tmp"
+}
+trap fault_cleanup EXIT
+
+ok() { pass=$((pass + 1)); echo "ok: $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+now() { date +%s.%N; }
+since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.2f", a - b }'; }
+
+# Exited (a zombie until waited for) or gone.
+ended() {
+  local s
+  s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 0
+  [ -z "$s" ] || [ "$s" = Z ]
+}
+
+# The case's processes (pids), by its marker; zombies have no environment.
+case_procs() {
+  grep -lzx "SO_FAULTS_CASE=$marker" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | tr '\n' ' '
+}
+
+# The ranks (or the one process) of the running case: its processes named scaleout.
+case_ranks() {
+  local p
+  for p in $(case_procs); do
+    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = scaleout ] && echo "$p"
+  done | sort -n | tr '\n' ' '
+}
+
+kill_case() {
+  pkill -KILL -s "$sid" 2>/dev/null
+  local p
+  for p in $(case_procs); do kill -KILL "$p" 2>/dev/null; done
+}
+
+# fault_run NAME DEADLINE CMD...: CMD in its own session (setsid: a new
+# session whose id is CMD's pid), marked (SO_FAULTS_CASE), stdout in
+# $tmp/NAME.out, stderr in $tmp/NAME.err. After DEADLINE seconds every
+# process of the case is killed and st is 124. The case's pid is in
+# $case_pid while it runs (fault_start / fault_wait split the two halves for
+# cases that act on the running job).
+fault_start() {
+  local name=$1
+  shift
+  out=$tmp/$name.out err=$tmp/$name.err
+  mkdir -p "$shm/$name"
+  marker=$family.$$.$name
+  t0=$(now)
+  SO_FAULTS_CASE=$marker OMPI_MCA_btl_vader_backing_directory=$shm/$name \
+    OMPI_MCA_osc_sm_backing_directory=$shm/$name setsid -w "$@" >"$out" 2>"$err" &
+  case_pid=$!
+  sid=$case_pid
+}
+
+fault_wait() {
+  local deadline=$1 end
+  end=$(awk -v a="$t0" -v b="$deadline" 'BEGIN { printf "%.3f", a + b }')
+  while ! ended "$case_pid"; do
+    if awk -v a="$(now)" -v b="$end" 'BEGIN { exit !(a > b) }'; then
+      kill_case
+      { wait "$case_pid"; } 2>/dev/null
+      st=124
+      took=$(since "$t0")
+      t_end=$(now)
+      echo "   (killed at the ${deadline} s deadline; last output: $(tail -c 300 "$err" | tr '\n' ' '))"
+      return
+    fi
+    sleep 0.05
+  done
+  wait "$case_pid"
+  st=$?
+  took=$(since "$t0")
+  t_end=$(now)
+}
+
+# signal_case SIG PIDS...: sends SIG and notes when (t_sig), for expect_after_signal.
+signal_case() {
+  local sig=$1
+  shift
+  t_sig=$(now)
+  kill -"$sig" "$@" 2>/dev/null
+}
+
+# The case ended less than SECONDS after the last signal_case.
+expect_after_signal() {
+  local name=$1 secs=$2 d
+  d=$(awk -v a="$t_end" -v b="$t_sig" 'BEGIN { printf "%.2f", a - b }')
+  awk -v a="$d" -v b="$secs" 'BEGIN { exit !(a < b) }' && ok "$name: ended $d s after the signal (< $secs s)" ||
+    bad "$name: ended $d s after the signal, want < $secs s"
+}
+
+fault_run() {
+  local name=$1 deadline=$2
+  shift 2
+  fault_start "$name" "$@"
+  fault_wait "$deadline"
+}
+
+expect_status() {
+  local name=$1 c
+  shift
+  for c in "$@"; do
+    [ "$st" = "$c" ] && { ok "$name: exit $st"; return 0; }
+  done
+  bad "$name: exit $st, want $*: $(tail -c 400 "$err")"
+  return 1
+}
+
+# The message on stderr: exactly one line, matching REGEX (grep -E).
+expect_line() {
+  local name=$1 re=$2 n
+  n=$(grep -c '' "$err")
+  if [ "$n" -eq 1 ] && grep -qE -- "$re" "$err"; then
+    ok "$name: one line: $(cat "$err")"
+  else
+    bad "$name: want one line matching /$re/, got $n: $(head -c 600 "$err")"
+  fi
+}
+
+# Some line of stderr matches REGEX (for MPI jobs, where the launcher adds its own lines).
+expect_msg() {
+  local name=$1 re=$2
+  grep -qE -- "$re" "$err" && ok "$name: says $(grep -E -- "$re" "$err" | head -1)" ||
+    bad "$name: no line matching /$re/ in: $(head -c 600 "$err")"
+}
+
+expect_within() {
+  local name=$1 secs=$2
+  awk -v a="$took" -v b="$secs" 'BEGIN { exit !(a < b) }' && ok "$name: ended in $took s (< $secs s)" ||
+    bad "$name: took $took s, want < $secs s"
+}
+
+# No process of the case, no file in its shared-memory directory, no
+# namespace of the suite's emulated cluster. Leftover processes are killed
+# (and reported).
+expect_clean() {
+  local name=$1 left files ns=
+  for _ in $(seq 50); do
+    left=$(case_procs)
+    [ -z "$left" ] && break
+    sleep 0.1
+  done
+  files=$(ls -A "$shm/$name" 2>/dev/null | tr '\n' ' ')
+  ns=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$SCALEOUT_CLUSTER-" | tr '\n' ' ')
+  if [ -z "$left" ] && [ -z "$files" ] && [ -z "$ns" ]; then
+    ok "$name: nothing left behind"
+  else
+    bad "$name: left behind: processes [$left] /dev/shm [$files] netns [$ns]"
+    [ -n "$left" ] && ps -o pid,stat,args -p "${left// /,}" | head -5
+    kill_case
+  fi
+  rm -rf "${shm:?}/$name"
+  sid=
+}
+
+# fault_case NAME DEADLINE CODE REGEX CMD...: one command, every check. The
+# time bound is the deadline (a case that needs a tighter one checks it itself).
+fault_case() {
+  local name=$1 deadline=$2 code=$3 re=$4
+  shift 4
+  fault_run "$name" "$deadline" "$@"
+  expect_status "$name" "$code"
+  expect_line "$name" "$re"
+  expect_within "$name" "$deadline"
+  expect_clean "$name"
+}
+
+fault_finish() {
+  echo "$family: $pass passed, $fail failed"
+  [ "$fail" -eq 0 ]
+  exit $?
+}
