@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "scaleout/group.h"
+
 typedef enum {
     SO_COMPRESS_NONE,
     SO_COMPRESS_FP16,
@@ -144,9 +146,70 @@ void so_compress_psgd_init(float *Qt, size_t cols, int r, uint64_t key);
 /* ---- whole-buffer helpers --------------------------------------------------------- */
 /* dst[i] += src[i]. */
 void so_compress_add(float *dst, const float *src, size_t n);
-/* dst[i] = a[i] - b[i]. */
+/* dst[i] = a[i] - b[i] (dst may be a or b). */
 void so_compress_sub(float *dst, const float *a, const float *b, size_t n);
 /* Which code the hot loops run: "avx2" or "scalar" (SCALEOUT_MAX_ISA lowers it). */
 const char *so_compress_kernel(void);
+
+/* ---- the compressed average of gradient buckets over a process group -------------
+ * A compressor holds what a method keeps between steps: the error-feedback
+ * residual (one float per gradient value, by offset in the flat buffer, so
+ * re-planned buckets keep it), PowerSGD's Q of every matrix (warm start), and
+ * per bucket the messages in flight. Each submit compresses one bucket on the
+ * calling thread, starts its collectives on g and chains the decoding (and
+ * PowerSGD's second allreduce) as continuations, so buckets overlap backward;
+ * wait returns when every bucket holds the average over g's ranks of what
+ * they sent, decompressed and summed in FP32 in rank order (the same bits on
+ * every rank). With error feedback, the bucket is first corrected by the
+ * residual and the residual becomes corrected - sent (sent: this rank's
+ * decompressed message; PowerSGD: the averaged approximation, as torch). */
+typedef struct so_compressor so_compressor;
+
+/* A weight tensor viewed as a matrix: floats [off, off + rows x cols) of the
+ * flat buffer (a conv weight OIHW as O x IHW, a dense (out, in)). */
+typedef struct {
+    size_t off, rows, cols;
+} so_compress_matrix;
+
+typedef struct {
+    so_compress_spec spec;
+    int error_feedback;            /* 1 on, 0 off, -1 the method's default (so_compress_biased) */
+    size_t n;                      /* floats of the flat gradient buffer */
+    const so_compress_matrix *mats; /* powersgd: the weight matrices, ascending and disjoint (copied) */
+    int nmats;
+    uint64_t seed;                 /* rand-k's shared indices, QSGD's draws, PowerSGD's first Q */
+} so_compressor_config;
+
+/* What a compressor did so far: the bytes this rank contributed to the
+ * collectives (the message sizes of the formulas above, what an allgather
+ * sends once), the bytes a dense FP32 allreduce would have contributed, and
+ * the seconds spent encoding (calling thread) and decoding (continuations). */
+typedef struct {
+    double bytes_sent, bytes_dense;
+    double encode_seconds, decode_seconds;
+    long buckets;
+} so_compressor_stats;
+
+/* SO_EINVAL (none and auto have no compressor; a matrix outside n), SO_ENOMEM. */
+int so_compressor_create(const so_compressor_config *c, so_compressor **out);
+void so_compressor_destroy(so_compressor *c); /* accepts NULL; nothing may be in flight */
+/* Starts the average of grads[lo, hi) over g, in place (grads[lo, hi) is the
+ * communication's until wait). bucket: the same id on every rank for the same
+ * slice, at most one submit per bucket between waits; step: the optimizer
+ * step (rand-k's and QSGD's draws, PowerSGD's START_STEP). Ranks submit the
+ * same buckets in the same order. */
+int so_compressor_submit(so_compressor *c, so_group *g, float *grads, size_t lo, size_t hi, int bucket, long step);
+/* Waits for every submitted bucket; *waited = seconds blocked (may be NULL). */
+int so_compressor_wait(so_compressor *c, so_group *g, double *waited);
+/* Whether error feedback is on, and the residual (n floats; NULL when off),
+ * for checkpoints: written and restored as it is. */
+int so_compressor_error_feedback(const so_compressor *c);
+float *so_compressor_residual(so_compressor *c);
+void so_compressor_stats_get(const so_compressor *c, so_compressor_stats *out);
+/* The bytes one rank contributes for a bucket of n floats holding the
+ * matrices mats (powersgd) among ranks: the formulas above (tests check the
+ * counters against it, the predictor prices a method by it). */
+double so_compress_bucket_bytes(const so_compress_spec *s, size_t n, const so_compress_matrix *mats, int nmats,
+                                int ranks, long step);
 
 #endif

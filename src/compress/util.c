@@ -149,14 +149,20 @@ void so_compress_sparse_zero(float *dst, const uint32_t *idx, size_t k)
         dst[idx[j]] = 0;
 }
 
-SO_VEC_CLONES void so_compress_add(float *restrict dst, const float *restrict src, size_t n)
+/* The clones stay static behind exported names: clang 14 gives a
+ * target_clones function no external symbol. */
+SO_VEC_CLONES static void add_loop(float *restrict dst, const float *restrict src, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         dst[i] += src[i];
 }
 
-SO_VEC_CLONES void so_compress_sub(float *restrict dst, const float *restrict a, const float *restrict b, size_t n)
+SO_VEC_CLONES static void sub_loop(float *dst, const float *a, const float *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         dst[i] = a[i] - b[i];
 }
+
+void so_compress_add(float *dst, const float *src, size_t n) { add_loop(dst, src, n); }
+
+void so_compress_sub(float *dst, const float *a, const float *b, size_t n) { sub_loop(dst, a, b, n); }
