@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzz smoke test for the data, checkpoint, tuning-table, pipeline-partition
+# Fuzz smoke test for the data, checkpoint, tuning-table, pipeline-partition, --compress
 # and predict-profile parsers and the TCP transports' handshake and framing:
 # configures a clang build of the libFuzzer targets under the ctest binary
 # dir, seeds each with a valid tiny
@@ -24,7 +24,7 @@ rm -f "${TMPDIR:-/tmp}/so_fuzz_probe.$$"
 mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
-targets=(idx cifar prof_json manifest safetensors tuning partition predict_profile tcp_hello tcp_frame)
+targets=(idx cifar prof_json manifest safetensors tuning partition predict_profile tcp_hello tcp_frame compress_spec)
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}" \
   >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; exit 1; }
@@ -111,6 +111,11 @@ printf '\x11\x9a\x7c\x5c\x01\x00\x00\x00\x01\x02\x03\x04\x05\x06\x07\x08' >"$wor
   printf 'soTM\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x02xy'; } >"$work/corpus/tcp_frame/mesh"
 { printf '\x01\x00\x04'; printf 'soTR\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04abcd'
   printf 'soTR\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x04efgh'; } >"$work/corpus/tcp_frame/ring"
+
+# --compress specs, one per method and a few refused.
+for spec in none fp16 topk:0.01 randk:0.5 qsgd:4:256 sign powersgd:2:10 auto topk:1.5 qsgd:17; do
+  printf '%s' "$spec" >"$work/corpus/compress_spec/${spec//:/_}"
+done
 
 status=0
 for target in "${targets[@]}"; do

@@ -94,6 +94,9 @@ int so_compress_parse(const char *text, so_compress_spec *out)
     *out = (so_compress_spec){.method = SO_COMPRESS_NONE, .ratio = 1, .block = SO_QSGD_DEFAULT_BLOCK};
     if (!text || !*text)
         return FAIL("empty method (none, fp16, bf16, topk:R, randk:R, qsgd:B[:D], sign, powersgd:r[:S], auto)");
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        if (*p < 0x20 || *p >= 0x7f) /* messages quote the text: keep them one printable line */
+            return FAIL("byte 0x%02x at offset %zu is not a printable character", *p, (size_t)(p - (const unsigned char *)text));
     const char *colon = strchr(text, ':');
     size_t len = colon ? (size_t)(colon - text) : strlen(text);
     const char *arg = colon ? colon + 1 : NULL;
@@ -122,8 +125,13 @@ int so_compress_format(const so_compress_spec *s, char *buf, size_t size)
     const char *name = so_compress_method_name(s->method);
     switch (s->method) {
     case SO_COMPRESS_TOPK:
-    case SO_COMPRESS_RANDK:
-        return snprintf(buf, size, "%s:%g", name, s->ratio);
+    case SO_COMPRESS_RANDK: {
+        char r[32]; /* "0.01" where that reads back exactly, else all 17 digits */
+        snprintf(r, sizeof r, "%g", s->ratio);
+        if (strtod(r, NULL) != s->ratio)
+            snprintf(r, sizeof r, "%.17g", s->ratio);
+        return snprintf(buf, size, "%s:%s", name, r);
+    }
     case SO_COMPRESS_QSGD:
         return snprintf(buf, size, "%s:%d:%d", name, s->bits, s->block);
     case SO_COMPRESS_POWERSGD:
