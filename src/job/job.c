@@ -46,6 +46,7 @@ void so_job_defaults(so_job_config *c)
                          .optimizer = "momentum", .lr = 0.01f, .momentum = 0.9f, .lr_schedule = "constant",
                          .lr_step_epochs = 30, .lr_gamma = 0.1f, .epochs = 1, .eval_every = 1, .accumulate = 1,
                          .warmup_steps = 10, .strategy = "data", .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
+                         .compress = "none", .error_feedback = -1,
                          .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300, .microbatches = 1,
                          .schedule = "1f1b", .partition = "auto", .placement = "stage-major",
                          .ckpt = {.mode = "scaleout", .on_error = "continue", .keep = 2, .flush_every = 10},
@@ -68,13 +69,13 @@ static void config_text(const so_job_config *a, const so_graph *g, char *buf, si
              "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n"
              "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\npipeline_stages=%d\nmicrobatches=%d\n"
              "pipeline_schedule=%s\nvirtual_stages=%d\npartition=%s\nplacement=%s\nmax_memory=%.0f\n"
-             "clip_norm=%g\n",
+             "clip_norm=%g\ncompress=%s\nerror_feedback=%d\n",
              SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
              a->conv_algo, a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum,
              a->weight_decay, a->lr_schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn,
              bucket, a->first_bucket_mb, a->allreduce, a->overlap, a->pipeline_stages, a->microbatches,
              a->schedule ? a->schedule : "", a->virtual_stages > 1 ? a->virtual_stages : 1, a->partition ? a->partition : "", a->placement ? a->placement : "",
-             a->max_memory, (double)a->clip_norm);
+             a->max_memory, (double)a->clip_norm, a->compress ? a->compress : "none", a->error_feedback);
 }
 
 static int train_config(const so_job_config *a, so_loader *train, int world, so_train_config *c)
@@ -86,6 +87,10 @@ static int train_config(const so_job_config *a, so_loader *train, int world, so_
     c->eval_every = a->eval_every;
     c->accumulate = a->accumulate;
     c->clip_norm = a->clip_norm;
+    c->error_feedback = a->error_feedback;
+    c->compress_seed = (uint64_t)a->seed;
+    if (so_compress_parse(a->compress ? a->compress : "none", &c->compress))
+        return so_err(SO_EINVAL, "%s", so_errmsg());
     c->throughput_skip = a->warmup_steps;
     c->overlap = a->overlap;
     c->sync_bn = a->sync_bn;
