@@ -9,6 +9,8 @@ PACKAGES=(
   # scaleout.pc for examples/Makefile and tests/install.sh.
   build-essential cmake pkg-config
   libdnnl-dev zlib1g-dev libcmocka-dev
+  # JPEG decoding of image data sets (--dataset imagefolder|tfrecord, docs/DATA.md)
+  libturbojpeg0-dev
   openmpi-bin libopenmpi-dev mpich libmpich-dev
   dataset-fashion-mnist
   clang libclang-rt-dev libomp-dev

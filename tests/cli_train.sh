@@ -73,15 +73,18 @@ PY
   then ok; else bad "synthetic run JSON invalid"; fi
 else bad "synthetic run failed: $(tail -3 "$tmp/out")"; fi
 
-# A few hundred steps on real Fashion-MNIST lower the loss clearly.
+# A few hundred steps on real Fashion-MNIST lower the loss clearly. With
+# PyTorch's initialisation (the default, --init torch) the first steps learn
+# more slowly than with He's: PyTorch 1.13 itself averages a loss of 0.99-1.15
+# over these 300 steps and reaches 0.70-0.78 accuracy (seeds 42, 1, 2).
 data=/usr/share/datasets/fashion-mnist
 if [ -f "$data/train-images-idx3-ubyte.gz" ]; then
   if "$bin" train --model lenet5 --steps 300 --batch-size 64 --eval-every 0 --json "$tmp/f.json" \
        --progress none >"$tmp/out" 2>&1 &&
      /usr/bin/python3 -c "
 import json,sys; r=json.load(open('$tmp/f.json'))
-assert r['final_loss'] < 0.9, r['final_loss']
-assert r['test_accuracy'] > 0.70, r['test_accuracy']
+assert r['final_loss'] < 1.3, r['final_loss']
+assert r['test_accuracy'] > 0.65, r['test_accuracy']
 "; then ok; else bad "fashion-mnist 300 steps did not learn: $(tail -3 "$tmp/out")"; fi
 else
   echo "skipped: Fashion-MNIST not installed"

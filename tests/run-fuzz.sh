@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fuzz smoke test for the data, checkpoint, tuning-table, pipeline-partition, --compress
-# and predict-profile parsers and the TCP transports' handshake and framing:
+# Fuzz smoke test for the data (IDX, CIFAR, TFRecord, tf.train.Example, the
+# JPEG path), checkpoint, tuning-table, pipeline-partition, predict-profile and
+# --compress parsers and the TCP transports' handshake and framing:
 # configures a clang build of the libFuzzer targets under the ctest binary
 # dir, seeds each with a valid tiny
 # input, runs it for FUZZ_SECONDS (20) and fails on any crash. Exits 77 (skip)
@@ -24,7 +25,9 @@ rm -f "${TMPDIR:-/tmp}/so_fuzz_probe.$$"
 mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
-targets=(idx cifar prof_json manifest safetensors tuning partition predict_profile tcp_hello tcp_frame compress_spec)
+targets=(idx cifar prof_json manifest safetensors tuning partition predict_profile tcp_hello tcp_frame tfrecord example
+  compress_spec)
+if [ -f /usr/include/turbojpeg.h ]; then targets+=(jpeg); fi
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}" \
   >"$work/build.log" 2>&1 ||
   { cat "$work/build.log"; exit 1; }
@@ -111,6 +114,31 @@ printf '\x11\x9a\x7c\x5c\x01\x00\x00\x00\x01\x02\x03\x04\x05\x06\x07\x08' >"$wor
   printf 'soTM\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x00\x02xy'; } >"$work/corpus/tcp_frame/mesh"
 { printf '\x01\x00\x04'; printf 'soTR\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x04abcd'
   printf 'soTR\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x04efgh'; } >"$work/corpus/tcp_frame/ring"
+
+# A TFRecord of two Examples, one Example, and small JPEGs (colour 4:2:0,
+# greyscale, progressive) behind the transform-selecting byte.
+mkdir -p "$work/corpus/tfrecord" "$work/corpus/example" "$work/corpus/jpeg"
+/usr/bin/python3 - "$src/bench" "$work/corpus" <<'PY'
+import io, sys
+sys.path.insert(0, sys.argv[1])
+import image_tree as it
+out = sys.argv[2]
+ex = [it.example([("image/encoded", it.feature_bytes(b"\xff\xd8\xff\xe0 jpeg")),
+                  ("image/class/label", it.feature_int64(k + 1))]) for k in range(2)]
+open(out + "/example/one", "wb").write(ex[0])
+open(out + "/tfrecord/two", "wb").write(b"".join(it.frame(e) for e in ex))
+try:
+    from PIL import Image
+    img = Image.new("RGB", (37, 23))
+    img.putdata([((x * 7) % 256, (y * 11) % 256, (x * y) % 256) for y in range(23) for x in range(37)])
+    for name, im, kw in (("rgb", img, {}), ("grey", img.convert("L"), {}), ("prog", img, {"progressive": True})):
+        b = io.BytesIO()
+        im.save(b, "JPEG", quality=90, **kw)
+        for mode in (0, 3):
+            open("%s/jpeg/%s%d" % (out, name, mode), "wb").write(bytes([mode]) + b.getvalue())
+except ImportError:
+    pass
+PY
 
 # --compress specs, one per method and a few refused.
 for spec in none fp16 topk:0.01 randk:0.5 qsgd:4:256 sign powersgd:2:10 auto topk:1.5 qsgd:17; do

@@ -250,7 +250,11 @@ static so_model *open_model(const tcase *tc, const char *backend)
 {
     skip_without_winograd(tc, backend);
     so_model *m = NULL;
-    so_model_opts o = {.backend = backend, .batch = BATCH, .seed = 42, .conv_algo = tc->algo};
+    /* He's initialisation: the finite-difference step and kink test below
+     * were set for its activation scale. With PyTorch's (3x smaller weights)
+     * more ReLU and max-pool inputs sit within the step of a kink, and a few
+     * undetected ones show up as 4% disagreements (LeNet's c1). */
+    so_model_opts o = {.backend = backend, .batch = BATCH, .seed = 42, .conv_algo = tc->algo, .init = SO_INIT_HE};
     int rc = so_model_create_opts(build(tc), &o, &m);
     if (rc == SO_EUNSUP)
         return NULL;

@@ -13,17 +13,12 @@
 
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
+#include "scaleout/crc32c.h"
 #include "scaleout/train.h"
 
 #define SO_CKPT_VERSION 1
 
-/* ---- CRC32C (Castagnoli, iSCSI / RFC 3720) ----------------------------------
- * crc = so_crc32c(0, buf, n) for a whole buffer; chained calls continue it:
- * so_crc32c(so_crc32c(0, a, na), b, nb) == CRC of a followed by b. Uses the
- * SSE4.2 crc32 instruction when the CPU has it, a table otherwise. */
-uint32_t so_crc32c(uint32_t crc, const void *buf, size_t n);
-/* The portable table version (tests compare the two). */
-uint32_t so_crc32c_sw(uint32_t crc, const void *buf, size_t n);
+/* CRC32C (so_crc32c, so_crc32c_sw) lives in core: scaleout/crc32c.h. */
 
 /* ---- manifest ----------------------------------------------------------------
  * One shard file = a slice [rep_off, rep_off + rep_len) of the replicated

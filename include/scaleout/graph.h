@@ -145,4 +145,13 @@ int so_graph_needs_diff(const so_graph *g, int i, int slot);
 
 const char *so_op_name(so_op op);
 
+/* What `--init torch` means for this graph (scaleout/model.h): PyTorch's
+ * module defaults, or the torchvision model's own initialisation where its
+ * constructor overrides them (ResNet: conv weights kaiming_normal fan_out;
+ * VGG: the same with zero conv biases and Linear N(0, 0.01), zero biases).
+ * The zoo's builders set it; new graphs have SO_TORCH_INIT_MODULES. */
+typedef enum { SO_TORCH_INIT_MODULES, SO_TORCH_INIT_RESNET, SO_TORCH_INIT_VGG } so_torch_init;
+void so_graph_set_torch_init(so_graph *g, so_torch_init how);
+so_torch_init so_graph_torch_init(const so_graph *g);
+
 #endif

@@ -100,6 +100,21 @@ typedef struct {
     const so_train_hooks *hooks;
     /* Recorded in profile.json (e.g. the build's git commit); may be NULL. */
     const char *build_id;
+    /* Image data sets, dataset "imagefolder" or "tfrecord" (scaleout/data.h,
+     * docs/DATA.md): torchvision's transforms and how they are streamed. */
+    struct {
+        int image_size;          /* output side (224) */
+        int resize;              /* eval: shorter side before the centre crop (0: image_size * 256 / 224) */
+        float scale_min, scale_max; /* RandomResizedCrop's area range */
+        int label_offset;        /* tfrecord: subtracted from stored labels (1) */
+        int no_augment;          /* train with the eval transform */
+        int decode_threads;      /* threads decoding per rank */
+        const char *dct_scale;   /* JPEG DCT scaling: train, all or off */
+        int strict;              /* an unreadable image stops the run */
+        const char *stage_local; /* node-local copy of what each rank reads (NULL: off) */
+        const char *index;       /* the index file (NULL: DATA_DIR/scaleout.idx when present) */
+    } image;
+    const char *init;            /* parameter initialisation: torch, he or glorot */
 } so_job_config;
 
 /* The defaults of `scaleout train`: LeNet-5 on Fashion-MNIST from
@@ -137,6 +152,10 @@ int so_job_failed_elsewhere(const so_job *j);
  * (MPI_Abort); on one process it returns and the caller reports msg. The one fatal path: other ranks may be inside a
  * collective that will never complete. */
 void so_job_abort(so_job *j, int code, const char *msg);
+
+/* What the training loader did (so_loader_get_stats; zeros for data sets
+ * held in memory), this rank. */
+void so_job_data_stats(const so_job *j, so_loader_stats *out);
 
 /* The parts, for callers that look inside (reports, benchmarks). */
 so_model *so_job_model(const so_job *j);

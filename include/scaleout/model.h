@@ -47,6 +47,19 @@ typedef struct {
     char impl[SO_NPROPS][48];
 } so_conv_kernels;
 
+/* How parameters start (--init):
+ * - SO_INIT_TORCH (the default): as PyTorch does, so its recipes transfer:
+ *   Conv2d and Linear weights kaiming_uniform(a = sqrt(5)), i.e. uniform in
+ *   +-1/sqrt(fan_in), biases uniform in +-1/sqrt(fan_in); batchnorm weight 1,
+ *   bias 0; and where a torchvision model overrides that, its own scheme
+ *   (so_graph_torch_init: ResNet and VGG).
+ * - SO_INIT_HE: He normal (std sqrt(2/fan_in)) weights for ReLU networks,
+ *   Glorot uniform otherwise; zero biases (scaleout's scheme before).
+ * - SO_INIT_GLOROT: Glorot uniform (+-sqrt(6/(fan_in+fan_out))) weights, zero biases. */
+typedef enum { SO_INIT_TORCH, SO_INIT_HE, SO_INIT_GLOROT } so_init_scheme;
+/* "torch", "he" or "glorot"; SO_EINVAL names --init otherwise. */
+int so_init_parse(const char *name, so_init_scheme *out);
+
 typedef struct so_model_opts {
     const char *backend;         /* "onednn" or "ref" */
     int batch;
@@ -66,6 +79,7 @@ typedef struct so_model_opts {
      * Called by the backend's create. NULL: every recv node plain. */
     int (*recv_layout)(void *ctx, int node, const void **desc, size_t *len);
     void *recv_layout_ctx;
+    so_init_scheme init;         /* parameter initialisation (0: SO_INIT_TORCH) */
 } so_model_opts;
 
 typedef struct so_model {
@@ -94,12 +108,13 @@ typedef struct so_model {
     void *recv_layout_ctx;
     void **slots;                /* backend states of so_model_set_slots (slots[0] is the first bs) */
     int nslots;
+    so_init_scheme init;         /* from so_model_opts; so_model_init_params uses it */
 } so_model;
 
 /* Takes ownership of the finalized graph `g` (destroyed on failure too),
- * allocates the buffers, initialises parameters from `seed` (He for ReLU
- * networks, Glorot otherwise; biases 0; batchnorm gamma 1, beta 0, running
- * var 1) and creates the backend ("ref" or "onednn") for `batch` samples. */
+ * allocates the buffers, initialises parameters from `seed` (PyTorch's
+ * scheme, SO_INIT_TORCH; batchnorm running var 1) and creates the backend
+ * ("ref" or "onednn") for `batch` samples. */
 int so_model_create(so_graph *g, const char *backend, int batch, uint64_t seed, so_model **out);
 /* The same with every option (so_model_create = conv_algo AUTO). */
 int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out);
@@ -112,6 +127,8 @@ void so_model_init_params(so_model *m, uint64_t seed);
  * and so_graph_nbufs floats): a pipeline stage takes its slice of the whole
  * model's initial values, so every partition starts where one process does. */
 void so_graph_init_params(const so_graph *g, uint64_t seed, float *params, float *bufs);
+/* The same with a scheme other than SO_INIT_TORCH. */
+void so_graph_init_params_with(const so_graph *g, so_init_scheme scheme, uint64_t seed, float *params, float *bufs);
 
 /* Micro-batches in flight (pipeline schedules): n backend states over the
  * same parameters, gradients and running statistics, each holding one

@@ -24,7 +24,7 @@ typedef struct {
     float bucket_mb;
 } bt_args;
 
-static const char *const datasets[] = {"synthetic", "fashion-mnist", "mnist", "cifar10", NULL};
+static const char *const datasets[] = {"synthetic", "fashion-mnist", "mnist", "cifar10", "imagefolder", "tfrecord", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
 
 #define SUMMARY                                                                                              \
@@ -42,7 +42,9 @@ static int parse(bt_args *a, int argc, char **argv)
         {"model", OPT_STR, &a->cfg.model, "NAME", "model from the zoo (see `scaleout models`)", 0, -1, NULL},
         {"batch-size", OPT_INT, &a->cfg.batch, "N", "samples per step on each rank", 1, 1 << 20, NULL},
         {"synthetic", OPT_FLAG, &a->synthetic, NULL, "random data in memory (the default without --data-dir)", 0, -1, NULL},
-        {"data-dir", OPT_STR, &a->cfg.data_dir, "DIR", "real data from DIR (--dataset, default fashion-mnist)", 0, -1, NULL},
+        {"data-dir", OPT_STR, &a->cfg.data_dir, "DIR", "real data from DIR (--dataset; default: imagefolder or tfrecord when DIR is one, else fashion-mnist)", 0, -1, NULL},
+        {"decode-threads", OPT_INT, &a->cfg.image.decode_threads, "N", "image data sets: decoding threads per rank", 1, 256, NULL},
+        {"image-size", OPT_INT, &a->cfg.image.image_size, "S", "image data sets: crop side", 1, 4096, NULL},
         {"dataset", OPT_CHOICE, &a->cfg.dataset, "NAME", "data set", 0, -1, datasets},
         {"synthetic-samples", OPT_INT, &a->cfg.synthetic_samples, "N", "synthetic data set size (default 32 batches)", 0, 1 << 30, NULL},
         {"num-warmup-batches", OPT_INT, &a->warmup, "N", "untimed steps first", 0, 1 << 30, NULL},
@@ -67,6 +69,8 @@ static int parse(bt_args *a, int argc, char **argv)
         return rc;
     if (a->synthetic && a->cfg.data_dir)
         return cli_error("bench train", CLI_USAGE, "--synthetic and --data-dir exclude each other");
+    if (!a->cfg.dataset && a->cfg.data_dir) /* tf_cnn_benchmarks' --data_dir: ImageNet as it is stored */
+        a->cfg.dataset = cli_image_kind(a->cfg.data_dir);
     if (!a->cfg.dataset)
         a->cfg.dataset = a->cfg.data_dir ? "fashion-mnist" : "synthetic";
     if (strcmp(a->cfg.dataset, "synthetic") && !a->cfg.data_dir)

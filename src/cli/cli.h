@@ -81,10 +81,17 @@ int cmd_report(int argc, char **argv); /* HTML / text report of profile.json fil
 int cmd_ckpt(int argc, char **argv); /* ckpt list|verify|export DIR */
 int cmd_predict(int argc, char **argv); /* data-parallel scaling from measured layers + cost model */
 int cmd_plan(int argc, char **argv);    /* pipeline partition of a model: stages, crossing tensors, bubble */
+int cmd_data(int argc, char **argv);    /* image data sets: data index|bench|ls DIR */
+/* "imagefolder" when DIR/train is a directory, "tfrecord" when DIR holds
+ * train-*-of-* shards, else NULL. */
+const char *cli_image_kind(const char *dir);
 
 /* --bucket-mb of train and predict: "auto" (*mb = -1) or MiB in [0.001, 4096];
  * else one line naming the flag and CLI_USAGE. */
 int cli_parse_bucket_mb(const char *cmd, const char *arg, double *mb);
+/* --crop-scale "MIN[,MAX]" (MAX default 1) with 0 < MIN <= MAX <= 1; else one
+ * line naming the flag and CLI_USAGE. */
+int cli_parse_crop_scale(const char *cmd, const char *arg, float *lo, float *hi);
 /* Bytes with an optional K/M/G (binary) suffix; 0 or -1. */
 int cli_parse_bytes(const char *s, size_t *out);
 /* --max-memory of train and plan, one rule for both: a size above 0 (with an

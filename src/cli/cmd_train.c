@@ -2,6 +2,7 @@
  * library sets up and trains on one process or as one rank of an MPI job;
  * this file prints progress and results (rank 0), writes the --json summary
  * and picks the exit status. Bad input exits 2 before training starts. */
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,12 +23,14 @@
  * this command's own or need a conversion (to_config). */
 typedef struct {
     so_job_config cfg;
-    const char *json, *progress, *scale_lr, *dump_params, *bucket_mb_arg, *max_memory, *error_feedback;
+    const char *json, *progress, *scale_lr, *dump_params, *bucket_mb_arg, *max_memory, *error_feedback, *crop_scale;
     float stall_warning, comm_timeout;
     int no_overlap, no_pin;
 } train_args;
 
-static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
+static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", "imagefolder", "tfrecord", NULL};
+static const char *const inits[] = {"torch", "he", "glorot", NULL};
+static const char *const dct_modes[] = {"train", "all", "off", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
 static const char *const schedules[] = {"constant", "step", "cosine", NULL};
 static const char *const progress_modes[] = {"auto", "bar", "lines", "plain", "none", NULL};
@@ -73,6 +76,12 @@ static int compresses(const void *p)
     const char *m = ((const train_args *)p)->cfg.compress;
     return m && strcmp(m, "none");
 }
+static int image_data(const void *p)
+{
+    const char *d = ((const train_args *)p)->cfg.dataset;
+    return !strcmp(d, "imagefolder") || !strcmp(d, "tfrecord");
+}
+static int tfrecord(const void *p) { return !strcmp(((const train_args *)p)->cfg.dataset, "tfrecord"); }
 
 static const cli_need train_needs[] = {
     {"microbatches", microbatched, "--pipeline-stages P (P > 1)"},
@@ -94,6 +103,16 @@ static const cli_need train_needs[] = {
     {"synthetic-samples", synthetic, "--dataset synthetic"},
     {"data-dir", real_data, "a --dataset read from files (not synthetic)"},
     {"error-feedback", compresses, "--compress METHOD (not none)"},
+    {"image-size", image_data, "--dataset imagefolder or tfrecord"},
+    {"resize", image_data, "--dataset imagefolder or tfrecord"},
+    {"crop-scale", image_data, "--dataset imagefolder or tfrecord"},
+    {"no-augment", image_data, "--dataset imagefolder or tfrecord"},
+    {"decode-threads", image_data, "--dataset imagefolder or tfrecord"},
+    {"dct-scale", image_data, "--dataset imagefolder or tfrecord"},
+    {"strict-data", image_data, "--dataset imagefolder or tfrecord"},
+    {"stage-local", image_data, "--dataset imagefolder or tfrecord"},
+    {"data-index", image_data, "--dataset imagefolder or tfrecord"},
+    {"label-offset", tfrecord, "--dataset tfrecord"},
     {NULL, NULL, NULL}};
 
 /* Combinations of values that leave a flag without effect. */
@@ -180,11 +199,25 @@ static int parse(train_args *a, int argc, char **argv)
         {"placement", OPT_CHOICE, &c->placement, "HOW", "stage-major: a replica's stages on neighbouring ranks; replica-major: a stage's replicas", 0, -1, placements},
         {"max-memory", OPT_STR, &a->max_memory, "BYTES", "what each rank may hold by the trainer's accounting (K/M/G suffixes): a rank above it stops the job at set-up; with pipeline stages, --partition auto cuts within it", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &c->ranks_per_node, "K", "emulate nodes of K ranks (checkpoint partners, hier)", 0, 1 << 20, NULL},
+        {"init", OPT_CHOICE, &c->init, "SCHEME", "parameter initialisation: torch (PyTorch's, so its recipes transfer), he, glorot", 0, -1, inits},
+        /* image data sets (--dataset imagefolder|tfrecord, docs/DATA.md) */
+        {"image-size", OPT_INT, &c->image.image_size, "S", "image data sets: crop side (RandomResizedCrop / CenterCrop)", 1, 4096, NULL},
+        {"resize", OPT_INT, &c->image.resize, "R", "image data sets: eval resize of the shorter side (0 = image-size x 256/224)", 0, 8192, NULL},
+        {"crop-scale", OPT_STR, &a->crop_scale, "MIN[,MAX]", "image data sets: RandomResizedCrop's area range (0.08,1)", 0, -1, NULL},
+        {"no-augment", OPT_FLAG, &c->image.no_augment, NULL, "image data sets: train on the eval transform (resize + centre crop)", 0, -1, NULL},
+        {"label-offset", OPT_INT, &c->image.label_offset, "K", "tfrecord: subtracted from stored labels (ImageNet shards are 1-based)", -(1 << 30), 1 << 30, NULL},
+        {"decode-threads", OPT_INT, &c->image.decode_threads, "N", "image data sets: decoding threads per rank", 1, 256, NULL},
+        {"dct-scale", OPT_CHOICE, &c->image.dct_scale, "WHEN", "JPEG DCT-domain downscaling: train crops, all, or off (torchvision's pixels)", 0, -1, dct_modes},
+        {"strict-data", OPT_FLAG, &c->image.strict, NULL, "an unreadable image stops the run instead of being skipped", 0, -1, NULL},
+        {"stage-local", OPT_STR, &c->image.stage_local, "DIR", "copy each rank's samples to node-local DIR in the first epoch, read them there afterwards", 0, -1, NULL},
+        {"data-index", OPT_STR, &c->image.index, "FILE", "index of the image data set (default DATA_DIR/scaleout.idx when present)", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     unsigned char seen[sizeof opts / sizeof *opts] = {0};
     int rc = cli_parse_seen("train", SUMMARY, opts, argc, argv, seen);
     if (!rc)
         rc = cli_parse_bucket_mb("train", a->bucket_mb_arg, &c->bucket_mb);
+    if (!rc && a->crop_scale)
+        rc = cli_parse_crop_scale("train", a->crop_scale, &c->image.scale_min, &c->image.scale_max);
     size_t cap = 0;
     if (!rc && a->max_memory)
         rc = cli_parse_max_memory("train", a->max_memory, &cap);
@@ -310,6 +343,50 @@ static void json_compress(so_json *js, const so_job_config *c, const so_train_re
     so_json_obj_end(js);
 }
 
+/* Seconds of the training steps (without evaluation). */
+static double step_seconds(const so_train_result *r)
+{
+    double t = 0;
+    for (long k = 0; k < r->nstep_seconds; k++)
+        t += r->step_seconds[k];
+    return t;
+}
+
+/* Decode threads that would keep up: the trainer's rate when it does not
+ * wait over one thread's decode rate, with 10% headroom. 0 when unknown. */
+static int threads_needed(const so_train_result *r, const so_loader_stats *ds, int batch)
+{
+    double busy = step_seconds(r) - r->data_wait, images = (double)r->nstep_seconds * batch;
+    if (ds->decoded <= 0 || ds->decode_seconds <= 0 || busy <= 0)
+        return 0;
+    double per_thread = ds->decoded / ds->decode_seconds, need = images / busy;
+    return (int)ceil(1.1 * need / per_thread);
+}
+
+/* "data": the data wait per step and, for image data sets, the decoding. */
+static void write_data_json(so_json *js, const train_args *a, so_job *j, const so_train_result *r)
+{
+    so_loader_stats ds;
+    so_job_data_stats(j, &ds);
+    double steps = step_seconds(r);
+    so_json_obj_begin(js, "data");
+    so_json_num(js, "wait_per_step_seconds", r->nstep_seconds ? r->data_wait / r->nstep_seconds : 0);
+    so_json_num(js, "wait_share", steps > 0 ? r->data_wait / steps : 0);
+    so_json_int(js, "decode_threads", ds.threads);
+    so_json_int(js, "decoded", ds.decoded);
+    so_json_int(js, "skipped", ds.skipped);
+    so_json_num(js, "decode_images_per_sec_per_thread", ds.decode_seconds > 0 ? ds.decoded / ds.decode_seconds : 0);
+    so_json_num(js, "read_bytes", ds.read_bytes);
+    so_json_int(js, "decode_threads_needed", threads_needed(r, &ds, a->cfg.batch * a->cfg.accumulate));
+    so_json_int(js, "loader_memory_bytes", (int64_t)ds.memory_bound);
+    if (a->cfg.image.stage_local) {
+        so_json_num(js, "staged_bytes", ds.staged_bytes);
+        so_json_num(js, "stage_seconds", ds.stage_seconds);
+        so_json_num(js, "local_read_bytes", ds.local_bytes);
+    }
+    so_json_obj_end(js);
+}
+
 static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_result *r, const double *ranks)
 {
     const so_job_config *c = &a->cfg;
@@ -370,6 +447,7 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
         so_json_null(&js, "test_accuracy");
     so_json_num(&js, "wall_seconds", r->wall_seconds);
     so_json_num(&js, "data_wait_seconds", r->data_wait);
+    write_data_json(&js, a, j, r);
     so_json_obj_begin(&js, "phase_seconds");
     so_json_num(&js, "data_wait", r->data_wait);
     so_json_num(&js, "forward", r->forward);
@@ -486,6 +564,35 @@ static void report_pipeline(const so_job_config *c, so_job *j, const so_train_re
         printf("  stage %d: activation memory %.1f MB, message buffers %.1f MB\n", s, act / 1e6, edge / 1e6);
 }
 
+/* The data lines (rank 0's loader): what was decoded, and when the trainer
+ * waited on data for more than 5% of the step, what would stop it. */
+static void report_data(const train_args *a, so_job *j, const so_train_result *r)
+{
+    so_loader_stats ds;
+    so_job_data_stats(j, &ds);
+    double steps = step_seconds(r), share = steps > 0 ? r->data_wait / steps : 0;
+    int batch = a->cfg.batch * a->cfg.accumulate;
+    if (ds.threads > 0)
+        printf("data: %ld images decoded on %d thread(s), %.0f images/s per thread busy; %ld unreadable skipped; "
+               "data wait %.2f ms per step (%.1f%%)\n", ds.decoded, ds.threads,
+               ds.decode_seconds > 0 ? ds.decoded / ds.decode_seconds : 0, ds.skipped,
+               r->nstep_seconds ? 1e3 * r->data_wait / r->nstep_seconds : 0, 100 * share);
+    if (ds.staged_bytes > 0 || ds.local_bytes > 0)
+        printf("stage-local: %.1f MB copied to %s in %.2f s, %.1f MB read back from it\n", ds.staged_bytes / 1e6,
+               a->cfg.image.stage_local, ds.stage_seconds, ds.local_bytes / 1e6);
+    if (share <= 0.05 || r->nstep_seconds < 2)
+        return;
+    int need = threads_needed(r, &ds, batch);
+    if (ds.threads > 0 && need > 0)
+        printf("data wait: the trainer waited on data %.0f%% of the step; decoding ran at %.0f images/s on %d "
+               "thread(s) (%.0f per thread), the trainer takes %.0f images/s: --decode-threads %d would keep up\n",
+               100 * share, ds.decode_seconds > 0 ? ds.decoded / (ds.decode_seconds / ds.threads) : 0, ds.threads,
+               ds.decoded / ds.decode_seconds, (double)r->nstep_seconds * batch / (steps - r->data_wait), need);
+    else
+        printf("data wait: the trainer waited on data %.0f%% of the step (%.2f ms per step)\n", 100 * share,
+               1e3 * r->data_wait / r->nstep_seconds);
+}
+
 static int report(const train_args *a, so_job *j, const so_train_result *r, const double *ranks,
                   const final_params *fp)
 {
@@ -505,6 +612,7 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
         report_comm(j, r, ranks);
     report_pipeline(&a->cfg, j, r);
     report_compress(&a->cfg, r);
+    report_data(a, j, r);
     if (a->cfg.clip_norm > 0)
         printf("clipping: %ld of %ld steps scaled down to global norm %g (last step's norm %.4g)\n", r->clipped_steps,
                r->steps, (double)a->cfg.clip_norm, r->grad_norm);

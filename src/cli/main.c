@@ -38,6 +38,7 @@ static const command commands[] = {
      SIG_END},
     {"plan", cmd_plan, "print a pipeline partition of a model: stages, tensors crossing each cut, bubble", SIG_END},
     {"ckpt", cmd_ckpt, "inspect checkpoints: ckpt list|verify|export DIR", SIG_END},
+    {"data", cmd_data, "image data sets: data index|bench|ls DIR (docs/DATA.md)", SIG_DEFAULT},
 };
 
 /* The line before a watched signal ends the process (on the signal thread:

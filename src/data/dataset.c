@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data_internal.h"
 #include "scaleout/data.h"
 #include "scaleout/err.h"
 #include "scaleout/rng.h"
@@ -54,6 +55,7 @@ void so_dataset_destroy(so_dataset *d)
     free(d->pixels);
     free(d->values);
     free(d->labels);
+    image_source_free(d->images);
     free(d);
 }
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data_internal.h"
 #include "scaleout/data.h"
 #include "scaleout/err.h"
 #include "scaleout/mem.h"
@@ -35,6 +36,8 @@ struct so_loader {
     batch_slot *slots;   /* nslots = prefetch + 1 (one held by the consumer) */
     int nslots;
     double wait;
+    img_stream *stream;  /* image data sets: the decode threads and their ring */
+    int32_t *fixed;      /* fixed_shard: this rank's samples (count) */
 
     /* Producer state, guarded by mu when the thread exists. */
     pthread_t thread;
@@ -185,8 +188,11 @@ static void producer_quiesce(so_loader *l)
 
 static int check_config(const so_dataset *d, const so_loader_config *c)
 {
-    if (!d || !c || d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || !d->labels || (!d->pixels && !d->values))
+    if (!d || !c || d->n < 1 || d->c < 1 || d->h < 1 || d->w < 1 || !d->labels ||
+        (!d->pixels && !d->values && !d->images))
         return so_err(SO_EINVAL, "loader: dataset is empty or incomplete");
+    if (!d->images && (c->decode_threads || c->stage_local || c->fixed_shard))
+        return so_err(SO_EINVAL, "loader: --decode-threads, --stage-local and fixed shards are for image data sets");
     if (d->pixels && !d->values && d->c > 3)
         return so_err(SO_EINVAL, "loader: %d channels, pixel datasets have at most 3", d->c);
     if (c->batch < 1)
@@ -227,6 +233,8 @@ static int alloc_buffers(so_loader *l)
     l->slots = calloc((size_t)l->nslots, sizeof *l->slots);
     if (!l->perm || !l->idx || !l->slots)
         return so_err(SO_ENOMEM, "loader: cannot allocate index tables");
+    if (l->d->images) /* the stream owns the batch buffers */
+        return img_stream_create(l->d, &l->cfg, &l->stream);
     for (int s = 0; s < l->nslots; s++) {
         l->slots[s].x = so_alloc(bx * sizeof(float));
         l->slots[s].y = so_alloc((size_t)l->cfg.batch * sizeof(int32_t));
@@ -267,7 +275,9 @@ int so_loader_create(const so_dataset *d, const so_loader_config *c, so_loader *
     l->nslots = c->prefetch + 1;
     l->epoch = -1;
     build_lut(l);
-    if ((rc = plan_shard(l)) || (rc = alloc_buffers(l)) || (c->prefetch > 0 && (rc = start_thread(l))))
+    if (l->cfg.stage_local)
+        l->cfg.fixed_shard = 1;
+    if ((rc = plan_shard(l)) || (rc = alloc_buffers(l)) || (c->prefetch > 0 && !d->images && (rc = start_thread(l))))
         goto out;
     *out = l;
 out:
@@ -280,6 +290,8 @@ void so_loader_destroy(so_loader *l)
 {
     if (!l)
         return;
+    img_stream_destroy(l->stream);
+    free(l->fixed);
     if (l->has_thread) {
         pthread_mutex_lock(&l->mu);
         l->stop = 1;
@@ -321,23 +333,64 @@ static void make_permutation(so_loader *l, int epoch)
     }
 }
 
+/* fixed_shard: the rank's samples are its DistributedSampler shard of
+ * epoch 0's permutation, every epoch, in an order shuffled per epoch. */
+static int fixed_shard_order(so_loader *l, int epoch)
+{
+    if (!l->fixed) {
+        if (!(l->fixed = malloc((size_t)l->count * sizeof *l->fixed)))
+            return so_err(SO_ENOMEM, "loader: out of memory");
+        make_permutation(l, 0);
+        for (int k = 0; k < l->count; k++)
+            l->fixed[k] = l->perm[l->cfg.rank + (size_t)k * l->cfg.world];
+    }
+    memcpy(l->idx, l->fixed, (size_t)l->count * sizeof *l->idx);
+    if (!l->cfg.shuffle || epoch == 0)
+        return 0;
+    so_rng r;
+    so_rng_seed(&r, so_rng_derive(so_rng_derive(so_rng_derive(l->cfg.seed, STREAM_SHUFFLE), (uint64_t)epoch),
+                                  (uint64_t)l->cfg.rank + 1));
+    for (int i = l->count - 1; i > 0; i--) {
+        int j = (int)so_rng_below(&r, (uint64_t)i + 1);
+        int32_t t = l->idx[i];
+        l->idx[i] = l->idx[j];
+        l->idx[j] = t;
+    }
+    return 0;
+}
+
 int so_loader_start_epoch(so_loader *l, int epoch)
+{
+    return so_loader_start_epoch_at(l, epoch, 0);
+}
+
+int so_loader_start_epoch_at(so_loader *l, int epoch, int first)
 {
     if (!l || epoch < 0)
         return so_err(SO_EINVAL, "so_loader_start_epoch: bad loader or epoch %d", epoch);
+    if (first < 0 || first > l->steps)
+        return so_err(SO_EINVAL, "resume position: batch %d of an epoch of %d", first, l->steps);
     if (l->has_thread)
         producer_quiesce(l);
-    make_permutation(l, epoch);
-    for (int k = 0; k < l->count; k++)
-        l->idx[k] = l->perm[l->cfg.rank + (size_t)k * l->cfg.world];
+    if (l->cfg.fixed_shard) {
+        int rc = fixed_shard_order(l, epoch);
+        if (rc)
+            return rc;
+    } else {
+        make_permutation(l, epoch);
+        for (int k = 0; k < l->count; k++)
+            l->idx[k] = l->perm[l->cfg.rank + (size_t)k * l->cfg.world];
+    }
     l->epoch = epoch;
+    if (l->stream)
+        return img_stream_start(l->stream, epoch, l->idx, l->count, l->steps, first);
     if (!l->has_thread) {
-        l->consumed = 0;
+        l->consumed = first;
         return 0;
     }
     /* Reset the ring under the lock: the idle producer may still wake spuriously. */
     pthread_mutex_lock(&l->mu);
-    l->consumed = l->produced = 0;
+    l->consumed = l->produced = first;
     l->head = l->filled = l->held = 0;
     l->active = 1;
     pthread_cond_signal(&l->to_producer);
@@ -379,6 +432,8 @@ int so_loader_next(so_loader *l, const float **x, const int32_t **y, int *n)
     batch_slot *s = NULL;
     if (!l || l->epoch < 0)
         return so_err(SO_EINVAL, "so_loader_next: call so_loader_start_epoch first");
+    if (l->stream)
+        return img_stream_next(l->stream, x, y, n);
     if (l->has_thread) {
         if (next_prefetched(l, &s) == 0)
             return 0;
@@ -410,5 +465,14 @@ double so_loader_wait_seconds(const so_loader *l)
 {
     if (!l)
         return 0.0;
+    if (l->stream)
+        return img_stream_wait(l->stream);
     return l->wait; /* written only by the consumer thread, inside next() */
+}
+
+void so_loader_get_stats(const so_loader *l, so_loader_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (l && l->stream)
+        img_stream_stats(l->stream, out);
 }

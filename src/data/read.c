@@ -2,7 +2,9 @@
  * .gz, and decoding in memory lets the parsers work on one flat buffer.
  * Detection is by the gzip magic (1f 8b), not by the file name. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -105,7 +107,7 @@ out:
 }
 
 /* Reads the raw bytes of a regular file into a malloc'd buffer. */
-static int read_raw(const char *path, uint8_t **out, size_t *outlen)
+int so_read_file_raw(const char *path, uint8_t **out, size_t *outlen)
 {
     uint8_t *buf = NULL;
     int rc = 0;
@@ -148,7 +150,7 @@ int so_read_file(const char *path, uint8_t **buf, size_t *len)
 {
     uint8_t *raw = NULL;
     size_t rawlen = 0;
-    int rc = read_raw(path, &raw, &rawlen);
+    int rc = so_read_file_raw(path, &raw, &rawlen);
     if (rc)
         return rc;
     if (rawlen >= 2 && raw[0] == 0x1f && raw[1] == 0x8b) {
@@ -158,5 +160,72 @@ int so_read_file(const char *path, uint8_t **buf, size_t *len)
         *buf = raw;
         *len = rawlen;
     }
+    return rc;
+}
+
+int image_read_file(const char *path, uint8_t **buf, size_t *cap, size_t *len, size_t max)
+{
+    int fd, rc;
+    uint64_t size;
+    if ((rc = so_file_open_read(path, &fd, &size)))
+        return rc;
+    if (size > max) {
+        rc = so_err(SO_EFORMAT, "%s: %llu bytes is larger than the %zu-byte limit for one image", path,
+                    (unsigned long long)size, max);
+        goto out;
+    }
+    size_t n = (size_t)size, got = 0;
+    if (n > *cap) {
+        uint8_t *p = realloc(*buf, n);
+        if (!p) {
+            rc = so_err(SO_ENOMEM, "%s: cannot allocate %zu bytes", path, n);
+            goto out;
+        }
+        *buf = p;
+        *cap = n;
+    }
+    while (got < n) {
+        ssize_t r = read(fd, *buf + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            rc = r < 0 ? so_err(SO_EIO, "%s: %s", path, strerror(errno))
+                       : so_err(SO_EFORMAT, "%s: file shrank while reading", path);
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    *len = n;
+out:
+    close(fd);
+    return rc;
+}
+
+int so_write_file_atomic(const char *path, const void *buf, size_t len)
+{
+    char tmp[PATH_MAX];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= sizeof tmp)
+        return so_err(SO_EIO, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return so_err(SO_EIO, "%s: %s", tmp, strerror(errno));
+    const uint8_t *p = buf;
+    size_t done = 0;
+    int rc = 0;
+    while (!rc && done < len) {
+        ssize_t w = write(fd, p + done, len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            rc = so_err(SO_EIO, "%s: %s", tmp, w < 0 ? strerror(errno) : "short write");
+        else
+            done += (size_t)w;
+    }
+    if (close(fd) != 0 && !rc)
+        rc = so_err(SO_EIO, "%s: %s", tmp, strerror(errno));
+    if (!rc && rename(tmp, path) != 0)
+        rc = so_err(SO_EIO, "%s: %s", path, strerror(errno));
+    if (rc)
+        unlink(tmp);
     return rc;
 }

@@ -50,7 +50,10 @@ void so_job_defaults(so_job_config *c)
                          .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300, .microbatches = 1,
                          .schedule = "1f1b", .partition = "auto", .placement = "stage-major",
                          .ckpt = {.mode = "scaleout", .on_error = "continue", .keep = 2, .flush_every = 10},
-                         .prof = {.detail = "layer", .steps = "0:30"}};
+                         .prof = {.detail = "layer", .steps = "0:30"},
+                         .image = {.image_size = 224, .scale_min = 0.08f, .scale_max = 1.0f, .label_offset = 1,
+                                   .decode_threads = 1, .dct_scale = "train"},
+                         .init = "torch"};
 }
 
 /* Everything that must be equal on all ranks, as key=value lines; the
@@ -76,6 +79,11 @@ static void config_text(const so_job_config *a, const so_graph *g, char *buf, si
              bucket, a->first_bucket_mb, a->allreduce, a->overlap, a->pipeline_stages, a->microbatches,
              a->schedule ? a->schedule : "", a->virtual_stages > 1 ? a->virtual_stages : 1, a->partition ? a->partition : "", a->placement ? a->placement : "",
              a->max_memory, (double)a->clip_norm, a->compress ? a->compress : "none", a->error_feedback);
+    size_t used = strlen(buf);
+    snprintf(buf + used, len - used, "init=%s\nimage=%d/%d/%g-%g/%d/%d/%s/%d/%d\n", a->init ? a->init : "torch",
+             a->image.image_size, a->image.resize, a->image.scale_min, a->image.scale_max, a->image.label_offset,
+             a->image.no_augment, a->image.dct_scale ? a->image.dct_scale : "", a->image.strict,
+             a->image.stage_local != NULL);
 }
 
 static int train_config(const so_job_config *a, so_loader *train, int world, so_train_config *c)
@@ -387,6 +395,8 @@ so_optim *so_job_optim(const so_job *j) { return j->parts.opt; }
 so_loader *so_job_train_loader(const so_job *j) { return j->parts.ltrain; }
 so_loader *so_job_test_loader(const so_job *j) { return j->parts.ltest; }
 const so_dataset *so_job_dataset(const so_job *j, int train) { return train ? j->parts.train : j->parts.test; }
+
+void so_job_data_stats(const so_job *j, so_loader_stats *out) { so_loader_get_stats(j ? j->parts.ltrain : NULL, out); }
 const so_dist *so_job_dist(const so_job *j) { return j->dist; }
 const char *so_job_config_text(const so_job *j) { return j->config; }
 

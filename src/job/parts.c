@@ -24,8 +24,38 @@ void parts_free(job_parts *j)
     *j = (job_parts){0};
 }
 
+static int is_image_set(const char *dataset)
+{
+    return !strcmp(dataset, "imagefolder") || !strcmp(dataset, "tfrecord");
+}
+
+/* Both splits of an imagefolder / tfrecord data set, streamed (scaleout/data.h). */
+static int load_images(const so_job_config *a, job_parts *j)
+{
+    so_image_opts o;
+    so_image_opts_defaults(&o);
+    o.image_size = a->image.image_size;
+    o.resize = a->image.resize;
+    o.scale_min = a->image.scale_min;
+    o.scale_max = a->image.scale_max;
+    o.label_offset = a->image.label_offset;
+    o.index = a->image.index;
+    int rc = so_dataset_open_images(a->dataset, a->data_dir, 1, &o, &j->train);
+    if (rc || !so_image_has_split(a->dataset, a->data_dir, 0, &o))
+        return rc; /* no validation split: nothing to evaluate (tf_cnn_benchmarks' training runs) */
+    rc = so_dataset_open_images(a->dataset, a->data_dir, 0, &o, &j->test);
+    if (!rc && j->test->classes > j->train->classes)
+        rc = so_err(SO_EFORMAT, "%s: the validation split has %d classes, the training split %d", a->data_dir,
+                    j->test->classes, j->train->classes);
+    if (!rc)
+        j->test->classes = j->train->classes;
+    return rc;
+}
+
 static int load_data(const so_job_config *a, job_parts *j)
 {
+    if (is_image_set(a->dataset))
+        return load_images(a, j);
     if (strcmp(a->dataset, "synthetic") != 0) {
         int rc = so_dataset_load(a->dataset, a->data_dir, 1, &j->train);
         return rc ? rc : so_dataset_load(a->dataset, a->data_dir, 0, &j->test);
@@ -55,6 +85,23 @@ int parts_load(const so_job_config *a, job_parts *j)
     return so_zoo_build(a->model, ds->c, ds->h, ds->w, ds->classes, &j->g);
 }
 
+/* The image loader's settings: the train recipe unless --no-augment. */
+static int image_loader_config(const so_job_config *a, so_loader_config *lc)
+{
+    static const char *const dct[] = {"train", "all", "off"};
+    lc->augment = !a->image.no_augment;
+    lc->decode_threads = a->image.decode_threads;
+    lc->strict = a->image.strict;
+    lc->stage_local = a->image.stage_local;
+    const char *d = a->image.dct_scale ? a->image.dct_scale : "train";
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(d, dct[k])) {
+            lc->dct_scale = k;
+            return 0;
+        }
+    return so_err(SO_EINVAL, "--dct-scale: '%s' is not train, all or off", d);
+}
+
 /* The gradient buffer comes from the dist hooks when they offer registered
  * memory: a collective allocation, so set-up failures are agreed on before
  * (parts_load) and after (the caller's dist_agree) this call. A rank that ran
@@ -67,12 +114,17 @@ int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
     j->g = NULL; /* the model owns it from here */
     so_model_opts mo = {.backend = a->backend, .batch = a->batch, .seed = (uint64_t)a->seed,
                         .recv_layout = j->recv_layout, .recv_layout_ctx = j->recv_layout_ctx};
+    int rc = so_init_parse(a->init ? a->init : "torch", &mo.init);
+    if (rc) {
+        so_graph_destroy(g);
+        return rc;
+    }
     if (d && d->buf_alloc) {
         mo.grads_alloc = d->buf_alloc;
         mo.grads_free = d->buf_free;
         mo.grads_ctx = d->ctx;
     }
-    int rc = so_conv_algo_parse(a->conv_algo ? a->conv_algo : "auto", &mo.conv_algo);
+    rc = so_conv_algo_parse(a->conv_algo ? a->conv_algo : "auto", &mo.conv_algo);
     if (rc)
         so_graph_destroy(g);
     else
@@ -88,9 +140,12 @@ int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
     int rank = d ? d->rank : 0, world = d ? d->world : 1;
     so_loader_config lc = {.batch = a->batch, .shuffle = 1, .drop_last = 1, .augment = a->augment,
                            .pad = 4, .prefetch = a->prefetch, .seed = (uint64_t)a->seed, .rank = rank, .world = world};
+    if (!rc && ds->images)
+        rc = image_loader_config(a, &lc);
     if (!rc)
         rc = so_loader_create(ds, &lc, &j->ltrain);
     lc.shuffle = lc.drop_last = lc.augment = 0;
+    lc.stage_local = NULL; /* the validation split is read once per evaluation */
     if (!rc && j->test)
         rc = so_loader_create(j->test, &lc, &j->ltest);
     return rc;

@@ -183,6 +183,8 @@ static int build_trial(void *ctx, so_model **m)
     so_model_opts mo = {.backend = t->c->backend, .batch = g->microbatch, .seed = (uint64_t)t->c->seed,
                         .recv_layout = so_pipe_layouts_of, .recv_layout_ctx = g->layouts};
     int rc = so_conv_algo_parse(t->c->conv_algo ? t->c->conv_algo : "auto", &mo.conv_algo);
+    if (!rc)
+        rc = so_init_parse(t->c->init ? t->c->init : "torch", &mo.init);
     if (!rc && !(rc = so_pipe_stage_graph(&g->plan, g->at.stages, g->at.stage, &dg, &scratch))) {
         so_pipe_stage_edges_free(&scratch);
         rc = so_model_create_opts(dg, &mo, m); /* owns dg from here */

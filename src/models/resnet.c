@@ -77,6 +77,7 @@ int so_zoo_build_resnet(so_graph *g, const char *model, int classes)
             v = i;
     if (v < 0)
         return so_err(SO_EINVAL, "no ResNet variant named '%s'", model);
+    so_graph_set_torch_init(g, SO_TORCH_INIT_RESNET); /* torchvision's ResNet.__init__ */
     /* stem: conv1 7x7/2, bn1, relu, maxpool 3x3/2 pad 1 (224 -> 112 -> 56) */
     int rc = so_zoo_check_subsample(g, 0, "conv1");
     if (rc)

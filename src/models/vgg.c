@@ -47,6 +47,7 @@ int so_zoo_build_vgg(so_graph *g, const char *model, int classes)
             v = i;
     if (v < 0)
         return so_err(SO_EINVAL, "no VGG configuration named '%s'", model);
+    so_graph_set_torch_init(g, SO_TORCH_INIT_VGG); /* torchvision's VGG._initialize_weights */
     int x = so_zoo_adaptive_avgpool(g, features(g, configs[v].layers), 7, 7, "224x224");
     if (x < 0)
         return x;

@@ -16,6 +16,7 @@ struct so_graph {
     char errmsg[256];
     int finalized;
     size_t nparams, nbufs;
+    so_torch_init torch_init; /* what --init torch means here */
 };
 
 static const char *op_names[SO_OP_COUNT] = {
@@ -23,6 +24,9 @@ static const char *op_names[SO_OP_COUNT] = {
     "batchnorm", "dropout", "flatten", "add", "concat", "softmax_xent", "recv", "send"};
 
 const char *so_op_name(so_op op) { return (op >= 0 && op < SO_OP_COUNT) ? op_names[op] : "?"; }
+
+void so_graph_set_torch_init(so_graph *g, so_torch_init how) { g->torch_init = how; }
+so_torch_init so_graph_torch_init(const so_graph *g) { return g->torch_init; }
 
 so_graph *so_graph_create(int c, int h, int w)
 {

@@ -32,38 +32,86 @@ static int uses_relu(const so_graph *g)
     return 0;
 }
 
-/* He (Kaiming) normal for ReLU networks: std = sqrt(2 / fan_in); Glorot
- * uniform otherwise: limit = sqrt(6 / (fan_in + fan_out)). */
-static void init_weight(float *w, const so_tensor_desc *t, int relu, so_rng *r)
+int so_init_parse(const char *name, so_init_scheme *out)
 {
-    if (relu) {
-        float std = sqrtf(2.0f / (float)t->fan_in);
-        for (size_t k = 0; k < t->count; k++)
-            w[k] = std * so_rng_normal(r);
+    static const char *const names[] = {"torch", "he", "glorot"};
+    for (int i = 0; i < 3; i++)
+        if (name && !strcmp(name, names[i])) {
+            *out = (so_init_scheme)i;
+            return 0;
+        }
+    return so_err(SO_EINVAL, "--init: unknown scheme '%s' (use torch, he or glorot)", name ? name : "");
+}
+
+static void fill_uniform(float *w, size_t n, float bound, so_rng *r)
+{
+    for (size_t k = 0; k < n; k++)
+        w[k] = bound * (2.0f * so_rng_uniform(r) - 1.0f);
+}
+
+static void fill_normal(float *w, size_t n, float std, so_rng *r)
+{
+    for (size_t k = 0; k < n; k++)
+        w[k] = std * so_rng_normal(r);
+}
+
+/* The weight tensor t of node op under `scheme`: He normal (std
+ * sqrt(2/fan_in)) for ReLU networks or Glorot uniform; or PyTorch's. */
+static void init_weight(float *w, const so_tensor_desc *t, so_op op, so_init_scheme scheme, so_torch_init tv,
+                        int relu, so_rng *r)
+{
+    if (scheme == SO_INIT_HE && relu) {
+        fill_normal(w, t->count, sqrtf(2.0f / (float)t->fan_in), r);
+    } else if (scheme != SO_INIT_TORCH) {
+        fill_uniform(w, t->count, sqrtf(6.0f / (float)(t->fan_in + t->fan_out)), r);
+    } else if (op == SO_OP_CONV && tv != SO_TORCH_INIT_MODULES) {
+        /* torchvision: kaiming_normal_(mode="fan_out", nonlinearity="relu"),
+         * fan_out = out_channels x kh x kw */
+        float fan_out = (float)(t->dims[0] * t->dims[2] * t->dims[3]);
+        fill_normal(w, t->count, sqrtf(2.0f / fan_out), r);
+    } else if (op == SO_OP_DENSE && tv == SO_TORCH_INIT_VGG) {
+        fill_normal(w, t->count, 0.01f, r); /* torchvision VGG: normal_(0, 0.01) */
     } else {
-        float lim = sqrtf(6.0f / (float)(t->fan_in + t->fan_out));
-        for (size_t k = 0; k < t->count; k++)
-            w[k] = lim * (2.0f * so_rng_uniform(r) - 1.0f);
+        /* kaiming_uniform_(a=sqrt(5)): gain sqrt(2/(1+5)), bound gain*sqrt(3/fan_in) = 1/sqrt(fan_in) */
+        fill_uniform(w, t->count, 1.0f / sqrtf((float)t->fan_in), r);
     }
 }
 
-void so_graph_init_params(const so_graph *g, uint64_t seed, float *params, float *bufs)
+/* A conv or dense bias: PyTorch's uniform(+-1/sqrt(fan_in of the weight)),
+ * zero where torchvision zeroes it (VGG) and in the other schemes. */
+static void init_bias(float *b, size_t n, so_op op, so_init_scheme scheme, so_torch_init tv, int fan_in, so_rng *r)
+{
+    if (scheme != SO_INIT_TORCH || tv == SO_TORCH_INIT_VGG || fan_in <= 0 || (op != SO_OP_CONV && op != SO_OP_DENSE)) {
+        memset(b, 0, n * sizeof *b);
+        return;
+    }
+    fill_uniform(b, n, 1.0f / sqrtf((float)fan_in), r);
+}
+
+void so_graph_init_params_with(const so_graph *g, so_init_scheme scheme, uint64_t seed, float *params, float *bufs)
 {
     int relu = uses_relu(g);
+    so_torch_init tv = so_graph_torch_init(g);
     for (int i = 1; i < so_graph_size(g); i++) {
         so_tensor_desc t[4];
         int nt = so_node_tensors(g, i, t);
-        int is_bn = so_graph_node(g, i)->op == SO_OP_BATCHNORM;
+        so_op op = so_graph_node(g, i)->op;
+        /* One stream per node: weight first, then its bias, so a tensor's
+         * values depend only on the seed and its node. */
+        so_rng r;
+        so_rng_seed(&r, so_rng_derive(seed, (uint64_t)i));
         for (int k = 0; k < nt; k++) {
             float *dst = t[k].is_buffer ? bufs + t[k].off : params + t[k].off;
             float fill = 0.0f;
-            if (!strcmp(t[k].suffix, "weight") && !is_bn) {
-                so_rng r;
-                so_rng_seed(&r, so_rng_derive(seed, (uint64_t)i));
-                init_weight(dst, &t[k], relu, &r);
+            if (op != SO_OP_BATCHNORM && !strcmp(t[k].suffix, "weight")) {
+                init_weight(dst, &t[k], op, scheme, tv, relu, &r);
                 continue;
             }
-            if ((is_bn && !strcmp(t[k].suffix, "weight")) || !strcmp(t[k].suffix, "running_var"))
+            if (op != SO_OP_BATCHNORM && !strcmp(t[k].suffix, "bias")) {
+                init_bias(dst, t[k].count, op, scheme, tv, t[0].fan_in, &r);
+                continue;
+            }
+            if ((op == SO_OP_BATCHNORM && !strcmp(t[k].suffix, "weight")) || !strcmp(t[k].suffix, "running_var"))
                 fill = 1.0f;
             for (size_t e = 0; e < t[k].count; e++)
                 dst[e] = fill;
@@ -71,9 +119,14 @@ void so_graph_init_params(const so_graph *g, uint64_t seed, float *params, float
     }
 }
 
+void so_graph_init_params(const so_graph *g, uint64_t seed, float *params, float *bufs)
+{
+    so_graph_init_params_with(g, SO_INIT_TORCH, seed, params, bufs);
+}
+
 void so_model_init_params(so_model *m, uint64_t seed)
 {
-    so_graph_init_params(m->g, seed, m->params, m->bufs);
+    so_graph_init_params_with(m->g, m->init, seed, m->params, m->bufs);
     so_rng_seed(&m->rng, so_rng_derive(seed, 0xd50));
     so_model_params_changed(m);
 }
@@ -145,6 +198,7 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
     m->conv_algo = o->conv_algo;
     m->recv_layout = o->recv_layout;
     m->recv_layout_ctx = o->recv_layout_ctx;
+    m->init = o->init;
     m->nparams = so_graph_nparams(g);
     m->nbufs = so_graph_nbufs(g);
     int rc = alloc_grads(m, o);

@@ -35,7 +35,7 @@ int so_pipe_init_params(const so_graph *whole, const so_pipe_stage_edges *e, uin
     float *params = malloc((np ? np : 1) * sizeof *params), *bufs = malloc((nb ? nb : 1) * sizeof *bufs);
     int rc = params && bufs ? 0 : so_err(SO_ENOMEM, "out of memory for the whole model's initial values");
     if (!rc) {
-        so_graph_init_params(whole, seed, params, bufs);
+        so_graph_init_params_with(whole, m->init, seed, params, bufs); /* the stage model's scheme */
         rc = copy_slices(e, params, bufs, m);
     }
     if (!rc)

@@ -362,33 +362,18 @@ static int step_end(trainer *t, int epoch, long s, long spe, int epoch_end)
     return h->step_end(h->arg, &st);
 }
 
-/* Consumes the batches of steps already done in this epoch (resume): the
- * loader's shuffle and augmentation depend only on (seed, epoch, step), so
- * the next batch is the one an uninterrupted run would see. */
-static int skip_batches(trainer *t, long steps)
-{
-    const float *x;
-    const int32_t *y;
-    int n;
-    for (long b = 0; b < steps * t->c->accumulate; b++) {
-        int got = so_loader_next(t->train, &x, &y, &n);
-        if (got <= 0)
-            return got < 0 ? got : so_err(SO_EINVAL, "resume position is past the end of the epoch");
-    }
-    return 0;
-}
-
 static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loader *test,
                      so_progress_fn progress, void *arg)
 {
     so_epoch_stats *es = &t->r->epochs[t->r->nepochs];
     *es = (so_epoch_stats){.epoch = epoch, .test_accuracy = -1};
-    int rc = so_loader_start_epoch(t->train, epoch);
     long spe = so_loader_steps(t->train) / t->c->accumulate;
     long s = t->step - (long)epoch * spe; /* > 0 only when resuming mid-epoch */
     long s0 = s;
-    if (!rc && s > 0)
-        rc = skip_batches(t, s);
+    /* A resume starts the epoch at its next batch: the loader's shuffle and
+     * augmentation depend only on (seed, epoch, sample), so it is the batch an
+     * uninterrupted run would see, and the ones before are never decoded. */
+    int rc = so_loader_start_epoch_at(t->train, epoch, (int)(s * t->c->accumulate));
     double start = so_now(), loss_sum = 0;
     long loss_steps = 0; /* steps with a loss on this rank */
     int world = replicas(t);

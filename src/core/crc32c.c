@@ -1,8 +1,8 @@
 /* CRC32C (Castagnoli polynomial 0x1EDC6F41, reflected 0x82F63B78), the
- * checksum of iSCSI (RFC 3720) and of every checkpoint shard. The x86 crc32
- * instruction (SSE4.2) does 8 bytes per instruction; a byte table is the
- * fallback on other CPUs. Both give identical results (tested). */
-#include "scaleout/ckpt.h"
+ * checksum of iSCSI (RFC 3720), of every checkpoint shard and of TFRecord
+ * framing. The x86 crc32 instruction (SSE4.2) does 8 bytes per instruction;
+ * a byte table is the fallback on other CPUs. Both give identical results (tested). */
+#include "scaleout/crc32c.h"
 
 #include <pthread.h>
 #include <string.h>
