@@ -28,7 +28,8 @@ refuse "BITS 17 is outside 1..16" --compress qsgd:17
 refuse "needs the rank" --compress powersgd
 refuse "--error-feedback.*--compress" --error-feedback on
 refuse "--error-feedback" --compress topk:0.1 --error-feedback maybe
-refuse "--pipeline-stages" --compress fp16 --pipeline-stages 2
+refuse "--compress fp16 runs under data parallelism only: --pipeline-stages 2" --compress fp16 --pipeline-stages 2
+refuse "--compress topk:0.1 runs under --strategy dp only: zero2" --compress topk:0.1 --strategy zero2
 
 run() { # run NP NAME args...: trains, --json in $tmp/NAME.json, log in $tmp/NAME.log
   local np=$1 name=$2; shift 2

@@ -89,7 +89,7 @@ assert lt["estimated_bytes_measured"] <= 300 << 20 < lt["estimated_bytes_at_batc
 assert lt["peak_rss_bytes"] < 400e6 and lt["linearity"] > 0, lt
 assert "scaled to 4096" in lt["description"] and r["points"][0]["step_seconds"] > 0, lt
 PY
-then ok; else bad "predict at batch 4096: $(tail -3 "$tmp/big.log" "$tmp/big.err")"; fi
+then ok; else bad "predict at batch 4096: $(tail -n 3 "$tmp/big.log" "$tmp/big.err")"; fi
 grep -q "layers timed at batch .*, scaled to 4096" "$tmp/big.log" && grep -q "linear in its batch" "$tmp/big.log" &&
   grep -q "^predict: resnet20: batch 4096 would need about .* GB" "$tmp/big.err" && ok ||
   bad "predict did not say what it measured: $(cat "$tmp/big.log" "$tmp/big.err")"
@@ -99,21 +99,27 @@ expect_usage "--measure-batch 60000: a training step of resnet20 needs about" --
 expect_usage "--measure-memory: '10X'" --model resnet20 --measure-memory 10X
 # Scaled against timed directly, on a model where both are quick: LeNet-5 at
 # batch 256 timed at 256 and timed at 32 (and scaled x8) predict one rank's
-# step within a factor 2 (the layers are not exactly linear; an unscaled
-# time would be 8x off).
-if "$bin" predict --model lenet5 --batch-size 256 --measure-batch 256 --nodes 1 --json "$tmp/direct.json" \
-  >"$tmp/direct.log" 2>&1 &&
-  "$bin" predict --model lenet5 --batch-size 256 --measure-batch 32 --nodes 1 --json "$tmp/scaled.json" \
-  >"$tmp/scaled.log" 2>&1 &&
-  /usr/bin/python3 - "$tmp/direct.json" "$tmp/scaled.json" <<'PY'
-import json, sys
-d, s = (json.load(open(f)) for f in sys.argv[1:3])
-assert d["layer_times"]["measured_batch"] == 256 and d["layer_times"]["check_batch"] == 0, d["layer_times"]
-assert s["layer_times"]["measured_batch"] == 32 and s["layer_times"]["check_batch"] == 16, s["layer_times"]
-a, b = d["points"][0]["step_seconds"], s["points"][0]["step_seconds"]
-assert 0.5 < b / a < 2, (a, b)
+# step within a factor 3 (the layers are not exactly linear; an unscaled
+# time would be 8x off). Three interleaved pairs and their median ratio, so
+# a loaded machine (ctest -j) slowing one run does not decide it.
+pairs=0
+for k in 1 2 3; do
+  "$bin" predict --model lenet5 --batch-size 256 --measure-batch 256 --nodes 1 --json "$tmp/direct$k.json" \
+    >"$tmp/direct.log" 2>&1 &&
+    "$bin" predict --model lenet5 --batch-size 256 --measure-batch 32 --nodes 1 --json "$tmp/scaled$k.json" \
+    >"$tmp/scaled.log" 2>&1 && pairs=$((pairs + 1))
+done
+if [ $pairs -eq 3 ] && /usr/bin/python3 - "$tmp" <<'PY'
+import json, statistics, sys
+ratios = []
+for k in (1, 2, 3):
+    d, s = (json.load(open(f"{sys.argv[1]}/{n}{k}.json")) for n in ("direct", "scaled"))
+    assert d["layer_times"]["measured_batch"] == 256 and d["layer_times"]["check_batch"] == 0, d["layer_times"]
+    assert s["layer_times"]["measured_batch"] == 32 and s["layer_times"]["check_batch"] == 16, s["layer_times"]
+    ratios.append(s["points"][0]["step_seconds"] / d["points"][0]["step_seconds"])
+assert 1 / 3 < statistics.median(ratios) < 3, ratios
 PY
-then ok; else bad "predict scaled from batch 32: $(tail -3 "$tmp/direct.log" "$tmp/scaled.log")"; fi
+then ok; else bad "predict scaled from batch 32: $(tail -n 3 "$tmp/direct.log" "$tmp/scaled.log")"; fi
 # --pipeline-stages: P stages x replicas beside data parallelism at the same
 # global batch. A slow link makes the pipeline win for a model whose
 # gradients are large against its activations (MLP: 7.5 MB of gradients,

@@ -30,6 +30,39 @@ if [ ${#runs[@]} -eq 2 ]; then
     grep -q "latency by message size" "$tmp/report.txt" && ok || bad "--text lacks scaling / communication"
 fi
 
+# Per-layer figures of a pipelined run are keyed by layer, from the ranks that
+# run it: LeNet-5 in 2 stages (rank 0 holds the last), every layer once in
+# graph order (conv1 of stage 0 first, fc3 of stage 1 last), each row the
+# mean of the ranks holding the layer, none empty.
+if [ ${#runs[@]} -eq 2 ]; then
+  if "$mpirun" -np 2 "$bin" "${common[@]}" --pipeline-stages 2 --microbatches 2 --profile "$tmp/pipe" \
+    >"$tmp/pipe.log" 2>&1 && "$bin" report "$tmp/pipe" --text >"$tmp/pipe.txt" 2>&1 &&
+    /usr/bin/python3 - "$tmp/pipe/profile.json" "$tmp/pipe.txt" <<'PY'
+import json, sys
+prof, text = json.load(open(sys.argv[1])), open(sys.argv[2]).read().splitlines()
+at = next(i for i, l in enumerate(text) if l.startswith("layers in graph order")) + 2
+rows = {}
+order = []
+for l in text[at:]:
+    if not l.strip():
+        break
+    f = l.split()
+    order.append(f[0])
+    rows[f[0]] = f
+want = {}  # name -> per-step forward ms, mean over the ranks that ran it
+for r in prof["ranks"]:
+    for l in r["layers"]:
+        want.setdefault(l["name"], []).append(1e3 * l["forward_s"] / r["totals"]["steps"])
+assert set(order) == set(want) and len(order) == len(want), (order, sorted(want))
+real = [n for n in order if ":" not in n]
+assert real[0] == "conv1" and real[-1].startswith("softmax"), real
+assert real.index("conv2") < real.index("fc1") < real.index("fc3"), real
+for n, v in want.items():
+    assert rows[n][2] != "-" and abs(float(rows[n][2]) - sum(v) / len(v)) <= 0.0015, (n, rows[n], v)
+PY
+  then ok; else bad "per-layer report of 2 pipeline stages: $(tail -n 5 "$tmp/pipe.txt" "$tmp/pipe.log")"; fi
+fi
+
 # HTML: self-contained (no external scripts, styles or fetches).
 "$bin" report "${runs[@]}" -o "$tmp/report.html" >"$tmp/html.log" 2>&1 && [ -s "$tmp/report.html" ] && ok ||
   bad "report -o: $(cat "$tmp/html.log")"

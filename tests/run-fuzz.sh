@@ -4,13 +4,13 @@
 # --compress parsers and the TCP transports' handshake and framing:
 # configures a clang build of the libFuzzer targets under the ctest binary
 # dir, seeds each with a valid tiny
-# input, runs it for FUZZ_SECONDS (20) and fails on any crash. Exits 77 (skip)
+# input, runs it for FUZZ_SECONDS (8) and fails on any crash. Exits 77 (skip)
 # where clang or libFuzzer is not available.
 set -euo pipefail
 
 src=${SCALEOUT_SOURCE_DIR:?SCALEOUT_SOURCE_DIR is not set}
 work=${SCALEOUT_FUZZ_DIR:-$PWD/fuzz-run}
-secs=${FUZZ_SECONDS:-20}
+secs=${FUZZ_SECONDS:-8}
 build=$work/build
 
 if ! command -v clang >/dev/null; then

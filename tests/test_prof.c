@@ -352,7 +352,7 @@ static void test_model_layers(void **state)
     assert_int_equal(count(tr, "\"cat\":\"forward\""), nodes - 1);
     assert_int_equal(count(tr, "\"cat\":\"backward\""), nodes - 1);
     assert_non_null(strstr(tr, "\"name\":\"conv1\",\"cat\":\"forward\""));
-    assert_non_null(strstr(st, "{\"name\":\"conv1\",\"block\":\"conv1\",\"forward_s\":"));
+    assert_non_null(strstr(st, "{\"name\":\"conv1\",\"block\":\"conv1\",\"node\":1,\"forward_s\":"));
     free(tr);
     free(st);
     /* Block detail on resnet20: one event per block and direction. */

@@ -66,6 +66,13 @@ void so_prof_destroy(so_prof *p); /* accepts NULL; detach the model first */
  * per-node hook (m->on_node). detach removes it. */
 int so_prof_attach_model(so_prof *p, so_model *m);
 void so_prof_detach_model(so_prof *p, so_model *m);
+/* When the attached model is a slice of a larger one (a pipeline stage):
+ * each layer's "node" in profile.json becomes the index of the node of
+ * `whole` with its name (a recv or send edge: its tensor's producer), so a
+ * report orders and merges every rank's layers in the whole model's order.
+ * Without this call "node" is the index in the attached model; -1 for a
+ * name whole lacks. After so_prof_attach_model. */
+void so_prof_set_layer_order(so_prof *p, const so_graph *whole);
 
 /* The trainer's span hook (so_train_hooks.span); arg is the so_prof. */
 void so_prof_span(void *arg, so_span_kind kind, long step, int id, double t0, double t1);

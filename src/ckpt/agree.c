@@ -1,104 +1,91 @@
-/* The ranks' agreement on checkpoint progress (session.h: ck_agreement): one
- * row of flags, CRCs and sizes per rank, summed over ranks without blocking
- * (posted at one step end, completed SETTLE_LAG steps later), and acted on
- * identically by every rank. */
+/* The ranks' agreement on checkpoint progress (session.h, ck_agreement):
+ * one row of flags, CRCs and sizes per rank, summed over the ranks either
+ * without blocking (posted at one step end, completed SETTLE_LAG steps
+ * later) or at once, then read back as the outcome every rank acts on
+ * alike. A leaf: it moves rows through the transport and knows nothing of
+ * what the checkpoint or the flush do with the outcome (ckpt.c decides). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "scaleout/err.h"
-#include "scaleout/mem.h"
-#include "scaleout/timer.h"
 #include "session.h"
 
-/* The agreement vector ck->a.row, summed over ranks:
- *   [0] ranks whose checkpoint is durable   [1] ranks whose checkpoint failed
- *   [2] ranks whose flush is done           [3] ranks whose flush failed
- *   [4 + 2k], [5 + 2k] CRC and byte count of rank k's shard (once durable). */
-int ck_av_len(const so_ckpt *ck) { return AV_SHARDS + 2 * ck->t.world; }
+/* The row, summed over ranks:
+ *   [ROW_CKPT_DONE]   ranks whose checkpoint is durable
+ *   [ROW_CKPT_FAILED] ranks whose checkpoint failed
+ *   [ROW_FLUSH_DONE]  ranks whose flush is done
+ *   [ROW_FLUSH_FAILED] ranks whose flush failed
+ *   [ROW_SHARDS + 2k], [ROW_SHARDS + 2k + 1] CRC and byte count of rank k's shard (once durable) */
+enum { ROW_CKPT_DONE, ROW_CKPT_FAILED, ROW_FLUSH_DONE, ROW_FLUSH_FAILED, ROW_SHARDS };
+static int row_len(int world) { return ROW_SHARDS + 2 * world; }
 
-/* This rank's row: the flags of the checkpoint (ckpt) and/or flush (flush) in flight. */
-static int local_row(so_ckpt *ck, int ckpt, int flush, int block)
+int ck_agreement_init(ck_agreement *a, int world)
 {
-    int d = 0, b = 0, rc = 0, r = ck->t.rank;
-    memset(ck->a.row, 0, (size_t)ck_av_len(ck) * sizeof *ck->a.row);
-    ck->a.covers_ckpt = ckpt;
-    ck->a.covers_flush = flush;
-    if (ckpt && !(rc = ck_flags(ck, block, &d, &b))) {
-        ck->a.row[AV_DONE] = d;
-        ck->a.row[AV_BAD] = b;
-        ck->a.row[AV_SHARDS + 2 * r] = d ? ck->snapshot_task.crc : 0;
-        ck->a.row[AV_SHARDS + 2 * r + 1] = d ? (int64_t)ck->snapshot_task.bytes : 0;
+    memset(a, 0, sizeof *a);
+    a->row = calloc((size_t)row_len(world), sizeof *a->row);
+    return a->row ? 0 : so_err(SO_ENOMEM, "out of memory");
+}
+
+void ck_agreement_deinit(ck_agreement *a)
+{
+    free(a->row);
+    a->row = NULL;
+}
+
+void ck_agreement_fill(ck_agreement *a, const so_ckpt_transport *t, const ck_progress *mine)
+{
+    int r = t->rank;
+    memset(a->row, 0, (size_t)row_len(t->world) * sizeof *a->row);
+    a->covers_ckpt = mine->covers_ckpt;
+    a->covers_flush = mine->covers_flush;
+    if (mine->covers_ckpt) {
+        a->row[ROW_CKPT_DONE] = mine->ckpt_done;
+        a->row[ROW_CKPT_FAILED] = mine->ckpt_failed;
+        a->row[ROW_SHARDS + 2 * r] = mine->ckpt_done ? mine->shard_crc : 0;
+        a->row[ROW_SHARDS + 2 * r + 1] = mine->ckpt_done ? (int64_t)mine->shard_bytes : 0;
     }
-    if (flush) {
-        ck_flush_flags(ck, block, &d, &b);
-        ck->a.row[AV_FDONE] = d;
-        ck->a.row[AV_FBAD] = ck->a.flush_failed = b;
+    if (mine->covers_flush) {
+        a->row[ROW_FLUSH_DONE] = mine->flush_done;
+        a->row[ROW_FLUSH_FAILED] = a->flush_failed = mine->flush_failed;
     }
-    return rc;
 }
 
-/* Acts on the summed row: the same values at the same step on every rank. */
-static int apply_row(so_ckpt *ck)
+int ck_agreement_sum(ck_agreement *a, const so_ckpt_transport *t)
 {
-    const int64_t *v = ck->a.row, w = ck->t.world;
-    int rc = 0;
-    if (ck->a.covers_flush && (v[AV_FDONE] == w || v[AV_FBAD] > 0)) /* first: a completing checkpoint may start a flush */
-        rc = ck_flush_settle(ck, v[AV_FBAD] > 0, ck->a.flush_failed);
-    if (ck->a.covers_ckpt && (v[AV_DONE] == w || v[AV_BAD] > 0)) {
-        int rc2 = ck_settle(ck, v[AV_DONE] == w, v[AV_BAD] > 0);
-        rc = rc ? rc : rc2;
+    return t->allreduce_i64(t->ctx, a->row, row_len(t->world), SO_CKPT_SUM);
+}
+
+int ck_agreement_post(ck_agreement *a, const so_ckpt_transport *t, long step)
+{
+    a->posted_step = step;
+    return t->isum_start(t->ctx, a->row, row_len(t->world), &a->req);
+}
+
+int ck_agreement_complete(ck_agreement *a, const so_ckpt_transport *t)
+{
+    void *req = a->req;
+    a->req = NULL;
+    return req ? t->isum_wait(t->ctx, req) : 0;
+}
+
+void ck_agreement_outcome(ck_agreement *a, int world, ck_outcome *out)
+{
+    const int64_t *v = a->row;
+    *out = (ck_outcome){.flush_failed_here = a->flush_failed};
+    if (a->covers_flush) {
+        out->flush_ended = v[ROW_FLUSH_DONE] == world || v[ROW_FLUSH_FAILED] > 0;
+        out->flush_failed = v[ROW_FLUSH_FAILED] > 0;
     }
-    ck->a.covers_ckpt = ck->a.covers_flush = 0;
-    return rc;
+    if (a->covers_ckpt) {
+        out->ckpt_ended = v[ROW_CKPT_DONE] == world || v[ROW_CKPT_FAILED] > 0;
+        out->ckpt_all_done = v[ROW_CKPT_DONE] == world;
+        out->ckpt_failed = v[ROW_CKPT_FAILED] > 0;
+    }
+    a->covers_ckpt = a->covers_flush = 0;
 }
 
-static int comm_failed(so_ckpt *ck, int rc)
+void ck_agreement_shard(const ck_agreement *a, int rank, uint32_t *crc, uint64_t *bytes)
 {
-    if (rc)
-        ck->err_is_ckpt = 0;
-    return rc;
+    *crc = (uint32_t)a->row[ROW_SHARDS + 2 * rank];
+    *bytes = (uint64_t)a->row[ROW_SHARDS + 2 * rank + 1];
 }
-
-/* Blocking round: local flags (waiting for local completion), SUM, act. */
-int ck_agree_round(so_ckpt *ck, int ckpt, int flush)
-{
-    int rc = local_row(ck, ckpt, flush, 1);
-    if (!rc)
-        rc = comm_failed(ck, ck->t.allreduce_i64(ck->t.ctx, ck->a.row, ck_av_len(ck), SO_CKPT_SUM));
-    return rc ? rc : apply_row(ck);
-}
-
-/* Completes the agreement posted at the previous step_end and acts on it. */
-int ck_agree_settle(so_ckpt *ck)
-{
-    if (!ck->a.req)
-        return 0;
-    void *req = ck->a.req;
-    ck->a.req = NULL;
-    int rc = comm_failed(ck, ck->t.isum_wait(ck->t.ctx, req));
-    return rc ? rc : apply_row(ck);
-}
-
-/* Posts this step's flags; step_end completes the SUM SETTLE_LAG steps
- * later, by when the gradient traffic in between has progressed it. */
-int ck_agree_post(so_ckpt *ck)
-{
-    if (!ck->t.isum_start)
-        return ck_agree_round(ck, ck->pending, ck->f.active);
-    int rc = local_row(ck, ck->pending, ck->f.active, 0);
-    ck->a.posted_step = ck->cur_step;
-    return rc ? rc : comm_failed(ck, ck->t.isum_start(ck->t.ctx, ck->a.row, ck_av_len(ck), &ck->a.req));
-}
-
-/* Finishes the checkpoint in flight (blocking). */
-int ck_agree_advance(so_ckpt *ck)
-{
-    int rc = ck_agree_settle(ck);
-    if (!rc && ck->snapping)
-        rc = ck_snapped(ck);
-    while (!rc && ck->pending)
-        if (!(rc = ck_agree_round(ck, 1, 0)) && ck->pending)
-            ck_nap();
-    return rc;
-}
-

@@ -10,7 +10,9 @@
  * checkpoint is then copied to the shared level by the flush thread, and
  * rank 0 writes the shared MANIFEST once all copies are there. All decisions
  * come from reduced values, so every rank takes the same branch at the same
- * step. */
+ * step. This file drives; the agreement's rows (agree.c), the flush's copy
+ * (flush.c), the naive write (naive.c) and the due steps (schedule.c) are
+ * leaves it calls. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -110,23 +112,25 @@ static int reserve(void *arg, ck_task *t)
 static int alloc_buffers(so_ckpt *ck)
 {
     int w = ck->t.world, writes = ck->c.every_steps > 0 || ck->c.every_epochs > 0 || ck->c.mtbf_hours > 0;
-    ck->a.row = calloc((size_t)ck_av_len(ck), sizeof *ck->a.row);
+    int rc = ck_agreement_init(&ck->agreement, w);
+    if (rc)
+        return rc;
     ck->rankbuf = malloc(ck->rank_bytes);
-    if (!ck->a.row || !ck->rankbuf)
+    if (!ck->rankbuf)
         return so_err(SO_ENOMEM, "out of memory");
     memset(ck->rankbuf, 0, ck->rank_bytes); /* its page faults now, not at the first checkpoint */
     if (!writes || ck->c.naive)
         return 0;
     uint64_t off, len;
-    ck_block(ck->rep_bytes, w, ck->t.rank, &off, &len);
+    ck_span(ck, ck->t.rank, &off, &len);
     ck->stage_cap = (size_t)(len + ck->rank_bytes);
     if (ck->c.local_dir && w > 1 && ck->t.exchange_recv) {
         int dst, src;
         partners(ck, &dst, &src);
-        ck_block(ck->rep_bytes, w, src, &off, &len);
+        ck_span(ck, src, &off, &len);
         ck->partner_buf_cap = (size_t)(len + ck->rank_bytes);
     }
-    int rc = ck->c.local_dir ? init_slots(ck) : 0;
+    rc = ck->c.local_dir ? init_slots(ck) : 0;
     if (!rc && !ck->c.local_dir && !(ck->stage = alloc_raw(ck->stage_cap)))
         rc = so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->stage_cap);
     if (rc)
@@ -170,6 +174,8 @@ int so_ckpt_create(const so_ckpt_config *c, const so_ckpt_transport *t, so_model
     if (!(rc = ck_worker_start(&ck->writer, "so-ckpt-write")))
         rc = ck_worker_start(&ck->flusher, "so-ckpt-flush");
     if (!rc)
+        rc = ck_units_from_state(ck);
+    if (!rc)
         rc = alloc_buffers(ck);
     if (rc) {
         so_ckpt_destroy(ck);
@@ -193,12 +199,13 @@ void so_ckpt_destroy(so_ckpt *ck)
     } else {
         free(ck->stage);
     }
-    free(ck->a.row);
+    ck_agreement_deinit(&ck->agreement);
     free(ck->rankbuf);
     free(ck->manifest_copy);
     free(ck->flush_manifest_copy);
     free(ck->manifest_text);
-    free(ck->f.manifest_text);
+    free(ck->flush.manifest_text);
+    free(ck->unit_bounds);
     if (ck->tclock_fd >= 0)
         close(ck->tclock_fd);
     free(ck);
@@ -214,14 +221,14 @@ int so_ckpt_last_error_is_ckpt(const so_ckpt *ck) { return ck->err_is_ckpt; }
 /* ---- helpers ----------------------------------------------------------------- */
 
 /* The directory of level 1 (node-local if configured, else shared). */
-const char *ck_level1(const so_ckpt *ck) { return ck->c.local_dir ? ck->node_dir : ck->c.shared_dir; }
+static const char *ck_level1(const so_ckpt *ck) { return ck->c.local_dir ? ck->node_dir : ck->c.shared_dir; }
 
-void ck_dir(char *out, size_t cap, const char *base, long step)
+static void ck_dir(char *out, size_t cap, const char *base, long step)
 {
     ck_fmt(out, cap, "%s/ckpt-%010ld", base, step);
 }
 
-int ck_fail(so_ckpt *ck, int code, const char *msg)
+static int ck_fail(so_ckpt *ck, int code, const char *msg)
 {
     ck->err_is_ckpt = 1;
     ck->st.failures++;
@@ -229,7 +236,7 @@ int ck_fail(so_ckpt *ck, int code, const char *msg)
 }
 
 /* Agreement: v[0] "done" and v[1] "failed" over all ranks (MIN of done, MAX of failed). */
-int ck_agree_blocking(so_ckpt *ck, int done, int failed, int *all_done, int *any_failed)
+static int agree_blocking(so_ckpt *ck, int done, int failed, int *all_done, int *any_failed)
 {
     int64_t v[2] = {done ? 1 : 0, failed ? -1 : 0};
     int rc = ck->t.allreduce_i64(ck->t.ctx, v, 2, SO_CKPT_MIN);
@@ -242,16 +249,9 @@ int ck_agree_blocking(so_ckpt *ck, int done, int failed, int *all_done, int *any
     return 0;
 }
 
-/* Writes the manifest text into dir as MANIFEST (atomic). */
-int ck_write_manifest(const so_ckpt *ck, const char *dir, const char *text, size_t len, char *err, size_t cap)
-{
-    uint32_t crc;
-    return ck_write_atomic(dir, "MANIFEST", text, len, 0, 0, &crc, err, cap) ? (void)ck, SO_EIO : 0;
-}
-
 /* ---- starting a checkpoint ---------------------------------------------------- */
 
-void ck_fill_manifest(so_ckpt *ck, so_ckpt_manifest *m, const so_train_state *s, int nshards)
+static void fill_manifest(so_ckpt *ck, so_ckpt_manifest *m, const so_train_state *s, int nshards)
 {
     memset(m, 0, sizeof *m);
     m->version = SO_CKPT_VERSION;
@@ -270,6 +270,12 @@ void ck_fill_manifest(so_ckpt *ck, so_ckpt_manifest *m, const so_train_state *s,
     m->rep_bytes = ck->rep_bytes;
     m->rank_bytes = ck->rank_bytes;
     m->nshards = nshards;
+    if (ck->unit_bounds) { /* borrowed, like config */
+        m->nunits = ck->units.nunits;
+        m->unit_shards = ck->units.shards;
+        m->unit_replicas = ck->units.replicas;
+        m->units = ck->unit_bounds;
+    }
     m->config = (char *)ck->c.config_text;
 }
 
@@ -321,7 +327,7 @@ static uint8_t *scratch(uint8_t **buf, size_t cap)
 static int take_slots(so_ckpt *ck, ck_task *t)
 {
     ck->stage = ck_slots_take(&ck->own_slots, t->err, sizeof t->err);
-    if (!ck->x.recv_early) /* else the receive is already posted into its file */
+    if (!ck->exchange.recv_early) /* else the receive is already posted into its file */
         ck->partner_buf = ck->stage && ck->partner_buf_cap ? ck_slots_take(&ck->partner_slots, t->err, sizeof t->err) : NULL;
     if (ck->stage && (ck->partner_buf || !ck->partner_buf_cap))
         return 0;
@@ -347,8 +353,8 @@ static int snapshot(void *arg, ck_task *t)
     if (ck->delay_ms > 0) /* test hook: a slow snapshot, which before_update must wait for */
         ck_sleep_ms(ck->delay_ms);
     uint64_t off, len;
-    ck_block(ck->rep_bytes, ck->t.world, ck->t.rank, &off, &len);
-    ck_rep_get(ck->m, ck->opt, ck->stage, off, len);
+    ck_span(ck, ck->t.rank, &off, &len);
+    ck_shard_get(ck, ck->stage);
     memcpy(ck->stage + len, ck->rankbuf, ck->rank_bytes);
     return 0;
 }
@@ -365,7 +371,7 @@ static int snapshot(void *arg, ck_task *t)
  * the file and the pair is posted at before_update as before. */
 static int recv_early(so_ckpt *ck)
 {
-    ck->x.recv_early = 0;
+    ck->exchange.recv_early = 0;
     if (!ck->slots || !ck->partner_buf_cap || !ck_task_done(&ck->writer, &ck->prefault_task, 0) ||
         !ck_task_done(&ck->writer, &ck->reserve_task, 0) || ck_slots_free_count(&ck->partner_slots) == 0)
         return 0;
@@ -375,10 +381,10 @@ static int recv_early(so_ckpt *ck)
         return 0;
     int dst, src;
     partners(ck, &dst, &src);
-    int rc = ck->t.exchange_recv(ck->t.ctx, b, ck->partner_buf_cap, src, ck->stage_cap, &ck->x.req);
+    int rc = ck->t.exchange_recv(ck->t.ctx, b, ck->partner_buf_cap, src, ck->stage_cap, &ck->exchange.req);
     if (!rc) {
         ck->partner_buf = b;
-        ck->x.recv_early = 1;
+        ck->exchange.recv_early = 1;
     }
     return rc;
 }
@@ -387,7 +393,7 @@ static int recv_early(so_ckpt *ck)
 static int start_scaleout(so_ckpt *ck, const so_train_state *s)
 {
     ck_rank_get(ck->m, ck->rankbuf);
-    ck_fill_manifest(ck, &ck->pending_manifest, s, ck->t.world);
+    fill_manifest(ck, &ck->pending_manifest, s, ck->t.world);
     ck_dir(ck->pending_dir, sizeof ck->pending_dir, ck_level1(ck), s->step);
     char name[64];
     ck_fmt(name, sizeof name, "shard-%d.bin", ck->t.rank);
@@ -406,7 +412,7 @@ static int start_scaleout(so_ckpt *ck, const so_train_state *s)
 /* The snapshot is taken: post the partner exchange (also after a failed
  * snapshot, so that the partner's receive is matched; the checkpoint then
  * fails at the agreement on every rank). */
-int ck_snapped(so_ckpt *ck)
+static int snapped(so_ckpt *ck)
 {
     ck_task_prepared(&ck->writer, &ck->snapshot_task, 1);
     ck->snapping = 0;
@@ -414,14 +420,14 @@ int ck_snapped(so_ckpt *ck)
         return 0;
     int dst, src;
     partners(ck, &dst, &src);
-    ck->x.src = src;
+    ck->exchange.src = src;
     if (!ck->stage || !ck->partner_buf)
         return so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", ck->partner_buf_cap);
-    ck->x.posted_now = 1;
-    ck->x.posted_at = so_now();
-    int rc = ck->x.recv_early ? 0
-                         : ck->t.exchange_recv(ck->t.ctx, ck->partner_buf, ck->partner_buf_cap, src, ck->stage_cap, &ck->x.req);
-    return rc ? rc : ck->t.exchange_send(ck->t.ctx, ck->x.req, ck->stage, ck->stage_cap, dst);
+    ck->exchange.posted_now = 1;
+    ck->exchange.posted_at = so_now();
+    int rc = ck->exchange.recv_early ? 0
+                         : ck->t.exchange_recv(ck->t.ctx, ck->partner_buf, ck->partner_buf_cap, src, ck->stage_cap, &ck->exchange.req);
+    return rc ? rc : ck->t.exchange_send(ck->t.ctx, ck->exchange.req, ck->stage, ck->stage_cap, dst);
 }
 
 /* ---- completing a checkpoint ---------------------------------------------------- */
@@ -435,11 +441,10 @@ static int build_manifest(so_ckpt *ck)
     if (!sh)
         return so_err(SO_ENOMEM, "out of memory");
     for (int k = 0; k < w; k++) {
-        ck_block(ck->rep_bytes, w, k, &sh[k].rep_off, &sh[k].rep_len);
+        ck_span(ck, k, &sh[k].rep_off, &sh[k].rep_len);
         sh[k].rank_first = k;
         sh[k].rank_count = 1;
-        sh[k].crc = (uint32_t)ck->a.row[AV_SHARDS + 2 * k];
-        sh[k].bytes = (uint64_t)ck->a.row[AV_SHARDS + 2 * k + 1];
+        ck_agreement_shard(&ck->agreement, k, &sh[k].crc, &sh[k].bytes);
     }
     ck->pending_manifest.shards = sh;
     free(ck->manifest_text);
@@ -452,7 +457,7 @@ static int build_manifest(so_ckpt *ck)
 
 
 /* Queues "write dir/MANIFEST from a private copy of text, then prune base" on w. */
-int ck_queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, const char *dir, const char *text,
+static int queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, const char *dir, const char *text,
                           size_t len, const char *base, long protect)
 {
     ck_task_done(w, t, 1); /* the previous one (long done) still owns *copy */
@@ -469,7 +474,7 @@ int ck_queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, const 
     t->len = len;
     t->keep = ck->c.keep;
     t->protect = protect;
-    t->step = w == &ck->flusher ? ck->f.step : ck->pending_manifest.step;
+    t->step = w == &ck->flusher ? ck->flush.step : ck->pending_manifest.step;
     t->io = CK_IO(w == &ck->flusher ? SO_CKPT_IO_FLUSH_MANIFEST : SO_CKPT_IO_MANIFEST);
     ck_worker_submit(w, t);
     return 0;
@@ -490,6 +495,18 @@ static void check_manifests(so_ckpt *ck)
         }
 }
 
+/* The checkpoint just completed goes to the shared level (flush.c), its
+ * manifest text with it for rank 0 to write there once every copy is. */
+static void start_flush(so_ckpt *ck)
+{
+    char to[4096];
+    ck_dir(to, sizeof to, ck->c.shared_dir, ck->pending_manifest.step);
+    ck_flush_job j = {ck->pending_dir, to, ck->t.rank, ck->pending_manifest.step, ck->snapshot_task.crc,
+                      ck->manifest_text, ck->manifest_len, ck->delay_ms + ck->flush_delay_ms};
+    ck->manifest_text = NULL; /* the flush holds it now */
+    ck_flush_start(&ck->flush, &ck->flusher, &j);
+}
+
 /* Every rank's shard is durable: the manifest (written last, by the node
  * leaders on the writer thread), prune, maybe start a flush. */
 static int complete(so_ckpt *ck)
@@ -497,15 +514,15 @@ static int complete(so_ckpt *ck)
     int rc = build_manifest(ck);
     int leader = ck->c.local_dir ? ck->t.node_rank == 0 : ck->t.rank == 0;
     if (!rc && leader)
-        rc = ck_queue_manifest(ck, &ck->writer, &ck->manifest_task, &ck->manifest_copy, ck->pending_dir, ck->manifest_text,
-                            ck->manifest_len, ck_level1(ck), ck->f.active ? ck->f.step : -1);
+        rc = queue_manifest(ck, &ck->writer, &ck->manifest_task, &ck->manifest_copy, ck->pending_dir, ck->manifest_text,
+                            ck->manifest_len, ck_level1(ck), ck->flush.active ? ck->flush.step : -1);
     if (rc)
         return rc;
     ck->st.count++;
     ck->st.last_complete_seconds = so_now() - ck->pending_since;
     /* The partner copy lands in its file as MPI receives it: its time runs
      * from posting the exchange to the file being durable. */
-    double part = !ck->partner ? 0 : ck->slots ? ck->partner_task.t_end - ck->x.posted_at : ck->partner_task.seconds;
+    double part = !ck->partner ? 0 : ck->slots ? ck->partner_task.t_end - ck->exchange.posted_at : ck->partner_task.seconds;
     if (ck->partner) {
         ck->st.partner_seconds += part;
         ck->st.partner_bytes += (double)ck->partner_task.bytes;
@@ -515,8 +532,10 @@ static int complete(so_ckpt *ck)
     /* A requested checkpoint (the last before a stop) also goes to the shared
      * level: a requeued job may start on other nodes. */
     if (ck->c.local_dir && ck->c.shared_dir && (ck->st.count % ck->c.flush_every == 0 || ck->sched.in_flight_requested)) {
-        if (!ck->f.active)
-            return ck_flush_start(ck);
+        if (!ck->flush.active) {
+            start_flush(ck);
+            return 0;
+        }
         if (ck->t.rank == 0)
             so_log(SO_LOG_WARN, "checkpoint %ld is not flushed: the previous flush is still running", ck->pending_manifest.step);
     }
@@ -525,32 +544,32 @@ static int complete(so_ckpt *ck)
 
 /* Local progress of the checkpoint in flight: tests the partner exchange and
  * queues the partner write once it arrived. *done / *bad feed the agreement. */
-int ck_flags(so_ckpt *ck, int block, int *done, int *bad)
+static int ckpt_progress(so_ckpt *ck, int block, int *done, int *bad)
 {
     *done = *bad = 0;
     if (ck->snapping) /* the exchange is not even posted yet (blocking callers resolve this first) */
         return 0;
-    if (ck->x.posted_now && !block) {
+    if (ck->exchange.posted_now && !block) {
         /* Posted just before this step's update: testing it now would make
          * this thread do the whole transfer (a shared-memory MPI copies a
          * large message inside whichever call progresses it). One step later
          * the gradient engine's calls have progressed it in the background. */
-        ck->x.posted_now = 0;
+        ck->exchange.posted_now = 0;
         return 0;
     }
-    if (ck->x.req) {
-        int got = 0, rc = ck->t.exchange_test(ck->t.ctx, ck->x.req, block, &got);
+    if (ck->exchange.req) {
+        int got = 0, rc = ck->t.exchange_test(ck->t.ctx, ck->exchange.req, block, &got);
         if (rc)
             return rc;
         if (got) {
-            ck->x.req = NULL;
+            ck->exchange.req = NULL;
             char name[64];
-            ck_fmt(name, sizeof name, "partner-%d.bin", ck->x.src);
+            ck_fmt(name, sizeof name, "partner-%d.bin", ck->exchange.src);
             queue_write(ck, &ck->partner_task, ck->pending_dir, name, ck->partner_buf, ck->partner_buf_cap, NULL);
         }
     }
     int own = ck_task_done(&ck->writer, &ck->snapshot_task, block);
-    int part = !ck->partner || (!ck->x.req && ck_task_done(&ck->writer, &ck->partner_task, block));
+    int part = !ck->partner || (!ck->exchange.req && ck_task_done(&ck->writer, &ck->partner_task, block));
     *done = own && part;
     *bad = (own && ck->snapshot_task.rc) || (ck->partner && part && ck->partner_task.rc);
     return 0;
@@ -582,23 +601,23 @@ static void drop_failed(so_ckpt *ck)
     ck_fmt(name, sizeof name, "shard-%d.bin", ck->t.rank);
     unlink_in(ck->pending_dir, name);
     if (ck->partner) {
-        ck_fmt(name, sizeof name, "partner-%d.bin", ck->x.src);
+        ck_fmt(name, sizeof name, "partner-%d.bin", ck->exchange.src);
         unlink_in(ck->pending_dir, name);
     }
     rmdir(ck->pending_dir); /* fails while other ranks' names are there: they drop theirs */
 }
 
 /* All ranks agreed the checkpoint finished (all_done) or failed somewhere. */
-int ck_settle(so_ckpt *ck, int all_done, int failed)
+static int ckpt_end(so_ckpt *ck, int all_done, int failed)
 {
     ck->pending = 0;
     if (!failed)
         return all_done ? complete(ck) : 0;
     int done = 0;
-    if (ck->x.req && !ck->t.exchange_test(ck->t.ctx, ck->x.req, 1, &done)) /* partner_buf must be free */
-        ck->x.req = NULL;
+    if (ck->exchange.req && !ck->t.exchange_test(ck->t.ctx, ck->exchange.req, 1, &done)) /* partner_buf must be free */
+        ck->exchange.req = NULL;
     ck_task_done(&ck->writer, &ck->snapshot_task, 1);
-    if (ck->partner && !ck->x.req)
+    if (ck->partner && !ck->exchange.req)
         ck_task_done(&ck->writer, &ck->partner_task, 1);
     drop_failed(ck);
     const char *why = ck->snapshot_task.rc ? ck->snapshot_task.err : ck->partner && ck->partner_task.rc ? ck->partner_task.err : NULL;
@@ -608,10 +627,111 @@ int ck_settle(so_ckpt *ck, int all_done, int failed)
     return ck_fail(ck, SO_EIO, msg);
 }
 
-void ck_nap(void)
+static void nap(void)
 {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
+}
+
+/* ---- the ranks' agreement: rounds and what they decide ------------------------------ */
+
+/* The ranks agreed the flush ended: counted, or failed; rank 0 then writes
+ * the shared MANIFEST on the flush thread, last. */
+static int flush_end(so_ckpt *ck, int failed, int bad_here)
+{
+    char msg[800];
+    if (ck_flush_end(&ck->flush, failed, bad_here, &ck->st, msg, sizeof msg))
+        return ck_fail(ck, SO_EIO, msg);
+    if (ck->t.rank != 0)
+        return 0;
+    return queue_manifest(ck, &ck->flusher, &ck->flush_manifest_task, &ck->flush_manifest_copy, ck->flush.task.dir,
+                          ck->flush.manifest_text, ck->flush.manifest_len, ck->c.shared_dir, -1);
+}
+
+/* This rank's row: the progress of the checkpoint (ckpt) and/or flush (flush) in flight. */
+static int local_progress(so_ckpt *ck, int ckpt, int flush, int block)
+{
+    ck_progress p = {.covers_ckpt = ckpt, .covers_flush = flush};
+    int rc = 0;
+    if (ckpt && !(rc = ckpt_progress(ck, block, &p.ckpt_done, &p.ckpt_failed))) {
+        p.shard_crc = ck->snapshot_task.crc;
+        p.shard_bytes = ck->snapshot_task.bytes;
+    }
+    if (flush)
+        ck_flush_progress(&ck->flush, &ck->flusher, block, &p.flush_done, &p.flush_failed);
+    ck_agreement_fill(&ck->agreement, &ck->t, &p);
+    return rc;
+}
+
+/* Acts on the agreed outcome: the same values at the same step on every rank. */
+static int act(so_ckpt *ck)
+{
+    ck_outcome o;
+    ck_agreement_outcome(&ck->agreement, ck->t.world, &o);
+    int rc = o.flush_ended ? flush_end(ck, o.flush_failed, o.flush_failed_here) : 0; /* first: a completing checkpoint may start a flush */
+    if (o.ckpt_ended) {
+        int rc2 = ckpt_end(ck, o.ckpt_all_done, o.ckpt_failed);
+        rc = rc ? rc : rc2;
+    }
+    return rc;
+}
+
+/* A failure to communicate is not the checkpoint's own. */
+static int comm_failed(so_ckpt *ck, int rc)
+{
+    if (rc)
+        ck->err_is_ckpt = 0;
+    return rc;
+}
+
+/* Blocking round: local progress (waiting for local completion), SUM, act. */
+static int agree_round(so_ckpt *ck, int ckpt, int flush)
+{
+    int rc = local_progress(ck, ckpt, flush, 1);
+    if (!rc)
+        rc = comm_failed(ck, ck_agreement_sum(&ck->agreement, &ck->t));
+    return rc ? rc : act(ck);
+}
+
+/* Completes the round posted at an earlier step_end and acts on it. */
+static int agree_settle(so_ckpt *ck)
+{
+    if (!ck->agreement.req)
+        return 0;
+    int rc = comm_failed(ck, ck_agreement_complete(&ck->agreement, &ck->t));
+    return rc ? rc : act(ck);
+}
+
+/* Posts this step's row; step_end completes the SUM SETTLE_LAG steps later,
+ * by when the gradient traffic in between has progressed it. */
+static int agree_post(so_ckpt *ck)
+{
+    if (!ck->t.isum_start)
+        return agree_round(ck, ck->pending, ck->flush.active);
+    int rc = local_progress(ck, ck->pending, ck->flush.active, 0);
+    return rc ? rc : comm_failed(ck, ck_agreement_post(&ck->agreement, &ck->t, ck->cur_step));
+}
+
+/* Finishes the checkpoint in flight (blocking). */
+static int finish_checkpoint(so_ckpt *ck)
+{
+    int rc = agree_settle(ck);
+    if (!rc && ck->snapping)
+        rc = snapped(ck);
+    while (!rc && ck->pending)
+        if (!(rc = agree_round(ck, 1, 0)) && ck->pending)
+            nap();
+    return rc;
+}
+
+/* Finishes the flush in flight (blocking). */
+static int finish_flush(so_ckpt *ck)
+{
+    int rc = agree_settle(ck);
+    while (!rc && ck->flush.active)
+        if (!(rc = agree_round(ck, 0, 1)) && ck->flush.active)
+            nap();
+    return rc;
 }
 
 /* ---- the hook ------------------------------------------------------------------------ */
@@ -720,12 +840,33 @@ static int started(so_ckpt *ck, int failed, int rc)
     return failed;
 }
 
+/* --ckpt-mode naive: rank 0 writes everything (naive.c) while the others
+ * wait at the agreement on its outcome; then rank 0 prunes. */
+static int naive(so_ckpt *ck, const so_train_state *s)
+{
+    fill_manifest(ck, &ck->pending_manifest, s, 1);
+    ck_dir(ck->pending_dir, sizeof ck->pending_dir, ck_level1(ck), s->step);
+    ck_naive_job j = {&ck->t, ck->m, ck->opt, ck->rep_bytes, ck->rank_bytes, &ck->stage, &ck->stage_cap,
+                      &ck->pending_manifest, ck->pending_dir, ck->delay_ms};
+    char err[600] = "";
+    int mine = 0, all_done, failed;
+    int rc = ck_naive_write(&j, &ck->st, &mine, err, sizeof err);
+    if (rc || (rc = agree_blocking(ck, 1, mine, &all_done, &failed))) /* the barrier */
+        return rc;
+    if (failed)
+        return ck_fail(ck, SO_EIO, err[0] ? err : "rank 0 could not write the checkpoint");
+    if (ck->t.rank == 0)
+        ck_prune(ck_level1(ck), ck->c.keep, -1);
+    ck->st.count++;
+    return 0;
+}
+
 /* Due: the naive scheme, or (after finishing the previous one) a new snapshot. */
 static int start(so_ckpt *ck, const so_train_state *s, double *t0)
 {
     ck->sched.in_flight_requested = 0; /* the previous one, finished below, keeps its own flush rule */
     if (ck->c.naive) {
-        int rc = ck_naive(ck, s);
+        int rc = naive(ck, s);
         account(ck, *t0, 1, "naive write");
         *t0 = so_now();
         int rc2 = closed(ck, s->step);
@@ -733,14 +874,14 @@ static int start(so_ckpt *ck, const so_train_state *s, double *t0)
     }
     int rc = 0;
     if (ck->pending) { /* the previous one is still in flight: finish it first */
-        rc = ck_agree_advance(ck);
+        rc = finish_checkpoint(ck);
         int rc2 = progressed(ck, 1, s->step, t0);
         rc = rc ? rc : rc2;
     }
     /* A requested checkpoint (the last before a stop) must reach the shared
      * level, so a flush still running finishes first instead of skipping it. */
-    if (!rc && ck->sched.requested && ck->f.active)
-        rc = ck_flush_advance(ck);
+    if (!rc && ck->sched.requested && ck->flush.active)
+        rc = finish_flush(ck);
     if (!may_start(ck, rc))
         return rc;
     ck->err_is_ckpt = 0;
@@ -777,15 +918,15 @@ static void reserve_ahead(so_ckpt *ck, const so_train_state *s)
 int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
 {
     double t0 = so_now();
-    int was_pending = ck->pending, was_flushing = ck->f.active, active = ck->pending || ck->f.active;
+    int was_pending = ck->pending, was_flushing = ck->flush.active, active = ck->pending || ck->flush.active;
     mark(ck);
     ck->cur_step = s->step;
     ck_track_step_time(ck);
     check_manifests(ck);
     ck->err_is_ckpt = 0;
-    int polled = ck->a.req != NULL && s->step >= ck->a.posted_step + SETTLE_LAG, rc = polled ? ck_agree_settle(ck) : 0;
+    int polled = ck->agreement.req != NULL && s->step >= ck->agreement.posted_step + SETTLE_LAG, rc = polled ? agree_settle(ck) : 0;
     if (polled) {
-        ck_schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->f.active);
+        ck_schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->flush.active);
         account(ck, t0, active, "poll (agreement)"); /* its own piece: waiting for peers is told apart */
         t0 = so_now();
     }
@@ -799,12 +940,12 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
         account(ck, t0, 1, "start");
         t0 = so_now();
         active = 0;
-        ck->a.poll_gap = 1;
-        ck->a.next_poll = s->step + 2; /* the exchange is posted at the next update and tested one step later */
+        ck->sched.poll_gap = 1;
+        ck->sched.next_poll = s->step + 2; /* the exchange is posted at the next update and tested one step later */
     }
     was_pending = ck->pending;
-    if (!rc && !ck->a.req && (ck->pending || ck->f.active) && s->step >= ck->a.next_poll) {
-        rc = ck_agree_post(ck); /* one process: settles at once */
+    if (!rc && !ck->agreement.req && (ck->pending || ck->flush.active) && s->step >= ck->sched.next_poll) {
+        rc = agree_post(ck); /* one process: settles at once */
         active = 1;
         if (!ck->t.isum_start)
             ck_schedule_poll(ck, s, was_pending != ck->pending);
@@ -828,7 +969,7 @@ int so_ckpt_before_update(so_ckpt *ck)
     ck_task_prepared(&ck->writer, &ck->snapshot_task, 1);
     account(ck, t0, 1, "before_update (snapshot wait)");
     t0 = so_now();
-    int rc = ck_snapped(ck);
+    int rc = snapped(ck);
     account(ck, t0, 1, "before_update (exchange post)");
     return rc;
 }
@@ -845,16 +986,16 @@ int so_ckpt_finish(so_ckpt *ck)
     /* Mid-run, a checkpoint whose flush is due while the previous flush still
      * runs is not flushed; the run's last one must reach the shared level
      * (a job may restart on other nodes), so the previous flush ends first. */
-    if (was_pending && ck->f.active)
-        rc = ck_flush_advance(ck);
+    if (was_pending && ck->flush.active)
+        rc = finish_flush(ck);
     if (!rc)
-        rc = ck_agree_advance(ck);
+        rc = finish_checkpoint(ck);
     if (was_pending) {
         int rc2 = closed(ck, ck->pending_manifest.step);
         rc = rc ? rc : rc2;
     }
-    if (ck->f.active) {
-        int rc2 = ck_flush_advance(ck);
+    if (ck->flush.active) {
+        int rc2 = finish_flush(ck);
         rc = rc ? rc : rc2;
     }
     double t1 = so_now();

@@ -1,12 +1,11 @@
 /* Level 3: every M-th complete checkpoint is copied to the shared directory
- * by the flush thread; once the ranks agree every copy is there, rank 0
- * writes the shared MANIFEST, last. */
+ * by the flush thread (session.h, ck_flush). A leaf: this file starts the
+ * copy, reports its progress and ends it once the ranks agreed; ckpt.c
+ * decides when, and rank 0 there writes the shared MANIFEST, last. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "scaleout/err.h"
-#include "scaleout/mem.h"
-#include "scaleout/timer.h"
 #include "session.h"
 
 /* Flush thread: the shared directory is made there (a parallel file system's
@@ -20,65 +19,47 @@ static int flush_mkdir(void *arg, ck_task *t)
     return SO_EIO;
 }
 
-int ck_flush_start(so_ckpt *ck)
+void ck_flush_start(ck_flush *f, ck_worker *flusher, const ck_flush_job *j)
 {
-    ck_task *t = &ck->f.task;
+    ck_task *t = &f->task;
     memset(t, 0, sizeof *t);
     t->kind = CK_TASK_COPY;
     t->prepare = flush_mkdir;
-    ck_dir(t->dir, sizeof t->dir, ck->c.shared_dir, ck->pending_manifest.step);
-    ck_fmt(t->name, sizeof t->name, "shard-%d.bin", ck->t.rank);
-    ck_fmt(t->src, sizeof t->src, "%s/%s", ck->pending_dir, t->name);
-    t->delay_ms = ck->delay_ms + ck->flush_delay_ms;
-    t->step = ck->pending_manifest.step;
+    ck_fmt(t->dir, sizeof t->dir, "%s", j->to_dir);
+    ck_fmt(t->name, sizeof t->name, "shard-%d.bin", j->rank);
+    ck_fmt(t->src, sizeof t->src, "%s/%s", j->from_dir, t->name);
+    t->delay_ms = j->delay_ms;
+    t->step = j->step;
     t->io = CK_IO(SO_CKPT_IO_FLUSH);
-    free(ck->f.manifest_text);
-    ck->f.manifest_text = ck->manifest_text;
-    ck->f.manifest_len = ck->manifest_len;
-    ck->manifest_text = NULL;
-    ck->f.step = ck->pending_manifest.step;
-    ck->f.crc = ck->snapshot_task.crc;
-    ck->f.active = 1;
-    ck_worker_submit(&ck->flusher, t);
-    return 0;
+    free(f->manifest_text);
+    f->manifest_text = j->manifest_text;
+    f->manifest_len = j->manifest_len;
+    f->step = j->step;
+    f->crc = j->crc;
+    f->active = 1;
+    ck_worker_submit(flusher, t);
 }
 
-void ck_flush_flags(so_ckpt *ck, int block, int *done, int *bad)
+void ck_flush_progress(ck_flush *f, ck_worker *flusher, int block, int *done, int *bad)
 {
-    ck_task *t = &ck->f.task;
-    *done = ck_task_done(&ck->flusher, t, block);
-    *bad = *done && (t->rc || t->crc != ck->f.crc);
-    if (*done && !t->rc && t->crc != ck->f.crc)
+    ck_task *t = &f->task;
+    *done = ck_task_done(flusher, t, block);
+    *bad = *done && (t->rc || t->crc != f->crc);
+    if (*done && !t->rc && t->crc != f->crc)
         ck_fmt(t->err, sizeof t->err, "%s/%s: copy does not match the checksum in the manifest", t->dir, t->name);
 }
 
-/* All ranks agreed: every copy is at the shared level (rank 0 queues the
- * shared MANIFEST on the flush thread), or a copy failed somewhere. */
-int ck_flush_settle(so_ckpt *ck, int failed, int bad)
+int ck_flush_end(ck_flush *f, int failed, int bad_here, so_ckpt_stats *st, char *msg, size_t cap)
 {
-    ck_task *t = &ck->f.task;
-    ck->f.active = 0;
+    ck_task *t = &f->task;
+    f->active = 0;
     if (failed) {
-        char msg[800];
-        ck_fmt(msg, sizeof msg, "flush of checkpoint %ld to the shared level failed: %s", ck->f.step,
-               bad ? t->err : "see the message of another rank");
-        return ck_fail(ck, SO_EIO, msg);
+        ck_fmt(msg, cap, "flush of checkpoint %ld to the shared level failed: %s", f->step,
+               bad_here ? t->err : "see the message of another rank");
+        return SO_EIO;
     }
-    ck->st.flushes++;
-    ck->st.flush_seconds += t->seconds;
-    ck->st.flush_bytes += (double)t->bytes;
-    if (ck->t.rank == 0)
-        return ck_queue_manifest(ck, &ck->flusher, &ck->flush_manifest_task, &ck->flush_manifest_copy, t->dir, ck->f.manifest_text, ck->f.manifest_len,
-                              ck->c.shared_dir, -1);
+    st->flushes++;
+    st->flush_seconds += t->seconds;
+    st->flush_bytes += (double)t->bytes;
     return 0;
 }
-
-int ck_flush_advance(so_ckpt *ck)
-{
-    int rc = ck_agree_settle(ck);
-    while (!rc && ck->f.active)
-        if (!(rc = ck_agree_round(ck, 0, 1)) && ck->f.active)
-            ck_nap();
-    return rc;
-}
-

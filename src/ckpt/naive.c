@@ -1,6 +1,8 @@
 /* The naive scheme (--ckpt-mode naive), the baseline the sharded one is
- * measured against: the ranks' small sections are gathered, rank 0 writes
- * everything in one file while the others wait at the agreement. */
+ * measured against: the ranks' small sections are gathered and rank 0
+ * writes everything in one file and the MANIFEST. A leaf: ckpt.c fills the
+ * manifest, then makes the ranks agree on the outcome (the others wait
+ * there) and prunes. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,50 +21,45 @@ static int grow(uint8_t **buf, size_t *cap, size_t n)
     return *buf ? 0 : so_err(SO_ENOMEM, "out of memory for a %zu-byte checkpoint buffer", n);
 }
 
-int ck_naive(so_ckpt *ck, const so_train_state *s)
+/* Rank 0: the replicated state, every rank's section (in buf already), then
+ * the MANIFEST, into j->dir. 0 or SO_EIO with err. */
+static int rank0_write(const ck_naive_job *j, uint8_t *buf, size_t bytes, so_ckpt_stats *st, char *err, size_t cap)
 {
-    int w = ck->t.world;
-    size_t bytes = (size_t)(ck->rep_bytes + (uint64_t)w * ck->rank_bytes);
-    int rc = grow(&ck->stage, &ck->stage_cap, ck->t.rank == 0 ? bytes : (size_t)ck->rank_bytes * w);
+    so_ckpt_shard sh = {0, j->rep_bytes, 0, j->t->world, bytes, 0};
+    ck_rep_get(j->m, j->opt, buf, 0, j->rep_bytes);
+    double t0 = so_now();
+    int rc = ck_mkdirs(j->dir);
     if (rc)
-        return rc;
-    uint8_t *ranks = ck->stage + (ck->t.rank == 0 ? ck->rep_bytes : 0);
-    ck_rank_get(ck->m, ranks + (size_t)ck->t.rank * ck->rank_bytes);
-    for (int r = 0; r < w && !rc; r++) /* gather the small per-rank sections */
-        rc = ck->t.bcast(ck->t.ctx, ranks + (size_t)r * ck->rank_bytes, (size_t)ck->rank_bytes, r);
-    if (rc)
-        return rc;
-    char err[600] = "";
-    int mine = 0;
-    ck_fill_manifest(ck, &ck->pending_manifest, s, 1);
-    so_ckpt_shard sh = {0, ck->rep_bytes, 0, w, bytes, 0};
-    ck_dir(ck->pending_dir, sizeof ck->pending_dir, ck_level1(ck), s->step);
-    if (ck->t.rank == 0) {
-        ck_rep_get(ck->m, ck->opt, ck->stage, 0, ck->rep_bytes);
-        double t0 = so_now();
-        mine = ck_mkdirs(ck->pending_dir);
-        if (mine)
-            ck_fmt(err, sizeof err, "%s", so_errmsg());
-        else
-            mine = ck_write_atomic(ck->pending_dir, "shard-0.bin", ck->stage, bytes, 0, ck->delay_ms, &sh.crc, err, sizeof err);
-        ck->pending_manifest.shards = &sh;
-        char *text = NULL;
-        size_t len = 0;
-        if (!mine && !(mine = so_ckpt_manifest_format(&ck->pending_manifest, &text, &len)))
-            mine = ck_write_manifest(ck, ck->pending_dir, text, len, err, sizeof err);
-        free(text);
-        ck->pending_manifest.shards = NULL;
-        ck->st.write_seconds += so_now() - t0;
-        ck->st.write_bytes += (double)bytes;
-    }
-    int all_done, failed;
-    if ((rc = ck_agree_blocking(ck, 1, mine != 0, &all_done, &failed))) /* the barrier */
-        return rc;
-    if (failed)
-        return ck_fail(ck, SO_EIO, err[0] ? err : "rank 0 could not write the checkpoint");
-    if (ck->t.rank == 0)
-        ck_prune(ck_level1(ck), ck->c.keep, -1);
-    ck->st.count++;
-    return 0;
+        ck_fmt(err, cap, "%s", so_errmsg());
+    else
+        rc = ck_write_atomic(j->dir, "shard-0.bin", buf, bytes, 0, j->delay_ms, &sh.crc, err, cap);
+    j->manifest->shards = &sh;
+    char *text = NULL;
+    size_t len = 0;
+    uint32_t crc;
+    if (!rc && !(rc = so_ckpt_manifest_format(j->manifest, &text, &len)))
+        rc = ck_write_atomic(j->dir, "MANIFEST", text, len, 0, 0, &crc, err, cap) ? SO_EIO : 0;
+    free(text);
+    j->manifest->shards = NULL;
+    st->write_seconds += so_now() - t0;
+    st->write_bytes += (double)bytes;
+    return rc;
 }
 
+int ck_naive_write(const ck_naive_job *j, so_ckpt_stats *st, int *failed, char *err, size_t cap)
+{
+    const so_ckpt_transport *t = j->t;
+    int w = t->world;
+    size_t bytes = (size_t)(j->rep_bytes + (uint64_t)w * j->rank_bytes);
+    *failed = 0;
+    int rc = grow(j->buf, j->cap, t->rank == 0 ? bytes : (size_t)j->rank_bytes * w);
+    if (rc)
+        return rc;
+    uint8_t *ranks = *j->buf + (t->rank == 0 ? j->rep_bytes : 0);
+    ck_rank_get(j->m, ranks + (size_t)t->rank * j->rank_bytes);
+    for (int r = 0; r < w && !rc; r++) /* gather the small per-rank sections */
+        rc = t->bcast(t->ctx, ranks + (size_t)r * j->rank_bytes, (size_t)j->rank_bytes, r);
+    if (!rc && t->rank == 0)
+        *failed = rank0_write(j, *j->buf, bytes, st, err, cap) != 0;
+    return rc;
+}

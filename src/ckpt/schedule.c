@@ -68,14 +68,14 @@ void ck_track_step_time(so_ckpt *ck)
  * step numbers only, so every rank posts at the same steps. */
 void ck_schedule_poll(so_ckpt *ck, const so_train_state *s, int moved)
 {
-    ck->a.poll_gap = moved || ck->a.poll_gap < 1 ? 1 : ck->a.poll_gap < 16 ? 2 * ck->a.poll_gap : 16;
+    ck->sched.poll_gap = moved || ck->sched.poll_gap < 1 ? 1 : ck->sched.poll_gap < 16 ? 2 * ck->sched.poll_gap : 16;
     /* The last poll before the next due step is posted two steps ahead, so a
      * finished checkpoint is known to be finished by then and the next one
      * does not start with a blocking round. */
-    long gap = ck->a.poll_gap, to_due = ck_steps_to_due(ck, s);
+    long gap = ck->sched.poll_gap, to_due = ck_steps_to_due(ck, s);
     if (to_due < LONG_MAX && gap > to_due - 2)
         gap = to_due - 2 > 1 ? to_due - 2 : 1;
-    ck->a.next_poll = s->step + gap;
+    ck->sched.next_poll = s->step + gap;
 }
 
 /* Steps ahead of a due checkpoint at which its shard files are made: a

@@ -1,5 +1,9 @@
 /* Private: the checkpointing session shared by the write path (ckpt.c) and
- * the restore path (restore.c). */
+ * the restore path (restore.c). ckpt.c drives the write path; the files it
+ * calls are leaves that call nothing back: agree.c (the ranks' agreement on
+ * progress), flush.c (the copy to the shared level), naive.c (rank 0 writes
+ * everything), schedule.c (when checkpoints are due), with io.c, slot.c,
+ * state.c and worker.c beneath them. */
 #ifndef SCALEOUT_CKPT_SESSION_H
 #define SCALEOUT_CKPT_SESSION_H
 #include "ckpt_internal.h"
@@ -18,13 +22,12 @@ typedef struct {
     double posted_at;            /* when */
 } ck_exchange;
 
-/* The ranks' agreement on progress (ckpt.c: local_row): one non-blocking SUM
- * of a row per round, posted at a step end and settled SETTLE_LAG steps on. */
+/* The ranks' agreement on progress (agree.c): one non-blocking SUM of a
+ * row per round, posted at a step end and settled SETTLE_LAG steps on. */
 typedef struct {
     int64_t *row;                /* in MPI's hands while req is set */
     void *req;
     long posted_step;
-    long next_poll, poll_gap;    /* when the next round is posted (schedule_poll) */
     int covers_ckpt, covers_flush; /* what the pending round covers */
     int flush_failed;            /* this rank's flush failed (in the round) */
 } ck_agreement;
@@ -46,6 +49,7 @@ typedef struct {
     int requested;               /* so_ckpt_request: the next step_end starts one, due or not */
     int in_flight_requested;     /* the checkpoint in flight was requested: flushed, whatever M */
     double step_time, last_step_time, cur_stall;
+    long next_poll, poll_gap;    /* when the next agreement round is posted (ck_schedule_poll) */
 } ck_schedule;
 
 struct so_ckpt {
@@ -58,6 +62,8 @@ struct so_ckpt {
     char optim_name[16];
     char node_dir[4096];         /* <local_dir>/node<id> */
     uint64_t model_hash, config_hash, rep_bytes, rank_bytes;
+    ck_units units;              /* the strategy's layout (c.state; units NULL: byte blocks) */
+    uint64_t *unit_bounds;       /* its boundaries, owned */
     int delay_ms;                /* SCALEOUT_CKPT_TEST_DELAY_MS */
     int flush_delay_ms;          /* SCALEOUT_CKPT_TEST_FLUSH_DELAY_MS: the flush copy only */
     double trace_ms;             /* SCALEOUT_CKPT_TRACE_MS (-1: off) */
@@ -90,9 +96,9 @@ struct so_ckpt {
     ck_task manifest_task, flush_manifest_task; /* manifest + prune on the writer / flush thread */
     char *manifest_copy, *flush_manifest_copy; /* the text those tasks write */
 
-    ck_exchange x;
-    ck_agreement a;
-    ck_flush f;
+    ck_exchange exchange;        /* with the partner rank */
+    ck_agreement agreement;      /* of the ranks on progress */
+    ck_flush flush;              /* to the shared level */
     ck_schedule sched;
     int err_is_ckpt;
     so_ckpt_stats st;
@@ -106,38 +112,73 @@ struct so_ckpt {
  * traffic since posting, and the SUM is complete before anybody asks. */
 #define SETTLE_LAG 2
 
-/* Layout of the agreement row (agree.c: local_row): [AV_SHARDS + 2k] and
- * [AV_SHARDS + 2k + 1] are the CRC and size of rank k's shard. */
-enum { AV_DONE, AV_BAD, AV_FDONE, AV_FBAD, AV_SHARDS };
 
-/* ---- shared by the parts of the write path ----------------------------------
- * ckpt.c: the session, starting and completing a checkpoint, the hook. */
-const char *ck_level1(const so_ckpt *ck);       /* the directory of the first level */
-void ck_dir(char *out, size_t cap, const char *base, long step); /* <base>/ckpt-<step> */
-int ck_fail(so_ckpt *ck, int code, const char *msg);            /* a checkpoint's own failure */
-/* Blocking agreement on one checkpoint's outcome (naive mode). */
-int ck_agree_blocking(so_ckpt *ck, int done, int failed, int *all_done, int *any_failed);
-int ck_write_manifest(const so_ckpt *ck, const char *dir, const char *text, size_t len, char *err, size_t cap);
-void ck_fill_manifest(so_ckpt *ck, so_ckpt_manifest *m, const so_train_state *s, int nshards);
-/* Writes the manifest text (copied) on worker w's thread, then prunes base
- * beyond the kept checkpoints, sparing step `protect`. */
-int ck_queue_manifest(so_ckpt *ck, ck_worker *w, ck_task *t, char **copy, const char *dir, const char *text,
-                      size_t len, const char *base, long protect);
-int ck_snapped(so_ckpt *ck);                    /* waits for the snapshot, posts the exchange */
-int ck_flags(so_ckpt *ck, int block, int *done, int *bad); /* this rank's state of the checkpoint in flight */
-int ck_settle(so_ckpt *ck, int all_done, int failed);       /* acts on the agreed outcome */
-void ck_nap(void);                              /* a short sleep between blocking rounds */
-/* agree.c */
-int ck_av_len(const so_ckpt *ck);
-int ck_agree_round(so_ckpt *ck, int ckpt, int flush);      /* blocking round: flags, SUM, act */
-int ck_agree_settle(so_ckpt *ck);               /* completes the posted round and acts on it */
-int ck_agree_post(so_ckpt *ck);                 /* posts this step's row */
-int ck_agree_advance(so_ckpt *ck);              /* finishes the checkpoint in flight (blocking) */
-/* flush.c */
-int ck_flush_start(so_ckpt *ck);
-void ck_flush_flags(so_ckpt *ck, int block, int *done, int *bad);
-int ck_flush_settle(so_ckpt *ck, int failed, int bad);
-int ck_flush_advance(so_ckpt *ck);               /* finishes the flush in flight (blocking) */
+/* ---- the write path's leaves: ckpt.c drives them, none calls back ----------- */
+
+/* agree.c: the ranks' agreement on progress. This rank's side of a round: */
+typedef struct {
+    int covers_ckpt, covers_flush;  /* what the round is about */
+    int ckpt_done, ckpt_failed;     /* the checkpoint in flight, here */
+    uint32_t shard_crc;             /* and its shard, once durable */
+    uint64_t shard_bytes;
+    int flush_done, flush_failed;   /* the flush in flight, here */
+} ck_progress;
+/* ... and what every rank agreed on (identical on every rank). */
+typedef struct {
+    int ckpt_ended, ckpt_all_done, ckpt_failed;  /* ended: all done, or failed somewhere */
+    int flush_ended, flush_failed;
+    int flush_failed_here;          /* this rank's own flush failed (its message is here) */
+} ck_outcome;
+int ck_agreement_init(ck_agreement *a, int world);
+void ck_agreement_deinit(ck_agreement *a);
+/* This rank's row from mine (no communication). */
+void ck_agreement_fill(ck_agreement *a, const so_ckpt_transport *t, const ck_progress *mine);
+/* Sums the rows at once (blocking). */
+int ck_agreement_sum(ck_agreement *a, const so_ckpt_transport *t);
+/* Posts the sum without blocking (t->isum_start), at `step`; complete
+ * finishes the one posted (nothing when none is). */
+int ck_agreement_post(ck_agreement *a, const so_ckpt_transport *t, long step);
+int ck_agreement_complete(ck_agreement *a, const so_ckpt_transport *t);
+/* The summed row read as the outcome; the round is over. */
+void ck_agreement_outcome(ck_agreement *a, int world, ck_outcome *out);
+/* Rank k's shard in the summed row. */
+void ck_agreement_shard(const ck_agreement *a, int rank, uint32_t *crc, uint64_t *bytes);
+
+/* flush.c: the copy of a complete checkpoint to the shared level. */
+typedef struct {
+    const char *from_dir, *to_dir;  /* the checkpoint's directory at level 1 and at the shared level */
+    int rank;
+    long step;
+    uint32_t crc;                   /* this rank's shard's, from the manifest */
+    char *manifest_text;            /* taken: the shared MANIFEST rank 0 writes once every copy is there */
+    size_t manifest_len;
+    int delay_ms;                   /* test hook */
+} ck_flush_job;
+void ck_flush_start(ck_flush *f, ck_worker *flusher, const ck_flush_job *j);
+/* This rank's copy: *done, and *bad (failed or a checksum mismatch, in the task's err). */
+void ck_flush_progress(ck_flush *f, ck_worker *flusher, int block, int *done, int *bad);
+/* The ranks agreed the flush ended: 0 with the statistics counted, or
+ * SO_EIO with msg (this rank's error when bad_here). */
+int ck_flush_end(ck_flush *f, int failed, int bad_here, so_ckpt_stats *st, char *msg, size_t cap);
+
+/* naive.c: the whole checkpoint through rank 0. */
+typedef struct {
+    const so_ckpt_transport *t;
+    so_model *m;
+    so_optim *opt;
+    uint64_t rep_bytes, rank_bytes;
+    uint8_t **buf;                  /* the staging buffer (grown as needed) and its size */
+    size_t *cap;
+    so_ckpt_manifest *manifest;     /* filled by the caller; rank 0 writes it with the one shard */
+    const char *dir;                /* the checkpoint's directory */
+    int delay_ms;                   /* test hook */
+} ck_naive_job;
+/* Collective: every rank's per-rank section reaches rank 0 (a broadcast
+ * each), which writes shard-0.bin and the MANIFEST into dir (its write
+ * time in st). *failed: rank 0 could not write (err says why). Returns the
+ * transport's errors. */
+int ck_naive_write(const ck_naive_job *j, so_ckpt_stats *st, int *failed, char *err, size_t cap);
+
 /* schedule.c */
 int ck_due(so_ckpt *ck, const so_train_state *s);            /* a checkpoint starts at this step end */
 long ck_steps_to_due(const so_ckpt *ck, const so_train_state *s); /* LONG_MAX when unknown */
@@ -145,7 +186,5 @@ int ck_update_interval(so_ckpt *ck, long step, double stall);  /* --mtbf: Daly's
 void ck_track_step_time(so_ckpt *ck);
 void ck_schedule_poll(so_ckpt *ck, const so_train_state *s, int moved);
 long ck_reserve_lead(const so_ckpt *ck, const so_train_state *s);
-/* naive.c */
-int ck_naive(so_ckpt *ck, const so_train_state *s);
 
 #endif

@@ -41,6 +41,7 @@ static const char *const ckpt_on_errors[] = {"continue", "stop", NULL};
 static const char *const pipe_schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
 static const char *const placements[] = {"stage-major", "replica-major", NULL};
 static const char *const on_off[] = {"on", "off", NULL};
+static const char *const shard_groups[] = {"all", "node", NULL};
 
 #define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
 
@@ -76,6 +77,16 @@ static int compresses(const void *p)
     const char *m = ((const train_args *)p)->cfg.compress;
     return m && strcmp(m, "none");
 }
+static int sharded(const void *p)
+{
+    const char *s = ((const train_args *)p)->cfg.strategy;
+    return s && !strncmp(s, "zero", 4);
+}
+static int zero3(const void *p)
+{
+    const char *s = ((const train_args *)p)->cfg.strategy;
+    return s && !strcmp(s, "zero3");
+}
 static int image_data(const void *p)
 {
     const char *d = ((const train_args *)p)->cfg.dataset;
@@ -103,6 +114,9 @@ static const cli_need train_needs[] = {
     {"synthetic-samples", synthetic, "--dataset synthetic"},
     {"data-dir", real_data, "a --dataset read from files (not synthetic)"},
     {"error-feedback", compresses, "--compress METHOD (not none)"},
+    {"shard-unit", sharded, "--strategy zero1, zero2 or zero3"},
+    {"shard-group", sharded, "--strategy zero1, zero2 or zero3"},
+    {"shard-prefetch", zero3, "--strategy zero3"},
     {"image-size", image_data, "--dataset imagefolder or tfrecord"},
     {"resize", image_data, "--dataset imagefolder or tfrecord"},
     {"crop-scale", image_data, "--dataset imagefolder or tfrecord"},
@@ -125,9 +139,6 @@ static int check_values(const train_args *a)
     so_compress_spec cs;
     if (so_compress_parse(c->compress, &cs))
         return cli_error("train", CLI_USAGE, "%s", so_errmsg());
-    if (cs.method != SO_COMPRESS_NONE && c->pipeline_stages > 1)
-        return cli_error("train", CLI_USAGE, "--compress %s runs under data parallelism only: --pipeline-stages %d "
-                         "sends activations between stages, not bucketed gradients", c->compress, c->pipeline_stages);
     return CLI_OK;
 }
 
@@ -199,6 +210,10 @@ static int parse(train_args *a, int argc, char **argv)
         {"placement", OPT_CHOICE, &c->placement, "HOW", "stage-major: a replica's stages on neighbouring ranks; replica-major: a stage's replicas", 0, -1, placements},
         {"max-memory", OPT_STR, &a->max_memory, "BYTES", "what each rank may hold by the trainer's accounting (K/M/G suffixes): a rank above it stops the job at set-up; with pipeline stages, --partition auto cuts within it", 0, -1, NULL},
         {"ranks-per-node", OPT_INT, &c->ranks_per_node, "K", "emulate nodes of K ranks (checkpoint partners, hier)", 0, 1 << 20, NULL},
+        {"strategy", OPT_STR, &c->strategy, "NAME", "how ranks share the model: dp (data parallelism), zero1 (optimizer state sharded), zero2 (and gradients), zero3 (and parameters); docs/PARALLELISM.md", 0, -1, NULL},
+        {"shard-unit", OPT_STR, &c->shard_unit, "layer|block|MB", "zero*: what is gathered and reduced together: a layer, a block (layer1.0, h.3), or layers of at least MB MiB (default: zero1/2 the gradient buckets, zero3 block)", 0, -1, NULL},
+        {"shard-prefetch", OPT_INT, &c->shard_prefetch, "K", "zero3: units gathered at once, at most (the one computing and K-1 prefetched)", 1, 1 << 20, NULL},
+        {"shard-group", OPT_CHOICE, &c->shard_group, "all|node", "zero*: shard over every rank, or within each node and replicate across nodes (HYBRID_SHARD)", 0, -1, shard_groups},
         {"init", OPT_CHOICE, &c->init, "SCHEME", "parameter initialisation: torch (PyTorch's, so its recipes transfer), he, glorot", 0, -1, inits},
         /* image data sets (--dataset imagefolder|tfrecord, docs/DATA.md) */
         {"image-size", OPT_INT, &c->image.image_size, "S", "image data sets: crop side (RandomResizedCrop / CenterCrop)", 1, 4096, NULL},
@@ -243,7 +258,8 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
                   const final_params *fp);
 
 /* Per-rank phase figures, gathered on every rank (index rank*RANK_FIELDS). */
-enum { RK_COMPUTE, RK_COMM_EXPOSED, RK_COMM_OVERLAPPED, RK_DATA_WAIT, RK_IMAGES_PER_SEC, RANK_FIELDS };
+enum { RK_COMPUTE, RK_COMM_EXPOSED, RK_COMM_OVERLAPPED, RK_DATA_WAIT, RK_IMAGES_PER_SEC, RK_MEM_WEIGHTS,
+       RK_MEM_GRADS, RK_MEM_OPTIMIZER, RK_MEM_ACTIVATIONS, RK_MEM_MESSAGES, RK_MEM_TOTAL, RK_PEAK_RSS, RANK_FIELDS };
 
 static double *gather_ranks(so_job *j, const so_train_result *r, int batch)
 {
@@ -257,6 +273,10 @@ static double *gather_ranks(so_job *j, const so_train_result *r, int batch)
     mine[RK_COMM_OVERLAPPED] = r->comm_total > r->comm_exposed ? r->comm_total - r->comm_exposed : 0;
     mine[RK_DATA_WAIT] = r->data_wait;
     mine[RK_IMAGES_PER_SEC] = r->wall_seconds > 0 ? (double)r->steps * batch / r->wall_seconds : 0;
+    so_job_memory mu;
+    so_job_memory_use(j, &mu);
+    double mem[] = {mu.params, mu.grads, mu.optimizer, mu.activations, mu.messages, mu.total, (double)so_peak_rss()};
+    memcpy(mine + RK_MEM_WEIGHTS, mem, sizeof mem);
     if (so_job_sum(j, v, world * RANK_FIELDS)) {
         free(v);
         return NULL;
@@ -264,19 +284,52 @@ static double *gather_ranks(so_job *j, const so_train_result *r, int batch)
     return v;
 }
 
+/* Every rank's phases, its memory by the trainer's accounting (a sharded
+ * strategy's ranks each hold their part) and its peak resident set. */
 static void write_ranks(so_json *js, const double *v, int world)
 {
     static const char *names[RANK_FIELDS] = {"compute_seconds", "comm_exposed_seconds", "comm_overlapped_seconds",
-                                             "data_wait_seconds", "images_per_sec"};
+                                             "data_wait_seconds", "images_per_sec", "weights", "gradients",
+                                             "optimizer", "activations", "messages", "total"};
     so_json_arr_begin(js, "ranks");
     for (int k = 0; v && k < world; k++) {
+        const double *r = v + k * RANK_FIELDS;
         so_json_obj_begin(js, NULL);
         so_json_int(js, "rank", k);
-        for (int f = 0; f < RANK_FIELDS; f++)
-            so_json_num(js, names[f], v[k * RANK_FIELDS + f]);
+        for (int f = 0; f < RK_MEM_WEIGHTS; f++)
+            so_json_num(js, names[f], r[f]);
+        so_json_obj_begin(js, "memory_accounted");
+        for (int f = RK_MEM_WEIGHTS; f <= RK_MEM_TOTAL; f++)
+            so_json_num(js, names[f], r[f]);
+        so_json_obj_end(js);
+        so_json_int(js, "peak_rss_bytes", (int64_t)r[RK_PEAK_RSS]);
         so_json_obj_end(js);
     }
     so_json_arr_end(js);
+}
+
+/* A sharded strategy's units and shards (the memory formulas' terms). */
+static void write_shards(so_json *js, const so_strategy *st, const so_job_config *c)
+{
+    const so_state_layout *l = st && st->ops->state ? st->ops->state(st->self) : NULL;
+    if (!l)
+        return;
+    size_t run[3] = {0, 0, 0}; /* the largest unit, run of 2 and of --shard-prefetch consecutive units */
+    int k[3] = {1, 2, c->shard_prefetch};
+    for (int i = 0; i < 3; i++)
+        for (int u = 0; u < l->nunits; u++) {
+            int v = u + k[i] < l->nunits ? u + k[i] : l->nunits;
+            run[i] = l->units[v] - l->units[u] > run[i] ? l->units[v] - l->units[u] : run[i];
+        }
+    so_json_obj_begin(js, "shards");
+    so_json_int(js, "units", l->nunits);
+    so_json_int(js, "largest_unit_parameters", (int64_t)run[0]);
+    so_json_int(js, "in_flight_parameters", (int64_t)run[1]);   /* gradients: the unit written, one reduced */
+    so_json_int(js, "gathered_parameters", (int64_t)run[2]);    /* zero3: the prefetch window */
+    so_json_int(js, "shard_group", l->shards);
+    so_json_int(js, "replicas", l->replicas);
+    so_json_int(js, "prefetch", c->shard_prefetch);
+    so_json_obj_end(js);
 }
 
 static void write_config(so_json *js, const so_job_config *c, const so_graph *g, int world)
@@ -304,6 +357,10 @@ static void write_config(so_json *js, const so_job_config *c, const so_graph *g,
     so_json_int(js, "seed", c->seed);
     so_json_int(js, "parameters", (int64_t)so_graph_nparams(g));
     so_json_num(js, "flops_per_sample", so_graph_flops(g));
+    so_json_str(js, "strategy", c->strategy);
+    so_json_str(js, "shard_unit", c->shard_unit ? c->shard_unit : "default");
+    so_json_int(js, "shard_prefetch", c->shard_prefetch);
+    so_json_str(js, "shard_group", c->shard_group);
     so_json_int(js, "pipeline_stages", c->pipeline_stages > 1 ? c->pipeline_stages : 1);
     so_json_int(js, "microbatches", c->microbatches);
     so_json_str(js, "schedule", c->schedule);
@@ -475,10 +532,11 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     }
     so_json_obj_end(&js);
     write_ranks(&js, ranks, world);
+    write_shards(&js, so_job_strategy(j), c);
     so_json_int(&js, "peak_rss_bytes", (int64_t)so_peak_rss());
     so_job_memory mu;
     so_job_memory_use(j, &mu);
-    so_json_obj_begin(&js, "memory_accounted"); /* rank 0, by the trainer's accounting (so_job_memory_use) */
+    so_json_obj_begin(&js, "memory_accounted"); /* rank 0's (every rank's: "ranks"), so_job_memory_use */
     so_json_num(&js, "weights", mu.params);
     so_json_num(&js, "gradients", mu.grads);
     so_json_num(&js, "optimizer", mu.optimizer);

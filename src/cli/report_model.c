@@ -330,63 +330,125 @@ static void rank_section(rpt_report *r, const rpt_run *run)
 
 /* ---- per layer --------------------------------------------------------------- */
 
-/* Forward/backward ms per step of each layer (mean over ranks), in graph order;
- * grouped by block when there are more than 40 layers (the chart stays legible). */
+/* One layer of the per-layer table: its figures merged over the ranks that
+ * run it (with pipeline stages, the replicas of its stage; else all). */
+typedef struct {
+    const so_prof_jv *entry;     /* the first rank's entry (name, block) */
+    double node;                 /* its place in the whole model (NaN: an older profile) */
+    int edge;                    /* 0 a layer, 1 the send of node's tensor, 2 its recv */
+    int seen;                    /* first-seen order: the tie-break */
+    double fw, bw;               /* ms per step, summed over ranks */
+    int ranks;
+} layer_row;
+
+/* The row of layer entry l (added when new); rows[*n] has room. */
+static layer_row *layer_find(layer_row *rows, int *n, const so_prof_jv *l, int hint)
+{
+    const char *name = str(l, "name");
+    if (hint < *n && !strcmp(str(rows[hint].entry, "name"), name)) /* data parallelism: the same order */
+        return &rows[hint];
+    for (int i = 0; i < *n; i++)
+        if (!strcmp(str(rows[i].entry, "name"), name))
+            return &rows[i];
+    const char *edge = str(l, "edge");
+    rows[*n] = (layer_row){.entry = l, .node = num(l, "node"), .seen = *n,
+                           .edge = !strcmp(edge, "send") ? 1 : !strcmp(edge, "recv") ? 2 : 0};
+    return &rows[(*n)++];
+}
+
+/* The whole model's order: by node (a tensor's send and recv after its
+ * producer), then as first seen (profiles without "node": rank 0's order). */
+static int layer_cmp(const void *a, const void *b)
+{
+    const layer_row *x = a, *y = b;
+    double nx = isfinite(x->node) ? x->node : -1, ny = isfinite(y->node) ? y->node : -1;
+    if (nx != ny)
+        return nx < ny ? -1 : 1;
+    if (x->edge != y->edge)
+        return x->edge - y->edge;
+    return x->seen - y->seen;
+}
+
+/* Every rank's layers merged by name; *n rows, sorted (free the result). */
+static layer_row *merge_layers(const so_prof_jv *ranks, int *n)
+{
+    int world = so_prof_jv_len(ranks), cap = 0;
+    for (int k = 0; k < world; k++)
+        cap += so_prof_jv_len(jget(so_prof_jv_at(ranks, k), "layers", NULL));
+    layer_row *rows = calloc((size_t)cap + 1, sizeof *rows);
+    *n = 0;
+    for (int k = 0; rows && k < world; k++) {
+        const so_prof_jv *rk = so_prof_jv_at(ranks, k), *ls = jget(rk, "layers", NULL);
+        double steps = num(jget(rk, "totals", NULL), "steps");
+        for (int i = 0; i < so_prof_jv_len(ls); i++) {
+            const so_prof_jv *l = so_prof_jv_at(ls, i);
+            layer_row *r = layer_find(rows, n, l, i);
+            r->fw += 1e3 * num(l, "forward_s") / steps;
+            r->bw += 1e3 * num(l, "backward_s") / steps;
+            r->ranks++;
+        }
+    }
+    if (rows)
+        qsort(rows, (size_t)*n, sizeof *rows, layer_cmp);
+    return rows;
+}
+
+/* Forward/backward ms per step of each layer, keyed by layer and averaged
+ * over the ranks that run it, in the whole model's order; grouped by block
+ * when there are more than 40 layers (the chart stays legible). */
 static void layer_section(rpt_report *r, const rpt_run *run)
 {
-    const so_prof_jv *ranks = jget(run->doc, "ranks", NULL), *l0 = jget(so_prof_jv_at(ranks, 0), "layers", NULL);
-    int world = so_prof_jv_len(ranks), nl = so_prof_jv_len(l0);
-    if (nl == 0)
-        return; /* detail "step": no per-layer times */
+    int nl = 0;
+    layer_row *rows = merge_layers(jget(run->doc, "ranks", NULL), &nl);
+    if (nl == 0) { /* detail "step": no per-layer times */
+        free(rows);
+        return;
+    }
     static const char *const cols[] = {"layer", "block", "forward ms", "backward ms", "total ms", "share %", NULL};
     char title[160];
     snprintf(title, sizeof title, "Per-layer time: %.100s", run->path);
-    rpt_section *s = section(r, title, "Forward and backward time of each layer per step, mean over ranks "
-                                       "(evaluation forwards excluded).");
+    rpt_section *s = section(r, title, "Forward and backward time of each layer per step, mean over the ranks "
+                                       "that run it (with pipeline stages, its stage's replicas; evaluation "
+                                       "forwards excluded).");
     rpt_table *t = table(s, "layers in graph order", cols);
-    double *fw = calloc((size_t)nl, sizeof *fw), *bw = calloc((size_t)nl, sizeof *bw), sum = 0;
-    for (int i = 0; fw && bw && i < nl; i++) {
-        for (int k = 0; k < world; k++) {
-            const so_prof_jv *rk = so_prof_jv_at(ranks, k), *l = so_prof_jv_at(jget(rk, "layers", NULL), i);
-            double steps = num(jget(rk, "totals", NULL), "steps");
-            fw[i] += 1e3 * num(l, "forward_s") / steps / world;
-            bw[i] += 1e3 * num(l, "backward_s") / steps / world;
-        }
-        sum += fw[i] + bw[i];
+    double sum = 0;
+    for (int i = 0; i < nl; i++) {
+        rows[i].fw /= rows[i].ranks;
+        rows[i].bw /= rows[i].ranks;
+        sum += rows[i].fw + rows[i].bw;
     }
     int blocks = nl > 40, nb = 0;
     rpt_chart *c = chart(s, blocks ? "Forward / backward ms per step, by block" : "Forward / backward ms per step",
                          "bar", nl);
     double *cf = dataset(c, "forward", NULL, 0), *cb = dataset(c, "backward", NULL, 0);
-    for (int i = 0; fw && bw && i < nl; i++) {
-        const so_prof_jv *l = so_prof_jv_at(l0, i);
+    for (int i = 0; i < nl; i++) {
+        const layer_row *lr = &rows[i];
         char(*cell)[RPT_CELL] = row(t);
         if (!cell)
             break;
-        snprintf(cell[0], RPT_CELL, "%s", str(l, "name"));
-        snprintf(cell[1], RPT_CELL, "%s", str(l, "block"));
-        fmt(cell[2], "%.3f", fw[i]);
-        fmt(cell[3], "%.3f", bw[i]);
-        fmt(cell[4], "%.3f", fw[i] + bw[i]);
-        fmt(cell[5], "%.1f", sum > 0 ? 100 * (fw[i] + bw[i]) / sum : NAN);
+        snprintf(cell[0], RPT_CELL, "%s", str(lr->entry, "name"));
+        snprintf(cell[1], RPT_CELL, "%s", str(lr->entry, "block"));
+        fmt(cell[2], "%.3f", lr->fw);
+        fmt(cell[3], "%.3f", lr->bw);
+        fmt(cell[4], "%.3f", lr->fw + lr->bw);
+        fmt(cell[5], "%.1f", sum > 0 ? 100 * (lr->fw + lr->bw) / sum : NAN);
         if (!c)
             continue;
-        const char *name = blocks ? str(l, "block") : str(l, "name");
+        const char *name = blocks ? str(lr->entry, "block") : str(lr->entry, "name");
         if (!nb || strcmp(c->labels[nb - 1], name)) {
             snprintf(c->labels[nb], RPT_CELL, "%s", name);
             cf[nb] = cb[nb] = 0;
             nb++;
         }
-        cf[nb - 1] += fw[i];
-        cb[nb - 1] += bw[i];
+        cf[nb - 1] += lr->fw;
+        cb[nb - 1] += lr->bw;
     }
     if (c) {
         c->nlabels = nb;
         c->stacked = c->horizontal = 1;
         snprintf(c->xtitle, sizeof c->xtitle, "ms per step");
     }
-    free(fw);
-    free(bw);
+    free(rows);
 }
 
 /* ---- communication ----------------------------------------------------------- */

@@ -1,7 +1,8 @@
 /* Clock alignment of the profiler's ranks (prof_clock.h): ping-pong offset
  * measurements with rank 0, the linear offset + drift model built from the
- * measurements at the start and the end of a run, and the test hook that
- * skews one rank's clock by a known offset and rate. */
+ * measurements at the start and the end of a run (and every rank's model
+ * on every rank), and the test hook that skews one rank's clock by a known
+ * offset and rate. */
 #include "core/test_hooks.h"
 #include "prof_clock.h"
 
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "scaleout/err.h"
 #include "scaleout/timer.h"
 
 #define CLOCK_ROUNDS 8
@@ -80,4 +82,52 @@ so_prof_clock prof_clock_model(double o1, double a1, double o2, double a2, prof_
     else if (mode == PROF_CLOCK_DRIFT && a2 > a1)
         m.drift = (o2 - o1) / (a2 - a1);
     return m;
+}
+
+/* ---- a run's clocks ------------------------------------------------------------ */
+
+int prof_clocks_init(prof_clocks *c, int rank, int world)
+{
+    *c = (prof_clocks){.rank = rank, .world = world};
+    double start = so_now();
+    prof_clock_test_init(&c->test, start);
+    c->origin = prof_clocks_skew(c, start);
+    c->clocks = calloc((size_t)world, sizeof *c->clocks);
+    return c->clocks ? 0 : so_err(SO_ENOMEM, "profiler: out of memory");
+}
+
+double prof_clocks_skew(const prof_clocks *c, double t) { return prof_clock_skew(&c->test, c->rank, t); }
+
+int prof_clocks_start(prof_clocks *c, dist_handle *dh)
+{
+    int rc = prof_clock_measure(dh, &c->test, c->rank, c->world, &c->start_offset, &c->start_at);
+#ifdef SCALEOUT_HAVE_MPI
+    if (!rc && dist_comm(dh) && c->world > 1)
+        rc = so_comm_bcast_bytes(dist_comm(dh), &c->origin, sizeof c->origin, 0);
+#endif
+    return rc;
+}
+
+int prof_clocks_end(prof_clocks *c, dist_handle *dh, const so_dist *d)
+{
+    double o2, a2;
+    int rc = prof_clock_measure(dh, &c->test, c->rank, c->world, &o2, &a2);
+    if (rc)
+        return rc;
+    c->clock = prof_clock_model(c->start_offset, c->start_at, o2, a2, c->test.mode);
+    double *v = calloc((size_t)c->world * 3, sizeof *v);
+    if (!v)
+        return so_err(SO_ENOMEM, "out of memory");
+    memcpy(v + 3 * c->rank, (double[3]){c->clock.offset, c->clock.drift, c->clock.t_ref}, sizeof(double[3]));
+    rc = d && c->world > 1 ? d->sum(d->ctx, v, 3 * c->world) : 0;
+    for (int r = 0; !rc && r < c->world; r++)
+        c->clocks[r] = (so_prof_clock){v[3 * r], v[3 * r + 1], v[3 * r + 2]};
+    free(v);
+    return rc;
+}
+
+void prof_clocks_deinit(prof_clocks *c)
+{
+    free(c->clocks);
+    c->clocks = NULL;
 }

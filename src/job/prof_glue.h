@@ -33,6 +33,9 @@ const char *prof_glue_summary(const prof_glue *g);
 /* With pipeline stages: this rank's place and the schedule, so profile.json
  * gets "pipeline_schedule" (g may be NULL). Call on every rank or none. */
 void prof_glue_pipeline(prof_glue *g, const prof_sched_layout *l);
+/* With pipeline stages: the whole model, so each rank's per-layer figures
+ * carry the layer's place in it (so_prof_set_layer_order; g may be NULL). */
+void prof_glue_layer_order(prof_glue *g, const so_graph *whole);
 /* Detaches from the model and frees. Accepts NULL. */
 void prof_glue_free(prof_glue *g, so_model *m);
 /* A checkpoint stall [t0, t1] on the compute track (so_ckpt_span_fn; arg is the prof_glue). */

@@ -211,31 +211,63 @@ static adam_scalars adam_setup(const so_optim_config *c, long t, float lr)
     };
 }
 
-void so_optim_step(so_optim *o, float *p, const float *g, float lr)
+/* The scalars of one step, shared by its pieces (Adam's bias correction
+ * uses the step count, which moves once per step, not per piece). */
+typedef struct {
+    float lr, wd;
+    adam_scalars adam;
+} step_scalars;
+
+/* One piece: n parameters, their gradients and state at state_off. flat_off
+ * (the piece's place in the model) is where a per-parameter rule such as a
+ * weight-decay mask would be looked up. */
+static void step_piece(so_optim *o, const step_scalars *k, const so_optim_range *r)
 {
     const so_optim_config *c = &o->c;
-    float *s0 = o->state, *s1 = o->state + o->stride;
-    o->steps++;
+    float *s0 = o->state + r->state_off, *s1 = o->state + o->stride + r->state_off;
     switch (c->kind) {
     case SO_OPT_SGD:
-        step_sgd(o->n, p, g, lr, c->weight_decay);
+        step_sgd(r->n, r->p, r->g, k->lr, k->wd);
         break;
     case SO_OPT_MOMENTUM:
     case SO_OPT_NESTEROV:
-        step_momentum(o->n, p, g, s0, lr, c->weight_decay, c->momentum, c->kind == SO_OPT_NESTEROV ? 1.0f : 0.0f);
+        step_momentum(r->n, r->p, r->g, s0, k->lr, k->wd, c->momentum, c->kind == SO_OPT_NESTEROV ? 1.0f : 0.0f);
         break;
     case SO_OPT_ADAGRAD:
-        step_adagrad(o->n, p, g, s0, lr, c->weight_decay, c->eps);
+        step_adagrad(r->n, r->p, r->g, s0, k->lr, k->wd, c->eps);
         break;
     case SO_OPT_RMSPROP:
-        step_rmsprop(o->n, p, g, s0, lr, c->weight_decay, c->alpha, c->eps);
+        step_rmsprop(r->n, r->p, r->g, s0, k->lr, k->wd, c->alpha, c->eps);
         break;
     case SO_OPT_ADAM:
     case SO_OPT_ADAMW:
-        step_adam(o->n, p, g, s0, s1, adam_setup(c, o->steps, lr));
+        step_adam(r->n, r->p, r->g, s0, s1, k->adam);
         break;
     }
 }
+
+int so_optim_step_ranges(so_optim *o, const so_optim_range *r, int nr, float lr)
+{
+    for (int i = 0; i < nr; i++)
+        if (r[i].state_off > o->n || r[i].n > o->n - r[i].state_off)
+            return so_err(SO_EINVAL, "optimizer step: state [%zu, %zu) outside the %zu it holds", r[i].state_off,
+                          r[i].state_off + r[i].n, o->n);
+    o->steps++;
+    step_scalars k = {.lr = lr, .wd = o->c.weight_decay};
+    if (o->c.kind == SO_OPT_ADAM || o->c.kind == SO_OPT_ADAMW)
+        k.adam = adam_setup(&o->c, o->steps, lr);
+    for (int i = 0; i < nr; i++)
+        step_piece(o, &k, &r[i]);
+    return 0;
+}
+
+void so_optim_step(so_optim *o, float *p, const float *g, float lr)
+{
+    so_optim_range whole = {p, g, 0, 0, o->n};
+    so_optim_step_ranges(o, &whole, 1, lr);
+}
+
+size_t so_optim_size(const so_optim *o) { return o->n; }
 
 SO_VEC_CLONES static double sqnorm_f32(const float *g, size_t n)
 {

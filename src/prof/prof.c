@@ -116,10 +116,13 @@ static void free_model(so_prof *p)
 {
     free(p->node_name);
     free(p->node_block);
+    free(p->node_order);
+    free(p->node_edge);
     free(p->lay_fwd);
     free(p->lay_bwd);
     free(p->pend);
-    p->node_name = p->node_block = NULL;
+    p->node_name = p->node_block = p->node_order = NULL;
+    p->node_edge = NULL;
     p->lay_fwd = p->lay_bwd = NULL;
     p->pend = NULL;
     p->nnodes = p->npend = p->cappend = 0;
@@ -179,11 +182,14 @@ int so_prof_attach_model(so_prof *p, so_model *m)
     int n = so_graph_size(m->g);
     p->node_name = calloc((size_t)n, sizeof *p->node_name);
     p->node_block = calloc((size_t)n, sizeof *p->node_block);
+    p->node_order = calloc((size_t)n, sizeof *p->node_order);
+    p->node_edge = calloc((size_t)n, sizeof *p->node_edge);
     p->lay_fwd = calloc((size_t)n, sizeof *p->lay_fwd);
     p->lay_bwd = calloc((size_t)n, sizeof *p->lay_bwd);
     p->cappend = 2 * n + 64; /* one forward and one backward of every node fit */
     p->pend = calloc((size_t)p->cappend, sizeof *p->pend);
-    if (!p->node_name || !p->node_block || !p->lay_fwd || !p->lay_bwd || !p->pend) {
+    if (!p->node_name || !p->node_block || !p->node_order || !p->node_edge || !p->lay_fwd || !p->lay_bwd ||
+        !p->pend) {
         free_model(p);
         return so_err(SO_ENOMEM, "out of memory attaching the profiler");
     }
@@ -192,6 +198,8 @@ int so_prof_attach_model(so_prof *p, so_model *m)
     for (int i = 0; i < n; i++) {
         const so_node *nd = so_graph_node(m->g, i);
         char name[64], block[64];
+        p->node_order[i] = i; /* the model is the whole one unless told otherwise */
+        p->node_edge[i] = nd->op == SO_OP_SEND ? 1 : nd->op == SO_OP_RECV ? 2 : 0;
         if (nd->name[0])
             snprintf(name, sizeof name, "%s", nd->name);
         else
@@ -211,6 +219,28 @@ int so_prof_attach_model(so_prof *p, so_model *m)
         m->on_node_arg = p;
     }
     return 0;
+}
+
+/* The index of the node of g named `name` (its first `len` characters), -1 if none. */
+static int node_named(const so_graph *g, const char *name, size_t len)
+{
+    for (int i = 0; i < so_graph_size(g); i++) {
+        const char *s = so_graph_node(g, i)->name;
+        if (strlen(s) == len && !strncmp(s, name, len))
+            return i;
+    }
+    return -1;
+}
+
+void so_prof_set_layer_order(so_prof *p, const so_graph *whole)
+{
+    for (int i = 0; whole && i < p->nnodes; i++) {
+        const char *name = p->names[p->node_name[i]];
+        const char *colon = p->node_edge[i] ? strchr(name, ':') : NULL; /* "recv:X", "send1:X": X's place */
+        const char *own = colon ? colon + 1 : name;
+        int k = node_named(whole, own, strlen(own));
+        p->node_order[i] = k >= 0 ? k : -1;
+    }
 }
 
 void so_prof_detach_model(so_prof *p, so_model *m)

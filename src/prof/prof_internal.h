@@ -68,6 +68,8 @@ struct so_prof {
     /* model */
     int nnodes;
     int *node_name, *node_block; /* interned per node */
+    int *node_order;             /* per node: its index in the whole model (so_prof_set_layer_order) */
+    signed char *node_edge;      /* per node: 0 a layer, 1 a send, 2 a recv edge of a pipeline stage */
     double *lay_fwd, *lay_bwd;   /* seconds per node over training steps */
     struct pend_node { int node, bwd; double t0, t1; } *pend;
     int npend, cappend;

@@ -136,6 +136,9 @@ static void write_layers(so_json *js, const so_prof *p)
         so_json_obj_begin(js, NULL);
         so_json_str(js, "name", p->names[p->node_name[i]]);
         so_json_str(js, "block", p->names[p->node_block[i]]);
+        so_json_int(js, "node", p->node_order[i]);
+        if (p->node_edge[i])
+            so_json_str(js, "edge", p->node_edge[i] == 1 ? "send" : "recv");
         so_json_num(js, "forward_s", p->lay_fwd[i]);
         so_json_num(js, "backward_s", p->lay_bwd[i]);
         so_json_obj_end(js);

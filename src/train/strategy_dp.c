@@ -164,9 +164,22 @@ static int dp_grad_sqnorm(void *self, double *sq)
     return 0;
 }
 
-static const so_strategy_ops dp_ops = {"data-parallel", dp_start, dp_backward_begin, dp_grads_ready,
-                                       dp_grads_done, NULL, dp_step_done, dp_finish, NULL, NULL, NULL,
-                                       dp_grad_sqnorm, NULL};
+static void dp_use_dist(void *self, const so_dist *d)
+{
+    ((dp_state *)self)->d = d;
+}
+
+static const so_strategy_ops dp_ops = {
+    .name = "data-parallel",
+    .start = dp_start,
+    .backward_begin = dp_backward_begin,
+    .grads_ready = dp_grads_ready,
+    .grads_done = dp_grads_done,
+    .step_done = dp_step_done,
+    .finish = dp_finish,
+    .grad_sqnorm = dp_grad_sqnorm,
+    .use_dist = dp_use_dist,
+};
 
 int so_strategy_data_parallel(const so_dist *d, so_strategy **out)
 {
@@ -181,18 +194,40 @@ int so_strategy_data_parallel(const so_dist *d, so_strategy **out)
         return so_err(SO_ENOMEM, "out of memory");
     }
     s->d = d;
-    *st = (so_strategy){&dp_ops, s, 0, 0};
+    *st = (so_strategy){.ops = &dp_ops, .self = s};
     *out = st;
     return 0;
 }
 
-void so_strategy_free(so_strategy *s)
+/* One process: nothing to communicate; the loop's plain step. */
+static int local_grads_done(void *self, double *exposed)
 {
-    if (!s)
-        return;
-    if (s->ops && s->ops->destroy)
-        s->ops->destroy(s->self);
-    else
-        free(s->self);
-    free(s);
+    (void)self;
+    *exposed = 0;
+    return 0;
 }
+
+static const so_strategy_ops local_ops = {.name = "local", .grads_done = local_grads_done};
+
+/* "dp" by name: data parallelism over c->dist, or the local step without
+ * one; either way with the whole model's optimizer. */
+static int dp_create(const so_strategy_config *c, so_model *m, so_strategy **out)
+{
+    so_optim *opt = NULL;
+    int rc = so_optim_create(&c->optim, m->nparams, &opt);
+    if (!rc && c->dist)
+        rc = so_strategy_data_parallel(c->dist, out);
+    else if (!rc && !(*out = calloc(1, sizeof **out)))
+        rc = so_err(SO_ENOMEM, "out of memory");
+    else if (!rc)
+        **out = (so_strategy){.ops = &local_ops};
+    if (rc) {
+        so_optim_destroy(opt);
+        return rc;
+    }
+    (*out)->opt = opt;
+    return 0;
+}
+
+const so_strategy_kind so_strategy_kind_dp = {"dp", "data parallelism: every rank holds the whole model, gradients "
+                                                    "averaged in buckets during backward", 0, NULL, dp_create};

@@ -7,7 +7,7 @@
 # Usage: nonfinite.sh path/to/scaleout
 . "$(dirname "$0")/lib.sh" "$@"
 
-small=(--model lenet5 --dataset synthetic --batch-size 8 --synthetic-samples 64 --progress none --eval-every -1)
+small=(--model lenet5 --dataset synthetic --batch-size 8 --synthetic-samples 64 --progress none --eval-every -1 --init he)
 "$bin" train "${small[@]}" --steps 2 --ckpt-every 2 --ckpt-dir "$tmp/ck" >/dev/null 2>&1 &&
   "$bin" ckpt export "$tmp/ck" -o "$tmp/good.safetensors" >/dev/null 2>&1 ||
   { bad "setup: a checkpoint to export"; fault_finish; }
