@@ -36,10 +36,10 @@ scaleout() { # scaleout LINK NAME METHOD
 pytorch() { # pytorch LINK NAME HOOK
   local link=$1 name=$2 h=$3 pids=() port=$((29500 + RANDOM % 1000))
   if [ "$link" = shm ]; then
-    /usr/bin/python3 "$src/bench/torch_ddp_tta.py" "${peer[@]}" --hook "$h" >"$out/$name.log" 2>&1 || pids=(x)
+    timeout 600 /usr/bin/python3 "$src/bench/torch_ddp_tta.py" "${peer[@]}" --hook "$h" >"$out/$name.log" 2>&1 || pids=(x)
   else
     for r in 0 1; do
-      GLOO_SOCKET_IFNAME=eth0 ip netns exec "$SCALEOUT_CLUSTER-node$((r + 1))" /usr/bin/python3 \
+      GLOO_SOCKET_IFNAME=eth0 timeout 600 ip netns exec "$SCALEOUT_CLUSTER-node$((r + 1))" /usr/bin/python3 \
         "$src/bench/torch_ddp_tta.py" "${peer[@]}" --hook "$h" --rank $r --master 10.77.0.1:$port \
         >"$out/$name.r$r.log" 2>&1 &
       pids+=($!)

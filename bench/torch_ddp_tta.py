@@ -50,7 +50,8 @@ def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
     torch.set_num_threads(1)
     if pin:
         os.sched_setaffinity(0, {rank % os.cpu_count()})
-    dist.init_process_group("gloo", rank=rank, world_size=a.np)
+    import datetime  # a lost peer ends the run in 2 minutes, not gloo's 30
+    dist.init_process_group("gloo", rank=rank, world_size=a.np, timeout=datetime.timedelta(seconds=120))
     torch.manual_seed(a.seed)
     d, idx = a.data_dir, torch_accuracy.idx
     norm = lambda x: (torch.from_numpy(x.astype("float32")) / 255.0 - 0.2860) / 0.3530  # noqa: E731
@@ -119,11 +120,21 @@ def main():
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    port = 29500 + os.getpid() % 1000
+    import queue
+    import random
+    port = random.randint(20000, 40000)
     procs = [ctx.Process(target=worker, args=(r, a, port, out)) for r in range(a.np)]
     for p in procs:
         p.start()
-    res = out.get(timeout=3600)
+    while True:  # a rank that died ends the run instead of leaving the other waiting
+        try:
+            res = out.get(timeout=1)
+            break
+        except queue.Empty:
+            if any(p.exitcode not in (None, 0) for p in procs):
+                for p in procs:
+                    p.terminate()
+                raise SystemExit("torch_ddp_tta.py: a rank failed: %s" % [p.exitcode for p in procs])
     for p in procs:
         p.join()
     print(json.dumps(res))
