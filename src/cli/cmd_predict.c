@@ -115,7 +115,12 @@ static int some_layout(const pred_args *a)
 static int pipe_on(const void *p) { return ((const pred_args *)p)->stages > 1; }
 /* One chunk per rank is what no pipeline does anyway (the schedule is checked below). */
 static int chunked(const void *p) { return pipe_on(p) || ((const pred_args *)p)->virtual_stages <= 1; }
-static int rate_given(const void *p) { return ((const pred_args *)p)->rank_rate > 0; }
+/* The layers are timed here (not read from a profile, not from FLOPs). */
+static int measured_here(const void *p)
+{
+    const pred_args *a = p;
+    return !a->compute_from && strcmp(a->layer_costs, "flops") != 0;
+}
 static int strategies(const void *p) { return ((const pred_args *)p)->strategy != NULL; }
 static const cli_need predict_needs[] = {
     {"microbatches", pipe_on, "--pipeline-stages P (P > 1)"},
@@ -123,7 +128,8 @@ static const cli_need predict_needs[] = {
     {"schedule", pipe_on, "--pipeline-stages P (P > 1)"},
     {"placement", pipe_on, "--pipeline-stages P (P > 1)"},
     {"virtual-stages", chunked, "--pipeline-stages P (P > 1)"},
-    {"measure-batch", rate_given, "--rank-images-per-sec"},
+    {"measure-batch", measured_here, "layers timed here (not --compute-from, not --layer-costs flops)"},
+    {"measure-memory", measured_here, "layers timed here (not --compute-from, not --layer-costs flops)"},
     {"optimizer", strategies, "--strategy"},
     {"max-memory", strategies, "--strategy"},
     {NULL, NULL, NULL}};
