@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzz smoke test for the data (IDX, CIFAR, TFRecord, tf.train.Example, the
-# JPEG path), checkpoint, tuning-table, pipeline-partition and predict-profile
-# parsers and the TCP transports' handshake and framing:
+# JPEG path), checkpoint, tuning-table, pipeline-partition, predict-profile and
+# --compress parsers and the TCP transports' handshake and framing:
 # configures a clang build of the libFuzzer targets under the ctest binary
 # dir, seeds each with a valid tiny
 # input, runs it for FUZZ_SECONDS (8) and fails on any crash. Exits 77 (skip)
@@ -25,7 +25,8 @@ rm -f "${TMPDIR:-/tmp}/so_fuzz_probe.$$"
 mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
-targets=(idx cifar prof_json manifest safetensors tuning partition predict_profile tcp_hello tcp_frame tfrecord example)
+targets=(idx cifar prof_json manifest safetensors tuning partition predict_profile tcp_hello tcp_frame tfrecord example
+  compress_spec)
 if [ -f /usr/include/turbojpeg.h ]; then targets+=(jpeg); fi
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}" \
   >"$work/build.log" 2>&1 ||
@@ -138,6 +139,11 @@ try:
 except ImportError:
     pass
 PY
+
+# --compress specs, one per method and a few refused.
+for spec in none fp16 topk:0.01 randk:0.5 qsgd:4:256 sign powersgd:2:10 auto topk:1.5 qsgd:17; do
+  printf '%s' "$spec" >"$work/corpus/compress_spec/${spec//:/_}"
+done
 
 status=0
 for target in "${targets[@]}"; do

@@ -82,6 +82,8 @@ typedef struct {
     float first_bucket_mb;       /* the small first (and last) bucket */
     int overlap;                 /* allreduce during backward (1) or after it (0) */
     int sync_bn;                 /* batchnorm statistics over the global batch */
+    const char *compress;        /* --compress METHOD (so_compress_parse; "none" or NULL: FP32) */
+    int error_feedback;          /* 1 on, 0 off, -1 the method's default */
     double stall_warning_s;      /* report a collective stuck this long (0: off) */
     double comm_timeout_s;       /* abort the job when a collective is stuck this long (0: off) */
     int ranks_per_node;          /* > 0: emulate nodes of this many ranks */

@@ -23,7 +23,7 @@
  * this command's own or need a conversion (to_config). */
 typedef struct {
     so_job_config cfg;
-    const char *json, *progress, *scale_lr, *dump_params, *bucket_mb_arg, *max_memory, *crop_scale;
+    const char *json, *progress, *scale_lr, *dump_params, *bucket_mb_arg, *max_memory, *error_feedback, *crop_scale;
     float stall_warning, comm_timeout;
     int no_overlap, no_pin;
 } train_args;
@@ -40,6 +40,7 @@ static const char *const ckpt_modes[] = {"scaleout", "naive", NULL};
 static const char *const ckpt_on_errors[] = {"continue", "stop", NULL};
 static const char *const pipe_schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
 static const char *const placements[] = {"stage-major", "replica-major", NULL};
+static const char *const on_off[] = {"on", "off", NULL};
 static const char *const shard_groups[] = {"all", "node", NULL};
 
 #define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
@@ -71,6 +72,11 @@ static int profiles(const void *p)
 }
 static int synthetic(const void *p) { return !strcmp(((const train_args *)p)->cfg.dataset, "synthetic"); }
 static int real_data(const void *p) { return !synthetic(p); }
+static int compresses(const void *p)
+{
+    const char *m = ((const train_args *)p)->cfg.compress;
+    return m && strcmp(m, "none");
+}
 static int sharded(const void *p)
 {
     const char *s = ((const train_args *)p)->cfg.strategy;
@@ -107,6 +113,7 @@ static const cli_need train_needs[] = {
     {"timeline-steps", profiles, "--profile DIR (or SCALEOUT_TIMELINE)"},
     {"synthetic-samples", synthetic, "--dataset synthetic"},
     {"data-dir", real_data, "a --dataset read from files (not synthetic)"},
+    {"error-feedback", compresses, "--compress METHOD (not none)"},
     {"shard-unit", sharded, "--strategy zero1, zero2 or zero3"},
     {"shard-group", sharded, "--strategy zero1, zero2 or zero3"},
     {"shard-prefetch", zero3, "--strategy zero3"},
@@ -129,6 +136,9 @@ static int check_values(const train_args *a)
     if (c->pipeline_stages > 1 && c->schedule && !strcmp(c->schedule, "interleaved") && c->virtual_stages <= 1)
         return cli_error("train", CLI_USAGE, "--schedule interleaved does nothing without --virtual-stages V (V > 1 "
                          "model chunks per rank); without them it is 1f1b");
+    so_compress_spec cs;
+    if (so_compress_parse(c->compress, &cs))
+        return cli_error("train", CLI_USAGE, "%s", so_errmsg());
     return CLI_OK;
 }
 
@@ -168,6 +178,8 @@ static int parse(train_args *a, int argc, char **argv)
         {"no-overlap", OPT_FLAG, &a->no_overlap, NULL, "allreduce after backward instead of during it", 0, -1, NULL},
         {"accumulate", OPT_INT, &c->accumulate, "K", "micro-batches per optimizer step", 1, 1 << 16, NULL},
         {"clip-norm", OPT_FLOAT, &c->clip_norm, "X", "clip the gradient to global L2 norm X (torch's clip_grad_norm_; 0 = off)", 0, 1e30, NULL},
+        {"compress", OPT_STR, &c->compress, "METHOD", "gradient compression: none, fp16, bf16, topk:R, randk:R, qsgd:B[:D], sign, powersgd:r[:S] (docs/COMPRESSION.md)", 0, -1, NULL},
+        {"error-feedback", OPT_CHOICE, &a->error_feedback, "on|off", "keep what compression dropped and add it to the next step (default: on for topk, sign and powersgd, off for the unbiased randk and qsgd and for fp16, bf16)", 0, -1, on_off},
         {"sync-bn", OPT_FLAG, &c->sync_bn, NULL, "batchnorm statistics over the global batch (SyncBatchNorm)", 0, -1, NULL},
         {"allreduce", OPT_STR, &c->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"stall-warning", OPT_FLOAT, &a->stall_warning, "S", "report a collective stuck this long (0 = off)", 0, 1e9, NULL},
@@ -232,6 +244,7 @@ static int parse(train_args *a, int argc, char **argv)
     c->overlap = !a->no_overlap;
     c->stall_warning_s = a->stall_warning;
     c->comm_timeout_s = a->comm_timeout;
+    c->error_feedback = a->error_feedback ? !strcmp(a->error_feedback, "on") : -1;
     c->build_id = cli_git_commit();
     return rc;
 }
@@ -338,6 +351,7 @@ static void write_config(so_json *js, const so_job_config *c, const so_graph *g,
     so_json_num(js, "momentum", c->momentum);
     so_json_num(js, "weight_decay", c->weight_decay);
     so_json_num(js, "clip_norm", c->clip_norm);
+    so_json_str(js, "compress", c->compress ? c->compress : "none");
     so_json_str(js, "lr_schedule", c->lr_schedule);
     so_json_num(js, "warmup_epochs", c->warmup_epochs);
     so_json_int(js, "seed", c->seed);
@@ -353,6 +367,36 @@ static void write_config(so_json *js, const so_job_config *c, const so_graph *g,
     so_json_int(js, "virtual_stages", c->virtual_stages > 1 ? c->virtual_stages : 1);
     so_json_str(js, "version", SCALEOUT_VERSION);
     so_json_str(js, "git", cli_git_commit());
+    so_json_obj_end(js);
+}
+
+/* --compress: bytes per step against FP32, and what compressing cost. */
+static void report_compress(const so_job_config *c, const so_train_result *r)
+{
+    if (r->compress_bytes_dense <= 0 || r->steps <= 0)
+        return;
+    double steps = (double)r->steps;
+    printf("compression %s (error feedback %s): %.1f KB sent per step by each rank against %.1f KB in FP32 (%.1fx "
+           "less); compress %.2f ms and decompress %.2f ms per step\n", c->compress,
+           r->compress_error_feedback ? "on" : "off", r->compress_bytes_sent / steps / 1e3,
+           r->compress_bytes_dense / steps / 1e3,
+           r->compress_bytes_sent > 0 ? r->compress_bytes_dense / r->compress_bytes_sent : 0,
+           r->compress_encode_s / steps * 1e3, r->compress_decode_s / steps * 1e3);
+}
+
+static void json_compress(so_json *js, const so_job_config *c, const so_train_result *r)
+{
+    if (r->compress_bytes_dense <= 0)
+        return;
+    double steps = r->steps > 0 ? (double)r->steps : 1;
+    so_json_obj_begin(js, "compression");
+    so_json_str(js, "method", c->compress);
+    so_json_bool(js, "error_feedback", r->compress_error_feedback);
+    so_json_num(js, "bytes_per_step", r->compress_bytes_sent / steps);
+    so_json_num(js, "dense_bytes_per_step", r->compress_bytes_dense / steps);
+    so_json_num(js, "ratio", r->compress_bytes_sent > 0 ? r->compress_bytes_dense / r->compress_bytes_sent : 0);
+    so_json_num(js, "compress_seconds", r->compress_encode_s);
+    so_json_num(js, "decompress_seconds", r->compress_decode_s);
     so_json_obj_end(js);
 }
 
@@ -475,6 +519,7 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
         so_json_num(&js, "last_grad_norm", r->grad_norm);
         so_json_obj_end(&js);
     }
+    json_compress(&js, c, r);
     so_json_int(&js, "gradient_buckets", r->nbuckets);
     so_json_obj_begin(&js, "bucket_plan");
     so_json_bool(&js, "auto", c->bucket_mb < 0);
@@ -624,6 +669,7 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
     if (so_job_world(j) > 1 && ranks && r->nbuckets > 0)
         report_comm(j, r, ranks);
     report_pipeline(&a->cfg, j, r);
+    report_compress(&a->cfg, r);
     report_data(a, j, r);
     if (a->cfg.clip_norm > 0)
         printf("clipping: %ld of %ld steps scaled down to global norm %g (last step's norm %.4g)\n", r->clipped_steps,

@@ -48,6 +48,7 @@ void so_job_defaults(so_job_config *c)
                          .optimizer = "momentum", .lr = 0.01f, .momentum = 0.9f, .lr_schedule = "constant",
                          .lr_step_epochs = 30, .lr_gamma = 0.1f, .epochs = 1, .eval_every = 1, .accumulate = 1,
                          .warmup_steps = 10, .strategy = "dp", .shard_prefetch = 2, .shard_group = "all", .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
+                         .compress = "none", .error_feedback = -1,
                          .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300, .microbatches = 1,
                          .schedule = "1f1b", .partition = "auto", .placement = "stage-major",
                          .ckpt = {.mode = "scaleout", .on_error = "continue", .keep = 2, .flush_every = 10},
@@ -73,14 +74,16 @@ static void config_text(const so_job_config *a, const so_graph *g, char *buf, si
              "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n"
              "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\npipeline_stages=%d\nmicrobatches=%d\n"
              "pipeline_schedule=%s\nvirtual_stages=%d\npartition=%s\nplacement=%s\nmax_memory=%.0f\n"
-             "clip_norm=%g\nstrategy=%s\nshard_unit=%s\nshard_prefetch=%d\nshard_group=%s\n",
+             "clip_norm=%g\nstrategy=%s\nshard_unit=%s\nshard_prefetch=%d\nshard_group=%s\ncompress=%s\n"
+             "error_feedback=%d\n",
              SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
              a->conv_algo, a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum,
              a->weight_decay, a->lr_schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn,
              bucket, a->first_bucket_mb, a->allreduce, a->overlap, a->pipeline_stages, a->microbatches,
              a->schedule ? a->schedule : "", a->virtual_stages > 1 ? a->virtual_stages : 1, a->partition ? a->partition : "", a->placement ? a->placement : "",
              a->max_memory, (double)a->clip_norm, a->strategy ? a->strategy : "dp",
-             a->shard_unit ? a->shard_unit : "", a->shard_prefetch, a->shard_group ? a->shard_group : "all");
+             a->shard_unit ? a->shard_unit : "", a->shard_prefetch, a->shard_group ? a->shard_group : "all",
+             a->compress ? a->compress : "none", a->error_feedback);
     size_t used = strlen(buf);
     snprintf(buf + used, len - used, "init=%s\nimage=%d/%d/%g-%g/%d/%d/%s/%d/%d\n", a->init ? a->init : "torch",
              a->image.image_size, a->image.resize, a->image.scale_min, a->image.scale_max, a->image.label_offset,
@@ -97,6 +100,10 @@ static int train_config(const so_job_config *a, so_loader *train, int world, so_
     c->eval_every = a->eval_every;
     c->accumulate = a->accumulate;
     c->clip_norm = a->clip_norm;
+    c->error_feedback = a->error_feedback;
+    c->compress_seed = (uint64_t)a->seed;
+    if (so_compress_parse(a->compress ? a->compress : "none", &c->compress))
+        return so_err(SO_EINVAL, "%s", so_errmsg());
     c->throughput_skip = a->warmup_steps;
     c->overlap = a->overlap;
     c->sync_bn = a->sync_bn;
@@ -228,6 +235,15 @@ static int check_strategy(const so_job_config *c)
         return so_err(SO_EINVAL, "--shard-group: '%s' is not all or node", c->shard_group);
     if (c->shard_prefetch < 1)
         return so_err(SO_EINVAL, "--shard-prefetch %d must be >= 1", c->shard_prefetch);
+    so_compress_spec cs;
+    if ((rc = so_compress_parse(c->compress ? c->compress : "none", &cs)))
+        return rc;
+    if (cs.method != SO_COMPRESS_NONE && k->zero_stage)
+        return so_err(SO_EINVAL, "--compress %s runs under --strategy dp only: %s reduce-scatters its gradients "
+                      "into shards, which no compressor covers yet", c->compress, k->name);
+    if (cs.method != SO_COMPRESS_NONE && c->pipeline_stages > 1)
+        return so_err(SO_EINVAL, "--compress %s runs under data parallelism only: --pipeline-stages %d sends "
+                      "activations between stages, not bucketed gradients", c->compress, c->pipeline_stages);
     if (k->zero_stage && (c->ckpt.every || c->ckpt.resume) && c->ckpt.mode && !strcmp(c->ckpt.mode, "naive"))
         return so_err(SO_EINVAL, "--ckpt-mode naive writes the whole state from rank 0, which --strategy %s does not "
                       "hold there: use --ckpt-mode scaleout", k->name);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "buckets.h"
+#include "grad_compress.h"
 #include "scaleout/err.h"
 #include "scaleout/train.h"
 
@@ -22,11 +23,15 @@ typedef struct {
     int live;           /* submit from inside backward (overlap, last micro-batch) */
     long start_step;    /* the run's first step (resume) */
     double *t_bwd0;     /* auto_buckets: per-node backward times when measuring began */
+    so_compressor *cx;  /* --compress: buckets compressed over d->group (NULL: d->grad_submit) */
+    long step;          /* the step being computed (the compressor's draws) */
 } dp_state;
 
 static int submit_bucket(dp_state *s, int b)
 {
     so_bucket bk = s->plan.b[b];
+    if (s->cx)
+        return so_compressor_submit(s->cx, s->d->group, s->m->grads, bk.lo, bk.hi, b, s->step);
     return s->d->grad_submit(s->d->ctx, s->m->grads + bk.lo, bk.hi - bk.lo, b);
 }
 
@@ -36,8 +41,12 @@ static int dp_start(void *self, so_model *m, const so_train_config *c, so_train_
     s->m = m;
     s->c = c;
     s->r = r;
-    s->start_step = c->start_step;
-    int rc = so_bucket_plan_build(m->g, c->first_bucket_bytes, c->bucket_bytes, &s->plan);
+    s->start_step = s->step = c->start_step;
+    if (c->compress.method != SO_COMPRESS_NONE && !s->d->group)
+        return so_err(SO_EINVAL, "--compress needs the collective vocabulary (so_dist.group)");
+    int rc = grad_compress_create(c, m, &s->cx);
+    if (!rc)
+        rc = so_bucket_plan_build(m->g, c->first_bucket_bytes, c->bucket_bytes, &s->plan);
     if (rc)
         return rc;
     r->nbuckets = s->plan.n;
@@ -74,6 +83,8 @@ static int dp_grads_done(void *self, double *exposed)
         if (rc)
             return rc;
     }
+    if (s->cx)
+        return so_compressor_wait(s->cx, s->d->group, exposed);
     return s->d->grad_wait(s->d->ctx, exposed);
 }
 
@@ -114,6 +125,7 @@ static int dp_step_done(void *self, long step)
 {
     dp_state *s = self;
     long rel = step - s->start_step;
+    s->step = step;
     if (!s->c->auto_buckets || !s->d->cost || rel > PLAN_FROM + PLAN_STEPS)
         return 0;
     if (rel == PLAN_FROM) {
@@ -136,6 +148,12 @@ static void dp_finish(void *self)
         s->t_bwd0 = NULL;
     }
     so_bucket_plan_free(&s->plan);
+    if (s->cx) {
+        so_compressor_wait(s->cx, s->d->group, NULL); /* stopped with buckets in flight */
+        grad_compress_report(s->cx, s->r);
+        so_compressor_destroy(s->cx);
+        s->cx = NULL;
+    }
 }
 
 /* After the average every rank holds the same whole gradient: its norm needs no communication. */

@@ -25,6 +25,7 @@ void so_train_defaults(so_train_config *c)
     c->first_bucket_bytes = 1u << 20;
     c->overlap = 1;
     c->accumulate = 1;
+    c->error_feedback = -1;
     c->throughput_skip = 10;
 }
 
