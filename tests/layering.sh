@@ -14,7 +14,7 @@ check() { # check DESCRIPTION PATTERN DIRS...
   if [ -n "$hits" ]; then fail=$((fail + 1)); echo "FAIL: $what:"; echo "$hits"; else pass=$((pass + 1)); fi
 }
 check "engine includes MPI" "mpi\.h|scaleout/comm" "$src/core" "$src/nn" "$src/backend" "$src/models" \
-  "$src/optim" "$src/data" "$src/train" "$src/ckpt" "$src/prof" "$src/pipe"
+  "$src/optim" "$src/data" "$src/train" "$src/ckpt" "$src/prof" "$src/pipe" "$src/compress"
 check "comm includes NN code" "scaleout/(graph|model|backend|zoo|optim|data|train)\.h" "$src/comm"
 check "library code includes CLI headers" "cli\.h|dist\.h|progress\.h" "$src/core" "$src/nn" "$src/backend" \
   "$src/models" "$src/optim" "$src/data" "$src/train" "$src/comm" "$src/pipe"

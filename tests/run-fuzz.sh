@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fuzz smoke test for the data (IDX, CIFAR, TFRecord, tf.train.Example, the
 # JPEG path, llm.c token shards), checkpoint, tuning-table, pipeline-partition,
-# predict-profile, llm.c model-file and tokenizer parsers and the TCP
-# transports' handshake and framing:
+# predict-profile, --compress, llm.c model-file and tokenizer parsers and the
+# TCP transports' handshake and framing:
 # configures a clang build of the libFuzzer targets under the ctest binary
 # dir, seeds each with a valid tiny
 # input, runs it for FUZZ_SECONDS (8) and fails on any crash. Exits 77 (skip)
@@ -27,7 +27,7 @@ mkdir -p "$work"
 CC=clang cmake -S "$src" -B "$build" -DSCALEOUT_FUZZ=ON -DSCALEOUT_MPI=OFF -DCMAKE_BUILD_TYPE=Debug >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
 targets=(idx cifar prof_json manifest safetensors tuning partition predict_profile tcp_hello tcp_frame tfrecord example
-  tokens llmc tokenizer)
+  tokens llmc tokenizer compress_spec)
 if [ -f /usr/include/turbojpeg.h ]; then targets+=(jpeg); fi
 cmake --build "$build" -j2 --target "${targets[@]/#/fuzz_}" \
   >"$work/build.log" 2>&1 ||
@@ -165,6 +165,10 @@ toks = [b"Hi", b" there", b"<|endoftext|>"]
 open(d + "/tokenizer/llmc", "wb").write(b"\x01" + hdr(20240328, 2, 3, 2) + b"".join(bytes([len(t)]) + t for t in toks))
 open(d + "/tokenizer/train", "wb").write(b"\x02" + "the cat's hat, the cat's bat: 12 34 \u00e9t\u00e9\n".encode() * 4)
 PY
+# --compress specs, one per method and a few refused.
+for spec in none fp16 topk:0.01 randk:0.5 qsgd:4:256 sign powersgd:2:10 auto topk:1.5 qsgd:17; do
+  printf '%s' "$spec" >"$work/corpus/compress_spec/${spec//:/_}"
+done
 
 status=0
 for target in "${targets[@]}"; do

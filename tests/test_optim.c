@@ -314,6 +314,42 @@ static void test_slots_and_names(void **state)
     so_optim_destroy(NULL);
 }
 
+/* A step over ranges is the whole step, element for element: the flat
+ * buffer in two pieces whose state sits in the other order (a shard's
+ * compact state), for every rule with weight decay; a range outside the
+ * state is refused. */
+static void test_step_ranges(void **state)
+{
+    (void)state;
+    for (int kind = SO_OPT_SGD; kind <= SO_OPT_ADAMW; kind++) {
+        so_optim_config c = config((so_optim_kind)kind, 0.5f, 0.125f);
+        if (kind != SO_OPT_MOMENTUM && kind != SO_OPT_NESTEROV)
+            c.momentum = 0;
+        so_optim *whole = NULL, *split = NULL;
+        assert_int_equal(so_optim_create(&c, N, &whole), 0);
+        assert_int_equal(so_optim_create(&c, N, &split), 0);
+        assert_int_equal(so_optim_size(split), N);
+        float a[N], b[N];
+        memcpy(a, P0, sizeof P0);
+        memcpy(b, P0, sizeof P0);
+        for (int t = 0; t < STEPS; t++) {
+            so_optim_step(whole, a, G[t], 0.25f);
+            so_optim_range r[2] = {{b + 1, G[t] + 1, 1, 0, 3}, {b, G[t], 0, 3, 1}};
+            assert_int_equal(so_optim_step_ranges(split, r, 2, 0.25f), 0);
+        }
+        assert_exact(b, a);
+        for (int k = 0; k < so_optim_nslots(whole); k++) {
+            const float *sw = so_optim_slot(whole, k), *ss = so_optim_slot(split, k);
+            assert_true(sw[0] == ss[3] && sw[1] == ss[0] && sw[2] == ss[1] && sw[3] == ss[2]);
+        }
+        assert_int_equal(so_optim_steps(split), STEPS);
+        so_optim_range bad = {b, G[0], 0, 2, 3};
+        assert_int_equal(so_optim_step_ranges(split, &bad, 1, 0.25f), SO_EINVAL);
+        so_optim_destroy(whole);
+        so_optim_destroy(split);
+    }
+}
+
 static void test_optim_errors(void **state)
 {
     (void)state;
@@ -385,10 +421,11 @@ static void test_decay_mask(void **state)
     so_optim *o = NULL;
     so_optim_config c = config(SO_OPT_ADAMW, 0.0f, 0.1f);
     assert_int_equal(so_optim_create(&c, N, &o), 0);
-    const size_t empty[] = {2, 2}, unsorted[] = {2, 3, 0, 1}, past[] = {3, 5};
+    /* ranges are the model's flat offsets: past a shard's size is allowed */
+    const size_t empty[] = {2, 2}, unsorted[] = {2, 3, 0, 1}, overlap[] = {0, 3, 2, 5};
     assert_int_equal(so_optim_set_decay(o, empty, 1), SO_EINVAL);
     assert_int_equal(so_optim_set_decay(o, unsorted, 2), SO_EINVAL);
-    assert_int_equal(so_optim_set_decay(o, past, 1), SO_EINVAL);
+    assert_int_equal(so_optim_set_decay(o, overlap, 2), SO_EINVAL);
     assert_non_null(strstr(so_errmsg(), "weight decay range"));
     so_optim_destroy(o);
 }
@@ -505,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_against_torch),
         cmocka_unit_test(test_state_roundtrip),
         cmocka_unit_test(test_slots_and_names),
+        cmocka_unit_test(test_step_ranges),
         cmocka_unit_test(test_optim_errors),
         cmocka_unit_test(test_decay_mask),
         cmocka_unit_test(test_lr_constant_and_step),

@@ -287,14 +287,15 @@ static void c_finish(void *self) { ((counting *)self)->finishes++; }
 static void test_custom_strategy(void **state)
 {
     (void)state;
-    static const so_strategy_ops ops = {"counting", c_start, c_begin, c_ready, c_done, c_update, c_step_done,
-                                        c_finish, NULL, NULL, NULL, NULL, NULL};
+    static const so_strategy_ops ops = {.name = "counting", .start = c_start, .backward_begin = c_begin,
+                                        .grads_ready = c_ready, .grads_done = c_done, .update = c_update,
+                                        .step_done = c_step_done, .finish = c_finish};
     rig r;
     rig_make(&r);
     float *before = malloc(r.m->nparams * sizeof *before);
     memcpy(before, r.m->params, r.m->nparams * sizeof *before);
     counting s = {0};
-    so_strategy st = {&ops, &s, 0, 0};
+    so_strategy st = {.ops = &ops, .self = &s};
     so_train_config c = config(5);
     c.accumulate = 2;
     c.strategy = &st;

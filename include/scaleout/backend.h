@@ -45,6 +45,9 @@ typedef struct so_backend_ops {
     /* Bytes of the activation, diff and staging buffers one state holds
      * (a micro-batch in flight). May be NULL (unknown: 0). */
     size_t (*state_bytes)(void *state);
+    /* The parameters of node `node` changed (a sharded strategy gathered
+     * them): drop what was cached of them. May be NULL (params_changed). */
+    void (*node_params_changed)(void *state, int node);
 } so_backend_ops;
 
 extern const so_backend_ops so_backend_ref;

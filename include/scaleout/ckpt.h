@@ -50,6 +50,12 @@ typedef struct {
     uint64_t rank_bytes;   /* 32 (RNG) + nbufs * 4 */
     int nshards;
     so_ckpt_shard *shards; /* owned */
+    /* The strategy's layout (so_state_layout) when the run kept a part of the
+     * state per rank: shard i = replica x unit_shards + k holds block k of
+     * every unit, cut again into piece `replica` of unit_replicas. nunits 0:
+     * shard k is byte block k of the replicated state (data parallelism). */
+    int nunits, unit_shards, unit_replicas;
+    uint64_t *units;       /* nunits + 1 element boundaries (owned when parsed) */
     char *config;          /* configuration text (owned; may be NULL) */
 } so_ckpt_manifest;
 
@@ -114,6 +120,11 @@ typedef struct {
     const char *model_name;
     const char *optimizer;   /* its name, recorded in the manifest and checked on restore */
     const char *config_text;
+    /* The part of the state this rank keeps, when a strategy shards it
+     * (scaleout/strategy.h; borrowed, must outlive the session): its blocks
+     * are this rank's shard, written and restored through its get / set.
+     * NULL: the model and the optimizer hold all of it. Not with naive. */
+    const so_state_layout *state;
 } so_ckpt_config;
 
 typedef struct {

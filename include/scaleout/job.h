@@ -70,14 +70,20 @@ typedef struct {
     int warmup_steps;            /* first steps left out of images/sec */
     int allow_nonfinite;         /* 1: train on through a NaN or infinite loss, and from --init-from weights
                                     that hold one (0: the step stops training, the weights the set-up) */
-    /* how ranks cooperate: "data" (data parallelism, the only strategy of
-     * this version; its options follow) */
+    /* how ranks cooperate (scaleout/strategy.h): "dp" (data parallelism;
+     * "data" is its old name), "zero1", "zero2", "zero3" (sharded data
+     * parallelism); data parallelism's options follow */
     const char *strategy;
+    const char *shard_unit;      /* zero*: "layer", "block" or a size in MiB (NULL: the strategy's default) */
+    int shard_prefetch;          /* zero3: units gathered at once, at most (>= 1) */
+    const char *shard_group;     /* zero*: "all" (shard over every rank) or "node" (HYBRID_SHARD) */
     const char *allreduce;       /* gradient allreduce algorithm (scaleout/comm.h names) */
     double bucket_mb;            /* gradient bucket size in MiB; < 0: chosen from the cost model */
     float first_bucket_mb;       /* the small first (and last) bucket */
     int overlap;                 /* allreduce during backward (1) or after it (0) */
     int sync_bn;                 /* batchnorm statistics over the global batch */
+    const char *compress;        /* --compress METHOD (so_compress_parse; "none" or NULL: FP32) */
+    int error_feedback;          /* 1 on, 0 off, -1 the method's default */
     double stall_warning_s;      /* report a collective stuck this long (0: off) */
     double comm_timeout_s;       /* abort the job when a collective is stuck this long (0: off) */
     int ranks_per_node;          /* > 0: emulate nodes of this many ranks */
@@ -169,6 +175,8 @@ so_loader *so_job_test_loader(const so_job *j);   /* NULL when the data set has 
 const so_dataset *so_job_dataset(const so_job *j, int train);
 /* The whole model's graph (with pipeline stages so_job_model holds a slice). */
 const so_graph *so_job_graph(const so_job *j);
+/* The strategy the job trains with (--strategy; NULL with pipeline stages). */
+const so_strategy *so_job_strategy(const so_job *j);
 /* The hooks the trainer reaches other ranks through (NULL on one rank). */
 const so_dist *so_job_dist(const so_job *j);
 /* The "key=value" lines every rank was checked to agree on. */
@@ -250,6 +258,8 @@ typedef struct so_job_layer_times {
     double batch_bytes;         /* so_predict_train_bytes at the config's batch */
     double measure_bytes;       /* ... at measured_batch */
     double avail_bytes;         /* so_mem_available() before the measurement */
+    double act_bytes;           /* the backend's activation buffers (so_model_activation_bytes) at
+                                   measured_batch, scaled to the config's batch */
 } so_job_layer_times;
 
 /* Times the layers of c's model (its model, backend, optimizer and

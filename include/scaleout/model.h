@@ -21,6 +21,16 @@ typedef void (*so_grad_ready_fn)(void *arg, int node, size_t param_off, size_t n
  * start and end times (so_now): per-layer timelines. */
 typedef void (*so_node_span_fn)(void *arg, int node, int backward, double t0, double t1);
 
+/* Calls before node `node` (>= 1) runs its forward or its backward: a
+ * sharded strategy gathers the parameters of the node's unit there, and
+ * waits for a gather it started earlier. A non-zero return ends the pass
+ * with that code. Either member may be NULL. */
+typedef struct {
+    int (*forward_begin)(void *arg, int node);
+    int (*backward_begin)(void *arg, int node);
+    void *arg;
+} so_node_hooks;
+
 /* Sums v[0..n) element-wise over all data-parallel replicas, in place; may be
  * called in the middle of backward. Set by the trainer for synchronised batch
  * normalisation (statistics over the global batch); NULL = per-replica. */
@@ -74,6 +84,14 @@ typedef struct so_model_opts {
     void *(*grads_alloc)(void *ctx, size_t bytes);
     void (*grads_free)(void *ctx, void *p);
     void *grads_ctx;
+    /* Allocator of the parameter buffer m->params, the same way (NULL:
+     * so_alloc), called after grads_alloc. A sharded strategy passes memory
+     * whose pages it maps only while a unit's parameters are gathered: the
+     * backend keeps the addresses (nodes hold offsets), the strategy says
+     * when a unit's values changed (so_model_params_changed_nodes). */
+    void *(*params_alloc)(void *ctx, size_t bytes);
+    void (*params_free)(void *ctx, void *p);
+    void *params_ctx;
     /* Pipeline stages: the layout description (so_model_edge_layout of
      * the sending stage) of recv node `node`; *len = 0 for plain NCHW.
      * Called by the backend's create. NULL: every recv node plain. */
@@ -104,6 +122,9 @@ typedef struct so_model {
     void *bn_allsum_arg;
     void (*grads_free)(void *ctx, void *p); /* from so_model_opts (NULL: so_free) */
     void *grads_ctx;
+    void (*params_free)(void *ctx, void *p); /* from so_model_opts (NULL: so_free) */
+    void *params_ctx;
+    so_node_hooks hooks;         /* so_model_set_node_hooks (members NULL: none) */
     int (*recv_layout)(void *ctx, int node, const void **desc, size_t *len); /* from so_model_opts */
     void *recv_layout_ctx;
     void **slots;                /* backend states of so_model_set_slots (slots[0] is the first bs) */
@@ -195,6 +216,16 @@ int so_model_node_output(so_model *m, int node, float *out);
 void so_model_params_changed(so_model *m);
 
 void so_model_set_grad_ready(so_model *m, so_grad_ready_fn fn, void *arg);
+/* The per-node calls before forward and backward (NULL: none). */
+void so_model_set_node_hooks(so_model *m, const so_node_hooks *h);
+
+/* A unit's view of the flat buffers: the parameters (and gradients) of
+ * nodes [lo, hi) are floats [*off, *off + *n) of m->params (m->grads), in
+ * node order. */
+void so_model_param_range(const so_model *m, int lo, int hi, size_t *off, size_t *n);
+/* The parameters of nodes [lo, hi) changed outside backward (a gathered
+ * unit): backends drop what they cached of them. */
+void so_model_params_changed_nodes(so_model *m, int lo, int hi);
 
 /* The kernels convolution `node` runs (see so_conv_kernels); SO_EINVAL if
  * the node is not a convolution. */

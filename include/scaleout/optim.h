@@ -51,8 +51,26 @@ void so_optim_destroy(so_optim *o); /* accepts NULL */
 void so_optim_step(so_optim *o, float *p, const float *g, float lr);
 /* The decay ranges of so_optim_config set after creation: n sorted,
  * disjoint [lohi[2r], lohi[2r+1]) (copied; n = 0 decays nothing).
- * SO_EINVAL for a range empty, unsorted, overlapping or past the size. */
+ * Offsets are the model's flat buffer (so_optim_range.flat_off), not the
+ * optimizer's state: a shard's optimizer takes the whole model's ranges.
+ * SO_EINVAL for a range empty, unsorted or overlapping. */
 int so_optim_set_decay(so_optim *o, const size_t *lohi, int n);
+/* Part of a step: parameters p[0..n) with gradients g[0..n), which are
+ * elements flat_off .. flat_off + n of the model's flat buffer, stepped with
+ * the optimizer's state state_off .. state_off + n. A strategy that steps a
+ * shard of the model creates the optimizer for the shard's size and passes
+ * one range per piece of it. */
+typedef struct {
+    float *p;
+    const float *g;
+    size_t flat_off, state_off, n;
+} so_optim_range;
+/* One step over nr ranges (the step count, and with it Adam's bias
+ * correction, moves once): each range exactly as so_optim_step would update
+ * those elements. SO_EINVAL if a range's state lies outside the optimizer's. */
+int so_optim_step_ranges(so_optim *o, const so_optim_range *r, int nr, float lr);
+/* The number of parameters the optimizer holds state for (so_optim_create's n). */
+size_t so_optim_size(const so_optim *o);
 /* The optimizer state for checkpoints: `nslots` buffers of n floats each,
  * plus the step counter. slot(i) returns buffer i (NULL if out of range).
  * Slots: momentum, nesterov: [b]; adagrad: [sum g^2]; rmsprop: [v];

@@ -10,6 +10,7 @@
 
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
+#include "scaleout/strategy.h"
 
 /* What one rank spends per step, measured on this machine (or read from a
  * profile). t_fwd and t_bwd have so_graph_size(g) entries, node 0 unused. */
@@ -39,6 +40,26 @@ typedef struct {
  * ranks is 1. SO_EINVAL on a bad argument, SO_ENOMEM. */
 int so_predict_step(const so_predict_compute *c, int ranks, so_predict_cost_fn cost, void *ctx,
                     so_predict_point *out);
+
+/* ---- per strategy (scaleout/strategy.h): memory and step time ----------------------
+ * dp as so_predict_step; the sharded strategies by the same units and order
+ * of collectives as strategy_zero.c runs them, on one communication engine
+ * (collectives one after another in submission order): zero1/2 the
+ * reduce-scatters closed by backward and the allgathers waited for unit by
+ * unit in forward; zero3 also gathers before each unit's forward and
+ * backward with at most --shard-prefetch units gathered. A reduce-scatter
+ * or an allgather costs half the allreduce of the same bytes (the ring's
+ * halves). Memory by the strategy's own accounting, without activations. */
+typedef struct {
+    so_strategy_memory mem;       /* per rank */
+    double step_seconds, compute_seconds, comm_seconds, comm_exposed_seconds, images_per_sec;
+    int units;                    /* buckets (dp) or units */
+} so_predict_strategy_point;
+
+/* nslots: the optimizer's state per parameter (so_optim_nslots). cost: one
+ * allreduce over `ranks` ranks (NULL when ranks is 1). */
+int so_predict_strategy(const so_predict_compute *c, const so_strategy_kind *k, const so_strategy_config *sc,
+                        int ranks, int nslots, so_predict_cost_fn cost, void *ctx, so_predict_strategy_point *out);
 
 /* How long a measurement runs: up to `warmup` untimed training steps, then
  * up to `steps` timed ones. With max_seconds > 0 the warm-up ends after a

@@ -1,9 +1,21 @@
 /* The trainer's strategy seam: a strategy owns what happens between "backward
  * has produced the gradients of these parameters" and "the optimizer may
  * step these parameters", so the loop in train.c stays the same for every
- * way of parallelising. Bucketed data parallelism (strategy_dp.c) is the
- * first; docs/ARCHITECTURE.md sketches sharded optimizer state, compression,
- * local SGD and pipeline stages against the same calls. */
+ * way of parallelising. Built on it: bucketed data parallelism
+ * (strategy_dp.c), ZeRO-1/2/3 (strategy_zero.c), the pipeline (src/pipe).
+ *
+ * Adding a strategy (compression, local SGD, ...): one file with a static
+ * so_strategy_ops and an `so_strategy_kind` (name, model_opts, create) listed
+ * in src/train/strategy.c's table; create makes the so_strategy and the
+ * optimizer it steps (so_strategy.opt, e.g. so_optim_create over the ranges
+ * it updates); memory says what the rank holds (--max-memory, --json); state
+ * describes the part of the parameters and optimizer slots it keeps, so
+ * checkpoints save and re-shard it (NULL: the whole model and optimizer);
+ * its collectives go through the so_group vocabulary (scaleout/group.h) of
+ * so_strategy_config.group, non-blocking with continuations, tagged from
+ * SO_STRATEGY_TAG so the job counts their time. (so_state_layout's segments
+ * are the parameters and optimizer slots; buffers of a strategy's own, such
+ * as error-feedback residuals, are not saved yet.) */
 #ifndef SCALEOUT_STRATEGY_H
 #define SCALEOUT_STRATEGY_H
 #include <stddef.h>
@@ -26,6 +38,62 @@ typedef struct {
     void (*pass)(void *arg, int backward, int k, double t0, double t1);
     void *arg;
 } so_step_io;
+
+/* Strategies by name (so_strategy_create): "dp" (data parallelism; on one
+ * process the plain local step), "zero1", "zero2", "zero3" (sharded data
+ * parallelism, docs/PARALLELISM.md). A strategy made so creates the
+ * optimizer it steps (so_strategy.opt: sized to what this rank steps), and
+ * says what this rank holds (memory) and which part of the whole-model
+ * state it keeps (state, for checkpoints). */
+typedef struct so_strategy_config {
+    const struct so_dist *dist;   /* the ranks (NULL: one process) */
+    struct so_group *group;       /* the same ranks' collective vocabulary (scaleout/group.h); sharded
+                                     strategies need it with more than one rank */
+    so_optim_config optim;        /* the optimizer the strategy creates */
+    size_t bucket_bytes;          /* dp's gradient buckets; zero1/2's units by default */
+    size_t first_bucket_bytes;
+    int auto_buckets;             /* --bucket-mb auto */
+    int accumulate;               /* micro-batches per step (for the memory accounting) */
+    /* Sharded strategies: what is gathered and reduced together ("layer",
+     * "block", or a size in MiB as text; NULL: zero1/2 the buckets, zero3
+     * "block"), at most this many units gathered at once (zero3, >= 1), and
+     * sharding within each node only, replicating across nodes (HYBRID_SHARD). */
+    const char *shard_unit;
+    int shard_prefetch;
+    int shard_node;
+} so_strategy_config;
+
+/* The tags of the sharded strategies' collectives (so_group_opts.tag: the
+ * communication thread's operation log): SO_STRATEGY_TAG + unit. */
+#define SO_STRATEGY_TAG (1 << 24)
+
+/* Bytes this rank holds for the model's state by the strategy's accounting. */
+typedef struct {
+    double params, grads, optimizer;
+    double messages;  /* the strategy's own buffers: gathered units, gradient buckets in flight */
+} so_strategy_memory;
+
+/* Which part of the whole-model state this rank keeps, for checkpoints. The
+ * whole-model state is the parameters followed by each optimizer slot,
+ * nparams floats apiece (segment 0: parameters, 1 + k: slot k). Units
+ * [units[u], units[u+1]) tile [0, nparams); the shard group has `shards`
+ * ranks and each unit is cut into `shards` blocks (so_comm_block's rule:
+ * the first n % shards one element longer), block k kept by the group's
+ * rank k; with `replicas` > 1 groups (HYBRID_SHARD) hold the same blocks and
+ * replica n writes piece n of each block cut again in `replicas`. World rank
+ * = replica x shards + k. */
+typedef struct so_state_layout {
+    int nunits;
+    const size_t *units;      /* nunits + 1 element boundaries */
+    int shards, replicas;
+    int shard, replica;       /* this rank's */
+    /* Elements [lo, lo + n) of segment seg out of (get: within this rank's
+     * blocks) or into (set: only the part within its blocks is kept) the
+     * strategy's buffers. */
+    void (*get)(void *ctx, int seg, size_t lo, size_t n, float *dst);
+    void (*set)(void *ctx, int seg, size_t lo, size_t n, const float *src);
+    void *ctx;
+} so_state_layout;
 
 /* Called by so_train, in this order per optimizer step of K micro-batches:
  *   backward_begin(k, K) before each micro-batch's backward,
@@ -75,6 +143,18 @@ typedef struct so_strategy_ops {
     /* Multiplies the gradient the update will use by f (1/K after K
      * micro-batches; the clipping factor). NULL: m->grads. */
     int (*grad_scale)(void *self, float f);
+    /* The ranks to reach from start on: so_train passes its own so_dist
+     * (which a profiler may have wrapped) before start. May be NULL. */
+    void (*use_dist)(void *self, const struct so_dist *d);
+    /* This rank's memory (so_strategy_memory_use); NULL: the whole model's. */
+    void (*memory)(void *self, so_strategy_memory *out);
+    /* The part of the state this rank keeps (checkpoints); NULL: all of it,
+     * in the model and the optimizer. */
+    const so_state_layout *(*state)(void *self);
+    /* Makes m->params the whole model's parameters (a sharded strategy
+     * gathers them; collective) for a caller that reads them all, until
+     * the next step. NULL: they are. */
+    int (*params_whole)(void *self);
 } so_strategy_ops;
 
 typedef struct so_strategy {
@@ -86,7 +166,32 @@ typedef struct so_strategy {
     /* 1: this rank computes no loss (an early pipeline stage): the loss the
      * step reports is NaN, and that is no divergence. */
     int no_loss;
+    /* The optimizer it steps, owned (so_strategy_create); NULL: the caller's. */
+    so_optim *opt;
 } so_strategy;
+
+typedef struct so_strategy_kind {
+    const char *name;
+    const char *summary;
+    int zero_stage;               /* what it shards: 0 nothing, 1 optimizer state, 2 + gradients, 3 + parameters */
+    /* Fills the allocators of the model's buffers the strategy wants in o
+     * (so_model_opts' params_alloc / grads_alloc and their contexts, which
+     * must outlive the model); NULL: the defaults. */
+    int (*model_opts)(const so_strategy_config *c, so_model_opts *o);
+    /* The strategy for model m (built with model_opts), and its optimizer. */
+    int (*create)(const so_strategy_config *c, so_model *m, struct so_strategy **out);
+} so_strategy_kind;
+
+/* The kind named `name` ("data" is dp's old name); SO_EINVAL naming the
+ * choices otherwise. so_strategy_kind_at(i) walks the registry (NULL past
+ * the end). */
+int so_strategy_lookup(const char *name, const so_strategy_kind **out);
+const so_strategy_kind *so_strategy_kind_at(int i);
+/* model_opts then create, for callers that build the model between them. */
+int so_strategy_create(const so_strategy_kind *k, const so_strategy_config *c, so_model *m, struct so_strategy **out);
+/* What the strategy's rank holds; without a memory op the whole model's
+ * parameters, gradients and optimizer state. */
+void so_strategy_memory_use(const struct so_strategy *s, const so_model *m, so_strategy_memory *out);
 
 /* Today's data parallelism: the gradient buffer tiled into buckets in
  * backward order (first small, then bucket_bytes, last small), each averaged
@@ -95,6 +200,6 @@ typedef struct so_strategy {
  * from measured backward times and d->cost. Broadcasts rank 0's parameters
  * at start unless the run resumes with identical state. d must outlive it. */
 int so_strategy_data_parallel(const struct so_dist *d, so_strategy **out);
-void so_strategy_free(so_strategy *s); /* accepts NULL */
+void so_strategy_free(so_strategy *s); /* accepts NULL; frees s->opt too */
 
 #endif

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "scaleout/compress.h"
 #include "scaleout/data.h"
 #include "scaleout/group.h"
 #include "scaleout/model.h"
@@ -119,6 +120,13 @@ typedef struct so_train_config {
      * (scaleout/strategy.h). NULL: data parallelism over dist when dist is
      * set, else the plain local step. */
     const so_strategy *strategy;
+    /* Data parallelism's gradient buckets compressed (scaleout/compress.h;
+     * method SO_COMPRESS_NONE: the FP32 average, bit for bit as without),
+     * with error feedback on (1), off (0) or the method's default (-1), and
+     * the seed of its draws (rand-k, QSGD, PowerSGD's first Q). */
+    so_compress_spec compress;
+    int error_feedback;
+    uint64_t compress_seed;
 } so_train_config;
 
 /* Fills the defaults above (25 MiB / 1 MiB buckets, overlap on, 1 micro-batch, skip 10). */
@@ -178,6 +186,11 @@ typedef struct so_train_result {
     /* Pipeline stages: this rank's activation memory (every micro-batch
      * slot, so_model_activation_bytes) and its buffers for messages. */
     size_t pipe_act_bytes, pipe_edge_bytes;
+    /* --compress: this rank's bytes contributed to the gradient collectives
+     * and those an FP32 allreduce would have (so_compressor_stats), the
+     * seconds spent compressing and decompressing, error feedback on. */
+    double compress_bytes_sent, compress_bytes_dense, compress_encode_s, compress_decode_s;
+    int compress_error_feedback;
 } so_train_result;
 
 /* Runs training. `test` may be NULL. Progress is reported through `progress`

@@ -122,12 +122,12 @@ static int alloc_buffers(so_ckpt *ck)
     if (!writes || ck->c.naive)
         return 0;
     uint64_t off, len;
-    ck_block(ck->rep_bytes, w, ck->t.rank, &off, &len);
+    ck_span(ck, ck->t.rank, &off, &len);
     ck->stage_cap = (size_t)(len + ck->rank_bytes);
     if (ck->c.local_dir && w > 1 && ck->t.exchange_recv) {
         int dst, src;
         partners(ck, &dst, &src);
-        ck_block(ck->rep_bytes, w, src, &off, &len);
+        ck_span(ck, src, &off, &len);
         ck->partner_buf_cap = (size_t)(len + ck->rank_bytes);
     }
     rc = ck->c.local_dir ? init_slots(ck) : 0;
@@ -174,6 +174,8 @@ int so_ckpt_create(const so_ckpt_config *c, const so_ckpt_transport *t, so_model
     if (!(rc = ck_worker_start(&ck->writer, "so-ckpt-write")))
         rc = ck_worker_start(&ck->flusher, "so-ckpt-flush");
     if (!rc)
+        rc = ck_units_from_state(ck);
+    if (!rc)
         rc = alloc_buffers(ck);
     if (rc) {
         so_ckpt_destroy(ck);
@@ -203,6 +205,7 @@ void so_ckpt_destroy(so_ckpt *ck)
     free(ck->flush_manifest_copy);
     free(ck->manifest_text);
     free(ck->flush.manifest_text);
+    free(ck->unit_bounds);
     if (ck->tclock_fd >= 0)
         close(ck->tclock_fd);
     free(ck);
@@ -267,6 +270,12 @@ static void fill_manifest(so_ckpt *ck, so_ckpt_manifest *m, const so_train_state
     m->rep_bytes = ck->rep_bytes;
     m->rank_bytes = ck->rank_bytes;
     m->nshards = nshards;
+    if (ck->unit_bounds) { /* borrowed, like config */
+        m->nunits = ck->units.nunits;
+        m->unit_shards = ck->units.shards;
+        m->unit_replicas = ck->units.replicas;
+        m->units = ck->unit_bounds;
+    }
     m->config = (char *)ck->c.config_text;
 }
 
@@ -344,8 +353,8 @@ static int snapshot(void *arg, ck_task *t)
     if (ck->delay_ms > 0) /* test hook: a slow snapshot, which before_update must wait for */
         ck_sleep_ms(ck->delay_ms);
     uint64_t off, len;
-    ck_block(ck->rep_bytes, ck->t.world, ck->t.rank, &off, &len);
-    ck_rep_get(ck->m, ck->opt, ck->stage, off, len);
+    ck_span(ck, ck->t.rank, &off, &len);
+    ck_shard_get(ck, ck->stage);
     memcpy(ck->stage + len, ck->rankbuf, ck->rank_bytes);
     return 0;
 }
@@ -432,7 +441,7 @@ static int build_manifest(so_ckpt *ck)
     if (!sh)
         return so_err(SO_ENOMEM, "out of memory");
     for (int k = 0; k < w; k++) {
-        ck_block(ck->rep_bytes, w, k, &sh[k].rep_off, &sh[k].rep_len);
+        ck_span(ck, k, &sh[k].rep_off, &sh[k].rep_len);
         sh[k].rank_first = k;
         sh[k].rank_count = 1;
         ck_agreement_shard(&ck->agreement, k, &sh[k].crc, &sh[k].bytes);

@@ -12,18 +12,22 @@
 #include <string.h>
 
 #include "scaleout/err.h"
+#include "state.h"
 
 #define MAGIC "scaleout-checkpoint"
 #define MAX_WORLD (1 << 20)
 #define MAX_ELEMS (1ULL << 40)
+#define UNITS_PER_LINE 16 /* boundaries per "units" line: 16 x 14 digits stay within a line */
 
 void so_ckpt_manifest_free(so_ckpt_manifest *m)
 {
     if (!m)
         return;
     free(m->shards);
+    free(m->units);
     free(m->config);
     m->shards = NULL;
+    m->units = NULL;
     m->config = NULL;
 }
 
@@ -85,6 +89,15 @@ int so_ckpt_manifest_format(const so_ckpt_manifest *m, char **out, size_t *len)
         const so_ckpt_shard *s = &m->shards[i];
         sb_printf(&b, "shard %d %" PRIu64 " %" PRIu64 " %d %d %" PRIu64 " %08" PRIx32 "\n", i, s->rep_off, s->rep_len,
                   s->rank_first, s->rank_count, s->bytes, s->crc);
+    }
+    if (m->nunits > 0) { /* the strategy's units, a few boundaries per line */
+        sb_printf(&b, "layout %d %d %d\n", m->nunits, m->unit_shards, m->unit_replicas);
+        for (int v = 0; v <= m->nunits; v += UNITS_PER_LINE) {
+            sb_printf(&b, "units");
+            for (int k = v; k <= m->nunits && k < v + UNITS_PER_LINE; k++)
+                sb_printf(&b, " %" PRIu64, m->units[k]);
+            sb_printf(&b, "\n");
+        }
     }
     for (const char *c = m->config; c && *c;) {
         const char *nl = strchr(c, '\n');
@@ -273,6 +286,50 @@ static int parse_header(lexer *lx, so_ckpt_manifest *m)
     return 0;
 }
 
+/* "layout U S R" then the U + 1 unit boundaries on "units" lines, when the
+ * next line says layout; nothing otherwise (data parallelism's checkpoints). */
+static int parse_units(lexer *lx, so_ckpt_manifest *m)
+{
+    const char *mark = lx->p;
+    int line = lx->line, n = 0;
+    if (next_line(lx) != 1 || strncmp(lx->buf, "layout ", 7) != 0) {
+        lx->p = mark;
+        lx->line = line;
+        return 0;
+    }
+    if (sscanf(lx->buf, "layout %d %d %d%n", &m->nunits, &m->unit_shards, &m->unit_replicas, &n) != 3 ||
+        lx->buf[n] != '\0' || m->nunits < 1 || (uint64_t)m->nunits > m->nparams || m->unit_shards < 1 ||
+        m->unit_replicas < 1)
+        return bad(lx, "bad layout line");
+    if (!(m->units = malloc(((size_t)m->nunits + 1) * sizeof *m->units)))
+        return so_err(SO_ENOMEM, "out of memory reading a manifest");
+    for (int v = 0; v <= m->nunits;) {
+        if (next_line(lx) != 1 || strncmp(lx->buf, "units", 5) != 0)
+            return bad(lx, "missing units line");
+        const char *p = lx->buf + 5;
+        for (int k = 0; k < UNITS_PER_LINE && v <= m->nunits && *p; k++, v++) {
+            if (p[0] != ' ' || p[1] < '0' || p[1] > '9' || sscanf(p, " %20" SCNu64 "%n", &m->units[v], &n) != 1)
+                return bad(lx, "bad units line");
+            p += n;
+        }
+        if (*p)
+            return bad(lx, "bad units line");
+    }
+    return 0;
+}
+
+/* A sharded checkpoint's shards must hold exactly the pieces its units give them. */
+static int check_units(lexer *lx, const so_ckpt_manifest *m)
+{
+    ck_units u = {m->nunits, m->unit_shards, m->unit_replicas, m->units};
+    if (ck_units_check(&u, m->nparams, m->world) || m->nshards != m->world)
+        return bad(lx, "the shards do not cover the model: its units do not tile the parameters over the ranks");
+    for (int i = 0; i < m->nshards; i++)
+        if (m->shards[i].rep_len != ck_units_floats(&u, i) * 4 * (uint64_t)(1 + m->nslots))
+            return bad(lx, "the shards do not cover the model: a shard's size is not its units' pieces");
+    return 0;
+}
+
 /* The remaining "config ..." lines become the configuration text. */
 static int parse_config(lexer *lx, so_ckpt_manifest *m)
 {
@@ -324,6 +381,10 @@ int so_ckpt_manifest_parse(const char *text, size_t len, const char *what, so_ck
         rc = parse_shard(&lx, i, &m->shards[i]);
     if (!rc)
         rc = check_layout(&lx, m);
+    if (!rc)
+        rc = parse_units(&lx, m);
+    if (!rc && m->nunits)
+        rc = check_units(&lx, m);
     if (!rc)
         rc = parse_config(&lx, m);
 out:

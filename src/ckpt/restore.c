@@ -179,11 +179,14 @@ static int locate(so_ckpt *ck, const cands *c, const so_ckpt_manifest *m, int64_
     return ck->t.allreduce_i64(ck->t.ctx, hold, m->nshards, SO_CKPT_MIN);
 }
 
-/* Broadcasts each shard from its holder and puts the state into the model. */
+/* Broadcasts each shard from its holder and puts its part of the state where
+ * this run keeps it (ck_shard_put: the model and optimizer, or the blocks a
+ * sharded strategy holds), shard after shard: a rank never holds the whole
+ * state at once. */
 static int assemble(so_ckpt *ck, const so_ckpt_manifest *m, const int64_t *hold, void **bufs)
 {
-    uint8_t *rep = malloc(m->rep_bytes ? m->rep_bytes : 1), *sec = malloc(m->rank_bytes);
-    int rc = rep && sec ? 0 : so_err(SO_ENOMEM, "out of memory restoring a checkpoint");
+    uint8_t *sec = malloc(m->rank_bytes), carry[4];
+    int rc = sec ? 0 : so_err(SO_ENOMEM, "out of memory restoring a checkpoint"), ncarry = 0;
     int src = ck->t.rank % m->world; /* whose per-rank section this rank continues with */
     for (int k = 0; !rc && k < m->nshards; k++) {
         const so_ckpt_shard *s = &m->shards[k];
@@ -193,7 +196,7 @@ static int assemble(so_ckpt *ck, const so_ckpt_manifest *m, const int64_t *hold,
         }
         if ((rc = ck->t.bcast(ck->t.ctx, bufs[k], (size_t)s->bytes, (int)hold[k])))
             break;
-        memcpy(rep + s->rep_off, bufs[k], s->rep_len);
+        ck_shard_put(ck, m, k, bufs[k], carry, &ncarry);
         if (src >= s->rank_first && src < s->rank_first + s->rank_count)
             memcpy(sec, (uint8_t *)bufs[k] + s->rep_len + (size_t)(src - s->rank_first) * m->rank_bytes,
                    m->rank_bytes);
@@ -201,12 +204,10 @@ static int assemble(so_ckpt *ck, const so_ckpt_manifest *m, const int64_t *hold,
         bufs[k] = NULL;
     }
     if (!rc) {
-        ck_rep_set(ck->m, ck->opt, rep, 0, m->rep_bytes);
         ck_rank_set(ck->m, sec);
         so_optim_set_steps(ck->opt, m->optim_steps);
         so_model_params_changed(ck->m);
     }
-    free(rep);
     free(sec);
     return rc;
 }
@@ -422,6 +423,31 @@ static int sibling_cands(const char *dir, cands *c)
     return rc;
 }
 
+/* Elements of the whole state into a buffer laid out as the whole state. */
+typedef struct {
+    float *rep;
+    uint64_t nparams;
+} whole_sink;
+
+static void put_whole(void *ctx, int seg, uint64_t lo, uint64_t n, float *data)
+{
+    whole_sink *w = ctx;
+    memcpy(w->rep + (uint64_t)seg * w->nparams + lo, data, n * 4);
+}
+
+/* Shard k of m into rep, the whole replicated vector, in either layout. */
+static void place_whole(const so_ckpt_manifest *m, int k, uint8_t *rep, void *buf)
+{
+    const so_ckpt_shard *s = &m->shards[k];
+    if (!m->nunits) {
+        memcpy(rep + s->rep_off, buf, s->rep_len);
+        return;
+    }
+    whole_sink w = {(float *)rep, m->nparams};
+    ck_units u = {m->nunits, m->unit_shards, m->unit_replicas, m->units};
+    ck_units_walk(&u, 1 + m->nslots, k, buf, put_whole, &w);
+}
+
 int so_ckpt_load_dir(const char *dir, so_ckpt_manifest *m, float **params, float **bufs)
 {
     *params = NULL;
@@ -442,7 +468,7 @@ int so_ckpt_load_dir(const char *dir, so_ckpt_manifest *m, float **params, float
             rc = so_err(SO_EFORMAT, "%s: shard %d has no intact copy", dir, k);
             break;
         }
-        memcpy(rep + s->rep_off, buf, s->rep_len);
+        place_whole(m, k, rep, buf);
         if (s->rank_first == 0 && s->rank_count > 0 && m->nbufs)
             memcpy(b, (uint8_t *)buf + s->rep_len + 32, m->nbufs * 4);
         free(buf);

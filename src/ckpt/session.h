@@ -62,6 +62,8 @@ struct so_ckpt {
     char optim_name[16];
     char node_dir[4096];         /* <local_dir>/node<id> */
     uint64_t model_hash, config_hash, rep_bytes, rank_bytes;
+    ck_units units;              /* the strategy's layout (c.state; units NULL: byte blocks) */
+    uint64_t *unit_bounds;       /* its boundaries, owned */
     int delay_ms;                /* SCALEOUT_CKPT_TEST_DELAY_MS */
     int flush_delay_ms;          /* SCALEOUT_CKPT_TEST_FLUSH_DELAY_MS: the flush copy only */
     double trace_ms;             /* SCALEOUT_CKPT_TRACE_MS (-1: off) */

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "env.h"
 #include "kernels.h"
+#include "scaleout/compress.h"
 #include "scaleout/err.h"
 #include "scaleout/job.h"
 #include "scaleout/timer.h"
@@ -22,7 +23,7 @@
  * rest are the benchmark's own. */
 typedef struct {
     so_job_config cfg;
-    const char *json, *mllog;
+    const char *json, *mllog, *error_feedback;
     int no_pin;
     float target;
 } acc_args;
@@ -30,6 +31,7 @@ typedef struct {
 static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
 static const char *const schedules[] = {"constant", "cosine", NULL};
+static const char *const on_off[] = {"on", "off", NULL};
 
 static int parse(acc_args *a, int argc, char **argv)
 {
@@ -58,6 +60,8 @@ static int parse(acc_args *a, int argc, char **argv)
         {"conv-algo", OPT_CHOICE, &a->cfg.conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, cli_conv_algos},
         {"synthetic-samples", OPT_INT, &a->cfg.synthetic_samples, "N", "synthetic data set size", 0, 1 << 30, NULL},
         {"allreduce", OPT_STR, &a->cfg.allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
+        {"compress", OPT_STR, &a->cfg.compress, "METHOD", "gradient compression (as train --compress; docs/COMPRESSION.md)", 0, -1, NULL},
+        {"error-feedback", OPT_CHOICE, &a->error_feedback, "on|off", "as train --error-feedback", 0, -1, on_off},
         {"mllog", OPT_STR, &a->mllog, "FILE", "write the :::MLLOG lines to FILE instead of stdout", 0, -1, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the result record (docs/FORMATS.md)", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
@@ -71,6 +75,10 @@ static int parse(acc_args *a, int argc, char **argv)
         return cli_error("bench accuracy", CLI_USAGE, "--target: %g is outside (0, 1]", a->target);
     if (so_zoo_check(a->cfg.model))
         return cli_error("bench accuracy", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
+    so_compress_spec cs;
+    if (so_compress_parse(a->cfg.compress, &cs))
+        return cli_error("bench accuracy", CLI_USAGE, "%s", so_errmsg());
+    a->cfg.error_feedback = a->error_feedback ? !strcmp(a->error_feedback, "on") : -1;
     return CLI_OK;
 }
 
@@ -247,6 +255,7 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     so_json_bool(&js, "augment", a->cfg.augment);
     so_json_int(&js, "seed", a->cfg.seed);
     so_json_int(&js, "threads", a->cfg.threads);
+    so_json_str(&js, "compress", a->cfg.compress ? a->cfg.compress : "none");
     so_json_obj_end(&js);
     env_write_json(&js, &e, a->cfg.threads, !a->no_pin);
     so_json_obj_begin(&js, "results");
@@ -261,6 +270,12 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     so_json_int(&js, "steps", r->steps);
     so_json_num(&js, "images_per_sec", r->images_per_sec);
     so_json_num(&js, "final_accuracy", s->last_accuracy);
+    if (r->compress_bytes_dense > 0 && r->steps > 0) { /* rank 0's, per step */
+        so_json_num(&js, "compress_bytes_per_step", r->compress_bytes_sent / (double)r->steps);
+        so_json_num(&js, "dense_bytes_per_step", r->compress_bytes_dense / (double)r->steps);
+        so_json_num(&js, "compress_seconds", r->compress_encode_s);
+        so_json_num(&js, "decompress_seconds", r->compress_decode_s);
+    }
     so_json_obj_end(&js);
     so_json_arr_begin(&js, "epochs");
     for (int i = 0; i < r->nepochs; i++) {

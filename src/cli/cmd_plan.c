@@ -14,11 +14,14 @@
 #include "scaleout/json.h"
 #include "scaleout/pipeline.h"
 #include "scaleout/zoo.h"
+#include "strategy_table.h"
 
 #define MAX_STAGES 1024
 
 typedef struct {
     const char *model, *schedule, *partition, *max_memory, *optimizer, *json;
+    const char *strategy, *shard_unit, *tune;  /* --strategy: sharded data parallelism instead (strategy_table.c) */
+    int world, ranks_per_node, shard_prefetch, accumulate;
     int stages, microbatches, batch, virtual_stages, threads, steps;
     size_t max_bytes;
     int measure;             /* --partition time or auto */
@@ -38,10 +41,29 @@ static int optim_slots(const char *name)
     return 0;
 }
 
+/* The sharded plan's flags do nothing without --strategy, the pipeline's
+ * nothing with it (cli_check_needs). */
+static int strategies(const void *p) { return ((const plan_args *)p)->strategy != NULL; }
+static int pipeline(const void *p) { return !strategies(p); }
+static const cli_need plan_needs[] = {
+    {"world", strategies, "--strategy"},
+    {"ranks-per-node", strategies, "--strategy"},
+    {"tune", strategies, "--strategy"},
+    {"shard-unit", strategies, "--strategy"},
+    {"shard-prefetch", strategies, "--strategy"},
+    {"accumulate", strategies, "--strategy"},
+    {"pipeline-stages", pipeline, "a pipeline plan (not --strategy)"},
+    {"microbatches", pipeline, "a pipeline plan (not --strategy)"},
+    {"schedule", pipeline, "a pipeline plan (not --strategy)"},
+    {"virtual-stages", pipeline, "a pipeline plan (not --strategy)"},
+    {"partition", pipeline, "a pipeline plan (not --strategy)"},
+    {NULL, NULL, NULL}};
+
 static int parse(plan_args *a, int argc, char **argv)
 {
     *a = (plan_args){.schedule = "1f1b", .partition = "auto", .optimizer = "momentum", .microbatches = 4,
-                     .batch = 64, .virtual_stages = 1, .threads = 1, .steps = 3};
+                     .batch = 64, .virtual_stages = 1, .threads = 1, .steps = 3, .world = 1, .shard_prefetch = 2,
+                     .accumulate = 1};
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->model, "NAME", "zoo model (see `scaleout models`)", 0, -1, NULL},
         {"pipeline-stages", OPT_INT, &a->stages, "P", "pipeline ranks (0: the length of the --partition list)", 1, MAX_STAGES, NULL},
@@ -56,23 +78,34 @@ static int parse(plan_args *a, int argc, char **argv)
         {"threads", OPT_INT, &a->threads, "N", "compute threads while measuring", 1, 1024, NULL},
         {"steps", OPT_INT, &a->steps, "N", "timed steps of the measurement (time, auto)", 1, 100000, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the plan as JSON", 0, -1, NULL},
+        {"strategy", OPT_STR, &a->strategy, "LIST", "plan sharded data parallelism instead: dp, zero1, zero2, zero3 (a comma list, or all) over --world ranks: memory per rank, time per step, the fastest that fits --max-memory", 0, -1, NULL},
+        {"world", OPT_INT, &a->world, "N", "--strategy: ranks", 1, 1 << 20, NULL},
+        {"ranks-per-node", OPT_INT, &a->ranks_per_node, "K", "--strategy: ranks per node in the cost model (0: one node)", 0, 1 << 20, NULL},
+        {"tune", OPT_STR, &a->tune, "FILE", "--strategy: the cost model from a tuning table (`scaleout tune`)", 0, -1, NULL},
+        {"shard-unit", OPT_STR, &a->shard_unit, "layer|block|MB", "--strategy: units as in train", 0, -1, NULL},
+        {"shard-prefetch", OPT_INT, &a->shard_prefetch, "K", "--strategy: zero3's units gathered at once", 1, 1 << 20, NULL},
+        {"accumulate", OPT_INT, &a->accumulate, "K", "--strategy: micro-batches per step", 1, 1 << 16, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
-    int rc = cli_parse("plan", "Prints a pipeline partition of a model: stages, parameters, FLOPs, activations, "
-                       "tensors crossing each cut, and the schedule's bubble. Trains nothing.", opts, argc, argv);
-    if (rc)
+    unsigned char seen[sizeof opts / sizeof *opts] = {0};
+    int rc = cli_parse_seen("plan", "Prints a pipeline partition of a model: stages, parameters, FLOPs, activations, "
+                            "tensors crossing each cut, and the schedule's bubble; or, with --strategy, each "
+                            "strategy's memory per rank and step time. Trains nothing.", opts, argc, argv, seen);
+    if (rc || (rc = cli_check_needs("plan", opts, seen, plan_needs, a)))
         return rc;
     if (!a->model)
         return cli_error("plan", CLI_USAGE, "--model is required");
     if (so_zoo_check(a->model))
         return cli_error("plan", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
+    if (a->max_memory && cli_parse_max_memory("plan", a->max_memory, &a->max_bytes))
+        return CLI_USAGE;
+    if (a->strategy)
+        return CLI_OK; /* the pipeline's options do not apply */
     if (a->batch % a->microbatches)
         return cli_error("plan", CLI_USAGE, "--microbatches %d: does not divide --batch-size %d", a->microbatches,
                          a->batch);
     if (a->virtual_stages > 1 && strcmp(a->schedule, "interleaved"))
         return cli_error("plan", CLI_USAGE, "--virtual-stages %d: only with --schedule interleaved",
                          a->virtual_stages);
-    if (a->max_memory && cli_parse_max_memory("plan", a->max_memory, &a->max_bytes))
-        return CLI_USAGE;
     a->measure = !strcmp(a->partition, "time") || !strcmp(a->partition, "auto");
     if (a->max_bytes && strcmp(a->partition, "auto") && strcmp(a->partition, "memory"))
         return cli_error("plan", CLI_USAGE, "--max-memory: only with --partition auto or memory");
@@ -337,12 +370,26 @@ static int report(const plan_args *a, const so_pipe_plan *p)
     return a->json ? write_json(a, p, bubble, speedup, slow) : CLI_OK;
 }
 
+/* --strategy: the sharded data-parallel plan (strategy_table.c). */
+static int plan_strategies(const plan_args *a)
+{
+    strat_plan_args s = {.model = a->model, .optimizer = a->optimizer, .strategies = a->strategy, .json = a->json,
+                         .tune = a->tune, .batch = a->batch, .world = a->world, .ranks_per_node = a->ranks_per_node,
+                         .threads = a->threads, .steps = a->steps, .accumulate = a->accumulate,
+                         .max_bytes = (double)a->max_bytes,
+                         .sc = {.bucket_bytes = 25u << 20, .first_bucket_bytes = 1u << 20, .shard_unit = a->shard_unit,
+                                .shard_prefetch = a->shard_prefetch}};
+    return strat_plan(&s);
+}
+
 int cmd_plan(int argc, char **argv)
 {
     plan_args a;
     int rc = parse(&a, argc, argv);
     if (rc)
         return rc == CLI_HELP ? CLI_OK : rc;
+    if (a.strategy)
+        return plan_strategies(&a);
     const so_zoo_entry *z = so_zoo_find(a.model);
     so_graph *g = NULL;
     if (so_zoo_build(a.model, z->c, z->h, z->w, z->classes, &g))

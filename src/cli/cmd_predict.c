@@ -19,6 +19,7 @@
 #include "scaleout/predict.h"
 #include "scaleout/threads.h"
 #include "scaleout/zoo.h"
+#include "strategy_table.h"
 #ifdef SCALEOUT_HAVE_MPI
 #include "scaleout/comm.h"
 #endif
@@ -34,6 +35,8 @@ typedef struct {
     int stages, microbatches;    /* --pipeline-stages P (> 1: also predict P stages x replicas) and M */
     const char *partition, *schedule, *placement;
     const char *layer_costs;     /* "measured" (here or --compute-from) or "flops" (no measurement) */
+    const char *strategy, *optimizer, *max_memory; /* --strategy: the sharded strategies at each scale */
+    double max_bytes;
     int virtual_stages;          /* v chunks per pipeline rank (interleaved) */
     int measure_batch;           /* the batch the layers are timed at (0: chosen to fit memory and time) */
     float rank_rate;             /* > 0: one rank's images/s, the measured layers scaled to it */
@@ -118,6 +121,7 @@ static int measured_here(const void *p)
     const pred_args *a = p;
     return !a->compute_from && strcmp(a->layer_costs, "flops") != 0;
 }
+static int strategies(const void *p) { return ((const pred_args *)p)->strategy != NULL; }
 static const cli_need predict_needs[] = {
     {"microbatches", pipe_on, "--pipeline-stages P (P > 1)"},
     {"partition", pipe_on, "--pipeline-stages P (P > 1)"},
@@ -126,6 +130,8 @@ static const cli_need predict_needs[] = {
     {"virtual-stages", chunked, "--pipeline-stages P (P > 1)"},
     {"measure-batch", measured_here, "layers timed here (not --compute-from, not --layer-costs flops)"},
     {"measure-memory", measured_here, "layers timed here (not --compute-from, not --layer-costs flops)"},
+    {"optimizer", strategies, "--strategy"},
+    {"max-memory", strategies, "--strategy"},
     {NULL, NULL, NULL}};
 
 static int parse(pred_args *a, int argc, char **argv)
@@ -133,7 +139,8 @@ static int parse(pred_args *a, int argc, char **argv)
     *a = (pred_args){.nodes_arg = "1,2,4,8,16,32,64,128,256,512,1024", .batch = 64, .ranks_per_node = 1,
                      .threads = 1, .steps = 10, .warmup = 3, .measure_seconds = 4, .link_arg = "100gbit", .latency_arg = "1.5us",
                      .bucket_mb_arg = "25", .stages = 1, .microbatches = 4, .partition = "time",
-                     .schedule = "1f1b", .virtual_stages = 1, .placement = "stage-major", .layer_costs = "measured"};
+                     .schedule = "1f1b", .virtual_stages = 1, .placement = "stage-major", .layer_costs = "measured",
+                     .optimizer = "momentum"};
     static const char *const placements[] = {"stage-major", "replica-major", NULL};
     static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
     static const char *const layer_cost_kinds[] = {"measured", "flops", NULL};
@@ -161,6 +168,9 @@ static int parse(pred_args *a, int argc, char **argv)
         {"placement", OPT_CHOICE, &a->placement, "HOW", "pipeline ranks as in train: stage-major (a replica's stages on one node) or replica-major (a stage's replicas)", 0, -1, placements},
         {"virtual-stages", OPT_INT, &a->virtual_stages, "V", "model chunks per pipeline rank (--schedule interleaved)", 1, 4096, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the prediction as JSON", 0, -1, NULL},
+        {"strategy", OPT_STR, &a->strategy, "LIST", "also dp, zero1, zero2, zero3 (a comma list, or all) at each scale: memory per rank, step time, the fastest that fits --max-memory", 0, -1, NULL},
+        {"optimizer", OPT_STR, &a->optimizer, "NAME", "--strategy: the optimizer whose state is counted", 0, -1, NULL},
+        {"max-memory", OPT_STR, &a->max_memory, "BYTES", "--strategy: what a rank may hold (K/M/G suffixes)", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     unsigned char seen[sizeof opts / sizeof *opts] = {0};
     int rc = cli_parse_seen("predict", "Predicts data-parallel scaling from per-layer times measured here and the "
@@ -186,6 +196,10 @@ static int parse(pred_args *a, int argc, char **argv)
     if (a->virtual_stages > 1 && strcmp(a->schedule, "interleaved"))
         return cli_error("predict", CLI_USAGE, "--virtual-stages %d: only with --schedule interleaved",
                          a->virtual_stages);
+    size_t cap = 0;
+    if (a->max_memory && cli_parse_max_memory("predict", a->max_memory, &cap))
+        return CLI_USAGE;
+    a->max_bytes = (double)cap;
     if (!strcmp(a->layer_costs, "flops") && !(a->rank_rate > 0))
         return cli_error("predict", CLI_USAGE, "--layer-costs flops: needs --rank-images-per-sec (FLOPs give the "
                          "layers' proportions, not their speed)");
@@ -581,6 +595,39 @@ static int predict_pipeline(const pred_args *a, const so_graph *g, const so_comm
     return rc;
 }
 
+/* --strategy: dp and the sharded strategies at every scale, with the
+ * scale's cost model; activations as measured (so_job_layer_times). */
+static int predict_strategies(const pred_args *a, const so_comm_tuning *table, const so_predict_compute *c,
+                              const so_job_layer_times *lt)
+{
+    const so_strategy_kind *kinds[STRAT_MAX];
+    int nk = 0, nslots = 0, rc = strat_parse(a->strategy, kinds, &nk);
+    so_optim_kind kind;
+    if (!rc && !(rc = so_optim_parse(a->optimizer, &kind)))
+        nslots = kind == SO_OPT_SGD ? 0 : kind == SO_OPT_ADAM || kind == SO_OPT_ADAMW ? 2 : 1;
+    if (rc)
+        return cli_error("predict", CLI_USAGE, "%s", so_errmsg());
+    char link[512];
+    pred_cost cost;
+    make_cost(a, table, &cost, link, sizeof link);
+    so_strategy_config sc = {.bucket_bytes = c->bucket_bytes ? c->bucket_bytes : 25u << 20,
+                             .first_bucket_bytes = c->first_bucket_bytes ? c->first_bucket_bytes : 1u << 20,
+                             .auto_buckets = !c->bucket_bytes, .shard_prefetch = 2, .accumulate = 1};
+    printf("\nstrategies (%s; memory per rank: weights, gradients and optimizer state by the trainer's accounting, "
+           "activations measured here):\n", a->optimizer);
+    for (int i = 0; i < a->npoints && !rc; i++) {
+        cost.nodes = a->nodes[i];
+        strat_row rows[STRAT_MAX];
+        int best;
+        strat_query q = {c, a->nodes[i] * a->ranks_per_node, nslots, lt->act_bytes, a->max_bytes, &sc,
+                         allreduce_cost, &cost};
+        if ((rc = strat_rows(&q, kinds, nk, rows, &best)))
+            return cli_error("predict", cli_exit_code(rc), "%s", so_errmsg());
+        strat_print_scale(a->nodes[i], q.world, rows, nk, best, i == 0);
+    }
+    return rc;
+}
+
 static void print_pipeline(const pred_args *a, const so_predict_point *pt, const pipe_point *pp)
 {
     char chunks[48] = "";
@@ -640,6 +687,12 @@ int cmd_predict(int argc, char **argv)
         print_table(&a, &lt, pt, link);
         if (a.stages > 1)
             print_pipeline(&a, pt, pp);
+        if (a.strategy) {
+            int n = so_graph_size(g);
+            size_t mb = a.bucket_mb > 0 ? (size_t)(a.bucket_mb * (1 << 20)) : 0;
+            so_predict_compute c = {g, t, t + n, other, a.batch, mb ? (1u << 20) : 0, mb};
+            rc = predict_strategies(&a, a.tune ? &table : NULL, &c, &lt);
+        }
         if (a.json)
             rc = write_json(&a, &lt, pt, pp, link);
     }

@@ -23,7 +23,7 @@
  * this command's own or need a conversion (to_config). */
 typedef struct {
     so_job_config cfg;
-    const char *json, *progress, *scale_lr, *dump_params, *bucket_mb_arg, *max_memory, *crop_scale;
+    const char *json, *progress, *scale_lr, *dump_params, *bucket_mb_arg, *max_memory, *error_feedback, *crop_scale;
     float stall_warning, comm_timeout;
     int no_overlap, no_pin;
 } train_args;
@@ -41,6 +41,8 @@ static const char *const ckpt_modes[] = {"scaleout", "naive", NULL};
 static const char *const ckpt_on_errors[] = {"continue", "stop", NULL};
 static const char *const pipe_schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
 static const char *const placements[] = {"stage-major", "replica-major", NULL};
+static const char *const on_off[] = {"on", "off", NULL};
+static const char *const shard_groups[] = {"all", "node", NULL};
 
 #define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
 
@@ -71,6 +73,21 @@ static int profiles(const void *p)
 }
 static int synthetic(const void *p) { return !strcmp(((const train_args *)p)->cfg.dataset, "synthetic"); }
 static int real_data(const void *p) { return !synthetic(p); }
+static int compresses(const void *p)
+{
+    const char *m = ((const train_args *)p)->cfg.compress;
+    return m && strcmp(m, "none");
+}
+static int sharded(const void *p)
+{
+    const char *s = ((const train_args *)p)->cfg.strategy;
+    return s && !strncmp(s, "zero", 4);
+}
+static int zero3(const void *p)
+{
+    const char *s = ((const train_args *)p)->cfg.strategy;
+    return s && !strcmp(s, "zero3");
+}
 static int image_data(const void *p)
 {
     const char *d = ((const train_args *)p)->cfg.dataset;
@@ -98,6 +115,10 @@ static const cli_need train_needs[] = {
     {"timeline-steps", profiles, "--profile DIR (or SCALEOUT_TIMELINE)"},
     {"synthetic-samples", synthetic, "--dataset synthetic"},
     {"data-dir", real_data, "a --dataset read from files (not synthetic)"},
+    {"error-feedback", compresses, "--compress METHOD (not none)"},
+    {"shard-unit", sharded, "--strategy zero1, zero2 or zero3"},
+    {"shard-group", sharded, "--strategy zero1, zero2 or zero3"},
+    {"shard-prefetch", zero3, "--strategy zero3"},
     {"image-size", image_data, "--dataset imagefolder or tfrecord"},
     {"resize", image_data, "--dataset imagefolder or tfrecord"},
     {"crop-scale", image_data, "--dataset imagefolder or tfrecord"},
@@ -118,6 +139,9 @@ static int check_values(const train_args *a)
     if (c->pipeline_stages > 1 && c->schedule && !strcmp(c->schedule, "interleaved") && c->virtual_stages <= 1)
         return cli_error("train", CLI_USAGE, "--schedule interleaved does nothing without --virtual-stages V (V > 1 "
                          "model chunks per rank); without them it is 1f1b");
+    so_compress_spec cs;
+    if (so_compress_parse(c->compress, &cs))
+        return cli_error("train", CLI_USAGE, "%s", so_errmsg());
     return CLI_OK;
 }
 
@@ -157,6 +181,8 @@ static int parse(train_args *a, int argc, char **argv)
         {"no-overlap", OPT_FLAG, &a->no_overlap, NULL, "allreduce after backward instead of during it", 0, -1, NULL},
         {"accumulate", OPT_INT, &c->accumulate, "K", "micro-batches per optimizer step", 1, 1 << 16, NULL},
         {"clip-norm", OPT_FLOAT, &c->clip_norm, "X", "clip the gradient to global L2 norm X (torch's clip_grad_norm_; 0 = off)", 0, 1e30, NULL},
+        {"compress", OPT_STR, &c->compress, "METHOD", "gradient compression: none, fp16, bf16, topk:R, randk:R, qsgd:B[:D], sign, powersgd:r[:S] (docs/COMPRESSION.md)", 0, -1, NULL},
+        {"error-feedback", OPT_CHOICE, &a->error_feedback, "on|off", "keep what compression dropped and add it to the next step (default: on for topk, sign and powersgd, off for the unbiased randk and qsgd and for fp16, bf16)", 0, -1, on_off},
         {"sync-bn", OPT_FLAG, &c->sync_bn, NULL, "batchnorm statistics over the global batch (SyncBatchNorm)", 0, -1, NULL},
         {"allreduce", OPT_STR, &c->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"stall-warning", OPT_FLOAT, &a->stall_warning, "S", "report a collective stuck this long (0 = off)", 0, 1e9, NULL},
@@ -190,6 +216,10 @@ static int parse(train_args *a, int argc, char **argv)
         {"seq-len", OPT_INT, &c->seq_len, "T", "--dataset tokens: tokens per sequence (at most the model's context)", 1, 1 << 24, NULL},
         {"shuffle", OPT_CHOICE, &c->shuffle, "ORDER", "training order: on (random windows of T+1 tokens; images shuffled), off (llm.c's order; images in file order), llmc (llm.c's shuffle, token data)", 0, -1, shuffles},
         {"eval-batches", OPT_INT, &c->eval_batches, "N", "evaluate on the first N batches per rank (0 = the whole test split)", 0, 1 << 30, NULL},
+        {"strategy", OPT_STR, &c->strategy, "NAME", "how ranks share the model: dp (data parallelism), zero1 (optimizer state sharded), zero2 (and gradients), zero3 (and parameters); docs/PARALLELISM.md", 0, -1, NULL},
+        {"shard-unit", OPT_STR, &c->shard_unit, "layer|block|MB", "zero*: what is gathered and reduced together: a layer, a block (layer1.0, h.3), or layers of at least MB MiB (default: zero1/2 the gradient buckets, zero3 block)", 0, -1, NULL},
+        {"shard-prefetch", OPT_INT, &c->shard_prefetch, "K", "zero3: units gathered at once, at most (the one computing and K-1 prefetched)", 1, 1 << 20, NULL},
+        {"shard-group", OPT_CHOICE, &c->shard_group, "all|node", "zero*: shard over every rank, or within each node and replicate across nodes (HYBRID_SHARD)", 0, -1, shard_groups},
         {"init", OPT_CHOICE, &c->init, "SCHEME", "parameter initialisation: torch (PyTorch's, so its recipes transfer), he, glorot", 0, -1, inits},
         /* image data sets (--dataset imagefolder|tfrecord, docs/DATA.md) */
         {"image-size", OPT_INT, &c->image.image_size, "S", "image data sets: crop side (RandomResizedCrop / CenterCrop)", 1, 4096, NULL},
@@ -220,6 +250,7 @@ static int parse(train_args *a, int argc, char **argv)
     c->overlap = !a->no_overlap;
     c->stall_warning_s = a->stall_warning;
     c->comm_timeout_s = a->comm_timeout;
+    c->error_feedback = a->error_feedback ? !strcmp(a->error_feedback, "on") : -1;
     c->build_id = cli_git_commit();
     return rc;
 }
@@ -233,7 +264,8 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
                   const final_params *fp);
 
 /* Per-rank phase figures, gathered on every rank (index rank*RANK_FIELDS). */
-enum { RK_COMPUTE, RK_COMM_EXPOSED, RK_COMM_OVERLAPPED, RK_DATA_WAIT, RK_IMAGES_PER_SEC, RANK_FIELDS };
+enum { RK_COMPUTE, RK_COMM_EXPOSED, RK_COMM_OVERLAPPED, RK_DATA_WAIT, RK_IMAGES_PER_SEC, RK_MEM_WEIGHTS,
+       RK_MEM_GRADS, RK_MEM_OPTIMIZER, RK_MEM_ACTIVATIONS, RK_MEM_MESSAGES, RK_MEM_TOTAL, RK_PEAK_RSS, RANK_FIELDS };
 
 static double *gather_ranks(so_job *j, const so_train_result *r, int batch)
 {
@@ -247,6 +279,10 @@ static double *gather_ranks(so_job *j, const so_train_result *r, int batch)
     mine[RK_COMM_OVERLAPPED] = r->comm_total > r->comm_exposed ? r->comm_total - r->comm_exposed : 0;
     mine[RK_DATA_WAIT] = r->data_wait;
     mine[RK_IMAGES_PER_SEC] = r->wall_seconds > 0 ? (double)r->steps * batch / r->wall_seconds : 0;
+    so_job_memory mu;
+    so_job_memory_use(j, &mu);
+    double mem[] = {mu.params, mu.grads, mu.optimizer, mu.activations, mu.messages, mu.total, (double)so_peak_rss()};
+    memcpy(mine + RK_MEM_WEIGHTS, mem, sizeof mem);
     if (so_job_sum(j, v, world * RANK_FIELDS)) {
         free(v);
         return NULL;
@@ -254,19 +290,52 @@ static double *gather_ranks(so_job *j, const so_train_result *r, int batch)
     return v;
 }
 
+/* Every rank's phases, its memory by the trainer's accounting (a sharded
+ * strategy's ranks each hold their part) and its peak resident set. */
 static void write_ranks(so_json *js, const double *v, int world)
 {
     static const char *names[RANK_FIELDS] = {"compute_seconds", "comm_exposed_seconds", "comm_overlapped_seconds",
-                                             "data_wait_seconds", "images_per_sec"};
+                                             "data_wait_seconds", "images_per_sec", "weights", "gradients",
+                                             "optimizer", "activations", "messages", "total"};
     so_json_arr_begin(js, "ranks");
     for (int k = 0; v && k < world; k++) {
+        const double *r = v + k * RANK_FIELDS;
         so_json_obj_begin(js, NULL);
         so_json_int(js, "rank", k);
-        for (int f = 0; f < RANK_FIELDS; f++)
-            so_json_num(js, names[f], v[k * RANK_FIELDS + f]);
+        for (int f = 0; f < RK_MEM_WEIGHTS; f++)
+            so_json_num(js, names[f], r[f]);
+        so_json_obj_begin(js, "memory_accounted");
+        for (int f = RK_MEM_WEIGHTS; f <= RK_MEM_TOTAL; f++)
+            so_json_num(js, names[f], r[f]);
+        so_json_obj_end(js);
+        so_json_int(js, "peak_rss_bytes", (int64_t)r[RK_PEAK_RSS]);
         so_json_obj_end(js);
     }
     so_json_arr_end(js);
+}
+
+/* A sharded strategy's units and shards (the memory formulas' terms). */
+static void write_shards(so_json *js, const so_strategy *st, const so_job_config *c)
+{
+    const so_state_layout *l = st && st->ops->state ? st->ops->state(st->self) : NULL;
+    if (!l)
+        return;
+    size_t run[3] = {0, 0, 0}; /* the largest unit, run of 2 and of --shard-prefetch consecutive units */
+    int k[3] = {1, 2, c->shard_prefetch};
+    for (int i = 0; i < 3; i++)
+        for (int u = 0; u < l->nunits; u++) {
+            int v = u + k[i] < l->nunits ? u + k[i] : l->nunits;
+            run[i] = l->units[v] - l->units[u] > run[i] ? l->units[v] - l->units[u] : run[i];
+        }
+    so_json_obj_begin(js, "shards");
+    so_json_int(js, "units", l->nunits);
+    so_json_int(js, "largest_unit_parameters", (int64_t)run[0]);
+    so_json_int(js, "in_flight_parameters", (int64_t)run[1]);   /* gradients: the unit written, one reduced */
+    so_json_int(js, "gathered_parameters", (int64_t)run[2]);    /* zero3: the prefetch window */
+    so_json_int(js, "shard_group", l->shards);
+    so_json_int(js, "replicas", l->replicas);
+    so_json_int(js, "prefetch", c->shard_prefetch);
+    so_json_obj_end(js);
 }
 
 static void write_config(so_json *js, const so_job_config *c, const so_graph *g, int world)
@@ -291,17 +360,52 @@ static void write_config(so_json *js, const so_job_config *c, const so_graph *g,
     so_json_num(js, "momentum", c->momentum);
     so_json_num(js, "weight_decay", c->weight_decay);
     so_json_num(js, "clip_norm", c->clip_norm);
+    so_json_str(js, "compress", c->compress ? c->compress : "none");
     so_json_str(js, "lr_schedule", c->lr_schedule);
     so_json_num(js, "warmup_epochs", c->warmup_epochs);
     so_json_int(js, "seed", c->seed);
     so_json_int(js, "parameters", (int64_t)so_graph_nparams(g));
     so_json_num(js, "flops_per_sample", so_graph_flops(g));
+    so_json_str(js, "strategy", c->strategy);
+    so_json_str(js, "shard_unit", c->shard_unit ? c->shard_unit : "default");
+    so_json_int(js, "shard_prefetch", c->shard_prefetch);
+    so_json_str(js, "shard_group", c->shard_group);
     so_json_int(js, "pipeline_stages", c->pipeline_stages > 1 ? c->pipeline_stages : 1);
     so_json_int(js, "microbatches", c->microbatches);
     so_json_str(js, "schedule", c->schedule);
     so_json_int(js, "virtual_stages", c->virtual_stages > 1 ? c->virtual_stages : 1);
     so_json_str(js, "version", SCALEOUT_VERSION);
     so_json_str(js, "git", cli_git_commit());
+    so_json_obj_end(js);
+}
+
+/* --compress: bytes per step against FP32, and what compressing cost. */
+static void report_compress(const so_job_config *c, const so_train_result *r)
+{
+    if (r->compress_bytes_dense <= 0 || r->steps <= 0)
+        return;
+    double steps = (double)r->steps;
+    printf("compression %s (error feedback %s): %.1f KB sent per step by each rank against %.1f KB in FP32 (%.1fx "
+           "less); compress %.2f ms and decompress %.2f ms per step\n", c->compress,
+           r->compress_error_feedback ? "on" : "off", r->compress_bytes_sent / steps / 1e3,
+           r->compress_bytes_dense / steps / 1e3,
+           r->compress_bytes_sent > 0 ? r->compress_bytes_dense / r->compress_bytes_sent : 0,
+           r->compress_encode_s / steps * 1e3, r->compress_decode_s / steps * 1e3);
+}
+
+static void json_compress(so_json *js, const so_job_config *c, const so_train_result *r)
+{
+    if (r->compress_bytes_dense <= 0)
+        return;
+    double steps = r->steps > 0 ? (double)r->steps : 1;
+    so_json_obj_begin(js, "compression");
+    so_json_str(js, "method", c->compress);
+    so_json_bool(js, "error_feedback", r->compress_error_feedback);
+    so_json_num(js, "bytes_per_step", r->compress_bytes_sent / steps);
+    so_json_num(js, "dense_bytes_per_step", r->compress_bytes_dense / steps);
+    so_json_num(js, "ratio", r->compress_bytes_sent > 0 ? r->compress_bytes_dense / r->compress_bytes_sent : 0);
+    so_json_num(js, "compress_seconds", r->compress_encode_s);
+    so_json_num(js, "decompress_seconds", r->compress_decode_s);
     so_json_obj_end(js);
 }
 
@@ -428,6 +532,7 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
         so_json_num(&js, "last_grad_norm", r->grad_norm);
         so_json_obj_end(&js);
     }
+    json_compress(&js, c, r);
     so_json_int(&js, "gradient_buckets", r->nbuckets);
     so_json_obj_begin(&js, "bucket_plan");
     so_json_bool(&js, "auto", c->bucket_mb < 0);
@@ -440,10 +545,11 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     }
     so_json_obj_end(&js);
     write_ranks(&js, ranks, world);
+    write_shards(&js, so_job_strategy(j), c);
     so_json_int(&js, "peak_rss_bytes", (int64_t)so_peak_rss());
     so_job_memory mu;
     so_job_memory_use(j, &mu);
-    so_json_obj_begin(&js, "memory_accounted"); /* rank 0, by the trainer's accounting (so_job_memory_use) */
+    so_json_obj_begin(&js, "memory_accounted"); /* rank 0's (every rank's: "ranks"), so_job_memory_use */
     so_json_num(&js, "weights", mu.params);
     so_json_num(&js, "gradients", mu.grads);
     so_json_num(&js, "optimizer", mu.optimizer);
@@ -576,6 +682,7 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
     if (so_job_world(j) > 1 && ranks && r->nbuckets > 0)
         report_comm(j, r, ranks);
     report_pipeline(&a->cfg, j, r);
+    report_compress(&a->cfg, r);
     report_data(a, j, r);
     if (a->cfg.clip_norm > 0)
         printf("clipping: %ld of %ld steps scaled down to global norm %g (last step's norm %.4g)\n", r->clipped_steps,

@@ -268,6 +268,7 @@ int ckpt_glue_open(const so_job_ckpt_config *a_in, dist_handle *dh, const ckpt_s
     stage_cfg.local = stage_dir(a_in->local, scope->stage, g->stage_dir[1], sizeof g->stage_dir[1]);
     so_ckpt_config c;
     int rc = make_config(a, model, optimizer, config, &c);
+    c.state = scope->state;
     if (!rc && scope->stage >= 0 && a->resume && strcmp(a->resume, "auto")) { /* this stage's part of PATH */
         char root[4096];
         rc = ckpt_glue_stage_resume(a_in->resume, scope->stage, root, sizeof root, g->stage_resume,

@@ -16,6 +16,7 @@ typedef struct ckpt_glue ckpt_glue;
 typedef struct {
     void *group;                 /* so_comm of the ranks holding this state; NULL: the job */
     int stage;                   /* >= 0: a pipeline stage */
+    const so_state_layout *state; /* the part a sharded strategy keeps on this rank; NULL: all */
 } ckpt_scope;
 
 /* --resume PATH of a pipeline: PATH is the checkpoints' root (holding

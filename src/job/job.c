@@ -34,6 +34,8 @@ struct so_job {
     prof_glue *prof;
     const so_dist *dist;         /* what the trainer uses (timed by the profiler) */
     so_job_ckpt_summary ckpt_summary;
+    uint64_t op_cursor;          /* the communication thread's operation log, read up to here */
+    double strategy_comm;        /* seconds of the sharded strategies' collectives in it */
     int ckpt_done;
     char config[2048];
 };
@@ -45,7 +47,8 @@ void so_job_defaults(so_job_config *c)
                          .backend = "onednn", .conv_algo = "auto", .threads = 1, .pin_threads = 1,
                          .optimizer = "momentum", .lr = 0.01f, .momentum = 0.9f, .lr_schedule = "constant",
                          .lr_step_epochs = 30, .lr_gamma = 0.1f, .epochs = 1, .eval_every = 1, .accumulate = 1,
-                         .warmup_steps = 10, .strategy = "data", .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
+                         .warmup_steps = 10, .strategy = "dp", .shard_prefetch = 2, .shard_group = "all", .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
+                         .compress = "none", .error_feedback = -1,
                          .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300, .microbatches = 1,
                          .schedule = "1f1b", .partition = "auto", .placement = "stage-major",
                          .ckpt = {.mode = "scaleout", .on_error = "continue", .keep = 2, .flush_every = 10},
@@ -71,13 +74,16 @@ static void config_text(const so_job_config *a, const so_graph *g, char *buf, si
              "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n"
              "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\npipeline_stages=%d\nmicrobatches=%d\n"
              "pipeline_schedule=%s\nvirtual_stages=%d\npartition=%s\nplacement=%s\nmax_memory=%.0f\n"
-             "clip_norm=%g\n",
+             "clip_norm=%g\nstrategy=%s\nshard_unit=%s\nshard_prefetch=%d\nshard_group=%s\ncompress=%s\n"
+             "error_feedback=%d\n",
              SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
              a->conv_algo, a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum,
              a->weight_decay, a->lr_schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn,
              bucket, a->first_bucket_mb, a->allreduce, a->overlap, a->pipeline_stages, a->microbatches,
              a->schedule ? a->schedule : "", a->virtual_stages > 1 ? a->virtual_stages : 1, a->partition ? a->partition : "", a->placement ? a->placement : "",
-             a->max_memory, (double)a->clip_norm);
+             a->max_memory, (double)a->clip_norm, a->strategy ? a->strategy : "dp",
+             a->shard_unit ? a->shard_unit : "", a->shard_prefetch, a->shard_group ? a->shard_group : "all",
+             a->compress ? a->compress : "none", a->error_feedback);
     size_t used = strlen(buf);
     if (used < len)
         snprintf(buf + used, len - used, "shuffle=%s\neval_batches=%d\n", a->shuffle ? a->shuffle : "on",
@@ -99,6 +105,10 @@ static int train_config(const so_job_config *a, so_loader *train, int world, so_
     c->eval_every = a->eval_every;
     c->accumulate = a->accumulate;
     c->clip_norm = a->clip_norm;
+    c->error_feedback = a->error_feedback;
+    c->compress_seed = (uint64_t)a->seed;
+    if (so_compress_parse(a->compress ? a->compress : "none", &c->compress))
+        return so_err(SO_EINVAL, "%s", so_errmsg());
     c->throughput_skip = a->warmup_steps;
     c->overlap = a->overlap;
     c->sync_bn = a->sync_bn;
@@ -133,9 +143,27 @@ static void on_span(void *arg, so_span_kind kind, long step, int id, double t0, 
         u->span(u->arg, kind, step, id, t0, t1);
 }
 
+/* The sharded strategies' collectives, from the communication thread's log
+ * (their tags from SO_STRATEGY_TAG): read at every step end, since the log
+ * keeps the last 4096 operations. */
+static void read_op_log(so_job *j)
+{
+#ifdef SCALEOUT_HAVE_MPI
+    so_op_stat st[256];
+    size_t n;
+    while (dist_comm(j->dh) && (n = so_comm_op_log(&j->op_cursor, st, 256)) > 0)
+        for (size_t i = 0; i < n; i++)
+            if (st[i].tag >= SO_STRATEGY_TAG)
+                j->strategy_comm += st[i].t_finished - st[i].t_started;
+#else
+    (void)j;
+#endif
+}
+
 static int on_step_end(void *arg, const so_train_state *s)
 {
     so_job *j = arg;
+    read_op_log(j);
     int stop = 0, rc = stop_step_end(j->stop, s, &stop);
     if (rc)
         return rc;
@@ -169,7 +197,11 @@ static int build_parts(so_job *j, const so_job_config *c, const so_dist *d, int 
     int rc = parts_build(c, d, &j->parts);
     if (!rc)
         rc = train_config(c, j->parts.ltrain, world, &j->tc);
-    return dist_agree(j->dh, rc);
+    j->tc.strategy = j->parts.strategy;
+    rc = dist_agree(j->dh, rc);
+    if (rc && j->parts.strategy_refused && d && d->rank != 0)
+        dist_mark_elsewhere(j->dh); /* rank 0 says it */
+    return rc;
 }
 
 /* A pipeline stage: the model is the stage's slice at the micro-batch size,
@@ -193,6 +225,57 @@ static int build_stage(so_job *j)
     return dist_agree(j->dh, pipe_glue_start(j->pipe, &j->cfg, j->dh, &j->parts, &j->tc));
 }
 
+/* The strategy's name and options (the sharded strategies' checks that
+ * need the model come when they are made, parts_build). */
+static int check_strategy(const so_job_config *c)
+{
+    const so_strategy_kind *k;
+    int rc = so_strategy_lookup(c->strategy ? c->strategy : "dp", &k);
+    if (rc)
+        return rc;
+    if (c->pipeline_stages > 1 && strcmp(k->name, "dp"))
+        return so_err(SO_EINVAL, "--strategy %s: pipeline stages average their replicas with dp only "
+                      "(no --pipeline-stages with a sharded strategy yet)", k->name);
+    if (c->shard_group && strcmp(c->shard_group, "all") && strcmp(c->shard_group, "node"))
+        return so_err(SO_EINVAL, "--shard-group: '%s' is not all or node", c->shard_group);
+    if (c->shard_prefetch < 1)
+        return so_err(SO_EINVAL, "--shard-prefetch %d must be >= 1", c->shard_prefetch);
+    so_compress_spec cs;
+    if ((rc = so_compress_parse(c->compress ? c->compress : "none", &cs)))
+        return rc;
+    if (cs.method != SO_COMPRESS_NONE && k->zero_stage)
+        return so_err(SO_EINVAL, "--compress %s runs under --strategy dp only: %s reduce-scatters its gradients "
+                      "into shards, which no compressor covers yet", c->compress, k->name);
+    if (cs.method != SO_COMPRESS_NONE && c->pipeline_stages > 1)
+        return so_err(SO_EINVAL, "--compress %s runs under data parallelism only: --pipeline-stages %d sends "
+                      "activations between stages, not bucketed gradients", c->compress, c->pipeline_stages);
+    if (k->zero_stage && (c->ckpt.every || c->ckpt.resume) && c->ckpt.mode && !strcmp(c->ckpt.mode, "naive"))
+        return so_err(SO_EINVAL, "--ckpt-mode naive writes the whole state from rank 0, which --strategy %s does not "
+                      "hold there: use --ckpt-mode scaleout", k->name);
+    return 0;
+}
+
+/* The strategy decides whether the gradient buffer is a collective
+ * allocation, so every rank must run the same one before the model is made
+ * (the configuration check comes after it). */
+static int agree_strategy(so_job *j)
+{
+    const so_dist *d = dist_get(j->dh);
+    const so_strategy_kind *k = NULL;
+    if (!d || so_strategy_lookup(j->cfg.strategy ? j->cfg.strategy : "dp", &k))
+        return 0;
+    int mine = 0;
+    while (so_strategy_kind_at(mine) != k)
+        mine++;
+    double v[2] = {mine, -mine};
+    int rc = d->max(d->ctx, v, 2);
+    if (rc || v[0] == -v[1])
+        return rc;
+    if (d->rank != 0)
+        dist_mark_elsewhere(j->dh);
+    return so_err(SO_EINVAL, "configuration mismatch: the ranks were started with different --strategy");
+}
+
 /* Data, graph and model, with the ranks' agreement before and after the
  * collective gradient allocation (parts.h). */
 static int build(so_job *j)
@@ -204,17 +287,23 @@ static int build(so_job *j)
         snprintf(why, sizeof why, "%s", so_errmsg());
         rc = so_err(SO_EINVAL, "--model: %s (see `scaleout models`)", why);
     }
-    if (!rc && c->strategy && strcmp(c->strategy, "data"))
-        rc = so_err(SO_EUNSUP, "strategy '%s': this version has data parallelism (\"data\") only", c->strategy);
+    if (!rc)
+        rc = check_strategy(c);
     if (!rc && c->accumulate < 1)
         rc = so_err(SO_EINVAL, "--accumulate %d must be >= 1", c->accumulate);
     if (!rc)
         rc = pipe_glue_check(c, so_job_world(j));
+    int flags = rc; /* the flags alone: every rank finds the same */
     if (!rc)
         rc = so_threads_set(c->threads, c->pin_threads);
     if (!rc)
         rc = parts_load(c, &j->parts);
-    if ((rc = dist_agree(j->dh, rc)))
+    if ((rc = dist_agree(j->dh, rc))) {
+        if (flags && so_job_rank(j) != 0)
+            dist_mark_elsewhere(j->dh); /* rank 0 says it */
+        return rc;
+    }
+    if ((rc = agree_strategy(j)))
         return rc;
     j->dist = dist_get(j->dh);
     if ((rc = dist_agree(j->dh, pipe_glue_open(c, j->dh, &j->parts, &j->pipe))))
@@ -236,7 +325,8 @@ static void profile_pipeline(so_job *j)
 static int observers(so_job *j)
 {
     const so_job_config *c = &j->cfg;
-    ckpt_scope scope = {NULL, -1};
+    const so_strategy *st = j->parts.strategy;
+    ckpt_scope scope = {NULL, -1, st && st->ops->state ? st->ops->state(st->self) : NULL};
     if (j->pipe)
         pipe_glue_ckpt_scope(j->pipe, &scope.group, &scope.stage);
     int rc = ckpt_glue_open(&c->ckpt, j->dh, &scope, j->parts.m, j->parts.opt, c->model, c->optimizer, j->config,
@@ -263,9 +353,12 @@ void so_job_memory_use(const so_job *j, so_job_memory *out)
 {
     const so_model *m = j->parts.m;
     double p = (double)m->nparams * sizeof(float);
-    *out = (so_job_memory){.params = p, .grads = p, .optimizer = p * so_optim_nslots(j->parts.opt),
+    so_strategy_memory sm = {.params = p, .grads = p, .optimizer = p * so_optim_nslots(j->parts.opt)};
+    if (j->parts.strategy)
+        so_strategy_memory_use(j->parts.strategy, m, &sm);
+    *out = (so_job_memory){.params = sm.params, .grads = sm.grads, .optimizer = sm.optimizer,
                            .activations = (double)so_model_activation_bytes(m),
-                           .messages = j->pipe ? pipe_glue_message_bytes(j->pipe, j->parts.m) : 0,
+                           .messages = sm.messages + (j->pipe ? pipe_glue_message_bytes(j->pipe, j->parts.m) : 0),
                            .slots = m->slots ? m->nslots : 1};
     out->total = out->params + out->grads + out->optimizer + out->activations + out->messages;
 }
@@ -343,7 +436,8 @@ int so_job_train(so_job *j, so_progress_fn progress, void *progress_arg, so_trai
     int rc = so_train(p->m, p->opt, p->ltrain, p->ltest, &j->tc, j->dist, progress, progress_arg, out);
     if (!rc && !(rc = ckpt_glue_finish(j->ckpt, &j->ckpt_summary))) {
         j->ckpt_done = j->ckpt != NULL;
-        out->comm_total = dist_comm_seconds(j->dh);
+        read_op_log(j);
+        out->comm_total = dist_comm_seconds(j->dh) + j->strategy_comm;
         if (j->pipe)
             rc = pipe_glue_bubble(j->pipe, j->dh, j->tc.throughput_skip, out);
         if (!rc)
@@ -393,6 +487,7 @@ void so_job_abort(so_job *j, int code, const char *msg)
 so_model *so_job_model(const so_job *j) { return j->parts.m; }
 const so_graph *so_job_graph(const so_job *j) { return j->pipe ? pipe_glue_whole(j->pipe) : j->parts.m->g; }
 so_optim *so_job_optim(const so_job *j) { return j->parts.opt; }
+const so_strategy *so_job_strategy(const so_job *j) { return j->parts.strategy; }
 so_loader *so_job_train_loader(const so_job *j) { return j->parts.ltrain; }
 so_loader *so_job_test_loader(const so_job *j) { return j->parts.ltest; }
 const so_dataset *so_job_dataset(const so_job *j, int train) { return train ? j->parts.train : j->parts.test; }
@@ -425,8 +520,10 @@ int so_job_gather_params(so_job *j, float **out, size_t *n)
         return pipe_glue_gather_params(j->pipe, j->parts.m, out, n);
     *out = NULL;
     *n = 0;
-    if (so_job_rank(j) != 0)
-        return 0;
+    const so_strategy *st = j->parts.strategy;
+    int rc = st && st->ops->params_whole ? st->ops->params_whole(st->self) : 0;
+    if (rc || so_job_rank(j) != 0)
+        return rc;
     so_model *m = j->parts.m;
     if (!(*out = malloc((m->nparams ? m->nparams : 1) * sizeof **out)))
         return so_err(SO_ENOMEM, "out of memory");

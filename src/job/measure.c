@@ -88,7 +88,7 @@ static void announce(const measure_ctx *ctx, const so_job_config *c, const so_jo
  * returning so the next measurement has the memory. fwd/bwd: n entries.
  * plan: announced once the job knows its rank (NULL: nothing to say). */
 static int time_batch(const so_job_config *base, const so_job_measure_config *mc, int batch,
-                      const so_job_layer_times *plan, double *fwd, double *bwd, double *other, int *timed)
+                      so_job_layer_times *plan, double *fwd, double *bwd, double *other, int *timed)
 {
     so_job_config c = *base;
     c.dataset = "synthetic";
@@ -100,8 +100,10 @@ static int time_batch(const so_job_config *base, const so_job_measure_config *mc
     so_predict_run run = mc->run;
     run.on_step = on_step;
     run.ctx = &ctx;
-    if (!rc && plan)
+    if (!rc && plan) {
         announce(&ctx, base, mc, plan);
+        plan->act_bytes = (double)so_model_activation_bytes(so_job_model(j));
+    }
     if (!rc)
         rc = so_job_measure_layers(j, &run, fwd, bwd, other, timed);
     so_job_free(j);
@@ -218,6 +220,8 @@ int so_job_measure_model(const so_job_config *c, const so_job_measure_config *mc
     if (!rc)
         so_predict_scale(out->n, out->t_fwd, out->t_bwd, &out->t_other, out->measured_batch, mc->batch,
                          out->check_batch, other_check);
+    if (!rc && out->measured_batch > 0) /* activations grow with the batch */
+        out->act_bytes *= (double)mc->batch / out->measured_batch;
     if (rc)
         so_job_layer_times_free(out);
     return rc;

@@ -17,7 +17,10 @@ void parts_free(job_parts *j)
 {
     so_loader_destroy(j->ltrain);
     so_loader_destroy(j->ltest);
-    so_optim_destroy(j->opt);
+    if (j->strategy)
+        so_strategy_free(j->strategy); /* and its optimizer */
+    else
+        so_optim_destroy(j->opt);
     so_model_destroy(j->m);
     so_graph_destroy(j->g);
     so_dataset_destroy(j->train);
@@ -144,16 +147,67 @@ static int image_loader_config(const so_job_config *a, so_loader_config *lc)
  * (parts_load) and after (the caller's dist_agree) this call. A rank that ran
  * out of memory inside so_model_create_opts after it would free the buffer
  * alone and block; its peers' dist_agree then times out (watched) and aborts. */
+/* --strategy's configuration (its name was checked with the input). */
+static int strategy_config(const so_job_config *a, const so_dist *d, so_strategy_config *sc)
+{
+    so_optim_kind kind;
+    int rc = so_optim_parse(a->optimizer, &kind);
+    if (rc)
+        return rc;
+    *sc = (so_strategy_config){.dist = d, .group = d ? d->group : NULL, .bucket_bytes = (size_t)((a->bucket_mb < 0 ? 25 : a->bucket_mb) * 1048576.0),
+                               .first_bucket_bytes = (size_t)(a->first_bucket_mb * 1048576.0),
+                               .auto_buckets = a->bucket_mb < 0, .accumulate = a->accumulate, .shard_unit = a->shard_unit,
+                               .shard_prefetch = a->shard_prefetch,
+                               .shard_node = a->shard_group && !strcmp(a->shard_group, "node")};
+    so_optim_defaults(&sc->optim, kind);
+    sc->optim.momentum = a->momentum;
+    sc->optim.weight_decay = a->weight_decay;
+    return 0;
+}
+
+/* The model, with the buffers the strategy asks for, and the strategy with
+ * its optimizer; a pipeline stage (whose strategy pipe_glue makes) gets the
+ * whole stage's optimizer. */
+static int model_and_strategy(const so_job_config *a, const so_dist *d, so_model_opts *mo, job_parts *j)
+{
+    so_graph *g = j->g;
+    j->g = NULL; /* the model owns it from here */
+    const so_strategy_kind *k = NULL;
+    so_strategy_config sc;
+    int rc = strategy_config(a, d, &sc);
+    if (!rc)
+        rc = so_strategy_lookup(a->strategy ? a->strategy : "dp", &k);
+    if (!rc && k->model_opts)
+        rc = k->model_opts(&sc, mo);
+    if (rc) {
+        so_graph_destroy(g);
+        return rc;
+    }
+    if ((rc = so_model_create_opts(g, mo, &j->m)))
+        return rc;
+    /* language models decay their matrices and embeddings only (nanoGPT, llm.c) */
+    size_t *decay = NULL;
+    if (so_graph_takes_tokens(j->m->g) && (rc = so_graph_decay_ranges(j->m->g, &decay, &sc.optim.ndecay_ranges)))
+        return rc;
+    sc.optim.decay_ranges = decay; /* copied by so_optim_create */
+    if (a->pipeline_stages > 1)
+        rc = so_optim_create(&sc.optim, j->m->nparams, &j->opt);
+    else if (!(rc = so_strategy_create(k, &sc, j->m, &j->strategy)))
+        j->opt = j->strategy->opt;
+    j->strategy_refused = a->pipeline_stages <= 1 && rc == SO_EINVAL;
+    free(decay);
+    return rc;
+}
+
 int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
 {
     const so_dataset *ds = j->train;
-    so_graph *g = j->g;
-    j->g = NULL; /* the model owns it from here */
     so_model_opts mo = {.backend = a->backend, .batch = a->batch, .seed = (uint64_t)a->seed,
                         .recv_layout = j->recv_layout, .recv_layout_ctx = j->recv_layout_ctx};
     int rc = so_init_parse(a->init ? a->init : "torch", &mo.init);
     if (rc) {
-        so_graph_destroy(g);
+        so_graph_destroy(j->g);
+        j->g = NULL;
         return rc;
     }
     if (d && d->buf_alloc) {
@@ -162,23 +216,11 @@ int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
         mo.grads_ctx = d->ctx;
     }
     rc = so_conv_algo_parse(a->conv_algo ? a->conv_algo : "auto", &mo.conv_algo);
-    if (rc)
-        so_graph_destroy(g);
-    else
-        rc = so_model_create_opts(g, &mo, &j->m);
-    so_optim_config oc;
-    so_optim_kind kind;
-    size_t *decay = NULL;
-    if (!rc && !(rc = so_optim_parse(a->optimizer, &kind))) {
-        so_optim_defaults(&oc, kind);
-        oc.momentum = a->momentum;
-        oc.weight_decay = a->weight_decay;
-        /* language models decay their matrices and embeddings only (nanoGPT, llm.c) */
-        if (so_graph_takes_tokens(j->m->g) && !(rc = so_graph_decay_ranges(j->m->g, &decay, &oc.ndecay_ranges)))
-            oc.decay_ranges = decay;
-        if (!rc)
-            rc = so_optim_create(&oc, j->m->nparams, &j->opt);
-        free(decay);
+    if (rc) {
+        so_graph_destroy(j->g);
+        j->g = NULL;
+    } else {
+        rc = model_and_strategy(a, d, &mo, j);
     }
     int rank = d ? d->rank : 0, world = d ? d->world : 1, shuffle = SO_SHUFFLE_ON;
     if (!rc)

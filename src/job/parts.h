@@ -9,7 +9,9 @@ typedef struct {
     so_dataset *train, *test;
     so_graph *g;
     so_model *m;
-    so_optim *opt;
+    so_strategy *strategy;       /* --strategy's (NULL with pipeline stages: pipe_glue makes theirs) */
+    int strategy_refused;        /* the strategy refused its input: the same error on every rank */
+    so_optim *opt;               /* the strategy's optimizer (owned by it), or a pipeline stage's own */
     so_loader *ltrain, *ltest;
     /* A pipeline stage's recv layouts for the model (so_model_opts), set by pipe_glue. */
     int (*recv_layout)(void *ctx, int node, const void **desc, size_t *len);

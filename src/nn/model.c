@@ -174,6 +174,23 @@ static int alloc_grads(so_model *m, const so_model_opts *o)
     return so_err(SO_ENOMEM, "gradient buffer of %zu bytes: %s", bytes, why);
 }
 
+static int alloc_params(so_model *m, const so_model_opts *o)
+{
+    size_t bytes = m->nparams * sizeof(float);
+    if (!o->params_alloc) {
+        m->params = so_alloc(bytes);
+        return m->params ? 0 : so_err(SO_ENOMEM, "out of memory for %zu parameters", m->nparams);
+    }
+    m->params_free = o->params_free;
+    m->params_ctx = o->params_ctx;
+    m->params = o->params_alloc(o->params_ctx, bytes ? bytes : sizeof(float));
+    if (m->params)
+        return 0;
+    char why[256];
+    snprintf(why, sizeof why, "%s", so_errmsg());
+    return so_err(SO_ENOMEM, "parameter buffer of %zu bytes: %s", bytes, why);
+}
+
 int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
 {
     const char *backend = o->backend;
@@ -189,9 +206,9 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
         so_graph_destroy(g);
         return so_err(SO_EINVAL, "batch size %d must be >= 1", batch);
     }
-    if (!o->grads_alloc != !o->grads_free) {
+    if (!o->grads_alloc != !o->grads_free || !o->params_alloc != !o->params_free) {
         so_graph_destroy(g);
-        return so_err(SO_EINVAL, "so_model_opts: grads_alloc and grads_free go together");
+        return so_err(SO_EINVAL, "so_model_opts: an allocator and its free go together");
     }
     so_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -212,11 +229,14 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
         so_model_destroy(m);
         return rc;
     }
-    m->params = so_alloc(m->nparams * sizeof(float));
+    if ((rc = alloc_params(m, o))) {
+        so_model_destroy(m);
+        return rc;
+    }
     m->bufs = so_alloc(m->nbufs * sizeof(float));
     m->t_fwd = calloc((size_t)so_graph_size(g), sizeof(double));
     m->t_bwd = calloc((size_t)so_graph_size(g), sizeof(double));
-    if (!m->params || !m->bufs || !m->t_fwd || !m->t_bwd)
+    if (!m->bufs || !m->t_fwd || !m->t_bwd)
         rc = so_err(SO_ENOMEM, "out of memory for %zu parameters", m->nparams);
     if (!rc) {
         m->be = be;
@@ -242,7 +262,10 @@ void so_model_destroy(so_model *m)
     } else if (m->be && m->bs)
         m->be->destroy(m->bs);
     free(m->slots);
-    so_free(m->params);
+    if (m->params_free)
+        m->params_free(m->params_ctx, m->params);
+    else
+        so_free(m->params);
     if (m->grads_free)
         m->grads_free(m->grads_ctx, m->grads); /* after the backend, which wrapped it */
     else
@@ -314,8 +337,11 @@ int so_model_forward_nodes(so_model *m, int lo, int hi, int training)
 {
     int timed = m->timing || m->on_node;
     for (int i = lo > 1 ? lo : 1; i < hi && i < so_graph_size(m->g); i++) {
+        int rc = m->hooks.forward_begin ? m->hooks.forward_begin(m->hooks.arg, i) : 0;
+        if (rc)
+            return rc;
         double t0 = timed ? so_now() : 0;
-        int rc = m->be->forward(m->bs, i, training);
+        rc = m->be->forward(m->bs, i, training);
         if (rc)
             return rc;
         if (timed)
@@ -336,8 +362,11 @@ int so_model_backward_nodes(so_model *m, int lo, int hi)
 {
     int timed = m->timing || m->on_node;
     for (int i = (hi < so_graph_size(m->g) ? hi : so_graph_size(m->g)) - 1; i >= 1 && i >= lo; i--) {
+        int rc = m->hooks.backward_begin ? m->hooks.backward_begin(m->hooks.arg, i) : 0;
+        if (rc)
+            return rc;
         double t0 = timed ? so_now() : 0;
-        int rc = m->be->backward(m->bs, i);
+        rc = m->be->backward(m->bs, i);
         if (rc)
             return rc;
         if (timed)
@@ -449,6 +478,43 @@ void so_model_set_grad_ready(so_model *m, so_grad_ready_fn fn, void *arg)
 {
     m->on_grad = fn;
     m->on_grad_arg = arg;
+}
+
+void so_model_set_node_hooks(so_model *m, const so_node_hooks *h)
+{
+    m->hooks = h ? *h : (so_node_hooks){NULL, NULL, NULL};
+}
+
+void so_model_param_range(const so_model *m, int lo, int hi, size_t *off, size_t *n)
+{
+    size_t a = m->nparams, b = 0;
+    for (int i = lo > 1 ? lo : 1; i < hi && i < so_graph_size(m->g); i++) {
+        const so_node *nd = so_graph_node(m->g, i);
+        if (!nd->nparam)
+            continue;
+        a = nd->param_off < a ? nd->param_off : a;
+        b = nd->param_off + nd->nparam;
+    }
+    *off = b > a ? a : 0;
+    *n = b > a ? b - a : 0;
+}
+
+static void node_changed(so_model *m, void *bs, int lo, int hi)
+{
+    for (int i = lo > 1 ? lo : 1; i < hi && i < so_graph_size(m->g); i++)
+        m->be->node_params_changed(bs, i);
+}
+
+void so_model_params_changed_nodes(so_model *m, int lo, int hi)
+{
+    if (!m->be || !m->be->node_params_changed) {
+        so_model_params_changed(m);
+        return;
+    }
+    if (!m->slots)
+        node_changed(m, m->bs, lo, hi);
+    for (int k = 0; k < m->nslots; k++)
+        node_changed(m, m->slots[k], lo, hi);
 }
 
 int so_model_conv_kernels(so_model *m, int node, so_conv_kernels *out)

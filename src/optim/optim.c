@@ -223,9 +223,9 @@ static adam_scalars adam_setup(const so_optim_config *c, long t, float lr)
 int so_optim_set_decay(so_optim *o, const size_t *lohi, int n)
 {
     for (int r = 0; r < n; r++)
-        if (lohi[2 * r] >= lohi[2 * r + 1] || lohi[2 * r + 1] > o->n || (r && lohi[2 * r] < lohi[2 * r - 1]))
-            return so_err(SO_EINVAL, "weight decay range %d [%zu, %zu) is empty, unsorted or beyond %zu parameters", r,
-                          lohi[2 * r], lohi[2 * r + 1], o->n);
+        if (lohi[2 * r] >= lohi[2 * r + 1] || (r && lohi[2 * r] < lohi[2 * r - 1]))
+            return so_err(SO_EINVAL, "weight decay range %d [%zu, %zu) is empty or unsorted", r, lohi[2 * r],
+                          lohi[2 * r + 1]);
     size_t *copy = n ? malloc(2 * (size_t)n * sizeof *copy) : NULL;
     if (n && !copy)
         return so_err(SO_ENOMEM, "out of memory for %d weight decay ranges", n);
@@ -294,8 +294,12 @@ static void step_masked(so_optim *o, const step_scalars *k, float *p, const floa
     }
 }
 
-void so_optim_step(so_optim *o, float *p, const float *g, float lr)
+int so_optim_step_ranges(so_optim *o, const so_optim_range *r, int nr, float lr)
 {
+    for (int i = 0; i < nr; i++)
+        if (r[i].state_off > o->n || r[i].n > o->n - r[i].state_off)
+            return so_err(SO_EINVAL, "optimizer step: state [%zu, %zu) outside the %zu it holds", r[i].state_off,
+                          r[i].state_off + r[i].n, o->n);
     o->steps++;
     so_optim_config nodecay = o->c;
     nodecay.weight_decay = 0.0f;
@@ -304,8 +308,18 @@ void so_optim_step(so_optim *o, float *p, const float *g, float lr)
         k.adam[0] = adam_setup(&nodecay, o->steps, lr);
         k.adam[1] = adam_setup(&o->c, o->steps, lr);
     }
-    step_masked(o, &k, p, g, 0, 0, o->n);
+    for (int i = 0; i < nr; i++) /* flat_off: where the piece meets the decay ranges */
+        step_masked(o, &k, r[i].p, r[i].g, r[i].flat_off, r[i].state_off, r[i].n);
+    return 0;
 }
+
+void so_optim_step(so_optim *o, float *p, const float *g, float lr)
+{
+    so_optim_range whole = {p, g, 0, 0, o->n};
+    so_optim_step_ranges(o, &whole, 1, lr);
+}
+
+size_t so_optim_size(const so_optim *o) { return o->n; }
 
 SO_VEC_CLONES static double sqnorm_f32(const float *g, size_t n)
 {

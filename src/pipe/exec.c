@@ -584,8 +584,9 @@ static void pipe_destroy(void *self)
     free(s);
 }
 
-static const so_strategy_ops pipe_ops = {"pipeline", pipe_start, NULL, NULL, pipe_grads_done, pipe_update, pipe_step_done,
-                                         pipe_finish, pipe_run_step, pipe_evaluate, pipe_destroy, NULL, NULL};
+static const so_strategy_ops pipe_ops = {.name = "pipeline", .start = pipe_start, .grads_done = pipe_grads_done,
+                                         .update = pipe_update, .step_done = pipe_step_done, .finish = pipe_finish,
+                                         .run_step = pipe_run_step, .evaluate = pipe_evaluate, .destroy = pipe_destroy};
 
 int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, so_strategy **out)
 {
@@ -609,7 +610,8 @@ int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, 
     s->chunks = e->nchunks > 0 ? e->nchunks : 1;
     s->has_loss = e->last_stage % s->P == e->stage;
     s->slots = so_pipe_slots(c->schedule, e->stage, e->nstages, c->microbatches, s->chunks);
-    *st = (so_strategy){&pipe_ops, s, c->nreplicas > 0 ? c->nreplicas : 1, !s->has_loss};
+    *st = (so_strategy){.ops = &pipe_ops, .self = s, .replicas = c->nreplicas > 0 ? c->nreplicas : 1,
+                        .no_loss = !s->has_loss};
     *out = st;
     return 0;
 }

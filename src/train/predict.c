@@ -5,12 +5,14 @@
  * to fit memory, scaled to the batch predicted. */
 #include "scaleout/predict.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "scaleout/err.h"
 #include "scaleout/timer.h"
 #include "train/buckets.h"
+#include "train/shard.h"
 
 static double sum_nodes(const so_graph *g, const double *t)
 {
@@ -121,6 +123,153 @@ int so_predict_measure(so_model *m, so_optim *opt, const float *x, const int32_t
     if (timed_out)
         *timed_out = timed;
     return 0;
+}
+
+/* ---- per strategy ------------------------------------------------------------------- */
+
+/* The sharded strategies' step on one communication engine: an operation
+ * starts when it is submitted and the one before it is done. */
+typedef struct {
+    const so_predict_compute *c;
+    const shard_layout *L;
+    int stage, K;
+    so_predict_cost_fn cost;
+    void *ctx;
+    double t, engine, comm;      /* the compute thread's clock, the engine free at, its busy seconds */
+    double *ag_end, *rs_end;     /* per unit: its gather / reduce-scatter ends */
+    char *resident;
+} zsim;
+
+static double submit(zsim *z, double bytes)
+{
+    double secs = z->cost(z->ctx, (size_t)bytes) / 2, start = z->t > z->engine ? z->t : z->engine;
+    z->engine = start + secs;
+    z->comm += secs;
+    return z->engine;
+}
+
+static double unit_bytes(const zsim *z, int u) { return (double)(z->L->lo[u + 1] - z->L->lo[u]) * sizeof(float); }
+
+/* zero3's window at unit u (dir 1: backward), as strategy_zero.c's. */
+static void window(zsim *z, int u, int dir)
+{
+    int lo = dir ? u - z->K + 1 : u, hi = dir ? u : u + z->K - 1;
+    for (int v = 0; v < z->L->nunits; v++)
+        if (z->resident[v] && (v < lo || v > hi))
+            z->resident[v] = 0;
+    for (int k = 0; k < z->K; k++) {
+        int v = dir ? u - k : u + k;
+        if (v >= 0 && v < z->L->nunits && !z->resident[v]) {
+            z->resident[v] = 1;
+            z->ag_end[v] = submit(z, unit_bytes(z, v));
+        }
+    }
+}
+
+static void sim_forward(zsim *z)
+{
+    const so_graph *g = z->c->g;
+    int cur = -1;
+    for (int u = 0; z->stage < 3 && u < z->L->nunits; u++) /* zero1/2: every gather at the start */
+        z->ag_end[u] = submit(z, unit_bytes(z, u));
+    for (int i = 1; i < so_graph_size(g); i++) {
+        int u = z->L->unit_of[i];
+        if (u >= 0 && u != cur) {
+            cur = u;
+            if (z->stage == 3)
+                window(z, u, 0);
+            z->t = fmax(z->t, z->ag_end[u]);
+        }
+        z->t += z->c->t_fwd[i];
+    }
+}
+
+/* Backward: zero3 gathers again; every unit's reduce-scatter is submitted
+ * when its backward ends; zero2/3 start a unit only with at most one other
+ * reduce-scatter in flight. Returns when the last one ends. */
+static double sim_backward(zsim *z)
+{
+    const so_graph *g = z->c->g;
+    int cur = -1, prev = -1, prev2 = -1;
+    double last = 0;
+    for (int i = so_graph_size(g) - 1; i >= 1; i--) {
+        int u = z->L->unit_of[i];
+        if (u >= 0 && u != cur) {
+            cur = u;
+            if (z->stage > 1 && prev2 >= 0)
+                z->t = fmax(z->t, z->rs_end[prev2]);
+            if (z->stage == 3) {
+                window(z, u, 1);
+                z->t = fmax(z->t, z->ag_end[u]);
+            }
+        }
+        z->t += z->c->t_bwd[i];
+        if (u >= 0 && i == z->L->node_lo[u]) {
+            last = z->rs_end[u] = submit(z, unit_bytes(z, u));
+            prev2 = prev;
+            prev = u;
+        }
+    }
+    return last;
+}
+
+static int predict_zero(const so_predict_compute *c, int stage, const so_strategy_config *sc, int ranks, int nslots,
+                        so_predict_cost_fn cost, void *ctx, so_predict_strategy_point *out)
+{
+    shard_units u;
+    shard_layout L;
+    int rc = shard_units_for(sc, stage, &u);
+    if (!rc)
+        rc = shard_layout_build(c->g, &u, ranks, 0, &L); /* rank 0 holds the longest blocks */
+    if (rc)
+        return rc;
+    int prefetch = sc->shard_prefetch > 0 ? sc->shard_prefetch : 2;
+    shard_memory(stage, &L, so_graph_nparams(c->g), nslots, prefetch, sc->accumulate, &out->mem);
+    out->units = L.nunits;
+    zsim z = {.c = c, .L = &L, .stage = stage, .K = prefetch, .cost = cost, .ctx = ctx};
+    z.ag_end = calloc((size_t)L.nunits, sizeof *z.ag_end);
+    z.rs_end = calloc((size_t)L.nunits, sizeof *z.rs_end);
+    z.resident = calloc((size_t)L.nunits, 1);
+    if (!z.ag_end || !z.rs_end || !z.resident)
+        rc = so_err(SO_ENOMEM, "out of memory simulating a step");
+    if (!rc && ranks > 1) {
+        sim_forward(&z);
+        double end = sim_backward(&z);
+        out->step_seconds = fmax(z.t, end) + c->t_other;
+        out->comm_seconds = z.comm;
+        out->comm_exposed_seconds = out->step_seconds > out->compute_seconds
+                                        ? out->step_seconds - out->compute_seconds : 0;
+    }
+    free(z.ag_end);
+    free(z.rs_end);
+    free(z.resident);
+    shard_layout_free(&L);
+    return rc;
+}
+
+int so_predict_strategy(const so_predict_compute *c, const so_strategy_kind *k, const so_strategy_config *sc,
+                        int ranks, int nslots, so_predict_cost_fn cost, void *ctx, so_predict_strategy_point *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!c || !c->g || !c->t_fwd || !c->t_bwd || !k || c->batch < 1 || ranks < 1 || (ranks > 1 && !cost))
+        return so_err(SO_EINVAL, "so_predict_strategy: bad arguments");
+    out->compute_seconds = sum_nodes(c->g, c->t_fwd) + sum_nodes(c->g, c->t_bwd) + c->t_other;
+    out->step_seconds = out->compute_seconds;
+    int rc;
+    if (k->zero_stage == 0) {
+        double P = (double)so_graph_nparams(c->g) * sizeof(float);
+        out->mem = (so_strategy_memory){.params = P, .grads = P, .optimizer = P * nslots};
+        so_predict_point p;
+        rc = so_predict_step(c, ranks, cost, ctx, &p);
+        out->step_seconds = p.step_seconds;
+        out->comm_seconds = p.comm_seconds;
+        out->comm_exposed_seconds = p.comm_exposed_seconds;
+        out->units = p.nbuckets;
+    } else {
+        rc = predict_zero(c, k->zero_stage, sc, ranks, nslots, cost, ctx, out);
+    }
+    out->images_per_sec = rc ? 0 : (double)c->batch * ranks / out->step_seconds;
+    return rc;
 }
 
 /* ---- measuring at a batch that fits, then scaling ---------------------------- */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "buckets.h"
+#include "grad_compress.h"
 #include "scaleout/err.h"
 #include "scaleout/train.h"
 
@@ -22,11 +23,15 @@ typedef struct {
     int live;           /* submit from inside backward (overlap, last micro-batch) */
     long start_step;    /* the run's first step (resume) */
     double *t_bwd0;     /* auto_buckets: per-node backward times when measuring began */
+    so_compressor *cx;  /* --compress: buckets compressed over d->group (NULL: d->grad_submit) */
+    long step;          /* the step being computed (the compressor's draws) */
 } dp_state;
 
 static int submit_bucket(dp_state *s, int b)
 {
     so_bucket bk = s->plan.b[b];
+    if (s->cx)
+        return so_compressor_submit(s->cx, s->d->group, s->m->grads, bk.lo, bk.hi, b, s->step);
     return s->d->grad_submit(s->d->ctx, s->m->grads + bk.lo, bk.hi - bk.lo, b);
 }
 
@@ -36,8 +41,12 @@ static int dp_start(void *self, so_model *m, const so_train_config *c, so_train_
     s->m = m;
     s->c = c;
     s->r = r;
-    s->start_step = c->start_step;
-    int rc = so_bucket_plan_build(m->g, c->first_bucket_bytes, c->bucket_bytes, &s->plan);
+    s->start_step = s->step = c->start_step;
+    if (c->compress.method != SO_COMPRESS_NONE && !s->d->group)
+        return so_err(SO_EINVAL, "--compress needs the collective vocabulary (so_dist.group)");
+    int rc = grad_compress_create(c, m, &s->cx);
+    if (!rc)
+        rc = so_bucket_plan_build(m->g, c->first_bucket_bytes, c->bucket_bytes, &s->plan);
     if (rc)
         return rc;
     r->nbuckets = s->plan.n;
@@ -74,6 +83,8 @@ static int dp_grads_done(void *self, double *exposed)
         if (rc)
             return rc;
     }
+    if (s->cx)
+        return so_compressor_wait(s->cx, s->d->group, exposed);
     return s->d->grad_wait(s->d->ctx, exposed);
 }
 
@@ -114,6 +125,7 @@ static int dp_step_done(void *self, long step)
 {
     dp_state *s = self;
     long rel = step - s->start_step;
+    s->step = step;
     if (!s->c->auto_buckets || !s->d->cost || rel > PLAN_FROM + PLAN_STEPS)
         return 0;
     if (rel == PLAN_FROM) {
@@ -136,6 +148,12 @@ static void dp_finish(void *self)
         s->t_bwd0 = NULL;
     }
     so_bucket_plan_free(&s->plan);
+    if (s->cx) {
+        so_compressor_wait(s->cx, s->d->group, NULL); /* stopped with buckets in flight */
+        grad_compress_report(s->cx, s->r);
+        so_compressor_destroy(s->cx);
+        s->cx = NULL;
+    }
 }
 
 /* After the average every rank holds the same whole gradient: its norm needs no communication. */
@@ -146,9 +164,22 @@ static int dp_grad_sqnorm(void *self, double *sq)
     return 0;
 }
 
-static const so_strategy_ops dp_ops = {"data-parallel", dp_start, dp_backward_begin, dp_grads_ready,
-                                       dp_grads_done, NULL, dp_step_done, dp_finish, NULL, NULL, NULL,
-                                       dp_grad_sqnorm, NULL};
+static void dp_use_dist(void *self, const so_dist *d)
+{
+    ((dp_state *)self)->d = d;
+}
+
+static const so_strategy_ops dp_ops = {
+    .name = "data-parallel",
+    .start = dp_start,
+    .backward_begin = dp_backward_begin,
+    .grads_ready = dp_grads_ready,
+    .grads_done = dp_grads_done,
+    .step_done = dp_step_done,
+    .finish = dp_finish,
+    .grad_sqnorm = dp_grad_sqnorm,
+    .use_dist = dp_use_dist,
+};
 
 int so_strategy_data_parallel(const so_dist *d, so_strategy **out)
 {
@@ -163,18 +194,40 @@ int so_strategy_data_parallel(const so_dist *d, so_strategy **out)
         return so_err(SO_ENOMEM, "out of memory");
     }
     s->d = d;
-    *st = (so_strategy){&dp_ops, s, 0, 0};
+    *st = (so_strategy){.ops = &dp_ops, .self = s};
     *out = st;
     return 0;
 }
 
-void so_strategy_free(so_strategy *s)
+/* One process: nothing to communicate; the loop's plain step. */
+static int local_grads_done(void *self, double *exposed)
 {
-    if (!s)
-        return;
-    if (s->ops && s->ops->destroy)
-        s->ops->destroy(s->self);
-    else
-        free(s->self);
-    free(s);
+    (void)self;
+    *exposed = 0;
+    return 0;
 }
+
+static const so_strategy_ops local_ops = {.name = "local", .grads_done = local_grads_done};
+
+/* "dp" by name: data parallelism over c->dist, or the local step without
+ * one; either way with the whole model's optimizer. */
+static int dp_create(const so_strategy_config *c, so_model *m, so_strategy **out)
+{
+    so_optim *opt = NULL;
+    int rc = so_optim_create(&c->optim, m->nparams, &opt);
+    if (!rc && c->dist)
+        rc = so_strategy_data_parallel(c->dist, out);
+    else if (!rc && !(*out = calloc(1, sizeof **out)))
+        rc = so_err(SO_ENOMEM, "out of memory");
+    else if (!rc)
+        **out = (so_strategy){.ops = &local_ops};
+    if (rc) {
+        so_optim_destroy(opt);
+        return rc;
+    }
+    (*out)->opt = opt;
+    return 0;
+}
+
+const so_strategy_kind so_strategy_kind_dp = {"dp", "data parallelism: every rank holds the whole model, gradients "
+                                                    "averaged in buckets during backward", 0, NULL, dp_create};

@@ -25,6 +25,7 @@ void so_train_defaults(so_train_config *c)
     c->first_bucket_bytes = 1u << 20;
     c->overlap = 1;
     c->accumulate = 1;
+    c->error_feedback = -1;
     c->throughput_skip = 10;
 }
 
@@ -464,6 +465,8 @@ static int trainer_setup(trainer *t)
     if (!t->strat)
         return 0;
     so_model_set_grad_ready(t->m, on_grad_ready, t);
+    if (t->d && t->strat->ops->use_dist)
+        t->strat->ops->use_dist(t->strat->self, t->d);
     return t->strat->ops->start ? t->strat->ops->start(t->strat->self, t->m, c, t->r) : 0;
 }
 

@@ -210,12 +210,18 @@ static int read_output(void *state, int node, float *dst)
     return rc;
 }
 
+static void node_params_changed(void *state, int i)
+{
+    od_state *s = state;
+    if (i >= 1 && i < s->n && s->t[i].op && s->t[i].op->invalidate && s->t[i].priv)
+        s->t[i].op->invalidate(s->t[i].priv);
+}
+
 static void params_changed(void *state)
 {
     od_state *s = state;
     for (int i = 1; i < s->n; i++)
-        if (s->t[i].op && s->t[i].op->invalidate && s->t[i].priv)
-            s->t[i].op->invalidate(s->t[i].priv);
+        node_params_changed(state, i);
 }
 
 /* Activations, the diff pool and the staging buffers (weights in primitive
@@ -239,6 +245,7 @@ const so_backend_ops so_backend_onednn = {
     .backward = backward,
     .read_output = read_output,
     .params_changed = params_changed,
+    .node_params_changed = node_params_changed,
     .conv_kernels = od_conv_kernels,
     .bind_edge = od_bind_edge,
     .edge_bytes = od_edge_bytes,

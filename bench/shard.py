@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""Sharded data parallelism on this machine: scaleout `--strategy dp, zero1,
+zero2, zero3` at np 2 (1 thread per rank, AdamW, synthetic data) beside
+PyTorch 1.13 over gloo: DDP, ZeRO-1 (DDP + ZeroRedundancyOptimizer) and
+FSDP (FULL_SHARD, SHARD_GRAD_OP) when it runs here, repeats interleaved in
+one invocation. Prints medians (min-max) of the step time and images/s,
+each strategy's ratio to dp and to PyTorch's ZeRO, and the peak resident
+set per rank (the largest rank's, largest over repeats).
+
+    /usr/bin/python3 bench/shard.py --bin build/scaleout [--repeat 3] [--rows resnet20:64:20:5,resnet50:16:4:1]
+        [--np 2] [--scaleout-args "--bucket-mb auto"]
+
+Rows are MODEL:BATCH:TIMED_STEPS:WARMUP_STEPS.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer_env  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+STRATEGIES = ["dp", "zero1", "zero2", "zero3"]
+
+
+def scaleout(binary, np, model, batch, steps, warmup, strategy, extra):
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        cmd = [os.path.join(ROOT, "scripts/mpirun.sh"), "-np", str(np), binary, "train", "--model", model,
+               "--dataset", "synthetic", "--batch-size", str(batch), "--steps", str(steps + warmup),
+               "--warmup-steps", str(warmup), "--synthetic-samples", str(batch * (steps + warmup + 1)),
+               "--optimizer", "adamw", "--lr", "0.001", "--eval-every", "-1", "--progress", "none",
+               "--strategy", strategy, "--json", f.name] + extra
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        r = json.load(open(f.name))
+    return r["images_per_sec"], max(k["peak_rss_bytes"] for k in r["ranks"])
+
+
+def torch_peer(mode, np, model, batch, steps, warmup, sharding="FULL_SHARD"):
+    cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_zero.py"), "--mode", mode, "--sharding", sharding,
+           "--model", model,
+           "--batch", str(batch), "--np", str(np), "--steps", str(steps), "--warmup", str(warmup)]
+    env = dict(os.environ)
+    env.update(peer_env.blas_cap_env())
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    r = json.loads(out.strip().splitlines()[-1])
+    if "error" in r:
+        return None, None, r["error"]
+    return r["images_per_sec"], max(r["peak_rss_bytes"]), None
+
+
+def med(v):
+    return f"{statistics.median(v):,.1f} ({min(v):,.1f}-{max(v):,.1f})"
+
+
+PEERS = {"torch-ddp": "ddp", "torch-zero": "zero"}
+FSDP = {"torch-fsdp-full": "FULL_SHARD", "torch-fsdp-grad-op": "SHARD_GRAD_OP"}
+
+
+def measure_row(a, model, batch, steps, warmup, extra):
+    """Every strategy and peer a.repeat times, the order reversed every other
+    repeat; FSDP once per row, to learn whether it runs here at all."""
+    who_all = STRATEGIES + ([] if a.no_torch else list(PEERS))
+    ips = {s: [] for s in who_all + list(FSDP)}
+    rss = {s: [] for s in ips}
+    errors = {}
+    for r in range(a.repeat):
+        for who in (who_all if r % 2 == 0 else who_all[::-1]):
+            if who in PEERS:
+                v, m, _ = torch_peer(PEERS[who], a.np, model, batch, steps, warmup)
+            else:
+                v, m = scaleout(a.bin, a.np, model, batch, steps, warmup, who, extra)
+            ips[who].append(v)
+            rss[who].append(m)
+        for who, sharding in FSDP.items():
+            if r == 0 and not a.no_torch:
+                v, m, err = torch_peer("fsdp", a.np, model, batch, steps, warmup, sharding)
+                if err:
+                    errors[who] = err
+                else:
+                    ips[who].append(v)
+                    rss[who].append(m)
+    return ips, rss, errors
+
+
+def print_row(a, model, batch, steps, warmup, ips, rss, errors):
+    dp = statistics.median(ips["dp"])
+    tz = statistics.median(ips["torch-zero"]) if ips.get("torch-zero") else None
+    print(f"\n{model} b{batch} per rank, {steps} timed steps after {warmup}, {a.repeat} repeats")
+    print("| who | step ms | img/s | / dp | / PyTorch ZeRO-1 | peak RSS per rank MB |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for who, v in ips.items():
+        if not v:
+            continue
+        m = statistics.median(v)
+        step_ms = [1e3 * batch * a.np / x for x in v]
+        vs_t = f"{m / tz:.2f}" if tz and who in STRATEGIES else ""
+        print(f"| {who} | {med(step_ms)} | {med(v)} | {m / dp:.3f} | {vs_t} | {max(rss[who]) / 1e6:,.0f} |")
+    for who, err in errors.items():
+        print(f"{who}: does not run here: {err}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build/scaleout"))
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--rows", default="resnet20:64:20:5,resnet50:16:4:1")
+    ap.add_argument("--scaleout-args", default="")
+    ap.add_argument("--no-torch", action="store_true")
+    a = ap.parse_args()
+    extra = a.scaleout_args.split()
+    isa, ghz, _ = peer_env.cpu_peak()
+    print(f"# {a.np} ranks x 1 thread, AdamW, synthetic data; CPU ISA {isa}, {ghz:.2f} GHz")
+    for row in a.rows.split(","):
+        model, batch, steps, warmup = row.split(":")
+        batch, steps, warmup = int(batch), int(steps), int(warmup)
+        ips, rss, errors = measure_row(a, model, batch, steps, warmup, extra)
+        print_row(a, model, batch, steps, warmup, ips, rss, errors)
+
+
+if __name__ == "__main__":
+    main()

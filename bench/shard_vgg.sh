@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# What only sharding makes possible: VGG-16 with AdamW on 4 ranks under
+# --max-memory per rank. `scaleout plan --strategy all` first (memory per rank
+# and step time of dp, zero1, zero2, zero3 and the fastest that fits), then
+# dp under the cap (refused at set-up, exit 2), zero3 under the cap, and dp
+# without it (the throughput zero3 is held to), repeats interleaved; prints
+# the plan's memory table beside the one each run accounted (--json), with
+# the peak resident sets. 4 ranks on this 2-core VM are oversubscribed (two
+# ranks per core). Run it under /work/bin/so-bench.
+#   bench/shard_vgg.sh [CAP] [BATCH] [STEPS] [REPEATS]     defaults: 1800M 2 3 2
+set -euo pipefail
+cap="${1:-1800M}" batch="${2:-2}" steps="${3:-3}" repeats="${4:-2}"
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+bin="$src/build/scaleout"
+out="$(mktemp -d /tmp/scaleout-shard-vgg.XXXXXX)"
+warm=1
+common=(train --model vgg16 --dataset synthetic --batch-size "$batch" --synthetic-samples $((4 * batch * (steps + warm + 1)))
+        --steps $((steps + warm)) --warmup-steps $warm --eval-every -1 --progress none --optimizer adamw --lr 0.0001
+        --shard-unit layer)
+
+"$bin" plan --model vgg16 --strategy all --world 4 --batch-size "$batch" --optimizer adamw --max-memory "$cap" \
+  --shard-unit layer --json "$out/plan.json" | tee "$out/plan.txt"
+
+"$src/scripts/mpirun.sh" -np 4 "$bin" "${common[@]}" --strategy dp --max-memory "$cap" >"$out/dp-capped.log" 2>&1 &&
+  { echo "shard_vgg: dp trained under --max-memory $cap: choose a smaller cap" >&2; exit 1; }
+echo "dp under --max-memory $cap: exit $?: $(grep -m1 'max-memory' "$out/dp-capped.log")"
+
+for ((r = 1; r <= repeats; r++)); do
+  for who in zero3 dp; do
+    extra=()
+    [ "$who" = zero3 ] && extra=(--max-memory "$cap")
+    "$src/scripts/mpirun.sh" -np 4 "$bin" "${common[@]}" --strategy "$who" "${extra[@]}" \
+      --json "$out/$who-$r.json" >"$out/$who-$r.log" 2>&1 ||
+      { echo "shard_vgg: $who failed: $(tail -3 "$out/$who-$r.log")" >&2; exit 1; }
+  done
+done
+echo "# runs in $out; 4 ranks x 1 thread on 2 cores (oversubscribed), VGG-16 b$batch per rank, AdamW"
+/usr/bin/python3 - "$out" "$repeats" "$cap" <<'PY'
+import json, os, statistics, sys
+d, repeats, cap = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+plan = {r["strategy"]: r for r in json.load(open(os.path.join(d, "plan.json")))["strategies"]}
+runs = {w: [json.load(open(os.path.join(d, f"{w}-{r}.json"))) for r in range(1, repeats + 1)] for w in ("zero3", "dp")}
+ips = {w: [j["images_per_sec"] for j in runs[w]] for w in runs}
+mb = lambda x: f"{x / 1e6:,.0f}"
+print(f"| strategy | plan: weights / grads / optim / act / total MB | measured rank 0 (accounted) | peak RSS max rank MB |")
+print("|---|---|---|---:|")
+for s in ("dp", "zero1", "zero2", "zero3"):
+    p = plan[s]
+    row = f"| {s} | {mb(p['weights'])} / {mb(p['gradients'])} / {mb(p['optimizer'])} / {mb(p['activations'])} / {mb(p['total'])}"
+    if s in runs:
+        m = runs[s][0]["ranks"][0]["memory_accounted"]
+        rss = max(k["peak_rss_bytes"] for j in runs[s] for k in j["ranks"])
+        row += f" | {mb(m['weights'])} / {mb(m['gradients'])} / {mb(m['optimizer'])} / {mb(m['activations'])} / {mb(m['total'])} | {mb(rss)} |"
+    else:
+        row += " | | |"
+    print(row)
+med = lambda v: f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
+print(f"zero3 under --max-memory {cap}: {med(ips['zero3'])} img/s; dp without the cap: {med(ips['dp'])} img/s; "
+      f"ratio {statistics.median(ips['zero3']) / statistics.median(ips['dp']):.3f}")
+PY

@@ -1,0 +1,257 @@
+/* The sharded strategies' layout (shard.h): units of consecutive layers,
+ * this rank's block of each, and memory mapped per unit. */
+#include "shard.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "buckets.h"
+#include "scaleout/err.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels say EINVAL and pages fault in on use */
+#endif
+
+int shard_units_parse(const char *text, shard_units *u)
+{
+    if (!strcmp(text, "layer") || !strcmp(text, "block")) {
+        *u = (shard_units){.kind = text[0] == 'l' ? SHARD_UNIT_LAYER : SHARD_UNIT_BLOCK};
+        return 0;
+    }
+    char *end;
+    double mb = strtod(text, &end);
+    if (end == text || *end || !(mb > 0) || mb > 1e6)
+        return so_err(SO_EINVAL, "--shard-unit: '%s' is not layer, block or a size in MiB", text);
+    *u = (shard_units){.kind = SHARD_UNIT_SIZE, .bytes = (size_t)(mb * 1048576.0)};
+    return 0;
+}
+
+int shard_units_for(const so_strategy_config *c, int stage, shard_units *u)
+{
+    *u = (shard_units){SHARD_UNIT_BUCKETS, c->bucket_bytes, c->first_bucket_bytes};
+    if (c->shard_unit)
+        return shard_units_parse(c->shard_unit, u);
+    if (stage == 3 && !c->auto_buckets)
+        u->kind = SHARD_UNIT_BLOCK;
+    return 0;
+}
+
+/* A block's name: the first two parts of a module path of three or more
+ * ("layer1.0.conv1" -> "layer1.0", "h.3.attn.c_attn" -> "h.3"), else the
+ * whole name (a stem layer is a block of its own). */
+static size_t block_key(const char *name)
+{
+    const char *dot = strchr(name, '.');
+    const char *second = dot ? strchr(dot + 1, '.') : NULL;
+    return second ? (size_t)(second - name) : strlen(name);
+}
+
+static int same_block(const so_node *a, const so_node *b)
+{
+    size_t n = block_key(a->name);
+    return n == block_key(b->name) && !strncmp(a->name, b->name, n);
+}
+
+/* Whether node i (with parameters) starts a new unit after node prev. */
+static int opens_unit(const so_graph *g, const shard_units *u, int prev, int i, size_t open_lo)
+{
+    const so_node *nd = so_graph_node(g, i);
+    if (prev < 0)
+        return 1;
+    switch (u->kind) {
+    case SHARD_UNIT_LAYER:
+        return 1;
+    case SHARD_UNIT_BLOCK:
+        return !same_block(so_graph_node(g, prev), nd);
+    case SHARD_UNIT_SIZE:
+        return (nd->param_off - open_lo) * sizeof(float) >= u->bytes;
+    default:
+        return 0;
+    }
+}
+
+/* The unit boundaries in flat order: lo[0..n], n returned in *n. */
+static int unit_bounds(const so_graph *g, const shard_units *u, size_t *lo, int *n)
+{
+    *n = 0;
+    if (u->kind == SHARD_UNIT_BUCKETS) {
+        so_bucket_plan p;
+        int rc = so_bucket_plan_build(g, u->first_bytes, u->bytes, &p);
+        if (rc)
+            return rc;
+        for (int b = p.n - 1; b >= 0; b--) /* buckets come in backward order: the highest first */
+            lo[(*n)++] = p.b[b].lo;
+        so_bucket_plan_free(&p);
+    } else {
+        int prev = -1;
+        size_t open_lo = 0;
+        for (int i = 1; i < so_graph_size(g); i++) {
+            const so_node *nd = so_graph_node(g, i);
+            if (!nd->nparam)
+                continue;
+            if (opens_unit(g, u, prev, i, open_lo))
+                lo[(*n)++] = open_lo = nd->param_off;
+            prev = i;
+        }
+    }
+    lo[*n] = so_graph_nparams(g);
+    return 0;
+}
+
+/* Which unit each node belongs to, and each unit's node range. */
+static int map_nodes(const so_graph *g, shard_layout *l)
+{
+    int nodes = so_graph_size(g);
+    l->unit_of = malloc((size_t)nodes * sizeof *l->unit_of);
+    l->node_lo = malloc((size_t)l->nunits * sizeof *l->node_lo);
+    l->node_hi = calloc((size_t)l->nunits, sizeof *l->node_hi);
+    if (!l->unit_of || !l->node_lo || !l->node_hi)
+        return so_err(SO_ENOMEM, "out of memory for the shard layout");
+    int u = 0;
+    for (int i = 0; i < nodes; i++) {
+        const so_node *nd = so_graph_node(g, i);
+        l->unit_of[i] = -1;
+        if (i == 0 || !nd->nparam)
+            continue;
+        while (nd->param_off >= l->lo[u + 1])
+            u++;
+        if (nd->param_off + nd->nparam > l->lo[u + 1])
+            return so_err(SO_EINVAL, "node %s straddles shard units", nd->name);
+        if (!l->node_hi[u])
+            l->node_lo[u] = i;
+        l->node_hi[u] = i + 1;
+        l->unit_of[i] = u;
+    }
+    return 0;
+}
+
+/* Block k of n over p, as so_comm_block cuts it. */
+static void block(size_t n, int p, int k, size_t *off, size_t *len)
+{
+    size_t base = n / (size_t)p, extra = n % (size_t)p;
+    *off = (size_t)k * base + ((size_t)k < extra ? (size_t)k : extra);
+    *len = base + ((size_t)k < extra ? 1 : 0);
+}
+
+static int own_blocks(shard_layout *l)
+{
+    int U = l->nunits, S = l->shards;
+    l->counts = malloc((size_t)U * (size_t)S * sizeof *l->counts);
+    l->mine_off = malloc((size_t)U * sizeof *l->mine_off);
+    l->mine_len = malloc((size_t)U * sizeof *l->mine_len);
+    l->cbase = malloc((size_t)U * sizeof *l->cbase);
+    if (!l->counts || !l->mine_off || !l->mine_len || !l->cbase)
+        return so_err(SO_ENOMEM, "out of memory for the shard layout");
+    l->nmine = l->max_unit = 0;
+    for (int u = 0; u < U; u++) {
+        size_t n = l->lo[u + 1] - l->lo[u], off;
+        for (int k = 0; k < S; k++)
+            block(n, S, k, &off, &l->counts[(size_t)u * S + k]);
+        block(n, S, l->shard, &off, &l->mine_len[u]);
+        l->mine_off[u] = l->lo[u] + off;
+        l->cbase[u] = l->nmine;
+        l->nmine += l->mine_len[u];
+        l->max_unit = n > l->max_unit ? n : l->max_unit;
+    }
+    return 0;
+}
+
+int shard_layout_build(const so_graph *g, const shard_units *u, int shards, int shard, shard_layout *l)
+{
+    memset(l, 0, sizeof *l);
+    l->shards = shards;
+    l->shard = shard;
+    l->lo = malloc(((size_t)so_graph_size(g) + 1) * sizeof *l->lo);
+    if (!l->lo)
+        return so_err(SO_ENOMEM, "out of memory for the shard layout");
+    int rc = unit_bounds(g, u, l->lo, &l->nunits);
+    if (!rc && l->nunits == 0)
+        rc = so_err(SO_EINVAL, "a sharded strategy needs a model with parameters");
+    if (!rc)
+        rc = map_nodes(g, l);
+    if (!rc)
+        rc = own_blocks(l);
+    if (rc)
+        shard_layout_free(l);
+    return rc;
+}
+
+void shard_layout_free(shard_layout *l)
+{
+    free(l->lo);
+    free(l->node_lo);
+    free(l->node_hi);
+    free(l->unit_of);
+    free(l->counts);
+    free(l->mine_off);
+    free(l->mine_len);
+    free(l->cbase);
+    memset(l, 0, sizeof *l);
+}
+
+/* Bytes of the largest run of k consecutive units (the window zero3 keeps
+ * gathered, the units backward writes and reduces). */
+static double largest_run(const shard_layout *l, int k)
+{
+    size_t best = 0;
+    for (int u = 0; u < l->nunits; u++) {
+        int v = u + k < l->nunits ? u + k : l->nunits;
+        best = l->lo[v] - l->lo[u] > best ? l->lo[v] - l->lo[u] : best;
+    }
+    return (double)best * sizeof(float);
+}
+
+void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
+                  so_strategy_memory *out)
+{
+    double whole = (double)nparams * sizeof(float), mine = (double)l->nmine * sizeof(float);
+    double gathered = largest_run(l, prefetch), writing = largest_run(l, 2);
+    *out = (so_strategy_memory){.params = stage == 3 ? mine + gathered : whole,
+                                .grads = stage == 1 || accumulate > 1 ? whole : mine + writing,
+                                .optimizer = mine * nslots};
+}
+
+/* ---- memory mapped per unit ----------------------------------------------------- */
+
+/* The mapping starts one page before the pointer handed out: that page
+ * keeps the length for unreserve. */
+void *shard_reserve(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), len = page + (bytes + page - 1) / page * page;
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        so_err(SO_ENOMEM, "cannot reserve %zu bytes of address space", bytes);
+        return NULL;
+    }
+    *(size_t *)p = len;
+    return (char *)p + page;
+}
+
+void shard_unreserve(void *ctx, void *p)
+{
+    (void)ctx;
+    if (!p)
+        return;
+    char *base = (char *)p - sysconf(_SC_PAGESIZE);
+    munmap(base, *(size_t *)base);
+}
+
+void shard_commit(float *base, size_t lo, size_t hi)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)(base + lo) & ~(page - 1), b = ((uintptr_t)(base + hi) + page - 1) & ~(page - 1);
+    if (hi > lo)
+        madvise((void *)a, b - a, MADV_POPULATE_WRITE);
+}
+
+void shard_release(float *base, size_t lo, size_t hi)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)(base + lo) + page - 1) & ~(page - 1), b = (uintptr_t)(base + hi) & ~(page - 1);
+    if (b > a)
+        madvise((void *)a, b - a, MADV_DONTNEED);
+}

@@ -1,0 +1,73 @@
+/* What the sharded strategies (strategy_zero.c) share, private to the train
+ * module: the units the flat buffers are cut into, which block of each unit
+ * this rank keeps, the compact buffers that hold those blocks, and the
+ * memory whose pages are mapped only while a unit is in use. */
+#ifndef SCALEOUT_TRAIN_SHARD_H
+#define SCALEOUT_TRAIN_SHARD_H
+#include <stddef.h>
+
+#include "scaleout/graph.h"
+#include "scaleout/strategy.h"
+
+/* How units are made (--shard-unit). */
+typedef enum {
+    SHARD_UNIT_BUCKETS, /* the gradient bucket plan (zero1/2's default) */
+    SHARD_UNIT_LAYER,   /* every node with parameters */
+    SHARD_UNIT_BLOCK,   /* nodes of one block: "layer1.0.conv1" and "layer1.0.bn1" are layer1.0 */
+    SHARD_UNIT_SIZE     /* consecutive layers of at least `bytes` */
+} shard_unit_kind;
+
+typedef struct {
+    shard_unit_kind kind;
+    size_t bytes;                /* SIZE: the least; BUCKETS: the regular bucket */
+    size_t first_bytes;          /* BUCKETS: the first and last buckets */
+} shard_units;
+
+/* "layer", "block" or a size in MiB (a positive number) -> u; SO_EINVAL
+ * naming --shard-unit otherwise. */
+int shard_units_parse(const char *text, shard_units *u);
+
+/* The units a stage's configuration asks for: --shard-unit, else zero3's
+ * blocks and zero1/2's bucket plan (auto: its default sizes, until measured). */
+int shard_units_for(const so_strategy_config *c, int stage, shard_units *u);
+
+/* The units of a graph and this rank's block of each: units are runs of
+ * consecutive nodes with parameters, so unit u is the flat range
+ * [lo[u], lo[u+1]) of the parameter (and gradient) buffer, and the shard
+ * group's rank k keeps block k of each (so_comm_block's rule) at cbase[u]
+ * in the compact buffers. */
+typedef struct {
+    int nunits;
+    size_t *lo;                  /* nunits + 1 boundaries, lo[0] = 0, lo[nunits] = nparams */
+    int *node_lo, *node_hi;      /* unit u's nodes with parameters lie in [node_lo, node_hi) */
+    int *unit_of;                /* per node: its unit, -1 for a node without parameters */
+    int shards, shard;           /* the shard group's size and this rank's place in it */
+    size_t *counts;              /* nunits x shards block lengths (the collectives' counts) */
+    size_t *mine_off, *mine_len; /* per unit: this rank's block, flat offset and length */
+    size_t *cbase;               /* per unit: where that block starts in the compact buffers */
+    size_t nmine;                /* floats this rank keeps: the compact buffers' length */
+    size_t max_unit;             /* floats of the largest unit */
+} shard_layout;
+
+int shard_layout_build(const so_graph *g, const shard_units *u, int shards, int shard, shard_layout *l);
+void shard_layout_free(shard_layout *l);
+
+/* What a rank of stage 1-3 holds by the layout (so_strategy_memory): zero3's
+ * `prefetch` units gathered, zero2/3's two units of gradients (the one
+ * backward writes, one being reduced; the whole buffer when micro-batches
+ * are summed in place, accumulate > 1): the largest run of that many
+ * consecutive units. */
+void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
+                  so_strategy_memory *out);
+
+/* Memory of whole-model size whose pages are mapped only where used:
+ * reserved address space, zero until written; commit maps the pages that
+ * floats [lo, hi) touch (one system call, not a fault per page), release
+ * returns the pages wholly inside [lo, hi) to the kernel (they read as zero
+ * again). The allocator pair fits so_model_opts. */
+void *shard_reserve(void *ctx, size_t bytes);
+void shard_unreserve(void *ctx, void *p);
+void shard_commit(float *base, size_t lo, size_t hi);
+void shard_release(float *base, size_t lo, size_t hi);
+
+#endif

@@ -1,0 +1,11 @@
+/* The strategies of the registry (strategy.c), private to the train module. */
+#ifndef SCALEOUT_TRAIN_STRATEGY_INTERNAL_H
+#define SCALEOUT_TRAIN_STRATEGY_INTERNAL_H
+#include "scaleout/strategy.h"
+
+extern const so_strategy_kind so_strategy_kind_dp;    /* strategy_dp.c */
+extern const so_strategy_kind so_strategy_kind_zero1; /* strategy_zero.c */
+extern const so_strategy_kind so_strategy_kind_zero2;
+extern const so_strategy_kind so_strategy_kind_zero3;
+
+#endif

@@ -1,0 +1,722 @@
+/* Sharded data parallelism (ZeRO stages 1-3, FSDP's FULL_SHARD and
+ * HYBRID_SHARD) as strategies (scaleout/strategy.h, docs/PARALLELISM.md).
+ *
+ * The flat buffers are cut into units of consecutive layers (shard.h); rank
+ * k of the shard group keeps block k of every unit: the optimizer state of
+ * those elements (all stages), their gradients (zero2, zero3) and their
+ * parameters (zero3). Per step, in the order every rank follows:
+ *   backward     as backward closes unit u, its gradients are reduce-scattered
+ *                over the shard group (with HYBRID_SHARD the block is then
+ *                averaged over the replicas of the other nodes, a continuation
+ *                run by the communication thread); zero2/3 keep only their
+ *                block and give the unit's pages back;
+ *   update       the optimizer over this rank's blocks (so_optim_step_ranges);
+ *   next forward zero1/2: every unit's parameters are allgathered, unit u
+ *                waited for just before its first layer runs; zero3: unit u is
+ *                gathered before its forward and again before its backward,
+ *                the next units prefetched, at most `prefetch` gathered at
+ *                once, and freed after use.
+ * Nothing is outstanding between steps, so the blocking reductions of the
+ * loop and of the observers (checkpoints) never meet a collective of ours. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "buckets.h"
+#include "scaleout/group.h"
+#include "scaleout/err.h"
+#include "scaleout/mem.h"
+#include "scaleout/timer.h"
+#include "scaleout/train.h"
+#include "shard.h"
+#include "strategy_internal.h"
+
+typedef struct zero_state zero_state;
+
+/* The reduce-scatter of one unit and what follows it (its continuations'
+ * argument: the unit stays the same while its handle is outstanding). */
+typedef struct {
+    zero_state *s;
+    int u;
+} unit_job;
+
+struct zero_state {
+    int stage;                   /* 1, 2 or 3 */
+    so_model *m;
+    const so_train_config *c;
+    so_train_result *r;
+    const so_dist *d;            /* bcast of the initial state */
+    so_group *group, *shard_grp, *cross; /* every rank; the shard group (it or the node); replicas (HYBRID) */
+    shard_layout L;
+    so_optim *opt;
+    float *pshard, *gshard;      /* zero3's parameter blocks, zero2/3's gradient blocks (compact) */
+    unit_job *jobs;              /* per unit */
+    so_handle **rs, **ag;        /* per unit: reduce-scatter chain, allgather in flight */
+    char *resident;              /* zero3: the unit's parameters are mapped (gathered or being gathered) */
+    char *fresh;                 /* the unit was gathered: its layers must re-read their weights */
+    int *flight;                 /* zero2/3: units whose reduce-scatter is in flight, oldest first */
+    int nflight;
+    int live;                    /* reduce-scatter from inside this backward */
+    int micro;                   /* micro-batch of the current backward */
+    int stale;                   /* zero1/2: the update changed this rank's blocks only: gather before forward */
+    int cur_unit, cur_dir;       /* zero3: the unit the last hook saw, and its direction (0 fwd, 1 bwd) */
+    int prefetch;                /* zero3: units gathered at once, at most */
+    int accumulate;              /* micro-batches per step (memory: see zero_backward_begin) */
+    shard_units units;           /* how the units were made */
+    int auto_units;              /* --bucket-mb auto: from measured backward times */
+    double measured, predicted;  /* its backward seconds and the plan's simulated end */
+    int err;                     /* a continuation's error, reported at the next wait */
+    int in_pass;                 /* inside a node hook of a forward (1) or backward (2) */
+    double fwd_waited;           /* seconds the current forward pass waited for gathers */
+    so_state_layout state;
+};
+
+/* ---- the communication of a unit -------------------------------------------------- */
+
+/* Waits for a handle. Inside a backward (a node hook) the wait is exposed
+ * communication: it moves from backward's time to comm_exposed. Inside a
+ * forward it is tallied, and moved so once backward_begin says the forward
+ * was a training step's (an evaluation's forward is no step's). */
+static int wait_handle(zero_state *s, so_handle **h)
+{
+    if (!*h)
+        return 0;
+    double t0 = s->in_pass && s->r ? so_now() : 0;
+    int rc = so_group_wait(s->group, *h);
+    *h = NULL;
+    if (t0 > 0 && s->in_pass == 1) {
+        s->fwd_waited += so_now() - t0;
+    } else if (t0 > 0) {
+        double w = so_now() - t0;
+        s->r->backward -= w;
+        s->r->comm_exposed += w;
+    }
+    return rc ? rc : s->err;
+}
+
+/* HYBRID_SHARD: the node's sum of this block, summed over the nodes. */
+static int cross_sum(void *arg, int status, so_handle **follow)
+{
+    unit_job *j = arg;
+    zero_state *s = j->s;
+    size_t off = s->L.mine_off[j->u], n = s->L.mine_len[j->u];
+    if (status)
+        return status;
+    so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + j->u};
+    return so_group_iallreduce(s->cross, s->m->grads + off, s->m->grads + off, n, SO_DTYPE_F32, SO_REDUCE_SUM, &o,
+                               follow);
+}
+
+/* On the communication thread once the block is reduced: HYBRID_SHARD's sum
+ * over every rank becomes the average (times 1/world, as an AVG collective
+ * scales: node sums first, then across nodes, is the order hier's allreduce
+ * adds in); zero2/3 keep the block in the shard and give the unit's pages back. */
+static int finish_block(void *arg, int status, so_handle **follow)
+{
+    unit_job *j = arg;
+    zero_state *s = j->s;
+    const shard_layout *L = &s->L;
+    (void)follow;
+    if (status)
+        return s->err = status;
+    float *g = s->m->grads + L->mine_off[j->u];
+    if (s->cross)
+        so_optim_scale(g, L->mine_len[j->u], 1.0f / (float)(L->shards * s->cross->size));
+    if (s->stage > 1) {
+        memcpy(s->gshard + L->cbase[j->u], g, L->mine_len[j->u] * sizeof(float));
+        shard_release(s->m->grads, L->lo[j->u], L->lo[j->u + 1]);
+    }
+    return 0;
+}
+
+/* Starts the reduce-scatter of unit u's gradients (in place: this rank's
+ * block lands at its own offset) and its continuations. Without a group
+ * (one process) the block is already the average. */
+static int reduce_unit(zero_state *s, int u)
+{
+    const shard_layout *L = &s->L;
+    unit_job *j = &s->jobs[u];
+    *j = (unit_job){s, u};
+    if (!s->shard_grp && !s->cross)
+        return s->stage > 1 ? finish_block(j, 0, NULL) : 0;
+    float *g = s->m->grads + L->lo[u];
+    so_handle *h = NULL;
+    so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + u};
+    int rc = 0;
+    if (s->shard_grp)
+        rc = so_group_ireduce_scatter(s->shard_grp, g, s->m->grads + L->mine_off[u], L->lo[u + 1] - L->lo[u],
+                                      L->counts + (size_t)u * L->shards, SO_DTYPE_F32,
+                                      s->cross ? SO_REDUCE_SUM : SO_REDUCE_AVG, &o, &h);
+    else /* one rank per node: the whole unit is the block */
+        rc = cross_sum(j, 0, &h);
+    if (!rc && s->cross && s->shard_grp)
+        rc = so_group_then(s->group, h, cross_sum, j, &h);
+    if (!rc && (s->cross || s->stage > 1))
+        rc = so_group_then(s->group, h, finish_block, j, &h);
+    s->rs[u] = h;
+    if (!rc && s->stage > 1)
+        s->flight[s->nflight++] = u;
+    return rc;
+}
+
+/* zero2/3: the oldest reduce-scatters in flight until at most `keep` remain
+ * (units already waited for leave the list first). */
+static int drain(zero_state *s, int keep)
+{
+    int rc = 0, n = 0;
+    for (int i = 0; i < s->nflight; i++)
+        if (s->rs[s->flight[i]])
+            s->flight[n++] = s->flight[i];
+    s->nflight = n;
+    while (!rc && s->nflight > keep) {
+        rc = wait_handle(s, &s->rs[s->flight[0]]);
+        memmove(s->flight, s->flight + 1, (size_t)--s->nflight * sizeof *s->flight);
+    }
+    return rc;
+}
+
+/* Starts gathering unit u's parameters into the model's buffer: from the
+ * whole buffer's own blocks (zero1/2, in place) or the compact shard (zero3,
+ * whose pages for the unit are mapped first). */
+static int gather_unit(zero_state *s, int u)
+{
+    const shard_layout *L = &s->L;
+    float *p = s->m->params;
+    const float *mine = s->stage == 3 ? s->pshard + L->cbase[u] : p + L->mine_off[u];
+    if (s->stage == 3) {
+        shard_commit(p, L->lo[u], L->lo[u + 1]);
+        s->resident[u] = 1;
+    }
+    s->fresh[u] = 1;
+    if (!s->shard_grp) {
+        if (s->stage == 3)
+            memcpy(p + L->lo[u], mine, L->mine_len[u] * sizeof *p);
+        return 0;
+    }
+    so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + u};
+    return so_group_iallgather(s->shard_grp, mine, p + L->lo[u], L->lo[u + 1] - L->lo[u],
+                               L->counts + (size_t)u * L->shards, SO_DTYPE_F32, &o, &s->ag[u]);
+}
+
+/* Waits for unit u's gather; after a gather its layers re-read their weights. */
+static int gathered(zero_state *s, int u)
+{
+    int rc = wait_handle(s, &s->ag[u]);
+    if (s->fresh[u])
+        so_model_params_changed_nodes(s->m, s->L.node_lo[u], s->L.node_hi[u]);
+    s->fresh[u] = 0;
+    return rc;
+}
+
+/* zero3: unit u's parameters are no longer needed here. */
+static int free_unit(zero_state *s, int u)
+{
+    int rc = wait_handle(s, &s->ag[u]);
+    shard_release(s->m->params, s->L.lo[u], s->L.lo[u + 1]);
+    s->resident[u] = 0;
+    return rc;
+}
+
+/* ---- the model's per-node hooks ----------------------------------------------------- */
+
+/* zero3: unit u is about to run in direction dir (0 forward, 1 backward).
+ * The units that pass needs next are [u, u + K) forward, (u - K, u]
+ * backward: every other resident unit is freed first, so at most K are ever
+ * mapped; then u is waited for and the rest of the window prefetched. */
+static int zero3_window(zero_state *s, int u, int dir)
+{
+    int K = s->prefetch, U = s->L.nunits, rc = 0;
+    int lo = dir ? u - K + 1 : u, hi = dir ? u : u + K - 1;
+    for (int v = 0; !rc && v < U; v++)
+        if (s->resident[v] && (v < lo || v > hi))
+            rc = free_unit(s, v);
+    if (!rc && !s->resident[u])
+        rc = gather_unit(s, u);
+    if (!rc)
+        rc = gathered(s, u);
+    for (int k = 1; !rc && k < K; k++) {
+        int v = dir ? u - k : u + k;
+        if (v >= 0 && v < U && !s->resident[v])
+            rc = gather_unit(s, v);
+    }
+    return rc;
+}
+
+static int forward_unit(zero_state *s, int u);
+
+static int forward_begin(void *arg, int node)
+{
+    zero_state *s = arg;
+    int u = s->L.unit_of[node];
+    if (u < 0)
+        return 0;
+    if (node == s->L.node_lo[0]) /* a pass begins */
+        s->fwd_waited = 0;
+    s->in_pass = 1;
+    int rc = forward_unit(s, u);
+    s->in_pass = 0;
+    return rc;
+}
+
+static int forward_unit(zero_state *s, int u)
+{
+    if (s->stage == 3) {
+        if (u == s->cur_unit && s->cur_dir == 0)
+            return 0;
+        s->cur_unit = u;
+        s->cur_dir = 0;
+        return zero3_window(s, u, 0);
+    }
+    int rc = 0;
+    if (s->stale) { /* every unit's gather, in the same order on every rank */
+        s->stale = 0;
+        for (int v = 0; !rc && v < s->L.nunits; v++)
+            rc = gather_unit(s, v);
+    }
+    return rc ? rc : gathered(s, u);
+}
+
+/* Before unit u's backward writes its gradients: its previous reduce-scatter
+ * (an earlier micro-batch) must be done, and zero2/3 keep at most one other
+ * unit's gradients in flight (double buffering); zero3 gathers u. */
+static int backward_begin(void *arg, int node)
+{
+    zero_state *s = arg;
+    int u = s->L.unit_of[node];
+    if (u < 0 || (u == s->cur_unit && s->cur_dir == 1))
+        return 0;
+    s->cur_unit = u;
+    s->cur_dir = 1;
+    s->in_pass = 2;
+    int rc = wait_handle(s, &s->rs[u]);
+    if (!rc && s->stage > 1 && s->live)
+        rc = drain(s, 1);
+    if (!rc && s->stage > 1 && s->micro == 0)
+        shard_commit(s->m->grads, s->L.lo[u], s->L.lo[u + 1]);
+    if (!rc && s->stage == 3)
+        rc = zero3_window(s, u, 1);
+    s->in_pass = 0;
+    return rc;
+}
+
+/* ---- the strategy ------------------------------------------------------------------------ */
+
+static int zero_start(void *self, so_model *m, const so_train_config *c, so_train_result *r)
+{
+    zero_state *s = self;
+    s->c = c;
+    s->r = r;
+    r->nbuckets = s->L.nunits;
+    if (s->units.kind == SHARD_UNIT_BUCKETS) {
+        r->first_bucket_bytes = s->units.first_bytes;
+        r->bucket_bytes = s->units.bytes;
+    }
+    r->measured_backward = s->measured;
+    r->predicted_comm_end = s->predicted;
+    so_node_hooks h = {forward_begin, backward_begin, s};
+    so_model_set_node_hooks(m, &h);
+    s->cur_unit = -1;
+    int rc = 0;
+    if (!c->no_initial_bcast && s->d) { /* rank 0's initial state, as data parallelism starts */
+        rc = s->d->bcast(s->d->ctx, m->params, m->nparams);
+        if (!rc && m->nbufs)
+            rc = s->d->bcast(s->d->ctx, m->bufs, m->nbufs);
+    }
+    if (s->stage == 3) { /* the parameters live in the shard from here */
+        for (int u = 0; !c->no_initial_bcast && u < s->L.nunits; u++)
+            memcpy(s->pshard + s->L.cbase[u], m->params + s->L.mine_off[u], s->L.mine_len[u] * sizeof(float));
+        shard_release(m->params, 0, m->nparams);
+    }
+    so_model_params_changed(m);
+    return rc;
+}
+
+/* Micro-batches are summed where backward writes them, as data parallelism
+ * sums them, and only the last one's backward reduces: the same additions in
+ * the same order, so the sharded strategies train like dp to the last bits
+ * the collectives allow. (Reducing every micro-batch would keep zero2/3's
+ * gradients at two units during accumulation too, but sum in another order.) */
+static void zero_backward_begin(void *self, int k, int K)
+{
+    zero_state *s = self;
+    if (s->r) { /* the forward just ended was this step's: its waits were communication */
+        s->r->forward -= s->fwd_waited;
+        s->r->comm_exposed += s->fwd_waited;
+    }
+    s->fwd_waited = 0;
+    s->micro = k;
+    s->live = s->c->overlap && k == K - 1;
+    s->cur_unit = -1;
+}
+
+static int zero_grads_ready(void *self, int node, size_t off, size_t n)
+{
+    zero_state *s = self;
+    (void)off, (void)n;
+    int u = s->L.unit_of[node];
+    return s->live && u >= 0 && node == s->L.node_lo[u] ? reduce_unit(s, u) : 0;
+}
+
+static int zero_grads_done(void *self, double *exposed)
+{
+    zero_state *s = self;
+    double t0 = so_now();
+    int rc = 0;
+    for (int u = s->L.nunits - 1; !s->live && !rc && u >= 0; u--) /* --no-overlap (zero1) */
+        rc = reduce_unit(s, u);
+    for (int u = 0; !rc && u < s->L.nunits; u++)
+        rc = wait_handle(s, &s->rs[u]);
+    s->nflight = 0;
+    *exposed = so_now() - t0;
+    return rc;
+}
+
+/* The gradient this rank steps with: its blocks (zero1: inside the whole
+ * buffer; zero2/3: the compact shard). */
+static float *grad_block(zero_state *s, int u)
+{
+    return s->stage == 1 ? s->m->grads + s->L.mine_off[u] : s->gshard + s->L.cbase[u];
+}
+
+static int zero_grad_sqnorm(void *self, double *sq)
+{
+    zero_state *s = self;
+    *sq = 0;
+    for (int u = 0; u < s->L.nunits; u++)
+        *sq += so_optim_sqnorm(grad_block(s, u), s->L.mine_len[u]);
+    return s->shard_grp ? so_group_allreduce(s->shard_grp, sq, 1, SO_DTYPE_F64, SO_REDUCE_SUM) : 0;
+}
+
+static int zero_grad_scale(void *self, float f)
+{
+    zero_state *s = self;
+    for (int u = 0; u < s->L.nunits; u++)
+        so_optim_scale(grad_block(s, u), s->L.mine_len[u], f);
+    return 0;
+}
+
+static int zero_update(void *self, so_optim *opt, float *params, float *grads, float lr)
+{
+    zero_state *s = self;
+    const shard_layout *L = &s->L;
+    (void)grads;
+    so_optim_range *r = malloc((size_t)L->nunits * sizeof *r);
+    if (!r)
+        return so_err(SO_ENOMEM, "out of memory for the optimizer's ranges");
+    for (int u = 0; u < L->nunits; u++)
+        r[u] = (so_optim_range){s->stage == 3 ? s->pshard + L->cbase[u] : params + L->mine_off[u], grad_block(s, u),
+                                L->mine_off[u], L->cbase[u], L->mine_len[u]};
+    int rc = so_optim_step_ranges(opt, r, L->nunits, lr);
+    free(r);
+    for (int u = 0; !rc && s->stage == 3 && u < L->nunits; u++)
+        if (s->resident[u])
+            rc = free_unit(s, u);
+    s->stale = s->stage < 3;
+    s->cur_unit = -1;
+    return rc;
+}
+
+/* Every unit's parameters in the model's buffer (dumps, exports). */
+static int zero_params_whole(void *self)
+{
+    zero_state *s = self;
+    int rc = 0;
+    if (s->stage < 3) {
+        for (int u = 0; !rc && s->stale && u < s->L.nunits; u++)
+            rc = gather_unit(s, u);
+        s->stale = 0;
+    } else {
+        for (int u = 0; !rc && u < s->L.nunits; u++)
+            if (!s->resident[u])
+                rc = gather_unit(s, u);
+    }
+    for (int u = 0; !rc && u < s->L.nunits; u++)
+        rc = gathered(s, u);
+    s->cur_unit = -1;
+    return rc;
+}
+
+static void zero_finish(void *self)
+{
+    zero_state *s = self;
+    for (int u = 0; u < s->L.nunits; u++) {
+        wait_handle(s, &s->rs[u]);
+        wait_handle(s, &s->ag[u]);
+    }
+    s->nflight = 0;
+    s->cur_unit = -1;
+    so_model_set_node_hooks(s->m, NULL);
+}
+
+static void zero_memory(void *self, so_strategy_memory *out)
+{
+    zero_state *s = self;
+    shard_memory(s->stage, &s->L, s->m->nparams, so_optim_nslots(s->opt), s->prefetch, s->accumulate, out);
+}
+
+static void zero_use_dist(void *self, const so_dist *d) { ((zero_state *)self)->d = d; }
+
+/* ---- the checkpoint's view: this rank's blocks ------------------------------------- */
+
+/* Where elements [lo, lo + n) of segment seg meet this rank's blocks: calls
+ * fn(base of this rank's copy of the overlap, offset into the caller's data,
+ * length) for each overlap. Segment 0 of zero1/2 is the whole buffer. */
+static void overlaps(zero_state *s, int seg, size_t lo, size_t n, int into, float *data)
+{
+    const shard_layout *L = &s->L;
+    if (seg == 0 && s->stage < 3) {
+        if (into)
+            memcpy(s->m->params + lo, data, n * sizeof *data);
+        else
+            memcpy(data, s->m->params + lo, n * sizeof *data);
+        return;
+    }
+    float *compact = seg == 0 ? s->pshard : so_optim_slot(s->opt, seg - 1);
+    for (int u = 0; compact && u < L->nunits; u++) {
+        size_t a = L->mine_off[u] > lo ? L->mine_off[u] : lo;
+        size_t b = L->mine_off[u] + L->mine_len[u] < lo + n ? L->mine_off[u] + L->mine_len[u] : lo + n;
+        if (a >= b)
+            continue;
+        float *mine = compact + L->cbase[u] + (a - L->mine_off[u]);
+        if (into)
+            memcpy(mine, data + (a - lo), (b - a) * sizeof *data);
+        else
+            memcpy(data + (a - lo), mine, (b - a) * sizeof *data);
+    }
+}
+
+static void state_get(void *ctx, int seg, size_t lo, size_t n, float *dst) { overlaps(ctx, seg, lo, n, 0, dst); }
+static void state_set(void *ctx, int seg, size_t lo, size_t n, const float *src)
+{
+    overlaps(ctx, seg, lo, n, 1, (float *)src);
+}
+
+static const so_state_layout *zero_state_layout(void *self) { return &((zero_state *)self)->state; }
+
+static void zero_destroy(void *self)
+{
+    zero_state *s = self;
+    shard_layout_free(&s->L);
+    so_free(s->pshard);
+    so_free(s->gshard);
+    free(s->jobs);
+    free(s->rs);
+    free(s->ag);
+    free(s->resident);
+    free(s->fresh);
+    free(s->flight);
+    free(s);
+}
+
+static const so_strategy_ops zero_ops = {
+    .name = "sharded",
+    .start = zero_start,
+    .backward_begin = zero_backward_begin,
+    .grads_ready = zero_grads_ready,
+    .grads_done = zero_grads_done,
+    .update = zero_update,
+    .finish = zero_finish,
+    .destroy = zero_destroy,
+    .grad_sqnorm = zero_grad_sqnorm,
+    .grad_scale = zero_grad_scale,
+    .use_dist = zero_use_dist,
+    .memory = zero_memory,
+    .state = zero_state_layout,
+    .params_whole = zero_params_whole,
+};
+
+/* ---- --bucket-mb auto: units from measured backward times ------------------------------- */
+
+/* A reduce-scatter moves half an allreduce's bytes. */
+static double rs_cost(void *ctx, size_t bytes)
+{
+    const so_dist *d = ctx;
+    return d->cost(d->ctx, bytes / 2);
+}
+
+/* Per-node backward seconds of two passes over a batch of noise after one
+ * untimed, the slowest rank's (every rank must choose the same units); the
+ * model's running statistics, dropout stream and gradients are as before. */
+static int time_backward(so_model *m, const so_dist *d, double *t_bwd)
+{
+    so_shape sh = so_graph_input_shape(m->g);
+    size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)m->batch;
+    int n = so_graph_size(m->g), rc = 0;
+    float *x = calloc(len, sizeof *x), *bufs = malloc((m->nbufs + 1) * sizeof *bufs);
+    int32_t *y = calloc((size_t)m->batch, sizeof *y);
+    so_rng rng = m->rng;
+    if (!x || !y || !bufs)
+        rc = so_err(SO_ENOMEM, "out of memory timing backward");
+    for (size_t i = 0; !rc && i < len; i++)
+        x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    for (int i = 0; !rc && i < m->batch; i++)
+        y[i] = i % so_graph_classes(m->g);
+    if (!rc)
+        memcpy(bufs, m->bufs, m->nbufs * sizeof *bufs);
+    for (int pass = 0; !rc && pass < 3; pass++) {
+        if (pass == 1) {
+            memcpy(t_bwd, m->t_bwd, (size_t)n * sizeof *t_bwd);
+            m->timing++;
+        }
+        m->accumulate_grads = 0;
+        if (!(rc = so_model_forward(m, x, y, m->batch, 1)))
+            rc = so_model_backward(m);
+    }
+    if (!rc) {
+        m->timing--;
+        for (int i = 0; i < n; i++)
+            t_bwd[i] = (m->t_bwd[i] - t_bwd[i]) / 2;
+        memcpy(m->bufs, bufs, m->nbufs * sizeof *bufs);
+        m->rng = rng;
+        rc = d->max(d->ctx, t_bwd, n);
+    }
+    free(x);
+    free(y);
+    free(bufs);
+    return rc;
+}
+
+/* The units of the bucket plan whose last reduce-scatter ends first. */
+static int auto_units(zero_state *s, const so_strategy_config *c, shard_units *u)
+{
+    so_model *m = s->m;
+    double *t = calloc((size_t)so_graph_size(m->g), sizeof *t);
+    so_bucket_plan p = {0};
+    int rc = t ? time_backward(m, c->dist, t) : so_err(SO_ENOMEM, "out of memory");
+    if (!rc)
+        rc = so_bucket_plan_auto(m->g, t, rs_cost, (void *)c->dist, &p, &u->first_bytes, &u->bytes, &s->predicted);
+    for (int i = 1; !rc && i < so_graph_size(m->g); i++)
+        s->measured += t[i];
+    so_bucket_plan_free(&p);
+    free(t);
+    if (m->grads_free) /* the timing mapped every gradient page of a unit-mapped buffer */
+        shard_release(m->grads, 0, m->nparams);
+    u->kind = SHARD_UNIT_BUCKETS;
+    return rc;
+}
+
+/* ---- creation --------------------------------------------------------------------------- */
+
+/* The shard group: every rank, or (HYBRID_SHARD) the node, whose size must
+ * be the same on every node; then the replicas across nodes. */
+static int groups(zero_state *s, const so_strategy_config *c)
+{
+    s->group = c->group;
+    s->shard_grp = s->group && s->group->size > 1 ? s->group : NULL;
+    if (!c->shard_node || !s->shard_grp)
+        return 0;
+    so_group *node = NULL, *cross = NULL;
+    int rc = so_group_sub(s->group, SO_GROUP_NODE, &node);
+    if (!rc)
+        rc = so_group_sub(s->group, SO_GROUP_CROSS, &cross);
+    double v[2] = {node ? node->size : 0, node ? -node->size : 0};
+    if (!rc)
+        rc = so_group_allreduce(s->group, v, 2, SO_DTYPE_F64, SO_REDUCE_MAX);
+    if (rc)
+        return rc;
+    if (v[0] != -v[1] || s->group->size % (int)v[0])
+        return so_err(SO_EINVAL, "--shard-group node: nodes of %g to %g ranks do not divide the %d ranks evenly",
+                      -v[1], v[0], s->group->size);
+    s->shard_grp = node->size > 1 ? node : NULL;
+    s->cross = cross && cross->size > 1 ? cross : NULL;
+    return 0;
+}
+
+static int allocate(zero_state *s)
+{
+    int U = s->L.nunits;
+    size_t n = s->L.nmine ? s->L.nmine : 1;
+    s->jobs = calloc((size_t)U, sizeof *s->jobs);
+    s->rs = calloc((size_t)U, sizeof *s->rs);
+    s->ag = calloc((size_t)U, sizeof *s->ag);
+    s->resident = calloc((size_t)U, 1);
+    s->fresh = calloc((size_t)U, 1);
+    s->flight = calloc((size_t)U + 1, sizeof *s->flight);
+    if (s->stage > 1)
+        s->gshard = so_alloc(n * sizeof(float));
+    if (s->stage == 3)
+        s->pshard = so_alloc(n * sizeof(float));
+    if (!s->jobs || !s->rs || !s->ag || !s->resident || !s->fresh || !s->flight || (s->stage > 1 && !s->gshard) ||
+        (s->stage == 3 && !s->pshard))
+        return so_err(SO_ENOMEM, "out of memory for the shard of %zu parameters", s->L.nmine);
+    return 0;
+}
+
+static void state_view(zero_state *s)
+{
+    int S = s->shard_grp ? s->shard_grp->size : 1, R = s->cross ? s->cross->size : 1;
+    s->state = (so_state_layout){.nunits = s->L.nunits, .units = s->L.lo, .shards = S, .replicas = R,
+                                 .shard = s->shard_grp ? s->shard_grp->rank : 0,
+                                 .replica = s->cross ? s->cross->rank : 0, .get = state_get, .set = state_set,
+                                 .ctx = s};
+}
+
+static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_strategy **out)
+{
+    if (c->dist && c->dist->world > 1 && !c->group)
+        return so_err(SO_EUNSUP, "--strategy zero%d: this build's communication layer has no collective "
+                      "vocabulary (reduce-scatter and allgather with handles) yet", stage);
+    shard_units units;
+    int rc = shard_units_for(c, stage, &units);
+    zero_state *s = calloc(1, sizeof *s);
+    so_strategy *st = calloc(1, sizeof *st);
+    if (!rc && (!s || !st))
+        rc = so_err(SO_ENOMEM, "out of memory");
+    if (rc) {
+        free(s);
+        free(st);
+        return rc;
+    }
+    *s = (zero_state){.stage = stage, .m = m, .d = c->dist, .prefetch = c->shard_prefetch > 0 ? c->shard_prefetch : 2,
+                      .accumulate = c->accumulate > 1 ? c->accumulate : 1, .cur_unit = -1};
+    *st = (so_strategy){.ops = &zero_ops, .self = s};
+    rc = groups(s, c);
+    s->auto_units = c->auto_buckets && !c->shard_unit && c->dist && c->dist->cost;
+    if (!rc && s->auto_units)
+        rc = auto_units(s, c, &units);
+    s->units = units;
+    if (!rc)
+        rc = shard_layout_build(m->g, &units, s->shard_grp ? s->shard_grp->size : 1,
+                                s->shard_grp ? s->shard_grp->rank : 0, &s->L);
+    if (!rc)
+        rc = allocate(s);
+    if (!rc)
+        rc = so_optim_create(&c->optim, s->L.nmine, &st->opt);
+    if (!rc) {
+        s->opt = st->opt;
+        state_view(s);
+        for (int u = 0; stage == 3 && u < s->L.nunits; u++) /* the initial values, until start */
+            memcpy(s->pshard + s->L.cbase[u], m->params + s->L.mine_off[u], s->L.mine_len[u] * sizeof(float));
+    }
+    if (rc) {
+        so_strategy_free(st);
+        return rc;
+    }
+    *out = st;
+    return 0;
+}
+
+/* zero2/3's gradients and zero3's parameters are mapped a unit at a time. */
+static int zero_model_opts(int stage, so_model_opts *o)
+{
+    o->grads_alloc = stage > 1 ? shard_reserve : NULL;
+    o->grads_free = stage > 1 ? shard_unreserve : NULL;
+    o->grads_ctx = NULL;
+    o->params_alloc = stage > 2 ? shard_reserve : NULL;
+    o->params_free = stage > 2 ? shard_unreserve : NULL;
+    o->params_ctx = NULL;
+    return 0;
+}
+
+static int zero1_opts(const so_strategy_config *c, so_model_opts *o) { (void)c; return zero_model_opts(1, o); }
+static int zero2_opts(const so_strategy_config *c, so_model_opts *o) { (void)c; return zero_model_opts(2, o); }
+static int zero3_opts(const so_strategy_config *c, so_model_opts *o) { (void)c; return zero_model_opts(3, o); }
+static int zero1_create(const so_strategy_config *c, so_model *m, so_strategy **out) { return zero_create(1, c, m, out); }
+static int zero2_create(const so_strategy_config *c, so_model *m, so_strategy **out) { return zero_create(2, c, m, out); }
+static int zero3_create(const so_strategy_config *c, so_model *m, so_strategy **out) { return zero_create(3, c, m, out); }
+
+const so_strategy_kind so_strategy_kind_zero1 = {"zero1", "optimizer state sharded over the ranks", 1, zero1_opts,
+                                                 zero1_create};
+const so_strategy_kind so_strategy_kind_zero2 = {"zero2", "optimizer state and gradients sharded", 2, zero2_opts,
+                                                 zero2_create};
+const so_strategy_kind so_strategy_kind_zero3 = {"zero3", "optimizer state, gradients and parameters sharded "
+                                                          "(FSDP FULL_SHARD)", 3, zero3_opts, zero3_create};

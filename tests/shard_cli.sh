@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Sharded data parallelism end to end under MPI, quick (docs/PARALLELISM.md,
+# "Sharding"; the wider matrix is shard_matrix.sh):
+#  - zero1, zero2, zero3 train like dp at np 2: LeNet-5, AdamW with weight
+#    decay, clipping, accumulation 2, units cut inside tensors: 1e-6 relative
+#  - resume: np 2 zero2 -> np 2 zero2 bit for bit; -> np 3 zero3 and -> np 1
+#    dp re-shard (same global batch) and continue like the whole run (1e-6);
+#    `ckpt export` of the sharded checkpoint is the model
+#  - `plan --strategy all --max-memory` names the stage that fits, with the
+#    memory the trainer then accounts; dp is refused under that cap, zero3
+#    trains under it
+#  - bad input: one line, exit 2
+# Usage: shard_cli.sh path/to/scaleout
+set -u
+bin=$1
+. "$(dirname "$0")/script_lib.sh"
+. "$(dirname "$0")/shard_lib.sh"
+
+# Like dp at np 2 (the reduce-scatter adds what the allreduce adds).
+like_dp adamw 2 1e-6 --model lenet5 --steps 20 --batch-size 8 --accumulate 2 --optimizer adamw \
+  --weight-decay 0.05 --lr 0.001 --shard-unit 0.05
+
+# Resume with the same global batch of 24: np 2 zero2 for 10 steps, then on.
+rs=(--model lenet5 --shard-unit layer)
+run 2 rs-whole --strategy zero2 "${rs[@]}" --batch-size 12 --steps 20 &&
+  run 2 rs-first --strategy zero2 "${rs[@]}" --batch-size 12 --steps 10 --ckpt-every 10 --ckpt-dir "$tmp/ck" &&
+  grep -q "^layout " "$tmp"/ck/ckpt-*/MANIFEST && ok || bad "the sharded checkpoint has no layout"
+for to in "2 zero2 12" "3 zero3 8" "1 dp 24"; do
+  set -- $to
+  run "$1" "rs-$1-$2" --strategy "$2" "${rs[@]}" --batch-size "$3" --steps 20 --ckpt-dir "$tmp/ck" --resume auto ||
+    continue
+  tol=1e-6
+  [ "$1" = 2 ] && tol=0
+  compare rs-whole "rs-$1-$2" "$tol" && ok ||
+    bad "resume np 2 zero2 -> np $1 $2 differs from the whole run: $(relerr rs-whole "rs-$1-$2")"
+done
+run 2 rs-10 --strategy dp --model lenet5 --batch-size 12 --steps 10 && exports_like "$tmp/ck/ckpt-0000000010" rs-10
+
+# plan: each strategy's memory per rank; under a cap between zero3's and the
+# others' totals it names zero3, whose memory the trainer then accounts.
+pl=(plan --model resnet20 --strategy all --world 2 --batch-size 2 --optimizer adamw --shard-unit layer)
+"$bin" "${pl[@]}" --json "$tmp/plan.json" >"$tmp/plan.log" 2>&1 || bad "plan: $(tail -2 "$tmp/plan.log")"
+cap=$(/usr/bin/python3 - "$tmp/plan.json" <<'PY'
+import json, sys
+r = {s["strategy"]: s["total"] for s in json.load(open(sys.argv[1]))["strategies"]}
+assert r["dp"] > r["zero1"] > r["zero3"] and min(v for k, v in r.items() if k != "zero3") > r["zero3"], r
+print(int((r["zero3"] + min(v for k, v in r.items() if k != "zero3")) / 2))
+PY
+) || bad "plan: the strategies' memory is not ordered: $cap"
+"$bin" "${pl[@]}" --max-memory "$cap" --json "$tmp/plan-cap.json" >"$tmp/plan-cap.log" 2>&1 &&
+  grep -q "fastest that fits --max-memory: zero3" "$tmp/plan-cap.log" && ok ||
+  bad "plan --max-memory $cap does not name zero3: $(cat "$tmp/plan-cap.log")"
+tr=(--model resnet20 --batch-size 2 --optimizer adamw --max-memory "$cap")
+refused_each dp-capped "max-memory" 2 "${tr[@]}" --strategy dp
+run 2 capped --strategy zero3 --shard-unit layer "${tr[@]}" --steps 2 --json "$tmp/capped.json" &&
+  /usr/bin/python3 - "$tmp/plan-cap.json" "$tmp/capped.json" <<'PY' && ok || bad "zero3's memory: plan and train disagree"
+import json, sys
+p = {s["strategy"]: s for s in json.load(open(sys.argv[1]))["strategies"]}["zero3"]
+for r in json.load(open(sys.argv[2]))["ranks"]:
+    m = r["memory_accounted"]
+    for k in ("weights", "gradients", "optimizer"):
+        assert abs(m[k] - p[k]) <= 0.01 * p[k], (r["rank"], k, m[k], p[k])
+PY
+
+# Bad input: one line on stderr, exit 2.
+refused unknown "unknown strategy 'zero9'" 2 --strategy zero9
+refused node-size "does not divide\|do not divide" 3 --strategy zero2 --shard-group node --ranks-per-node 2
+refused zero3-pipe "pipeline" 2 --strategy zero3 --pipeline-stages 2
+refused zero3-naive "naive" 2 --strategy zero3 --ckpt-mode naive --ckpt-every 1 --ckpt-dir "$tmp/naive"
+refused_each dp-unit "shard-unit" 2 --strategy dp --shard-unit layer
+mkdir -p "$tmp/cover" && cp -r "$tmp"/ck/ckpt-0000000010 "$tmp/cover/" &&
+  /usr/bin/python3 - "$tmp/cover/ckpt-0000000010/MANIFEST" <<'PY'
+import sys
+p = sys.argv[1]
+lines = open(p).read().rsplit("end ", 1)[0].splitlines(True)
+for i, l in enumerate(lines): # the last unit no longer reaches the last parameter
+    if l.startswith("units "):
+        last = i
+f = lines[last].split()
+f[-1] = str(int(f[-1]) - 1)
+lines[last] = " ".join(f) + "\n"
+body = "".join(lines)
+def crc32c(b):
+    c = 0xffffffff
+    for x in b:
+        c ^= x
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 & -(c & 1))
+    return c ^ 0xffffffff
+open(p, "w").write(body + "end %08x\n" % crc32c(body.encode()))
+PY
+refused cover "do not cover the model" 2 --strategy zero2 --batch-size 12 --resume "$tmp/cover/ckpt-0000000010"
+
+echo "shard_cli: $pass passed, $fail failed"
+[ $fail -eq 0 ]
