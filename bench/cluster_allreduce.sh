@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `bench allreduce` across emulated nodes of scripts/cluster.sh, one rank per
 # node, at each link rate: MPI_Allreduce against `auto` (hier) with its step
-# across nodes on scaleout's tcp ring (the default across hosts) and on MPI
+# across nodes by the ring over scaleout's tcp transport (the default across hosts) and on MPI
 # point-to-point (SCALEOUT_COLL_TCP=0). The two launches alternate per repeat,
 # each under the benchmark lock. Prints a markdown table of medians
 # (docs/PERFORMANCE.md, "Across emulated nodes"). Root only.
@@ -12,6 +12,9 @@ set -euo pipefail
 repeats="${1:-3}" rates="${2:-1gbit 10gbit}" sizes="${3:-4,64K,1M,4M,16M,64M}" nodes="${4:-2}"
 . "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh" cluster-bench
 
+lock=(flock /tmp/scaleout-bench.lock)
+[ -x /work/bin/so-bench ] && lock=(/work/bin/so-bench) # the shared machine's gate, when there is one
+[ -n "${SCALEOUT_BENCH_LOCK_HELD:-}" ] && lock=()      # the caller holds it around the whole run
 for rate in $rates; do
   cluster_restart "$rate" "$nodes"
   for ((r = 1; r <= repeats; r++)); do
@@ -19,7 +22,7 @@ for rate in $rates; do
       [ $((r % 2)) -eq 0 ] && mode=$([ "$mode" = tcp ] && echo mpi || echo tcp)
       algos=auto
       [ "$mode" = tcp ] && algos=MPI_Allreduce,auto # the reference once per repeat
-      SCALEOUT_COLL_TCP=$([ "$mode" = tcp ] && echo auto || echo 0) flock /tmp/scaleout-bench.lock \
+      SCALEOUT_COLL_TCP=$([ "$mode" = tcp ] && echo auto || echo 0) "${lock[@]}" \
         "$cluster" mpirun -np "$nodes" --ranks-per-node 1 \
         "$src/build/scaleout" bench allreduce --algo "$algos" --sizes "$sizes" --check \
         --csv "$out/$rate-$mode-$r.csv" >"$out/$rate-$mode-$r.log" 2>&1 ||

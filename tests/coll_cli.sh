@@ -43,7 +43,7 @@ for args in "2 0 [1-9]" "3 0 [1-9]" "3 2 0"; do
     bad "bench allreduce --registered np $1 rpn $2"; cat "$tmp/r.out"
   fi
 done
-# scaleout's tcp ring for hier's step across nodes, forced on this one host
+# hier's step across nodes as the ring over scaleout's tcp transport, forced on this one host
 # (SCALEOUT_COLL_TCP=1; across real or emulated hosts it is the default, tests/cluster.sh):
 # the leaders' ring of the copy path (2 nodes of 2), the node ranks' rings of the
 # zero-copy path (--registered), a ring of 3 with uneven blocks, and =0 keeping MPI.
@@ -61,6 +61,20 @@ done
 for coll in reduce-scatter allgather bcast; do
   bash "$mpirun" -np 3 "$bin" bench "$coll" --check --algo all --sizes 4,1000,65540 -i 2 >"$tmp/c.out" 2>&1 \
     && ok "bench $coll --check np 3" || { bad "bench $coll"; cat "$tmp/c.out"; }
+done
+
+# The vocabulary through the communication thread: every algorithm on bf16 and
+# f16 buffers, f32 on a bf16 wire, and the shm and tcp transports, each checked.
+for args in "allreduce --dtype bf16" "allreduce --dtype f16 --transport shm" "allreduce --wire bf16" \
+            "reduce-scatter --dtype bf16 --transport shm" "allgather --wire f16" "bcast --dtype bf16" \
+            "allreduce --handles --transport shm" "reduce-scatter --dtype f16 --transport tcp" "allgather --handles --transport tcp" "bcast --wire bf16 --transport tcp"; do
+  # shellcheck disable=SC2086
+  if bash "$mpirun" -np 3 "$bin" bench $args --check --algo all --sizes 4,1000,65540 -i 2 >"$tmp/v.out" 2>&1 &&
+     grep -q "through the communication thread" "$tmp/v.out"; then
+    ok "bench $args --check np 3"
+  else
+    bad "bench $args"; cat "$tmp/v.out"
+  fi
 done
 
 # tune -> table -> auto reads it (bench --tuning and SCALEOUT_TUNING).
@@ -119,7 +133,9 @@ fi
 
 # Bad input exits 2 with one line (no MPI needed to reject it).
 for args in "bench allreduce --bogus" "bench allreduce -m 8:4" "bench allreduce --algo nope" \
-            "bench gather" "bench" "tune --ranks-per-node -1" "tune -m x:y" "tune --band-edges 64K,4K" "tune --repeat 0" "bench bcast -i abc"; do
+            "bench gather" "bench" "tune --ranks-per-node -1" "tune -m x:y" "tune --band-edges 64K,4K" "tune --repeat 0" "bench bcast -i abc" \
+            "bench allreduce --dtype f8" "bench allreduce --dtype bf16 --wire f16" "bench allreduce --transport udp" \
+            "bench allreduce --dtype bf16 --algo MPI_Allreduce"; do
   # shellcheck disable=SC2086
   "$bin" $args >"$tmp/e.out" 2>&1
   rc=$?

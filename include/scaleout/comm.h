@@ -236,8 +236,11 @@ uint64_t so_comm_tcp_rejected(void);
 /* Block i of count floats over p ranks: elements [*off, *off + *len). */
 void so_comm_block(size_t count, int p, int i, size_t *off, size_t *len);
 
-typedef enum { SO_RS_MPI, SO_RS_RING, SO_RS_COUNT } so_rs_algo;
-typedef enum { SO_AG_MPI, SO_AG_RING, SO_AG_COUNT } so_ag_algo;
+/* hier: one node, send buffers in registered memory (so_comm_buf_alloc):
+ * every rank reads its block straight from the peers' buffers; otherwise,
+ * or across nodes, the ring (docs/COLLECTIVES.md). */
+typedef enum { SO_RS_MPI, SO_RS_RING, SO_RS_HIER, SO_RS_COUNT } so_rs_algo;
+typedef enum { SO_AG_MPI, SO_AG_RING, SO_AG_HIER, SO_AG_COUNT } so_ag_algo;
 typedef enum { SO_BCAST_MPI, SO_BCAST_BINOMIAL, SO_BCAST_PIPELINE, SO_BCAST_COUNT } so_bcast_algo;
 
 /* recv (block-rank floats) = op over ranks of block `rank` of send (count

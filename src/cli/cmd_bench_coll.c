@@ -17,6 +17,8 @@
 #ifdef SCALEOUT_HAVE_MPI
 #include "coll_bufs.h"
 #include "scaleout/comm.h"
+#include "scaleout/comm_async.h"
+#include "scaleout/timer.h"
 #endif
 
 #define MAX_SIZES 64
@@ -81,13 +83,18 @@ static const coll_desc descs[] = {
 typedef struct {
     const char *range, *sizes, *algo, *json, *csv, *tuning;
     int warmup, iters, rpn, check, registered;
+    const char *transport, *dtype, *wire; /* names; NULL: auto, f32, as the buffer */
+    int handles;                          /* through the communication thread: submit + wait */
 } bench_opts;
 
 typedef struct {
     so_comm *c;
     const coll_desc *d;
     int rank, size;
-    float *send, *recv;
+    float *send, *recv;   /* the buffers, of dt elements */
+    so_dtype dt, wire;    /* element type of the buffers, and on the wire */
+    size_t esz;
+    int handles;          /* the vocabulary (so_comm_i*) instead of the blocking calls */
 } bench_ctx;
 
 /* The settings and the environment, as in every benchmark record (docs/FORMATS.md). */
@@ -106,6 +113,10 @@ static void json_header(so_json *js, const bench_opts *o)
     so_json_int(js, "ranks_per_node", o->rpn);
     so_json_bool(js, "check", o->check);
     so_json_bool(js, "registered", o->registered);
+    so_json_str(js, "transport", o->transport ? o->transport : "auto");
+    so_json_str(js, "dtype", o->dtype ? o->dtype : "f32");
+    so_json_str(js, "wire", o->wire ? o->wire : (o->dtype ? o->dtype : "f32"));
+    so_json_bool(js, "handles", o->handles);
     so_json_str(js, "tuning", o->tuning ? o->tuning : "");
     so_json_obj_end(js);
     env_write_json(js, &e, 1, 0);
@@ -136,8 +147,30 @@ static int make_sizes(const bench_opts *o, size_t *sizes)
     return n;
 }
 
-/* Check data: value of element i on rank r, and what the result must hold. */
-static float in_val(int r, size_t i) { return (float)((r + 1) * (int)(i % 13 + 1)); }
+/* Check data: value of element i on rank r, and what the result must hold.
+ * 16-bit types take smaller factors, so every partial sum stays an integer
+ * below 256 (exact in BF16 and FP16) up to 8 ranks. */
+static int factor(const bench_ctx *b, size_t i) { return b->dt == SO_DTYPE_F32 ? (int)(i % 13 + 1) : (int)(i % 3 + 1); }
+static float in_val(const bench_ctx *b, int r, size_t i) { return (float)((r + 1) * factor(b, i)); }
+
+static void put(const bench_ctx *b, void *buf, size_t i, float v)
+{
+    if (b->dt == SO_DTYPE_BF16)
+        ((uint16_t *)buf)[i] = so_f32_to_bf16_1(v);
+    else if (b->dt == SO_DTYPE_F16)
+        ((uint16_t *)buf)[i] = so_f32_to_f16_1(v);
+    else
+        ((float *)buf)[i] = v;
+}
+
+static float get(const bench_ctx *b, const void *buf, size_t i)
+{
+    if (b->dt == SO_DTYPE_BF16)
+        return so_bf16_to_f32_1(((const uint16_t *)buf)[i]);
+    if (b->dt == SO_DTYPE_F16)
+        return so_f16_to_f32_1(((const uint16_t *)buf)[i]);
+    return ((const float *)buf)[i];
+}
 
 static void fill(bench_ctx *b, size_t count)
 {
@@ -145,14 +178,14 @@ static void fill(bench_ctx *b, size_t count)
     so_comm_block(count, b->size, b->rank, &off, &len);
     for (size_t i = 0; i < count; i++) {
         switch (b->d->kind) {
-        case SO_COLL_ALLGATHER: b->recv[i] = -1; break;
-        case SO_COLL_BCAST: b->recv[i] = b->rank == 0 ? (float)(i % 977 + 1) : -1; break;
-        default: b->send[i] = in_val(b->rank, i); b->recv[i] = -1;
+        case SO_COLL_ALLGATHER: put(b, b->recv, i, -1); break;
+        case SO_COLL_BCAST: put(b, b->recv, i, b->rank == 0 ? (float)(i % 97 + 1) : -1); break;
+        default: put(b, b->send, i, in_val(b, b->rank, i)); put(b, b->recv, i, -1);
         }
     }
     if (b->d->kind == SO_COLL_ALLGATHER)
         for (size_t i = 0; i < len; i++)
-            b->send[i] = (float)((off + i) % 1000 + 1);
+            put(b, b->send, i, (float)((off + i) % 97 + 1));
 }
 
 static size_t count_wrong(bench_ctx *b, size_t count)
@@ -163,21 +196,59 @@ static size_t count_wrong(bench_ctx *b, size_t count)
     switch (b->d->kind) {
     case SO_COLL_ALLREDUCE:
         for (size_t i = 0; i < count; i++)
-            bad += b->recv[i] != tri * (float)(i % 13 + 1);
+            bad += get(b, b->recv, i) != tri * (float)factor(b, i);
         break;
     case SO_COLL_REDUCE_SCATTER:
         for (size_t i = 0; i < len; i++)
-            bad += b->recv[i] != tri * (float)((off + i) % 13 + 1);
+            bad += get(b, b->recv, i) != tri * (float)factor(b, off + i);
         break;
     case SO_COLL_ALLGATHER:
-        for (size_t i = 0; i < count; i++)
-            bad += b->recv[i] != (float)(i % 1000 + 1);
-        break;
     default:
         for (size_t i = 0; i < count; i++)
-            bad += b->recv[i] != (float)(i % 977 + 1);
+            bad += get(b, b->recv, i) != (float)(i % 97 + 1);
     }
     return bad;
+}
+
+/* One run: the blocking call (so_comm_coll), or through the communication
+ * thread (the vocabulary: submit, wait) with the element and wire types. */
+static int run_once(bench_ctx *b, int algo, size_t count)
+{
+    if (!b->handles)
+        return so_comm_coll(b->c, b->d->kind, algo, b->send, b->recv, count, SO_REDUCE_SUM, 0);
+    so_coll_opts o = SO_COLL_OPTS_INIT;
+    o.algo = algo;
+    o.wire = b->wire == b->dt ? SO_DTYPE_F32 : b->wire;
+    so_handle *h;
+    int rc;
+    switch (b->d->kind) {
+    case SO_COLL_ALLREDUCE:
+        rc = so_comm_iallreduce(b->c, b->send, b->recv, count, b->dt, SO_REDUCE_SUM, &o, &h);
+        break;
+    case SO_COLL_REDUCE_SCATTER:
+        rc = so_comm_ireduce_scatter(b->c, b->send, b->recv, count, b->dt, SO_REDUCE_SUM, &o, &h);
+        break;
+    case SO_COLL_ALLGATHER: rc = so_comm_iallgather(b->c, b->send, b->recv, count, b->dt, &o, &h); break;
+    default: rc = so_comm_ibcast(b->c, b->recv, count, b->dt, 0, &o, &h);
+    }
+    return rc ? rc : so_handle_wait(h);
+}
+
+/* Mean seconds per run over n runs after warm untimed ones (a barrier first). */
+static int time_runs(bench_ctx *b, int algo, size_t count, int warm, int n, double *secs)
+{
+    if (!b->handles)
+        return so_comm_time_coll(b->c, b->d->kind, algo, b->send, b->recv, count, 0, warm, n, secs);
+    int rc = 0;
+    for (int i = 0; i < warm && !rc; i++)
+        rc = run_once(b, algo, count);
+    if (rc || (rc = so_comm_barrier(b->c)))
+        return rc;
+    double t0 = so_now();
+    for (int i = 0; i < n && !rc; i++)
+        rc = run_once(b, algo, count);
+    *secs = (so_now() - t0) / (n > 0 ? n : 1);
+    return rc;
 }
 
 /* Default iteration count: enough to time small sizes, bounded for big ones. */
@@ -200,7 +271,7 @@ typedef struct {
  * order, round 1 reversed, so slow drift of the core placement hits all alike. */
 static int run_size(bench_ctx *b, const bench_opts *o, size_t bytes, algo_result *res, int nalgo)
 {
-    size_t count = bytes / sizeof(float) ? bytes / sizeof(float) : 1;
+    size_t count = bytes / b->esz ? bytes / b->esz : 1;
     int iters = o->iters > 0 ? o->iters : auto_iters(bytes);
     int warm = o->warmup >= 0 ? o->warmup : (iters / 10 > 2 ? iters / 10 : 2);
     for (int k = 0; k < nalgo; k++) {
@@ -209,7 +280,7 @@ static int run_size(bench_ctx *b, const bench_opts *o, size_t bytes, algo_result
         res[k].wrong = 0;
         if (o->check) {
             fill(b, count);
-            int rc = so_comm_coll(b->c, b->d->kind, res[k].algo, b->send, b->recv, count, SO_REDUCE_SUM, 0);
+            int rc = run_once(b, res[k].algo, count);
             if (rc)
                 return rc;
             res[k].wrong = (int64_t)count_wrong(b, count);
@@ -222,8 +293,7 @@ static int run_size(bench_ctx *b, const bench_opts *o, size_t bytes, algo_result
             double s;
             if (n <= 0)
                 continue;
-            int rc = so_comm_time_coll(b->c, b->d->kind, r->algo, b->send, b->recv, count, 0,
-                                       round ? 0 : warm, n, &s);
+            int rc = time_runs(b, r->algo, count, round ? 0 : warm, n, &s);
             if (rc)
                 return rc;
             r->sum_s += s * n;
@@ -294,9 +364,14 @@ static void header(bench_ctx *b, const bench_opts *o, double ref, double memcpy_
 {
     so_comm_node nd;
     so_comm_node_info(b->c, &nd);
-    printf("# scaleout bench %s: %d ranks, %d node(s) (ranks-per-node %d), out of place, float sum%s\n",
-           b->d->name, b->size, nd.num_nodes, o->rpn,
-           o->registered ? ", registered buffers (so_comm_buf_alloc)" : "");
+    printf("# scaleout bench %s: %d ranks, %d node(s) (ranks-per-node %d), out of place, %s sum%s%s%s, "
+           "transport %s%s\n",
+           b->d->name, b->size, nd.num_nodes, o->rpn, so_dtype_name(b->dt), b->wire != b->dt ? " on a " : "",
+           b->wire != b->dt ? so_dtype_name(b->wire) : "", b->wire != b->dt ? " wire" : "",
+           so_transport_name(so_comm_get_transport(b->c)),
+           b->handles ? ", through the communication thread (submit + wait)" : "");
+    if (o->registered)
+        printf("# registered buffers (so_comm_buf_alloc)\n");
     printf("# memcpy bandwidth (one rank, 64 MiB): %.2f GB/s; busbw = algbw * %.3f\n", memcpy_bw * 1e-9,
            b->d->busbw(b->size));
     printf("# %10s %-18s %11s %11s %11s %8s %8s", "size(B)", "algorithm", "avg(us)", "min(us)", "max(us)",
@@ -343,6 +418,7 @@ static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int
         maxb = sizes[i] > maxb ? sizes[i] : maxb;
     /* Registered: every algorithm, the MPI reference included, runs on them. */
     int rc = coll_bufs_alloc(b->c, (maxb / sizeof(float) + 1) * sizeof(float), o->registered, &b->send, &b->recv);
+    /* size(B) counts the buffer's bytes: the same elements whatever the wire carries. */
     if (rc)
         return rc;
     for (int k = 0; k < nalgo; k++)
@@ -391,11 +467,12 @@ static int bench_run(bench_ctx *b, const bench_opts *o, const size_t *sizes, int
 /* The algorithm list: all (the reference followed by every algorithm), or
  * names separated by commas (the reference by its name, e.g. MPI_Allreduce:
  * first in the list, it is the speedup column's baseline). */
-static int make_algos(const coll_desc *d, const char *name, algo_result *res)
+static int make_algos(const coll_desc *d, const char *name, int with_ref, algo_result *res)
 {
     int n = 0;
     if (strcmp(name, "all") == 0) {
-        res[n++].algo = SO_COLL_REFERENCE;
+        if (with_ref)
+            res[n++].algo = SO_COLL_REFERENCE;
         for (int a = 0; a < so_coll_algo_count(d->kind) && n < MAX_ALGOS; a++)
             res[n++].algo = a;
         return n;
@@ -421,19 +498,37 @@ static int bench_main(const coll_desc *d, const bench_opts *o, const size_t *siz
     bench_ctx b = {0};
     b.d = d;
     algo_result res[MAX_ALGOS];
-    int nalgo = make_algos(d, o->algo, res);
-    if (nalgo < 0)
-        return cli_error("bench", CLI_USAGE, "--algo: %s", so_errmsg());
     so_comm_tuning t;
     if (o->tuning && so_comm_tuning_load(o->tuning, &t))
         return cli_error("bench", CLI_USAGE, "--tuning: %s", so_errmsg());
+    so_transport tp = SO_TRANSPORT_AUTO;
+    if (o->transport && so_transport_parse(o->transport, &tp))
+        return cli_error("bench", CLI_USAGE, "--transport: %s", so_errmsg());
+    b.dt = b.wire = SO_DTYPE_F32;
+    if ((o->dtype && so_dtype_parse(o->dtype, &b.dt)) || (o->wire && so_dtype_parse(o->wire, &b.wire)))
+        return cli_error("bench", CLI_USAGE, "--dtype / --wire: %s", so_errmsg());
+    if (!o->wire)
+        b.wire = b.dt;
+    if (b.dt != SO_DTYPE_F32 && b.dt != SO_DTYPE_BF16 && b.dt != SO_DTYPE_F16)
+        return cli_error("bench", CLI_USAGE, "--dtype: f32, bf16 or f16");
+    if (b.wire != b.dt && !(b.dt == SO_DTYPE_F32 && (b.wire == SO_DTYPE_BF16 || b.wire == SO_DTYPE_F16)))
+        return cli_error("bench", CLI_USAGE, "--wire: f32 buffers go on a bf16 or f16 wire, others as they are");
+    b.esz = so_dtype_size(b.dt);
+    b.handles = o->handles || b.dt != SO_DTYPE_F32 || b.wire != b.dt;
+    int nalgo = make_algos(d, o->algo, !b.handles, res); /* the blocking reference times f32 on this thread */
+    if (nalgo < 0)
+        return cli_error("bench", CLI_USAGE, "--algo: %s", so_errmsg());
+    for (int k = 0; b.handles && k < nalgo; k++)
+        if (res[k].algo == SO_COLL_REFERENCE)
+            return cli_error("bench", CLI_USAGE, "--algo: the blocking MPI reference times f32 only, not through "
+                                                 "the communication thread (name the library's own algorithm: mpi)");
     if (so_comm_init(NULL, NULL, &b.c))
         so_comm_abort(NULL, CLI_FAIL, so_errmsg());
     b.rank = so_comm_rank(b.c);
     b.size = so_comm_size(b.c);
     if (o->tuning)
         so_comm_set_tuning(b.c, &t);
-    if (so_comm_set_ranks_per_node(b.c, o->rpn))
+    if (so_comm_set_ranks_per_node(b.c, o->rpn) || so_comm_set_transport(b.c, tp))
         so_comm_abort(b.c, CLI_FAIL, so_errmsg());
     sinks s = {0};
     if (b.rank == 0 && o->csv && !(s.csv = fopen(o->csv, "w")))
@@ -481,7 +576,7 @@ int cmd_bench_coll(int argc, char **argv)
     if (!d)
         return cli_error("bench", CLI_USAGE, "%s (choose allreduce, reduce-scatter, allgather or bcast)",
                          argc > 0 ? "unknown collective" : "missing collective");
-    bench_opts o = {"4:64M", NULL, "all", NULL, NULL, NULL, -1, 0, 0, 0, 0};
+    bench_opts o = {"4:64M", NULL, "all", NULL, NULL, NULL, -1, 0, 0, 0, 0, NULL, NULL, NULL, 0};
     const cli_opt opts[] = {
         {"message-size", OPT_STR, &o.range, "MIN:MAX", "sizes in bytes, doubling (-m; K/M/G suffixes)", 0, -1, NULL},
         {"sizes", OPT_STR, &o.sizes, "A,B,..", "explicit list of sizes instead of -m", 0, -1, NULL},
@@ -492,6 +587,13 @@ int cmd_bench_coll(int argc, char **argv)
         {"check", OPT_FLAG, &o.check, NULL, "verify results (exit 1 if any is wrong)", 0, -1, NULL},
         {"registered", OPT_FLAG, &o.registered, NULL,
          "send/recv in registered memory (so_comm_buf_alloc): hier runs zero-copy", 0, -1, NULL},
+        {"transport", OPT_STR, &o.transport, "NAME",
+         "how the hand-written algorithms reach the ranks: auto, mpi, shm (one host), tcp", 0, -1, NULL},
+        {"dtype", OPT_STR, &o.dtype, "TYPE", "element type of the buffers: f32 (default), bf16, f16", 0, -1, NULL},
+        {"wire", OPT_STR, &o.wire, "TYPE", "f32 buffers sent as bf16 or f16 (rounded once, reduced in f32)", 0, -1,
+         NULL},
+        {"handles", OPT_FLAG, &o.handles, NULL,
+         "through the communication thread (so_comm_i*, submit + wait); implied by --dtype / --wire", 0, -1, NULL},
         {"tuning", OPT_STR, &o.tuning, "FILE", "tuning table for auto and the model column", 0, -1, NULL},
         {"json", OPT_STR, &o.json, "FILE", "also write the results as JSON", 0, -1, NULL},
         {"csv", OPT_STR, &o.csv, "FILE", "also write the results as CSV", 0, -1, NULL},

@@ -45,22 +45,6 @@
 
 #define SO_HIER_MAX_Q 256 /* node ranks a reduction reads at once (an array on the stack) */
 
-/* Large-message calls by path, for so_comm_hier_path_counts. */
-static _Atomic uint64_t n_zero_copy, n_copied;
-/* Steps across nodes by transport, for so_comm_hier_across_counts. */
-static _Atomic uint64_t n_tcp, n_mpi;
-
-void so_comm_hier_path_counts(uint64_t *zero_copy, uint64_t *copied)
-{
-    *zero_copy = atomic_load_explicit(&n_zero_copy, memory_order_relaxed);
-    *copied = atomic_load_explicit(&n_copied, memory_order_relaxed);
-}
-
-void so_comm_hier_across_counts(uint64_t *tcp, uint64_t *mpi)
-{
-    *tcp = atomic_load_explicit(&n_tcp, memory_order_relaxed);
-    *mpi = atomic_load_explicit(&n_mpi, memory_order_relaxed);
-}
 
 /* One barrier: publish the vector, reduce all q copies in node-rank order
  * (bytes <= small_bytes). BF16 / F16: all q summed in FP32, rounded once. */
@@ -185,7 +169,7 @@ static int large(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t
                  int *whole)
 {
     if (s->nodes > 1 && !s->equal_q) { /* no zero copy across unequal nodes: known on every rank */
-        atomic_fetch_add_explicit(&n_copied, 1, memory_order_relaxed);
+        so_hier_count(0);
         return chunk_reduce(x, s, send, recv, count, op, 0, 0);
     }
     int reg = so_hier_zc_publish(s, send, recv, count * x->esz), rc;
@@ -194,7 +178,7 @@ static int large(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t
     so_zc_mode mode;
     if ((rc = so_hier_zc_decide(s, x->w, &mode)))
         return rc;
-    atomic_fetch_add_explicit(mode == SO_ZC_RUN ? &n_zero_copy : &n_copied, 1, memory_order_relaxed);
+    so_hier_count(mode == SO_ZC_RUN);
     if (mode == SO_ZC_RUN) {
         *whole = 1;
         return so_hier_zc_run(x, s, count, op, avg_p);
@@ -206,43 +190,6 @@ static int large(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t
             return rc;
     }
     return chunk_reduce(x, s, send, recv, count, op, s->nodes == 1, 1);
-}
-
-so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes)
-{
-    /* Leaders talk through MPI: latency-bound below ~64 KiB, bandwidth-bound above. */
-    (void)nodes;
-    return bytes <= (64 << 10) ? SO_ALLREDUCE_RD : SO_ALLREDUCE_RABENSEIFNER;
-}
-
-int so_hier_across(so_coll_ctx *x, so_tcp_slot *slot, void *buf, size_t count, so_reduce_op op, MPI_Comm comm,
-                   int nodes)
-{
-    if (x->dt == SO_DTYPE_F32 && so_tcp_wanted(count)) {
-        int rc = 0;
-        if (!slot->tried) { /* the same call on every member: its first large step */
-            slot->tried = 1;
-            rc = so_tcp_ring_open(comm, x->w, &slot->ring);
-        }
-        if (rc)
-            return rc;
-        if (slot->ring) {
-            atomic_fetch_add_explicit(&n_tcp, 1, memory_order_relaxed);
-            return so_tcp_allreduce(slot->ring, buf, count, op, x->w);
-        }
-    }
-    atomic_fetch_add_explicit(&n_mpi, 1, memory_order_relaxed);
-    so_tp *tp;
-    int rc = so_tp_get(comm, SO_TRANSPORT_MPI, x->w, &tp);
-    if (rc)
-        return rc;
-    so_coll_ctx across = *x;
-    across.tp = tp;
-    across.comm = comm;
-    across.rank = tp->rank;
-    across.size = tp->size;
-    so_allreduce_algo a = so_allreduce_leaders_algo(count * x->esz, nodes);
-    return (a == SO_ALLREDUCE_RD ? so_allreduce_rd : so_allreduce_rabenseifner)(&across, buf, buf, count, op);
 }
 
 /* hier with an optional average (see so_allreduce_hier_avg). */

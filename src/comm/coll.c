@@ -1,65 +1,14 @@
 /* The training thread's blocking collectives on float buffers (comm.h):
- * allreduce, reduce-scatter, allgather, broadcast by algorithm, the generic
- * so_comm_coll entry with the blocking MPI reference the benchmark compares
- * against, and the algorithms' name tables. Each runs the dispatcher
- * (dispatch.c) on the group's own communicator. */
+ * allreduce, reduce-scatter, allgather, broadcast by algorithm, and the
+ * generic so_comm_coll entry with the blocking MPI reference the benchmark
+ * compares against. Each runs the dispatcher (dispatch.c) on the group's own
+ * communicator. */
 #include "dispatch.h"
 
 #include "scaleout/err.h"
 
 #include <limits.h>
 #include <string.h>
-
-/* Allreduce names live with the tuning-file text (tune_text.c), which needs no MPI. */
-static const char *const rs_names[SO_RS_COUNT] = {[SO_RS_MPI] = "mpi", [SO_RS_RING] = "ring"};
-static const char *const ag_names[SO_AG_COUNT] = {[SO_AG_MPI] = "mpi", [SO_AG_RING] = "ring"};
-static const char *const bc_names[SO_BCAST_COUNT] = {[SO_BCAST_MPI] = "mpi", [SO_BCAST_BINOMIAL] = "binomial",
-                                                     [SO_BCAST_PIPELINE] = "pipeline"};
-static const char *const kind_names[SO_COLL_KINDS] = {"allreduce", "reduce-scatter", "allgather", "bcast"};
-static const char *const ref_names[SO_COLL_KINDS] = {"MPI_Allreduce", "MPI_Reduce_scatter",
-                                                     "MPI_Allgatherv", "MPI_Bcast"};
-
-void so_comm_block(size_t count, int p, int i, size_t *off, size_t *len) { so_blk(count, p, i, off, len); }
-
-const char *so_coll_kind_name(so_coll_kind kind)
-{
-    return (unsigned)kind < SO_COLL_KINDS ? kind_names[kind] : NULL;
-}
-
-int so_coll_algo_count(so_coll_kind kind)
-{
-    static const int n[SO_COLL_KINDS] = {SO_ALLREDUCE_COUNT, SO_RS_COUNT, SO_AG_COUNT, SO_BCAST_COUNT};
-    return (unsigned)kind < SO_COLL_KINDS ? n[kind] : 0;
-}
-
-const char *so_coll_algo_name(so_coll_kind kind, int algo)
-{
-    if ((unsigned)kind >= SO_COLL_KINDS)
-        return NULL;
-    if (algo == SO_COLL_REFERENCE)
-        return ref_names[kind];
-    if (algo < 0 || algo >= so_coll_algo_count(kind))
-        return NULL;
-    switch (kind) {
-    case SO_COLL_ALLREDUCE: return so_allreduce_algo_name((so_allreduce_algo)algo);
-    case SO_COLL_REDUCE_SCATTER: return rs_names[algo];
-    case SO_COLL_ALLGATHER: return ag_names[algo];
-    default: return bc_names[algo];
-    }
-}
-
-int so_coll_algo_parse(so_coll_kind kind, const char *name, int *out)
-{
-    for (int i = SO_COLL_REFERENCE; i < so_coll_algo_count(kind); i++) {
-        const char *n = so_coll_algo_name(kind, i);
-        if (name && n && strcmp(name, n) == 0) {
-            *out = i;
-            return 0;
-        }
-    }
-    return so_err(SO_EINVAL, "unknown %s algorithm '%s'", so_coll_kind_name(kind) ? so_coll_kind_name(kind) : "?",
-                  name ? name : "");
-}
 
 int so_comm_set_allreduce_algo(so_comm *c, so_allreduce_algo algo)
 {
@@ -83,7 +32,7 @@ static int run(so_comm *c, so_coll_kind kind, int algo, const float *send, float
                       algo);
     so_coll_call k = {kind, algo, send, recv, count, NULL, SO_DTYPE_F32, SO_DTYPE_F32, op, root, SO_TRANSPORT_AUTO};
     so_waiter w;
-    so_waiter_init(&w, c, kind_names[kind]);
+    so_waiter_init(&w, c, so_coll_kind_name(kind));
     return so_coll_run(c, c->mcomm, &k, &w, NULL, NULL, NULL);
 }
 
@@ -115,7 +64,7 @@ static int reference(so_comm *c, so_coll_kind kind, const float *send, float *re
     int rc = 0, p = c->size, counts[64], displs[64];
     MPI_Op mop = op == SO_REDUCE_MAX ? MPI_MAX : op == SO_REDUCE_MIN ? MPI_MIN : MPI_SUM;
     if (count > INT_MAX || p > 64)
-        return so_err(SO_EINVAL, "reference %s: at most 2^31 floats and 64 ranks", kind_names[kind]);
+        return so_err(SO_EINVAL, "reference %s: at most 2^31 floats and 64 ranks", so_coll_kind_name(kind));
     for (int i = 0; i < p && kind != SO_COLL_ALLREDUCE && kind != SO_COLL_BCAST; i++) {
         size_t off, len;
         so_blk(count, p, i, &off, &len);

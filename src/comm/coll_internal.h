@@ -91,26 +91,18 @@ typedef struct {
     uint64_t send_id, send_off, recv_id, recv_off, bytes;
 } so_zc_pub;
 
-/* ---- scaleout's TCP ring (tcp.c) ------------------------------------------------------
- * Sockets between the members of a group, one connection per direction of a
- * ring, for the step of hier that crosses the network. */
-typedef struct so_tcp_ring so_tcp_ring;
-/* Collective over comm: connects the ring. *out = NULL (and a warning logged)
- * when some member could not connect, agreed by all: use MPI then. Errors
- * only for MPI failures. */
-int so_tcp_ring_open(MPI_Comm comm, so_waiter *w, so_tcp_ring **out);
-void so_tcp_ring_free(so_tcp_ring *t);
-/* In-place ring allreduce over the sockets (reduce-scatter, allgather): every
- * member gets identical bits. Collective over the ring's members. */
-int so_tcp_allreduce(so_tcp_ring *t, float *buf, size_t count, so_reduce_op op, so_waiter *w);
-/* Whether a cross-node step of count floats goes over a tcp ring: SCALEOUT_COLL_TCP
- * = 1 always, 0 never, auto (default) when the job spans hosts; from 64 KiB. */
-int so_tcp_wanted(size_t count);
+/* ---- scaleout's TCP between hosts (tp_tcp.c) ------------------------------------------
+ * Whether a step across nodes of `bytes` goes over the tcp transport:
+ * SCALEOUT_COLL_TCP = 1 always, 0 never, auto (default) when the job spans
+ * hosts; from 64 KiB (below, latency rules). */
+int so_tcp_wanted(size_t bytes);
 
-/* A lazily opened ring of one group: opened at its first large cross-node step. */
+/* A group's tcp transport for hier's step across nodes, set up at its first
+ * large step (collective then). Borrowed: the transport is cached on the
+ * group's communicator (so_tp_get) and freed with it. */
 typedef struct {
-    so_tcp_ring *ring;
-    int tried; /* 1 once opened or refused: a refused ring is not tried again */
+    so_tp *tp;
+    int tried; /* 1 once set up or refused: a refused set-up is not tried again */
 } so_tcp_slot;
 
 typedef struct so_shm {
@@ -137,8 +129,8 @@ typedef struct so_shm {
     char **zc_out;    /* [q] zero copy: node rank j's recv buffer */
     uint64_t epoch;   /* steps this rank has signalled (same count on every rank) */
     uint64_t calls;   /* small-message calls: picks the small buffer */
-    so_tcp_slot tcp_leaders; /* the leaders' ring (copy path) */
-    so_tcp_slot tcp_cross;   /* this node rank's ring across nodes (zero-copy path) */
+    so_tcp_slot tcp_leaders; /* the leaders' tcp transport (copy path) */
+    so_tcp_slot tcp_cross;   /* this node rank's tcp transport across nodes (zero-copy path) */
 } so_shm;
 
 /* The context of comm (created on first use: collective over comm, waits
@@ -164,8 +156,9 @@ typedef struct so_regbuf so_regbuf;
 /* The region holding [p, p + bytes) in THIS rank's buffer and the byte
  * offset of p in it; NULL if none (plain memory). */
 so_regbuf *so_regbuf_find(const void *p, size_t bytes, size_t *off);
-/* Region id (same on every node rank; never 0). */
+/* Region id (same on every node rank; never 0), and the region of an id (NULL: none). */
 uint64_t so_regbuf_id(const so_regbuf *g);
+so_regbuf *so_regbuf_by_id(uint64_t id);
 /* 1 when the region's node ranks are exactly s's node, in the same order, so
  * node rank j's buffer is so_regbuf_base(g, j). Cached per context. */
 int so_regbuf_matches(so_regbuf *g, const so_shm *s);
@@ -189,6 +182,15 @@ int so_hier_zc_run(so_coll_ctx *x, so_shm *s, size_t count, so_reduce_op op, int
 /* Elements per sub-chunk of the zero-copy reduction (its private temp stays in L1/L2). */
 #define SO_ZC_SUB 4096
 
+/* hier_share.c: one more call of a hier collective above its small size,
+ * zero-copy or not (so_comm_hier_path_counts); and the zero-copy agreement
+ * of hier's reduce-scatter and allgather: publishes where this rank's send
+ * buffer (bytes) lives, one barrier, *ok = 1 on every node rank when all
+ * live in one registered region usable here -- then s->zc_in[j] is node
+ * rank j's send buffer. */
+void so_hier_count(int zero_copy);
+int so_hier_share(so_shm *s, so_waiter *w, const void *send, size_t bytes, int *ok);
+
 /* ---- algorithm signatures (count > 0, op SUM/MAX/MIN, checked by the dispatcher) --
  * Allreduce: recv = op over the group of send, in place when send == recv. */
 typedef int so_allreduce_fn(so_coll_ctx *x, const void *send, void *recv, size_t count, so_reduce_op op);
@@ -203,8 +205,8 @@ typedef int so_bcast_fn(so_coll_ctx *x, void *buf, size_t count, int root);
 
 so_allreduce_fn so_allreduce_mpi, so_allreduce_ring, so_allreduce_rd, so_allreduce_rabenseifner,
     so_allreduce_tree, so_allreduce_hier;
-so_rs_fn so_reduce_scatter_mpi, so_reduce_scatter_ring;
-so_ag_fn so_allgather_mpi, so_allgather_ring;
+so_rs_fn so_reduce_scatter_mpi, so_reduce_scatter_ring, so_reduce_scatter_hier;
+so_ag_fn so_allgather_mpi, so_allgather_ring, so_allgather_hier;
 so_bcast_fn so_bcast_mpi, so_bcast_binomial, so_bcast_pipeline;
 
 /* hier's SUM that may also finish AVG (divide by avg_p) where it costs
@@ -216,8 +218,8 @@ int so_allreduce_hier_avg(so_coll_ctx *x, const void *send, void *recv, size_t c
 /* The point-to-point algorithm hier uses among node leaders for `bytes`. */
 so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes);
 /* hier's step across nodes, in place on buf over comm (the leaders, or a cross
- * group): the group's tcp ring when so_tcp_wanted, else MPI point-to-point by
- * so_allreduce_leaders_algo. Collective over comm. */
+ * group): the ring over the group's tcp transport when so_tcp_wanted, else
+ * so_allreduce_leaders_algo over MPI point-to-point. Collective over comm. */
 int so_hier_across(so_coll_ctx *x, so_tcp_slot *slot, void *buf, size_t count, so_reduce_op op, MPI_Comm comm,
                    int nodes);
 

@@ -295,21 +295,6 @@ int so_comm_finalize(so_comm *c)
     return rc;
 }
 
-_Noreturn void so_comm_abort(so_comm *c, int code, const char *msg)
-{
-    int inited = 0, finalized = 0, rank = c ? c->rank : -1;
-    MPI_Initialized(&inited);
-    MPI_Finalized(&finalized);
-    if (inited && !finalized) /* the job's rank: c may be a subgroup */
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    fprintf(stderr, "[rank %d] fatal: %s\n", rank, msg ? msg : "(no message)");
-    fflush(stderr);
-    fflush(stdout);
-    if (inited && !finalized) /* the whole job, even from a subgroup */
-        MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
-    _exit(code ? code : 1); /* MPI_Abort does not return; this is for no-MPI and safety */
-}
-
 int so_comm_rank(const so_comm *c) { return c->rank; }
 int so_comm_size(const so_comm *c) { return c->size; }
 so_comm *so_comm_node_group(so_comm *c) { return c->node_group; }

@@ -18,8 +18,11 @@ static so_allreduce_fn *const ar_fns[SO_ALLREDUCE_AUTO] = {
     [SO_ALLREDUCE_TREE] = so_allreduce_tree,
     [SO_ALLREDUCE_HIER] = so_allreduce_hier,
 }; /* SO_ALLREDUCE_AUTO is resolved per call from the group's table (so_comm_auto_algo) */
-static so_rs_fn *const rs_fns[SO_RS_COUNT] = {[SO_RS_MPI] = so_reduce_scatter_mpi, [SO_RS_RING] = so_reduce_scatter_ring};
-static so_ag_fn *const ag_fns[SO_AG_COUNT] = {[SO_AG_MPI] = so_allgather_mpi, [SO_AG_RING] = so_allgather_ring};
+static so_rs_fn *const rs_fns[SO_RS_COUNT] = {[SO_RS_MPI] = so_reduce_scatter_mpi,
+                                              [SO_RS_RING] = so_reduce_scatter_ring,
+                                              [SO_RS_HIER] = so_reduce_scatter_hier};
+static so_ag_fn *const ag_fns[SO_AG_COUNT] = {[SO_AG_MPI] = so_allgather_mpi, [SO_AG_RING] = so_allgather_ring,
+                                              [SO_AG_HIER] = so_allgather_hier};
 static so_bcast_fn *const bc_fns[SO_BCAST_COUNT] = {[SO_BCAST_MPI] = so_bcast_mpi,
                                                     [SO_BCAST_BINOMIAL] = so_bcast_binomial,
                                                     [SO_BCAST_PIPELINE] = so_bcast_pipeline};
@@ -197,7 +200,10 @@ static int run_wire(so_coll_ctx *x, const so_coll_call *k, int algo, const size_
     case SO_COLL_BCAST: if (x->rank == k->root) narrow(x->dt, t, recv, n); break;
     default: narrow(x->dt, t, send, n);
     }
-    int rc = run_typed(x, k, algo, t, k->kind == SO_COLL_REDUCE_SCATTER ? so_el(x, t, off) : t, displ);
+    /* In place in t: reduce-scatter writes, allgather reads, this rank's block at its offset. */
+    char *mine = so_el(x, t, off);
+    int rc = run_typed(x, k, algo, k->kind == SO_COLL_ALLGATHER ? mine : t,
+                       k->kind == SO_COLL_REDUCE_SCATTER ? mine : t, displ);
     if (!rc && k->kind == SO_COLL_REDUCE_SCATTER)
         widen(x->dt, recv, so_el(x, t, off), len);
     else if (!rc)

@@ -176,13 +176,13 @@ static void finish(so_handle *h, int status)
 {
     pthread_mutex_lock(&E.mu);
     h->status = status;
-    h->state = ST_DONE;
     h->st.status = status;
     h->st.t_finished = so_now();
     if (h->kind != OP_THEN)
         log_push(h);
     if (uses_mpi(h)) /* our last MPI call for it is behind us: MPI back to the training thread */
         atomic_fetch_sub_explicit(h->c->async_busy, 1, memory_order_release);
+    h->state = ST_DONE;
     if (h->kind == OP_SEND || h->kind == OP_RECV)
         atomic_fetch_sub_explicit(&E.msgs, 1, memory_order_relaxed);
     E.outstanding--;
@@ -540,7 +540,7 @@ static int enqueue(so_handle *h)
     if (h->kind == OP_SEND || h->kind == OP_RECV) {
         atomic_fetch_add_explicit(&E.msgs, 1, memory_order_relaxed);
         push_back(&E.m_head, &E.m_tail, h);
-    } else if (E.in_cont && on_thread()) {
+    } else if (on_thread() && E.in_cont) {
         push_back(&E.f_head, &E.f_tail, h);
     } else {
         push_back(&E.q_head, &E.q_tail, h);
@@ -710,7 +710,7 @@ int so_handle_then(so_handle *h, so_then_fn fn, void *arg, so_handle **next)
     E.outstanding++;
     if (h->state == ST_DONE) { /* already over: run fn before anything not started */
         t->ante_status = h->status;
-        if (E.in_cont && on_thread())
+        if (on_thread() && E.in_cont)
             push_back(&E.f_head, &E.f_tail, t);
         else
             push_front(t);

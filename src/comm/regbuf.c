@@ -50,6 +50,16 @@ so_regbuf *so_regbuf_find(const void *p, size_t bytes, size_t *off)
     return g;
 }
 
+so_regbuf *so_regbuf_by_id(uint64_t id)
+{
+    so_regbuf *g;
+    pthread_mutex_lock(&reg_mu);
+    for (g = regions; g && !(g->id == id && g->win != MPI_WIN_NULL); g = g->next)
+        ;
+    pthread_mutex_unlock(&reg_mu);
+    return g;
+}
+
 uint64_t so_regbuf_id(const so_regbuf *g) { return g->id; }
 char *so_regbuf_base(const so_regbuf *g, int j) { return g->base[j]; }
 size_t so_regbuf_len(const so_regbuf *g, int j) { return g->len[j]; }

@@ -38,8 +38,6 @@ static void shm_free(so_shm *s)
         MPI_Group_free(&s->group);
     if (s->node != MPI_COMM_NULL)
         MPI_Comm_free(&s->node);
-    so_tcp_ring_free(s->tcp_leaders.ring);
-    so_tcp_ring_free(s->tcp_cross.ring);
     free(s->flag);
     free(s->small);
     free(s->contrib);

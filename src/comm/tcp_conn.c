@@ -1,4 +1,4 @@
-/* Connection set-up shared by scaleout's TCP transports (tcp.c's ring,
+/* Connection set-up shared by scaleout's TCP transports (tp_tcp.c's collectives,
  * tcp_p2p.c's point-to-point mesh). Over MPI: a fresh secret from the
  * group's rank 0 and every member's card (addresses, port). Then one event
  * loop per member calls the members it must call and answers the members

@@ -70,13 +70,22 @@ int tcp_random(void *buf, size_t n);
 int tcp_test_garbage(void);
 
 
-/* ---- a group's point-to-point mesh (tcp_p2p.c) ------------------------------------ */
+/* ---- a group's point-to-point mesh (tcp_p2p.c) ------------------------------------
+ * Two users: the pipeline's messages (so_tcp_mesh_open: peers on other hosts,
+ * a progress thread of its own) and the collectives' tcp transport
+ * (so_tcp_mesh_open_polled, tp_tcp.c: every pair, moved by whoever tests). */
 typedef struct so_tcp_mesh so_tcp_mesh;
 typedef struct so_tcp_msg so_tcp_msg;
 /* Collective over comm: connections to every peer on another host (every
  * peer when SCALEOUT_COLL_TCP=1) and the progress thread. *out = NULL when
  * some rank could not connect (agreed; a warning logged): MPI then. */
 int so_tcp_mesh_open(MPI_Comm comm, so_waiter *w, so_tcp_mesh **out);
+/* Collective over comm: a connection each way with every other member and no
+ * thread; the owner moves messages with so_tcp_mesh_progress. NULL as above. */
+int so_tcp_mesh_open_polled(MPI_Comm comm, so_waiter *w, so_tcp_mesh **out);
+/* Moves what can move on every connection, waiting up to timeout_ms for one
+ * to be ready; SO_ECOMM (why) once the mesh failed. Polled meshes only. */
+int so_tcp_mesh_progress(so_tcp_mesh *t, int timeout_ms);
 void so_tcp_mesh_free(so_tcp_mesh *t);
 /* Whether messages with peer go over the mesh. */
 int so_tcp_mesh_has(const so_tcp_mesh *t, int peer);

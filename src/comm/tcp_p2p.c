@@ -32,6 +32,10 @@
 
 #define POLL_SLICE_MS 100
 #define EARLY_ROOM ((uint64_t)64 << 20) /* bytes of messages from one peer buffered before their receive */
+/* Polled (the collectives' transport): none. An algorithm posts its receives
+ * as it goes, so an early message waits in the socket for a moment instead of
+ * costing an allocation and two more copies. */
+#define EARLY_ROOM_POLLED 0
 
 /* A posted send or receive, or a message that arrived before its receive. */
 struct so_tcp_msg {
@@ -66,12 +70,15 @@ struct so_tcp_mesh {
     msg_queue *sends;       /* [n] posted sends, in order */
     msg_queue *posted;      /* [n] posted receives not yet matched */
     msg_queue *early;       /* [n] unexpected messages, in arrival order */
-    uint64_t *early_bytes;  /* [n] their payload bytes (<= EARLY_ROOM) */
+    uint64_t *early_bytes;  /* [n] their payload bytes (<= early_room) */
+    uint64_t early_room;    /* EARLY_ROOM, or EARLY_ROOM_POLLED */
     rx_state *rx;           /* [n] the thread's own */
     pthread_mutex_t mu;     /* the queues and early_bytes; the thread does I/O outside it */
     int wake[2];            /* a pipe: a new send, or a receive a waiting message needs, wakes the poll */
     pthread_t thread;
-    int running;            /* the thread was started */
+    int running;            /* the thread was started (else the owner calls so_tcp_mesh_progress) */
+    struct pollfd *poll_fds; /* [2n + 1] the poll set of whoever progresses the mesh */
+    int *poll_who;          /* [2n + 1] peer j of each entry: j incoming, -1 - j outgoing */
     int garbage;            /* test only: the first header sent is not one (tcp_test_garbage) */
     atomic_int stop, failed, nwaiting;
     char why[320];          /* the failure, for every later request */
@@ -168,25 +175,28 @@ static int size_violation(so_tcp_mesh *t, int j, uint64_t got, size_t want, int 
     return -1;
 }
 
-/* Writes what the socket takes of peer j's first send (header and payload in
- * one call); -1 on a broken connection. */
+/* Writes what the socket takes of peer j's sends, in order (header and
+ * payload of each in one call), until the socket is full or none is left;
+ * -1 on a broken connection. */
 static int push_send(so_tcp_mesh *t, int j, char *why, size_t wl)
 {
-    pthread_mutex_lock(&t->mu);
-    so_tcp_msg *m = t->sends[j].head;
-    pthread_mutex_unlock(&t->mu);
-    if (!m)
-        return 0;
-    size_t hl = TCP_HEAD_BYTES - m->head_moved, pl = m->bytes - m->moved;
-    struct iovec iov[2] = {{m->head + m->head_moved, hl}, {m->buf + m->moved, pl < TCP_IO_MAX ? pl : TCP_IO_MAX}};
-    struct msghdr mh = {.msg_iov = hl ? iov : iov + 1, .msg_iovlen = hl ? 2 : 1};
-    ssize_t k = sendmsg(t->links.out[j], &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k < 0)
-        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : peer_broke(t, j, 0, errno, why, wl);
-    size_t h = (size_t)k < hl ? (size_t)k : hl;
-    m->head_moved += h;
-    m->moved += (size_t)k - h;
-    if (m->head_moved == TCP_HEAD_BYTES && m->moved == m->bytes) {
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        so_tcp_msg *m = t->sends[j].head;
+        pthread_mutex_unlock(&t->mu);
+        if (!m)
+            return 0;
+        size_t hl = TCP_HEAD_BYTES - m->head_moved, pl = m->bytes - m->moved;
+        struct iovec iov[2] = {{m->head + m->head_moved, hl}, {m->buf + m->moved, pl < TCP_IO_MAX ? pl : TCP_IO_MAX}};
+        struct msghdr mh = {.msg_iov = hl ? iov : iov + 1, .msg_iovlen = hl ? 2 : 1};
+        ssize_t k = sendmsg(t->links.out[j], &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0)
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : peer_broke(t, j, 0, errno, why, wl);
+        size_t h = (size_t)k < hl ? (size_t)k : hl;
+        m->head_moved += h;
+        m->moved += (size_t)k - h;
+        if (m->head_moved < TCP_HEAD_BYTES || m->moved < m->bytes)
+            return 0; /* the socket is full (or the next slice waits for the next round) */
         pthread_mutex_lock(&t->mu);
         t->sends[j].head = m->next;
         if (!m->next)
@@ -194,11 +204,10 @@ static int push_send(so_tcp_mesh *t, int j, char *why, size_t wl)
         pthread_mutex_unlock(&t->mu);
         finish(m, 1);
     }
-    return 0;
 }
 
 /* A message whose header came in from j, as tcp_msg_admit decides: into its
- * posted receive, into a buffer of ours within EARLY_ROOM, or left waiting
+ * posted receive, into a buffer of ours within early_room, or left waiting
  * in the socket (r->waiting) until its receive is posted. -1 (why) when the
  * peer broke the protocol or a buffer could not be had. */
 static int admit_incoming(so_tcp_mesh *t, int j, char *why, size_t wl)
@@ -208,7 +217,7 @@ static int admit_incoming(so_tcp_mesh *t, int j, char *why, size_t wl)
     int rc = 0, tag = (int)r->head.tag;
     pthread_mutex_lock(&t->mu);
     so_tcp_msg *m = q_find(&t->posted[j], tag);
-    if (tcp_msg_admit(&r->head, m ? (int64_t)m->bytes : -1, EARLY_ROOM - t->early_bytes[j], &act) != TCP_OK) {
+    if (tcp_msg_admit(&r->head, m ? (int64_t)m->bytes : -1, t->early_room - t->early_bytes[j], &act) != TCP_OK) {
         rc = size_violation(t, j, r->head.bytes, m->bytes, tag, why, wl);
     } else if (act == TCP_RX_RECEIVE) {
         q_remove(&t->posted[j], m);
@@ -282,7 +291,8 @@ static int header_in(so_tcp_mesh *t, int j, char *why, size_t wl)
 }
 
 /* Reads what peer j's connection has; -1 (why) on a broken connection or a
- * violation. After a header it reads on into the payload at once. */
+ * violation. After a header it reads on into the payload at once, after a
+ * whole payload into the next header. */
 static int pull_recv(so_tcp_mesh *t, int j, char *why, size_t wl)
 {
     rx_state *r = &t->rx[j];
@@ -298,9 +308,10 @@ static int pull_recv(so_tcp_mesh *t, int j, char *why, size_t wl)
         if (k < 0)
             return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : peer_broke(t, j, 1, errno, why, wl);
         if (!head) {
-            if ((r->cur->moved += (size_t)k) == r->cur->bytes)
-                deliver(t, j);
-            return 0;
+            if ((r->cur->moved += (size_t)k) < r->cur->bytes)
+                return 0;
+            deliver(t, j); /* and read on: the next header may be in */
+            continue;
         }
         if ((r->head_got += (size_t)k) < TCP_HEAD_BYTES)
             return 0;
@@ -350,37 +361,44 @@ static int poll_set(so_tcp_mesh *t, struct pollfd *p, int *who)
     return np;
 }
 
+/* One round: retries messages left waiting, polls every connection that has
+ * work for up to timeout_ms, moves what is ready. A failure is recorded on
+ * the mesh (fail_all) for every request and later call; -1 then. */
+static int mesh_round(so_tcp_mesh *t, struct pollfd *p, int *who, int timeout_ms)
+{
+    char why[sizeof t->why];
+    if (atomic_load(&t->nwaiting) && retry_waiting(t, why, sizeof why)) {
+        fail_all(t, why);
+        return -1;
+    }
+    int np = poll_set(t, p, who);
+    if (poll(p, (nfds_t)np, timeout_ms) <= 0)
+        return 0;
+    if (p[0].revents)
+        drain_wake(t->wake[0]);
+    for (int i = 1; i < np && !atomic_load(&t->failed); i++) {
+        if (!p[i].revents)
+            continue;
+        int j = who[i] >= 0 ? who[i] : -1 - who[i];
+        if ((who[i] >= 0 ? pull_recv(t, j, why, sizeof why) : push_send(t, j, why, sizeof why)) != 0)
+            fail_all(t, why);
+    }
+    return atomic_load(&t->failed) ? -1 : 0;
+}
+
 static void *progress(void *arg)
 {
     so_tcp_mesh *t = arg;
-    struct pollfd *p = calloc((size_t)(2 * t->n + 1), sizeof *p);
-    int *who = calloc((size_t)(2 * t->n + 1), sizeof *who);
-    char why[sizeof t->why];
-    if (!p || !who) {
-        fail_all(t, "tcp point-to-point: out of memory");
-        free(p), free(who);
-        return NULL;
-    }
-    while (!atomic_load(&t->stop) && !atomic_load(&t->failed)) {
-        if (atomic_load(&t->nwaiting) && retry_waiting(t, why, sizeof why)) {
-            fail_all(t, why);
-            break;
-        }
-        int np = poll_set(t, p, who);
-        if (poll(p, (nfds_t)np, POLL_SLICE_MS) <= 0)
-            continue;
-        if (p[0].revents)
-            drain_wake(t->wake[0]);
-        for (int i = 1; i < np && !atomic_load(&t->failed); i++) {
-            if (!p[i].revents)
-                continue;
-            int j = who[i] >= 0 ? who[i] : -1 - who[i];
-            if ((who[i] >= 0 ? pull_recv(t, j, why, sizeof why) : push_send(t, j, why, sizeof why)) != 0)
-                fail_all(t, why);
-        }
-    }
-    free(p), free(who);
+    while (!atomic_load(&t->stop) && !atomic_load(&t->failed))
+        mesh_round(t, t->poll_fds, t->poll_who, POLL_SLICE_MS);
     return NULL;
+}
+
+int so_tcp_mesh_progress(so_tcp_mesh *t, int timeout_ms)
+{
+    if (!atomic_load(&t->failed))
+        mesh_round(t, t->poll_fds, t->poll_who, timeout_ms);
+    return atomic_load(&t->failed) ? so_err(SO_ECOMM, "%s", t->why) : 0;
 }
 
 /* ---- set-up -------------------------------------------------------------------------- */
@@ -393,20 +411,25 @@ static void mesh_plan(const tcp_card *cards, int n, int me, unsigned char *call,
         call[j] = expect[j] = j != me && (forced || !tcp_same_host(&cards[j], &cards[me]));
 }
 
-static int mesh_alloc(so_tcp_mesh *t)
+static int mesh_alloc(so_tcp_mesh *t, int threaded)
 {
     int n = t->links.n;
     t->n = n, t->me = t->links.me;
+    t->early_room = threaded ? EARLY_ROOM : EARLY_ROOM_POLLED;
     t->sends = calloc((size_t)n, sizeof *t->sends);
     t->posted = calloc((size_t)n, sizeof *t->posted);
     t->early = calloc((size_t)n, sizeof *t->early);
     t->early_bytes = calloc((size_t)n, sizeof *t->early_bytes);
     t->rx = calloc((size_t)n, sizeof *t->rx);
-    if (!t->sends || !t->posted || !t->early || !t->early_bytes || !t->rx)
+    t->poll_fds = calloc((size_t)(2 * n + 1), sizeof *t->poll_fds);
+    t->poll_who = calloc((size_t)(2 * n + 1), sizeof *t->poll_who);
+    if (!t->sends || !t->posted || !t->early || !t->early_bytes || !t->rx || !t->poll_fds || !t->poll_who)
         return so_err(SO_ENOMEM, "tcp point-to-point: out of memory");
     pthread_mutex_init(&t->mu, NULL);
     if (pipe2(t->wake, O_NONBLOCK | O_CLOEXEC) != 0)
         return so_err(SO_ECOMM, "tcp point-to-point: pipe: %s", strerror(errno));
+    if (!threaded)
+        return 0;
     if (pthread_create(&t->thread, NULL, progress, t) != 0)
         return so_err(SO_ECOMM, "tcp point-to-point: cannot start its thread");
     t->running = 1;
@@ -414,17 +437,26 @@ static int mesh_alloc(so_tcp_mesh *t)
     return 0;
 }
 
-int so_tcp_mesh_open(MPI_Comm comm, so_waiter *w, so_tcp_mesh **out)
+/* Every other member, both ways: the collectives' transport (tp_tcp.c). */
+static void all_plan(const tcp_card *cards, int n, int me, unsigned char *call, unsigned char *expect)
+{
+    (void)cards;
+    for (int j = 0; j < n; j++)
+        call[j] = expect[j] = j != me;
+}
+
+static int mesh_open(MPI_Comm comm, so_waiter *w, uint16_t kind, const char *name, tcp_plan_fn *plan,
+                     int threaded, so_tcp_mesh **out)
 {
     *out = NULL;
     so_tcp_mesh *t = calloc(1, sizeof *t);
     if (!t)
-        return so_err(SO_ENOMEM, "tcp point-to-point: out of memory");
+        return so_err(SO_ENOMEM, "%s: out of memory", name);
     t->wake[0] = t->wake[1] = -1;
-    int all_ok = 0, rc = tcp_setup(comm, w, TCP_KIND_MESH, "tcp point-to-point", mesh_plan, &t->links, &all_ok);
+    int all_ok = 0, rc = tcp_setup(comm, w, kind, name, plan, &t->links, &all_ok);
     if (!rc && all_ok) {
         t->garbage = tcp_test_garbage();
-        rc = mesh_alloc(t); /* a failure here is the job's end: the others' mesh is up */
+        rc = mesh_alloc(t, threaded); /* a failure here is the job's end: the others' mesh is up */
     }
     if (rc || !all_ok) {
         so_tcp_mesh_free(t);
@@ -432,6 +464,16 @@ int so_tcp_mesh_open(MPI_Comm comm, so_waiter *w, so_tcp_mesh **out)
     }
     *out = t;
     return 0;
+}
+
+int so_tcp_mesh_open(MPI_Comm comm, so_waiter *w, so_tcp_mesh **out)
+{
+    return mesh_open(comm, w, TCP_KIND_MESH, "tcp point-to-point", mesh_plan, 1, out);
+}
+
+int so_tcp_mesh_open_polled(MPI_Comm comm, so_waiter *w, so_tcp_mesh **out)
+{
+    return mesh_open(comm, w, TCP_KIND_RING, "tcp transport", all_plan, 0, out);
 }
 
 void so_tcp_mesh_free(so_tcp_mesh *t)
@@ -456,6 +498,7 @@ void so_tcp_mesh_free(so_tcp_mesh *t)
         pthread_mutex_destroy(&t->mu);
     tcp_links_close(&t->links);
     free(t->sends), free(t->posted), free(t->early), free(t->early_bytes), free(t->rx);
+    free(t->poll_fds), free(t->poll_who);
     free(t);
 }
 
@@ -529,7 +572,7 @@ int so_tcp_mesh_post(so_tcp_mesh *t, void *buf, size_t bytes, int peer, int tag,
         free(m);
         return rc;
     }
-    if (wake)
+    if (wake && t->running)
         (void)!write(t->wake[1], "x", 1);
     *out = m;
     return 0;

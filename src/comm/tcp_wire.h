@@ -30,8 +30,9 @@
 #define TCP_HEAD_BYTES 16      /* a mesh message's header / a ring step's frame */
 #define TCP_TAG_MAX 32767      /* so_comm_isend / irecv tags */
 
-/* Which transport a connection belongs to: a ring of hier's step across
- * nodes (tcp.c) or a group's point-to-point mesh (tcp_p2p.c). */
+/* Which transport a connection belongs to: the collectives' tcp transport
+ * (tp_tcp.c; hier's ring across nodes runs over it) or the pipeline's
+ * point-to-point mesh (tcp_p2p.c's threaded one). */
 enum { TCP_KIND_RING = 1, TCP_KIND_MESH = 2 };
 
 typedef enum {

@@ -5,7 +5,8 @@
  * and runs on each transport:
  *   mpi  tp_mpi.c  MPI_Isend / MPI_Irecv on a communicator of the group
  *   shm  tp_shm.c  a FIFO channel per ordered pair in an MPI-3 shared window
- *   tcp  tcp.c     scaleout's sockets, one connection per direction and pair
+ *   tcp  tp_tcp.c  scaleout's sockets, one authenticated connection per
+ *                  direction and pair, the mesh's framing (tcp_p2p.c)
  * Messages between one pair with one tag match in posting order; sizes must
  * match. A transport progresses ALL its posted messages whenever any of them
  * is tested (as MPI does), so an algorithm may wait on its receives while
@@ -20,11 +21,13 @@
 
 typedef struct so_tp so_tp;
 
-/* A posted message: an MPI request (mpi), or a slot of the transport's own
- * table (shm, tcp). Owned by the caller until a test says done. */
+/* A posted message: an MPI request (mpi), a slot of the transport's own
+ * table (shm) or a message of the tcp mesh (tcp; NULL: none). Owned by the
+ * caller until a test says done. */
 typedef struct {
     MPI_Request mpi;
     int slot;
+    struct so_tcp_msg *msg;
 } so_tp_req;
 
 typedef struct so_tp_ops {
@@ -62,5 +65,7 @@ int so_tp_get(MPI_Comm comm, so_transport kind, so_waiter *w, so_tp **out);
 /* The transports (tp_get.c makes them through these). */
 int so_tp_mpi_new(MPI_Comm comm, so_tp **out);
 int so_tp_shm_new(MPI_Comm comm, so_waiter *w, so_tp **out);
+/* SO_EUNSUP (a warning logged on every rank) when some rank could not connect. */
+int so_tp_tcp_new(MPI_Comm comm, so_waiter *w, so_tp **out);
 
 #endif

@@ -6,8 +6,6 @@
 
 #include "scaleout/err.h"
 
-#include <string.h>
-
 static int keys[SO_TRANSPORT_COUNT] = {MPI_KEYVAL_INVALID, MPI_KEYVAL_INVALID, MPI_KEYVAL_INVALID,
                                        MPI_KEYVAL_INVALID};
 
@@ -24,7 +22,7 @@ static int make(MPI_Comm comm, so_transport kind, so_waiter *w, so_tp **out)
 {
     switch (kind) {
     case SO_TRANSPORT_SHM: return so_tp_shm_new(comm, w, out);
-    case SO_TRANSPORT_TCP: return so_err(SO_EINVAL, "the tcp transport is not available yet");
+    case SO_TRANSPORT_TCP: return so_tp_tcp_new(comm, w, out);
     default: return so_tp_mpi_new(comm, out);
     }
 }
@@ -55,18 +53,4 @@ int so_tp_get(MPI_Comm comm, so_transport kind, so_waiter *w, so_tp **out)
     }
 out:
     return rc;
-}
-
-static const char *const tp_names[SO_TRANSPORT_COUNT] = {"auto", "mpi", "shm", "tcp"};
-
-const char *so_transport_name(so_transport t) { return (unsigned)t < SO_TRANSPORT_COUNT ? tp_names[t] : NULL; }
-
-int so_transport_parse(const char *name, so_transport *out)
-{
-    for (int i = 0; name && i < SO_TRANSPORT_COUNT; i++)
-        if (!strcmp(name, tp_names[i])) {
-            *out = (so_transport)i;
-            return 0;
-        }
-    return so_err(SO_EINVAL, "unknown transport '%s' (auto, mpi, shm, tcp)", name ? name : "");
 }

@@ -26,7 +26,7 @@ static int total(const so_comm *c, const size_t *counts, size_t *out, so_handle 
     if (!counts)
         return so_err(SO_EINVAL, "reduce-scatterv / allgatherv without counts");
     size_t n = 0;
-    for (int i = 0; i < so_comm_size(c); i++)
+    for (int i = 0; i < c->size; i++)
         n += counts[i];
     *out = n;
     return 0;

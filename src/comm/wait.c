@@ -26,11 +26,28 @@
 #include <sched.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 
 #define SPIN_S 20e-6
 #define BACKOFF_MIN_NS 5000L
 #define BACKOFF_MAX_NS 200000L
+
+/* The one fatal path once MPI is up (comm.h): every layer may end the job. */
+_Noreturn void so_comm_abort(so_comm *c, int code, const char *msg)
+{
+    int inited = 0, finalized = 0, rank = c ? c->rank : -1;
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited && !finalized) /* the job's rank: c may be a subgroup */
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    fprintf(stderr, "[rank %d] fatal: %s\n", rank, msg ? msg : "(no message)");
+    fflush(stderr);
+    fflush(stdout);
+    if (inited && !finalized) /* the whole job, even from a subgroup */
+        MPI_Abort(MPI_COMM_WORLD, code ? code : 1);
+    _exit(code ? code : 1); /* MPI_Abort does not return; this is for no-MPI and safety */
+}
 
 int so_mpi_err(int mpi_rc, const char *call)
 {

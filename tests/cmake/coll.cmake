@@ -25,6 +25,18 @@ add_test(NAME test_coll_cached_np3 COMMAND bash ${SO_MPIRUN} -np 3 $<TARGET_FILE
 set_tests_properties(test_coll_cached_np3 PROPERTIES TIMEOUT 180 LABELS "mpi;coll"
   ENVIRONMENT "${SO_MPI_TEST_ENV};SCALEOUT_SHM_NT=0;SCALEOUT_SHM_CHUNK=200000")
 
+# Every algorithm again over the shm transport (channels in a shared window
+# instead of MPI point-to-point): SCALEOUT_COLL_TRANSPORT=shm.
+foreach(np 3 4)
+  add_test(NAME test_coll_shm_np${np} COMMAND bash ${SO_MPIRUN} -np ${np} $<TARGET_FILE:test_coll> ${np})
+  set_tests_properties(test_coll_shm_np${np} PROPERTIES TIMEOUT 180 LABELS "mpi;coll"
+    ENVIRONMENT "${SO_MPI_TEST_ENV};SCALEOUT_COLL_TRANSPORT=shm")
+endforeach()
+# And over scaleout's tcp transport (authenticated sockets on loopback here).
+add_test(NAME test_coll_tcp_np3 COMMAND bash ${SO_MPIRUN} -np 3 $<TARGET_FILE:test_coll> 3)
+set_tests_properties(test_coll_tcp_np3 PROPERTIES TIMEOUT 180 LABELS "mpi;coll"
+  ENVIRONMENT "${SO_MPI_TEST_ENV};SCALEOUT_COLL_TRANSPORT=tcp")
+
 # CLI: bench --check at np 2 and 3, tune -> auto, bad flags exit 2.
 add_test(NAME coll_cli COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/coll_cli.sh
          $<TARGET_FILE:scaleout_cli> ${SO_MPIRUN})

@@ -76,3 +76,10 @@ so_add_mpi_fail_test(comm_watchdog_group test_comm_async 4 60
 # or else the watchdog (5 s) must end the job (60 s bound, as above).
 so_add_mpi_fail_test(comm_kill test_comm_async 3 60
   "process rank 1 .*signal 9|timed out after|EXIT STRING: Killed .signal 9." kill)
+# The collective vocabulary with handles (comm_async.h): every collective x
+# algorithm x transport x element type, continuations, groups, messages.
+so_add_mpi_test(test_handles NP 1 2 3 4 5 LABELS coll TIMEOUT 240)
+# The comm module's files call one way, bottom to top (docs/ARCHITECTURE.md):
+# checked on the symbols of the built library.
+add_test(NAME comm_layers COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/comm_layers.sh $<TARGET_FILE:scaleout_comm>)
+set_tests_properties(comm_layers PROPERTIES TIMEOUT 60 LABELS unit SKIP_RETURN_CODE 77)

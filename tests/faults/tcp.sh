@@ -163,7 +163,7 @@ job_end() {
   st=$?
   secs=$(awk -v a="${started[$1]}" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 }
-# announced FILE KIND N: the first N members of a KIND set-up ("tcp ring", ...) listen;
+# announced FILE KIND N: the first N members of a KIND set-up ("tcp transport", ...) listen;
 # prints their lines (member I of N world W port P addrs A,B).
 announced() {
   for _ in $(seq 150); do
@@ -241,8 +241,8 @@ attack() { # attack NAME KIND REC ARGS...: the job, attacked during its set-up
 extra_env=()
 
 # The ring of hier's step across nodes, then the pipeline's point-to-point mesh.
-attack ring_setup "tcp ring" - "${ring_args[@]}"
-check ring_setup 0 30 "tcp ring: rank 0 closed 4 connection"
+attack ring_setup "tcp transport" - "${ring_args[@]}"
+check ring_setup 0 30 "tcp transport: rank 0 closed 4 connection"
 # --check: exit 1 on any wrong result. The random bytes and the old hello are
 # malformed; the silent connection is closed when set-up ends (or at its own
 # 5 s deadline, were set-up still waiting).
@@ -271,9 +271,9 @@ grep -q "recorded 72 bytes" "$tmp/mesh_setup.sniff" && ok || bad "mesh_setup: no
 # its MAC. Then rank 1 sends garbage instead of its first header: rank 0 ends the
 # job with one line naming rank 1, its address and the violation.
 extra_env=(SCALEOUT_TCP_TEST_GARBAGE=1)
-attack ring_garbage "tcp ring" "$tmp/ring_setup.rec" "${ring_args[@]}"
-check ring_garbage fail 30 "tcp: rank 1 \(10\.77\.0\.2:[0-9]+\) sent bytes of another protocol \(bad magic\) instead of a ring frame: protocol violation"
-grep -q "tcp ring: rank 0 closed 1 connection(s) during set-up .*1 wrong MAC" "$tmp/ring_garbage.log" && ok ||
+attack ring_garbage "tcp transport" "$tmp/ring_setup.rec" "${ring_args[@]}"
+check ring_garbage fail 30 "tcp: rank 1 \(10\.77\.0\.2:[0-9]+\) sent bytes of another protocol \(bad magic\) instead of a message header: protocol violation"
+grep -q "tcp transport: rank 0 closed 1 connection(s) during set-up .*1 wrong MAC" "$tmp/ring_garbage.log" && ok ||
   bad "ring_garbage: the replayed handshake was not refused for its MAC: $(grep tcp "$tmp/ring_garbage.log")"
 strangers_closed ring_garbage.replay
 
@@ -303,7 +303,7 @@ check pipe_kill fail 15 "process rank 1 with PID [0-9]+ on node 10\.77\.0\.2 exi
 # SIGSTOP of rank 1 of data parallelism over the ring: the comm time-out (4 s)
 # ends the job, naming world rank 1.
 job dp_stop 60 SCALEOUT_TCP_TEST_ANNOUNCE="$tmp/dp_stop.ann" -- train "${long[@]}" --allreduce hier
-announced "$tmp/dp_stop.ann" "tcp ring" 2 >/dev/null && sleep 1.5 || bad "dp_stop: no ring set up"
+announced "$tmp/dp_stop.ann" "tcp transport" 2 >/dev/null && sleep 1.5 || bad "dp_stop: no ring set up"
 kill -STOP $(rank1_of) 2>/dev/null
 started[dp_stop]=$(date +%s.%N)
 check dp_stop fail 20 "timed out after 4 s .*no stall report from ranks 1 "
