@@ -3,7 +3,7 @@
 # rank per node, 1 thread, AdamW: scaleout --strategy dp, zero1, zero2, zero3
 # at each link rate, repeats interleaved; prints a markdown table of medians
 # and each strategy's ratio to dp (docs/PERFORMANCE.md). Root only; takes
-# /tmp/scaleout-cluster.lock. Run it whole under /work/bin/so-bench (it takes
+# /tmp/scaleout-cluster.lock. Run it whole under a benchmark lock on a shared machine (it takes
 # no benchmark lock itself, unlike cluster_train's launches).
 #   bench/cluster_shard.sh [REPEATS] [RATES] [MODELS]
 #   defaults: 3 "1gbit 10gbit" "resnet20:64:20 resnet50:16:4"   (NAME:BATCH:TIMED_STEPS)

@@ -8,7 +8,7 @@
 # nodes of scripts/cluster.sh at a `tc tbf` rate (one rank per node).
 # Repeats interleaved (scaleout and PyTorch alternate); prints a markdown
 # table of medians (min-max). Takes /tmp/scaleout-cluster.lock while its
-# cluster is up; run it under the benchmark lock (/work/bin/so-bench or
+# cluster is up; on a shared machine run it under a benchmark lock (e.g.
 # flock /tmp/scaleout-bench.lock), which it does not take itself. Root only
 # for the cluster links.
 #   bench/compress_tta.sh [REPEATS] [LINKS] [TARGET]     defaults: 3 "shm 1gbit" 0.85

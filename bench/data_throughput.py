@@ -7,7 +7,7 @@ threads / worker processes, interleaved run by run. Prints medians (min-max)
 and the ratio of images/s per core; --json writes them.
 
     bench/image_tree.py imagenet /tmp/in --count 1200       # ~500x375 q90 JPEGs
-    /work/bin/so-bench bench/data_throughput.py build/scaleout /tmp/in --threads 1,2 --repeat 3
+    bench/data_throughput.py build/scaleout /tmp/in --threads 1,2 --repeat 3
 """
 import argparse
 import json

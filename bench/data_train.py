@@ -6,8 +6,8 @@ and with --synthetic, the same model, batch, threads and ranks. Prints the
 medians (min-max), their ratio and the data wait share; --json writes them.
 
     bench/image_tree.py imagenet /tmp/in --count 800
-    /work/bin/so-bench bench/data_train.py build/scaleout /tmp/in --threads 2 --repeat 3
-    /work/bin/so-bench bench/data_train.py build/scaleout /tmp/in --np 2 --threads 1 --repeat 3
+    bench/data_train.py build/scaleout /tmp/in --threads 2 --repeat 3
+    bench/data_train.py build/scaleout /tmp/in --np 2 --threads 1 --repeat 3
 """
 import argparse
 import json

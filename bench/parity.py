@@ -11,8 +11,8 @@ side and seed, so runs can be split across invocations).
               ImageNet recipe at --image-size 32 (scaleout train --dataset
               imagefolder vs bench/torch_image_train.py)
 
-    /work/bin/so-heavy bench/parity.py build/scaleout lenet5 --seeds 1,2 --json parity-lenet5.json
-    /work/bin/so-heavy bench/parity.py build/scaleout resnet20 --tree /tmp/tree --seeds 1 --json parity-r20.json
+    bench/parity.py build/scaleout lenet5 --seeds 1,2 --json parity-lenet5.json
+    bench/parity.py build/scaleout resnet20 --tree /tmp/tree --seeds 1 --json parity-r20.json
     bench/parity.py build/scaleout lenet5 --json parity-lenet5.json --report      # the summary only
 """
 import argparse

@@ -6,7 +6,7 @@
 # without it (the throughput zero3 is held to), repeats interleaved; prints
 # the plan's memory table beside the one each run accounted (--json), with
 # the peak resident sets. 4 ranks on this 2-core VM are oversubscribed (two
-# ranks per core). Run it under /work/bin/so-bench.
+# ranks per core). Run it alone on the machine.
 #   bench/shard_vgg.sh [CAP] [BATCH] [STEPS] [REPEATS]     defaults: 1800M 2 3 2
 set -euo pipefail
 cap="${1:-1800M}" batch="${2:-2}" steps="${3:-3}" repeats="${4:-2}"
