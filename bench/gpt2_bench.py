@@ -17,7 +17,7 @@ step; docs/PERFORMANCE.md says how it was built. Without --llmc that column
 is left out.
 
     /usr/bin/python3 bench/gpt2_bench.py --scaleout build/scaleout --spec gpt2 \\
-        --batch 4 --seq 64 --threads 2 --steps 4 --repeats 3 --llmc /work/peers/llm.c/step_bench
+        --batch 4 --seq 64 --threads 2 --steps 4 --repeats 3 --llmc llm.c/step_bench
 """
 import argparse
 import json
