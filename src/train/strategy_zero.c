@@ -650,8 +650,27 @@ static void state_view(zero_state *s)
                                  .ctx = s};
 }
 
+/* zero3 gathers a unit's parameters around that unit's layers only; a
+ * layer that reads another unit's weight (GPT-2's LM head reads the token
+ * table) would read it unmapped. Refused until units gather tied weights. */
+static int zero3_supports(const so_model *m)
+{
+    for (int i = 1; i < so_graph_size(m->g); i++) { /* node 0 is the input, never a table */
+        int j = so_graph_tied_by(m->g, i);
+        if (j > 0)
+            return so_err(SO_EUNSUP, "--strategy zero3: the model ties weights (%s reads %s's), which zero3 "
+                          "does not gather across units yet; use zero2 or zero1", so_graph_node(m->g, j)->name, so_graph_node(m->g, i)->name);
+    }
+    return 0;
+}
+
 static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_strategy **out)
 {
+    if (stage == 3) {
+        int rc3 = zero3_supports(m);
+        if (rc3)
+            return rc3;
+    }
     if (c->dist && c->dist->world > 1 && !c->group)
         return so_err(SO_EUNSUP, "--strategy zero%d: this build's communication layer has no collective "
                       "vocabulary (reduce-scatter and allgather with handles) yet", stage);
