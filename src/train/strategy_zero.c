@@ -658,7 +658,7 @@ static int zero3_supports(const so_model *m)
     for (int i = 1; i < so_graph_size(m->g); i++) { /* node 0 is the input, never a table */
         int j = so_graph_tied_by(m->g, i);
         if (j > 0)
-            return so_err(SO_EUNSUP, "--strategy zero3: the model ties weights (%s reads %s's), which zero3 "
+            return so_err(SO_EINVAL, "--strategy zero3: the model ties weights (%s reads %s's), which zero3 "
                           "does not gather across units yet; use zero2 or zero1", so_graph_node(m->g, j)->name, so_graph_node(m->g, i)->name);
     }
     return 0;
