@@ -267,8 +267,10 @@ int so_tokens_find(const char *dir, const char *split, char ***paths, int *n)
         names_free(&l);
         return rc;
     }
-    /* glob's order in the C locale, which llm.c's loader follows. */
-    qsort(l.v, (size_t)l.n, sizeof *l.v, by_name);
+    /* glob's order in the C locale, which llm.c's loader follows (qsort
+     * must not see the NULL of an empty list). */
+    if (l.n > 1)
+        qsort(l.v, (size_t)l.n, sizeof *l.v, by_name);
     *paths = l.v;
     *n = l.n;
     return 0;
