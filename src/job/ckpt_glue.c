@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "scaleout/ckpt.h"
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 #include "scaleout/gpt2.h"
 #include "scaleout/llmc.h"
 #include "scaleout/log.h"
@@ -166,14 +168,18 @@ static int make_config(const so_job_ckpt_config *a, const char *model, const cha
     return a->every ? parse_every(a, c) : 0;
 }
 
-/* 1 when path starts with llm.c's model-file magic (train_gpt2.c's weights). */
+/* 1 when path is a regular file that starts with llm.c's model-file magic
+ * (train_gpt2.c's weights). Opened through so_file_open_read, so a FIFO in
+ * its place never blocks here; the loader then names what is wrong. */
 static int is_llmc_file(const char *path)
 {
     unsigned char b[4] = {0};
-    FILE *f = fopen(path, "rb");
-    size_t got = f ? fread(b, 1, 4, f) : 0;
-    if (f)
-        fclose(f);
+    int fd;
+    uint64_t size;
+    if (so_file_open_read(path, &fd, &size))
+        return 0;
+    ssize_t got = size >= 4 ? read(fd, b, 4) : 0;
+    close(fd);
     return got == 4 && (b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24) == SO_LLMC_MAGIC;
 }
 
