@@ -11,7 +11,7 @@ secs=${FUZZ_SECONDS:-20}
 command -v clang >/dev/null || { echo "SKIP: clang not found"; exit 77; }
 mkdir -p "$work/corpus" "$work/artifacts"
 clang -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -g -O1 \
-  -I"$src/include" -I"$src/src" "$src/fuzz/fuzz_json.c" "$src/src/cli/jread.c" -o "$work/fuzz_json" 2>"$work/build.log" ||
+  -I"$src/include" -I"$src/src" "$src/fuzz/fuzz_json.c" "$src/src/cli/jread.c" "$src/src/core/file.c" "$src/src/core/err.c" -o "$work/fuzz_json" 2>"$work/build.log" ||
   { grep -q "fuzzer" "$work/build.log" && { echo "SKIP: clang cannot link -fsanitize=fuzzer"; exit 77; }; cat "$work/build.log"; exit 1; }
 cat >"$work/corpus/record.json" <<'JSON'
 {"schema": "scaleout-bench-1", "kind": "train", "config": {"model": "lenet5", "batch_size": 32, "pin": true},
