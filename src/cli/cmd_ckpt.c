@@ -131,6 +131,10 @@ static int build_model(const so_ckpt_manifest *m, const char *dir, const char *b
     so_graph *g = NULL;
     if (shape_from_config(m->config, &c, &h, &w, &classes))
         return cli_error(err_cmd, CLI_USAGE, "%s: the manifest has no input shape", dir);
+    so_gpt2_config gc;
+    if (decode && so_gpt2_parse(m->model, &gc) != 1)
+        return cli_error(err_cmd, CLI_USAGE, "%s: model '%s' is not a GPT-2 (only a token model decodes)", dir,
+                         m->model);
     if (decode)
         c = h = w = 1;
     if (so_zoo_build(m->model, c, h, w, classes, &g) || so_model_create(g, backend, 1, 0, out))

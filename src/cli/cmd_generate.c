@@ -241,6 +241,9 @@ static int run(const gen_args *a)
         rc = load_tokenizer(a, &t);
     if (!rc)
         rc = load_model(a, &m);
+    if (!rc && so_tokenizer_vocab(t) < so_graph_classes(m->g))
+        rc = cli_error("generate", CLI_USAGE, "the vocabulary has %d tokens, the model draws from %d: not the "
+                       "tokenizer of its training data", so_tokenizer_vocab(t), so_graph_classes(m->g));
     if (!rc)
         rc = encode_prompt(a, t, so_graph_classes(m->g), &prompt, &n);
     if (!rc && n > so_graph_context(m->g))
