@@ -500,10 +500,11 @@ static int export_as(const char *dir, const char *format, const char *out)
             rc = cli_error(err_cmd, cli_exit_code(err), "-o: %s", so_errmsg());
     }
     if (!rc) {
-        printf("exported step %ld of %s (%zu parameters", ck.step, ck.name, ck.model->nparams);
+        printf("exported step %ld of %s (%zu parameters)", ck.step, ck.name, ck.model->nparams);
         if (ck.stages)
-            printf(", from %d pipeline stages", ck.stages);
-        printf(") to %s as %s\n", out, format);
+            printf(" from %d pipeline stages", ck.stages);
+        printf(" to %s%s\n", out, !strcmp(format, "llmc") ? " (llm.c's model file)"
+                                  : !strcmp(format, "hf") ? " (Hugging Face GPT-2, config.json beside it)" : "");
     }
     cli_ckpt_free(&ck);
     return rc;
