@@ -27,7 +27,7 @@ if [ "${QUICK:-0}" = 1 ]; then
 else
   # every plain-text file of the package (43 files, 2.6 MB: not the .dat indexes, not the .u8 duplicates)
   mapfile -t texts < <(find "$fortunes" -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
-  vocab=512 spec=gpt2:L=4,H=4,C=128,T=64,V=512 steps=${STEPS:-3000} batch=16 lr=2e-3 target=${TARGET:-3.9}
+  vocab=512 spec=gpt2:L=4,H=4,C=128,T=64,V=512 steps=${STEPS:-1500} batch=16 lr=2e-3 target=${TARGET:-3.9}
 fi
 rm -rf "$out"
 mkdir -p "$out"
