@@ -206,6 +206,14 @@ int so_compressor_wait(so_compressor *c, so_group *g, double *waited);
 int so_compressor_error_feedback(const so_compressor *c);
 float *so_compressor_residual(so_compressor *c);
 void so_compressor_stats_get(const so_compressor *c, so_compressor_stats *out);
+/* What the compressor keeps between steps, as bytes for a checkpoint (each
+ * rank its own): the residual (n floats, with error feedback), then the Q^T
+ * of every matrix PowerSGD compresses (r x cols floats each), in host byte
+ * order. set puts bytes got from a compressor of the same configuration
+ * back (state_bytes of them); nothing may be in flight. */
+size_t so_compressor_state_bytes(const so_compressor *c);
+void so_compressor_state_get(const so_compressor *c, void *dst);
+void so_compressor_state_set(so_compressor *c, const void *src);
 /* The bytes one rank contributes for a bucket of n floats holding the
  * matrices mats (powersgd) among ranks: the formulas above (tests check the
  * counters against it, the predictor prices a method by it). */

@@ -2,6 +2,7 @@
  * model's weight tensors become the matrices PowerSGD may compress (a conv
  * weight OIHW as O x IHW, a dense weight (out, in)); vectors and everything
  * else go uncompressed inside their bucket. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "grad_compress.h"
@@ -40,18 +41,18 @@ static int by_offset(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int grad_compress_create(const so_train_config *c, const so_model *m, so_compressor **out)
+int grad_compress_create(const so_compress_spec *spec, int error_feedback, uint64_t seed, const so_model *m,
+                         so_compressor **out)
 {
     *out = NULL;
-    if (c->compress.method == SO_COMPRESS_NONE)
+    if (spec->method == SO_COMPRESS_NONE)
         return 0;
-    if (c->compress.method == SO_COMPRESS_AUTO)
-        return so_err(SO_EINVAL, "--compress auto: not available in this version; name a method (docs/COMPRESSION.md)");
-    so_compressor_config cf = {.spec = c->compress, .error_feedback = c->error_feedback, .n = m->nparams,
-                               .seed = c->compress_seed};
+    if (spec->method == SO_COMPRESS_AUTO)
+        return so_err(SO_EINVAL, "--compress auto: the method is chosen by the strategy at set-up (grad_compress_auto)");
+    so_compressor_config cf = {.spec = *spec, .error_feedback = error_feedback, .n = m->nparams, .seed = seed};
     so_compress_matrix *mats = NULL;
     int rc = 0;
-    if (c->compress.method == SO_COMPRESS_POWERSGD && !(rc = weight_matrices(m, &mats, &cf.nmats))) {
+    if (spec->method == SO_COMPRESS_POWERSGD && !(rc = weight_matrices(m, &mats, &cf.nmats))) {
         qsort(mats, (size_t)cf.nmats, sizeof *mats, by_offset);
         cf.mats = mats;
     }
@@ -59,6 +60,21 @@ int grad_compress_create(const so_train_config *c, const so_model *m, so_compres
         rc = so_compressor_create(&cf, out);
     free(mats);
     return rc;
+}
+
+/* The tag says what the bytes are: a resume under another method, error
+ * feedback setting or rank count does not load them. */
+static void rank_state_get(void *ctx, void *dst) { so_compressor_state_get(ctx, dst); }
+static void rank_state_set(void *ctx, const void *src) { so_compressor_state_set(ctx, src); }
+
+void grad_compress_rank_state(so_compressor *x, const so_compress_spec *spec, so_rank_state *out)
+{
+    char name[64];
+    so_compress_format(spec, name, sizeof name);
+    *out = (so_rank_state){.bytes = so_compressor_state_bytes(x), .get = rank_state_get, .set = rank_state_set,
+                           .ctx = x};
+    snprintf(out->tag, sizeof out->tag, "compress=%s,error_feedback=%s", name,
+             so_compressor_error_feedback(x) ? "on" : "off");
 }
 
 void grad_compress_report(const so_compressor *x, so_train_result *r)

@@ -4,11 +4,17 @@
 #define SCALEOUT_TRAIN_GRAD_COMPRESS_H
 #include "scaleout/compress.h"
 #include "scaleout/model.h"
+#include "scaleout/strategy.h"
 #include "scaleout/train.h"
 
-/* *out = NULL when c->compress is none; SO_EINVAL for auto (the caller
- * chooses) and what so_compressor_create refuses. */
-int grad_compress_create(const so_train_config *c, const so_model *m, so_compressor **out);
+/* The compressor of spec for m's flat gradient buffer: *out = NULL when
+ * spec is none; SO_EINVAL for auto (resolved before) and what
+ * so_compressor_create refuses. */
+int grad_compress_create(const so_compress_spec *spec, int error_feedback, uint64_t seed, const so_model *m,
+                         so_compressor **out);
+/* x's state (residuals, Q's) as the strategy's per-rank checkpoint state,
+ * tagged with the method and error-feedback setting (x must outlive it). */
+void grad_compress_rank_state(so_compressor *x, const so_compress_spec *spec, so_rank_state *out);
 /* The compressor's counters into r (and destroys nothing). */
 void grad_compress_report(const so_compressor *x, so_train_result *r);
 

@@ -24,6 +24,7 @@ typedef struct {
     long start_step;    /* the run's first step (resume) */
     double *t_bwd0;     /* auto_buckets: per-node backward times when measuring began */
     so_compressor *cx;  /* --compress: buckets compressed over d->group (NULL: d->grad_submit) */
+    so_rank_state rs;   /* cx's residuals and Q's, for checkpoints (made at create) */
     long step;          /* the step being computed (the compressor's draws) */
 } dp_state;
 
@@ -44,7 +45,7 @@ static int dp_start(void *self, so_model *m, const so_train_config *c, so_train_
     s->start_step = s->step = c->start_step;
     if (c->compress.method != SO_COMPRESS_NONE && !s->d->group)
         return so_err(SO_EINVAL, "--compress needs the collective vocabulary (so_dist.group)");
-    int rc = grad_compress_create(c, m, &s->cx);
+    int rc = s->cx ? 0 : grad_compress_create(&c->compress, c->error_feedback, c->compress_seed, m, &s->cx);
     if (!rc)
         rc = so_bucket_plan_build(m->g, c->first_bucket_bytes, c->bucket_bytes, &s->plan);
     if (rc)
@@ -151,6 +152,8 @@ static void dp_finish(void *self)
     if (s->cx) {
         so_compressor_wait(s->cx, s->d->group, NULL); /* stopped with buckets in flight */
         grad_compress_report(s->cx, s->r);
+    }
+    if (s->cx && !s->rs.ctx) { /* made by start (a caller of so_strategy_data_parallel): the run's own */
         so_compressor_destroy(s->cx);
         s->cx = NULL;
     }
@@ -169,6 +172,19 @@ static void dp_use_dist(void *self, const so_dist *d)
     ((dp_state *)self)->d = d;
 }
 
+static const so_rank_state *dp_rank_state(void *self)
+{
+    dp_state *s = self;
+    return s->cx && s->rs.bytes ? &s->rs : NULL;
+}
+
+static void dp_destroy(void *self)
+{
+    dp_state *s = self;
+    so_compressor_destroy(s->cx);
+    free(s);
+}
+
 static const so_strategy_ops dp_ops = {
     .name = "data-parallel",
     .start = dp_start,
@@ -179,6 +195,8 @@ static const so_strategy_ops dp_ops = {
     .finish = dp_finish,
     .grad_sqnorm = dp_grad_sqnorm,
     .use_dist = dp_use_dist,
+    .rank_state = dp_rank_state,
+    .destroy = dp_destroy,
 };
 
 int so_strategy_data_parallel(const so_dist *d, so_strategy **out)
@@ -209,20 +227,32 @@ static int local_grads_done(void *self, double *exposed)
 
 static const so_strategy_ops local_ops = {.name = "local", .grads_done = local_grads_done};
 
+/* --compress's compressor, made before the first step so a resume can put
+ * its checkpointed residuals and Q's back (dp_rank_state). */
+static int dp_compressor(const so_strategy_config *c, so_model *m, dp_state *s)
+{
+    int rc = grad_compress_create(&c->compress, c->error_feedback, c->compress_seed, m, &s->cx);
+    if (!rc && s->cx)
+        grad_compress_rank_state(s->cx, &c->compress, &s->rs);
+    return rc;
+}
+
 /* "dp" by name: data parallelism over c->dist, or the local step without
  * one; either way with the whole model's optimizer. */
 static int dp_create(const so_strategy_config *c, so_model *m, so_strategy **out)
 {
     so_optim *opt = NULL;
     int rc = so_optim_create(&c->optim, m->nparams, &opt);
-    if (!rc && c->dist)
-        rc = so_strategy_data_parallel(c->dist, out);
+    if (!rc && c->dist && !(rc = so_strategy_data_parallel(c->dist, out)))
+        rc = dp_compressor(c, m, (*out)->self);
     else if (!rc && !(*out = calloc(1, sizeof **out)))
         rc = so_err(SO_ENOMEM, "out of memory");
     else if (!rc)
         **out = (so_strategy){.ops = &local_ops};
     if (rc) {
         so_optim_destroy(opt);
+        so_strategy_free(*out);
+        *out = NULL;
         return rc;
     }
     (*out)->opt = opt;
