@@ -54,6 +54,8 @@ typedef struct {
 } so_compress_spec;
 
 #define SO_QSGD_DEFAULT_BLOCK 512
+/* --compress auto weighs at most this many methods (docs/COMPRESSION.md). */
+#define SO_COMPRESS_AUTO_MAX 8
 #define SO_POWERSGD_DEFAULT_START 10
 
 /* Parses "none", "fp16", "bf16", "topk:R", "randk:R", "qsgd:B[:D]", "sign",
@@ -219,5 +221,16 @@ void so_compressor_state_set(so_compressor *c, const void *src);
  * counters against it, the predictor prices a method by it). */
 double so_compress_bucket_bytes(const so_compress_spec *s, size_t n, const so_compress_matrix *mats, int nmats,
                                 int ranks, long step);
+
+/* What method cf costs on this CPU for gradient g[0..cf->n) cut into the
+ * buckets [bounds[b], bounds[b + 1]) (bounds[0] = 0, bounds[nbuckets] = n):
+ * the compressor itself run twice over the buckets on a loopback group of
+ * one process standing in for `ranks` (allgathers return `ranks` copies of
+ * this rank's message, so decoding does the work of `ranks` messages; the
+ * sums and transfers are the link's, not timed here). *out: the second
+ * pass's bytes and seconds (PowerSGD compressing, past START_STEP). For
+ * --compress auto; costs about two steps' compression. */
+int so_compress_calibrate(const so_compressor_config *cf, const float *g, const size_t *bounds, int nbuckets,
+                          int ranks, so_compressor_stats *out);
 
 #endif
