@@ -32,6 +32,7 @@ static int plan_for(const so_predict_compute *c, so_predict_cost_fn cost, void *
         return so_bucket_plan_build(c->g, *first, *bytes, p);
     }
     double end;
+    memset(p, 0, sizeof *p); /* so_bucket_plan_auto frees the plan it replaces */
     return so_bucket_plan_auto(c->g, c->t_bwd, cost, ctx, p, first, bytes, &end);
 }
 
