@@ -20,6 +20,7 @@
 #include "scaleout/err.h"
 #include "scaleout/mem.h"
 #include "scaleout/threads.h"
+#include "scaleout/sync.h"
 #include "scaleout/zoo.h"
 
 struct so_job {
@@ -49,6 +50,7 @@ void so_job_defaults(so_job_config *c)
                          .lr_step_epochs = 30, .lr_gamma = 0.1f, .epochs = 1, .eval_every = 1, .accumulate = 1,
                          .warmup_steps = 10, .strategy = "dp", .shard_prefetch = 2, .shard_group = "all", .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
                          .compress = "none", .error_feedback = -1,
+                         .sync = "sync", .outer_lr = 0.7f, .outer_momentum = 0.9f, .ps_ranks = 1,
                          .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300, .microbatches = 1,
                          .schedule = "1f1b", .partition = "auto", .placement = "stage-major",
                          .ckpt = {.mode = "scaleout", .on_error = "continue", .keep = 2, .flush_every = 10},
@@ -227,6 +229,22 @@ static int build_stage(so_job *j)
 
 /* The strategy's name and options (the sharded strategies' checks that
  * need the model come when they are made, parts_build). */
+/* --sync: the grammar, and the strategies each method can run beside. */
+static int check_sync(const so_job_config *c, const so_strategy_kind *k)
+{
+    so_sync_spec ss;
+    int rc = so_sync_parse(c->sync ? c->sync : "sync", &ss);
+    if (rc || ss.method == SO_SYNC_SYNC)
+        return rc;
+    if (k->zero_stage)
+        return so_err(SO_EINVAL, "--sync %s runs under --strategy dp only: %s shards the state it would average",
+                      c->sync, k->name);
+    if (c->pipeline_stages > 1)
+        return so_err(SO_EINVAL, "--sync %s runs under data parallelism only, not with --pipeline-stages %d", c->sync,
+                      c->pipeline_stages);
+    return so_err(SO_EINVAL, "--sync %s: not available in this build yet (sync only)", c->sync);
+}
+
 static int check_strategy(const so_job_config *c)
 {
     const so_strategy_kind *k;
@@ -249,6 +267,8 @@ static int check_strategy(const so_job_config *c)
     if (cs.method != SO_COMPRESS_NONE && c->pipeline_stages > 1)
         return so_err(SO_EINVAL, "--compress %s runs under data parallelism only: --pipeline-stages %d sends "
                       "activations between stages, not bucketed gradients", c->compress, c->pipeline_stages);
+    if ((rc = check_sync(c, k)))
+        return rc;
     if (k->zero_stage && (c->ckpt.every || c->ckpt.resume) && c->ckpt.mode && !strcmp(c->ckpt.mode, "naive"))
         return so_err(SO_EINVAL, "--ckpt-mode naive writes the whole state from rank 0, which --strategy %s does not "
                       "hold there: use --ckpt-mode scaleout", k->name);
@@ -364,6 +384,21 @@ void so_job_memory_use(const so_job *j, so_job_memory *out)
     out->total = out->params + out->grads + out->optimizer + out->activations + out->messages;
 }
 
+/* What could bring a rank under --max-memory: sharding first (the pipeline
+ * averages its replicas with dp only), then stages and the batch. */
+static const char *memory_advice(const so_job *j)
+{
+    const so_strategy_kind *k = NULL;
+    so_strategy_lookup(j->cfg.strategy ? j->cfg.strategy : "dp", &k);
+    int stage = k ? k->zero_stage : 0;
+    if (j->pipe || stage >= 3)
+        return "more --pipeline-stages or a smaller batch may fit";
+    return stage ? "a higher zero stage (`scaleout plan --strategy all --max-memory` names the one that fits), more "
+                   "ranks or a smaller batch may fit"
+                 : "a sharded --strategy (`scaleout plan --strategy all --max-memory` names the one that fits), "
+                   "--pipeline-stages or a smaller batch may fit";
+}
+
 /* --max-memory: this rank's accounting against the cap, with what it is made of. */
 static int check_memory(const so_job *j)
 {
@@ -378,11 +413,10 @@ static int check_memory(const so_job *j)
     if (!so_job_pipeline(j, &stage, &stages, &replica, &replicas))
         snprintf(where, sizeof where, " (stage %d of %d)", stage, stages);
     return so_err(SO_EINVAL, "--max-memory %s: rank %d%s needs %s: weights %s, gradients %s, optimizer %s, "
-                  "activations %s (%d micro-batch(es) in flight), messages %s; more --pipeline-stages or a smaller "
-                  "batch would fit", so_mem_label(j->cfg.max_memory, cap, sizeof cap), so_job_rank(j), where,
+                  "activations %s (%d micro-batch(es) in flight), messages %s; %s", so_mem_label(j->cfg.max_memory, cap, sizeof cap), so_job_rank(j), where,
                   so_mem_label(u.total, b[0], 32), so_mem_label(u.params, b[1], 32), so_mem_label(u.grads, b[2], 32),
                   so_mem_label(u.optimizer, b[3], 32), so_mem_label(u.activations, b[4], 32), u.slots,
-                  so_mem_label(u.messages, b[5], 32));
+                  so_mem_label(u.messages, b[5], 32), memory_advice(j));
 }
 
 /* Test hook: SCALEOUT_JOB_TEST_SETUP_SLEEP_MS=N sleeps N ms just before the
