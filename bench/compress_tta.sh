@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Time to accuracy with gradient compression (docs/COMPRESSION.md): LeNet-5
-# on Fashion-MNIST, 2 ranks x 1 thread, per-rank batch 32, SGD momentum 0.9,
-# lr 0.01, evaluation after every epoch until --target: `scaleout bench
+# Time to accuracy with gradient compression (docs/COMPRESSION.md): MODEL
+# (default LeNet-5; MODEL=mlp is the bandwidth-heavy 784-1024-1024-10, 1.9M
+# parameters) on Fashion-MNIST, 2 ranks x 1 thread, per-rank batch BATCH
+# (32), SGD momentum 0.9, lr LR (0.01), evaluation after every epoch until
+# --target: `scaleout bench
 # accuracy --compress M` for each method against PyTorch 1.13 DDP over gloo
 # with its hooks (bench/torch_ddp_tta.py: none, fp16_compress_hook,
 # powerSGD_hook), on shared memory (shm: one node) and across 2 emulated
@@ -12,7 +14,10 @@
 # flock /tmp/scaleout-bench.lock), which it does not take itself. Root only
 # for the cluster links.
 #   bench/compress_tta.sh [REPEATS] [LINKS] [TARGET]     defaults: 3 "shm 1gbit" 0.85
-#   METHODS="none fp16 topk:0.01 powersgd:2:10" HOOKS="none fp16 powersgd:2:10" to choose
+#   METHODS="none fp16 topk:0.01 powersgd:2:10 auto" HOOKS="none fp16 powersgd:2:10" to choose
+#   MODEL=mlp BATCH=128 LR=0.05 bench/compress_tta.sh 3 1gbit 0.85   (the bandwidth-heavy workload)
+# The table adds each method's accuracy after epoch 1 and, for auto, the
+# method it picked.
 set -euo pipefail
 
 repeats="${1:-3}" links="${2:-shm 1gbit}" target="${3:-0.85}"
@@ -23,8 +28,9 @@ export SCALEOUT_CLUSTER="${SCALEOUT_CLUSTER:-sotta}"
 cluster="$src/scripts/cluster.sh"
 out="$(mktemp -d /tmp/scaleout-tta.XXXXXX)"
 trap '"$cluster" down >/dev/null 2>&1 || true' EXIT
-common=(bench accuracy --model lenet5 --batch-size 32 --lr 0.01 --target "$target" --max-epochs 8 --seed 42)
-peer=(--model lenet5 --batch 32 --lr 0.01 --target "$target" --max-epochs 8 --np 2)
+model="${MODEL:-lenet5}" batch="${BATCH:-32}" lr="${LR:-0.01}"
+common=(bench accuracy --model "$model" --batch-size "$batch" --lr "$lr" --target "$target" --max-epochs 8 --seed 42)
+peer=(--model "$model" --batch "$batch" --lr "$lr" --target "$target" --max-epochs 8 --np 2)
 
 scaleout() { # scaleout LINK NAME METHOD
   local link=$1 name=$2 m=$3 launch=("$src/scripts/mpirun.sh" -np 2)
@@ -73,7 +79,7 @@ for link in $links; do
     flock -u 9
   fi
 done
-echo "# runs in $out; LeNet-5 Fashion-MNIST to $target, 2 ranks x 1 thread, batch 32 per rank; $(lscpu | sed -n 's/^Model name: *//p')"
+echo "# runs in $out; $model Fashion-MNIST to $target, 2 ranks x 1 thread, batch $batch per rank, lr $lr; $(lscpu | sed -n 's/^Model name: *//p')"
 /usr/bin/python3 - "$out" "$links" "$methods" <<'PY'
 import glob, json, os, statistics, sys
 d, links, methods = sys.argv[1], sys.argv[2].split(), sys.argv[3].split()
@@ -93,8 +99,8 @@ def cell(v):
     return "%.1f (%.1f–%.1f)" % (statistics.median(v), min(v), max(v))
 dense = next((j["results"]["dense_bytes_per_step"] for p in glob.glob(os.path.join(d, "*-so-*.json"))
               for j in [json.load(open(p))] if "dense_bytes_per_step" in j["results"]), 0)
-print("| link | method | scaleout s to target | epochs | KB/step/rank | PyTorch DDP s | PyTorch epochs | PyTorch / scaleout |")
-print("|---|---|---:|---:|---:|---:|---:|---:|")
+print("| link | method | scaleout s to target | epochs | acc. after epoch 1 | KB/step/rank | PyTorch DDP s | PyTorch epochs | PyTorch / scaleout | auto picked |")
+print("|---|---|---:|---:|---:|---:|---:|---:|---:|---|")
 for link in links:
     for m in methods:
         tag = m.replace(":", "_")
@@ -106,5 +112,8 @@ for link in links:
         pep = "/".join(str(r["epochs"]) + ("" if r["reached"] else "✗") for r in pt) or "–"
         kb = so[0].get("compress_bytes_per_step", dense) / 1e3 if so else 0
         ratio = "%.2f" % (statistics.median(pts) / statistics.median(st)) if st and pts else "–"
-        print(f"| {link} | {m} | {cell(st)} | {ep} | {kb:.1f} | {cell(pts)} | {pep} | {ratio} |")
+        acc1 = [e["test_accuracy"] for j in load(link, tag, "so") for e in j.get("epochs", [])[:1] if e.get("test_accuracy") is not None]
+        acc = "%.4f" % statistics.median(acc1) if acc1 else "–"
+        picks = "/".join(r["compress_auto"]["picked"] for r in so if "compress_auto" in r) or ""
+        print(f"| {link} | {m} | {cell(st)} | {ep} | {acc} | {kb:.1f} | {cell(pts)} | {pep} | {ratio} | {picks} |")
 PY

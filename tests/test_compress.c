@@ -20,6 +20,9 @@
 
 #include "isa_cap.h"
 #include "scaleout/compress.h"
+#include "scaleout/graph.h"
+#include "scaleout/predict.h"
+#include "scaleout/zoo.h"
 #include "scaleout/dtype.h"
 #include "scaleout/err.h"
 #include "scaleout/rng.h"
@@ -859,6 +862,127 @@ static void test_create_refuses(void **state)
     so_compressor_destroy(NULL);
 }
 
+/* The state a checkpoint saves (residuals, PowerSGD's Q), put into fresh
+ * compressors, continues bit for bit: rig A steps 0..2 and its state goes
+ * into rig B's fresh compressors; both step 3 and deliver the same bits.
+ * Without the state they differ. */
+static void test_state_round_trip(void **state)
+{
+    (void)state;
+    static const char *const specs[] = {"topk:0.05", "powersgd:2:1", "sign", "fp16"};
+    for (size_t s = 0; s < sizeof specs / sizeof *specs; s++)
+        for (int restore = 0; restore <= 1; restore++) {
+            rig a, b;
+            rig_init(&a, 2, specs[s], 1);
+            rig_init(&b, 2, specs[s], 1);
+            for (long step = 0; step < 3; step++)
+                rig_step(&a, step);
+            size_t bytes = so_compressor_state_bytes(a.c[0]);
+            size_t want = NFLAT * 4 + (strstr(specs[s], "powersgd") ? 2 * 4 * (50 + 150 + 40) : 0);
+            assert_int_equal(bytes, want); /* residual + Q of the 3 matrices that fit rank 2 */
+            for (int r = 0; restore && r < 2; r++) {
+                void *buf = xmalloc(bytes);
+                so_compressor_state_get(a.c[r], buf);
+                so_compressor_state_set(b.c[r], buf);
+                free(buf);
+            }
+            rig_step(&a, 3);
+            rig_step(&b, 3);
+            int same = !memcmp(a.grads[0], b.grads[0], NFLAT * 4);
+            if (same != restore)
+                fail_msg("%s: restored %d, same %d", specs[s], restore, same);
+            rig_free(&a);
+            rig_free(&b);
+        }
+}
+
+/* Calibration runs the real compressor on a loopback group: its bytes are
+ * the method's formula for `ranks` ranks, and it takes some time. */
+static void test_calibrate(void **state)
+{
+    (void)state;
+    float *g = xmalloc(NFLAT * 4);
+    fill_normal(g, NFLAT, 9);
+    static const char *const specs[] = {"fp16", "topk:0.01", "qsgd:4", "powersgd:2:5", "sign"};
+    for (size_t s = 0; s < sizeof specs / sizeof *specs; s++) {
+        so_compressor_config cf = {.error_feedback = -1, .n = NFLAT, .mats = MATS, .nmats = NMATS, .seed = 1};
+        assert_int_equal(so_compress_parse(specs[s], &cf.spec), 0);
+        so_compressor_stats st;
+        if (so_compress_calibrate(&cf, g, BUCKETS, NBUCKETS, 3, &st))
+            fail_msg("%s: %s", specs[s], so_errmsg());
+        double want = 0;
+        for (int b = 0; b < NBUCKETS; b++) {
+            int nm = 0;
+            so_compress_matrix in[NMATS];
+            for (int i = 0; i < NMATS; i++)
+                if (MATS[i].off >= BUCKETS[b] && MATS[i].off < BUCKETS[b + 1])
+                    in[nm++] = (so_compress_matrix){MATS[i].off - BUCKETS[b], MATS[i].rows, MATS[i].cols};
+            want += so_compress_bucket_bytes(&cf.spec, BUCKETS[b + 1] - BUCKETS[b], in, nm, 3, 5);
+        }
+        assert_float_equal(st.bytes_sent, want, 0);
+        assert_float_equal(st.bytes_dense, NFLAT * 4, 0);
+        assert_int_equal(st.buckets, NBUCKETS);
+        assert_true(st.encode_seconds > 0 && st.decode_seconds >= 0);
+    }
+    so_compressor_config cf = {.n = NFLAT};
+    so_compress_parse("fp16", &cf.spec);
+    so_compressor_stats st;
+    size_t bad[] = {0, 100};
+    assert_int_equal(so_compress_calibrate(&cf, g, bad, 1, 2, &st), SO_EINVAL);
+    free(g);
+}
+
+/* --compress auto's rule with injected link costs: on a fast link none
+ * wins (compressing costs more than it saves), on 1 Gbit/s the MLP's
+ * 7.6 MB of gradient makes a compressing method the fastest. */
+typedef struct {
+    double alpha, beta; /* seconds per message, per byte */
+} link_model;
+
+static double ring_cost(void *ctx, size_t bytes)
+{
+    const link_model *l = ctx; /* 2 ranks: one reduce-scatter and one allgather half */
+    return 2 * l->alpha + l->beta * (double)bytes;
+}
+
+static void test_auto_rule(void **state)
+{
+    (void)state;
+    so_graph *g = NULL;
+    assert_int_equal(so_zoo_build("mlp", 1, 28, 28, 10, &g), 0);
+    int n = so_graph_size(g);
+    double *tf = calloc((size_t)n, sizeof *tf), *tb = calloc((size_t)n, sizeof *tb);
+    for (int i = 1; i < n; i++) { /* 1 ms forward, 2 ms backward in all */
+        tf[i] = 1e-3 / (n - 1);
+        tb[i] = 2e-3 / (n - 1);
+    }
+    so_predict_compute pc = {.g = g, .t_fwd = tf, .t_bwd = tb, .batch = 32};
+    const so_predict_compress_cost m[] = {
+        {.ratio = 1},                                                                  /* none */
+        {.ratio = 0.5, .encode_per_byte = 0.3e-9, .decode_per_byte = 0.2e-9},           /* fp16 */
+        {.ratio = 0.02, .gather = 1, .encode_per_byte = 2e-9, .decode_per_byte = 0.3e-9}, /* topk:0.01 */
+        {.ratio = 0.006, .ratio2 = 0.003, .encode_per_byte = 0.4e-9, .decode_per_byte = 0.8e-9}, /* powersgd */
+    };
+    double step[4];
+    int best = -1;
+    link_model shm = {2e-6, 1.0 / 10e9}, gbit = {60e-6, 8.0 / 1e9};
+    assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &shm, m, 4, 0.02, step, &best), 0);
+    assert_int_equal(best, 0);
+    assert_true(step[1] > step[0] && step[2] > step[0]);
+    assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, m, 4, 0.02, step, &best), 0);
+    assert_true(best > 0);
+    assert_true(step[best] < 0.5 * step[0]); /* 61 ms of FP32 transfer against about 1 */
+    assert_true(step[1] < step[0]);          /* fp16 halves it */
+    /* ties go to none: a method only as fast as none is not picked */
+    const so_predict_compress_cost same[] = {{.ratio = 1}, {.ratio = 0.99}};
+    assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, same, 2, 0.02, step, &best), 0);
+    assert_int_equal(best, 0);
+    assert_int_equal(so_predict_compress(&pc, 1, ring_cost, &gbit, same, 2, 0.02, step, &best), SO_EINVAL);
+    free(tf);
+    free(tb);
+    so_graph_destroy(g);
+}
+
 int main(void)
 {
     if (isa_cap_redundant())
@@ -879,6 +1003,9 @@ int main(void)
         cmocka_unit_test(test_bytes),
         cmocka_unit_test(test_unbiased_compressors),
         cmocka_unit_test(test_create_refuses),
+        cmocka_unit_test(test_state_round_trip),
+        cmocka_unit_test(test_calibrate),
+        cmocka_unit_test(test_auto_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

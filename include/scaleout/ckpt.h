@@ -24,7 +24,8 @@
  * One shard file = a slice [rep_off, rep_off + rep_len) of the replicated
  * state (parameters, optimizer slots) followed by the per-rank sections of
  * ranks [rank_first, rank_first + rank_count) (model RNG, batchnorm running
- * statistics), rank_bytes each. The scaleout mode writes N shards of one rank
+ * statistics, then a strategy's own per-rank state such as compression
+ * residuals), rank_bytes each. The scaleout mode writes N shards of one rank
  * each; the naive mode one shard holding everything. */
 typedef struct {
     uint64_t rep_off, rep_len;
@@ -47,7 +48,9 @@ typedef struct {
     int nslots;            /* optimizer slots of nparams floats each */
     long optim_steps;
     uint64_t rep_bytes;    /* (1 + nslots) * nparams * 4 */
-    uint64_t rank_bytes;   /* 32 (RNG) + nbufs * 4 */
+    uint64_t rank_bytes;   /* 32 (RNG) + nbufs * 4 + rank_state_bytes */
+    uint64_t rank_state_bytes; /* a strategy's per-rank state at the end of each section (0: none) */
+    char rank_state[96];   /* its tag (so_rank_state.tag; "" when none) */
     int nshards;
     so_ckpt_shard *shards; /* owned */
     /* The strategy's layout (so_state_layout) when the run kept a part of the
@@ -125,6 +128,10 @@ typedef struct {
      * are this rank's shard, written and restored through its get / set.
      * NULL: the model and the optimizer hold all of it. Not with naive. */
     const so_state_layout *state;
+    /* The strategy's own per-rank state (scaleout/strategy.h; borrowed),
+     * appended to this rank's section; restored only under the same tag and
+     * world size, dropped with one logged line otherwise. NULL: none. */
+    const so_rank_state *rank_state;
 } so_ckpt_config;
 
 typedef struct {

@@ -54,6 +54,8 @@ typedef struct {
 } so_compress_spec;
 
 #define SO_QSGD_DEFAULT_BLOCK 512
+/* --compress auto weighs at most this many methods (docs/COMPRESSION.md). */
+#define SO_COMPRESS_AUTO_MAX 8
 #define SO_POWERSGD_DEFAULT_START 10
 
 /* Parses "none", "fp16", "bf16", "topk:R", "randk:R", "qsgd:B[:D]", "sign",
@@ -206,10 +208,29 @@ int so_compressor_wait(so_compressor *c, so_group *g, double *waited);
 int so_compressor_error_feedback(const so_compressor *c);
 float *so_compressor_residual(so_compressor *c);
 void so_compressor_stats_get(const so_compressor *c, so_compressor_stats *out);
+/* What the compressor keeps between steps, as bytes for a checkpoint (each
+ * rank its own): the residual (n floats, with error feedback), then the Q^T
+ * of every matrix PowerSGD compresses (r x cols floats each), in host byte
+ * order. set puts bytes got from a compressor of the same configuration
+ * back (state_bytes of them); nothing may be in flight. */
+size_t so_compressor_state_bytes(const so_compressor *c);
+void so_compressor_state_get(const so_compressor *c, void *dst);
+void so_compressor_state_set(so_compressor *c, const void *src);
 /* The bytes one rank contributes for a bucket of n floats holding the
  * matrices mats (powersgd) among ranks: the formulas above (tests check the
  * counters against it, the predictor prices a method by it). */
 double so_compress_bucket_bytes(const so_compress_spec *s, size_t n, const so_compress_matrix *mats, int nmats,
                                 int ranks, long step);
+
+/* What method cf costs on this CPU for gradient g[0..cf->n) cut into the
+ * buckets [bounds[b], bounds[b + 1]) (bounds[0] = 0, bounds[nbuckets] = n):
+ * the compressor itself run twice over the buckets on a loopback group of
+ * one process standing in for `ranks` (allgathers return `ranks` copies of
+ * this rank's message, so decoding does the work of `ranks` messages; the
+ * sums and transfers are the link's, not timed here). *out: the second
+ * pass's bytes and seconds (PowerSGD compressing, past START_STEP). For
+ * --compress auto; costs about two steps' compression. */
+int so_compress_calibrate(const so_compressor_config *cf, const float *g, const size_t *bounds, int nbuckets,
+                          int ranks, so_compressor_stats *out);
 
 #endif

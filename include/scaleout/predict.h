@@ -41,6 +41,31 @@ typedef struct {
 int so_predict_step(const so_predict_compute *c, int ranks, so_predict_cost_fn cost, void *ctx,
                     so_predict_point *out);
 
+/* ---- gradient compression (--compress auto) ----------------------------------------
+ * A method priced from measurements: its bytes on the wire over the FP32
+ * bytes, how they travel, and its compress (training thread, before the
+ * bucket is sent) and decompress (communication thread, after it arrived)
+ * seconds per FP32 byte of gradient on this CPU (so_compress_calibrate). A
+ * bucket of B bytes then costs, on the communication engine,
+ *   allreduce methods:  cost(ratio B) [+ cost(ratio2 B): PowerSGD's Q] + decode B
+ *   allgather methods:  cost(ranks ratio B / 2) + decode B   (a ring allgather of
+ *                       w bytes per rank moves what a ring allreduce of ranks w / 2 does)
+ * and the step adds encode x the whole gradient's bytes to backward. */
+typedef struct {
+    double ratio;                 /* bytes sent / FP32 bytes (1: none) */
+    double ratio2;                /* a second, dependent allreduce (PowerSGD's Q); 0: none */
+    int gather;                   /* sent by allgather (top-k sparse, QSGD, sign) */
+    double encode_per_byte, decode_per_byte; /* seconds per FP32 byte of gradient */
+} so_predict_compress_cost;
+
+/* The predicted step of each of n methods (step_seconds[i]) on the compute
+ * and link of so_predict_step; *best = the smallest, where method 0 (none,
+ * by convention) wins unless another is at least `margin` (e.g. 0.02)
+ * faster. SO_EINVAL on bad arguments (ranks < 2, no cost). */
+int so_predict_compress(const so_predict_compute *c, int ranks, so_predict_cost_fn cost, void *ctx,
+                        const so_predict_compress_cost *methods, int n, double margin, double *step_seconds,
+                        int *best);
+
 /* ---- per strategy (scaleout/strategy.h): memory and step time ----------------------
  * dp as so_predict_step; the sharded strategies by the same units and order
  * of collectives as strategy_zero.c runs them, on one communication engine

@@ -14,12 +14,13 @@
  * its collectives go through the so_group vocabulary (scaleout/group.h) of
  * so_strategy_config.group, non-blocking with continuations, tagged from
  * SO_STRATEGY_TAG so the job counts their time. (so_state_layout's segments
- * are the parameters and optimizer slots; buffers of a strategy's own, such
- * as error-feedback residuals, are not saved yet.) */
+ * are the parameters and optimizer slots; a strategy's per-rank buffers,
+ * such as error-feedback residuals, go through rank_state.) */
 #ifndef SCALEOUT_STRATEGY_H
 #define SCALEOUT_STRATEGY_H
 #include <stddef.h>
 
+#include "scaleout/compress.h"
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
 
@@ -61,6 +62,12 @@ typedef struct so_strategy_config {
     const char *shard_unit;
     int shard_prefetch;
     int shard_node;
+    /* dp: gradient compression (scaleout/compress.h; method NONE: off), made
+     * at create so its state can be checkpointed and restored before the
+     * first step. error_feedback as so_compressor_config. */
+    so_compress_spec compress;
+    int error_feedback;
+    uint64_t compress_seed;
 } so_strategy_config;
 
 /* The tags of the sharded strategies' collectives (so_group_opts.tag: the
@@ -94,6 +101,19 @@ typedef struct so_state_layout {
     void (*set)(void *ctx, int seg, size_t lo, size_t n, const float *src);
     void *ctx;
 } so_state_layout;
+
+/* State a strategy keeps per rank beyond the parameters and optimizer slots
+ * (data parallelism's --compress: the error-feedback residuals and
+ * PowerSGD's warm-start Q), saved in this rank's section of a checkpoint.
+ * A resume restores it only when the checkpoint's tag and world size are
+ * this run's; otherwise the strategy starts it afresh (one logged line). */
+typedef struct so_rank_state {
+    char tag[96];         /* what the bytes are ("compress topk:0.01 ef"), no spaces */
+    uint64_t bytes;       /* this rank's, the same on every rank */
+    void (*get)(void *ctx, void *dst);        /* at a checkpoint's step end */
+    void (*set)(void *ctx, const void *src);  /* on resume, before the first step */
+    void *ctx;
+} so_rank_state;
 
 /* Called by so_train, in this order per optimizer step of K micro-batches:
  *   backward_begin(k, K) before each micro-batch's backward,
@@ -155,6 +175,9 @@ typedef struct so_strategy_ops {
      * gathers them; collective) for a caller that reads them all, until
      * the next step. NULL: they are. */
     int (*params_whole)(void *self);
+    /* The per-rank state beyond the model and optimizer (checkpoints);
+     * NULL, or NULL returned: none. */
+    const so_rank_state *(*rank_state)(void *self);
 } so_strategy_ops;
 
 typedef struct so_strategy {

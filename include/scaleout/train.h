@@ -191,6 +191,15 @@ typedef struct so_train_result {
      * seconds spent compressing and decompressing, error feedback on. */
     double compress_bytes_sent, compress_bytes_dense, compress_encode_s, compress_decode_s;
     int compress_error_feedback;
+    /* --compress auto: the methods weighed (as so_compress_format spells
+     * them; 0 first, "none"), each one's predicted step seconds, its
+     * measured bytes ratio and compress + decompress seconds per step on
+     * this CPU, the one chosen, and the step after which it was. */
+    int compress_auto_n, compress_auto_pick;
+    long compress_auto_step;
+    char compress_auto_name[SO_COMPRESS_AUTO_MAX][24];
+    double compress_auto_predicted[SO_COMPRESS_AUTO_MAX], compress_auto_ratio[SO_COMPRESS_AUTO_MAX],
+        compress_auto_overhead[SO_COMPRESS_AUTO_MAX];
 } so_train_result;
 
 /* Runs training. `test` may be NULL. Progress is reported through `progress`

@@ -160,7 +160,7 @@ int so_ckpt_create(const so_ckpt_config *c, const so_ckpt_transport *t, so_model
     ck->model_hash = so_ckpt_model_hash(m);
     ck->config_hash = so_ckpt_hash_text(c->config_text);
     ck->rep_bytes = ck_rep_bytes(m, opt);
-    ck->rank_bytes = ck_rank_bytes(m);
+    ck->rank_bytes = ck_rank_bytes(m, c->rank_state);
     ck->delay_ms = ck_test_delay_ms();
     ck->flush_delay_ms = ck_test_flush_delay_ms();
     const char *tr = getenv("SCALEOUT_CKPT_TRACE_MS"); /* diagnostics: log stall pieces of at least N ms */
@@ -269,6 +269,10 @@ static void fill_manifest(so_ckpt *ck, so_ckpt_manifest *m, const so_train_state
     m->optim_steps = so_optim_steps(ck->opt);
     m->rep_bytes = ck->rep_bytes;
     m->rank_bytes = ck->rank_bytes;
+    if (ck->c.rank_state) {
+        m->rank_state_bytes = ck->c.rank_state->bytes;
+        ck_fmt(m->rank_state, sizeof m->rank_state, "%s", ck->c.rank_state->tag);
+    }
     m->nshards = nshards;
     if (ck->unit_bounds) { /* borrowed, like config */
         m->nunits = ck->units.nunits;
@@ -392,7 +396,7 @@ static int recv_early(so_ckpt *ck)
 /* Records the small per-rank state and queues snapshot + write. */
 static int start_scaleout(so_ckpt *ck, const so_train_state *s)
 {
-    ck_rank_get(ck->m, ck->rankbuf);
+    ck_rank_get(ck->m, ck->c.rank_state, ck->rankbuf);
     fill_manifest(ck, &ck->pending_manifest, s, ck->t.world);
     ck_dir(ck->pending_dir, sizeof ck->pending_dir, ck_level1(ck), s->step);
     char name[64];
@@ -846,7 +850,7 @@ static int naive(so_ckpt *ck, const so_train_state *s)
 {
     fill_manifest(ck, &ck->pending_manifest, s, 1);
     ck_dir(ck->pending_dir, sizeof ck->pending_dir, ck_level1(ck), s->step);
-    ck_naive_job j = {&ck->t, ck->m, ck->opt, ck->rep_bytes, ck->rank_bytes, &ck->stage, &ck->stage_cap,
+    ck_naive_job j = {&ck->t, ck->m, ck->c.rank_state, ck->opt, ck->rep_bytes, ck->rank_bytes, &ck->stage, &ck->stage_cap,
                       &ck->pending_manifest, ck->pending_dir, ck->delay_ms};
     char err[600] = "";
     int mine = 0, all_done, failed;

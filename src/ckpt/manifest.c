@@ -83,8 +83,10 @@ int so_ckpt_manifest_format(const so_ckpt_manifest *m, char **out, size_t *len)
     sb_printf(&b, "step %ld\nepoch %d\nepoch_step %ld\nworld %d\n", m->step, m->epoch, m->epoch_step, m->world);
     sb_printf(&b, "nparams %" PRIu64 "\nnbufs %" PRIu64 "\noptimizer %s\nnslots %d\noptim_steps %ld\n", m->nparams,
               m->nbufs, m->optimizer, m->nslots, m->optim_steps);
-    sb_printf(&b, "rep_bytes %" PRIu64 "\nrank_bytes %" PRIu64 "\nshards %d\n", m->rep_bytes, m->rank_bytes,
-              m->nshards);
+    sb_printf(&b, "rep_bytes %" PRIu64 "\nrank_bytes %" PRIu64 "\n", m->rep_bytes, m->rank_bytes);
+    if (m->rank_state_bytes) /* optional: a strategy's per-rank state */
+        sb_printf(&b, "rank_state_bytes %" PRIu64 "\nrank_state %s\n", m->rank_state_bytes, m->rank_state);
+    sb_printf(&b, "shards %d\n", m->nshards);
     for (int i = 0; i < m->nshards; i++) {
         const so_ckpt_shard *s = &m->shards[i];
         sb_printf(&b, "shard %d %" PRIu64 " %" PRIu64 " %d %d %" PRIu64 " %08" PRIx32 "\n", i, s->rep_off, s->rep_len,
@@ -261,9 +263,28 @@ static int check_layout(lexer *lx, const so_ckpt_manifest *m)
     }
     if (off != m->rep_bytes || rank != m->world)
         return bad(lx, "shards do not cover the whole state");
-    if (m->rep_bytes != (uint64_t)(1 + m->nslots) * m->nparams * 4 || m->rank_bytes != 32 + m->nbufs * 4)
+    if (m->rep_bytes != (uint64_t)(1 + m->nslots) * m->nparams * 4 ||
+        m->rank_bytes != 32 + m->nbufs * 4 + m->rank_state_bytes)
         return bad(lx, "state sizes do not match the model sizes");
     return 0;
+}
+
+/* "rank_state_bytes N" and "rank_state TAG" when the next line says so
+ * (a strategy's per-rank state, e.g. compression residuals); nothing
+ * otherwise. */
+static int parse_rank_state(lexer *lx, so_ckpt_manifest *m)
+{
+    const char *mark = lx->p;
+    int line = lx->line, rc;
+    int has = next_line(lx) == 1 && strncmp(lx->buf, "rank_state_bytes ", 17) == 0;
+    lx->p = mark;
+    lx->line = line;
+    if (!has)
+        return 0;
+    if ((rc = key_u64(lx, "rank_state_bytes", MAX_ELEMS * 4, &m->rank_state_bytes)) ||
+        (rc = key_word(lx, "rank_state", m->rank_state, sizeof m->rank_state)))
+        return rc;
+    return m->rank_state_bytes ? 0 : bad(lx, "rank_state_bytes is 0");
 }
 
 static int parse_header(lexer *lx, so_ckpt_manifest *m)
@@ -278,7 +299,7 @@ static int parse_header(lexer *lx, so_ckpt_manifest *m)
         (rc = key_word(lx, "optimizer", m->optimizer, sizeof m->optimizer)) ||
         (rc = key_int(lx, "nslots", 8, &m->nslots)) || (rc = key_long(lx, "optim_steps", 1ULL << 50, &m->optim_steps)) ||
         (rc = key_u64(lx, "rep_bytes", MAX_ELEMS * 36, &m->rep_bytes)) ||
-        (rc = key_u64(lx, "rank_bytes", MAX_ELEMS * 4 + 32, &m->rank_bytes)) ||
+        (rc = key_u64(lx, "rank_bytes", MAX_ELEMS * 8 + 32, &m->rank_bytes)) || (rc = parse_rank_state(lx, m)) ||
         (rc = key_int(lx, "shards", MAX_WORLD, &m->nshards)))
         return rc;
     if (m->world < 1 || m->nshards < 1 || m->nshards > m->world)

@@ -56,7 +56,7 @@ int ck_naive_write(const ck_naive_job *j, so_ckpt_stats *st, int *failed, char *
     if (rc)
         return rc;
     uint8_t *ranks = *j->buf + (t->rank == 0 ? j->rep_bytes : 0);
-    ck_rank_get(j->m, ranks + (size_t)t->rank * j->rank_bytes);
+    ck_rank_get(j->m, j->rank_state, ranks + (size_t)t->rank * j->rank_bytes);
     for (int r = 0; r < w && !rc; r++) /* gather the small per-rank sections */
         rc = t->bcast(t->ctx, ranks + (size_t)r * j->rank_bytes, (size_t)j->rank_bytes, r);
     if (!rc && t->rank == 0)

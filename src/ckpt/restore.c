@@ -179,6 +179,22 @@ static int locate(so_ckpt *ck, const cands *c, const so_ckpt_manifest *m, int64_
     return ck->t.allreduce_i64(ck->t.ctx, hold, m->nshards, SO_CKPT_MIN);
 }
 
+/* The strategy's per-rank state (compression residuals, PowerSGD's Q)
+ * comes back only into the same configuration on the same ranks; anything
+ * else starts it afresh, which costs a few steps of accuracy, never a crash. */
+static void rank_state_put(so_ckpt *ck, const so_ckpt_manifest *m, const uint8_t *src)
+{
+    const so_rank_state *rs = ck->c.rank_state;
+    const char *now = rs ? rs->tag : "none", *then = m->rank_state_bytes ? m->rank_state : "none";
+    if (rs && m->rank_state_bytes == rs->bytes && !strcmp(then, now) && m->world == ck->t.world) {
+        rs->set(rs->ctx, src);
+        return;
+    }
+    if ((rs || m->rank_state_bytes) && ck->t.rank == 0)
+        so_log(SO_LOG_WARN, "checkpoint %ld: per-rank strategy state dropped (written as %s by %d ranks, this run "
+               "is %s on %d ranks): it starts afresh", m->step, then, m->world, now, ck->t.world);
+}
+
 /* Broadcasts each shard from its holder and puts its part of the state where
  * this run keeps it (ck_shard_put: the model and optimizer, or the blocks a
  * sharded strategy holds), shard after shard: a rank never holds the whole
@@ -205,6 +221,7 @@ static int assemble(so_ckpt *ck, const so_ckpt_manifest *m, const int64_t *hold,
     }
     if (!rc) {
         ck_rank_set(ck->m, sec);
+        rank_state_put(ck, m, sec + ck_rank_bytes(ck->m, NULL));
         so_optim_set_steps(ck->opt, m->optim_steps);
         so_model_params_changed(ck->m);
     }

@@ -165,6 +165,7 @@ int ck_flush_end(ck_flush *f, int failed, int bad_here, so_ckpt_stats *st, char 
 typedef struct {
     const so_ckpt_transport *t;
     so_model *m;
+    const so_rank_state *rank_state; /* the strategy's per-rank state (NULL: none) */
     so_optim *opt;
     uint64_t rep_bytes, rank_bytes;
     uint8_t **buf;                  /* the staging buffer (grown as needed) and its size */

@@ -53,14 +53,19 @@ uint64_t ck_rep_bytes(const so_model *m, const so_optim *o)
     return (uint64_t)(1 + so_optim_nslots(o)) * m->nparams * 4;
 }
 
-uint64_t ck_rank_bytes(const so_model *m) { return 32 + (uint64_t)m->nbufs * 4; }
+uint64_t ck_rank_bytes(const so_model *m, const so_rank_state *rs)
+{
+    return 32 + (uint64_t)m->nbufs * 4 + (rs ? rs->bytes : 0);
+}
 
-void ck_rank_get(const so_model *m, void *dst)
+void ck_rank_get(const so_model *m, const so_rank_state *rs, void *dst)
 {
     uint8_t *p = dst;
     memcpy(p, m->rng.s, 32);
     if (m->nbufs)
         memcpy(p + 32, m->bufs, m->nbufs * 4);
+    if (rs && rs->bytes)
+        rs->get(rs->ctx, p + ck_rank_bytes(m, NULL));
 }
 
 void ck_rank_set(so_model *m, const void *src)

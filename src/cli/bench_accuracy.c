@@ -276,6 +276,7 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
         so_json_num(&js, "compress_seconds", r->compress_encode_s);
         so_json_num(&js, "decompress_seconds", r->compress_decode_s);
     }
+    cli_compress_auto_json(&js, r);
     so_json_obj_end(&js);
     so_json_arr_begin(&js, "epochs");
     for (int i = 0; i < r->nepochs; i++) {
@@ -337,6 +338,7 @@ static int run(const acc_args *a, so_job *j, acc_state *s, double init_start)
                 printf("did not reach test accuracy %.4f within the budget: best last accuracy %.4f after %d "
                        "epoch(s), %.1f s, %.0f images/sec\n", a->target, s->last_accuracy, s->epochs_done,
                        tta, r.images_per_sec);
+            cli_compress_auto_print(&r);
             rc = a->json ? write_json(a, s, &r, tta, world) : CLI_OK;
         }
     }

@@ -5,6 +5,9 @@
 #define SCALEOUT_CLI_H
 #include <stdio.h>
 
+#include "scaleout/json.h"
+#include "scaleout/train.h"
+
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_HELP = 3 };
 /* `train` stopped by SIGTERM after its checkpoint was made durable: run it
  * again with --resume auto (EX_TEMPFAIL; examples/slurm/train.sbatch
@@ -71,6 +74,11 @@ int cli_job_train_error(const char *cmd, struct so_job *j, int rc);
 struct so_job_layer_times;
 void cli_measure_progress(void *cmd, const char *line);
 void cli_print_linearity(const struct so_job_layer_times *lt);
+
+/* --compress auto's choice (compress_auto.c): one line on stdout, and
+ * "compress_auto" in a --json object; nothing without auto. */
+void cli_compress_auto_print(const so_train_result *r);
+void cli_compress_auto_json(so_json *js, const so_train_result *r);
 
 int cmd_train(int argc, char **argv);
 int cmd_models(int argc, char **argv);

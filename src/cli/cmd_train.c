@@ -560,6 +560,7 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
         so_json_obj_end(&js);
     }
     json_compress(&js, c, r);
+    cli_compress_auto_json(&js, r);
     so_json_int(&js, "gradient_buckets", r->nbuckets);
     so_json_obj_begin(&js, "bucket_plan");
     so_json_bool(&js, "auto", c->bucket_mb < 0);
@@ -710,6 +711,7 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
         report_comm(j, r, ranks);
     report_pipeline(&a->cfg, j, r);
     report_compress(&a->cfg, r);
+    cli_compress_auto_print(r);
     report_data(a, j, r);
     if (a->cfg.clip_norm > 0)
         printf("clipping: %ld of %ld steps scaled down to global norm %g (last step's norm %.4g)\n", r->clipped_steps,

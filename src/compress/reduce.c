@@ -625,6 +625,34 @@ float *so_compressor_residual(so_compressor *c) { return c->res; }
 
 void so_compressor_stats_get(const so_compressor *c, so_compressor_stats *out) { *out = c->st; }
 
+/* ---- the state kept between steps, for checkpoints ----------------------------------- */
+
+/* The state's pieces in their saved order: the residual, then each
+ * compressed matrix's Q^T, copied out of (into = 0) or into the bytes
+ * (NULL: only counted). Returns the bytes. */
+static size_t state_walk(so_compressor *c, uint8_t *bytes, int into)
+{
+    size_t off = 0;
+    for (int i = -1; i < c->nmats; i++) {
+        float *p = i < 0 ? (c->ef ? c->res : NULL) : c->Q ? c->Q[i] : NULL;
+        size_t n = i < 0 ? c->n : (size_t)c->spec.rank * c->mats[i].cols;
+        if (!p)
+            continue;
+        if (bytes && into)
+            memcpy(p, bytes + off, n * sizeof(float));
+        else if (bytes)
+            memcpy(bytes + off, p, n * sizeof(float));
+        off += n * sizeof(float);
+    }
+    return off;
+}
+
+size_t so_compressor_state_bytes(const so_compressor *c) { return state_walk((so_compressor *)c, NULL, 0); }
+
+void so_compressor_state_get(const so_compressor *c, void *dst) { state_walk((so_compressor *)c, dst, 0); }
+
+void so_compressor_state_set(so_compressor *c, const void *src) { state_walk(c, (uint8_t *)src, 1); }
+
 double so_compress_bucket_bytes(const so_compress_spec *s, size_t n, const so_compress_matrix *mats, int nmats,
                                 int ranks, long step)
 {

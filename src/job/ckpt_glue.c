@@ -275,6 +275,7 @@ int ckpt_glue_open(const so_job_ckpt_config *a_in, dist_handle *dh, const ckpt_s
     so_ckpt_config c;
     int rc = make_config(a, model, optimizer, config, &c);
     c.state = scope->state;
+    c.rank_state = scope->rank_state;
     if (!rc && scope->stage >= 0 && a->resume && strcmp(a->resume, "auto")) { /* this stage's part of PATH */
         char root[4096];
         rc = ckpt_glue_stage_resume(a_in->resume, scope->stage, root, sizeof root, g->stage_resume,

@@ -17,6 +17,7 @@ typedef struct {
     void *group;                 /* so_comm of the ranks holding this state; NULL: the job */
     int stage;                   /* >= 0: a pipeline stage */
     const so_state_layout *state; /* the part a sharded strategy keeps on this rank; NULL: all */
+    const so_rank_state *rank_state; /* the strategy's own per-rank state (compression); NULL: none */
 } ckpt_scope;
 
 /* --resume PATH of a pipeline: PATH is the checkpoints' root (holding

@@ -346,7 +346,8 @@ static int observers(so_job *j)
 {
     const so_job_config *c = &j->cfg;
     const so_strategy *st = j->parts.strategy;
-    ckpt_scope scope = {NULL, -1, st && st->ops->state ? st->ops->state(st->self) : NULL};
+    ckpt_scope scope = {NULL, -1, st && st->ops->state ? st->ops->state(st->self) : NULL,
+                        st && st->ops->rank_state ? st->ops->rank_state(st->self) : NULL};
     if (j->pipe)
         pipe_glue_ckpt_scope(j->pipe, &scope.group, &scope.stage);
     int rc = ckpt_glue_open(&c->ckpt, j->dh, &scope, j->parts.m, j->parts.opt, c->model, c->optimizer, j->config,

@@ -159,6 +159,10 @@ static int strategy_config(const so_job_config *a, const so_dist *d, so_strategy
                                .auto_buckets = a->bucket_mb < 0, .accumulate = a->accumulate, .shard_unit = a->shard_unit,
                                .shard_prefetch = a->shard_prefetch,
                                .shard_node = a->shard_group && !strcmp(a->shard_group, "node")};
+    if ((rc = so_compress_parse(a->compress ? a->compress : "none", &sc->compress)))
+        return rc;
+    sc->error_feedback = a->error_feedback;
+    sc->compress_seed = (uint64_t)a->seed;
     so_optim_defaults(&sc->optim, kind);
     sc->optim.momentum = a->momentum;
     sc->optim.weight_decay = a->weight_decay;

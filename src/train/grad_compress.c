@@ -2,11 +2,13 @@
  * model's weight tensors become the matrices PowerSGD may compress (a conv
  * weight OIHW as O x IHW, a dense weight (out, in)); vectors and everything
  * else go uncompressed inside their bucket. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "grad_compress.h"
 #include "scaleout/err.h"
 #include "scaleout/graph.h"
+#include "scaleout/predict.h"
 
 /* Every parameter tensor of two or more dimensions, in buffer order. */
 static int weight_matrices(const so_model *m, so_compress_matrix **out, int *n)
@@ -40,18 +42,18 @@ static int by_offset(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-int grad_compress_create(const so_train_config *c, const so_model *m, so_compressor **out)
+int grad_compress_create(const so_compress_spec *spec, int error_feedback, uint64_t seed, const so_model *m,
+                         so_compressor **out)
 {
     *out = NULL;
-    if (c->compress.method == SO_COMPRESS_NONE)
+    if (spec->method == SO_COMPRESS_NONE)
         return 0;
-    if (c->compress.method == SO_COMPRESS_AUTO)
-        return so_err(SO_EINVAL, "--compress auto: not available in this version; name a method (docs/COMPRESSION.md)");
-    so_compressor_config cf = {.spec = c->compress, .error_feedback = c->error_feedback, .n = m->nparams,
-                               .seed = c->compress_seed};
+    if (spec->method == SO_COMPRESS_AUTO)
+        return so_err(SO_EINVAL, "--compress auto: the method is chosen by the strategy at set-up (grad_compress_auto)");
+    so_compressor_config cf = {.spec = *spec, .error_feedback = error_feedback, .n = m->nparams, .seed = seed};
     so_compress_matrix *mats = NULL;
     int rc = 0;
-    if (c->compress.method == SO_COMPRESS_POWERSGD && !(rc = weight_matrices(m, &mats, &cf.nmats))) {
+    if (spec->method == SO_COMPRESS_POWERSGD && !(rc = weight_matrices(m, &mats, &cf.nmats))) {
         qsort(mats, (size_t)cf.nmats, sizeof *mats, by_offset);
         cf.mats = mats;
     }
@@ -59,6 +61,108 @@ int grad_compress_create(const so_train_config *c, const so_model *m, so_compres
         rc = so_compressor_create(&cf, out);
     free(mats);
     return rc;
+}
+
+/* The tag says what the bytes are: a resume under another method, error
+ * feedback setting or rank count does not load them. */
+static void rank_state_get(void *ctx, void *dst) { so_compressor_state_get(ctx, dst); }
+static void rank_state_set(void *ctx, const void *src) { so_compressor_state_set(ctx, src); }
+
+void grad_compress_rank_state(so_compressor *x, const so_compress_spec *spec, so_rank_state *out)
+{
+    char name[64];
+    so_compress_format(spec, name, sizeof name);
+    *out = (so_rank_state){.bytes = so_compressor_state_bytes(x), .get = rank_state_get, .set = rank_state_set,
+                           .ctx = x};
+    snprintf(out->tag, sizeof out->tag, "compress=%s,error_feedback=%s", name,
+             so_compressor_error_feedback(x) ? "on" : "off");
+}
+
+/* ---- --compress auto ------------------------------------------------------------------ */
+
+/* The methods auto weighs: FP32 first (ties go to it), then those that keep
+ * accuracy at a fixed number of epochs (docs/COMPRESSION.md). */
+static const char *const auto_methods[] = {"none", "fp16", "bf16", "topk:0.01", "powersgd:4"};
+#define NAUTO ((int)(sizeof auto_methods / sizeof auto_methods[0]))
+#define AUTO_MARGIN 0.02 /* a method must be predicted this much faster than FP32 */
+
+/* Method i's measured cost on this CPU over the real buckets: compress and
+ * decompress seconds per FP32 byte, bytes ratio, and PowerSGD's Q share. */
+static int auto_measure(const so_compress_spec *spec, int ef, uint64_t seed, const so_model *m, const size_t *bounds,
+                        int nb, int ranks, so_predict_compress_cost *out)
+{
+    so_compressor_config cf = {.spec = *spec, .error_feedback = ef, .n = m->nparams, .seed = seed};
+    so_compress_matrix *mats = NULL;
+    int rc = 0;
+    if (spec->method == SO_COMPRESS_POWERSGD && !(rc = weight_matrices(m, &mats, &cf.nmats))) {
+        qsort(mats, (size_t)cf.nmats, sizeof *mats, by_offset);
+        cf.mats = mats;
+    }
+    so_compressor_stats st;
+    if (!rc)
+        rc = so_compress_calibrate(&cf, m->grads, bounds, nb, ranks, &st);
+    double q = 0; /* PowerSGD: the Q allreduce's words */
+    for (int i = 0; i < cf.nmats; i++)
+        if (so_compress_powersgd_fits(mats[i].rows, mats[i].cols, spec->rank))
+            q += (double)mats[i].cols * spec->rank;
+    free(mats);
+    if (rc)
+        return rc;
+    double dense = st.bytes_dense > 0 ? st.bytes_dense : 1;
+    out->ratio2 = q * 4 / dense;
+    out->ratio = st.bytes_sent / dense - out->ratio2;
+    out->gather = (spec->method == SO_COMPRESS_TOPK || spec->method == SO_COMPRESS_QSGD ||
+                   spec->method == SO_COMPRESS_SIGN) && out->ratio < 0.9;
+    out->encode_per_byte = st.encode_seconds / dense;
+    out->decode_per_byte = st.decode_seconds / dense;
+    return 0;
+}
+
+/* Every rank's worst measurement, so all ranks predict and pick alike. */
+static int auto_agree(const so_dist *d, so_predict_compress_cost *mc, int n)
+{
+    double v[2 * NAUTO];
+    for (int i = 0; i < n; i++) {
+        v[2 * i] = mc[i].encode_per_byte;
+        v[2 * i + 1] = mc[i].decode_per_byte;
+    }
+    int rc = d->max(d->ctx, v, 2 * n);
+    for (int i = 0; i < n; i++) {
+        mc[i].encode_per_byte = v[2 * i];
+        mc[i].decode_per_byte = v[2 * i + 1];
+    }
+    return rc;
+}
+
+int grad_compress_auto(const so_train_config *c, const so_model *m, const so_dist *d, const so_predict_compute *pc,
+                       const size_t *bounds, int nb, so_train_result *r, so_compress_spec *pick)
+{
+    so_predict_compress_cost mc[NAUTO];
+    so_compress_spec spec[NAUTO];
+    double step[NAUTO];
+    int rc = 0, best = 0;
+    for (int i = 0; !rc && i < NAUTO; i++) {
+        mc[i] = (so_predict_compress_cost){.ratio = 1};
+        if (!(rc = so_compress_parse(auto_methods[i], &spec[i])) && i > 0)
+            rc = auto_measure(&spec[i], c->error_feedback, c->compress_seed, m, bounds, nb, d->world, &mc[i]);
+    }
+    if (!rc)
+        rc = auto_agree(d, mc, NAUTO);
+    if (!rc)
+        rc = so_predict_compress(pc, d->world, d->cost, d->ctx, mc, NAUTO, AUTO_MARGIN, step, &best);
+    if (rc)
+        return rc;
+    size_t grad_bytes = m->nparams * sizeof(float);
+    r->compress_auto_n = NAUTO;
+    r->compress_auto_pick = best;
+    for (int i = 0; i < NAUTO; i++) {
+        so_compress_format(&spec[i], r->compress_auto_name[i], sizeof r->compress_auto_name[i]);
+        r->compress_auto_predicted[i] = step[i];
+        r->compress_auto_ratio[i] = mc[i].ratio + mc[i].ratio2;
+        r->compress_auto_overhead[i] = (mc[i].encode_per_byte + mc[i].decode_per_byte) * (double)grad_bytes;
+    }
+    *pick = spec[best];
+    return 0;
 }
 
 void grad_compress_report(const so_compressor *x, so_train_result *r)

@@ -4,11 +4,25 @@
 #define SCALEOUT_TRAIN_GRAD_COMPRESS_H
 #include "scaleout/compress.h"
 #include "scaleout/model.h"
+#include "scaleout/predict.h"
+#include "scaleout/strategy.h"
 #include "scaleout/train.h"
 
-/* *out = NULL when c->compress is none; SO_EINVAL for auto (the caller
- * chooses) and what so_compressor_create refuses. */
-int grad_compress_create(const so_train_config *c, const so_model *m, so_compressor **out);
+/* The compressor of spec for m's flat gradient buffer: *out = NULL when
+ * spec is none; SO_EINVAL for auto (resolved before) and what
+ * so_compressor_create refuses. */
+int grad_compress_create(const so_compress_spec *spec, int error_feedback, uint64_t seed, const so_model *m,
+                         so_compressor **out);
+/* x's state (residuals, Q's) as the strategy's per-rank checkpoint state,
+ * tagged with the method and error-feedback setting (x must outlive it). */
+void grad_compress_rank_state(so_compressor *x, const so_compress_spec *spec, so_rank_state *out);
+/* --compress auto: measures each candidate method on this CPU over m's
+ * current gradient cut at bounds (nb buckets, ascending), agrees the costs
+ * over d's ranks (collective), predicts each one's step from pc and
+ * d->cost, and picks the fastest (FP32 unless one is 2% faster). The
+ * methods, predictions and the pick go to r; *pick = the chosen method. */
+int grad_compress_auto(const so_train_config *c, const so_model *m, const so_dist *d, const so_predict_compute *pc,
+                       const size_t *bounds, int nb, so_train_result *r, so_compress_spec *pick);
 /* The compressor's counters into r (and destroys nothing). */
 void grad_compress_report(const so_compressor *x, so_train_result *r);
 

@@ -32,6 +32,7 @@ static int plan_for(const so_predict_compute *c, so_predict_cost_fn cost, void *
         return so_bucket_plan_build(c->g, *first, *bytes, p);
     }
     double end;
+    memset(p, 0, sizeof *p); /* so_bucket_plan_auto frees the plan it replaces */
     return so_bucket_plan_auto(c->g, c->t_bwd, cost, ctx, p, first, bytes, &end);
 }
 
@@ -58,6 +59,46 @@ int so_predict_step(const so_predict_compute *c, int ranks, so_predict_cost_fn c
         out->step_seconds += out->comm_exposed_seconds;
     }
     out->images_per_sec = (double)c->batch * ranks / out->step_seconds;
+    return 0;
+}
+
+/* One method's bucket on the communication engine (so_predict_compress). */
+typedef struct {
+    const so_predict_compress_cost *m;
+    so_predict_cost_fn cost;
+    void *ctx;
+    int ranks;
+} compressed_link;
+
+static double compressed_cost(void *arg, size_t bytes)
+{
+    const compressed_link *l = arg;
+    const so_predict_compress_cost *m = l->m;
+    double b = (double)bytes, t = m->decode_per_byte * b;
+    if (m->gather)
+        return t + l->cost(l->ctx, (size_t)(m->ratio * b * l->ranks / 2));
+    t += l->cost(l->ctx, (size_t)(m->ratio * b));
+    return m->ratio2 > 0 ? t + l->cost(l->ctx, (size_t)(m->ratio2 * b)) : t;
+}
+
+int so_predict_compress(const so_predict_compute *c, int ranks, so_predict_cost_fn cost, void *ctx,
+                        const so_predict_compress_cost *methods, int n, double margin, double *step_seconds,
+                        int *best)
+{
+    if (ranks < 2 || !cost || n < 1 || !methods)
+        return so_err(SO_EINVAL, "so_predict_compress: %d ranks, %d methods", ranks, n);
+    size_t grad_bytes = so_graph_nparams(c->g) * sizeof(float);
+    *best = 0;
+    for (int i = 0; i < n; i++) {
+        compressed_link l = {&methods[i], cost, ctx, ranks};
+        so_predict_point p;
+        int rc = so_predict_step(c, ranks, compressed_cost, &l, &p);
+        if (rc)
+            return rc;
+        step_seconds[i] = p.step_seconds + methods[i].encode_per_byte * (double)grad_bytes;
+        if (i > 0 && step_seconds[i] < step_seconds[0] * (1 - margin) && step_seconds[i] < step_seconds[*best])
+            *best = i;
+    }
     return 0;
 }
 

@@ -22,8 +22,10 @@ typedef struct {
     so_bucket_plan plan;
     int live;           /* submit from inside backward (overlap, last micro-batch) */
     long start_step;    /* the run's first step (resume) */
-    double *t_bwd0;     /* auto_buckets: per-node backward times when measuring began */
+    double *t0;         /* auto_buckets, auto compress: per-node forward, backward times when measuring began */
+    int auto_compress;  /* --compress auto: the compressor is chosen after measuring */
     so_compressor *cx;  /* --compress: buckets compressed over d->group (NULL: d->grad_submit) */
+    so_rank_state rs;   /* cx's residuals and Q's, for checkpoints (made at create) */
     long step;          /* the step being computed (the compressor's draws) */
 } dp_state;
 
@@ -44,7 +46,11 @@ static int dp_start(void *self, so_model *m, const so_train_config *c, so_train_
     s->start_step = s->step = c->start_step;
     if (c->compress.method != SO_COMPRESS_NONE && !s->d->group)
         return so_err(SO_EINVAL, "--compress needs the collective vocabulary (so_dist.group)");
-    int rc = grad_compress_create(c, m, &s->cx);
+    s->auto_compress = c->compress.method == SO_COMPRESS_AUTO;
+    if (s->auto_compress && (!s->d->cost || !s->d->max))
+        return so_err(SO_EINVAL, "--compress auto needs the communication layer's cost model (so_dist.cost)");
+    int rc = s->cx || s->auto_compress ? 0
+             : grad_compress_create(&c->compress, c->error_feedback, c->compress_seed, m, &s->cx);
     if (!rc)
         rc = so_bucket_plan_build(m->g, c->first_bucket_bytes, c->bucket_bytes, &s->plan);
     if (rc)
@@ -94,63 +100,118 @@ static double plan_cost(void *ctx, size_t bytes)
     return d->cost(d->ctx, bytes);
 }
 
-/* The per-node backward times of the PLAN_STEPS steps just measured, as
- * the slowest rank's (every rank must build the same plan), and the plan. */
-static int replan(dp_state *s, long step)
+/* The per-node forward and backward times of the PLAN_STEPS steps just
+ * measured, as the slowest rank's (every rank must build the same plan and
+ * pick the same compressor): t0[0..n) forward, t0[n..2n) backward. */
+static int measured(dp_state *s)
 {
     so_model *m = s->m;
     int n = so_graph_size(m->g);
     m->timing--;
-    for (int i = 0; i < n; i++)
-        s->t_bwd0[i] = (m->t_bwd[i] - s->t_bwd0[i]) / PLAN_STEPS;
-    int rc = s->d->max(s->d->ctx, s->t_bwd0, n);
+    for (int i = 0; i < n; i++) {
+        s->t0[i] = (m->t_fwd[i] - s->t0[i]) / PLAN_STEPS;
+        s->t0[n + i] = (m->t_bwd[i] - s->t0[n + i]) / PLAN_STEPS;
+    }
+    return s->d->max(s->d->ctx, s->t0, 2 * n);
+}
+
+/* auto_buckets: the plan from the measured backward times. */
+static int replan(dp_state *s, long step)
+{
+    so_model *m = s->m;
+    int n = so_graph_size(m->g);
+    const double *t_bwd = s->t0 + n;
     double total = 0;
     for (int i = 0; i < n; i++)
-        total += s->t_bwd0[i];
+        total += t_bwd[i];
     so_train_result *r = s->r;
-    if (!rc)
-        rc = so_bucket_plan_auto(m->g, s->t_bwd0, plan_cost, (void *)s->d, &s->plan, &r->first_bucket_bytes,
+    int rc = so_bucket_plan_auto(m->g, t_bwd, plan_cost, (void *)s->d, &s->plan, &r->first_bucket_bytes,
                                  &r->bucket_bytes, &r->predicted_comm_end);
     r->measured_backward = total;
     r->nbuckets = s->plan.n;
     r->bucket_plan_step = step;
-    free(s->t_bwd0);
-    s->t_bwd0 = NULL;
     return rc;
 }
 
-/* auto_buckets: times backward per node over PLAN_STEPS steps, then re-plans
- * the buckets jointly with the cost model's per-size algorithm choice. */
+static int by_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* --compress auto: each candidate timed on this step's gradient over the
+ * real buckets, the step predicted with the link's cost model, and the
+ * fastest one's compressor made for the following steps. */
+static int choose_compressor(dp_state *s, long step)
+{
+    so_model *m = s->m;
+    int n = so_graph_size(m->g), nb = s->plan.n;
+    size_t *bounds = malloc(((size_t)nb + 1) * sizeof *bounds);
+    if (!bounds)
+        return so_err(SO_ENOMEM, "out of memory choosing a compressor");
+    for (int b = 0; b < nb; b++)
+        bounds[b] = s->plan.b[b].lo;
+    qsort(bounds, (size_t)nb, sizeof *bounds, by_size);
+    bounds[nb] = m->nparams;
+    so_predict_compute pc = {.g = m->g, .t_fwd = s->t0, .t_bwd = s->t0 + n, .batch = m->batch,
+                             .first_bucket_bytes = s->r->first_bucket_bytes, .bucket_bytes = s->r->bucket_bytes};
+    so_compress_spec pick;
+    int rc = grad_compress_auto(s->c, m, s->d, &pc, bounds, nb, s->r, &pick);
+    free(bounds);
+    s->r->compress_auto_step = step;
+    return rc ? rc : grad_compress_create(&pick, s->c->error_feedback, s->c->compress_seed, m, &s->cx);
+}
+
+static int measuring(const dp_state *s)
+{
+    return (s->c->auto_buckets && s->d->cost) || s->auto_compress;
+}
+
+/* auto_buckets and --compress auto: times forward and backward per node
+ * over PLAN_STEPS steps, then re-plans the buckets jointly with the cost
+ * model's per-size algorithm choice, and picks the compressor. */
 static int dp_step_done(void *self, long step)
 {
     dp_state *s = self;
     long rel = step - s->start_step;
     s->step = step;
-    if (!s->c->auto_buckets || !s->d->cost || rel > PLAN_FROM + PLAN_STEPS)
+    if (!measuring(s) || rel > PLAN_FROM + PLAN_STEPS)
         return 0;
+    int n = so_graph_size(s->m->g), rc;
     if (rel == PLAN_FROM) {
-        int n = so_graph_size(s->m->g);
-        if (!(s->t_bwd0 = malloc((size_t)n * sizeof *s->t_bwd0)))
+        if (!(s->t0 = malloc(2 * (size_t)n * sizeof *s->t0)))
             return so_err(SO_ENOMEM, "out of memory timing backward");
-        memcpy(s->t_bwd0, s->m->t_bwd, (size_t)n * sizeof *s->t_bwd0);
+        memcpy(s->t0, s->m->t_fwd, (size_t)n * sizeof *s->t0);
+        memcpy(s->t0 + n, s->m->t_bwd, (size_t)n * sizeof *s->t0);
         s->m->timing++;
         return 0;
     }
-    return rel == PLAN_FROM + PLAN_STEPS && s->t_bwd0 ? replan(s, step) : 0;
+    if (rel != PLAN_FROM + PLAN_STEPS || !s->t0)
+        return 0;
+    rc = measured(s);
+    if (!rc && s->c->auto_buckets && s->d->cost)
+        rc = replan(s, step);
+    if (!rc && s->auto_compress)
+        rc = choose_compressor(s, step);
+    free(s->t0);
+    s->t0 = NULL;
+    return rc;
 }
 
 static void dp_finish(void *self)
 {
     dp_state *s = self;
-    if (s->t_bwd0) { /* stopped while measuring */
+    if (s->t0) { /* stopped while measuring */
         s->m->timing--;
-        free(s->t_bwd0);
-        s->t_bwd0 = NULL;
+        free(s->t0);
+        s->t0 = NULL;
     }
     so_bucket_plan_free(&s->plan);
     if (s->cx) {
         so_compressor_wait(s->cx, s->d->group, NULL); /* stopped with buckets in flight */
         grad_compress_report(s->cx, s->r);
+    }
+    if (s->cx && !s->rs.ctx) { /* made by start (a caller of so_strategy_data_parallel): the run's own */
         so_compressor_destroy(s->cx);
         s->cx = NULL;
     }
@@ -169,6 +230,19 @@ static void dp_use_dist(void *self, const so_dist *d)
     ((dp_state *)self)->d = d;
 }
 
+static const so_rank_state *dp_rank_state(void *self)
+{
+    dp_state *s = self;
+    return s->cx && s->rs.bytes ? &s->rs : NULL;
+}
+
+static void dp_destroy(void *self)
+{
+    dp_state *s = self;
+    so_compressor_destroy(s->cx);
+    free(s);
+}
+
 static const so_strategy_ops dp_ops = {
     .name = "data-parallel",
     .start = dp_start,
@@ -179,6 +253,8 @@ static const so_strategy_ops dp_ops = {
     .finish = dp_finish,
     .grad_sqnorm = dp_grad_sqnorm,
     .use_dist = dp_use_dist,
+    .rank_state = dp_rank_state,
+    .destroy = dp_destroy,
 };
 
 int so_strategy_data_parallel(const so_dist *d, so_strategy **out)
@@ -209,20 +285,34 @@ static int local_grads_done(void *self, double *exposed)
 
 static const so_strategy_ops local_ops = {.name = "local", .grads_done = local_grads_done};
 
+/* --compress's compressor, made before the first step so a resume can put
+ * its checkpointed residuals and Q's back (dp_rank_state). */
+static int dp_compressor(const so_strategy_config *c, so_model *m, dp_state *s)
+{
+    if (c->compress.method == SO_COMPRESS_AUTO) /* chosen after a few steps (choose_compressor) */
+        return 0;
+    int rc = grad_compress_create(&c->compress, c->error_feedback, c->compress_seed, m, &s->cx);
+    if (!rc && s->cx)
+        grad_compress_rank_state(s->cx, &c->compress, &s->rs);
+    return rc;
+}
+
 /* "dp" by name: data parallelism over c->dist, or the local step without
  * one; either way with the whole model's optimizer. */
 static int dp_create(const so_strategy_config *c, so_model *m, so_strategy **out)
 {
     so_optim *opt = NULL;
     int rc = so_optim_create(&c->optim, m->nparams, &opt);
-    if (!rc && c->dist)
-        rc = so_strategy_data_parallel(c->dist, out);
+    if (!rc && c->dist && !(rc = so_strategy_data_parallel(c->dist, out)))
+        rc = dp_compressor(c, m, (*out)->self);
     else if (!rc && !(*out = calloc(1, sizeof **out)))
         rc = so_err(SO_ENOMEM, "out of memory");
     else if (!rc)
         **out = (so_strategy){.ops = &local_ops};
     if (rc) {
         so_optim_destroy(opt);
+        so_strategy_free(*out);
+        *out = NULL;
         return rc;
     }
     (*out)->opt = opt;

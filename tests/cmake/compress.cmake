@@ -8,3 +8,9 @@ if(TARGET scaleout_comm)
   so_add_script_test(compress_cli compress_cli.sh LABELS "mpi;cli" TIMEOUT 300)
   set_property(TEST compress_cli APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
 endif()
+# Residuals and PowerSGD's Q in checkpoints: bitwise resume, dropped with
+# one line on another world size or method.
+if(TARGET scaleout_comm)
+  so_add_script_test(compress_ckpt compress_ckpt.sh LABELS "mpi;cli" TIMEOUT 300)
+  set_property(TEST compress_ckpt APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+endif()

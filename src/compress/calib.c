@@ -1,0 +1,114 @@
+/* What a method costs on this CPU (so_compress_calibrate): the real
+ * compressor run over the real buckets on a loopback group of one process
+ * that stands in for R ranks. An allreduce hands back what was sent (the
+ * sum is the link's work, priced by the cost model, not here); an
+ * allgather hands back R copies of this rank's message, so decoding does
+ * the work of R messages as it would on R ranks. Continuations run at once. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "scaleout/compress.h"
+#include "scaleout/err.h"
+
+/* The loopback's handle: done at submission; a continuation's result. */
+struct so_handle {
+    int status;
+};
+
+typedef struct {
+    so_group g;
+} loop_group;
+
+static int loop_handle(int status, so_handle **out)
+{
+    if (!(*out = malloc(sizeof **out)))
+        return so_err(SO_ENOMEM, "out of memory calibrating a compressor");
+    (*out)->status = status;
+    return 0;
+}
+
+static int loop_iallreduce(so_group *g, const void *send, void *recv, size_t count, so_dtype dt, so_reduce_op op,
+                           const so_group_opts *o, so_handle **out)
+{
+    (void)g, (void)op, (void)o;
+    if (send != recv)
+        memmove(recv, send, count * so_dtype_size(dt));
+    return loop_handle(0, out);
+}
+
+/* counts NULL: even blocks of count / size, every one this rank's. */
+static int loop_iallgather(so_group *g, const void *send, void *recv, size_t count, const size_t *counts,
+                           so_dtype dt, const so_group_opts *o, so_handle **out)
+{
+    (void)counts, (void)o;
+    size_t blk = count / (size_t)g->size * so_dtype_size(dt);
+    for (int r = 0; r < g->size; r++)
+        if ((const char *)recv + (size_t)r * blk != send)
+            memmove((char *)recv + (size_t)r * blk, send, blk);
+    return loop_handle(0, out);
+}
+
+static int loop_wait(so_group *g, so_handle *h)
+{
+    (void)g;
+    int st = h->status;
+    free(h);
+    return st;
+}
+
+static int loop_then(so_group *g, so_handle *h, so_then_fn fn, void *arg, so_handle **next)
+{
+    so_handle *follow = NULL;
+    int st = loop_wait(g, h);
+    st = fn(arg, st, &follow);
+    if (follow) /* its operation ran at submission: its status is the continuation's result */
+        st = st ? st : loop_wait(g, follow);
+    return loop_handle(st, next);
+}
+
+static const so_group_ops loop_ops = {.iallreduce = loop_iallreduce, .iallgather = loop_iallgather,
+                                      .wait = loop_wait, .then = loop_then};
+
+/* One pass over every bucket of a copy of g. */
+static int pass(so_compressor *c, so_group *lg, float *work, const float *g, size_t n, const size_t *bounds, int nb,
+                long step)
+{
+    memcpy(work, g, n * sizeof *work);
+    int rc = 0;
+    for (int b = 0; !rc && b < nb; b++)
+        rc = so_compressor_submit(c, lg, work, bounds[b], bounds[b + 1], b, step);
+    int w = so_compressor_wait(c, lg, NULL);
+    return rc ? rc : w;
+}
+
+int so_compress_calibrate(const so_compressor_config *cf, const float *g, const size_t *bounds, int nbuckets,
+                          int ranks, so_compressor_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    if (ranks < 1 || nbuckets < 1 || bounds[0] != 0 || bounds[nbuckets] != cf->n)
+        return so_err(SO_EINVAL, "so_compress_calibrate: %d buckets over %zu values, %d ranks", nbuckets, cf->n,
+                      ranks);
+    so_compressor *c = NULL;
+    loop_group lg = {{&loop_ops, NULL, 0, ranks}};
+    float *work = malloc(cf->n * sizeof *work + 4);
+    int rc = work ? so_compressor_create(cf, &c) : so_err(SO_ENOMEM, "out of memory calibrating a compressor");
+    long step = cf->spec.method == SO_COMPRESS_POWERSGD ? cf->spec.start_step : 0; /* compressed */
+    if (!rc) /* the first pass allocates the buckets' buffers and warms the caches */
+        rc = pass(c, &lg.g, work, g, cf->n, bounds, nbuckets, step);
+    so_compressor_stats first;
+    if (!rc) {
+        so_compressor_stats_get(c, &first);
+        rc = pass(c, &lg.g, work, g, cf->n, bounds, nbuckets, step + 1);
+    }
+    if (!rc) {
+        so_compressor_stats_get(c, out);
+        out->bytes_sent -= first.bytes_sent;
+        out->bytes_dense -= first.bytes_dense;
+        out->encode_seconds -= first.encode_seconds;
+        out->decode_seconds -= first.decode_seconds;
+        out->buckets -= first.buckets;
+    }
+    so_compressor_destroy(c);
+    free(work);
+    return rc;
+}
