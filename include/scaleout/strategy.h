@@ -22,6 +22,7 @@
 
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
+#include "scaleout/sync.h"
 
 struct so_train_config;
 struct so_train_result;
@@ -61,6 +62,10 @@ typedef struct so_strategy_config {
     const char *shard_unit;
     int shard_prefetch;
     int shard_node;
+    /* The parameter server ("ps": --sync ssp:S or async): the method and the
+     * number of ranks serving the parameters (the last ps_ranks ranks). */
+    so_sync_spec sync;
+    int ps_ranks;
 } so_strategy_config;
 
 /* The tags of the sharded strategies' collectives (so_group_opts.tag: the

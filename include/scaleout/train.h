@@ -191,6 +191,12 @@ typedef struct so_train_result {
      * seconds spent compressing and decompressing, error feedback on. */
     double compress_bytes_sent, compress_bytes_dense, compress_encode_s, compress_decode_s;
     int compress_error_feedback;
+    /* --sync ssp:S / async (the parameter server, over every rank): workers
+     * and servers, the bytes a worker's step moves (pushed and pulled), the
+     * staleness of the parameters a worker computed with, in clocks of the
+     * slowest worker missing from them (mean, max over every worker step). */
+    int ps_workers, ps_servers;
+    double ps_bytes_per_step, ps_staleness_mean, ps_staleness_max;
 } so_train_result;
 
 /* Runs training. `test` may be NULL. Progress is reported through `progress`
