@@ -293,8 +293,8 @@ static int take_replies(ps_state *s, double deadline, int count)
         s->stale_sum += st;
         s->stale_n++;
         s->stale_max = st > s->stale_max ? st : s->stale_max;
+        s->bytes += 2.0 * (double)(s->m->nparams + s->K) * sizeof(float);
     }
-    s->bytes += 2.0 * (double)(s->m->nparams + s->K) * sizeof(float);
     return 0;
 }
 
