@@ -207,7 +207,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"local-after", OPT_LONG, &c->local_after, "S", "local SGD after S synchronous steps (post-local SGD)", 0, 1e15, NULL},
         {"outer-lr", OPT_FLOAT, &c->outer_lr, "X", "diloco: the outer Nesterov step's learning rate", 0, 1e3, NULL},
         {"outer-momentum", OPT_FLOAT, &c->outer_momentum, "X", "diloco: the outer step's momentum", 0, 1, NULL},
-        {"ps-ranks", OPT_INT, &c->ps_ranks, "K", "ssp, async: ranks serving the parameters (fewer than the world)", 1, 1 << 20, NULL},
+        {"ps-ranks", OPT_INT, &c->ps_ranks, "K", "ssp, async: the last K ranks serve the parameters (fewer than the world)", 1, 1 << 20, NULL},
         {"error-feedback", OPT_CHOICE, &a->error_feedback, "on|off", "keep what compression dropped and add it to the next step (default: on for topk, sign and powersgd, off for the unbiased randk and qsgd and for fp16, bf16)", 0, -1, on_off},
         {"sync-bn", OPT_FLAG, &c->sync_bn, NULL, "batchnorm statistics over the global batch (SyncBatchNorm)", 0, -1, NULL},
         {"allreduce", OPT_STR, &c->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
