@@ -23,6 +23,7 @@
 #include "scaleout/compress.h"
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
+#include "scaleout/sync.h"
 
 struct so_train_config;
 struct so_train_result;
@@ -68,6 +69,10 @@ typedef struct so_strategy_config {
     so_compress_spec compress;
     int error_feedback;
     uint64_t compress_seed;
+    /* The parameter server ("ps": --sync ssp:S or async): the method and the
+     * number of ranks serving the parameters (the last ps_ranks ranks). */
+    so_sync_spec sync;
+    int ps_ranks;
 } so_strategy_config;
 
 /* The tags of the sharded strategies' collectives (so_group_opts.tag: the

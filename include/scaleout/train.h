@@ -200,6 +200,12 @@ typedef struct so_train_result {
     char compress_auto_name[SO_COMPRESS_AUTO_MAX][24];
     double compress_auto_predicted[SO_COMPRESS_AUTO_MAX], compress_auto_ratio[SO_COMPRESS_AUTO_MAX],
         compress_auto_overhead[SO_COMPRESS_AUTO_MAX];
+    /* --sync ssp:S / async (the parameter server, over every rank): workers
+     * and servers, the bytes a worker's step moves (pushed and pulled), the
+     * staleness of the parameters a worker computed with, in clocks of the
+     * slowest worker missing from them (mean, max over every worker step). */
+    int ps_workers, ps_servers;
+    double ps_bytes_per_step, ps_staleness_mean, ps_staleness_max;
 } so_train_result;
 
 /* Runs training. `test` may be NULL. Progress is reported through `progress`

@@ -207,7 +207,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"local-after", OPT_LONG, &c->local_after, "S", "local SGD after S synchronous steps (post-local SGD)", 0, 1e15, NULL},
         {"outer-lr", OPT_FLOAT, &c->outer_lr, "X", "diloco: the outer Nesterov step's learning rate", 0, 1e3, NULL},
         {"outer-momentum", OPT_FLOAT, &c->outer_momentum, "X", "diloco: the outer step's momentum", 0, 1, NULL},
-        {"ps-ranks", OPT_INT, &c->ps_ranks, "K", "ssp, async: ranks serving the parameters (fewer than the world)", 1, 1 << 20, NULL},
+        {"ps-ranks", OPT_INT, &c->ps_ranks, "K", "ssp, async: the last K ranks serve the parameters (fewer than the world)", 1, 1 << 20, NULL},
         {"error-feedback", OPT_CHOICE, &a->error_feedback, "on|off", "keep what compression dropped and add it to the next step (default: on for topk, sign and powersgd, off for the unbiased randk and qsgd and for fp16, bf16)", 0, -1, on_off},
         {"sync-bn", OPT_FLAG, &c->sync_bn, NULL, "batchnorm statistics over the global batch (SyncBatchNorm)", 0, -1, NULL},
         {"allreduce", OPT_STR, &c->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
@@ -436,6 +436,29 @@ static void json_compress(so_json *js, const so_job_config *c, const so_train_re
     so_json_obj_end(js);
 }
 
+/* --sync ssp:S / async: the parameter server's traffic and the staleness the workers saw. */
+static void report_ps(const so_job_config *c, const so_train_result *r)
+{
+    if (r->ps_workers > 0)
+        printf("parameter server (--sync %s): %d worker(s), %d server(s); %.1f KB pushed and pulled per worker step; "
+               "staleness mean %.2f, max %.0f steps\n", c->sync, r->ps_workers, r->ps_servers,
+               r->ps_bytes_per_step / 1e3, r->ps_staleness_mean, r->ps_staleness_max);
+}
+
+static void json_ps(so_json *js, const so_job_config *c, const so_train_result *r)
+{
+    if (r->ps_workers <= 0)
+        return;
+    so_json_obj_begin(js, "parameter_server");
+    so_json_str(js, "sync", c->sync);
+    so_json_int(js, "workers", r->ps_workers);
+    so_json_int(js, "servers", r->ps_servers);
+    so_json_num(js, "bytes_per_step", r->ps_bytes_per_step);
+    so_json_num(js, "staleness_mean", r->ps_staleness_mean);
+    so_json_num(js, "staleness_max", r->ps_staleness_max);
+    so_json_obj_end(js);
+}
+
 /* Seconds of the training steps (without evaluation). */
 static double step_seconds(const so_train_result *r)
 {
@@ -561,6 +584,7 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     }
     json_compress(&js, c, r);
     cli_compress_auto_json(&js, r);
+    json_ps(&js, c, r);
     so_json_int(&js, "gradient_buckets", r->nbuckets);
     so_json_obj_begin(&js, "bucket_plan");
     so_json_bool(&js, "auto", c->bucket_mb < 0);
@@ -712,6 +736,7 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
     report_pipeline(&a->cfg, j, r);
     report_compress(&a->cfg, r);
     cli_compress_auto_print(r);
+    report_ps(&a->cfg, r);
     report_data(a, j, r);
     if (a->cfg.clip_norm > 0)
         printf("clipping: %ld of %ld steps scaled down to global norm %g (last step's norm %.4g)\n", r->clipped_steps,

@@ -229,6 +229,20 @@ static int build_stage(so_job *j)
 
 /* The strategy's name and options (the sharded strategies' checks that
  * need the model come when they are made, parts_build). */
+/* ssp and async (the parameter server, strategy_ps.c): what it cannot run
+ * beside. --ps-ranks against the world size is checked when it is made. */
+static int check_ps(const so_job_config *c)
+{
+    so_compress_spec cs;
+    int rc = so_compress_parse(c->compress ? c->compress : "none", &cs);
+    const char *with = rc ? NULL : cs.method != SO_COMPRESS_NONE ? "--compress" : c->clip_norm > 0 ? "--clip-norm"
+                       : c->sync_bn ? "--sync-bn" : c->ckpt.every || c->ckpt.resume ? "checkpoints (--ckpt-every, --resume)"
+                       : NULL;
+    if (rc || !with)
+        return rc;
+    return so_err(SO_EINVAL, "--sync %s runs a parameter server, which does not take %s yet", c->sync, with);
+}
+
 /* --sync: the grammar, and the strategies each method can run beside. */
 static int check_sync(const so_job_config *c, const so_strategy_kind *k)
 {
@@ -242,6 +256,8 @@ static int check_sync(const so_job_config *c, const so_strategy_kind *k)
     if (c->pipeline_stages > 1)
         return so_err(SO_EINVAL, "--sync %s runs under data parallelism only, not with --pipeline-stages %d", c->sync,
                       c->pipeline_stages);
+    if (so_sync_uses_ps(&ss))
+        return check_ps(c);
     return so_err(SO_EINVAL, "--sync %s: not available in this build yet (sync only)", c->sync);
 }
 
@@ -309,6 +325,9 @@ static int build(so_job *j)
     }
     if (!rc)
         rc = check_strategy(c);
+    so_sync_spec ss;
+    if (!rc && !so_sync_parse(c->sync ? c->sync : "sync", &ss) && so_sync_uses_ps(&ss))
+        j->cfg.strategy = "ps"; /* ssp, async: the parameter server's strategy (strategy_ps.c) */
     if (!rc && c->accumulate < 1)
         rc = so_err(SO_EINVAL, "--accumulate %d must be >= 1", c->accumulate);
     if (!rc)

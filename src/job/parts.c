@@ -11,6 +11,7 @@
 #include "scaleout/err.h"
 #include "scaleout/gpt2.h"
 #include "scaleout/predict.h"
+#include "scaleout/sync.h"
 #include "scaleout/zoo.h"
 
 void parts_free(job_parts *j)
@@ -163,6 +164,9 @@ static int strategy_config(const so_job_config *a, const so_dist *d, so_strategy
         return rc;
     sc->error_feedback = a->error_feedback;
     sc->compress_seed = (uint64_t)a->seed;
+    if (so_sync_parse(a->sync ? a->sync : "sync", &sc->sync))
+        return so_err(SO_EINVAL, "%s", so_errmsg());
+    sc->ps_ranks = a->ps_ranks;
     so_optim_defaults(&sc->optim, kind);
     sc->optim.momentum = a->momentum;
     sc->optim.weight_decay = a->weight_decay;
@@ -203,6 +207,21 @@ static int model_and_strategy(const so_job_config *a, const so_dist *d, so_model
     return rc;
 }
 
+/* A parameter server (--sync ssp:S, async): the data is sharded over the
+ * workers, ranks 0..W-1; the servers (the last ps_ranks ranks) read none:
+ * they get worker 0's shard (the same steps per epoch) without prefetching. */
+static void ps_shard(const so_job_config *a, int *rank, int *world, int *prefetch)
+{
+    so_sync_spec ss;
+    if (so_sync_parse(a->sync ? a->sync : "sync", &ss) || !so_sync_uses_ps(&ss) || a->ps_ranks >= *world)
+        return;
+    *world -= a->ps_ranks;
+    if (*rank >= *world) {
+        *rank = 0;
+        *prefetch = 0;
+    }
+}
+
 int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
 {
     const so_dataset *ds = j->train;
@@ -226,11 +245,12 @@ int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
     } else {
         rc = model_and_strategy(a, d, &mo, j);
     }
-    int rank = d ? d->rank : 0, world = d ? d->world : 1, shuffle = SO_SHUFFLE_ON;
+    int rank = d ? d->rank : 0, world = d ? d->world : 1, shuffle = SO_SHUFFLE_ON, prefetch = a->prefetch;
     if (!rc)
         rc = shuffle_mode(a, &shuffle);
+    ps_shard(a, &rank, &world, &prefetch);
     so_loader_config lc = {.batch = a->batch, .shuffle = shuffle, .drop_last = 1, .augment = a->augment,
-                           .pad = 4, .prefetch = a->prefetch, .seed = (uint64_t)a->seed, .rank = rank, .world = world};
+                           .pad = 4, .prefetch = prefetch, .seed = (uint64_t)a->seed, .rank = rank, .world = world};
     if (!rc && ds->images)
         rc = image_loader_config(a, &lc);
     if (!rc)

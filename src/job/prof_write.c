@@ -116,6 +116,11 @@ static void write_throughput(so_json *js, const so_train_result *r)
         so_json_num(js, "pipeline_bubble_formula", r->pipe_bubble_formula);
         so_json_num(js, "pipeline_bubble_stage_times", r->pipe_bubble_stages);
     }
+    if (r->ps_workers > 0) { /* the parameter server (--sync ssp:S, async) */
+        so_json_num(js, "ps_bytes_per_step", r->ps_bytes_per_step);
+        so_json_num(js, "ps_staleness_mean", r->ps_staleness_mean);
+        so_json_num(js, "ps_staleness_max", r->ps_staleness_max);
+    }
     so_json_obj_end(js);
 }
 
@@ -208,6 +213,9 @@ static void print_summary(FILE *out, const prof_run *run, const so_train_result 
         fprintf(out, ", %.2f ms gradient communication, %.0f%% overlapped, %.2f ms exposed",
                1e3 * all[0].comm_pure / steps, pop->overlap_pct, 1e3 * all[0].comm_wait / steps);
     fprintf(out, "\n");
+    if (r->ps_workers > 0)
+        fprintf(out, "profile: parameter server: %.1f KB per worker step, staleness mean %.2f, max %.0f steps\n",
+                r->ps_bytes_per_step / 1e3, r->ps_staleness_mean, r->ps_staleness_max);
     if (run->timeline[0])
         fprintf(out, "profile: timeline %s", run->timeline);
     if (run->profile[0])

@@ -11,7 +11,7 @@
 #include "strategy_internal.h"
 
 static const so_strategy_kind *const kinds[] = {&so_strategy_kind_dp, &so_strategy_kind_zero1, &so_strategy_kind_zero2,
-                                                &so_strategy_kind_zero3};
+                                                &so_strategy_kind_zero3, &so_strategy_kind_ps};
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
 const so_strategy_kind *so_strategy_kind_at(int i) { return i >= 0 && i < NKINDS ? kinds[i] : NULL; }

@@ -7,5 +7,6 @@ extern const so_strategy_kind so_strategy_kind_dp;    /* strategy_dp.c */
 extern const so_strategy_kind so_strategy_kind_zero1; /* strategy_zero.c */
 extern const so_strategy_kind so_strategy_kind_zero2;
 extern const so_strategy_kind so_strategy_kind_zero3;
+extern const so_strategy_kind so_strategy_kind_ps;    /* strategy_ps.c (--sync ssp:S, async) */
 
 #endif
