@@ -22,6 +22,7 @@
 
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
+#include "scaleout/sync.h"
 
 struct so_train_config;
 struct so_train_result;
@@ -61,6 +62,12 @@ typedef struct so_strategy_config {
     const char *shard_unit;
     int shard_prefetch;
     int shard_node;
+    /* Relaxed consistency (--sync, scaleout/sync.h; so_strategy_sync_lookup
+     * finds its strategy): the method, the synchronous steps before local
+     * SGD begins (post-local SGD), DiLoCo's outer step. */
+    so_sync_spec sync;
+    long local_after;
+    float outer_lr, outer_momentum;
 } so_strategy_config;
 
 /* The tags of the sharded strategies' collectives (so_group_opts.tag: the
@@ -187,6 +194,9 @@ typedef struct so_strategy_kind {
  * the end). */
 int so_strategy_lookup(const char *name, const so_strategy_kind **out);
 const so_strategy_kind *so_strategy_kind_at(int i);
+/* The strategy that runs --sync method m (local, diloco, gossip); SO_EINVAL
+ * for sync (that is "dp") and methods this build runs elsewhere. */
+int so_strategy_sync_lookup(so_sync_method m, const so_strategy_kind **out);
 /* model_opts then create, for callers that build the model between them. */
 int so_strategy_create(const so_strategy_kind *k, const so_strategy_config *c, so_model *m, struct so_strategy **out);
 /* What the strategy's rank holds; without a memory op the whole model's

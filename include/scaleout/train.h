@@ -191,6 +191,14 @@ typedef struct so_train_result {
      * seconds spent compressing and decompressing, error feedback on. */
     double compress_bytes_sent, compress_bytes_dense, compress_encode_s, compress_decode_s;
     int compress_error_feedback;
+    /* --sync local, diloco, gossip: the payload bytes this rank sent to keep
+     * the models together (its part of the averages' allreduces, its
+     * messages to gossip neighbours; the synchronous steps' gradients
+     * before --local-after included), the averages or gossip rounds done,
+     * and the steps between averages (1 for gossip). */
+    double sync_bytes_sent;
+    long sync_rounds;
+    int sync_period;
 } so_train_result;
 
 /* Runs training. `test` may be NULL. Progress is reported through `progress`

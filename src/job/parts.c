@@ -11,6 +11,7 @@
 #include "scaleout/err.h"
 #include "scaleout/gpt2.h"
 #include "scaleout/predict.h"
+#include "scaleout/sync.h"
 #include "scaleout/zoo.h"
 
 void parts_free(job_parts *j)
@@ -159,6 +160,11 @@ static int strategy_config(const so_job_config *a, const so_dist *d, so_strategy
                                .auto_buckets = a->bucket_mb < 0, .accumulate = a->accumulate, .shard_unit = a->shard_unit,
                                .shard_prefetch = a->shard_prefetch,
                                .shard_node = a->shard_group && !strcmp(a->shard_group, "node")};
+    if (a->sync && (rc = so_sync_parse(a->sync, &sc->sync)))
+        return rc;
+    sc->local_after = a->local_after;
+    sc->outer_lr = a->outer_lr;
+    sc->outer_momentum = a->outer_momentum;
     so_optim_defaults(&sc->optim, kind);
     sc->optim.momentum = a->momentum;
     sc->optim.weight_decay = a->weight_decay;
@@ -175,7 +181,9 @@ static int model_and_strategy(const so_job_config *a, const so_dist *d, so_model
     const so_strategy_kind *k = NULL;
     so_strategy_config sc;
     int rc = strategy_config(a, d, &sc);
-    if (!rc)
+    if (!rc && a->sync && sc.sync.method != SO_SYNC_SYNC) /* local, diloco, gossip (check_sync) */
+        rc = so_strategy_sync_lookup(sc.sync.method, &k);
+    else if (!rc)
         rc = so_strategy_lookup(a->strategy ? a->strategy : "dp", &k);
     if (!rc && k->model_opts)
         rc = k->model_opts(&sc, mo);
