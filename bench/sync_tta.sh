@@ -12,7 +12,8 @@
 # Takes /tmp/scaleout-cluster.lock while its cluster is up; on a shared
 # machine run it under a benchmark lock. Root only for the cluster links.
 #   bench/sync_tta.sh [REPEATS] [LINKS] [TARGET] [PARTS]   defaults: 1 "shm 1gbit" 0.895 "tta slow"
-#   METHODS="sync local:8 diloco:8 gossip:ring" to choose
+#   METHODS="sync local:8 diloco:8 gossip:ring" to choose; DILOCO_FLAGS (default
+#   "--optimizer adamw --lr 0.001") for DiLoCo's inner optimizer
 set -euo pipefail
 
 repeats="${1:-1}" links="${2:-shm 1gbit}" target="${3:-0.895}" parts="${4:-tta slow}"
@@ -28,7 +29,7 @@ common=(--model lenet5 --batch-size 32 --seed 42)
 # the others SGD with momentum 0.9 at lr 0.01.
 flags() {
   case "$1" in
-    diloco:*) echo "--sync $1 --optimizer adamw --lr 0.001" ;;
+    diloco:*) echo "--sync $1 ${DILOCO_FLAGS:---optimizer adamw --lr 0.001}" ;;
     *) echo "--sync $1 --lr 0.01" ;;
   esac
 }
@@ -45,10 +46,10 @@ tta() { # tta LINK NAME METHOD
     { echo "sync_tta: $2 failed: $(tail -3 "$out/$2.log")" >&2; exit 1; }
 }
 
-slow() { # slow LINK NAME METHOD SLOW: 300 steps, images/s in NAME.json
+slow() { # slow LINK NAME METHOD SLOW: 1500 steps, images/s in NAME.json
   # shellcheck disable=SC2046
   SCALEOUT_TEST_SLOW_RANK="$4" $(launch "$1") "$src/build/scaleout" train "${common[@]}" $(flags "$3") \
-    --steps 304 --eval-every -1 --progress none --json "$out/$2.json" >"$out/$2.log" 2>&1 ||
+    --steps 1504 --eval-every -1 --progress none --json "$out/$2.json" >"$out/$2.log" 2>&1 ||
     { echo "sync_tta: $2 failed: $(tail -3 "$out/$2.log")" >&2; exit 1; }
 }
 

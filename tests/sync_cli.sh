@@ -8,7 +8,7 @@
 #    np 2 and 3; gossip:ring on 3 ranks (a complete graph, uniform weights)
 #    == sync; diloco:1 with outer lr 1 and momentum 0 == local:1
 #  - local:4, diloco:4 and gossip train LeNet-5 near sync's loss, and the
-#    bytes they report per step match their formulas
+#    bytes they report per step match their formulas (the torus on 9 ranks too)
 # Usage: sync_cli.sh path/to/scaleout
 set -u
 bin=$1
@@ -85,6 +85,17 @@ assert s["rounds"] == 296 // period and s["steps_between_averages"] == period
 assert la < 2.0 and abs(la - lb) < 0.25, "loss"
 PY
   done
+fi
+
+# The torus on 9 ranks (3 x 3): 4 distinct neighbours, 4 models sent per step.
+if run 9 torus9 --steps 3 --batch-size 8 --sync gossip:torus; then
+  /usr/bin/python3 - "$tmp/torus9.json" "$tmp/torus9.bin" <<'PY' && ok || bad "gossip:torus on 9 ranks"
+import json, os, sys
+s = json.load(open(sys.argv[1]))["relaxed_sync"]
+want = os.path.getsize(sys.argv[2]) * 4
+print(f"gossip:torus np 9: {s['bytes_per_step']:.0f} B/step, formula {want}")
+assert s["bytes_per_step"] == want and s["rounds"] == 3
+PY
 fi
 
 echo "$pass passed, $fail failed"
