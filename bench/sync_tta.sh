@@ -6,8 +6,10 @@
 #         (shm) and across 2 emulated nodes of scripts/cluster.sh at a `tc tbf`
 #         rate (one rank per node): seconds to the target, epochs, accuracy
 #         after epoch 2, bytes per step.
-#  slow:  `scaleout train` steps/s of each method with rank 1 slowed by 30% of
-#         its compute (SCALEOUT_TEST_SLOW_RANK, a test-hooks build) and without.
+#  slow:  `scaleout train` images/s of each method with rank 1 slowed by 30% of
+#         its compute (SCALEOUT_TEST_SLOW_RANK, a test-hooks build) and without,
+#         and the profiler's POP load balance and communication efficiency of
+#         the slowed runs (--profile: where sync's stall shows).
 # Repeats interleave the methods; prints markdown tables of medians (min-max).
 # Takes /tmp/scaleout-cluster.lock while its cluster is up; on a shared
 # machine run it under a benchmark lock. Root only for the cluster links.
@@ -49,7 +51,8 @@ tta() { # tta LINK NAME METHOD
 slow() { # slow LINK NAME METHOD SLOW: 1500 steps, images/s in NAME.json
   # shellcheck disable=SC2046
   SCALEOUT_TEST_SLOW_RANK="$4" $(launch "$1") "$src/build/scaleout" train "${common[@]}" $(flags "$3") \
-    --steps 1504 --eval-every -1 --progress none --json "$out/$2.json" >"$out/$2.log" 2>&1 ||
+    --steps 1504 --eval-every -1 --progress none --json "$out/$2.json" --profile "$out/$2.prof" \
+    >"$out/$2.log" 2>&1 ||
     { echo "sync_tta: $2 failed: $(tail -3 "$out/$2.log")" >&2; exit 1; }
 }
 
@@ -103,14 +106,19 @@ if runs("tta-*"):
             kb = res[0].get("sync_bytes_per_step", 61706 * 4) / 1e3
             print(f"| {link} | {m} | {cell(st)} | {ep} | {cell(acc, '%.2f')}% | {kb:.1f} |")
 if runs("fast-*"):
-    print("\n| link | method | images/s | images/s, rank 1 30% slower | kept |")
-    print("|---|---|---:|---:|---:|")
+    print("\n| link | method | images/s | images/s, rank 1 30% slower | kept | load balance (slowed) | "
+          "communication efficiency (slowed) |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for link in links:
         for m in methods:
             tag = m.replace(":", "_")
             f = [j["images_per_sec"] for j in runs(f"fast-{link}-{tag}")]
             s = [j["images_per_sec"] for j in runs(f"slow-{link}-{tag}")]
+            pop = [json.load(open(p))["pop"] for p in sorted(glob.glob(os.path.join(d, f"slow-{link}-{tag}-*.prof",
+                                                                                   "profile.json")))]
+            lb = [p["load_balance"] for p in pop]
+            ce = [p["comm_efficiency"] for p in pop]
             if f and s:
                 print(f"| {link} | {m} | {cell(f, '%.0f')} | {cell(s, '%.0f')} | "
-                      f"{statistics.median(s) / statistics.median(f):.2f} |")
+                      f"{statistics.median(s) / statistics.median(f):.2f} | {cell(lb, '%.2f')} | {cell(ce, '%.2f')} |")
 PY
