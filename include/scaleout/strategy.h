@@ -124,7 +124,8 @@ typedef struct so_strategy_ops {
     /* The update of the parameters from the gradients (already divided by
      * K). NULL: so_optim_step over the whole flat buffer. */
     int (*update)(void *self, so_optim *opt, float *params, float *grads, float lr);
-    /* After the step counter moved on: `step` optimizer steps are done. */
+    /* After the update: `step` optimizer steps are done (timed as part of the
+     * step: a model average or gossip round here counts in its seconds). */
     int (*step_done)(void *self, long step);
     /* After the last step, on success or failure. */
     void (*finish)(void *self);
