@@ -12,7 +12,7 @@ endif
 DATA ?= /usr/share/datasets/fashion-mnist
 NP ?= 2
 
-.PHONY: all deps build demo test test-asan test-mpich test-clang bench clean
+.PHONY: all deps build demo demo-gpt2 test test-asan test-mpich test-clang bench clean
 
 all: build
 
@@ -31,6 +31,10 @@ build: deps
 
 demo: build
 	scripts/demo.sh $(BUILD)/scaleout $(DATA) $(NP)
+
+# A small GPT-2 trained on Debian's fortunes for a few minutes, then text generated from it.
+demo-gpt2: build
+	scripts/demo-gpt2.sh $(BUILD)/scaleout demo-gpt2
 
 # With Slurm installed, so the ctest `slurm` runs instead of skipping.
 test: SLURM = 1
