@@ -73,6 +73,11 @@ typedef struct so_strategy_config {
      * number of ranks serving the parameters (the last ps_ranks ranks). */
     so_sync_spec sync;
     int ps_ranks;
+    /* Relaxed consistency (--sync, scaleout/sync.h; so_strategy_sync_lookup
+     * finds its strategy): the method, the synchronous steps before local
+     * SGD begins (post-local SGD), DiLoCo's outer step. */
+    long local_after;
+    float outer_lr, outer_momentum;
 } so_strategy_config;
 
 /* The tags of the sharded strategies' collectives (so_group_opts.tag: the
@@ -142,7 +147,8 @@ typedef struct so_strategy_ops {
     /* The update of the parameters from the gradients (already divided by
      * K). NULL: so_optim_step over the whole flat buffer. */
     int (*update)(void *self, so_optim *opt, float *params, float *grads, float lr);
-    /* After the step counter moved on: `step` optimizer steps are done. */
+    /* After the update: `step` optimizer steps are done (timed as part of the
+     * step: a model average or gossip round here counts in its seconds). */
     int (*step_done)(void *self, long step);
     /* After the last step, on success or failure. */
     void (*finish)(void *self);
@@ -215,6 +221,9 @@ typedef struct so_strategy_kind {
  * the end). */
 int so_strategy_lookup(const char *name, const so_strategy_kind **out);
 const so_strategy_kind *so_strategy_kind_at(int i);
+/* The strategy that runs --sync method m (local, diloco, gossip); SO_EINVAL
+ * for sync (that is "dp") and methods this build runs elsewhere. */
+int so_strategy_sync_lookup(so_sync_method m, const so_strategy_kind **out);
 /* model_opts then create, for callers that build the model between them. */
 int so_strategy_create(const so_strategy_kind *k, const so_strategy_config *c, so_model *m, struct so_strategy **out);
 /* What the strategy's rank holds; without a memory op the whole model's

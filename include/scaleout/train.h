@@ -206,6 +206,14 @@ typedef struct so_train_result {
      * slowest worker missing from them (mean, max over every worker step). */
     int ps_workers, ps_servers;
     double ps_bytes_per_step, ps_staleness_mean, ps_staleness_max;
+    /* --sync local, diloco, gossip: the payload bytes this rank sent to keep
+     * the models together (its part of the averages' allreduces, its
+     * messages to gossip neighbours; the synchronous steps' gradients
+     * before --local-after included), the averages or gossip rounds done,
+     * and the steps between averages (1 for gossip). */
+    double sync_bytes_sent;
+    long sync_rounds;
+    int sync_period;
 } so_train_result;
 
 /* Runs training. `test` may be NULL. Progress is reported through `progress`

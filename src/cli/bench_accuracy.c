@@ -62,6 +62,10 @@ static int parse(acc_args *a, int argc, char **argv)
         {"allreduce", OPT_STR, &a->cfg.allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
         {"compress", OPT_STR, &a->cfg.compress, "METHOD", "gradient compression (as train --compress; docs/COMPRESSION.md)", 0, -1, NULL},
         {"error-feedback", OPT_CHOICE, &a->error_feedback, "on|off", "as train --error-feedback", 0, -1, on_off},
+        {"sync", OPT_STR, &a->cfg.sync, "METHOD", "how often ranks agree on the model (as train --sync; docs/COMPRESSION.md)", 0, -1, NULL},
+        {"local-after", OPT_LONG, &a->cfg.local_after, "S", "as train --local-after", 0, 1e15, NULL},
+        {"outer-lr", OPT_FLOAT, &a->cfg.outer_lr, "X", "as train --outer-lr", 0, 1e3, NULL},
+        {"outer-momentum", OPT_FLOAT, &a->cfg.outer_momentum, "X", "as train --outer-momentum", 0, 1, NULL},
         {"mllog", OPT_STR, &a->mllog, "FILE", "write the :::MLLOG lines to FILE instead of stdout", 0, -1, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the result record (docs/FORMATS.md)", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
@@ -256,6 +260,7 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     so_json_int(&js, "seed", a->cfg.seed);
     so_json_int(&js, "threads", a->cfg.threads);
     so_json_str(&js, "compress", a->cfg.compress ? a->cfg.compress : "none");
+    so_json_str(&js, "sync", a->cfg.sync ? a->cfg.sync : "sync");
     so_json_obj_end(&js);
     env_write_json(&js, &e, a->cfg.threads, !a->no_pin);
     so_json_obj_begin(&js, "results");
@@ -277,6 +282,10 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
         so_json_num(&js, "decompress_seconds", r->compress_decode_s);
     }
     cli_compress_auto_json(&js, r);
+    if (r->sync_period > 0 && r->steps > 0) { /* rank 0's, per step */
+        so_json_num(&js, "sync_bytes_per_step", r->sync_bytes_sent / (double)r->steps);
+        so_json_int(&js, "sync_rounds", r->sync_rounds);
+    }
     so_json_obj_end(&js);
     so_json_arr_begin(&js, "epochs");
     for (int i = 0; i < r->nepochs; i++) {

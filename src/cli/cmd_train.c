@@ -459,6 +459,28 @@ static void json_ps(so_json *js, const so_job_config *c, const so_train_result *
     so_json_obj_end(js);
 }
 
+/* --sync local, diloco, gossip: what keeping the models together cost. */
+static void report_sync(const so_job_config *c, const so_train_result *r)
+{
+    if (r->sync_period <= 0 || r->steps <= 0)
+        return;
+    printf("sync %s: %.1f KB sent per step by each rank (%ld averages, every %d steps)\n", c->sync,
+           r->sync_bytes_sent / (double)r->steps / 1e3, r->sync_rounds, r->sync_period);
+}
+
+static void json_sync(so_json *js, const so_job_config *c, const so_train_result *r)
+{
+    if (r->sync_period <= 0)
+        return;
+    so_json_obj_begin(js, "relaxed_sync");
+    so_json_str(js, "method", c->sync);
+    so_json_num(js, "bytes_per_step", r->steps > 0 ? r->sync_bytes_sent / (double)r->steps : 0);
+    so_json_int(js, "rounds", r->sync_rounds);
+    so_json_int(js, "steps_between_averages", r->sync_period);
+    so_json_int(js, "local_after", c->local_after);
+    so_json_obj_end(js);
+}
+
 /* Seconds of the training steps (without evaluation). */
 static double step_seconds(const so_train_result *r)
 {
@@ -585,6 +607,7 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     json_compress(&js, c, r);
     cli_compress_auto_json(&js, r);
     json_ps(&js, c, r);
+    json_sync(&js, c, r);
     so_json_int(&js, "gradient_buckets", r->nbuckets);
     so_json_obj_begin(&js, "bucket_plan");
     so_json_bool(&js, "auto", c->bucket_mb < 0);
@@ -737,6 +760,7 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
     report_compress(&a->cfg, r);
     cli_compress_auto_print(r);
     report_ps(&a->cfg, r);
+    report_sync(&a->cfg, r);
     report_data(a, j, r);
     if (a->cfg.clip_norm > 0)
         printf("clipping: %ld of %ld steps scaled down to global norm %g (last step's norm %.4g)\n", r->clipped_steps,

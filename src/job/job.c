@@ -39,6 +39,8 @@ struct so_job {
     double strategy_comm;        /* seconds of the sharded strategies' collectives in it */
     int ckpt_done;
     char config[2048];
+    double slow_fraction;        /* SCALEOUT_TEST_SLOW_RANK: this rank sleeps this fraction of its compute */
+    double slow_compute;         /* forward and backward seconds of the step so far */
 };
 
 void so_job_defaults(so_job_config *c)
@@ -140,6 +142,8 @@ static void on_span(void *arg, so_span_kind kind, long step, int id, double t0, 
 {
     so_job *j = arg;
     prof_glue_span(j->prof, kind, step, id, t0, t1);
+    if (kind == SO_SPAN_FORWARD || kind == SO_SPAN_BACKWARD)
+        j->slow_compute += t1 - t0;
     const so_train_hooks *u = j->cfg.hooks;
     if (u && u->span)
         u->span(u->arg, kind, step, id, t0, t1);
@@ -182,9 +186,21 @@ static int on_step_end(void *arg, const so_train_state *s)
     return SO_STOP;
 }
 
+/* The test-only straggler: sleep the fraction of this step's compute. */
+static void slow_down(so_job *j)
+{
+    double s = j->slow_fraction * j->slow_compute;
+    j->slow_compute = 0;
+    if (s <= 0)
+        return;
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
 static int on_before_update(void *arg)
 {
     so_job *j = arg;
+    slow_down(j);
     int rc = ckpt_glue_before_update(j->ckpt);
     const so_train_hooks *u = j->cfg.hooks;
     return rc ? rc : u && u->before_update ? u->before_update(u->arg) : 0;
@@ -243,6 +259,24 @@ static int check_ps(const so_job_config *c)
     return so_err(SO_EINVAL, "--sync %s runs a parameter server, which does not take %s yet", c->sync, with);
 }
 
+/* local, diloco, gossip: what they cannot run with. The ranks' models (and
+ * optimizer states) differ between averages, which today's checkpoints,
+ * holding one replicated state, cannot save (docs/CHECKPOINT.md). */
+static int check_sync_local(const so_job_config *c)
+{
+    so_compress_spec cs;
+    if (!so_compress_parse(c->compress ? c->compress : "none", &cs) && cs.method != SO_COMPRESS_NONE)
+        return so_err(SO_EINVAL, "--sync %s averages models, not gradient buckets: no --compress %s with it",
+                      c->sync, c->compress);
+    if (c->sync_bn)
+        return so_err(SO_EINVAL, "--sync %s steps each rank alone: --sync-bn would make every forward collective",
+                      c->sync);
+    if (c->ckpt.every || c->ckpt.resume)
+        return so_err(SO_EINVAL, "--sync %s: checkpoints hold one replicated model, and the ranks' models differ "
+                      "between averages: no --ckpt-every or --resume with it yet", c->sync);
+    return 0;
+}
+
 /* --sync: the grammar, and the strategies each method can run beside. */
 static int check_sync(const so_job_config *c, const so_strategy_kind *k)
 {
@@ -258,7 +292,9 @@ static int check_sync(const so_job_config *c, const so_strategy_kind *k)
                       c->pipeline_stages);
     if (so_sync_uses_ps(&ss))
         return check_ps(c);
-    return so_err(SO_EINVAL, "--sync %s: not available in this build yet (sync only)", c->sync);
+    if (ss.method == SO_SYNC_LOCAL || ss.method == SO_SYNC_DILOCO || ss.method == SO_SYNC_GOSSIP)
+        return check_sync_local(c);
+    return 0;
 }
 
 static int check_strategy(const so_job_config *c)
@@ -283,6 +319,8 @@ static int check_strategy(const so_job_config *c)
     if (cs.method != SO_COMPRESS_NONE && c->pipeline_stages > 1)
         return so_err(SO_EINVAL, "--compress %s runs under data parallelism only: --pipeline-stages %d sends "
                       "activations between stages, not bucketed gradients", c->compress, c->pipeline_stages);
+    if (!strcmp(k->name, "ps") && !(c->sync && (!strncmp(c->sync, "ssp", 3) || !strcmp(c->sync, "async"))))
+        return so_err(SO_EINVAL, "--strategy ps is the parameter server of --sync ssp:S or async: give --sync instead");
     if ((rc = check_sync(c, k)))
         return rc;
     if (k->zero_stage && (c->ckpt.every || c->ckpt.resume) && c->ckpt.mode && !strcmp(c->ckpt.mode, "naive"))
@@ -384,6 +422,7 @@ static int observers(so_job *j)
         ckpt_glue_set_span(j->ckpt, prof_glue_checkpoint_span, j->prof);
         ckpt_glue_set_io(j->ckpt, prof_glue_checkpoint_io, j->prof); /* the writer and flush threads' work */
     }
+    j->slow_fraction = so_test_slow_rank(so_job_rank(j));
     j->hooks = (so_train_hooks){j, on_span, on_step_end, on_before_update};
     j->tc.hooks = &j->hooks;
     return 0;

@@ -167,6 +167,9 @@ static int strategy_config(const so_job_config *a, const so_dist *d, so_strategy
     if (so_sync_parse(a->sync ? a->sync : "sync", &sc->sync))
         return so_err(SO_EINVAL, "%s", so_errmsg());
     sc->ps_ranks = a->ps_ranks;
+    sc->local_after = a->local_after;
+    sc->outer_lr = a->outer_lr;
+    sc->outer_momentum = a->outer_momentum;
     so_optim_defaults(&sc->optim, kind);
     sc->optim.momentum = a->momentum;
     sc->optim.weight_decay = a->weight_decay;
@@ -183,7 +186,9 @@ static int model_and_strategy(const so_job_config *a, const so_dist *d, so_model
     const so_strategy_kind *k = NULL;
     so_strategy_config sc;
     int rc = strategy_config(a, d, &sc);
-    if (!rc)
+    if (!rc && sc.sync.method != SO_SYNC_SYNC && !so_sync_uses_ps(&sc.sync)) /* local, diloco, gossip (check_sync) */
+        rc = so_strategy_sync_lookup(sc.sync.method, &k);
+    else if (!rc)
         rc = so_strategy_lookup(a->strategy ? a->strategy : "dp", &k);
     if (!rc && k->model_opts)
         rc = k->model_opts(&sc, mo);

@@ -111,6 +111,10 @@ static void write_throughput(so_json *js, const so_train_result *r)
     so_json_num(js, "wall_seconds", r->wall_seconds);
     so_json_num(js, "median_step_s", median(r->step_seconds, r->nstep_seconds));
     so_json_int(js, "gradient_buckets", r->nbuckets);
+    if (r->sync_period > 0 && r->steps > 0) { /* --sync local, diloco, gossip (docs/COMPRESSION.md) */
+        so_json_num(js, "sync_bytes_per_step", r->sync_bytes_sent / (double)r->steps);
+        so_json_int(js, "sync_steps_between_averages", r->sync_period);
+    }
     if (r->pipe_bubble_formula > 0) { /* pipeline stages (docs/PARALLELISM.md) */
         so_json_num(js, "pipeline_bubble_measured", r->pipe_bubble);
         so_json_num(js, "pipeline_bubble_formula", r->pipe_bubble_formula);

@@ -34,6 +34,26 @@ int so_strategy_lookup(const char *name, const so_strategy_kind **out)
     return so_err(SO_EINVAL, "--strategy: unknown strategy '%s' (choose %s)", name ? name : "", choices);
 }
 
+/* The relaxed-consistency strategies, found by --sync's method rather than
+ * by --strategy (they need the method's parameters). */
+static const struct {
+    so_sync_method method;
+    const so_strategy_kind *kind;
+} sync_kinds[] = {{SO_SYNC_LOCAL, &so_strategy_kind_local},
+                  {SO_SYNC_DILOCO, &so_strategy_kind_diloco},
+                  {SO_SYNC_GOSSIP, &so_strategy_kind_gossip}};
+
+int so_strategy_sync_lookup(so_sync_method m, const so_strategy_kind **out)
+{
+    *out = NULL;
+    for (size_t i = 0; i < sizeof sync_kinds / sizeof sync_kinds[0]; i++)
+        if (sync_kinds[i].method == m) {
+            *out = sync_kinds[i].kind;
+            return 0;
+        }
+    return so_err(SO_EINVAL, "--sync %s: no strategy in this build runs it", so_sync_method_name(m));
+}
+
 int so_strategy_create(const so_strategy_kind *k, const so_strategy_config *c, so_model *m, so_strategy **out)
 {
     *out = NULL;

@@ -25,7 +25,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/test_hooks.h"
 #include "scaleout/err.h"
 #include "scaleout/group.h"
 #include "scaleout/timer.h"
@@ -66,8 +65,6 @@ typedef struct {
     float **send, **recv;        /* per server: 1 + block floats */
     so_handle **hs, **hr;
     long step;                   /* clock of the next push */
-    double t_compute;            /* when this step's compute began (the slow-rank hook) */
-    double slow;                 /* SCALEOUT_TEST_SLOW_RANK factor for this rank (0: none) */
     /* statistics (workers): bytes moved, staleness of each step's parameters */
     double bytes, stale_sum, stale_max, stale_n;
     int started;
@@ -342,15 +339,6 @@ static int sync_point(ps_state *s, double wait_s)
 
 /* ---- the seam ------------------------------------------------------------------------ */
 
-/* SCALEOUT_TEST_SLOW_RANK=R:F (test hooks only): world rank R computes F times slower. */
-static double slow_factor(int rank)
-{
-    const char *v = so_test_hook("SCALEOUT_TEST_SLOW_RANK");
-    int r;
-    double f;
-    return v && sscanf(v, "%d:%lf", &r, &f) == 2 && r == rank && f > 0 ? f : 0;
-}
-
 static int ps_start(void *self, so_model *m, const so_train_config *c, so_train_result *r)
 {
     ps_state *s = self;
@@ -362,10 +350,8 @@ static int ps_start(void *self, so_model *m, const so_train_config *c, so_train_
         s->peers[w].next = c->start_step;
     for (int w = 0; s->pushes && w < s->W; w++)
         s->pushes[w] = c->start_step;
-    s->slow = slow_factor(s->rank);
     int rc = sync_point(s, 0); /* the servers' initial parameters on every worker */
     s->started = !rc;
-    s->t_compute = so_now();
     return rc;
 }
 
@@ -400,18 +386,12 @@ static int ps_run_step(void *self, int K, const so_step_io *io, double *loss)
 /* Worker: pushes the step's gradient, waits for the parameters of the next. */
 static int worker_grads_done(ps_state *s, double *exposed)
 {
-    if (s->slow > 0) { /* the test-only slow rank: its compute takes (1 + F) times as long */
-        double t = (so_now() - s->t_compute) * s->slow;
-        struct timespec ts = {(time_t)t, (long)((t - (double)(time_t)t) * 1e9)};
-        nanosleep(&ts, NULL);
-    }
     double t0 = so_now();
     int rc = push(s, (float)s->step, 1.0f / (float)s->c->accumulate);
     s->step++;
     if (!rc)
         rc = take_replies(s, 0, 1);
     *exposed = so_now() - t0;
-    s->t_compute = so_now();
     return rc;
 }
 

@@ -384,6 +384,9 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
             rc = got;
             break;
         }
+        /* the strategy's end of step (a model average, a gossip round) is part of the step's time */
+        if (t->strat && t->strat->ops->step_done && (rc = t->strat->ops->step_done(t->strat->self, t->step + 1)))
+            break;
         double t1 = so_now();
         if ((rc = check_loss(t, loss)))
             break;
@@ -395,8 +398,6 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
         s++;
         t->step++;
         span(t, SO_SPAN_STEP, 0, t0, t1);
-        if (!rc && t->strat && t->strat->ops->step_done)
-            rc = t->strat->ops->step_done(t->strat->self, t->step);
         double el = t1 - start;
         so_progress p = {epoch, epochs, s, spe, loss_steps ? loss_sum / loss_steps : NAN,
                          el > 0 ? (double)(s - s0) * t->m->batch * t->c->accumulate * world / el : 0, el, NULL};
