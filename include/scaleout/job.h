@@ -84,6 +84,12 @@ typedef struct {
     int sync_bn;                 /* batchnorm statistics over the global batch */
     const char *compress;        /* --compress METHOD (so_compress_parse; "none" or NULL: FP32) */
     int error_feedback;          /* 1 on, 0 off, -1 the method's default */
+    /* relaxed consistency (scaleout/sync.h, docs/COMPRESSION.md) */
+    const char *sync;            /* --sync METHOD (so_sync_parse; NULL or "sync": gradients averaged every step) */
+    long local_after;            /* local: steps trained synchronously first (post-local SGD) */
+    float outer_lr;              /* diloco: the outer Nesterov step's learning rate */
+    float outer_momentum;        /* diloco: the outer step's momentum */
+    int ps_ranks;                /* ssp, async: ranks that serve the parameters (1 <= K < world) */
     double stall_warning_s;      /* report a collective stuck this long (0: off) */
     double comm_timeout_s;       /* abort the job when a collective is stuck this long (0: off) */
     int ranks_per_node;          /* > 0: emulate nodes of this many ranks */

@@ -17,6 +17,7 @@
 #include "scaleout/job.h"
 #include "scaleout/json.h"
 #include "scaleout/mem.h"
+#include "scaleout/sync.h"
 #include "scaleout/train.h"
 
 /* The flags: most land in the job's configuration directly; the rest are
@@ -78,6 +79,19 @@ static int compresses(const void *p)
     const char *m = ((const train_args *)p)->cfg.compress;
     return m && strcmp(m, "none");
 }
+static so_sync_method sync_method(const void *p)
+{
+    so_sync_spec s;
+    const char *t = ((const train_args *)p)->cfg.sync;
+    return t && !so_sync_parse(t, &s) ? s.method : SO_SYNC_SYNC;
+}
+static int local_sync(const void *p) { return sync_method(p) == SO_SYNC_LOCAL; }
+static int diloco(const void *p) { return sync_method(p) == SO_SYNC_DILOCO; }
+static int param_server(const void *p)
+{
+    so_sync_method m = sync_method(p);
+    return m == SO_SYNC_SSP || m == SO_SYNC_ASYNC;
+}
 static int sharded(const void *p)
 {
     const char *s = ((const train_args *)p)->cfg.strategy;
@@ -116,6 +130,10 @@ static const cli_need train_needs[] = {
     {"synthetic-samples", synthetic, "--dataset synthetic"},
     {"data-dir", real_data, "a --dataset read from files (not synthetic)"},
     {"error-feedback", compresses, "--compress METHOD (not none)"},
+    {"local-after", local_sync, "--sync local:H"},
+    {"outer-lr", diloco, "--sync diloco:H"},
+    {"outer-momentum", diloco, "--sync diloco:H"},
+    {"ps-ranks", param_server, "--sync ssp:S or async"},
     {"shard-unit", sharded, "--strategy zero1, zero2 or zero3"},
     {"shard-group", sharded, "--strategy zero1, zero2 or zero3"},
     {"shard-prefetch", zero3, "--strategy zero3"},
@@ -141,6 +159,9 @@ static int check_values(const train_args *a)
                          "model chunks per rank); without them it is 1f1b");
     so_compress_spec cs;
     if (so_compress_parse(c->compress, &cs))
+        return cli_error("train", CLI_USAGE, "%s", so_errmsg());
+    so_sync_spec ss;
+    if (so_sync_parse(c->sync, &ss))
         return cli_error("train", CLI_USAGE, "%s", so_errmsg());
     return CLI_OK;
 }
@@ -182,6 +203,11 @@ static int parse(train_args *a, int argc, char **argv)
         {"accumulate", OPT_INT, &c->accumulate, "K", "micro-batches per optimizer step", 1, 1 << 16, NULL},
         {"clip-norm", OPT_FLOAT, &c->clip_norm, "X", "clip the gradient to global L2 norm X (torch's clip_grad_norm_; 0 = off)", 0, 1e30, NULL},
         {"compress", OPT_STR, &c->compress, "METHOD", "gradient compression: none, fp16, bf16, topk:R, randk:R, qsgd:B[:D], sign, powersgd:r[:S] (docs/COMPRESSION.md)", 0, -1, NULL},
+        {"sync", OPT_STR, &c->sync, "METHOD", "how often ranks agree on the model: sync (every step), local:H, diloco:H, ssp:S, async, gossip:ring|torus (docs/COMPRESSION.md)", 0, -1, NULL},
+        {"local-after", OPT_LONG, &c->local_after, "S", "local SGD after S synchronous steps (post-local SGD)", 0, 1e15, NULL},
+        {"outer-lr", OPT_FLOAT, &c->outer_lr, "X", "diloco: the outer Nesterov step's learning rate", 0, 1e3, NULL},
+        {"outer-momentum", OPT_FLOAT, &c->outer_momentum, "X", "diloco: the outer step's momentum", 0, 1, NULL},
+        {"ps-ranks", OPT_INT, &c->ps_ranks, "K", "ssp, async: ranks serving the parameters (fewer than the world)", 1, 1 << 20, NULL},
         {"error-feedback", OPT_CHOICE, &a->error_feedback, "on|off", "keep what compression dropped and add it to the next step (default: on for topk, sign and powersgd, off for the unbiased randk and qsgd and for fp16, bf16)", 0, -1, on_off},
         {"sync-bn", OPT_FLAG, &c->sync_bn, NULL, "batchnorm statistics over the global batch (SyncBatchNorm)", 0, -1, NULL},
         {"allreduce", OPT_STR, &c->allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},
@@ -360,6 +386,7 @@ static void write_config(so_json *js, const so_job_config *c, const so_graph *g,
     so_json_num(js, "momentum", c->momentum);
     so_json_num(js, "weight_decay", c->weight_decay);
     so_json_num(js, "clip_norm", c->clip_norm);
+    so_json_str(js, "sync", c->sync ? c->sync : "sync");
     so_json_str(js, "compress", c->compress ? c->compress : "none");
     so_json_str(js, "lr_schedule", c->lr_schedule);
     so_json_num(js, "warmup_epochs", c->warmup_epochs);

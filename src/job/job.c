@@ -20,6 +20,7 @@
 #include "scaleout/err.h"
 #include "scaleout/mem.h"
 #include "scaleout/threads.h"
+#include "scaleout/sync.h"
 #include "scaleout/zoo.h"
 
 struct so_job {
@@ -49,6 +50,7 @@ void so_job_defaults(so_job_config *c)
                          .lr_step_epochs = 30, .lr_gamma = 0.1f, .epochs = 1, .eval_every = 1, .accumulate = 1,
                          .warmup_steps = 10, .strategy = "dp", .shard_prefetch = 2, .shard_group = "all", .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
                          .compress = "none", .error_feedback = -1,
+                         .sync = "sync", .outer_lr = 0.7f, .outer_momentum = 0.9f, .ps_ranks = 1,
                          .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300, .microbatches = 1,
                          .schedule = "1f1b", .partition = "auto", .placement = "stage-major",
                          .ckpt = {.mode = "scaleout", .on_error = "continue", .keep = 2, .flush_every = 10},
@@ -227,6 +229,22 @@ static int build_stage(so_job *j)
 
 /* The strategy's name and options (the sharded strategies' checks that
  * need the model come when they are made, parts_build). */
+/* --sync: the grammar, and the strategies each method can run beside. */
+static int check_sync(const so_job_config *c, const so_strategy_kind *k)
+{
+    so_sync_spec ss;
+    int rc = so_sync_parse(c->sync ? c->sync : "sync", &ss);
+    if (rc || ss.method == SO_SYNC_SYNC)
+        return rc;
+    if (k->zero_stage)
+        return so_err(SO_EINVAL, "--sync %s runs under --strategy dp only: %s shards the state it would average",
+                      c->sync, k->name);
+    if (c->pipeline_stages > 1)
+        return so_err(SO_EINVAL, "--sync %s runs under data parallelism only, not with --pipeline-stages %d", c->sync,
+                      c->pipeline_stages);
+    return so_err(SO_EINVAL, "--sync %s: not available in this build yet (sync only)", c->sync);
+}
+
 static int check_strategy(const so_job_config *c)
 {
     const so_strategy_kind *k;
@@ -249,6 +267,8 @@ static int check_strategy(const so_job_config *c)
     if (cs.method != SO_COMPRESS_NONE && c->pipeline_stages > 1)
         return so_err(SO_EINVAL, "--compress %s runs under data parallelism only: --pipeline-stages %d sends "
                       "activations between stages, not bucketed gradients", c->compress, c->pipeline_stages);
+    if ((rc = check_sync(c, k)))
+        return rc;
     if (k->zero_stage && (c->ckpt.every || c->ckpt.resume) && c->ckpt.mode && !strcmp(c->ckpt.mode, "naive"))
         return so_err(SO_EINVAL, "--ckpt-mode naive writes the whole state from rank 0, which --strategy %s does not "
                       "hold there: use --ckpt-mode scaleout", k->name);

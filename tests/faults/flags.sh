@@ -56,6 +56,10 @@ printf '{}' >"$tmp/empty.json"
 refused compute-from-empty "^scaleout predict: --compute-from: .*empty.json is not a profile of .train --profile. \(it names no model and no batch\)$" \
   predict --model lenet5 --compute-from "$tmp/empty.json" --nodes 1,2
 refused max-memory-1 "^scaleout train: --max-memory 1 B: rank 0 needs [0-9.]+ [KM]iB" "${t[@]}" --max-memory 1
+refused sync-unknown "^scaleout train: --sync: unknown method .lokal:8. \(sync, local:H" "${t[@]}" --sync lokal:8
+refused local-after "^scaleout train: --local-after does nothing without --sync local:H$" "${t[@]}" --local-after 10
+refused ps-ranks "^scaleout train: --ps-ranks does nothing without --sync ssp:S or async$" "${t[@]}" --ps-ranks 1
+refused sync-zero "^scaleout train: --sync local:4 runs under --strategy dp only" "${t[@]}" --sync local:4 --strategy zero1
 # A run resumed at its last step trains nothing: no "final loss 0.0000".
 "$bin" "${t[@]}" --steps 3 --ckpt-every 3 --ckpt-dir "$tmp/end" >/dev/null 2>&1 || bad "setup: 3 steps"
 fault_run resumed-at-end 20 "$bin" "${t[@]}" --steps 3 --ckpt-every 3 --ckpt-dir "$tmp/end" --resume auto \
