@@ -416,6 +416,25 @@ static int alloc_buffers(pipe_state *s)
     return 0;
 }
 
+/* A weight tie between devices: the copy takes the table's values before
+ * the first step, however each side was set (the whole model's initial
+ * values, --init-from, a checkpoint), so the two step alike from equal bits. */
+static int share_tied(pipe_state *s)
+{
+    const so_pipe_stage_edges *e = s->e;
+    const so_pipe_link *l = &s->c.link;
+    void *req = NULL;
+    if (!e->tie_n)
+        return 0;
+    float *table = s->m->params + e->tie_off;
+    int rc = e->tie_copy ? l->irecv(l->ctx, table, e->tie_n * sizeof *table, e->tie_peer, e->tie_tag, &req)
+                         : l->isend(l->ctx, table, e->tie_n * sizeof *table, e->tie_peer, e->tie_tag, &req);
+    int w = req ? l->wait(l->ctx, req) : 0;
+    if (!rc && !w && e->tie_copy)
+        so_model_params_changed(s->m);
+    return rc ? rc : w;
+}
+
 static int pipe_start(void *self, so_model *m, const so_train_config *c, so_train_result *r)
 {
     pipe_state *s = self;
@@ -437,6 +456,8 @@ static int pipe_start(void *self, so_model *m, const so_train_config *c, so_trai
         r->pipe_edge_bytes += 2 * (size_t)s->M * edge_bytes(s, &s->e->send[i]);
     if (!rc)
         rc = so_pipe_schedule_ops(s->c.schedule, s->stage, s->P, s->M, s->chunks, s->ops);
+    if (!rc)
+        rc = share_tied(s);
     /* The loop set the world's sum for --sync-bn; a stage's statistics are its replicas'. */
     m->bn_allsum = c->sync_bn ? s->c.bn_allsum : NULL;
     m->bn_allsum_arg = c->sync_bn ? s->c.bn_allsum_arg : NULL;
