@@ -194,15 +194,13 @@ int strat_plan(const strat_plan_args *a)
     so_job_layer_times lt;
     if ((rc = so_job_measure_model(&c, &mc, &lt)))
         return cli_error("plan", cli_exit_code(rc), "measuring %s: %s", a->model, so_errmsg());
-    so_zoo_entry z; /* resolved: a GPT-2 spec's T is its sequence length */
+    const so_zoo_entry *z = so_zoo_find(a->model);
     so_graph *g = NULL;
     strat_row rows[STRAT_MAX];
     int best = -1;
     so_strategy_config sc = a->sc;
     sc.accumulate = a->accumulate;
-    rc = so_zoo_resolve(a->model, &z);
-    if (!rc)
-        rc = so_zoo_build(a->model, z.c, z.h, z.w, z.classes, &g);
+    rc = so_zoo_build(a->model, z->c, z->h, z->w, z->classes, &g);
     so_predict_compute pcmp = {g, lt.t_fwd, lt.t_bwd, lt.t_other, a->batch, sc.first_bucket_bytes, sc.bucket_bytes};
     strat_query q = {&pcmp, a->world, nslots, lt.act_bytes, a->max_bytes, &sc, allreduce_cost, &pc};
     if (!rc)

@@ -201,11 +201,10 @@ int so_job_measure_model(const so_job_config *c, const so_job_measure_config *mc
     *out = (so_job_layer_times){.avail_bytes = (double)so_mem_available()};
     if (mc->batch < 1)
         return so_err(SO_EINVAL, "so_job_measure_model: batch %d", mc->batch);
-    so_zoo_entry z; /* resolved: a GPT-2 spec's T is its sequence length */
+    const so_zoo_entry *z = so_zoo_find(c->model);
     so_graph *g = NULL;
-    int rc = so_zoo_resolve(c->model, &z);
-    if (!rc)
-        rc = so_zoo_build(c->model, z.c, z.h, z.w, z.classes, &g);
+    int rc = z ? so_zoo_build(c->model, z->c, z->h, z->w, z->classes, &g)
+               : so_err(SO_EINVAL, "--model: unknown model '%s' (see `scaleout models`)", c->model);
     if (!rc)
         rc = choose(g, c, mc, out);
     out->n = g ? so_graph_size(g) : 0;
