@@ -28,6 +28,9 @@ ok() { pass=$((pass + 1)); echo "ok: $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 # Parts that need the test-only environment hooks skip without them.
 hooks() { [ "${SCALEOUT_TEST_HOOKS:-1}" = 1 ] || { echo "skip: $1 needs a build with -DSCALEOUT_TEST_HOOKS=ON"; return 1; }; }
+# Under the second MPI library (make test-mpich: SCALEOUT_TEST_SECOND_MPI=1) only
+# the parts whose ranks talk run again; one process never starts MPI.
+full_only() { [ "${SCALEOUT_TEST_SECOND_MPI:-0}" != 1 ] || { echo "skip under the second MPI: $1"; return 1; }; }
 
 base=(train --model smallcnn --dataset synthetic --synthetic-samples 256 --batch-size 16 --eval-every -1
       --progress none --seed 3)
@@ -53,6 +56,7 @@ keep_only() { # keep_only STEP DIRS...: deletes checkpoints newer than STEP (as 
   done
 }
 
+if full_only "1 rank: resume mid-epoch and at an epoch end (one process)"; then
 # ---- 1 rank: mid-epoch (16 steps per epoch) and epoch boundary ----
 must 1 full1 --steps 20 --dump-params "$tmp/full1.bin"
 must 1 ck1 --steps 20 --ckpt-every 6 --ckpt-local "$tmp/l1" --ckpt-dir "$tmp/s1" --ckpt-flush-every 2 --ckpt-keep 5 \
@@ -64,6 +68,7 @@ must 1 ep1 --steps 20 --ckpt-every 1epoch --ckpt-dir "$tmp/e1" && keep_only 16 "
   must 1 rese1 --steps 20 --ckpt-every 1epoch --ckpt-dir "$tmp/e1" --resume auto --dump-params "$tmp/rese1.bin" &&
   grep -q "step 16" "$tmp/rese1.log" && same full1.bin rese1.bin "1 rank: resume at an epoch end (16) is bitwise identical"
 
+fi
 # ---- 2 ranks on 2 emulated nodes (8 steps per epoch) ----
 two=(--steps 20 --ranks-per-node 1)
 must 2 full2 "${two[@]}" --dump-params "$tmp/full2.bin"
@@ -75,6 +80,7 @@ must 2 ck2 "${two[@]}" --ckpt-every 5 --ckpt-local "$tmp/l2" --ckpt-dir "$tmp/s2
 cp -r "$tmp/l2" "$tmp/l2.bak"; cp -r "$tmp/s2" "$tmp/s2.bak"
 # The run's last checkpoint reaches the shared level even when the previous
 # flush still runs as it completes (mid-run that one would be skipped).
+if full_only "the slow flush and the profile attribution"; then
 if hooks "a slow flush at the end of a run (SCALEOUT_CKPT_TEST_FLUSH_DELAY_MS)"; then
   SCALEOUT_CKPT_TEST_FLUSH_DELAY_MS=1500 must 2 slowf --steps 10 --ranks-per-node 1 --ckpt-every 5 \
     --ckpt-local "$tmp/lf" --ckpt-dir "$tmp/sf" --ckpt-flush-every 1 &&
@@ -87,6 +93,7 @@ must 2 prof2 "${two[@]}" --ckpt-every 5 --ckpt-local "$tmp/lp" --ckpt-dir "$tmp/
   python3 "$src/bench/ckpt_attrib.py" "$tmp/prof2" >"$tmp/attrib.log" 2>&1 &&
   grep -Eq "^[1-9][0-9]* of 20 steps overlap checkpoint work" "$tmp/attrib.log" && ok "in-run attribution finds the checkpoint steps" ||
   bad "attribution: $(cat "$tmp/attrib.log")"
+fi
 restore() { rm -rf "$tmp/l2" "$tmp/s2"; cp -r "$tmp/l2.bak" "$tmp/l2"; cp -r "$tmp/s2.bak" "$tmp/s2"; }
 resume2() { # resume2 NAME WHAT: resumes the 2-rank run and compares with the uninterrupted one
   must 2 "$1" "${two[@]}" --ckpt-every 5 --ckpt-local "$tmp/l2" --ckpt-dir "$tmp/s2" --resume auto \
@@ -111,11 +118,13 @@ grep -q "resuming from the checkpoint at step 10" "$tmp/trunc.log" && grep -q "t
 must 2 ep2 --steps 20 --ckpt-every 1epoch --ckpt-local "$tmp/e2" --ranks-per-node 1 && keep_only 8 "$tmp/e2" &&
   must 2 rese2 --steps 20 --ckpt-every 1epoch --ckpt-local "$tmp/e2" --ranks-per-node 1 --resume auto \
     --dump-params "$tmp/rese2.bin" && same full2.bin rese2.bin "2 ranks: resume at an epoch end (8) is bitwise identical"
+if full_only "naive mode"; then
 must 2 naive2 "${two[@]}" --ckpt-every 5 --ckpt-mode naive --ckpt-dir "$tmp/n2" --ckpt-keep 9 &&
   keep_only 5 "$tmp/n2" && [ -f "$tmp/n2/ckpt-0000000005/shard-0.bin" ] && [ ! -e "$tmp/n2/ckpt-0000000005/shard-1.bin" ] &&
   must 2 resn2 "${two[@]}" --ckpt-every 5 --ckpt-mode naive --ckpt-dir "$tmp/n2" --resume auto \
     --dump-params "$tmp/resn2.bin" && same full2.bin resn2.bin "naive mode (rank 0 writes one file): resume bitwise"
 
+fi
 # ---- different number of ranks: the restored state is exactly the saved one ----
 restore
 must 2 at10 --steps 10 --ranks-per-node 1 --dump-params "$tmp/at10.bin"
@@ -172,6 +181,7 @@ kill_test() { # kill_test NAME FIRST GLOB [env...]: starts a long run, kills a r
     same "$name.full.bin" "$name.res.bin" "$name: restart resumes from the newest complete checkpoint ($newest), bitwise"
 }
 kill_test kill_train "$tmp/kill_train/l/node0/ckpt-0000000008/MANIFEST" "$tmp/kill_train/l/node0/ckpt-0000000012/MANIFEST"
+if full_only "kill -9 during a write and a flush; the pool sweep (one process)"; then
 if hooks "kill_write / kill_flush (SCALEOUT_CKPT_TEST_DELAY_MS)"; then
 kill_test kill_write "$tmp/kill_write/l/node0/ckpt-0000000004/MANIFEST" "$tmp/kill_write/l/node1/ckpt-0000000008/shard-*.tmp" \
   SCALEOUT_CKPT_TEST_DELAY_MS=1500
@@ -191,6 +201,8 @@ must 1 sweep --steps 2 --ckpt-every 100 --ckpt-local "$tmp/sw" &&
   [ -z "$(find "$tmp/sw" -path '*/.slots/*')" ] && ok "a killed 2-rank run's pool names are swept by a 1-rank restart" ||
   bad "sweep: left $(find "$tmp/sw" -path '*/.slots/*')"
 
+fi
+if full_only "disk full and a full local level (one process)"; then
 # ---- disk full: write fails with EFBIG (ulimit -f, SIGXFSZ ignored) ----
 must 1 df0 --steps 6 --ckpt-every 6 --ckpt-dir "$tmp/df"
 full() { (trap '' XFSZ; ulimit -f 64; "$bin" "${base[@]}" --steps 14 --ckpt-every 4 --ckpt-dir "$tmp/df" --resume auto "$@") }
@@ -217,6 +229,7 @@ st=$?
   ok "local level full: message, training finished, the previous checkpoint stays valid" ||
   bad "local level full: exit $st: $(cat "$tmp/dlc.log" "$tmp/dlv.log")"
 
+fi
 # Failed checkpoints leave no files behind: node 1 cannot write steps 4-28 (a
 # file where its checkpoint directory would go), so node 0's shard and partner
 # copy of those steps are dropped at once; otherwise they would hold node 0's
@@ -244,6 +257,7 @@ run 2 fss --steps 10 --ckpt-every 4 --ckpt-keep 2 --ckpt-local "$tmp/fs" --ranks
   ok "--ckpt-on-error stop: no checkpoint starts after the failure" ||
   bad "stop after a failure at a due step: exit $st: $(cat "$tmp/fss.log"; ls "$tmp/fs/node0")"
 
+if full_only "refusals, ckpt list, verify and export (one process)"; then
 # ---- refusals: another model, another version ----
 "$bin" train --model lenet5 --dataset synthetic --steps 2 --progress none --ckpt-dir "$tmp/df" --resume auto \
   >"$tmp/wrong.log" 2>&1
@@ -318,6 +332,7 @@ fi
 st=$?
 [ $st -eq 2 ] && grep -q "missing\|does not exist\|do not match" "$tmp/initbad.log" && ok "--init-from into another model: exit 2" ||
   bad "init-from wrong model: exit $st $(cat "$tmp/initbad.log")"
+fi
 must 2 auto --steps 40 --ckpt-every auto --mtbf 0.0005 --ckpt-local "$tmp/auto" --ranks-per-node 1 &&
   grep -q "checkpoint interval (Daly, --mtbf): [0-9]* steps" "$tmp/auto.log" && ok "--ckpt-every auto picks an interval" ||
   bad "auto: $(tail -3 "$tmp/auto.log")"

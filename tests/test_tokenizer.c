@@ -488,8 +488,28 @@ static void test_bytes(void **state)
     free(back);
     ids[1] = 300;
     expect_err(so_tokenizer_decode(t, ids, n, &back, &len), SO_EINVAL, "id 300 at position 1");
+    /* saved as GPT-2's files (256 tokens, no merges) and loaded back: the same ids, no end token */
+    char dir[] = "/tmp/so-tok-bytes-XXXXXX", enc[64], bpe[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(enc, sizeof enc, "%s/encoder.json", dir);
+    snprintf(bpe, sizeof bpe, "%s/vocab.bpe", dir);
+    assert_int_equal(so_tokenizer_save_gpt2(t, enc, bpe), 0);
+    so_tokenizer *back_t = NULL;
+    assert_int_equal(so_tokenizer_load_gpt2(enc, bpe, &back_t), 0);
+    assert_int_equal(so_tokenizer_vocab(back_t), 256);
+    assert_int_equal(so_tokenizer_eot(back_t), -1);
+    uint32_t *ids2 = NULL;
+    size_t n2 = 0, cap2 = 0;
+    assert_int_equal(so_tokenizer_encode(back_t, text, sizeof text - 1, &ids2, &n2, &cap2), 0);
+    assert_int_equal(n2, sizeof text - 1);
+    for (size_t i = 0; i < n2; i++)
+        assert_int_equal(ids2[i], (uint8_t)text[i]);
+    free(ids2);
     free(ids);
-    expect_err(so_tokenizer_save_gpt2(t, "/tmp/x", "/tmp/y"), SO_EUNSUP, "bytes");
+    so_tokenizer_destroy(back_t);
+    unlink(enc);
+    unlink(bpe);
+    rmdir(dir);
     so_tokenizer_destroy(t);
 }
 

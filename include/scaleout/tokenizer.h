@@ -44,7 +44,9 @@ int so_tokenizer_parse_llmc(const uint8_t *buf, size_t len, const char *what, so
  * pair occurs twice. Deterministic. */
 int so_tokenizer_train(const char *text, size_t len, int vocab, so_tokenizer **out);
 /* Writes encoder.json and vocab.bpe in GPT-2's format ("#version: 0.2" and
- * one merge per line by rank). SO_EUNSUP for the byte and llm.c vocabularies. */
+ * one merge per line by rank). The byte vocabulary is written as its 256
+ * tokens and no merges (loaded back, it encodes and decodes the same ids).
+ * SO_EUNSUP for llm.c's vocabulary. */
 int so_tokenizer_save_gpt2(const so_tokenizer *t, const char *encoder_json, const char *vocab_bpe);
 void so_tokenizer_destroy(so_tokenizer *t); /* accepts NULL */
 

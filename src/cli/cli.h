@@ -83,6 +83,26 @@ int cmd_predict(int argc, char **argv); /* data-parallel scaling from measured l
 int cmd_plan(int argc, char **argv);    /* pipeline partition of a model: stages, crossing tensors, bubble */
 int cmd_tokenize(int argc, char **argv); /* text files -> llm.c token shards (GPT-2 BPE, trained BPE or bytes) */
 int cmd_data(int argc, char **argv);    /* image data sets: data index|bench|ls DIR */
+int cmd_generate(int argc, char **argv); /* text from a GPT-2 checkpoint or llm.c model file, with the KV cache */
+
+/* A scaleout checkpoint read into a model (ckpt export, generate). DIR is a
+ * checkpoint directory (it has a MANIFEST), a pipeline's DIR (its stage<s>/
+ * gathered at the newest step all hold), or a level (its newest intact
+ * checkpoint). The model is the manifest's, built on backend for one sample,
+ * with the manifest's input shape or, when decode, one token per sample (for
+ * so_model_decode); it is checked against the checkpoint's tensors and holds
+ * its parameters and running statistics. On error one line has been printed
+ * as "scaleout CMD: ..." and the exit status is returned. */
+struct so_model;
+typedef struct {
+    struct so_model *model;
+    char name[64];   /* the manifest's model ("gpt2:L=4,...") */
+    long step;
+    int stages;      /* pipeline stages gathered (0: one checkpoint) */
+} cli_ckpt;
+int cli_ckpt_load(const char *cmd, const char *dir, const char *backend, int decode, cli_ckpt *ck);
+void cli_ckpt_free(cli_ckpt *ck); /* accepts NULL */
+
 /* "imagefolder" when DIR/train is a directory, "tfrecord" when DIR holds
  * train-*-of-* shards, else NULL. */
 const char *cli_image_kind(const char *dir);

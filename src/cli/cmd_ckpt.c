@@ -4,7 +4,9 @@
  * checks every shard's CRC32C (partner and shared copies count) and exits 1 if
  * any complete checkpoint cannot be restored; export writes the parameters
  * and running statistics of one checkpoint as safetensors with PyTorch's
- * state_dict names, gathering a pipeline's stage<s>/ checkpoints into one. */
+ * state_dict names, or a GPT-2 as llm.c's model file or Hugging Face's
+ * safetensors, gathering a pipeline's stage<s>/ checkpoints into one. The
+ * loading (cli_ckpt_load) serves `generate --ckpt` too. */
 #include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
@@ -15,10 +17,16 @@
 #include "cli.h"
 #include "scaleout/ckpt.h"
 #include "scaleout/err.h"
+#include "scaleout/gpt2.h"
 #include "scaleout/pipeline.h"
 #include "scaleout/zoo.h"
 
-#define SUMMARY "Checkpoints: `ckpt list DIR`, `ckpt verify DIR`, `ckpt export DIR -o FILE.safetensors`."
+#define SUMMARY                                                                                                  \
+    "Checkpoints: `ckpt list DIR`, `ckpt verify DIR`, `ckpt export DIR -o FILE [--format safetensors|llmc|hf]`."
+
+/* The command named in error lines: "ckpt", or the command loading a
+ * checkpoint through cli_ckpt_load ("generate"). */
+static const char *err_cmd = "ckpt";
 
 /* What a scan found under one directory (a level, or a pipeline stage's). */
 typedef struct {
@@ -94,7 +102,7 @@ static int scan(const char *dir, int verify, int quiet, scan_state *s)
 {
     *s = (scan_state){.verify = verify, .best_step = -1, .quiet = quiet};
     if (so_ckpt_scan(dir, verify, on_ckpt, s))
-        return cli_error("ckpt", CLI_USAGE, "%s", so_errmsg());
+        return cli_error(err_cmd, CLI_USAGE, "%s", so_errmsg());
     return 0;
 }
 
@@ -115,28 +123,50 @@ static int shape_from_config(const char *cfg, int *c, int *h, int *w, int *class
     return in && cl && sscanf(in, "input=%dx%dx%d", c, h, w) == 3 && sscanf(cl, "classes=%d", classes) == 1 ? 0 : -1;
 }
 
-static int export(const char *dir, const char *out)
+/* The model of a manifest, on backend for one sample: the manifest's input
+ * shape, or one token per sample when decode (generation's key/value cache). */
+static int build_model(const so_ckpt_manifest *m, const char *dir, const char *backend, int decode, so_model **out)
+{
+    int c, h, w, classes;
+    so_graph *g = NULL;
+    if (shape_from_config(m->config, &c, &h, &w, &classes))
+        return cli_error(err_cmd, CLI_USAGE, "%s: the manifest has no input shape", dir);
+    so_gpt2_config gc;
+    if (decode && so_gpt2_parse(m->model, &gc) != 1)
+        return cli_error(err_cmd, CLI_USAGE, "%s: model '%s' is not a GPT-2 (only a token model decodes)", dir,
+                         m->model);
+    if (decode)
+        c = h = w = 1;
+    if (so_zoo_build(m->model, c, h, w, classes, &g) || so_model_create(g, backend, 1, 0, out))
+        return cli_error(err_cmd, CLI_USAGE, "%s: %s", dir, so_errmsg());
+    return CLI_OK;
+}
+
+/* The checkpoint's values into the model built for it. */
+static void take_values(cli_ckpt *ck, const float *params, const float *bufs)
+{
+    memcpy(ck->model->params, params, ck->model->nparams * sizeof *params);
+    if (ck->model->nbufs)
+        memcpy(ck->model->bufs, bufs, ck->model->nbufs * sizeof *bufs);
+    so_model_params_changed(ck->model);
+}
+
+/* One checkpoint directory (it has a MANIFEST). */
+static int load_one(const char *dir, const char *backend, int decode, cli_ckpt *ck)
 {
     so_ckpt_manifest m;
     float *params = NULL, *bufs = NULL;
     if (so_ckpt_load_dir(dir, &m, &params, &bufs))
-        return cli_error("ckpt", CLI_USAGE, "%s", so_errmsg());
-    int c, h, w, classes, rc = CLI_OK;
-    so_graph *g = NULL;
-    so_model *model = NULL;
-    if (shape_from_config(m.config, &c, &h, &w, &classes))
-        rc = cli_error("ckpt", CLI_USAGE, "%s: the manifest has no input shape", dir);
-    else if (so_zoo_build(m.model, c, h, w, classes, &g) || so_model_create(g, "ref", 1, 0, &model))
-        rc = cli_error("ckpt", CLI_USAGE, "%s: %s", dir, so_errmsg());
-    else if (so_ckpt_model_hash(model) != m.model_hash)
-        rc = cli_error("ckpt", CLI_USAGE, "%s: model '%s' of this scaleout does not match the checkpoint's", dir,
+        return cli_error(err_cmd, CLI_USAGE, "%s", so_errmsg());
+    int rc = build_model(&m, dir, backend, decode, &ck->model);
+    if (!rc && so_ckpt_model_hash(ck->model) != m.model_hash)
+        rc = cli_error(err_cmd, CLI_USAGE, "%s: model '%s' of this scaleout does not match the checkpoint's", dir,
                        m.model);
-    else if (so_ckpt_safetensors_save(out, model, params, bufs, m.step))
-        rc = cli_error("ckpt", CLI_USAGE, "-o: %s", so_errmsg());
-    else
-        printf("exported step %ld of %s (%llu parameters) to %s\n", m.step, m.model,
-               (unsigned long long)m.nparams, out);
-    so_model_destroy(model);
+    if (!rc) {
+        take_values(ck, params, bufs);
+        snprintf(ck->name, sizeof ck->name, "%s", m.model);
+        ck->step = m.step;
+    }
     so_ckpt_manifest_free(&m);
     free(params);
     free(bufs);
@@ -185,7 +215,7 @@ static int layout_read(const char *dir, int verify, int quiet, stage_layout *l)
         closedir(d);
     int found = l->n, want = found;
     if (!(l->stage = calloc(found > 0 ? (size_t)found : 1, sizeof *l->stage)))
-        return cli_error("ckpt", CLI_FAIL, "out of memory");
+        return cli_error(err_cmd, CLI_FAIL, "out of memory");
     for (int s = 0; s < found; s++) {
         char path[4200];
         snprintf(path, sizeof path, "%s/stage%d", dir, s);
@@ -197,7 +227,7 @@ static int layout_read(const char *dir, int verify, int quiet, stage_layout *l)
     if (want > found) { /* the last stages' directories are gone */
         scan_state *g = realloc(l->stage, (size_t)want * sizeof *g);
         if (!g)
-            return cli_error("ckpt", CLI_FAIL, "out of memory");
+            return cli_error(err_cmd, CLI_FAIL, "out of memory");
         memset(g + found, 0, (size_t)(want - found) * sizeof *g);
         l->stage = g;
         l->n = want;
@@ -249,10 +279,10 @@ static int append_stage(const char *dir, so_ckpt_manifest *first, int s, float *
     so_ckpt_manifest m;
     float *p = NULL, *b = NULL;
     if (so_ckpt_load_dir(dir, &m, &p, &b))
-        return cli_error("ckpt", CLI_USAGE, "%s", so_errmsg());
+        return cli_error(err_cmd, CLI_USAGE, "%s", so_errmsg());
     int rc = CLI_OK;
     if (s > 0 && (strcmp(m.model, first->model) || !m.config || !first->config || strcmp(m.config, first->config)))
-        rc = cli_error("ckpt", CLI_USAGE, "%s: stage %d was trained with another model or configuration", dir, s);
+        rc = cli_error(err_cmd, CLI_USAGE, "%s: stage %d was trained with another model or configuration", dir, s);
     float *gp = rc ? NULL : realloc(*params, (*np + m.nparams + 1) * sizeof *gp);
     float *gb = gp ? realloc(*bufs, (*nb + m.nbufs + 1) * sizeof *gb) : NULL;
     if (gp)
@@ -260,7 +290,7 @@ static int append_stage(const char *dir, so_ckpt_manifest *first, int s, float *
     if (gb)
         *bufs = gb;
     if (!rc && (!gp || !gb))
-        rc = cli_error("ckpt", CLI_FAIL, "out of memory");
+        rc = cli_error(err_cmd, CLI_FAIL, "out of memory");
     if (!rc) {
         memcpy(*params + *np, p, m.nparams * sizeof *p);
         memcpy(*bufs + *nb, b, m.nbufs * sizeof *b);
@@ -299,7 +329,7 @@ static int model_order(const char *dir, const so_graph *g, int ranks, float *par
 {
     int first[MAX_STAGES], n = 0;
     if (read_partition(dir, ranks, first, &n))
-        return cli_error("ckpt", CLI_USAGE, "%s", so_errmsg());
+        return cli_error(err_cmd, CLI_USAGE, "%s", so_errmsg());
     if (n <= ranks)
         return CLI_OK;
     so_pipe_plan plan = {0};
@@ -311,7 +341,7 @@ static int model_order(const char *dir, const so_graph *g, int ranks, float *par
         memcpy(bufs, tmp, nb * sizeof *tmp);
     so_pipe_plan_deinit(&plan);
     free(tmp);
-    return rc ? cli_error("ckpt", CLI_USAGE, "%s/partition: %s", dir, so_errmsg()) : CLI_OK;
+    return rc ? cli_error(err_cmd, CLI_USAGE, "%s/partition: %s", dir, so_errmsg()) : CLI_OK;
 }
 
 /* The intact checkpoint of a step, looked for by so_ckpt_scan. */
@@ -335,23 +365,22 @@ static int stage_dir(const char *dir, int s, long step, char *out, size_t len)
     step_pick p = {step, ""};
     snprintf(path, sizeof path, "%s/stage%d", dir, s);
     if (so_ckpt_scan(path, 1, pick_step, &p) || !p.dir[0])
-        return cli_error("ckpt", CLI_USAGE, "%s: no intact checkpoint of step %ld", path, step);
+        return cli_error(err_cmd, CLI_USAGE, "%s: no intact checkpoint of step %ld", path, step);
     snprintf(out, len, "%s", p.dir);
     return CLI_OK;
 }
 
-/* Every stage's stage's slice at the newest step all of them have intact,
- * gathered into one safetensors file of the whole model (parameter names, not
- * ranks, identify the tensors). */
-static int export_stages(const char *dir, const stage_layout *l, const char *out)
+/* Every stage's slice at the newest step all of them have intact, gathered
+ * into the whole model (parameter names, not ranks, identify the tensors). */
+static int load_stages(const char *dir, const stage_layout *l, const char *backend, int decode, cli_ckpt *ck)
 {
     int stages = l->n, missing = layout_missing(l), rc = CLI_OK;
     long step = common_step(l);
     if (missing >= 0)
-        return cli_error("ckpt", CLI_USAGE, "%s/stage%d: missing (the checkpoint has %d pipeline stages)", dir,
+        return cli_error(err_cmd, CLI_USAGE, "%s/stage%d: missing (the checkpoint has %d pipeline stages)", dir,
                          missing, stages);
     if (step < 0)
-        return cli_error("ckpt", CLI_USAGE, "%s: no step that every pipeline stage has intact (ckpt verify %s "
+        return cli_error(err_cmd, CLI_USAGE, "%s: no step that every pipeline stage has intact (ckpt verify %s "
                          "says which)", dir, dir);
     so_ckpt_manifest first = {0};
     float *params = NULL, *bufs = NULL;
@@ -361,24 +390,19 @@ static int export_stages(const char *dir, const stage_layout *l, const char *out
         if (!(rc = stage_dir(dir, s, step, path, sizeof path)))
             rc = append_stage(path, &first, s, &params, &np, &bufs, &nb);
     }
-    int c, h, w, classes;
-    so_graph *g = NULL;
-    so_model *model = NULL;
-    if (!rc && shape_from_config(first.config, &c, &h, &w, &classes))
-        rc = cli_error("ckpt", CLI_USAGE, "%s: the manifest has no input shape", dir);
-    else if (!rc && (so_zoo_build(first.model, c, h, w, classes, &g) || so_model_create(g, "ref", 1, 0, &model)))
-        rc = cli_error("ckpt", CLI_USAGE, "%s: %s", dir, so_errmsg());
-    else if (!rc && (np != model->nparams || nb != model->nbufs))
-        rc = cli_error("ckpt", CLI_USAGE, "%s: the %d stages hold %zu parameters, model '%s' has %zu", dir, stages, np,
-                       first.model, model->nparams);
-    else if (!rc && (rc = model_order(dir, model->g, stages, params, np, bufs, nb)))
-        ;
-    else if (!rc && so_ckpt_safetensors_save(out, model, params, bufs, step))
-        rc = cli_error("ckpt", CLI_USAGE, "-o: %s", so_errmsg());
-    else if (!rc)
-        printf("exported step %ld of %s (%zu parameters) from %d pipeline stages to %s\n", step, first.model, np,
-               stages, out);
-    so_model_destroy(model);
+    if (!rc)
+        rc = build_model(&first, dir, backend, decode, &ck->model);
+    if (!rc && (np != ck->model->nparams || nb != ck->model->nbufs))
+        rc = cli_error(err_cmd, CLI_USAGE, "%s: the %d stages hold %zu parameters, model '%s' has %zu", dir, stages,
+                       np, first.model, ck->model->nparams);
+    if (!rc)
+        rc = model_order(dir, ck->model->g, stages, params, np, bufs, nb);
+    if (!rc) {
+        take_values(ck, params, bufs);
+        snprintf(ck->name, sizeof ck->name, "%s", first.model);
+        ck->step = step;
+        ck->stages = stages;
+    }
     so_ckpt_manifest_free(&first);
     free(params);
     free(bufs);
@@ -425,25 +449,64 @@ static int pipeline_summary(const char *dir, const stage_layout *l)
     return bad;
 }
 
-/* export: a checkpoint directory (it has a MANIFEST, which the export reads
- * and checks), a pipeline's DIR (stage<s>/), or a level: its newest intact one. */
-static int export_any(const char *dir, const char *out)
+int cli_ckpt_load(const char *cmd, const char *dir, const char *backend, int decode, cli_ckpt *ck)
 {
     char path[4200];
     struct stat st;
+    memset(ck, 0, sizeof *ck);
+    err_cmd = cmd;
     snprintf(path, sizeof path, "%s/MANIFEST", dir);
     if (lstat(path, &st) == 0)
-        return export(dir, out);
+        return load_one(dir, backend, decode, ck);
     stage_layout *l = malloc(sizeof *l);
-    int rc = l ? layout_read(dir, 1, 1, l) : cli_error("ckpt", CLI_FAIL, "out of memory");
+    int rc = l ? layout_read(dir, 1, 1, l) : cli_error(err_cmd, CLI_FAIL, "out of memory");
     if (!rc && l->n > 0)
-        rc = export_stages(dir, l, out);
+        rc = load_stages(dir, l, backend, decode, ck);
     else if (!rc && !(rc = scan(dir, 1, 1, &l->stage[0])))
-        rc = l->stage[0].best_step < 0 ? cli_error("ckpt", CLI_USAGE, "%s: no intact checkpoint to export", dir)
-                                      : export(l->stage[0].best, out);
+        rc = l->stage[0].best_step < 0 ? cli_error(err_cmd, CLI_USAGE, "%s: no intact checkpoint", dir)
+                                      : load_one(l->stage[0].best, backend, decode, ck);
     if (l)
         layout_free(l);
     free(l);
+    if (rc) {
+        so_model_destroy(ck->model);
+        ck->model = NULL;
+    }
+    return rc;
+}
+
+void cli_ckpt_free(cli_ckpt *ck)
+{
+    if (ck)
+        so_model_destroy(ck->model);
+}
+
+/* export in one of three formats: safetensors with PyTorch's state_dict
+ * names (any model), llm.c's model file or Hugging Face's GPT-2 (GPT-2 only). */
+static int export_as(const char *dir, const char *format, const char *out)
+{
+    so_gpt2_config g;
+    cli_ckpt ck;
+    int rc = cli_ckpt_load("ckpt", dir, "ref", 0, &ck), gpt2 = rc ? 0 : so_gpt2_parse(ck.name, &g) == 1;
+    if (!rc && strcmp(format, "safetensors") && !gpt2)
+        rc = cli_error(err_cmd, CLI_USAGE, "--format %s: model '%s' of %s is not a GPT-2 (safetensors exports any model)",
+                       format, ck.name, dir);
+    if (!rc) {
+        const so_model *m = ck.model;
+        int err = !strcmp(format, "llmc") ? so_gpt2_save_llmc(m->g, m->params, out)
+                  : !strcmp(format, "hf") ? so_gpt2_save_hf(m->g, m->params, out)
+                                          : so_ckpt_safetensors_save(out, m, m->params, m->bufs, ck.step);
+        if (err)
+            rc = cli_error(err_cmd, cli_exit_code(err), "-o: %s", so_errmsg());
+    }
+    if (!rc) {
+        printf("exported step %ld of %s (%zu parameters)", ck.step, ck.name, ck.model->nparams);
+        if (ck.stages)
+            printf(" from %d pipeline stages", ck.stages);
+        printf(" to %s%s\n", out, !strcmp(format, "llmc") ? " (llm.c's model file)"
+                                  : !strcmp(format, "hf") ? " (Hugging Face GPT-2, config.json beside it)" : "");
+    }
+    cli_ckpt_free(&ck);
     return rc;
 }
 
@@ -452,7 +515,7 @@ static int list(const char *dir, int verify)
 {
     stage_layout *l = malloc(sizeof *l);
     if (!l)
-        return cli_error("ckpt", CLI_FAIL, "out of memory");
+        return cli_error(err_cmd, CLI_FAIL, "out of memory");
     int rc = layout_read(dir, verify, 0, l), bad = 0;
     if (!rc && l->n == 0) {
         rc = scan(dir, verify, 0, &l->stage[0]);
@@ -474,16 +537,21 @@ static int list(const char *dir, int verify)
 
 int cmd_ckpt(int argc, char **argv)
 {
-    const char *out = NULL;
-    const cli_opt opts[] = {{"output", OPT_STR, &out, "FILE", "export: the .safetensors file to write", 0, -1, NULL},
-                            {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
+    const char *out = NULL, *format = "safetensors";
+    static const char *const formats[] = {"safetensors", "llmc", "hf", NULL};
+    const cli_opt opts[] = {
+        {"output", OPT_STR, &out, "FILE", "export: the file to write", 0, -1, NULL},
+        {"format", OPT_CHOICE, &format, "F", "export: safetensors (PyTorch's state_dict names, any model), llmc "
+         "(llm.c's model file, GPT-2) or hf (Hugging Face GPT2LMHeadModel safetensors + config.json, GPT-2)", 0, -1,
+         formats},
+        {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     static const char *const aliases[][2] = {{"-o", "--output"}, {NULL, NULL}};
     if (argc >= 1 && (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help"))) {
         cli_usage(stdout, "ckpt list|verify|export DIR", SUMMARY, opts);
         return CLI_OK;
     }
     if (argc < 2)
-        return cli_error("ckpt", CLI_USAGE, "usage: scaleout ckpt list|verify|export DIR [-o FILE]");
+        return cli_error(err_cmd, CLI_USAGE, "usage: scaleout ckpt list|verify|export DIR [-o FILE]");
     const char *sub = argv[0], *dir = argv[1];
     cli_short_aliases(argc - 2, argv + 2, aliases);
     int rc = cli_parse("ckpt", SUMMARY, opts, argc - 2, argv + 2);
@@ -492,8 +560,8 @@ int cmd_ckpt(int argc, char **argv)
     if (!strcmp(sub, "list") || !strcmp(sub, "verify"))
         return list(dir, !strcmp(sub, "verify"));
     if (strcmp(sub, "export") != 0)
-        return cli_error("ckpt", CLI_USAGE, "unknown subcommand '%s' (list, verify, export)", sub);
+        return cli_error(err_cmd, CLI_USAGE, "unknown subcommand '%s' (list, verify, export)", sub);
     if (!out)
-        return cli_error("ckpt", CLI_USAGE, "export needs -o FILE.safetensors");
-    return export_any(dir, out);
+        return cli_error(err_cmd, CLI_USAGE, "export needs -o FILE");
+    return export_as(dir, format, out);
 }

@@ -1,7 +1,7 @@
 /* `scaleout tokenize TEXT... -o DIR`: text files to llm.c's token shards
  * DIR/NAME_train.bin and DIR/NAME_val.bin, with GPT-2's byte-pair encoder
- * (--encoder/--bpe), one trained here on the training text (--vocab N,
- * written to DIR as encoder.json + vocab.bpe), or bytes. Every document
+ * (--encoder/--bpe), one trained here on the training text (--vocab N), or
+ * bytes; the vocabulary is written to DIR as encoder.json + vocab.bpe. Every document
  * (a file, or the text between --doc-sep lines) follows <|endoftext|> when
  * the vocabulary has it, as llm.c's dev/data scripts prepare theirs; the
  * last --val-fraction of the text, at a document boundary, is validation. */
@@ -23,9 +23,10 @@
 #define SUMMARY                                                                                                  \
     "Tokenizes text files into llm.c's token shards DIR/NAME_train.bin and DIR/NAME_val.bin\n"                  \
     "(usage: scaleout tokenize TEXT... -o DIR [options]). Vocabulary: GPT-2's (--encoder, --bpe),\n"            \
-    "a byte-pair encoder trained on the training text (--vocab N; written to DIR/encoder.json\n"                \
-    "and DIR/vocab.bpe), or the 256 bytes (default). Each document follows <|endoftext|> when the\n"           \
-    "vocabulary has it; the last --val-fraction of the text (at a document boundary) is validation."
+    "a byte-pair encoder trained on the training text (--vocab N), or the 256 bytes (default);\n"            \
+    "it is written to DIR/encoder.json and DIR/vocab.bpe (for generate --tokenizer DIR). Each\n"             \
+    "document follows <|endoftext|> when the vocabulary has it; the last --val-fraction of the text\n"         \
+    "(at a document boundary) is validation."
 
 typedef struct {
     const char *out, *encoder, *bpe, *name, *doc_sep;
@@ -249,10 +250,10 @@ static void default_name(const char *path, char *name, size_t size)
         *dot = 0;
 }
 
+/* The vocabulary beside the shards, whichever it is, so `scaleout generate
+ * --tokenizer DIR` decodes what a model trained on them draws. */
 static int save_vocab(const tok_args *a, const so_tokenizer *t)
 {
-    if (!a->vocab)
-        return 0;
     char enc[PATH_MAX], bpe[PATH_MAX];
     if ((size_t)snprintf(enc, sizeof enc, "%s/encoder.json", a->out) >= sizeof enc ||
         (size_t)snprintf(bpe, sizeof bpe, "%s/vocab.bpe", a->out) >= sizeof bpe)
@@ -273,8 +274,10 @@ static void report(const tok_args *a, const corpus *c, const so_tokenizer *t, co
            c->nfiles, c->nfiles == 1 ? "" : "s", c->ndocs, c->ndocs == 1 ? "" : "s", c->bytes, ph->read, ph->vocab,
            ph->encode, ph->encode > 0 ? (double)c->bytes / ph->encode / 1e6 : 0);
     printf("vocabulary: %d tokens (%s%s%s), <|endoftext|> %s\n", so_tokenizer_vocab(t), so_tokenizer_kind(t),
-           a->vocab ? ", trained; written to encoder.json and vocab.bpe" : "", a->encoder ? ", GPT-2 files" : "",
+           a->vocab ? ", trained" : "", a->encoder ? ", GPT-2 files" : "",
            so_tokenizer_eot(t) >= 0 ? "before every document" : "absent (documents are concatenated)");
+    printf("vocabulary written to %s/encoder.json and %s/vocab.bpe (generate --tokenizer %s)\n", a->out, a->out,
+           a->out);
     printf("train: %zu tokens -> %s/%s_train.bin\n", tr->n, a->out, name);
     if (va->n)
         printf("val:   %zu tokens -> %s/%s_val.bin (the last %g of the text)\n", va->n, a->out, name,

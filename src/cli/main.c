@@ -41,6 +41,8 @@ static const command commands[] = {
     {"data", cmd_data, "image data sets: data index|bench|ls DIR (docs/DATA.md)", SIG_DEFAULT},
     {"tokenize", cmd_tokenize, "text files to llm.c token shards: tokenize TEXT... -o DIR [--encoder/--bpe | --vocab N]",
      SIG_END},
+    {"generate", cmd_generate, "text from a GPT-2 checkpoint or llm.c model file: generate --ckpt DIR --tokenizer DIR "
+     "--prompt TEXT", SIG_END},
 };
 
 /* The line before a watched signal ends the process (on the signal thread:

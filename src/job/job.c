@@ -383,6 +383,21 @@ void so_job_memory_use(const so_job *j, so_job_memory *out)
     out->total = out->params + out->grads + out->optimizer + out->activations + out->messages;
 }
 
+/* What could bring a rank under --max-memory: sharding first (the pipeline
+ * averages its replicas with dp only), then stages and the batch. */
+static const char *memory_advice(const so_job *j)
+{
+    const so_strategy_kind *k = NULL;
+    so_strategy_lookup(j->cfg.strategy ? j->cfg.strategy : "dp", &k);
+    int stage = k ? k->zero_stage : 0;
+    if (j->pipe || stage >= 3)
+        return "more --pipeline-stages or a smaller batch may fit";
+    return stage ? "a higher zero stage (`scaleout plan --strategy all --max-memory` names the one that fits), more "
+                   "ranks or a smaller batch may fit"
+                 : "a sharded --strategy (`scaleout plan --strategy all --max-memory` names the one that fits), "
+                   "--pipeline-stages or a smaller batch may fit";
+}
+
 /* --max-memory: this rank's accounting against the cap, with what it is made of. */
 static int check_memory(const so_job *j)
 {
@@ -397,11 +412,10 @@ static int check_memory(const so_job *j)
     if (!so_job_pipeline(j, &stage, &stages, &replica, &replicas))
         snprintf(where, sizeof where, " (stage %d of %d)", stage, stages);
     return so_err(SO_EINVAL, "--max-memory %s: rank %d%s needs %s: weights %s, gradients %s, optimizer %s, "
-                  "activations %s (%d micro-batch(es) in flight), messages %s; more --pipeline-stages or a smaller "
-                  "batch would fit", so_mem_label(j->cfg.max_memory, cap, sizeof cap), so_job_rank(j), where,
+                  "activations %s (%d micro-batch(es) in flight), messages %s; %s", so_mem_label(j->cfg.max_memory, cap, sizeof cap), so_job_rank(j), where,
                   so_mem_label(u.total, b[0], 32), so_mem_label(u.params, b[1], 32), so_mem_label(u.grads, b[2], 32),
                   so_mem_label(u.optimizer, b[3], 32), so_mem_label(u.activations, b[4], 32), u.slots,
-                  so_mem_label(u.messages, b[5], 32));
+                  so_mem_label(u.messages, b[5], 32), memory_advice(j));
 }
 
 /* Test hook: SCALEOUT_JOB_TEST_SETUP_SLEEP_MS=N sleeps N ms just before the

@@ -143,6 +143,7 @@ int so_gpt2_load_llmc(so_model *m, const char *path, int part)
                 rc = so_err(SO_EINVAL, "%s: %s has %zu floats, the model's %zu", path, name, n, count);
             else
                 memcpy(m->params + off, src, n * sizeof(float));
+            so_llmc_release(f, src + n); /* in file order: what is copied leaves memory */
             found += n;
         }
     if (!rc && found != m->nparams)

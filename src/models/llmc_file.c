@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -200,6 +201,18 @@ void so_llmc_free(so_llmc_model *m)
     else
         free(m->map);
     free(m);
+}
+
+void so_llmc_release(const so_llmc_model *m, const float *upto)
+{
+    if (!m || !m->mapped)
+        return;
+    uintptr_t start = (uintptr_t)m->map, page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t end = (uintptr_t)upto & ~(page - 1);
+    if (end > start + m->map_len)
+        end = (start + m->map_len) & ~(page - 1);
+    if (end > start) /* a private read-only file mapping: a later read faults the page in again */
+        madvise(m->map, end - start, MADV_DONTNEED);
 }
 
 const float *so_llmc_slice(const so_llmc_model *m, int k, int layer, size_t *count)

@@ -384,7 +384,7 @@ static int close_checked(FILE *f, const char *path)
 
 int so_tokenizer_save_gpt2(const so_tokenizer *t, const char *encoder_json, const char *vocab_bpe)
 {
-    if (t->kind != TOK_BPE)
+    if (t->kind == TOK_LLMC) /* bytes: the 256 one-byte tokens and no merges, which encode alike */
         return so_err(SO_EUNSUP, "tokenizer: a %s vocabulary has no GPT-2 files", so_tokenizer_kind(t));
     FILE *f = fopen(encoder_json, "w");
     if (!f)

@@ -71,7 +71,10 @@ struct od_state {
     size_t diff_bytes;           /* what the pool holds, for reports */
     float *wstage;               /* shared weight-gradient staging (od_gradw) */
     size_t wstage_bytes;
-    float *wtmp;                 /* shared weights in primitive layout (od_wcache) */
+    float *wtmp;                 /* one node's transient buffer, shared by all: weights in primitive layout
+                                    (od_wcache), Winograd's transformed weights, or the packing buffers of
+                                    scaleout's GEMM (a linear node's, nthr of them; one set per state, not per
+                                    node: GPT-2 124M has 49 linear nodes, ~9 MB each at 2 threads) */
     size_t wtmp_bytes;
     float **wino_tb;             /* per-thread Winograd buffers shared by all plans (od_wino) */
     size_t wino_floats;

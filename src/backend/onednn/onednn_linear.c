@@ -29,7 +29,6 @@ typedef struct {
     float *part;                         /* per-thread bias-gradient sums */
     int nthr;
     const od_gemm_kernels *gemm;         /* scaleout's GEMM (AVX2 and up), else the matmuls */
-    float *work;                         /* its packing buffers, nthr of them */
 } od_linear;
 
 static void md2(dnnl_memory_desc_t *md, int64_t a, int64_t b, dnnl_format_tag_t tag)
@@ -153,8 +152,9 @@ static int linear_create(od_state *s, int node)
     if (nd->a.bias && !(l->part = so_alloc((size_t)l->nthr * (size_t)l->N * sizeof(float))))
         return so_err(SO_ENOMEM, "out of memory for node %s", nd->name);
     l->gemm = getenv("SCALEOUT_LINEAR_ONEDNN") ? NULL : od_gemm_pick();
-    if (l->gemm && !(l->work = so_alloc((size_t)l->nthr * od_gemm_work(l->gemm) * sizeof(float))))
-        return so_err(SO_ENOMEM, "out of memory for node %s", nd->name);
+    size_t work = l->gemm ? (size_t)l->nthr * od_gemm_work(l->gemm) * sizeof(float) : 0;
+    if (work > s->wtmp_bytes)
+        s->wtmp_bytes = work; /* the packing buffers: s->wtmp, allocated once all nodes are built */
     int rc = create_fwd(s, node, l);
     return rc ? rc : create_bwd(s, node, l);
 }
@@ -168,7 +168,7 @@ static void gemm_forward(od_state *s, int node, od_linear *l)
                       .A = od_in(s, node, 0)->buf, .lda = (int)l->K, .B = w, .ldb = (int)l->K,
                       .C = s->t[node].buf, .ldc = (int)l->N,
                       .bias = nd->a.bias ? s->m->params + nd->param_off + (nd->a.tie ? 0 : (size_t)(l->N * l->K)) : NULL};
-    od_gemm(l->gemm, &g, l->work, l->nthr);
+    od_gemm(l->gemm, &g, s->wtmp, l->nthr);
 }
 
 static void gemm_backward(od_state *s, int node, od_linear *l)
@@ -178,12 +178,12 @@ static void gemm_backward(od_state *s, int node, od_linear *l)
         od_gemm_args d = {.ta = 0, .tb = 0, .M = (int)l->R, .N = (int)l->K, .K = (int)l->N, .A = dy,
                           .lda = (int)l->N, .B = w, .ldb = (int)l->K, .C = od_in(s, node, 0)->dbuf, .ldc = (int)l->K,
                           .add = so_graph_diff_accumulate(s->g, node, 0)};
-        od_gemm(l->gemm, &d, l->work, l->nthr);
+        od_gemm(l->gemm, &d, s->wtmp, l->nthr);
     }
     od_gemm_args g = {.ta = 1, .tb = 0, .M = (int)l->N, .N = (int)l->K, .K = (int)l->R, .A = dy,
                       .lda = (int)l->N, .B = od_in(s, node, 0)->buf, .ldb = (int)l->K,
                       .C = s->m->grads + weight_off(s, node), .ldc = (int)l->K, .add = s->m->accumulate_grads};
-    od_gemm(l->gemm, &g, l->work, l->nthr);
+    od_gemm(l->gemm, &g, s->wtmp, l->nthr);
 }
 
 static int linear_forward(od_state *s, int node, int training)
@@ -257,7 +257,6 @@ static void linear_destroy(void *priv)
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         od_mem_free(mems[i], NULL);
     so_free(l->part);
-    so_free(l->work);
     free(l);
 }
 
