@@ -698,6 +698,41 @@ static void test_units(void **state)
     so_graph_destroy(g);
 }
 
+/* GPT-2's units by blocks: the embedding, each transformer.h.<l>, ln_f
+ * (the LM head has no parameters of its own: it ties the token table). A
+ * forward reads them in that order and then the embedding's unit again for
+ * the LM head; the tied unit's gradient is accounted for the whole backward. */
+static void test_tied_units(void **state)
+{
+    (void)state;
+    so_graph *g;
+    assert_int_equal(so_zoo_build("gpt2:L=3,H=2,C=16,T=8,V=40", 1, 8, 1, 40, &g), 0);
+    shard_units u;
+    assert_int_equal(shard_units_parse("block", &u), 0);
+    shard_layout L;
+    assert_int_equal(shard_layout_build(g, &u, 2, 1, &L), 0);
+    assert_int_equal(L.nunits, 5);
+    int want[] = {0, 1, 2, 3, 4, 0}, head = -1;
+    assert_int_equal(L.nseq, 6);
+    for (int p = 0; p < 6; p++)
+        assert_int_equal(L.seq[p], want[p]);
+    for (int i = 1; i < so_graph_size(g); i++)
+        if (!strcmp(so_graph_node(g, i)->name, "lm_head"))
+            head = i;
+    assert_true(head > 0);
+    assert_int_equal(L.unit_of[head], -1);
+    assert_int_equal(L.use_lo[head], 5);
+    assert_int_equal(L.use_hi[head], 5);
+    assert_int_equal(L.tied, L.lo[1]);
+    so_strategy_memory mem;
+    shard_memory(3, &L, so_graph_nparams(g), 2, 2, 1, &mem);
+    /* the largest two places of the read order: ln_f with the embedding, or two blocks */
+    size_t two = L.lo[2] - L.lo[1] + L.lo[3] - L.lo[2], end = L.lo[5] - L.lo[4] + L.lo[1];
+    assert_true(fabs(mem.params - 4.0 * (double)(L.nmine + (two > end ? two : end))) < 1);
+    shard_layout_free(&L);
+    so_graph_destroy(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -707,6 +742,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_bound),
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_units),
+        cmocka_unit_test(test_tied_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -220,6 +220,16 @@ typedef struct {
     so_pipe_chunk *chunks;      /* in the device graph's order */
     so_pipe_edge *recv, *send;
     int nrecv, nsend;
+    /* Weight tying across devices (GPT-2's LM head on the last stage reads
+     * stage 0's token table, as in Megatron): the device of the tied layer
+     * holds a copy of the table, its last tie_n parameters (tie_copy 1; not
+     * the model's: gathers and exports leave it out); the table's device
+     * holds it at tie_off (tie_copy 0). Every step the two sum their
+     * gradients of it (a message of tag tie_tag each way), so both copies
+     * step alike. tie_peer: the other device; tie_n 0 when no tie leaves this one. */
+    int tie_peer, tie_copy, tie_tag;
+    size_t tie_off, tie_n;
+    size_t tie_whole;           /* the table's offset in the whole model */
 } so_pipe_stage_edges;
 
 /* Builds device d's finalized graph (*out; the caller owns it) and its
@@ -282,6 +292,9 @@ typedef struct {
      * (so_model.bn_allsum); NULL: per micro-batch, GPipe's semantics. */
     so_allsum_fn bn_allsum;
     void *bn_allsum_arg;
+    /* --clip-norm: the world's sum of a double (so_dist.sum); NULL: one process. */
+    int (*sum)(void *ctx, double *v, int n);
+    void *sum_ctx;
 } so_pipe_config;
 
 /* The strategy of one stage: runs the schedule's forwards and backwards of

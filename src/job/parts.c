@@ -198,9 +198,11 @@ static int model_and_strategy(const so_job_config *a, const so_dist *d, so_model
     }
     if ((rc = so_model_create_opts(g, mo, &j->m)))
         return rc;
-    /* language models decay their matrices and embeddings only (nanoGPT, llm.c) */
+    /* language models decay their matrices and embeddings only (nanoGPT, llm.c);
+     * a pipeline stage after the embedding is one by its data */
     size_t *decay = NULL;
-    if (so_graph_takes_tokens(j->m->g) && (rc = so_graph_decay_ranges(j->m->g, &decay, &sc.optim.ndecay_ranges)))
+    int lm = so_graph_takes_tokens(j->m->g) || (j->train && j->train->tokens);
+    if (lm && (rc = so_graph_decay_ranges(j->m->g, &decay, &sc.optim.ndecay_ranges)))
         return rc;
     sc.optim.decay_ranges = decay; /* copied by so_optim_create */
     if (a->pipeline_stages > 1)
@@ -273,13 +275,15 @@ int parts_measure(so_model *m, so_optim *opt, const so_predict_run *run, double 
 {
     so_shape sh = so_graph_input_shape(m->g);
     size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)m->batch;
+    size_t ny = (size_t)m->batch * (size_t)so_graph_targets(m->g); /* a token loss: T targets a sample */
+    int k = so_graph_classes(m->g), tokens = so_graph_takes_tokens(m->g);
     float *x = calloc(len, sizeof *x);
-    int32_t *y = calloc((size_t)m->batch, sizeof *y);
+    int32_t *y = calloc(ny, sizeof *y);
     int rc = x && y ? 0 : so_err(SO_ENOMEM, "out of memory for a batch");
-    for (size_t i = 0; !rc && i < len; i++) /* deterministic values in [-0.5, 0.5) */
-        x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    for (int i = 0; !rc && i < m->batch; i++)
-        y[i] = i % so_graph_classes(m->g);
+    for (size_t i = 0; !rc && i < len; i++) /* deterministic values in [-0.5, 0.5), or token ids */
+        x[i] = tokens ? (float)((i * 2654435761u) % (unsigned)k) : (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; !rc && i < ny; i++)
+        y[i] = (int32_t)(i % (size_t)k);
     if (!rc)
         rc = so_predict_measure(m, opt, x, y, run, t_fwd, t_bwd, t_other, timed);
     free(x);

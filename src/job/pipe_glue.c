@@ -260,7 +260,7 @@ int pipe_glue_start(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_p
         return rc;
     so_pipe_config pc = {.schedule = g->schedule, .microbatches = g->microbatches, .link = pipe_link_ops(&g->link),
                          .replicas = g->dp, .nreplicas = g->at.replicas, .bn_allsum = rd ? replica_bn_allsum : NULL,
-                         .bn_allsum_arg = (void *)rd};
+                         .bn_allsum_arg = (void *)rd, .sum = dist_get(dh)->sum, .sum_ctx = dist_get(dh)->ctx};
     if ((rc = so_strategy_pipeline(&pc, &g->edges, &g->pipe)))
         return rc;
     tc->accumulate = g->microbatches;
@@ -283,7 +283,8 @@ int pipe_glue_gather_params(pipe_glue *g, const so_model *m, float **out, size_t
         return 0;
     size_t *sizes = calloc((size_t)g->at.stages, sizeof *sizes);
     void *all = NULL;
-    int rc = sizes ? so_comm_gather_bytes(g->link.pipeline, m->params, m->nparams * sizeof(float), 0, &all, sizes)
+    size_t mine = m->nparams - (g->edges.tie_copy ? g->edges.tie_n : 0); /* a tied table's copy is not the model's */
+    int rc = sizes ? so_comm_gather_bytes(g->link.pipeline, m->params, mine * sizeof(float), 0, &all, sizes)
                    : so_err(SO_ENOMEM, "out of memory");
     if (!rc && all) /* the pipeline group's rank 0: this replica's last stage */
         rc = so_pipe_model_from_group(&g->plan, g->at.stages, all, sizes, out, n);

@@ -23,6 +23,10 @@ static int copy_slices(const so_pipe_stage_edges *e, const float *params, const 
         ap += cp;
         ab += cb;
     }
+    if (e->tie_n && e->tie_copy && ap + e->tie_n <= m->nparams) { /* a tied table's copy: its last parameters */
+        memcpy(m->params + ap, params + e->tie_whole, e->tie_n * sizeof *params);
+        ap += e->tie_n;
+    }
     if (ap != m->nparams || ab != m->nbufs)
         return so_err(SO_EINVAL, "device %d: %zu parameters, but its slices of the model have %zu", e->stage,
                       m->nparams, ap);

@@ -33,11 +33,13 @@ typedef struct {
     float **sdata, **sgrad;      /* send edge x micro-batch: activation out, its diff in */
     void **rreq, **sreq;         /* the posted receives of recv / send edges per micro-batch */
     char *rshared, *sshared;     /* per recv / send edge: its buffers are in memory both devices map */
-    int32_t *labels;             /* the device of the loss, interleaved: micro-batch k's labels at k x batch */
+    int32_t *labels;             /* the device of the loss, interleaved: micro-batch k's labels at k x per_batch */
+    size_t targets, per_batch;   /* labels per sample (a token loss: T), per micro-batch */
     int *nvalid;                 /* and its sample count */
     void **out;                  /* sends in flight */
     int nout, outcap;
     double busy;                 /* forward + backward seconds of the current step */
+    float *tie_in;               /* the tie peer's gradient of the tied table (e->tie_n floats) */
     long start_step;
 } pipe_state;
 
@@ -197,7 +199,7 @@ static int next_input(pipe_state *s, int k, const so_step_io *io)
         return got < 0 ? got : so_err(SO_EINVAL, "the epoch ended inside a pipeline step");
     int loss_here = s->e->chunks[0].stage == s->e->last_stage;
     if (s->labels) {
-        memcpy(s->labels + (size_t)k * s->m->batch, y, (size_t)n * sizeof *y);
+        memcpy(s->labels + (size_t)k * s->per_batch, y, (size_t)n * s->targets * sizeof *y);
         s->nvalid[k] = n;
     }
     return so_model_set_input(s->m, s->stage == 0 ? x : NULL, loss_here ? y : NULL, n);
@@ -208,7 +210,7 @@ static int later_labels(pipe_state *s, const so_pipe_chunk *ch, int c, int k)
 {
     if (c == 0 || ch->stage != s->e->last_stage)
         return 0;
-    return so_model_set_input(s->m, NULL, s->labels + (size_t)k * s->m->batch, s->nvalid[k]);
+    return so_model_set_input(s->m, NULL, s->labels + (size_t)k * s->per_batch, s->nvalid[k]);
 }
 
 static int forward(pipe_state *s, int c, int k, const so_step_io *io, double *loss)
@@ -388,8 +390,12 @@ static int alloc_buffers(pipe_state *s)
     if (!s->rdata || !s->rgrad || !s->sdata || !s->sgrad || !s->rreq || !s->sreq || !s->rshared || !s->sshared ||
         !s->ops || !s->backwards_run)
         return so_err(SO_ENOMEM, "out of memory for the pipeline's buffers");
+    if (e->tie_n && !(s->tie_in = malloc(e->tie_n * sizeof *s->tie_in)))
+        return so_err(SO_ENOMEM, "out of memory for the tied table's gradient");
     if (s->chunks > 1 && s->has_loss) {
-        s->labels = calloc((size_t)s->M * s->m->batch, sizeof *s->labels);
+        s->targets = (size_t)so_graph_targets(s->m->g);
+        s->per_batch = (size_t)s->m->batch * s->targets;
+        s->labels = calloc((size_t)s->M * s->per_batch, sizeof *s->labels);
         s->nvalid = calloc((size_t)s->M, sizeof *s->nvalid);
         if (!s->labels || !s->nvalid)
             return so_err(SO_ENOMEM, "out of memory for the pipeline's labels");
@@ -408,6 +414,25 @@ static int alloc_buffers(pipe_state *s)
             return so_err(SO_ENOMEM, "out of memory for the pipeline's send buffers");
     }
     return 0;
+}
+
+/* A weight tie between devices: the copy takes the table's values before
+ * the first step, however each side was set (the whole model's initial
+ * values, --init-from, a checkpoint), so the two step alike from equal bits. */
+static int share_tied(pipe_state *s)
+{
+    const so_pipe_stage_edges *e = s->e;
+    const so_pipe_link *l = &s->c.link;
+    void *req = NULL;
+    if (!e->tie_n)
+        return 0;
+    float *table = s->m->params + e->tie_off;
+    int rc = e->tie_copy ? l->irecv(l->ctx, table, e->tie_n * sizeof *table, e->tie_peer, e->tie_tag, &req)
+                         : l->isend(l->ctx, table, e->tie_n * sizeof *table, e->tie_peer, e->tie_tag, &req);
+    int w = req ? l->wait(l->ctx, req) : 0;
+    if (!rc && !w && e->tie_copy)
+        so_model_params_changed(s->m);
+    return rc ? rc : w;
 }
 
 static int pipe_start(void *self, so_model *m, const so_train_config *c, so_train_result *r)
@@ -431,6 +456,8 @@ static int pipe_start(void *self, so_model *m, const so_train_config *c, so_trai
         r->pipe_edge_bytes += 2 * (size_t)s->M * edge_bytes(s, &s->e->send[i]);
     if (!rc)
         rc = so_pipe_schedule_ops(s->c.schedule, s->stage, s->P, s->M, s->chunks, s->ops);
+    if (!rc)
+        rc = share_tied(s);
     /* The loop set the world's sum for --sync-bn; a stage's statistics are its replicas'. */
     m->bn_allsum = c->sync_bn ? s->c.bn_allsum : NULL;
     m->bn_allsum_arg = c->sync_bn ? s->c.bn_allsum_arg : NULL;
@@ -440,12 +467,56 @@ static int pipe_start(void *self, so_model *m, const so_train_config *c, so_trai
     return rc;
 }
 
+/* A weight tie between devices (GPT-2's token table, on the first and the
+ * last stage): each device sends its gradient of the table to the other and
+ * adds the other's, so both hold the same sum (a + b == b + a in IEEE
+ * arithmetic) and their copies step alike, as Megatron's allreduce between
+ * the embedding's owners. Before the replicas' average, which then averages
+ * the same values on both devices. */
+static int sum_tied(pipe_state *s)
+{
+    const so_pipe_stage_edges *e = s->e;
+    const so_pipe_link *l = &s->c.link;
+    if (!e->tie_n)
+        return 0;
+    float *g = s->m->grads + e->tie_off;
+    void *out = NULL, *in = NULL;
+    int rc = l->irecv(l->ctx, s->tie_in, e->tie_n * sizeof *g, e->tie_peer, e->tie_tag, &in);
+    if (!rc)
+        rc = l->isend(l->ctx, g, e->tie_n * sizeof *g, e->tie_peer, e->tie_tag, &out);
+    int w1 = in ? l->wait(l->ctx, in) : 0, w2 = out ? l->wait(l->ctx, out) : 0;
+    rc = rc ? rc : w1 ? w1 : w2;
+    for (size_t i = 0; !rc && i < e->tie_n; i++)
+        g[i] += s->tie_in[i];
+    return rc;
+}
+
 static int pipe_grads_done(void *self, double *exposed)
 {
     pipe_state *s = self;
     const so_strategy *dp = s->c.replicas;
     *exposed = 0;
-    return dp ? dp->ops->grads_done(dp->self, exposed) : 0;
+    double t0 = so_now();
+    int rc = sum_tied(s);
+    *exposed = so_now() - t0;
+    double more = 0;
+    if (!rc && dp)
+        rc = dp->ops->grads_done(dp->self, &more);
+    *exposed += more;
+    return rc;
+}
+
+/* --clip-norm: the squared norm of the model's gradient, each parameter
+ * once (a tied table's copy is counted on the table's device), summed over
+ * the stages; every replica holds the same gradient after the average. */
+static int pipe_grad_sqnorm(void *self, double *sq)
+{
+    pipe_state *s = self;
+    size_t n = s->m->nparams - (s->e->tie_copy ? s->e->tie_n : 0);
+    *sq = so_optim_sqnorm(s->m->grads, n);
+    int rc = s->c.sum ? s->c.sum(s->c.sum_ctx, sq, 1) : 0;
+    *sq /= s->c.nreplicas > 0 ? s->c.nreplicas : 1;
+    return rc;
 }
 
 static int pipe_step_done(void *self, long step)
@@ -581,11 +652,12 @@ static void pipe_destroy(void *self)
     free(s->backwards_run);
     free(s->labels);
     free(s->nvalid);
+    free(s->tie_in);
     free(s);
 }
 
 static const so_strategy_ops pipe_ops = {.name = "pipeline", .start = pipe_start, .grads_done = pipe_grads_done,
-                                         .update = pipe_update, .step_done = pipe_step_done, .finish = pipe_finish,
+                                         .update = pipe_update, .grad_sqnorm = pipe_grad_sqnorm, .step_done = pipe_step_done, .finish = pipe_finish,
                                          .run_step = pipe_run_step, .evaluate = pipe_evaluate, .destroy = pipe_destroy};
 
 int so_strategy_pipeline(const so_pipe_config *c, const so_pipe_stage_edges *e, so_strategy **out)

@@ -88,14 +88,21 @@ static int add_sends(const so_pipe_plan *p, int P, int s, so_graph *g, const int
     return 0;
 }
 
-static int copy_nodes(const so_pipe_plan *p, int s, so_graph *g, int *map)
+/* A layer tied to a table on another device gets a weight of its own, the
+ * table's copy (tie_across). */
+static int stage_of(const so_pipe_plan *p, int i);
+
+static int copy_nodes(const so_pipe_plan *p, int P, int s, so_graph *g, int *map)
 {
     for (int i = p->first[s] > 0 ? p->first[s] : 1; i < p->first[s + 1]; i++) {
         const so_node *nd = so_graph_node(p->g, i);
         int in[SO_MAX_INPUTS];
         for (int j = 0; j < nd->ninputs; j++)
             in[j] = map[nd->inputs[j]];
-        int id = so_graph_add(g, nd->op, nd->name, in, nd->ninputs, &nd->a);
+        so_attrs a = nd->a;
+        if (nd->op == SO_OP_LINEAR && a.tie > 0)
+            a.tie = stage_of(p, a.tie) % P == s % P ? map[a.tie] : 0; /* map[]: a recv node on other devices */
+        int id = so_graph_add(g, nd->op, nd->name, in, nd->ninputs, &a);
         if (id < 0)
             return id;
         map[i] = id;
@@ -123,7 +130,7 @@ static int add_chunk(const so_pipe_plan *p, int P, int d, int c, so_graph *g, in
     ch->send_lo = e->nsend;
     int rc = add_recvs(p, P, ch->stage, g, map, e);
     if (!rc)
-        rc = copy_nodes(p, ch->stage, g, map);
+        rc = copy_nodes(p, P, ch->stage, g, map);
     if (!rc)
         rc = add_sends(p, P, ch->stage, g, map, e);
     ch->node_hi = so_graph_size(g);
@@ -131,6 +138,45 @@ static int add_chunk(const so_pipe_plan *p, int P, int d, int c, so_graph *g, in
     ch->send_hi = e->nsend;
     slice(p, ch->stage, ch);
     return rc;
+}
+
+/* The plan's stage of whole-graph node i. */
+static int stage_of(const so_pipe_plan *p, int i)
+{
+    int s = 0;
+    while (s + 1 < p->nstages && p->first[s + 1] <= i)
+        s++;
+    return s;
+}
+
+/* This device's side of a weight tie between devices (the tie_* fields):
+ * the tied layer's device keeps the table's copy as its own weight, which
+ * must be its last parameters (so its chunks' slices of the model stay
+ * contiguous before it); the table's device sums its gradient with it. */
+static int tie_across(const so_pipe_plan *p, int P, int d, const so_graph *g, const int *map, so_pipe_stage_edges *e)
+{
+    for (int i = 1; i < so_graph_size(p->g); i++) {
+        const so_node *nd = so_graph_node(p->g, i);
+        if (nd->op != SO_OP_LINEAR || nd->a.tie <= 0)
+            continue;
+        int user = stage_of(p, i) % P, owner = stage_of(p, nd->a.tie) % P;
+        if (user == owner || (user != d && owner != d))
+            continue;
+        const so_node *tab = so_graph_node(p->g, nd->a.tie);
+        if (e->tie_n)
+            return so_err(SO_EUNSUP, "%s: a second weight tie between pipeline stages (one is supported)", nd->name);
+        const so_node *here = so_graph_node(g, map[user == d ? i : nd->a.tie]);
+        e->tie_peer = user == d ? owner : user;
+        e->tie_copy = user == d;
+        e->tie_tag = 2 * (p->ntensors * P + P); /* above every edge's tags */
+        e->tie_off = here->param_off;
+        e->tie_n = (size_t)tab->a.vocab * (size_t)tab->out.w; /* the token table, (vocab, C) */
+        e->tie_whole = tab->param_off;
+        if (e->tie_copy && (nd->a.bias || here->param_off + here->nparam != so_graph_nparams(g)))
+            return so_err(SO_EUNSUP, "%s: its weight is tied to %s on another pipeline stage, so it must be its "
+                          "stage's last layer with parameters, without a bias", nd->name, tab->name);
+    }
+    return 0;
 }
 
 int so_pipe_stage_graph(const so_pipe_plan *p, int devices, int d, so_graph **out, so_pipe_stage_edges *e)
@@ -158,6 +204,8 @@ int so_pipe_stage_graph(const so_pipe_plan *p, int devices, int d, so_graph **ou
         rc = add_chunk(p, P, d, c, g, map, e);
     if (!rc)
         rc = so_graph_finalize(g);
+    if (!rc)
+        rc = tie_across(p, P, d, g, map, e);
     free(map);
     if (rc) {
         so_graph_destroy(g);

@@ -39,11 +39,25 @@ int shard_units_for(const so_strategy_config *c, int stage, shard_units *u)
     return 0;
 }
 
-/* A block's name: the first two parts of a module path of three or more
- * ("layer1.0.conv1" -> "layer1.0", "h.3.attn.c_attn" -> "h.3"), else the
- * whole name (a stem layer is a block of its own). */
+/* Whether the part of a module path from p to the next dot is a number
+ * followed by more parts (a block's index: "0" of "layer1.0.conv1"). */
+static int index_part(const char *p)
+{
+    const char *q = p;
+    while (*q >= '0' && *q <= '9')
+        q++;
+    return q > p && *q == '.';
+}
+
+/* A block's name: the path up to its first index part ("layer1.0.conv1"
+ * -> "layer1.0", "transformer.h.3.attn.c_attn" -> "transformer.h.3"), else
+ * the first two parts of a path of three or more, else the whole name (a
+ * stem layer, "transformer.ln_f", is a block of its own). */
 static size_t block_key(const char *name)
 {
+    for (const char *p = name; p; p = strchr(p, '.') ? strchr(p, '.') + 1 : NULL)
+        if (index_part(p))
+            return (size_t)(strchr(p, '.') - name);
     const char *dot = strchr(name, '.');
     const char *second = dot ? strchr(dot + 1, '.') : NULL;
     return second ? (size_t)(second - name) : strlen(name);
@@ -128,6 +142,52 @@ static int map_nodes(const so_graph *g, shard_layout *l)
     return 0;
 }
 
+/* The unit whose table node i's weight is tied to, or -1. */
+static int tied_unit(const so_graph *g, const shard_layout *l, int i)
+{
+    const so_node *nd = so_graph_node(g, i);
+    return i > 0 && nd->op == SO_OP_LINEAR && nd->a.tie > 0 ? l->unit_of[nd->a.tie] : -1;
+}
+
+/* Node i reads unit u: its place in the read order (shard_layout.seq). */
+static void read_unit(shard_layout *l, int i, int u)
+{
+    if (u < 0)
+        return;
+    if (!l->nseq || l->seq[l->nseq - 1] != u)
+        l->seq[l->nseq++] = u;
+    if (l->use_lo[i] < 0)
+        l->use_lo[i] = l->nseq - 1;
+    l->use_hi[i] = l->nseq - 1;
+}
+
+/* The read order: per node the tied table's unit first (the LM head reads
+ * it before its own bias, if it has one), then its own. */
+static int read_order(const so_graph *g, shard_layout *l)
+{
+    int nodes = so_graph_size(g);
+    l->seq = malloc((2 * (size_t)nodes + 1) * sizeof *l->seq);
+    l->use_lo = malloc((size_t)nodes * sizeof *l->use_lo);
+    l->use_hi = malloc((size_t)nodes * sizeof *l->use_hi);
+    char *counted = calloc((size_t)l->nunits, 1);
+    if (!l->seq || !l->use_lo || !l->use_hi || !counted) {
+        free(counted);
+        return so_err(SO_ENOMEM, "out of memory for the shard layout");
+    }
+    for (int i = 0; i < nodes; i++) {
+        int tie = tied_unit(g, l, i);
+        l->use_lo[i] = l->use_hi[i] = -1;
+        read_unit(l, i, tie);
+        read_unit(l, i, l->unit_of[i]);
+        if (tie >= 0 && tie != l->unit_of[i] && !counted[tie]) {
+            counted[tie] = 1;
+            l->tied += l->lo[tie + 1] - l->lo[tie];
+        }
+    }
+    free(counted);
+    return 0;
+}
+
 /* Block k of n over p, as so_comm_block cuts it. */
 static void block(size_t n, int p, int k, size_t *off, size_t *len)
 {
@@ -174,6 +234,8 @@ int shard_layout_build(const so_graph *g, const shard_units *u, int shards, int 
         rc = map_nodes(g, l);
     if (!rc)
         rc = own_blocks(l);
+    if (!rc)
+        rc = read_order(g, l);
     if (rc)
         shard_layout_free(l);
     return rc;
@@ -189,6 +251,9 @@ void shard_layout_free(shard_layout *l)
     free(l->mine_off);
     free(l->mine_len);
     free(l->cbase);
+    free(l->seq);
+    free(l->use_lo);
+    free(l->use_hi);
     memset(l, 0, sizeof *l);
 }
 
@@ -204,11 +269,29 @@ static double largest_run(const shard_layout *l, int k)
     return (double)best * sizeof(float);
 }
 
+/* Bytes of the largest set of units read at k consecutive places of the
+ * read order (zero3's gathered window; a unit read twice counts once). */
+static double largest_window(const shard_layout *l, int k)
+{
+    size_t best = 0;
+    for (int p = 0; p < l->nseq; p++) {
+        size_t sum = 0;
+        for (int q = p; q < l->nseq && q < p + k; q++) {
+            int seen = 0;
+            for (int r = p; r < q; r++)
+                seen |= l->seq[r] == l->seq[q];
+            sum += seen ? 0 : l->lo[l->seq[q] + 1] - l->lo[l->seq[q]];
+        }
+        best = sum > best ? sum : best;
+    }
+    return (double)best * sizeof(float);
+}
+
 void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
                   so_strategy_memory *out)
 {
     double whole = (double)nparams * sizeof(float), mine = (double)l->nmine * sizeof(float);
-    double gathered = largest_run(l, prefetch), writing = largest_run(l, 2);
+    double gathered = largest_window(l, prefetch), writing = largest_run(l, 2) + (double)l->tied * sizeof(float);
     *out = (so_strategy_memory){.params = stage == 3 ? mine + gathered : whole,
                                 .grads = stage == 1 || accumulate > 1 ? whole : mine + writing,
                                 .optimizer = mine * nslots};

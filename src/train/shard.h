@@ -47,16 +47,26 @@ typedef struct {
     size_t *cbase;               /* per unit: where that block starts in the compact buffers */
     size_t nmine;                /* floats this rank keeps: the compact buffers' length */
     size_t max_unit;             /* floats of the largest unit */
+    /* The units in the order a forward pass reads them, repeats of one unit
+     * in a row merged: a layer reads its own unit and, when it ties its
+     * weight to another layer's table (GPT-2's LM head reads the token
+     * embedding), that layer's unit too, so a tied table's unit comes again
+     * where its user runs. Backward reads the same order reversed. */
+    int *seq, nseq;
+    int *use_lo, *use_hi;        /* per node: the positions in seq of the units it reads, -1 for none */
+    size_t tied;                 /* floats of the units holding a table another unit's layer ties to */
 } shard_layout;
 
 int shard_layout_build(const so_graph *g, const shard_units *u, int shards, int shard, shard_layout *l);
 void shard_layout_free(shard_layout *l);
 
 /* What a rank of stage 1-3 holds by the layout (so_strategy_memory): zero3's
- * `prefetch` units gathered, zero2/3's two units of gradients (the one
- * backward writes, one being reduced; the whole buffer when micro-batches
- * are summed in place, accumulate > 1): the largest run of that many
- * consecutive units. */
+ * `prefetch` units gathered (the largest window of that many places in the
+ * read order, seq), zero2/3's two units of gradients (the one backward
+ * writes, one being reduced: the largest run of two consecutive units; the
+ * whole buffer when micro-batches are summed in place, accumulate > 1),
+ * plus the tied tables' units, whose gradients live from the tied user's
+ * backward to the owner's. */
 void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
                   so_strategy_memory *out);
 

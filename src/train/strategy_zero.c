@@ -53,12 +53,13 @@ struct zero_state {
     so_handle **rs, **ag;        /* per unit: reduce-scatter chain, allgather in flight */
     char *resident;              /* zero3: the unit's parameters are mapped (gathered or being gathered) */
     char *fresh;                 /* the unit was gathered: its layers must re-read their weights */
+    char *want;                  /* zero3_window's scratch: the units of the window */
     int *flight;                 /* zero2/3: units whose reduce-scatter is in flight, oldest first */
     int nflight;
     int live;                    /* reduce-scatter from inside this backward */
     int micro;                   /* micro-batch of the current backward */
     int stale;                   /* zero1/2: the update changed this rank's blocks only: gather before forward */
-    int cur_unit, cur_dir;       /* zero3: the unit the last hook saw, and its direction (0 fwd, 1 bwd) */
+    int cur_pos, cur_dir;        /* the place in the read order (L.seq) the last hook saw, its direction (0 fwd, 1 bwd) */
     int prefetch;                /* zero3: units gathered at once, at most */
     int accumulate;              /* micro-batches per step (memory: see zero_backward_begin) */
     shard_units units;           /* how the units were made */
@@ -197,12 +198,17 @@ static int gather_unit(zero_state *s, int u)
                                L->counts + (size_t)u * L->shards, SO_DTYPE_F32, &o, &s->ag[u]);
 }
 
-/* Waits for unit u's gather; after a gather its layers re-read their weights. */
+/* Waits for unit u's gather; after a gather its layers re-read their
+ * weights, and so do the layers elsewhere that tie theirs to its tables. */
 static int gathered(zero_state *s, int u)
 {
     int rc = wait_handle(s, &s->ag[u]);
-    if (s->fresh[u])
-        so_model_params_changed_nodes(s->m, s->L.node_lo[u], s->L.node_hi[u]);
+    if (!s->fresh[u])
+        return rc;
+    so_model_params_changed_nodes(s->m, s->L.node_lo[u], s->L.node_hi[u]);
+    for (int i = 1; i < so_graph_size(s->m->g); i++)
+        if (s->L.unit_of[i] != u && s->L.use_lo[i] >= 0 && s->L.seq[s->L.use_lo[i]] == u)
+            so_model_params_changed_nodes(s->m, i, i + 1);
     s->fresh[u] = 0;
     return rc;
 }
@@ -218,53 +224,65 @@ static int free_unit(zero_state *s, int u)
 
 /* ---- the model's per-node hooks ----------------------------------------------------- */
 
-/* zero3: unit u is about to run in direction dir (0 forward, 1 backward).
- * The units that pass needs next are [u, u + K) forward, (u - K, u]
- * backward: every other resident unit is freed first, so at most K are ever
- * mapped; then u is waited for and the rest of the window prefetched. */
-static int zero3_window(zero_state *s, int u, int dir)
+/* zero3: a layer reading the units at places [a, b] of the read order
+ * (L.seq; one place, or two for a tied layer with its own bias) is about to
+ * run in direction dir (0 forward, 1 backward). The pass reads next the
+ * places [a, a + K) forward, (b - K, b] backward (K = prefetch, widened to
+ * [a, b]): every resident unit outside them is freed first, so at most
+ * max(K, b - a + 1) units are ever mapped; then the layer's units are
+ * waited for and the rest of the window prefetched in the pass's order. A
+ * tied table's unit is read at two places, so it is gathered for each use
+ * (GPT-2's token table: by the embedding, again by the LM head at the end
+ * of forward, kept for the LM head's backward if still in the window). */
+static int zero3_window(zero_state *s, int a, int b, int dir)
 {
-    int K = s->prefetch, U = s->L.nunits, rc = 0;
-    int lo = dir ? u - K + 1 : u, hi = dir ? u : u + K - 1;
-    for (int v = 0; !rc && v < U; v++)
-        if (s->resident[v] && (v < lo || v > hi))
+    const shard_layout *L = &s->L;
+    int K = s->prefetch, rc = 0;
+    int lo = dir ? (b - K + 1 < a ? b - K + 1 : a) : a, hi = dir ? b : (a + K - 1 > b ? a + K - 1 : b);
+    lo = lo < 0 ? 0 : lo;
+    hi = hi >= L->nseq ? L->nseq - 1 : hi;
+    memset(s->want, 0, (size_t)L->nunits);
+    for (int p = lo; p <= hi; p++)
+        s->want[L->seq[p]] = 1;
+    for (int v = 0; !rc && v < L->nunits; v++)
+        if (s->resident[v] && !s->want[v])
             rc = free_unit(s, v);
-    if (!rc && !s->resident[u])
-        rc = gather_unit(s, u);
-    if (!rc)
-        rc = gathered(s, u);
-    for (int k = 1; !rc && k < K; k++) {
-        int v = dir ? u - k : u + k;
-        if (v >= 0 && v < U && !s->resident[v])
-            rc = gather_unit(s, v);
-    }
+    for (int p = a; !rc && p <= b; p++)
+        if (!s->resident[L->seq[p]])
+            rc = gather_unit(s, L->seq[p]);
+    for (int p = a; !rc && p <= b; p++)
+        rc = gathered(s, L->seq[p]);
+    for (int p = dir ? a - 1 : b + 1; !rc && p >= lo && p <= hi; p += dir ? -1 : 1)
+        if (!s->resident[L->seq[p]])
+            rc = gather_unit(s, L->seq[p]);
     return rc;
 }
 
-static int forward_unit(zero_state *s, int u);
+static int forward_places(zero_state *s, int a, int b);
 
 static int forward_begin(void *arg, int node)
 {
     zero_state *s = arg;
-    int u = s->L.unit_of[node];
-    if (u < 0)
+    int a = s->L.use_lo[node];
+    if (a < 0)
         return 0;
     if (node == s->L.node_lo[0]) /* a pass begins */
         s->fwd_waited = 0;
     s->in_pass = 1;
-    int rc = forward_unit(s, u);
+    int rc = forward_places(s, a, s->L.use_hi[node]);
     s->in_pass = 0;
     return rc;
 }
 
-static int forward_unit(zero_state *s, int u)
+/* Before a layer reading the units at places [a, b] of the read order runs forward. */
+static int forward_places(zero_state *s, int a, int b)
 {
     if (s->stage == 3) {
-        if (u == s->cur_unit && s->cur_dir == 0)
+        if (a == s->cur_pos && s->cur_dir == 0)
             return 0;
-        s->cur_unit = u;
+        s->cur_pos = a;
         s->cur_dir = 0;
-        return zero3_window(s, u, 0);
+        return zero3_window(s, a, b, 0);
     }
     int rc = 0;
     if (s->stale) { /* every unit's gather, in the same order on every rank */
@@ -272,28 +290,36 @@ static int forward_unit(zero_state *s, int u)
         for (int v = 0; !rc && v < s->L.nunits; v++)
             rc = gather_unit(s, v);
     }
-    return rc ? rc : gathered(s, u);
+    for (int p = a; !rc && p <= b; p++)
+        rc = gathered(s, s->L.seq[p]);
+    return rc;
 }
 
-/* Before unit u's backward writes its gradients: its previous reduce-scatter
- * (an earlier micro-batch) must be done, and zero2/3 keep at most one other
- * unit's gradients in flight (double buffering); zero3 gathers u. */
+/* Before a layer's backward writes the gradients of the units it reads
+ * (its own; a tied layer's also go into the table's unit, whose gradient
+ * then sums both uses in place and is reduced once, after the owner's
+ * backward): their previous reduce-scatter (an earlier micro-batch) must be
+ * done, and zero2/3 keep at most one other unit's gradients in flight
+ * (double buffering); zero3 gathers the units. */
 static int backward_begin(void *arg, int node)
 {
     zero_state *s = arg;
-    int u = s->L.unit_of[node];
-    if (u < 0 || (u == s->cur_unit && s->cur_dir == 1))
+    int a = s->L.use_lo[node], b = s->L.use_hi[node], rc = 0;
+    if (a < 0 || (b == s->cur_pos && s->cur_dir == 1))
         return 0;
-    s->cur_unit = u;
+    s->cur_pos = b;
     s->cur_dir = 1;
     s->in_pass = 2;
-    int rc = wait_handle(s, &s->rs[u]);
-    if (!rc && s->stage > 1 && s->live)
-        rc = drain(s, 1);
-    if (!rc && s->stage > 1 && s->micro == 0)
-        shard_commit(s->m->grads, s->L.lo[u], s->L.lo[u + 1]);
+    for (int p = a; !rc && p <= b; p++) {
+        int u = s->L.seq[p];
+        rc = wait_handle(s, &s->rs[u]);
+        if (!rc && s->stage > 1 && s->live)
+            rc = drain(s, 1);
+        if (!rc && s->stage > 1 && s->micro == 0)
+            shard_commit(s->m->grads, s->L.lo[u], s->L.lo[u + 1]);
+    }
     if (!rc && s->stage == 3)
-        rc = zero3_window(s, u, 1);
+        rc = zero3_window(s, a, b, 1);
     s->in_pass = 0;
     return rc;
 }
@@ -314,7 +340,7 @@ static int zero_start(void *self, so_model *m, const so_train_config *c, so_trai
     r->predicted_comm_end = s->predicted;
     so_node_hooks h = {forward_begin, backward_begin, s};
     so_model_set_node_hooks(m, &h);
-    s->cur_unit = -1;
+    s->cur_pos = -1;
     int rc = 0;
     if (!c->no_initial_bcast && s->d) { /* rank 0's initial state, as data parallelism starts */
         rc = s->d->bcast(s->d->ctx, m->params, m->nparams);
@@ -345,7 +371,7 @@ static void zero_backward_begin(void *self, int k, int K)
     s->fwd_waited = 0;
     s->micro = k;
     s->live = s->c->overlap && k == K - 1;
-    s->cur_unit = -1;
+    s->cur_pos = -1;
 }
 
 static int zero_grads_ready(void *self, int node, size_t off, size_t n)
@@ -411,7 +437,7 @@ static int zero_update(void *self, so_optim *opt, float *params, float *grads, f
         if (s->resident[u])
             rc = free_unit(s, u);
     s->stale = s->stage < 3;
-    s->cur_unit = -1;
+    s->cur_pos = -1;
     return rc;
 }
 
@@ -431,7 +457,7 @@ static int zero_params_whole(void *self)
     }
     for (int u = 0; !rc && u < s->L.nunits; u++)
         rc = gathered(s, u);
-    s->cur_unit = -1;
+    s->cur_pos = -1;
     return rc;
 }
 
@@ -443,7 +469,7 @@ static void zero_finish(void *self)
         wait_handle(s, &s->ag[u]);
     }
     s->nflight = 0;
-    s->cur_unit = -1;
+    s->cur_pos = -1;
     so_model_set_node_hooks(s->m, NULL);
 }
 
@@ -503,6 +529,7 @@ static void zero_destroy(void *self)
     free(s->ag);
     free(s->resident);
     free(s->fresh);
+    free(s->want);
     free(s->flight);
     free(s);
 }
@@ -541,15 +568,17 @@ static int time_backward(so_model *m, const so_dist *d, double *t_bwd)
     so_shape sh = so_graph_input_shape(m->g);
     size_t len = (size_t)sh.c * sh.h * sh.w * (size_t)m->batch;
     int n = so_graph_size(m->g), rc = 0;
+    size_t ny = (size_t)m->batch * (size_t)so_graph_targets(m->g); /* a token loss: T targets a sample */
+    int k = so_graph_classes(m->g), tokens = so_graph_takes_tokens(m->g);
     float *x = calloc(len, sizeof *x), *bufs = malloc((m->nbufs + 1) * sizeof *bufs);
-    int32_t *y = calloc((size_t)m->batch, sizeof *y);
+    int32_t *y = calloc(ny, sizeof *y);
     so_rng rng = m->rng;
     if (!x || !y || !bufs)
         rc = so_err(SO_ENOMEM, "out of memory timing backward");
-    for (size_t i = 0; !rc && i < len; i++)
-        x[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
-    for (int i = 0; !rc && i < m->batch; i++)
-        y[i] = i % so_graph_classes(m->g);
+    for (size_t i = 0; !rc && i < len; i++) /* noise, or token ids */
+        x[i] = tokens ? (float)((i * 2654435761u) % (unsigned)k) : (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    for (size_t i = 0; !rc && i < ny; i++)
+        y[i] = (int32_t)(i % (size_t)k);
     if (!rc)
         memcpy(bufs, m->bufs, m->nbufs * sizeof *bufs);
     for (int pass = 0; !rc && pass < 3; pass++) {
@@ -630,12 +659,13 @@ static int allocate(zero_state *s)
     s->ag = calloc((size_t)U, sizeof *s->ag);
     s->resident = calloc((size_t)U, 1);
     s->fresh = calloc((size_t)U, 1);
+    s->want = calloc((size_t)U, 1);
     s->flight = calloc((size_t)U + 1, sizeof *s->flight);
     if (s->stage > 1)
         s->gshard = so_alloc(n * sizeof(float));
     if (s->stage == 3)
         s->pshard = so_alloc(n * sizeof(float));
-    if (!s->jobs || !s->rs || !s->ag || !s->resident || !s->fresh || !s->flight || (s->stage > 1 && !s->gshard) ||
+    if (!s->jobs || !s->rs || !s->ag || !s->resident || !s->fresh || !s->want || !s->flight || (s->stage > 1 && !s->gshard) ||
         (s->stage == 3 && !s->pshard))
         return so_err(SO_ENOMEM, "out of memory for the shard of %zu parameters", s->L.nmine);
     return 0;
@@ -650,27 +680,8 @@ static void state_view(zero_state *s)
                                  .ctx = s};
 }
 
-/* zero3 gathers a unit's parameters around that unit's layers only; a
- * layer that reads another unit's weight (GPT-2's LM head reads the token
- * table) would read it unmapped. Refused until units gather tied weights. */
-static int zero3_supports(const so_model *m)
-{
-    for (int i = 1; i < so_graph_size(m->g); i++) { /* node 0 is the input, never a table */
-        int j = so_graph_tied_by(m->g, i);
-        if (j > 0)
-            return so_err(SO_EINVAL, "--strategy zero3: the model ties weights (%s reads %s's), which zero3 "
-                          "does not gather across units yet; use zero2 or zero1", so_graph_node(m->g, j)->name, so_graph_node(m->g, i)->name);
-    }
-    return 0;
-}
-
 static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_strategy **out)
 {
-    if (stage == 3) {
-        int rc3 = zero3_supports(m);
-        if (rc3)
-            return rc3;
-    }
     if (c->dist && c->dist->world > 1 && !c->group)
         return so_err(SO_EUNSUP, "--strategy zero%d: this build's communication layer has no collective "
                       "vocabulary (reduce-scatter and allgather with handles) yet", stage);
@@ -686,7 +697,7 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
         return rc;
     }
     *s = (zero_state){.stage = stage, .m = m, .d = c->dist, .prefetch = c->shard_prefetch > 0 ? c->shard_prefetch : 2,
-                      .accumulate = c->accumulate > 1 ? c->accumulate : 1, .cur_unit = -1};
+                      .accumulate = c->accumulate > 1 ? c->accumulate : 1, .cur_pos = -1};
     *st = (so_strategy){.ops = &zero_ops, .self = s};
     rc = groups(s, c);
     s->auto_units = c->auto_buckets && !c->shard_unit && c->dist && c->dist->cost;

@@ -18,3 +18,9 @@ if(TARGET scaleout_comm)
   endfunction()
   cmake_language(DEFER CALL so_gpt2_set_launcher)
 endif()
+# GPT-2 as pipeline stages (the tied token table on the first and the last
+# stage, its gradient summed between them) against one process.
+if(TARGET scaleout_comm)
+  so_add_script_test(pipe_gpt2 pipe_gpt2.sh LABELS "mpi;cli" TIMEOUT 300)
+  set_property(TEST pipe_gpt2 APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+endif()

@@ -7,3 +7,9 @@ if(TARGET scaleout_comm)
   so_add_script_test(shard_matrix shard_matrix.sh LABELS "mpi;cli" TIMEOUT 900)
   set_property(TEST shard_cli shard_matrix APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
 endif()
+# GPT-2's tied token table under zero1/2/3 (like dp at np 2 and 3, resume
+# bitwise and re-sharded): shard_gpt2.
+if(TARGET scaleout_comm)
+  so_add_script_test(shard_gpt2 shard_gpt2.sh LABELS "mpi;cli" TIMEOUT 300)
+  set_property(TEST shard_gpt2 APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+endif()

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# GPT-2 (tied LM head) under the sharded strategies, end to end under MPI
+# (docs/PARALLELISM.md, "Tied weights"; docs/TRANSFORMERS.md, "Parallelism"):
+#  - zero1, zero2 and zero3 train the tiny spec like dp at np 2 and 3: 10
+#    AdamW steps with weight decay and clipping, 1e-6 relative. zero3
+#    gathers the token table for the embedding and again for the LM head,
+#    and both uses' gradients are summed before the one reduce-scatter.
+#  - zero3 by layers (the token table a unit of its own) and with
+#    --shard-prefetch 1 (nothing kept across uses) agrees with zero3 by
+#    blocks bit for bit
+#  - resume: np 2 zero3 -> np 2 zero3 bit for bit; -> np 3 zero3 and ->
+#    np 1 dp re-shard (same global batch) and continue like the whole run
+# Usage: shard_gpt2.sh path/to/scaleout
+set -u
+bin=$1
+. "$(dirname "$0")/script_lib.sh"
+. "$(dirname "$0")/shard_lib.sh"
+
+printf 'the quick brown fox jumps over the lazy dog. %.0s' $(seq 200) >"$tmp/text.txt"
+"$bin" tokenize "$tmp/text.txt" -o "$tmp" >"$tmp/tokenize.log" 2>&1 || { echo "FAIL: tokenize: $(cat "$tmp/tokenize.log")"; exit 1; }
+common=(train --model gpt2:L=2,H=2,C=64,T=32,V=256 --dataset tokens --data-dir "$tmp" --seq-len 32 --shuffle off
+  --eval-every -1 --progress none --seed 7 --optimizer adamw --weight-decay 0.1 --lr 1e-3 --clip-norm 0.5)
+
+# Like dp: 10 steps at a global batch of 12 sequences.
+like_dp gpt2-2 2 1e-6 --steps 10 --batch-size 6
+like_dp gpt2-3 3 1e-6 --steps 10 --batch-size 4
+for v in "layer --shard-unit layer" "prefetch1 --shard-prefetch 1"; do
+  set -- $v
+  run 2 "gpt2-2-zero3-$1" --strategy zero3 --steps 10 --batch-size 6 "${@:2}" &&
+    compare gpt2-2-zero3 "gpt2-2-zero3-$1" 0 && ok || bad "zero3 $*: differs from zero3 by blocks"
+done
+
+# Resume: np 2 zero3 for 5 steps, then on to 10 at the same global batch.
+run 2 rs-first --strategy zero3 --steps 5 --batch-size 6 --ckpt-every 5 --ckpt-dir "$tmp/ck" &&
+  grep -q "^layout " "$tmp"/ck/ckpt-*/MANIFEST && ok || bad "the sharded GPT-2 checkpoint has no layout"
+for to in "2 zero3 6" "3 zero3 4" "1 dp 12"; do
+  set -- $to
+  run "$1" "rs-$1-$2" --strategy "$2" --batch-size "$3" --steps 10 --ckpt-dir "$tmp/ck" --resume auto || continue
+  tol=1e-6
+  [ "$1" = 2 ] && tol=0
+  compare gpt2-2-zero3 "rs-$1-$2" "$tol" && ok ||
+    bad "resume np 2 zero3 -> np $1 $2 differs from the whole run: $(relerr gpt2-2-zero3 "rs-$1-$2")"
+done
+
+echo "shard_gpt2: $pass passed, $fail failed"
+[ $fail -eq 0 ]
