@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "scaleout/data.h"
 #include "scaleout/err.h"
 #include "scaleout/timer.h"
@@ -26,17 +28,6 @@ static const char *FMNIST_DIR = "/usr/share/datasets/fashion-mnist";
 /* ---- helpers: files ----------------------------------------------------- */
 
 /* Checks rc == code and that the error message mentions `needle` (a file name). */
-#define expect_err(rc, code, needle)                                                                         \
-    do {                                                                                                     \
-        int rc_ = (rc);                                                                                      \
-        if (rc_ != (code))                                                                                   \
-            fail_msg("rc %d, expected %d (message: %s)", rc_, (code), so_errmsg());                          \
-        if (!strstr(so_errmsg(), (needle)))                                                                  \
-            fail_msg("message '%s' does not mention '%s'", so_errmsg(), (needle));                           \
-        if (strchr(so_errmsg(), '\n'))                                                                       \
-            fail_msg("message '%s' is not one line", so_errmsg());                                           \
-    } while (0)
-
 static void put_be32(uint8_t *p, uint32_t v)
 {
     p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
@@ -132,9 +123,7 @@ static int setup_tmp(void **state)
 static int teardown_tmp(void **state)
 {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return so_test_rmtree(tmpdir);
 }
 
 /* ---- IDX ------------------------------------------------------------------ */

@@ -15,21 +15,12 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "scaleout/err.h"
 #include "scaleout/llmc.h"
 
 static char tmpdir[] = "/tmp/so_test_llmc_XXXXXX";
-
-#define expect_err(rc, code, needle)                                                                         \
-    do {                                                                                                     \
-        int rc_ = (rc);                                                                                      \
-        if (rc_ != (code))                                                                                   \
-            fail_msg("rc %d, expected %d (message: %s)", rc_, (code), so_errmsg());                          \
-        if (!strstr(so_errmsg(), (needle)))                                                                  \
-            fail_msg("message '%s' does not mention '%s'", so_errmsg(), (needle));                           \
-        if (strchr(so_errmsg(), '\n'))                                                                       \
-            fail_msg("message '%s' is not one line", so_errmsg());                                           \
-    } while (0)
 
 static int setup(void **state)
 {
@@ -40,9 +31,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return so_test_rmtree(tmpdir);
 }
 
 static void test_gpt2_counts(void **state)

@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "scaleout/err.h"
 #include "scaleout/rng.h"
 #include "scaleout/tokenizer.h"
@@ -26,17 +28,6 @@
 
 static char tmpdir[] = "/tmp/so_test_tokenizer_XXXXXX";
 static int have_python;
-
-#define expect_err(rc, code, needle)                                                                         \
-    do {                                                                                                     \
-        int rc_ = (rc);                                                                                      \
-        if (rc_ != (code))                                                                                   \
-            fail_msg("rc %d, expected %d (message: %s)", rc_, (code), so_errmsg());                          \
-        if (!strstr(so_errmsg(), (needle)))                                                                  \
-            fail_msg("message '%s' does not mention '%s'", so_errmsg(), (needle));                           \
-        if (strchr(so_errmsg(), '\n'))                                                                       \
-            fail_msg("message '%s' is not one line", so_errmsg());                                           \
-    } while (0)
 
 static int setup(void **state)
 {
@@ -50,9 +41,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return so_test_rmtree(tmpdir);
 }
 
 static int need_python(void)

@@ -18,21 +18,12 @@
 
 #include <cmocka.h>
 
+#include "test_util.h"
+
 #include "scaleout/data.h"
 #include "scaleout/err.h"
 
 static char tmpdir[] = "/tmp/so_test_tokens_XXXXXX";
-
-#define expect_err(rc, code, needle)                                                                         \
-    do {                                                                                                     \
-        int rc_ = (rc);                                                                                      \
-        if (rc_ != (code))                                                                                   \
-            fail_msg("rc %d, expected %d (message: %s)", rc_, (code), so_errmsg());                          \
-        if (!strstr(so_errmsg(), (needle)))                                                                  \
-            fail_msg("message '%s' does not mention '%s'", so_errmsg(), (needle));                           \
-        if (strchr(so_errmsg(), '\n'))                                                                       \
-            fail_msg("message '%s' is not one line", so_errmsg());                                           \
-    } while (0)
 
 static int setup_tmp(void **state)
 {
@@ -43,9 +34,7 @@ static int setup_tmp(void **state)
 static int teardown_tmp(void **state)
 {
     (void)state;
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
+    return so_test_rmtree(tmpdir);
 }
 
 static void make_dir(char *out, size_t size, const char *name)
