@@ -260,8 +260,8 @@ static int check_ps(const so_job_config *c)
 }
 
 /* local, diloco, gossip: what they cannot run with. The ranks' models (and
- * optimizer states) differ between averages, which today's checkpoints,
- * holding one replicated state, cannot save (docs/CHECKPOINT.md). */
+ * optimizer states) differ between averages: each rank checkpoints its own
+ * (docs/CHECKPOINT.md), which the naive mode's single writer cannot. */
 static int check_sync_local(const so_job_config *c)
 {
     so_compress_spec cs;
@@ -271,9 +271,9 @@ static int check_sync_local(const so_job_config *c)
     if (c->sync_bn)
         return so_err(SO_EINVAL, "--sync %s steps each rank alone: --sync-bn would make every forward collective",
                       c->sync);
-    if (c->ckpt.every || c->ckpt.resume)
-        return so_err(SO_EINVAL, "--sync %s: checkpoints hold one replicated model, and the ranks' models differ "
-                      "between averages: no --ckpt-every or --resume with it yet", c->sync);
+    if (c->ckpt.mode && !strcmp(c->ckpt.mode, "naive") && (c->ckpt.every || c->ckpt.resume))
+        return so_err(SO_EINVAL, "--sync %s: each rank checkpoints its own model, which --ckpt-mode naive (rank 0 "
+                      "writes one model) does not hold: use --ckpt-mode scaleout", c->sync);
     return 0;
 }
 
