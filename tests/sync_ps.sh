@@ -66,7 +66,7 @@ refuse 3 "--ps-ranks 3: --sync ssp:1 needs fewer server ranks than the 3 rank(s)
 refuse 1 "--ps-ranks 1: --sync async needs fewer server ranks than the 1 rank(s)" --sync async
 refuse 3 "--sync async runs a parameter server, which does not take --compress" --sync async --compress fp16
 refuse 3 "--sync ssp:1 runs a parameter server, which does not take --clip-norm" --sync ssp:1 --clip-norm 1
-refuse 3 "which does not take checkpoints" --sync ssp:1 --ckpt-every 5 --ckpt-dir "$tmp/ck"
+refuse 3 "which does not take --ckpt-mode naive" --sync ssp:1 --ckpt-every 5 --ckpt-dir "$tmp/ck" --ckpt-mode naive
 refuse 3 "runs under --strategy dp only" --sync ssp:1 --strategy zero1
 
 echo "$pass passed, $fail failed"

@@ -27,6 +27,7 @@
 
 #include "scaleout/err.h"
 #include "scaleout/group.h"
+#include "scaleout/log.h"
 #include "scaleout/timer.h"
 #include "scaleout/train.h"
 #include "strategy_internal.h"
@@ -68,6 +69,16 @@ typedef struct {
     /* statistics (workers): bytes moved, staleness of each step's parameters */
     double bytes, stale_sum, stale_max, stale_n;
     int started;
+    /* checkpoints: the parameters every rank holds after the save's drain
+     * (the replicated part), the layout handing them over, this rank's
+     * section (a server's optimizer slots and step count) */
+    float *ck_params;
+    size_t ck_units[2];
+    so_state_layout layout;
+    so_rank_state rs;
+    int restored;
+    long restored_opt_steps;
+    char spec[32];
 } ps_state;
 
 static int is_server(const ps_state *s) { return s->rank >= s->W; }
@@ -337,6 +348,97 @@ static int sync_point(ps_state *s, double wait_s)
     return rc;
 }
 
+/* ---- checkpoints: a consistent cut ---------------------------------------------------------
+ * At a checkpoint's step end every rank drains: the workers' marks reach
+ * the servers after every push of the steps so far is applied (ssp: every
+ * clock complete, no sum in flight), and the servers answer with their
+ * blocks; rank 0 (a worker) then broadcasts the whole model, so every rank
+ * writes its block of the same parameters. A server's section holds its
+ * optimizer slots and step count (async steps once per push); a worker's
+ * holds nothing but the same number of bytes. The sums, clocks and pushes
+ * are all the step itself after a drain. */
+
+enum { PS_CKPT_HEADER = 4 }; /* doubles: the server optimizer's step count, then reserved */
+
+static size_t ps_ckpt_slot_floats(const ps_state *s) { return block_n(s, 0); /* the longest block */ }
+
+static int ps_drain(ps_state *s)
+{
+    so_handle *h;
+    int rc = sync_point(s, 0);
+    if (!rc)
+        rc = so_group_ibcast(s->g, s->m->params, s->m->nparams, SO_DTYPE_F32, 0, NULL, &h);
+    if (!rc)
+        rc = so_group_wait(s->g, h);
+    so_model_params_changed(s->m);
+    memcpy(s->ck_params, s->m->params, s->m->nparams * sizeof *s->ck_params);
+    return rc;
+}
+
+static void ps_rank_get(void *ctx, void *dst)
+{
+    ps_state *s = ctx;
+    if (ps_drain(s)) /* a failed message or collective ends the job in the comm layer */
+        so_log(SO_LOG_WARN, "checkpoint: the parameter server's drain failed: %s", so_errmsg());
+    double h[PS_CKPT_HEADER] = {is_server(s) ? (double)so_optim_steps(s->opt) : 0};
+    memcpy(dst, h, sizeof h);
+    float *p = (float *)((char *)dst + sizeof h);
+    size_t n = ps_ckpt_slot_floats(s);
+    memset(p, 0, (size_t)so_optim_nslots(s->opt) * n * sizeof *p);
+    for (int i = 0; is_server(s) && i < so_optim_nslots(s->opt); i++)
+        memcpy(p + (size_t)i * n, so_optim_slot(s->opt, i), block_n(s, s->rank - s->W) * sizeof *p);
+}
+
+static void ps_rank_set(void *ctx, const void *src)
+{
+    ps_state *s = ctx;
+    double h[PS_CKPT_HEADER];
+    memcpy(h, src, sizeof h);
+    s->restored_opt_steps = (long)h[0];
+    const float *p = (const float *)((const char *)src + sizeof h);
+    size_t n = ps_ckpt_slot_floats(s);
+    for (int i = 0; is_server(s) && i < so_optim_nslots(s->opt); i++)
+        memcpy(so_optim_slot(s->opt, i), p + (size_t)i * n, block_n(s, s->rank - s->W) * sizeof *p);
+    s->restored = 1;
+}
+
+/* The replicated part: the drained parameters, and zeros for the optimizer
+ * slots (the servers' are in their sections). */
+static void ps_layout_get(void *ctx, int seg, size_t lo, size_t n, float *dst)
+{
+    ps_state *s = ctx;
+    if (seg == 0)
+        memcpy(dst, s->ck_params + lo, n * sizeof *dst);
+    else
+        memset(dst, 0, n * sizeof *dst);
+}
+
+static void ps_layout_set(void *ctx, int seg, size_t lo, size_t n, const float *src)
+{
+    ps_state *s = ctx;
+    if (seg == 0)
+        memcpy(s->m->params + lo, src, n * sizeof *src);
+}
+
+static const so_state_layout *ps_state_layout(void *self) { return &((ps_state *)self)->layout; }
+static const so_rank_state *ps_rank_state(void *self) { return &((ps_state *)self)->rs; }
+
+/* At create: the layout (rank r writes block r of the parameters) and the section's size. */
+static int ps_ckpt_init(ps_state *s, int world)
+{
+    if (!(s->ck_params = malloc((s->m->nparams + 1) * sizeof *s->ck_params)))
+        return SO_ENOMEM;
+    s->ck_units[0] = 0;
+    s->ck_units[1] = s->m->nparams;
+    s->layout = (so_state_layout){.nunits = 1, .units = s->ck_units, .shards = world, .replicas = 1,
+                                  .shard = s->rank, .get = ps_layout_get, .set = ps_layout_set, .ctx = s};
+    s->rs = (so_rank_state){.bytes = PS_CKPT_HEADER * sizeof(double) +
+                                     (uint64_t)so_optim_nslots(s->opt) * ps_ckpt_slot_floats(s) * sizeof(float),
+                            .required = 1, .get = ps_rank_get, .set = ps_rank_set, .ctx = s};
+    snprintf(s->rs.tag, sizeof s->rs.tag, "sync=%s,ps_ranks=%d", s->spec, s->K);
+    return 0;
+}
+
 /* ---- the seam ------------------------------------------------------------------------ */
 
 static int ps_start(void *self, so_model *m, const so_train_config *c, so_train_result *r)
@@ -345,6 +447,13 @@ static int ps_start(void *self, so_model *m, const so_train_config *c, so_train_
     s->m = m;
     s->c = c;
     s->r = r;
+    if (c->start_step > 0 && !s->restored)
+        return so_err(SO_EINVAL, "--sync %s: resuming at step %ld needs the parameter server's state from a "
+                      "checkpoint of --sync %s --ps-ranks %d on the same number of ranks (%d); this one was "
+                      "written by another method or number of ranks", s->spec, c->start_step, s->spec, s->K,
+                      s->W + s->K);
+    if (s->restored && is_server(s))
+        so_optim_set_steps(s->opt, s->restored_opt_steps); /* after the checkpoint set every rank's to rank 0's */
     s->step = s->clock = c->start_step;
     for (int w = 0; is_server(s) && w < s->W; w++)
         s->peers[w].next = c->start_step;
@@ -484,19 +593,19 @@ static void ps_destroy(void *self)
         free(s->recv[k]);
     }
     free(s->peers), free(s->acc), free(s->got), free(s->pushes);
-    free(s->send), free(s->recv), free(s->hs), free(s->hr), free(s->lo);
+    free(s->send), free(s->recv), free(s->hs), free(s->hr), free(s->lo), free(s->ck_params);
     free(s);
 }
 
 static const so_strategy_ops ps_server_ops = {
     .name = "ps-server", .start = ps_start, .run_step = ps_run_step, .grads_done = ps_grads_done,
     .update = ps_update, .grad_scale = ps_grad_scale, .evaluate = ps_evaluate, .finish = ps_finish,
-    .destroy = ps_destroy, .params_whole = ps_params_whole,
+    .destroy = ps_destroy, .params_whole = ps_params_whole, .state = ps_state_layout, .rank_state = ps_rank_state,
 };
 static const so_strategy_ops ps_worker_ops = {
     .name = "ps-worker", .start = ps_start, .grads_done = ps_grads_done, .update = ps_update,
     .grad_scale = ps_grad_scale, .evaluate = ps_evaluate, .finish = ps_finish, .destroy = ps_destroy,
-    .params_whole = ps_params_whole,
+    .params_whole = ps_params_whole, .state = ps_state_layout, .rank_state = ps_rank_state,
 };
 
 /* ---- creation ------------------------------------------------------------------------- */
@@ -571,6 +680,9 @@ static int ps_create(const so_strategy_config *c, so_model *m, so_strategy **out
         size_t n = is_server(s) ? block_n(s, s->rank - s->W) : 1; /* workers step nothing (one float: a valid optimizer) */
         rc = so_optim_create(&c->optim, n, &st->opt);
         s->opt = st->opt;
+        so_sync_format(&c->sync, s->spec, sizeof s->spec);
+        if (!rc && ps_ckpt_init(s, world))
+            rc = so_err(SO_ENOMEM, "out of memory for the parameter server's checkpoint buffer");
     } else {
         rc = so_err(SO_ENOMEM, "out of memory for the parameter server's buffers");
     }

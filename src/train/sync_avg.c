@@ -171,7 +171,7 @@ int sync_ckpt_init(sync_ckpt *k, so_group *g, so_model *m, so_optim *opt, int *s
     k->units[1] = m->nparams;
     k->layout = (so_state_layout){.nunits = 1, .units = k->units, .shards = g->size, .replicas = 1,
                                   .shard = g->rank, .get = ckpt_layout_get, .set = ckpt_layout_set, .ctx = k};
-    k->rs = (so_rank_state){.bytes = CKPT_HEADER * sizeof(double) + ckpt_floats(k) * sizeof(float),
+    k->rs = (so_rank_state){.bytes = CKPT_HEADER * sizeof(double) + ckpt_floats(k) * sizeof(float), .required = 1,
                             .get = ckpt_rank_get, .set = ckpt_rank_set, .ctx = k};
     snprintf(k->rs.tag, sizeof k->rs.tag, "sync=%s", spec);
     return 0;
