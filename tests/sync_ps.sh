@@ -4,6 +4,8 @@
 #    with SGD momentum and with AdamW; 2 servers on 4 ranks too
 #  - ssp:2 and async train LeNet-5 (300 steps: the loss falls below 1.6 from 2.3) and report
 #    their bytes and staleness in --json; ssp's staleness stays <= S
+#  - with one worker slowed 30% (SCALEOUT_TEST_SLOW_RANK), ssp:3 observes a staleness above 1
+#    and at most 3, and async runs to the end
 #  - bad input: --ps-ranks >= the world, and the combinations it does not run, exit 2 with one line
 # Usage: sync_ps.sh path/to/scaleout
 set -u
@@ -50,6 +52,23 @@ j = json.load(open(sys.argv[1])); ps = j["parameter_server"]
 loss = j["epochs"][-1]["loss"]
 assert loss < 1.6, f"loss {loss} not below 1.6"
 assert ps["workers"] == 2 and ps["servers"] == 1 and ps["bytes_per_step"] > 0, ps
+if sys.argv[2].startswith("ssp:"):
+    assert ps["staleness_max"] <= int(sys.argv[2][4:]), ps
+PY
+done
+
+# Staleness beyond 1: with worker 1 sleeping 30% of its compute every step,
+# the fast worker runs ahead; ssp:3 observes a staleness above 1 and never
+# above 3; async runs to the end with the slowed worker.
+slowed=(ssp:3 async)
+[ "${SCALEOUT_TEST_HOOKS:-1}" = 1 ] || { echo "skip: the slow worker needs a build with -DSCALEOUT_TEST_HOOKS=ON"; slowed=(); }
+for m in "${slowed[@]}"; do
+  SCALEOUT_TEST_SLOW_RANK=1:0.3 run 3 "slow-$m" --steps 200 --eval-every -1 --sync "$m" --json "$tmp/slow-$m.json" ||
+    continue
+  /usr/bin/python3 - "$tmp/slow-$m.json" "$m" <<'PY' && ok || bad "$m with a slow worker: $(tail -1 "$tmp/slow-$m.log")"
+import json, sys
+ps = json.load(open(sys.argv[1]))["parameter_server"]
+assert ps["staleness_max"] > 1, ps
 if sys.argv[2].startswith("ssp:"):
     assert ps["staleness_max"] <= int(sys.argv[2][4:]), ps
 PY

@@ -38,7 +38,6 @@ enum { TAG_PUSH = 3701, TAG_REPLY = 3702 };
 
 /* A server's view of one worker. */
 typedef struct {
-    so_handle *recv;  /* the posted receive of its next push (NULL: none) */
     so_handle *reply; /* the last reply's send, until complete */
     float *in, *out;  /* 1 + block floats each: [clock, gradient] in, [clock, parameters] out */
     long next;        /* clock of its next push */
@@ -85,13 +84,6 @@ static int is_server(const ps_state *s) { return s->rank >= s->W; }
 static size_t block_n(const ps_state *s, int k) { return s->lo[k + 1] - s->lo[k]; }
 
 /* ---- messages ---------------------------------------------------------------------- */
-
-static int post_recv(ps_state *s, int w)
-{
-    ps_peer *p = &s->peers[w];
-    p->marked = 0;
-    return so_group_irecv(s->g, p->in, 1 + block_n(s, s->rank - s->W), SO_DTYPE_F32, w, TAG_PUSH, &p->recv);
-}
 
 /* Sends [clock, this server's parameter block] to worker w. */
 static int send_reply(ps_state *s, int w)
@@ -226,26 +218,63 @@ static void pause_briefly(int idle)
     nanosleep(&ts, NULL);
 }
 
-/* Serves pushes until `until` holds: clock >= target (target >= 0), or every
- * worker's mark is in (target < 0). deadline > 0: give up (SO_ECOMM) then. */
+/* Tests the replies in flight; *busy = 1 while any is (a worker posted
+ * their receive before its push, so they complete as soon as it polls). */
+static int replies_busy(ps_state *s, int *busy)
+{
+    *busy = 0;
+    for (int w = 0; w < s->W; w++) {
+        ps_peer *p = &s->peers[w];
+        int done = 0, rc = p->reply ? so_group_test(s->g, p->reply, &done) : 0;
+        if (done || rc)
+            p->reply = NULL;
+        if (rc)
+            return rc;
+        *busy |= p->reply != NULL;
+    }
+    return 0;
+}
+
+/* Takes worker w's next push when it has arrived (*took = 1) and applies
+ * it. Probed before it is received: a receive posted ahead would stay
+ * outstanding across this server's step ends, where the job's agreements
+ * need the communication thread idle, and would keep workers from running
+ * ahead. A worker sends nothing after its mark until the sync point's reply. */
+static int take_push(ps_state *s, int w, int *took)
+{
+    ps_peer *p = &s->peers[w];
+    int arrived = 0, rc = p->marked ? 0 : so_group_probe(s->g, w, TAG_PUSH, &arrived);
+    *took = 0;
+    if (rc || !arrived)
+        return rc;
+    so_handle *h;
+    if ((rc = so_group_irecv(s->g, p->in, 1 + block_n(s, s->rank - s->W), SO_DTYPE_F32, w, TAG_PUSH, &h)) ||
+        (rc = so_group_wait(s->g, h)))
+        return rc;
+    *took = 1;
+    return on_push(s, w);
+}
+
+/* Serves pushes until clock >= target (target >= 0), or until every
+ * worker's mark is in (target < 0); whichever worker's push comes, of any
+ * clock, so workers run as far ahead as the method lets them. Probes only
+ * while no reply is in flight (probing needs the communication thread
+ * idle). deadline > 0: give up (SO_ECOMM) then. */
 static int serve(ps_state *s, long target, double deadline)
 {
-    for (int idle = 0;; idle++) {
-        int marks = 0;
+    for (int idle = 0, first = 0;; idle++, first = (first + 1) % s->W) {
+        int marks = 0, busy = 0, rc;
         for (int w = 0; w < s->W; w++)
             marks += s->peers[w].marked;
         if (target >= 0 ? s->clock >= target : marks == s->W)
             return 0;
-        for (int w = 0; w < s->W; w++) {
-            ps_peer *p = &s->peers[w];
-            int done = 0, rc = p->recv ? so_group_test(s->g, p->recv, &done) : 0;
-            if (rc)
+        if ((rc = replies_busy(s, &busy)))
+            return rc;
+        for (int i = 0; !busy && i < s->W; i++) { /* from a rotating first worker: none is favoured */
+            int took = 0;
+            if ((rc = take_push(s, (first + i) % s->W, &took)))
                 return rc;
-            if (!done)
-                continue;
-            p->recv = NULL;
-            idle = 0;
-            if ((rc = on_push(s, w)))
+            if (took && !(idle = 0) && (rc = replies_busy(s, &busy)))
                 return rc;
         }
         if (deadline > 0 && so_now() > deadline)
@@ -333,17 +362,13 @@ static int sync_point(ps_state *s, double wait_s)
         int rc = push(s, MARK, 0);
         return rc ? rc : take_replies(s, deadline, 0);
     }
-    for (int w = 0; w < s->W; w++) {
-        int rc = s->peers[w].recv ? 0 : post_recv(s, w);
-        if (rc)
-            return rc;
-    }
     int rc = serve(s, -1, deadline);
     for (int w = 0; !rc && w < s->W; w++)
         rc = send_reply(s, w);
     for (int w = 0; w < s->W; w++) {
         int r = wait_all(s, &s->peers[w].reply, 1, deadline);
         rc = rc ? rc : r;
+        s->peers[w].marked = 0;
     }
     return rc;
 }
@@ -464,22 +489,20 @@ static int ps_start(void *self, so_model *m, const so_train_config *c, so_train_
     return rc;
 }
 
-/* Server: one step = receiving every worker's push of this clock. Only
- * those are received (no receive stays posted past the step: the job's
- * step-end agreements run on the training thread, which needs the
- * communication thread idle), so a worker that pushed the next clock waits
- * for the step that takes it: in practice a worker runs at most one clock
- * ahead of the slowest. */
+/* Server: one step = until clock `step` is complete (ssp: every worker's
+ * push of it in; async: every worker pushed that often), taking the pushes
+ * of faster workers' later clocks as they come. Nothing stays in flight past
+ * the step (the job's step-end agreements run on the training thread and
+ * need the communication thread idle): pushes are probed before they are
+ * received, and the replies are waited for. How far ahead a worker runs is
+ * then bounded by the method (ssp: S clocks) and by the job's lagged
+ * step-end agreements (stop.c: a rank waits at step end 2k for every rank's
+ * step end 2k - 2). */
 static int ps_run_step(void *self, int K, const so_step_io *io, double *loss)
 {
     ps_state *s = self;
     (void)K, (void)io;
     *loss = NAN;
-    for (int w = 0; w < s->W; w++) {
-        int rc = s->peers[w].recv || s->peers[w].next != s->step ? 0 : post_recv(s, w);
-        if (rc)
-            return rc;
-    }
     long target = s->step + 1;
     double t0 = so_now();
     int rc = serve(s, target, 0);
