@@ -274,7 +274,10 @@ static int serve(ps_state *s, long target, double deadline)
             int took = 0;
             if ((rc = take_push(s, (first + i) % s->W, &took)))
                 return rc;
-            if (took && !(idle = 0) && (rc = replies_busy(s, &busy)))
+            if (!took)
+                continue;
+            idle = 0;
+            if ((rc = replies_busy(s, &busy)))
                 return rc;
         }
         if (deadline > 0 && so_now() > deadline)
