@@ -682,8 +682,9 @@ static int check_config(const so_strategy_config *c, int world)
     if (c->ps_ranks < 1 || c->ps_ranks >= world)
         return so_err(SO_EINVAL, "--ps-ranks %d: --sync %s needs fewer server ranks than the %d rank(s) started "
                       "(at least one worker)", c->ps_ranks, spec, world);
-    if (!c->group)
-        return so_err(SO_EINVAL, "--sync %s needs the collective vocabulary (so_dist.group)", spec);
+    if (!c->group || !c->group->ops->probe)
+        return so_err(SO_EINVAL, "--sync %s needs the collective vocabulary with messages and probes "
+                      "(so_dist.group)", spec);
     return 0;
 }
 
