@@ -8,7 +8,7 @@
 # (bench/torch_ddp_tta.py: none, fp16_compress_hook, powerSGD_hook), on shared
 # memory (shm: one node) and across emulated nodes of scripts/cluster.sh at a
 # `tc tbf` rate (RPN ranks per node, default 1). One seed per repeat; scaleout
-# and PyTorch alternate which runs first.
+# runs first on even seeds, PyTorch on odd ones.
 #
 # Composable: OUT=DIR appends to a results directory (a run already there is
 # skipped), so a matrix can be split into short invocations (one link, a few
@@ -34,6 +34,7 @@ fi
 repeats="${1:-3}" links="${2:-shm 1gbit}" target="${3:-0.85}"
 methods="${METHODS:-none fp16 topk:0.01 powersgd:4}"
 hooks="${HOOKS-none fp16 powersgd:4}"
+# shellcheck source=bench/tta_lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/tta_lib.sh" sotta tta
 model="${MODEL:-lenet5}" batch="${BATCH:-32}" lr="${LR:-0.01}" epochs="${MAX_EPOCHS:-8}"
 
@@ -52,19 +53,17 @@ tta_tuning() {
 
 for link in $links; do
   tta_link_up "$link"
-  i=0
   for seed in $(tta_seeds "$repeats"); do
-    i=$((i + 1))
     for m in $methods; do
       tag=$(tta_tag "$m")
-      if [ $((i % 2)) -eq 1 ]; then order="so pt"; else order="pt so"; fi
+      if [ $((seed % 2)) -eq 0 ]; then order="so pt"; else order="pt so"; fi
       for who in $order; do
-        [ $who = so ] || [[ " $hooks " == *" $m "* ]] || continue
+        [ "$who" = so ] || [[ " $hooks " == *" $m "* ]] || continue
         name="$link-$tag-$who-s$seed"
         tta_done "$name" && continue
         printf '%s\t%s\t%s\t%s\t%s\n' "$link" "$m" "$who" "$seed" "$name.json" >>"$out/index.tsv"
         # shellcheck disable=SC2046
-        if [ $who = so ]; then
+        if [ "$who" = so ]; then
           tta_tuning "$link" "$m"
           SCALEOUT_TUNING="$tuning" tta_scaleout "$link" "$name" bench accuracy --model "$model" --batch-size "$batch" --lr "$lr" \
             --target "$target" --max-epochs "$epochs" --seed "$seed" $(tta_method_flags "$m") --mllog "$out/$name.mllog"

@@ -32,6 +32,7 @@ fi
 repeats="${1:-1}" links="${2:-shm 1gbit}" target="${3:-0.895}" parts="${4:-tta slow}"
 methods="${METHODS:-sync local:8 diloco:8 gossip:ring}"
 peers="${PEERS-sync local:8}"
+# shellcheck source=bench/tta_lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/tta_lib.sh" sosync sync
 common=(--model lenet5 --batch-size 32)
 
@@ -65,16 +66,14 @@ slow() { # slow LINK NAME METHOD SEED SLOW: 1500 steps, images/s in NAME.json
 
 for link in $links; do
   tta_link_up "$link"
-  i=0
   for seed in $(tta_seeds "$repeats"); do
-    i=$((i + 1))
     for m in $methods; do
       tag=$(tta_tag "$m")
       if [[ " $parts " == *" tta "* ]]; then
-        if [ $((i % 2)) -eq 1 ]; then order="so pt"; else order="pt so"; fi
+        if [ $((seed % 2)) -eq 0 ]; then order="so pt"; else order="pt so"; fi
         for who in $order; do
-          [ $who = so ] || [[ " $peers " == *" $m "* ]] || continue
-          tta "$link" "tta-$link-$tag-$who-s$seed" "$m" "$seed" $who
+          [ "$who" = so ] || [[ " $peers " == *" $m "* ]] || continue
+          tta "$link" "tta-$link-$tag-$who-s$seed" "$m" "$seed" "$who"
         done
       fi
       if [[ " $parts " == *" slow "* ]]; then

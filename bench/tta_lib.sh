@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by bench/compress_tta.sh and bench/sync_tta.sh (sourced): a results
 # directory that several invocations append to, the link (shared memory or an
 # emulated cluster of scripts/cluster.sh at a tc tbf rate), and one launch of
