@@ -121,6 +121,7 @@ def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
         out.put({"reached": acc >= a.target, "time_to_accuracy_seconds": tta, "epochs": epochs, "accuracy": acc,
                  "accuracies": accs, "epoch_seconds": epoch_seconds, "steps_per_epoch": steps_per_epoch,
                  "hook": a.hook, "local": a.local, "np": a.np, "torch": torch.__version__})
+    dist.barrier()  # every rank is past its last collective
     dist.destroy_process_group()
 
 
@@ -146,8 +147,11 @@ def main():
         out = queue.Queue()
         worker(a.rank, a, int(port), out, addr, pin=False)
         if a.rank == 0:
-            print(json.dumps(out.get()))
-        return
+            print(json.dumps(out.get()), flush=True)
+        # Leave at once: a rank of a cross-node run once kept a core busy for
+        # minutes after the last collective while exiting (gloo's teardown).
+        sys.stdout.flush()
+        os._exit(0)
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     out = ctx.Queue()

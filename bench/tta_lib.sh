@@ -63,7 +63,11 @@ tta_torch() {
         /usr/bin/python3 "${peer[@]}" --rank $r --master 10.77.0.1:$port >"$out/$name.r$r.log" 2>&1 &
       pids+=($!)
     done
-    wait "${pids[@]}" || ok=0
+    # Rank 0 holds the result; a rank that lingers 30 s after it is ended.
+    wait "${pids[0]}" || ok=0
+    for ((r = 0; r < 30; r++)); do kill -0 "${pids[@]:1}" 2>/dev/null || break; sleep 1; done
+    kill "${pids[@]:1}" 2>/dev/null || true
+    for r in "${pids[@]:1}"; do wait "$r" || true; done
     cp "$out/$name.r0.log" "$out/$name.log"
   fi
   if [ $ok = 1 ] && grep -q "^{" "$out/$name.log"; then
