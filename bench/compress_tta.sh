@@ -20,7 +20,7 @@
 # benchmark lock (/work/bin/so-bench or flock /tmp/scaleout-bench.lock), which
 # it does not take itself. Root only for the cluster links.
 #   bench/compress_tta.sh [REPEATS] [LINKS] [TARGET]     defaults: 3 "shm 1gbit" 0.85
-#   bench/compress_tta.sh --table DIR                    medians of DIR's runs
+#   bench/compress_tta.sh --table DIR [--accuracy-only]  medians of DIR's runs
 # auto across nodes reads a tuning table `scaleout tune` measures on the link
 # once per results directory (AUTO_TUNE=off: the built-in model).
 #   METHODS="none fp16 topk:0.01 powersgd:4 auto" HOOKS="none fp16 powersgd:4" to choose
@@ -28,7 +28,7 @@
 set -euo pipefail
 
 if [ "${1:-}" = --table ]; then
-  exec /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/tta_table.py" "${2:?--table needs a directory}" \
+  exec /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/tta_table.py" "${2:?--table needs a directory}" "${@:3}" \
     --acc-epoch "${ACC_EPOCH:-1}" ${BASELINE:+--baseline "$BASELINE"}
 fi
 repeats="${1:-3}" links="${2:-shm 1gbit}" target="${3:-0.85}"

@@ -122,7 +122,8 @@ def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
                  "accuracies": accs, "epoch_seconds": epoch_seconds, "steps_per_epoch": steps_per_epoch,
                  "hook": a.hook, "local": a.local, "np": a.np, "torch": torch.__version__})
     dist.barrier()  # every rank is past its last collective
-    dist.destroy_process_group()
+    if pin:  # spawned on one host; across hosts the caller leaves at once (below)
+        dist.destroy_process_group()
 
 
 def main():
@@ -148,8 +149,10 @@ def main():
         worker(a.rank, a, int(port), out, addr, pin=False)
         if a.rank == 0:
             print(json.dumps(out.get()), flush=True)
-        # Leave at once: a rank of a cross-node run once kept a core busy for
-        # minutes after the last collective while exiting (gloo's teardown).
+        # Leave at once, without destroy_process_group: once rank 0 (the
+        # TCPStore's server) is gone, another rank's ~ProcessGroupGloo joins a
+        # store thread that spins on recv of the closed socket, a core at 100%
+        # until killed (seen twice at 1 Gbit/s, torch 1.13).
         sys.stdout.flush()
         os._exit(0)
     import torch.multiprocessing as mp

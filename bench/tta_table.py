@@ -6,7 +6,7 @@ The directory's index.tsv has one line per run: link, method, who (so =
 scaleout, pt = the PyTorch peer), seed, JSON file. Runs of several
 invocations add up; a cell's figures are the median over its seeds (min-max).
 
-    bench/tta_table.py DIR [--acc-epoch E] [--baseline METHOD]
+    bench/tta_table.py DIR [--acc-epoch E] [--baseline METHOD] [--accuracy-only]
 
 Per link and method: seconds to the target, epochs, step time, bytes per step
 and rank, compression time per step, test accuracy after epoch E (and its
@@ -24,6 +24,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("dir")
 ap.add_argument("--acc-epoch", type=int, default=1, help="report test accuracy after this epoch")
 ap.add_argument("--baseline", default="", help="method the others are compared to (default: none or sync)")
+ap.add_argument("--accuracy-only", action="store_true", help="only the accuracy columns (runs to a fixed epoch count)")
 a = ap.parse_args()
 
 runs = {}  # (link, method, who) -> [json]
@@ -85,6 +86,27 @@ def col(fs, key):
 
 
 dense = next((f["dense"] for (lk, m, w), js in runs.items() if w == "so" for f in so_fields(js) if f["dense"]), None)
+
+
+def accuracy_table():
+    """Runs to a fixed epoch count: accuracy after epoch E against the baseline."""
+    print(f"| link | method | test accuracy after epoch {a.acc_epoch} (%) | Δ vs baseline (points) | KB/step/rank | runs |")
+    print("|---|---|---:|---:|---:|---:|")
+    for link in links:
+        methods = [m for lk, m in order if lk == link]
+        base = a.baseline or next((m for m in methods if m in ("none", "sync")), methods[0])
+        base_acc = col(so_fields(runs.get((link, base, "so"), [])), "acc")
+        for m in methods:
+            s = so_fields(runs.get((link, m, "so"), []))
+            acc, kb = col(s, "acc"), col(s, "bytes") or ([dense] if dense and s else [])
+            delta = "%+.2f" % (100 * (statistics.median(acc) - statistics.median(base_acc))) if acc and base_acc else "–"
+            print(f"| {link} | {m} | {med([100 * x for x in acc], '%.2f')} | {delta} "
+                  f"| {med([b / 1e3 for b in kb], spread=False)} | {len(acc)} |")
+
+
+if a.accuracy_only:
+    accuracy_table()
+    raise SystemExit(0)
 print(f"| link | method | scaleout s to target | epochs | step ms | KB/step/rank | codec ms/step "
       f"| acc. after epoch {a.acc_epoch} | Δ vs baseline (points) | PyTorch DDP s | PyTorch epochs | PyTorch step ms "
       f"| PyTorch / scaleout | auto picked |")
