@@ -28,8 +28,8 @@
 set -euo pipefail
 
 if [ "${1:-}" = --table ]; then
-  exec /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/tta_table.py" "${2:?--table needs a directory}" "${@:3}" \
-    --acc-epoch "${ACC_EPOCH:-1}" ${BASELINE:+--baseline "$BASELINE"}
+  exec /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/tta_table.py" "${2:?--table needs a directory}" \
+    --acc-epoch "${ACC_EPOCH:-1}" ${BASELINE:+--baseline "$BASELINE"} "${@:3}"
 fi
 repeats="${1:-3}" links="${2:-shm 1gbit}" target="${3:-0.85}"
 methods="${METHODS:-none fp16 topk:0.01 powersgd:4}"

@@ -26,8 +26,8 @@
 set -euo pipefail
 
 if [ "${1:-}" = --table ]; then
-  exec /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/tta_table.py" "${2:?--table needs a directory}" "${@:3}" \
-    --acc-epoch "${ACC_EPOCH:-2}" --baseline sync
+  exec /usr/bin/python3 "$(dirname "${BASH_SOURCE[0]}")/tta_table.py" "${2:?--table needs a directory}" \
+    --acc-epoch "${ACC_EPOCH:-2}" --baseline sync "${@:3}"
 fi
 repeats="${1:-1}" links="${2:-shm 1gbit}" target="${3:-0.895}" parts="${4:-tta slow}"
 methods="${METHODS:-sync local:8 diloco:8 gossip:ring}"
