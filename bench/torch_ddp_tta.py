@@ -4,7 +4,11 @@ time to a target test accuracy on Fashion-MNIST with DDP's communication
 hooks: none (FP32 allreduce), fp16 (default_hooks.fp16_compress_hook) or
 powersgd:R[:START] (powerSGD_hook.powerSGD_hook with matrix_approximation_rank
 R, start_powerSGD_iter START (default 10), error feedback and warm start on:
-torch's defaults). Same model (bench/torch_models.py), per-rank batch, SGD
+torch's defaults). Or, the peer of `--sync local:H [--local-after S]`,
+--local H[:S]: PyTorch's post-local SGD, post_localSGD_hook (gradients
+averaged until step S, none after: post_local_gradient_allreduce off) and
+PostLocalSGDOptimizer with a PeriodicModelAverager(period H, warmup_steps S)
+that averages the parameters every H steps. Same model (bench/torch_models.py), per-rank batch, SGD
 momentum 0.9, learning rate and normalisation as bench/torch_accuracy.py; each
 rank trains on its share of every epoch's permutation and evaluates its share
 of the test set (summed over ranks), as scaleout does. The clock starts after
@@ -41,6 +45,19 @@ def register_hook(model, spec, dist):
     raise SystemExit(f"torch_ddp_tta.py: unknown --hook {spec} (none, fp16, powersgd:R[:START])")
 
 
+def local_sgd(model, opt, spec, dist):
+    """--local H[:S]: PyTorch's post-local SGD around OPT; returns the optimizer to step."""
+    from torch.distributed.algorithms.ddp_comm_hooks import post_localSGD_hook as pl
+    from torch.distributed.algorithms.model_averaging import averagers
+    from torch.distributed.optim import PostLocalSGDOptimizer
+    period, _, after = spec.partition(":")
+    state = pl.PostLocalSGDState(process_group=None, subgroup=None, start_localSGD_iter=int(after or 0),
+                                 post_local_gradient_allreduce=False)
+    model.register_comm_hook(state, pl.post_localSGD_hook)
+    avg = averagers.PeriodicModelAverager(period=int(period), warmup_steps=int(after or 0))
+    return PostLocalSGDOptimizer(optim=opt, averager=avg)
+
+
 def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
     import torch
     import torch.distributed as dist
@@ -59,16 +76,27 @@ def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
     ytr = torch.from_numpy(idx(f"{d}/train-labels-idx1-ubyte.gz", 0).astype("int64"))
     xte = norm(idx(f"{d}/t10k-images-idx3-ubyte.gz", 1))
     yte = torch.from_numpy(idx(f"{d}/t10k-labels-idx1-ubyte.gz", 0).astype("int64"))
-    model = torch.nn.parallel.DistributedDataParallel(torch_models.build(a.model, 10))
-    register_hook(model, a.hook, dist)
+    if a.hook.startswith("powersgd"):
+        # One bucket: with DDP's two (the first capped at 1 MiB) powerSGD_hook's
+        # chained P and Q allreduces of one bucket interleave with the next
+        # bucket's on gloo in a different order on each rank over a slow link,
+        # and gloo aborts ("op.preamble.length <= op.nbytes", MLP at 1 Gbit/s).
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
+    model = torch.nn.parallel.DistributedDataParallel(torch_models.build(a.model, 10),
+                                                      bucket_cap_mb=1024 if a.hook.startswith("powersgd") else 25)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
+    if a.local:
+        opt = local_sgd(model, opt, a.local, dist)
+    else:
+        register_hook(model, a.hook, dist)
     loss_fn = torch.nn.CrossEntropyLoss()
     steps_per_epoch = len(xtr) // (a.batch * a.np)
     test_lo, test_hi = rank * len(xte) // a.np, (rank + 1) * len(xte) // a.np
     dist.barrier()
-    start, acc, epochs, accs = time.perf_counter(), 0.0, 0, []
+    start, acc, epochs, accs, epoch_seconds = time.perf_counter(), 0.0, 0, [], []
     for epoch in range(a.max_epochs):
         model.train()
+        t0 = time.perf_counter()
         g = torch.Generator().manual_seed(a.seed + epoch)  # the same permutation on every rank
         perm = torch.randperm(len(xtr), generator=g)
         for s in range(steps_per_epoch):
@@ -77,6 +105,7 @@ def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
             loss = loss_fn(model(xtr[i]), ytr[i])  # in a variable: see bench/torch_accuracy.py
             loss.backward()
             opt.step()
+        epoch_seconds.append(time.perf_counter() - t0)  # training only, as scaleout's epoch seconds
         model.eval()
         with torch.no_grad():
             correct = torch.tensor([sum(int((model(xte[k:min(k + 1000, test_hi)]).argmax(1) ==
@@ -90,8 +119,11 @@ def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
     tta = time.perf_counter() - start
     if rank == 0:
         out.put({"reached": acc >= a.target, "time_to_accuracy_seconds": tta, "epochs": epochs, "accuracy": acc,
-                 "accuracies": accs, "hook": a.hook, "np": a.np, "torch": torch.__version__})
-    dist.destroy_process_group()
+                 "accuracies": accs, "epoch_seconds": epoch_seconds, "steps_per_epoch": steps_per_epoch,
+                 "hook": a.hook, "local": a.local, "np": a.np, "torch": torch.__version__})
+    dist.barrier()  # every rank is past its last collective
+    if pin:  # spawned on one host; across hosts the caller leaves at once (below)
+        dist.destroy_process_group()
 
 
 def main():
@@ -99,6 +131,7 @@ def main():
     ap.add_argument("--model", default="lenet5")
     ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--hook", default="none", help="none, fp16, powersgd:R[:START]")
+    ap.add_argument("--local", default="", help="H[:S]: post-local SGD, average every H steps after step S")
     ap.add_argument("--target", type=float, required=True)
     ap.add_argument("--max-epochs", type=int, default=10)
     ap.add_argument("--batch", type=int, default=32, help="per rank")
@@ -115,8 +148,13 @@ def main():
         out = queue.Queue()
         worker(a.rank, a, int(port), out, addr, pin=False)
         if a.rank == 0:
-            print(json.dumps(out.get()))
-        return
+            print(json.dumps(out.get()), flush=True)
+        # Leave at once, without destroy_process_group: once rank 0 (the
+        # TCPStore's server) is gone, another rank's ~ProcessGroupGloo joins a
+        # store thread that spins on recv of the closed socket, a core at 100%
+        # until killed (seen twice at 1 Gbit/s, torch 1.13).
+        sys.stdout.flush()
+        os._exit(0)
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
