@@ -34,7 +34,7 @@ int shard_units_for(const so_strategy_config *c, int stage, shard_units *u)
     *u = (shard_units){SHARD_UNIT_BUCKETS, c->bucket_bytes, c->first_bucket_bytes, 0};
     if (c->shard_unit) {
         int rc = shard_units_parse(c->shard_unit, u);
-        if (!rc && u->kind == SHARD_UNIT_SIZE && stage >= 2)
+        if (!rc && u->kind == SHARD_UNIT_SIZE)
             u->chunk_bytes = u->bytes;
         return rc;
     }

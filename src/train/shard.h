@@ -30,10 +30,11 @@ int shard_units_parse(const char *text, shard_units *u);
 
 /* The units a stage's configuration asks for: --shard-unit, else zero3's
  * blocks and zero1/2's bucket plan (auto: its default sizes, until measured).
- * Stages 2 and 3 with --shard-unit N also cut a dense layer of more than N
- * MiB of weights into units of row chunks of about N MiB, which the model
- * computes one at a time (so_model_opts.chunk_bytes), so a rank holds one
- * chunk's gathered parameters and gradients, not the layer's. */
+ * --shard-unit N also cuts a dense layer of more than N MiB of weights into
+ * units of row chunks of about N MiB, which the model computes one at a
+ * time (so_model_opts.chunk_bytes): a zero2/3 rank holds one chunk's
+ * gathered parameters and gradients, not the layer's (zero1 the same
+ * units, so the three stages add alike). */
 int shard_units_for(const so_strategy_config *c, int stage, shard_units *u);
 
 /* The units of a graph and this rank's block of each: units are runs of
