@@ -10,7 +10,6 @@
 
 #include "cli.h"
 #include "scaleout/err.h"
-#include "scaleout/gpt2.h"
 #include "scaleout/job.h"
 #include "scaleout/json.h"
 #include "scaleout/pipeline.h"
@@ -24,8 +23,6 @@ typedef struct {
     const char *strategy, *shard_unit, *tune;  /* --strategy: sharded data parallelism instead (strategy_table.c) */
     int world, ranks_per_node, shard_prefetch, accumulate;
     int stages, microbatches, batch, virtual_stages, threads, steps;
-    int seq_len;             /* GPT-2: tokens per sequence (0: the model's context) */
-    char model_spec[256];    /* GPT-2 at --seq-len: the spec that builds it */
     size_t max_bytes;
     int measure;             /* --partition time or auto */
     so_job_layer_times timed; /* what was timed for it */
@@ -62,23 +59,6 @@ static const cli_need plan_needs[] = {
     {"partition", pipeline, "a pipeline plan (not --strategy)"},
     {NULL, NULL, NULL}};
 
-/* --seq-len T: a GPT-2 model is planned as the spec with context T (the
- * activations and layer times of sequences of T tokens, as train's
- * `--model NAME:T=...` builds it). */
-static int at_seq_len(plan_args *a)
-{
-    so_gpt2_config gc;
-    if (so_gpt2_parse(a->model, &gc) != 1)
-        return cli_error("plan", CLI_USAGE, "--seq-len: only for GPT-2 models, not %s", a->model);
-    if (a->seq_len > gc.context)
-        return cli_error("plan", CLI_USAGE, "--seq-len %d is above the context of %s (%d tokens)", a->seq_len,
-                         a->model, gc.context);
-    gc.context = a->seq_len;
-    so_gpt2_spec(&gc, a->model_spec, sizeof a->model_spec);
-    a->model = a->model_spec;
-    return CLI_OK;
-}
-
 static int parse(plan_args *a, int argc, char **argv)
 {
     *a = (plan_args){.schedule = "1f1b", .partition = "auto", .optimizer = "momentum", .microbatches = 4,
@@ -105,8 +85,6 @@ static int parse(plan_args *a, int argc, char **argv)
         {"shard-unit", OPT_STR, &a->shard_unit, "layer|block|MB", "--strategy: units as in train", 0, -1, NULL},
         {"shard-prefetch", OPT_INT, &a->shard_prefetch, "K", "--strategy: zero3's units gathered at once", 1, 1 << 20, NULL},
         {"accumulate", OPT_INT, &a->accumulate, "K", "--strategy: micro-batches per step", 1, 1 << 16, NULL},
-        {"seq-len", OPT_INT, &a->seq_len, "T", "GPT-2: tokens per sequence the run trains on (activations, layer times; "
-         "the position table keeps T rows); default the model's context", 1, 1 << 24, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     unsigned char seen[sizeof opts / sizeof *opts] = {0};
     int rc = cli_parse_seen("plan", "Prints a pipeline partition of a model: stages, parameters, FLOPs, activations, "
@@ -120,8 +98,6 @@ static int parse(plan_args *a, int argc, char **argv)
         return cli_error("plan", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
     if (a->max_memory && cli_parse_max_memory("plan", a->max_memory, &a->max_bytes))
         return CLI_USAGE;
-    if (a->seq_len && (rc = at_seq_len(a)))
-        return rc;
     if (a->strategy)
         return CLI_OK; /* the pipeline's options do not apply */
     if (a->batch % a->microbatches)
