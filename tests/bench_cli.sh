@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `scaleout bench` without MPI (docs/BENCHMARKS.md):
-#  - argument validation: bad --np lists, unknown models, --target outside (0,1], bad files: exit 2 with a message
+#  - argument validation: bad --np lists, unknown models, --target outside (0,1], bad files, bench tta's
+#    methods, seeds and the flags each of its runs sets itself: exit 2 with a message
 #  - bench train / accuracy records pass the schema checker (tests/bench_schema.py)
 #  - warm-up steps are excluded: the first steps made slow (SCALEOUT_BENCH_TEST_SLOW_STEPS) do not show in the figures
 #  - compare flags a synthetic 2x regression and not a 2% wobble
@@ -43,6 +44,15 @@ usage_error "accuracy target negative" "(0, 1]" bench accuracy --target -0.2
 usage_error "accuracy target missing" "--target" bench accuracy --model lenet5
 usage_error "accuracy unknown model" "unknown model" bench accuracy --target 0.9 --model nosuchnet
 usage_error "accuracy no test split" "test split" bench accuracy --target 0.9 --dataset synthetic --model lenet5
+usage_error "tta methods missing" "--methods" bench tta --target 0.5
+usage_error "tta target missing" "--target" bench tta --methods none,fp16
+usage_error "tta unknown method" "neither a --compress nor a --sync" bench tta --methods none,zip --target 0.5
+usage_error "tta bad ratio" "neither" bench tta --methods topk:2 --target 0.5
+usage_error "tta method twice" "twice" bench tta --methods none,fp16,none --target 0.5
+usage_error "tta trailing comma" "comma" bench tta --methods none, --target 0.5
+usage_error "tta bad seeds" "--seeds" bench tta --methods none --seeds 1,x --target 0.5
+usage_error "tta seed after --" "each run sets it" bench tta --methods none --target 0.5 -- --seed 3
+usage_error "tta compress after --" "each run sets it" bench tta --methods none --target 0.5 -- --compress=fp16
 usage_error "compare one file" "2 to" bench compare "$tmp/none.json"
 usage_error "compare missing file" "cannot open" bench compare "$tmp/a.json" "$tmp/b.json"
 printf '{"kind": "train", ' >"$tmp/broken.json"

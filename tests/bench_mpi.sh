@@ -4,7 +4,10 @@
 #  - a 2-point strong scaling sweep (np 1,2) with a tiny model, end to end: the command launches
 #    mpiexec itself (honouring $MPIEXEC), keeps the global batch, prints the table, valid record
 #  - a weak sweep keeps the per-rank batch
-#  - plot draws the scaling curve and the collective benchmark's latency/bandwidth curves
+#  - bench tta: methods x seeds launched interleaved, the table against the first method, a
+#    valid record and MLLOG per run
+#  - plot draws the scaling curve, the collective benchmark's latency/bandwidth curves and the
+#    tta curves (one per method)
 # Usage: bench_mpi.sh path/to/scaleout
 set -u
 bin=$1
@@ -40,17 +43,51 @@ else bad "strong sweep failed: $(tail -5 "$tmp/strong.log")"; fi
 "$bin" bench scaling "${tiny[@]}" --np 1 --repeat 1 --launcher-args "--no-such-launcher-flag" >"$tmp/badl.log" 2>&1
 [ $? -ne 0 ] && grep -q "np=1 run 1 failed" "$tmp/badl.log" && ok || bad "failed child not reported: $(cat "$tmp/badl.log")"
 
+# bench tta: every method x seed launched (interleaved), the table against the
+# first method, a valid record; a data set cut to 1024 training and 256 test
+# images of Fashion-MNIST keeps each run under a second.
+fm=/usr/share/datasets/fashion-mnist
+if [ -f "$fm/train-images-idx3-ubyte.gz" ]; then
+  mkdir -p "$tmp/fm"
+  /usr/bin/python3 - "$fm" "$tmp/fm" <<'PY'
+import gzip, struct, sys
+for name, n in [("train-images-idx3-ubyte.gz", 1024), ("train-labels-idx1-ubyte.gz", 1024),
+                ("t10k-images-idx3-ubyte.gz", 256), ("t10k-labels-idx1-ubyte.gz", 256)]:
+    d = gzip.open(f"{sys.argv[1]}/{name}").read()
+    nd = d[3]
+    dims = struct.unpack(">" + "I" * nd, d[4:4 + 4 * nd])
+    per = 1
+    for x in dims[1:]:
+        per *= x
+    head = d[:4] + struct.pack(">" + "I" * nd, n, *dims[1:])
+    gzip.open(f"{sys.argv[2]}/{name}", "wb").write(head + d[4 + 4 * nd:4 + 4 * nd + n * per])
+PY
+  if "$bin" bench tta --methods none,fp16,local:4 --seeds 1,2 --target 0.3 --json "$tmp/tta.json" --keep "$tmp/ttak" \
+      -- --model lenet5 --data-dir "$tmp/fm" --batch-size 32 --max-epochs 3 >"$tmp/tta.log" 2>&1; then
+    [ "$(grep -cE '^  (none|fp16|local:4), seed [12]: ' "$tmp/tta.log")" -eq 6 ] &&
+      grep -qE '^none +[0-3]/2 .* 1\.00x ' "$tmp/tta.log" && grep -qE '^fp16 +[0-3]/2 .* 2\.0x' "$tmp/tta.log" &&
+      ls "$tmp/ttak"/local_4-seed2.json "$tmp/ttak"/fp16-seed1.mllog >/dev/null &&
+      ok || bad "tta table or kept files: $(cat "$tmp/tta.log"; ls "$tmp/ttak")"
+    $schema "$tmp/tta.json" >/dev/null && $schema --mllog "$tmp/ttak/local_4-seed1.mllog" >/dev/null &&
+      ok || bad "tta record or MLLOG: $($schema "$tmp/tta.json" 2>&1)"
+  else bad "bench tta failed: $(tail -5 "$tmp/tta.log")"; fi
+fi
+
 "$mpirun" -np 2 "$bin" bench allreduce -m 4:64K --json "$tmp/coll.json" >/dev/null 2>&1 && $schema "$tmp/coll.json" >/dev/null &&
   ok || bad "bench allreduce --json failed or is not a valid record"
 if command -v gnuplot >/dev/null && [ -f "$tmp/strong.json" ]; then
-  "$bin" bench plot "$tmp/strong.json" "$tmp/coll.json" "$tmp/train2.json" -o "$tmp/plots" >"$tmp/plot.log" 2>&1 &&
+  tta=(); [ -f "$tmp/tta.json" ] && tta=("$tmp/tta.json")
+  "$bin" bench plot "$tmp/strong.json" "$tmp/coll.json" "$tmp/train2.json" "${tta[@]}" -o "$tmp/plots" \
+    >"$tmp/plot.log" 2>&1 &&
     ls "$tmp/plots"/scaling-lenet5-strong-1.png "$tmp/plots"/allreduce-np2-2-latency.svg \
-      "$tmp/plots"/allreduce-np2-2-bandwidth.png "$tmp/plots"/throughput.svg >/dev/null && ok ||
+      "$tmp/plots"/allreduce-np2-2-bandwidth.png "$tmp/plots"/throughput.svg >/dev/null &&
+    { [ ${#tta[@]} -eq 0 ] || [ "$(grep -c '^1 ' "$tmp/plots"/tta-4-*.dat | grep -c ':1$')" -eq 3 ]; } && ok ||
     bad "plot: $(cat "$tmp/plot.log"; ls "$tmp/plots")"
   /usr/bin/python3 - "$tmp/plots" <<'PY' && ok || bad "plot files invalid"
 import glob, sys, xml.etree.ElementTree as ET
 pngs, svgs = glob.glob(sys.argv[1] + "/*.png"), glob.glob(sys.argv[1] + "/*.svg")
-assert len(pngs) == 4 and len(svgs) == 4, (pngs, svgs)
+want = 5 if glob.glob(sys.argv[1] + "/tta-*.dat") else 4
+assert len(pngs) == want and len(svgs) == want, (pngs, svgs)
 for p in pngs:
     assert open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n", p
 for s in svgs:

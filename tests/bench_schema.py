@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Checks `scaleout bench` result files against the schema in docs/FORMATS.md
-(scaleout-bench-1: train, scaling, accuracy and collective records), and MLLOG lines.
+(scaleout-bench-1: train, scaling, accuracy, tta and collective records), and MLLOG lines.
 
     bench_schema.py FILE.json...        every record
     bench_schema.py --mllog LOG         every ':::MLLOG' line parses and the required keys appear
@@ -129,6 +129,30 @@ def accuracy(d, f):
     raw(d, f, r["steps"])
 
 
+def tta(d, f):
+    t = need(d, "config.target", NUM, f)
+    seeds = need(d, "config.seeds", list, f)
+    ms = need(d, "methods", list, f)
+    if not 0 < t <= 1 or not seeds or not ms:
+        raise ValueError(f"{f}: target {t}, {len(seeds)} seeds, {len(ms)} methods")
+    for m in ms:
+        w = f"{f}:{need(m, 'method', str, f)}"
+        if need(m, "flag", str, w) not in ("baseline", "compress", "sync"):
+            raise ValueError(f"{w}: flag {m['flag']!r}")
+        stats(m, "time_to_accuracy_seconds", w)
+        stats(m, "accuracy_at_epoch", w)
+        runs = need(m, "runs", list, w)
+        if [r["seed"] for r in runs] != seeds:
+            raise ValueError(f"{w}: runs do not follow config.seeds")
+        if need(m, "reached", int, w) != sum(1 for r in runs if need(r, "reached", bool, w)):
+            raise ValueError(f"{w}: reached disagrees with the runs")
+        for r in runs:
+            if r["reached"] and not isinstance(r.get("time_to_accuracy_seconds"), NUM):
+                raise ValueError(f"{w}: a run reached the target without a time")
+            if len(need(r, "curve", list, w)) != need(r, "epochs", int, w):
+                raise ValueError(f"{w}: the curve has {len(r['curve'])} points for {r['epochs']} epochs")
+
+
 def collective(d, f):
     need(d, "collective", str, f)
     need(d, "ranks", int, f)
@@ -183,7 +207,8 @@ def main(args):
         for f in args:
             d = json.load(open(f))
             common(d, f)
-            {"train": train, "scaling": scaling, "accuracy": accuracy, "collective": collective}[need(d, "kind", str, f)](d, f)
+            {"train": train, "scaling": scaling, "accuracy": accuracy, "tta": tta,
+             "collective": collective}[need(d, "kind", str, f)](d, f)
             print(f"{f}: valid {d['kind']} record")
     except (ValueError, KeyError, json.JSONDecodeError) as e:
         print(f"schema: {e}", file=sys.stderr)

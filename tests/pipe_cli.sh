@@ -77,10 +77,12 @@ if [ "${SCALEOUT_TEST_SECOND_MPI:-0}" = 1 ]; then
   matrix lenet5 onednn 4 32 2 3
   matrix resnet20 onednn 4 16 2 3
 else
+  # Each dimension once where it adds a shape: P = 4 on the chain, residual
+  # cuts at P = 2 and 3, M = 1 and the ref backend at one P each.
   matrix lenet5 onednn 4 32 2 3 4
-  matrix lenet5 onednn 1 8 2 3
-  matrix lenet5 ref 4 32 2 4
-  matrix resnet20 onednn 4 16 2 3 4
+  matrix lenet5 onednn 1 8 2
+  matrix lenet5 ref 4 32 4
+  matrix resnet20 onednn 4 16 2 3
   matrix resnet20 onednn 1 4 2
   matrix resnet20 ref 4 8 3
 fi

@@ -17,6 +17,8 @@
 #    AdamW rows at np 3-4 in shard_matrix.sh have the same cause)
 #  - 2 stages x 2 replicas (np 4, the data-parallel average after the tie's
 #    sum) against one process at the same global batch
+#  - `ckpt export --format llmc|hf` of the stages' checkpoint: the whole
+#    model, the last stage's copy of the tied table dropped
 # Usage: pipe_gpt2.sh path/to/scaleout
 set -u
 bin=$1
@@ -55,8 +57,20 @@ run 1 one-mom "${mom[@]}" --batch-size 2 --accumulate 2 &&
       r=$(same one-mom "pipe-mom-$cut" 1e-6 1e-6) && ok || bad "momentum, 2 stages cut at $cut: $r"
   done
 run 1 one-adamw "${adamw[@]}" --batch-size 2 --accumulate 2 &&
-  run 2 pipe-adamw "${adamw[@]}" --batch-size 4 --pipeline-stages 2 --microbatches 2 --partition 0,transformer.h.1.ln_1 &&
+  run 2 pipe-adamw "${adamw[@]}" --batch-size 4 --pipeline-stages 2 --microbatches 2 --partition 0,transformer.h.1.ln_1 \
+    --ckpt-every 10 --ckpt-dir "$tmp/pck" &&
   { r=$(same one-adamw pipe-adamw 1e-6 1e-5) && ok || bad "AdamW, 2 stages: $r"; }
+# The stages' checkpoint exported whole (the last stage's copy of the tied
+# table dropped): one process started from the llm.c file with lr 0 holds
+# exactly the parameters the stages ended with.
+if "$bin" ckpt export "$tmp/pck" --format llmc -o "$tmp/pipe.llmc" >"$tmp/export.log" 2>&1 &&
+   "$bin" ckpt export "$tmp/pck" --format hf -o "$tmp/pipe.safetensors" >>"$tmp/export.log" 2>&1; then
+  "$bin" "${common[@]}" --batch-size 2 --optimizer sgd --lr 0 --weight-decay 0 --steps 1 --init-from "$tmp/pipe.llmc" \
+    --dump-params "$tmp/back.bin" >"$tmp/back.log" 2>&1 && cmp -s "$tmp/pipe-adamw.bin" "$tmp/back.bin" &&
+    ok || bad "the llm.c export of the stages' checkpoint is not the model they trained: $(tail -2 "$tmp/back.log")"
+else
+  bad "ckpt export of the stages' checkpoint: $(cat "$tmp/export.log")"
+fi
 # 2 stages x 2 replicas: a global batch of 8 in micro-batches of 2
 run 1 one-dp "${mom[@]}" --batch-size 4 --accumulate 2 &&
   run 4 pipe-dp "${mom[@]}" --batch-size 4 --pipeline-stages 2 --microbatches 2 --partition 0,transformer.h.1.ln_1 &&

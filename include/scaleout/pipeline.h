@@ -241,6 +241,11 @@ void so_pipe_stage_edges_free(so_pipe_stage_edges *e);
  * floats concatenated device after device (each its chunks' slices in
  * order), into the whole model's order. SO_EINVAL if n is not the model's. */
 int so_pipe_model_order(const so_pipe_plan *p, int devices, int bufs, const float *by_device, size_t n, float *model);
+/* The parameters device d of `devices` holds beyond its chunks' slices of
+ * the model: the copy of a table tied to a layer on d from another device
+ * (so_pipe_stage_edges' tie_n where tie_copy is 1), else 0. A checkpoint's
+ * stage holds them last; an export drops them. */
+size_t so_pipe_tied_copy(const so_pipe_plan *p, int devices, int d);
 
 /* ---- composing a device from the whole model (compose.c) -------------------------- */
 /* The whole model's initial values (so_graph_init_params with seed, as one

@@ -51,10 +51,44 @@ void bench_raw_json(so_json *js, const bench_rec *r);
  * flag. Both outputs must hold argc entries. */
 void bench_split_args(int argc, char **argv, const void *opts, char **files, int *nfiles, char **rest, int *nrest);
 
+/* ---- launching children (bench_launch.c) ---- */
+#define BENCH_MAX_ARGS 160
+#define BENCH_MAX_NUMS 16
+/* A child's argv: pointers to the caller's strings, numbers formatted here. */
+typedef struct {
+    char *argv[BENCH_MAX_ARGS]; /* NULL-terminated */
+    int n;
+    char buf[BENCH_MAX_NUMS][64];
+    int nbuf;
+} bench_argv;
+void bench_argv_add(bench_argv *v, const char *s);
+/* Appends x formatted with fmt (one printf double conversion, e.g. "%.0f"). */
+void bench_argv_addf(bench_argv *v, const char *fmt, double x);
+
+/* How children start: `srun -n NP` or mpiexec ($MPIEXEC, else mpiexec) with
+ * Open MPI's --allow-run-as-root (as root) and --oversubscribe (beyond the
+ * cores), the user's extra launcher arguments, then this executable. */
+typedef struct {
+    char self[4096];    /* this scaleout executable (/proc/self/exe) */
+    char mpiexec[512];
+    char extra[1024];   /* --launcher-args, split at spaces */
+    char split[1024];   /* extra's copy that strtok cuts up */
+    int srun, open_mpi;
+} bench_launcher;
+/* name: "mpirun" or "srun"; -1 when the executable cannot be found. */
+int bench_launcher_init(bench_launcher *l, const char *name, const char *extra);
+/* Appends "launcher [flags] -np NP [extra] self" to v (then the subcommand). */
+void bench_launch_argv(bench_launcher *l, int np, bench_argv *v);
+/* Runs argv with stdout and stderr into log; the exit status, or -1. */
+int bench_spawn(char **argv, const char *log);
+/* The log's last 3 lines on stderr, each prefixed "  | ". */
+void bench_tail_log(const char *log);
+
 int cmd_bench_train(int argc, char **argv);
 int cmd_bench_scaling(int argc, char **argv);
 int cmd_bench_accuracy(int argc, char **argv);
 int cmd_bench_compare(int argc, char **argv);
 int cmd_bench_plot(int argc, char **argv);
+int cmd_bench_tta(int argc, char **argv);
 
 #endif

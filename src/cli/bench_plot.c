@@ -1,7 +1,7 @@
 /* `scaleout bench plot FILE.json... -o DIR`: draws benchmark records with
  * gnuplot (no chart code here): scaling curves against ideal, throughput per
- * model, accuracy over time, and the latency / bus-bandwidth curves of the
- * collective benchmark, each as PNG and SVG. Writes DIR/plots.gp and one .dat
+ * model, accuracy over time (one run, or each method of `bench tta`), and
+ * the collective benchmark's latency / bus-bandwidth curves, each as PNG and SVG. Writes DIR/plots.gp and one .dat
  * file per chart, then runs gnuplot on them (they can be edited and rerun). */
 #include <ctype.h>
 #include <errno.h>
@@ -117,6 +117,66 @@ static int accuracy_plot(plotter *p, const jv *d, int idx)
              "     %g with lines dt 2 lw 2 title 'target'",
              model, jv_num(d, "config.target", 0), t > 0 ? 1.05 * t : 1, file, jv_num(d, "config.target", 0));
     chart(p, name, body);
+    return 0;
+}
+
+/* The run of a `bench tta` method to draw: the one whose time to the target
+ * is nearest the method's median, or the first when none reached it. */
+static const jv *tta_run_to_draw(const jv *m)
+{
+    const jv *runs = jv_path(m, "runs"), *best = runs && runs->t == JV_ARR ? runs->kid : NULL;
+    double median = jv_num(m, "time_to_accuracy_seconds.median", NAN), gap = INFINITY;
+    for (const jv *r = best; r && isfinite(median); r = r->next) {
+        double t = jv_num(r, "time_to_accuracy_seconds", NAN);
+        if (isfinite(t) && fabs(t - median) < gap) {
+            gap = fabs(t - median);
+            best = r;
+        }
+    }
+    return best;
+}
+
+/* `bench tta`: test accuracy against training seconds, one curve per method. */
+static int tta_plot(plotter *p, const jv *d, int idx)
+{
+    char name[32], body[8192];
+    double target = jv_num(d, "config.target", 0), tmax = 0;
+    snprintf(name, sizeof name, "tta-%d", idx);
+    int at = snprintf(body, sizeof body,
+                      "set title 'time to accuracy: test accuracy over training time (target %g), median run of each "
+                      "method'\nset xlabel 'training seconds'\nset ylabel 'test accuracy'\nset grid\n"
+                      "set key right bottom\nset yrange [*:1]\nset offsets 0, 0, 0.02, 0.02\nplot ", target);
+    const jv *ms = jv_path(d, "methods");
+    int k = 0;
+    for (const jv *m = ms && ms->t == JV_ARR ? ms->kid : NULL; m; m = m->next, k++) {
+        char method[64], file[256];
+        safe(method, sizeof method, jv_str(m, "method", "method"));
+        snprintf(file, sizeof file, "%s-%d-%s.dat", name, k, method);
+        FILE *f = data_file(p, file);
+        if (!f)
+            return -1;
+        const jv *run = tta_run_to_draw(m), *curve = run ? jv_path(run, "curve") : NULL;
+        fprintf(f, "# epoch cumulative_train_seconds test_accuracy (seed %d)\n", (int)jv_num(run, "seed", 0));
+        for (const jv *e = curve && curve->t == JV_ARR ? curve->kid : NULL; e; e = e->next) {
+            double t = jv_num(e, "seconds", NAN), acc = jv_num(e, "test_accuracy", NAN);
+            if (isfinite(t) && isfinite(acc))
+                fprintf(f, "%g %g %g\n", jv_num(e, "epoch", 0), t, acc);
+            tmax = isfinite(t) && t > tmax ? t : tmax;
+        }
+        fclose(f);
+        if (at > 0 && (size_t)at < sizeof body)
+            at += snprintf(body + at, sizeof body - (size_t)at, "'%s' using 2:3 with linespoints lw 2 pt 7 title '%s', ",
+                           file, jv_str(m, "method", "method"));
+    }
+    if (at > 0 && (size_t)at < sizeof body)
+        snprintf(body + at, sizeof body - (size_t)at, "%g with lines dt 2 lw 2 title 'target'", target);
+    if (at <= 0 || (size_t)at >= sizeof body) {
+        snprintf(p->err, sizeof p->err, "%s: too many methods to draw in one chart", name);
+        return -1;
+    }
+    char full[8400];
+    snprintf(full, sizeof full, "set xrange [0:%g]\n%s", tmax > 0 ? 1.05 * tmax : 1, body);
+    chart(p, name, full);
     return 0;
 }
 
@@ -276,6 +336,8 @@ static int plot_file(plotter *p, const char *path, int idx, FILE *thr)
         rc = train_rows(p, d, thr);
     else if (!strcmp(kind, "accuracy"))
         rc = accuracy_plot(p, d, idx);
+    else if (!strcmp(kind, "tta"))
+        rc = tta_plot(p, d, idx);
     else if (jv_str(d, "collective", NULL))
         rc = collective_plot(p, d, idx);
     else {

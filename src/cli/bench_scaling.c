@@ -4,11 +4,9 @@
  * drift of the machine hits every point alike, and reports medians, min-max,
  * speedup and scaling efficiency against the smallest process count. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,7 +19,6 @@
 #include "scaleout/zoo.h"
 
 #define MAX_NP 32
-#define MAX_ARGS 128
 
 typedef struct {
     const char *model, *np_list, *mode, *launcher, *launcher_args, *json, *backend, *dataset, *keep;
@@ -101,103 +98,26 @@ static int parse(sc_args *a, int argc, char **argv)
     return CLI_OK;
 }
 
-/* Open MPI's mpiexec needs --allow-run-as-root as root and --oversubscribe
- * beyond the core count; MPICH's Hydra needs neither (scripts/mpirun-flags.sh). */
-static int is_open_mpi(const char *launcher)
+/* The child's command line: the launcher, then `scaleout bench train`. */
+static void child_argv(const sc_args *a, int np, int batch, const char *json, bench_launcher *l, bench_argv *v)
 {
-    char cmd[600], line[256];
-    snprintf(cmd, sizeof cmd, "'%s' --version 2>&1", launcher);
-    FILE *p = strchr(launcher, '\'') ? NULL : popen(cmd, "r");
-    int yes = 0;
-    while (p && fgets(line, sizeof line, p))
-        yes |= strstr(line, "Open MPI") || strstr(line, "OpenMPI") || strstr(line, "OpenRTE");
-    if (p)
-        pclose(p);
-    return yes;
-}
-
-typedef struct {
-    char *argv[MAX_ARGS];
-    int n;
-    char buf[8][64];
-    int nbuf;
-} argvec;
-
-static void add(argvec *v, const char *s)
-{
-    if (v->n < MAX_ARGS - 1)
-        v->argv[v->n++] = (char *)s;
-    v->argv[v->n] = NULL;
-}
-
-static void addf(argvec *v, int x)
-{
-    if (v->nbuf < 8) {
-        snprintf(v->buf[v->nbuf], sizeof v->buf[0], "%d", x);
-        add(v, v->buf[v->nbuf++]);
-    }
-}
-
-/* The child's command line: launcher, its flags, then `scaleout bench train`. */
-static void child_argv(const sc_args *a, int np, int batch, const char *self, const char *json, char *extra,
-                       int ompi, argvec *v)
-{
-    if (!strcmp(a->launcher, "srun")) {
-        add(v, "srun");
-        add(v, "-n");
-    } else {
-        const char *l = getenv("MPIEXEC");
-        add(v, l && *l ? l : "mpiexec");
-        if (ompi && geteuid() == 0)
-            add(v, "--allow-run-as-root");
-        if (ompi && np > sysconf(_SC_NPROCESSORS_ONLN))
-            add(v, "--oversubscribe");
-        add(v, "-np");
-    }
-    addf(v, np);
-    for (char *t = extra ? strtok(extra, " \t") : NULL; t; t = strtok(NULL, " \t"))
-        add(v, t);
-    const char *fixed[] = {self, "bench", "train", "--model", a->model, "--backend", a->backend, "--conv-algo",
+    bench_launch_argv(l, np, v);
+    const char *fixed[] = {"bench", "train", "--model", a->model, "--backend", a->backend, "--conv-algo",
                            a->conv_algo, "--dataset", a->dataset, "--display-every", "0", "--json", json, NULL};
     for (int i = 0; fixed[i]; i++)
-        add(v, fixed[i]);
-    add(v, "--batch-size");
-    addf(v, batch);
-    add(v, "--num-batches");
-    addf(v, a->batches);
-    add(v, "--num-warmup-batches");
-    addf(v, a->warmup);
-    add(v, "--threads");
-    addf(v, a->threads);
+        bench_argv_add(v, fixed[i]);
+    bench_argv_add(v, "--batch-size");
+    bench_argv_addf(v, "%.0f", batch);
+    bench_argv_add(v, "--num-batches");
+    bench_argv_addf(v, "%.0f", a->batches);
+    bench_argv_add(v, "--num-warmup-batches");
+    bench_argv_addf(v, "%.0f", a->warmup);
+    bench_argv_add(v, "--threads");
+    bench_argv_addf(v, "%.0f", a->threads);
     if (a->synthetic_n) {
-        add(v, "--synthetic-samples");
-        addf(v, a->synthetic_n);
+        bench_argv_add(v, "--synthetic-samples");
+        bench_argv_addf(v, "%.0f", a->synthetic_n);
     }
-}
-
-/* Runs argv with stdout and stderr into log; returns the exit status (or -1). */
-static int spawn(char **argv, const char *log)
-{
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid < 0)
-        return -1;
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execvp(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
 typedef struct {
@@ -207,32 +127,18 @@ typedef struct {
     double speedup, efficiency;
 } point;
 
-static void tail_log(const char *log)
+static int one_run(const sc_args *a, point *p, int r, const char *dir, bench_launcher *l)
 {
-    FILE *f = fopen(log, "r");
-    char line[512], last[3][512] = {"", "", ""};
-    int n = 0;
-    while (f && fgets(line, sizeof line, f))
-        snprintf(last[n++ % 3], sizeof last[0], "%s", line);
-    for (int i = n > 3 ? n - 3 : 0; i < n; i++)
-        fprintf(stderr, "  | %s", last[i % 3]);
-    if (f)
-        fclose(f);
-}
-
-static int one_run(const sc_args *a, point *p, int r, const char *dir, const char *self, int ompi)
-{
-    char json[4096], log[4096], extra[1024], err[512];
+    char json[4096], log[4096], err[512];
     if (snprintf(json, sizeof json, "%s/np%d-run%d.json", dir, p->np, r + 1) >= (int)sizeof json ||
         snprintf(log, sizeof log, "%s/np%d-run%d.log", dir, p->np, r + 1) >= (int)sizeof log)
         return cli_error("bench scaling", CLI_USAGE, "directory name too long: '%s'", dir);
-    snprintf(extra, sizeof extra, "%s", a->launcher_args ? a->launcher_args : "");
-    argvec v = {.n = 0};
-    child_argv(a, p->np, p->batch, self, json, extra, ompi, &v);
-    int st = spawn(v.argv, log);
+    bench_argv v = {.n = 0};
+    child_argv(a, p->np, p->batch, json, l, &v);
+    int st = bench_spawn(v.argv, log);
     if (st) {
         fprintf(stderr, "scaleout bench scaling: np=%d run %d failed (exit %d), log %s:\n", p->np, r + 1, st, log);
-        tail_log(log);
+        bench_tail_log(log);
         return CLI_FAIL;
     }
     jv *res = jv_load(json, err, sizeof err);
@@ -318,13 +224,11 @@ static int write_json(const sc_args *a, const point *pts)
 
 static int sweep(const sc_args *a, point *pts, const char *dir)
 {
-    char self[4096];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0)
+    bench_launcher *l = malloc(sizeof *l);
+    if (!l || bench_launcher_init(l, a->launcher, a->launcher_args)) {
+        free(l);
         return cli_error("bench scaling", CLI_FAIL, "cannot find the scaleout executable (/proc/self/exe)");
-    self[n] = 0;
-    const char *l = getenv("MPIEXEC");
-    int ompi = !strcmp(a->launcher, "mpirun") && is_open_mpi(l && *l ? l : "mpiexec");
+    }
     int strong = !strcmp(a->mode, "strong");
     for (int i = 0; i < a->nnp; i++)
         pts[i] = (point){.np = a->np[i], .batch = strong ? a->batch / a->np[i] : a->batch};
@@ -332,8 +236,11 @@ static int sweep(const sc_args *a, point *pts, const char *dir)
            a->np_list, a->repeat);
     for (int r = 0; r < a->repeat; r++)
         for (int i = 0; i < a->nnp; i++)
-            if (one_run(a, &pts[i], r, dir, self, ompi))
+            if (one_run(a, &pts[i], r, dir, l)) {
+                free(l);
                 return CLI_FAIL;
+            }
+    free(l);
     for (int i = 0; i < a->nnp; i++) {
         bench_stats_of(pts[i].ips, a->repeat, &pts[i].s);
         pts[i].speedup = pts[0].s.median > 0 ? pts[i].s.median / pts[0].s.median : 0;

@@ -1,5 +1,5 @@
 /* `scaleout bench`: one entry point for every benchmark. Training benchmarks
- * (train, scaling, accuracy), result tools (compare, plot) and the
+ * (train, scaling, accuracy, tta), result tools (compare, plot) and the
  * collective benchmark (allreduce, reduce-scatter, allgather, bcast). */
 #include <stdio.h>
 #include <string.h>
@@ -19,6 +19,7 @@ static const subcommand subs[] = {
     {"accuracy", cmd_bench_accuracy, "time to a target test accuracy, MLPerf-style log"},
     {"compare", cmd_bench_compare, "compare result files, flagging changes beyond the noise"},
     {"plot", cmd_bench_plot, "draw result files as PNG and SVG (gnuplot)"},
+    {"tta", cmd_bench_tta, "time to accuracy of --compress / --sync methods side by side (launches mpirun/srun)"},
 };
 
 static void usage(FILE *f)
@@ -33,7 +34,7 @@ static void usage(FILE *f)
 int cmd_bench(int argc, char **argv)
 {
     if (argc < 1)
-        return cli_error("bench", CLI_USAGE, "missing benchmark (train, scaling, accuracy, compare, plot, allreduce, "
+        return cli_error("bench", CLI_USAGE, "missing benchmark (train, scaling, accuracy, tta, compare, plot, allreduce, "
                                              "reduce-scatter, allgather, bcast; see bench --help)");
     if (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help")) {
         usage(stdout);

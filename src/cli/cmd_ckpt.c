@@ -320,25 +320,45 @@ static int read_partition(const char *dir, int ranks, int *first, int *n)
     return 0;
 }
 
-/* Interleaved pipelines: each stage<d>/ holds rank d's chunks (stages d,
- * d + P, ... of DIR/partition, the cuts the run recorded), so the ranks'
- * values concatenated go back into the model's order. Nothing to do when
- * the partition has one stage per rank. */
-static int model_order(const char *dir, const so_graph *g, int ranks, float *params, size_t np, float *bufs,
-                       size_t nb)
+/* Each stage<d>/ holds rank d's chunks (stages d, d + P, ... of
+ * DIR/partition, the cuts the run recorded) and, last, the copy of a table
+ * tied to a layer on it from another rank (GPT-2's LM head on the last
+ * stage): the copies are dropped, and for interleaved pipelines the ranks'
+ * values go back into the model's order. stage_np[d]: the parameters rank
+ * d saved; *np shrinks by the copies. Without the file the stages are
+ * taken as saved, in rank order. */
+static int model_order(const char *dir, const so_graph *g, int ranks, const size_t *stage_np, float *params,
+                       size_t *np, float *bufs, size_t nb)
 {
     int first[MAX_STAGES], n = 0;
     if (read_partition(dir, ranks, first, &n))
         return cli_error(err_cmd, CLI_USAGE, "%s", so_errmsg());
-    if (n <= ranks)
+    if (n == 0)
         return CLI_OK;
     so_pipe_plan plan = {0};
-    float *tmp = malloc(((np > nb ? np : nb) + 1) * sizeof *tmp);
-    int rc = tmp ? so_pipe_plan_init(&plan, g, first, n) : so_err(SO_ENOMEM, "out of memory");
-    if (!rc && !(rc = so_pipe_model_order(&plan, ranks, 0, params, np, tmp)))
-        memcpy(params, tmp, np * sizeof *tmp);
-    if (!rc && !(rc = so_pipe_model_order(&plan, ranks, 1, bufs, nb, tmp)))
-        memcpy(bufs, tmp, nb * sizeof *tmp);
+    int rc = so_pipe_plan_init(&plan, g, first, n);
+    size_t in = 0, out = 0;
+    for (int d = 0; !rc && d < ranks; d++) {
+        size_t copy = so_pipe_tied_copy(&plan, ranks, d);
+        if (copy > stage_np[d])
+            rc = so_err(SO_EFORMAT, "stage%d holds %zu parameters, fewer than the %zu of its tied table's copy", d,
+                        stage_np[d], copy);
+        else
+            memmove(params + out, params + in, (stage_np[d] - copy) * sizeof *params);
+        in += stage_np[d];
+        out += rc ? 0 : stage_np[d] - copy;
+    }
+    if (!rc)
+        *np = out;
+    float *tmp = NULL;
+    if (!rc && n > ranks && *np == so_graph_nparams(g)) {
+        tmp = malloc(((*np > nb ? *np : nb) + 1) * sizeof *tmp);
+        rc = tmp ? so_pipe_model_order(&plan, ranks, 0, params, *np, tmp) : so_err(SO_ENOMEM, "out of memory");
+        if (!rc)
+            memcpy(params, tmp, *np * sizeof *tmp);
+        if (!rc && !(rc = so_pipe_model_order(&plan, ranks, 1, bufs, nb, tmp)))
+            memcpy(bufs, tmp, nb * sizeof *tmp);
+    }
     so_pipe_plan_deinit(&plan);
     free(tmp);
     return rc ? cli_error(err_cmd, CLI_USAGE, "%s/partition: %s", dir, so_errmsg()) : CLI_OK;
@@ -384,19 +404,24 @@ static int load_stages(const char *dir, const stage_layout *l, const char *backe
                          "says which)", dir, dir);
     so_ckpt_manifest first = {0};
     float *params = NULL, *bufs = NULL;
-    size_t np = 0, nb = 0;
+    size_t np = 0, nb = 0, *stage_np = calloc((size_t)stages, sizeof *stage_np);
+    if (!stage_np)
+        rc = cli_error(err_cmd, CLI_FAIL, "out of memory");
     for (int s = 0; !rc && s < stages; s++) {
         char path[4096];
+        size_t before = np;
         if (!(rc = stage_dir(dir, s, step, path, sizeof path)))
             rc = append_stage(path, &first, s, &params, &np, &bufs, &nb);
+        stage_np[s] = np - before;
     }
     if (!rc)
         rc = build_model(&first, dir, backend, decode, &ck->model);
+    if (!rc)
+        rc = model_order(dir, ck->model->g, stages, stage_np, params, &np, bufs, nb);
     if (!rc && (np != ck->model->nparams || nb != ck->model->nbufs))
         rc = cli_error(err_cmd, CLI_USAGE, "%s: the %d stages hold %zu parameters, model '%s' has %zu", dir, stages,
                        np, first.model, ck->model->nparams);
-    if (!rc)
-        rc = model_order(dir, ck->model->g, stages, params, np, bufs, nb);
+    free(stage_np);
     if (!rc) {
         take_values(ck, params, bufs);
         snprintf(ck->name, sizeof ck->name, "%s", first.model);

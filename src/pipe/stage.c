@@ -153,14 +153,40 @@ static int stage_of(const so_pipe_plan *p, int i)
  * the tied layer's device keeps the table's copy as its own weight, which
  * must be its last parameters (so its chunks' slices of the model stay
  * contiguous before it); the table's device sums its gradient with it. */
+/* The first whole-graph node from i on that is a layer tied to a table on
+ * another of the P devices, or -1. */
+static int next_tie(const so_pipe_plan *p, int P, int i)
+{
+    for (; i < so_graph_size(p->g); i++) {
+        const so_node *nd = so_graph_node(p->g, i);
+        if (nd->op == SO_OP_LINEAR && nd->a.tie > 0 && stage_of(p, i) % P != stage_of(p, nd->a.tie) % P)
+            return i;
+    }
+    return -1;
+}
+
+/* The token table's size, (vocab, C): what a tied layer's device copies. */
+static size_t table_size(const so_pipe_plan *p, int table)
+{
+    const so_node *tab = so_graph_node(p->g, table);
+    return (size_t)tab->a.vocab * (size_t)tab->out.w;
+}
+
+size_t so_pipe_tied_copy(const so_pipe_plan *p, int devices, int d)
+{
+    size_t n = 0;
+    for (int i = next_tie(p, devices, 1); devices > 0 && i >= 0; i = next_tie(p, devices, i + 1))
+        if (stage_of(p, i) % devices == d)
+            n += table_size(p, so_graph_node(p->g, i)->a.tie);
+    return n;
+}
+
 static int tie_across(const so_pipe_plan *p, int P, int d, const so_graph *g, const int *map, so_pipe_stage_edges *e)
 {
-    for (int i = 1; i < so_graph_size(p->g); i++) {
+    for (int i = next_tie(p, P, 1); i >= 0; i = next_tie(p, P, i + 1)) {
         const so_node *nd = so_graph_node(p->g, i);
-        if (nd->op != SO_OP_LINEAR || nd->a.tie <= 0)
-            continue;
         int user = stage_of(p, i) % P, owner = stage_of(p, nd->a.tie) % P;
-        if (user == owner || (user != d && owner != d))
+        if (user != d && owner != d)
             continue;
         const so_node *tab = so_graph_node(p->g, nd->a.tie);
         if (e->tie_n)
@@ -170,7 +196,7 @@ static int tie_across(const so_pipe_plan *p, int P, int d, const so_graph *g, co
         e->tie_copy = user == d;
         e->tie_tag = 2 * (p->ntensors * P + P); /* above every edge's tags */
         e->tie_off = here->param_off;
-        e->tie_n = (size_t)tab->a.vocab * (size_t)tab->out.w; /* the token table, (vocab, C) */
+        e->tie_n = table_size(p, nd->a.tie);
         e->tie_whole = tab->param_off;
         if (e->tie_copy && (nd->a.bias || here->param_off + here->nparam != so_graph_nparams(g)))
             return so_err(SO_EUNSUP, "%s: its weight is tied to %s on another pipeline stage, so it must be its "
