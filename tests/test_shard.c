@@ -657,7 +657,7 @@ static void test_units(void **state)
         int min, max;
     } cases[] = {{"layer", layers, layers}, {"block", 12, 12}, {"0.25", 2, 5}, {NULL, 2, 12}};
     for (int i = 0; i < 4; i++) {
-        shard_units u = {SHARD_UNIT_BUCKETS, 256 << 10, 64 << 10};
+        shard_units u = {SHARD_UNIT_BUCKETS, 256 << 10, 64 << 10, 0};
         if (cases[i].text)
             assert_int_equal(shard_units_parse(cases[i].text, &u), 0);
         for (int S = 1; S <= 4; S++) {
