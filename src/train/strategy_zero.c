@@ -730,6 +730,8 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
     s->auto_units = c->auto_buckets && !c->shard_unit && c->dist && c->dist->cost;
     if (!rc && s->auto_units)
         rc = auto_units(s, c, &units);
+    if (!m->chunks) /* a model built without this strategy's model_opts runs every layer whole */
+        units.chunk_bytes = 0;
     s->units = units;
     if (!rc)
         rc = shard_layout_build(m->g, &units, s->shard_grp ? s->shard_grp->size : 1,
