@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # The parameter server against synchronous training with one slow worker
-# (docs/COMPRESSION.md, "Parameter server"): LeNet-5 on Fashion-MNIST, 5
-# epochs, evaluation after each, batch 64 per worker; 2 workers (+ 1 server
-# for the --sync ssp/async rows). World rank 1 (a worker) computes 30% slower
-# through the test-only hook SCALEOUT_TEST_SLOW_RANK=1:0.3 (a build with
-# -DSCALEOUT_TEST_HOOKS=ON). dp has no slow rank: the hook lives in the
-# parameter server, and ssp:0 is sync over the same workers.
-# Usage: bench/ps_tta.sh [REPEATS] [TARGET]   (prints medians, min-max)
+# (docs/COMPRESSION.md, "Parameter server"): LeNet-5 on Fashion-MNIST,
+# EPOCHS epochs (default 3), evaluation after each, batch 64 per worker; 2
+# workers (+ 1 server for the --sync ssp/async rows). World rank 1 (a worker)
+# computes 30% slower through the test-only hook SCALEOUT_TEST_SLOW_RANK=1:0.3
+# (a build with -DSCALEOUT_TEST_HOOKS=ON; it sleeps 0.3 x the step's compute
+# under every strategy). ssp:0 is sync over the same workers, through the server.
+# Usage: bench/ps_tta.sh [REPEATS] [TARGET] [EPOCHS]   (prints medians, min-max;
+# the configurations of one repeat run back to back, repeats interleaved)
 set -u
-reps=${1:-3} target=${2:-0.85}
+reps=${1:-3} target=${2:-0.85} epochs=${3:-3}
 src=$(cd "$(dirname "$0")/.." && pwd)
 bin=${SCALEOUT_BIN:-$src/build/scaleout}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-common=(train --model lenet5 --dataset fashion-mnist --epochs 5 --eval-every 1 --batch-size 64 --progress none --seed 42)
-configs=("dp-sync|2||" "ssp:0|3|--sync ssp:0|" "ssp:0 slow|3|--sync ssp:0|1:0.3"
-         "ssp:2 slow|3|--sync ssp:2|1:0.3" "async slow|3|--sync async|1:0.3")
+common=(train --model lenet5 --dataset fashion-mnist --epochs "$epochs" --eval-every 1 --batch-size 64 --progress none --seed 42)
+configs=("sync (dp)|2||" "sync (dp), slow worker|2||1:0.3" "ssp:0, slow worker|3|--sync ssp:0|1:0.3"
+         "ssp:3, slow worker|3|--sync ssp:3|1:0.3" "async, slow worker|3|--sync async|1:0.3")
 for r in $(seq "$reps"); do
   for i in "${!configs[@]}"; do
     IFS='|' read -r name np flags slow <<<"${configs[$i]}"
@@ -24,10 +25,10 @@ for r in $(seq "$reps"); do
       --json "$out/$i-$r.json" >"$out/$i-$r.log" 2>&1 || echo "FAILED: $name (run $r): $(tail -2 "$out/$i-$r.log")"
   done
 done
-/usr/bin/python3 - "$out" "$target" "${configs[@]}" <<'PY'
+/usr/bin/python3 - "$out" "$target" "$epochs" "${configs[@]}" <<'PY'
 import glob, json, statistics as st, sys
-out, target, configs = sys.argv[1], float(sys.argv[2]), sys.argv[3:]
-print(f"| run | img/s | s to {target:.0%} | epochs | accuracy after 5 epochs | staleness mean / max |")
+out, target, epochs, configs = sys.argv[1], float(sys.argv[2]), sys.argv[3], sys.argv[4:]
+print(f"| run | img/s | s to {target:.0%} | epochs | accuracy after {epochs} epochs | staleness mean / max |")
 print("|---|---:|---:|---:|---:|---:|")
 def med(v, f):
     return f"{f % st.median(v)} ({f % min(v)}–{f % max(v)})" if v else "–"

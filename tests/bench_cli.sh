@@ -44,6 +44,10 @@ usage_error "accuracy target negative" "(0, 1]" bench accuracy --target -0.2
 usage_error "accuracy target missing" "--target" bench accuracy --model lenet5
 usage_error "accuracy unknown model" "unknown model" bench accuracy --target 0.9 --model nosuchnet
 usage_error "accuracy no test split" "test split" bench accuracy --target 0.9 --dataset synthetic --model lenet5
+usage_error "accuracy two targets" "exclude" bench accuracy --target 0.5 --target-loss 2
+usage_error "accuracy target-loss 0" "--target-loss" bench accuracy --target-loss 0
+usage_error "tta two targets" "one of --target" bench tta --methods none --target 0.5 --target-loss 2
+usage_error "tta target-loss after --" "each run sets it" bench tta --methods none --target 0.5 -- --target-loss 2
 usage_error "tta methods missing" "--methods" bench tta --target 0.5
 usage_error "tta target missing" "--target" bench tta --methods none,fp16
 usage_error "tta unknown method" "neither a --compress nor a --sync" bench tta --methods none,zip --target 0.5

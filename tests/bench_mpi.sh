@@ -5,7 +5,7 @@
 #    mpiexec itself (honouring $MPIEXEC), keeps the global batch, prints the table, valid record
 #  - a weak sweep keeps the per-rank batch
 #  - bench tta: methods x seeds launched interleaved, the table against the first method, a
-#    valid record and MLLOG per run
+#    valid record and MLLOG per run; by validation loss on token data (--target-loss)
 #  - plot draws the scaling curve, the collective benchmark's latency/bandwidth curves and the
 #    tta curves (one per method)
 # Usage: bench_mpi.sh path/to/scaleout
@@ -72,6 +72,17 @@ PY
       ok || bad "tta record or MLLOG: $($schema "$tmp/tta.json" 2>&1)"
   else bad "bench tta failed: $(tail -5 "$tmp/tta.log")"; fi
 fi
+
+# bench tta by validation loss on token data (a tiny GPT-2): the loss column, a valid record.
+printf 'the quick brown fox jumps over the lazy dog. %.0s' $(seq 300) >"$tmp/text.txt"
+if "$bin" tokenize "$tmp/text.txt" -o "$tmp/tok" >"$tmp/tok.log" 2>&1 &&
+   "$bin" bench tta --methods none,local:2 --seeds 1 --target-loss 2.5 --json "$tmp/ttal.json" -- \
+     --model gpt2:L=1,H=2,C=32,T=16,V=256 --dataset tokens --data-dir "$tmp/tok" --seq-len 16 --batch-size 8 \
+     --optimizer adamw --lr 0.003 --max-epochs 3 >"$tmp/ttal.log" 2>&1; then
+  grep -q "loss @ ep" "$tmp/ttal.log" && grep -qE '^local:2 +[01]/1 ' "$tmp/ttal.log" &&
+    $schema "$tmp/ttal.json" >/dev/null && grep -q '"target_loss": 2.5' "$tmp/ttal.json" &&
+    ok || bad "tta by loss: $(cat "$tmp/ttal.log"; $schema "$tmp/ttal.json" 2>&1)"
+else bad "bench tta --target-loss failed: $(tail -5 "$tmp/tok.log" "$tmp/ttal.log")"; fi
 
 "$mpirun" -np 2 "$bin" bench allreduce -m 4:64K --json "$tmp/coll.json" >/dev/null 2>&1 && $schema "$tmp/coll.json" >/dev/null &&
   ok || bad "bench allreduce --json failed or is not a valid record"

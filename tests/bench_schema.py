@@ -109,8 +109,9 @@ def scaling(d, f):
 
 
 def accuracy(d, f):
-    t = need(d, "config.target", NUM, f)
-    if not 0 < t <= 1:
+    by_loss = "target_loss" in d.get("config", {})
+    t = need(d, "config.target_loss" if by_loss else "config.target", NUM, f)
+    if not 0 < t <= (math.inf if by_loss else 1):
         raise ValueError(f"{f}: target {t}")
     r = need(d, "results", dict, f)
     st = need(r, "status", str, f)
@@ -118,8 +119,8 @@ def accuracy(d, f):
         raise ValueError(f"{f}: status {st!r} / reached disagree")
     if st == "success":
         need(r, "time_to_accuracy_seconds", NUM, f)
-        if r["final_accuracy"] < t:
-            raise ValueError(f"{f}: success below the target")
+        if by_loss and need(r, "final_loss", NUM, f) > t or not by_loss and r["final_accuracy"] < t:
+            raise ValueError(f"{f}: success short of the target")
     for k in ("epochs", "steps"):
         need(r, k, int, f)
     need(r, "images_per_sec", NUM, f)
@@ -130,17 +131,18 @@ def accuracy(d, f):
 
 
 def tta(d, f):
-    t = need(d, "config.target", NUM, f)
+    by_loss = "target_loss" in d.get("config", {})
+    t = need(d, "config.target_loss" if by_loss else "config.target", NUM, f)
     seeds = need(d, "config.seeds", list, f)
     ms = need(d, "methods", list, f)
-    if not 0 < t <= 1 or not seeds or not ms:
+    if not 0 < t <= (math.inf if by_loss else 1) or not seeds or not ms:
         raise ValueError(f"{f}: target {t}, {len(seeds)} seeds, {len(ms)} methods")
     for m in ms:
         w = f"{f}:{need(m, 'method', str, f)}"
         if need(m, "flag", str, w) not in ("baseline", "compress", "sync"):
             raise ValueError(f"{w}: flag {m['flag']!r}")
         stats(m, "time_to_accuracy_seconds", w)
-        stats(m, "accuracy_at_epoch", w)
+        stats(m, "loss_at_epoch" if by_loss else "accuracy_at_epoch", w)
         runs = need(m, "runs", list, w)
         if [r["seed"] for r in runs] != seeds:
             raise ValueError(f"{w}: runs do not follow config.seeds")

@@ -31,7 +31,7 @@ refuse 1 "the period H .x. is not an integer" --sync diloco:x
 refuse 2 "gossip:torus needs the ranks as a rows x cols grid" --sync gossip:torus
 refuse 2 "no --compress fp16 with it" --sync local:4 --compress fp16
 refuse 2 "--sync-bn" --sync gossip:ring --sync-bn
-refuse 2 "no --ckpt-every or --resume" --sync diloco:4 --ckpt-every 5 --ckpt-dir "$tmp/ck"
+refuse 2 "use --ckpt-mode scaleout" --sync diloco:4 --ckpt-every 5 --ckpt-dir "$tmp/ck" --ckpt-mode naive
 refuse 2 "runs under --strategy dp only: zero2" --sync local:4 --strategy zero2
 refuse 1 "--local-after.*--sync local:H" --local-after 5
 

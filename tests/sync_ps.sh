@@ -4,6 +4,8 @@
 #    with SGD momentum and with AdamW; 2 servers on 4 ranks too
 #  - ssp:2 and async train LeNet-5 (300 steps: the loss falls below 1.6 from 2.3) and report
 #    their bytes and staleness in --json; ssp's staleness stays <= S
+#  - with one worker slowed 30% (SCALEOUT_TEST_SLOW_RANK), ssp:3 observes a staleness above 1
+#    and at most 3, and async runs to the end
 #  - bad input: --ps-ranks >= the world, and the combinations it does not run, exit 2 with one line
 # Usage: sync_ps.sh path/to/scaleout
 set -u
@@ -55,6 +57,23 @@ if sys.argv[2].startswith("ssp:"):
 PY
 done
 
+# Staleness beyond 1: with worker 1 sleeping 30% of its compute every step,
+# the fast worker runs ahead; ssp:3 observes a staleness above 1 and never
+# above 3; async runs to the end with the slowed worker.
+slowed=(ssp:3 async)
+[ "${SCALEOUT_TEST_HOOKS:-1}" = 1 ] || { echo "skip: the slow worker needs a build with -DSCALEOUT_TEST_HOOKS=ON"; slowed=(); }
+for m in "${slowed[@]}"; do
+  SCALEOUT_TEST_SLOW_RANK=1:0.3 run 3 "slow-$m" --steps 200 --eval-every -1 --sync "$m" --json "$tmp/slow-$m.json" ||
+    continue
+  /usr/bin/python3 - "$tmp/slow-$m.json" "$m" <<'PY' && ok || bad "$m with a slow worker: $(tail -1 "$tmp/slow-$m.log")"
+import json, sys
+ps = json.load(open(sys.argv[1]))["parameter_server"]
+assert ps["staleness_max"] > 1, ps
+if sys.argv[2].startswith("ssp:"):
+    assert ps["staleness_max"] <= int(sys.argv[2][4:]), ps
+PY
+done
+
 refuse() { # refuse NP PATTERN args...: exit 2 and one line from scaleout (mpiexec adds its own) matching PATTERN
   local np=$1 pat=$2; shift 2
   "$mpirun" -np "$np" "$bin" "${common[@]}" --steps 2 "$@" >"$tmp/out" 2>"$tmp/err"
@@ -66,7 +85,7 @@ refuse 3 "--ps-ranks 3: --sync ssp:1 needs fewer server ranks than the 3 rank(s)
 refuse 1 "--ps-ranks 1: --sync async needs fewer server ranks than the 1 rank(s)" --sync async
 refuse 3 "--sync async runs a parameter server, which does not take --compress" --sync async --compress fp16
 refuse 3 "--sync ssp:1 runs a parameter server, which does not take --clip-norm" --sync ssp:1 --clip-norm 1
-refuse 3 "which does not take checkpoints" --sync ssp:1 --ckpt-every 5 --ckpt-dir "$tmp/ck"
+refuse 3 "which does not take --ckpt-mode naive" --sync ssp:1 --ckpt-every 5 --ckpt-dir "$tmp/ck" --ckpt-mode naive
 refuse 3 "runs under --strategy dp only" --sync ssp:1 --strategy zero1
 
 echo "$pass passed, $fail failed"

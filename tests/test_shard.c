@@ -292,7 +292,7 @@ static int f_recv(so_group *g, void *buf, size_t count, so_dtype dt, int peer, i
 }
 
 static const so_group_ops fake_ops = {f_allreduce, f_rs, f_ag, f_bcast, f_send, f_recv,
-                                      f_test, f_wait, f_then, f_release, f_sub};
+                                      f_test, f_wait, f_then, f_release, f_sub, NULL};
 
 static void world_init(world *w, int N, int node)
 {

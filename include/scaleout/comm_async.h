@@ -113,6 +113,12 @@ int so_comm_isend_to(so_comm *c, const void *buf, size_t count, so_dtype dt, int
                      so_handle **out);
 int so_comm_irecv_from(so_comm *c, void *buf, size_t count, so_dtype dt, int peer, int tag,
                        so_handle **out);
+/* *arrived = 1 when a message from peer with tag waits for its receive
+ * (so_comm_irecv_from then completes without waiting for the peer). Never
+ * blocks; on the calling thread, so only while no handle of this process is
+ * outstanding (SO_EINVAL otherwise): a receive posted early would stay
+ * outstanding across the caller's step-end agreements. */
+int so_comm_probe_from(so_comm *c, int peer, int tag, int *arrived);
 
 /* ---- handles -------------------------------------------------------------------- */
 

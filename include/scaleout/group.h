@@ -73,6 +73,10 @@ typedef struct so_group_ops {
     /* The subgroup of g (owned by g); *out = NULL where this rank is not in
      * one (leaders). SO_GROUP_CROSS is made on first use: collective over g. */
     int (*sub)(so_group *g, so_group_kind kind, so_group **out);
+    /* *arrived = 1 when peer's message with tag waits for its irecv; only
+     * while none of this process's handles is outstanding (comm_async.h's
+     * so_comm_probe_from). NULL in a group that cannot. */
+    int (*probe)(so_group *g, int peer, int tag, int *arrived);
 } so_group_ops;
 
 struct so_group {
@@ -123,6 +127,10 @@ static inline void so_group_release(so_group *g, so_handle *h) { g->ops->release
 static inline int so_group_sub(so_group *g, so_group_kind kind, so_group **out)
 {
     return g->ops->sub(g, kind, out);
+}
+static inline int so_group_probe(so_group *g, int peer, int tag, int *arrived)
+{
+    return g->ops->probe(g, peer, tag, arrived);
 }
 
 /* Blocking in-place reduction of a few values (losses, counters, norms):

@@ -116,10 +116,13 @@ typedef struct so_state_layout {
  * (data parallelism's --compress: the error-feedback residuals and
  * PowerSGD's warm-start Q), saved in this rank's section of a checkpoint.
  * A resume restores it only when the checkpoint's tag and world size are
- * this run's; otherwise the strategy starts it afresh (one logged line). */
+ * this run's; otherwise the strategy starts it afresh (one logged line), or,
+ * when `required` (each rank's own model: --sync local, gossip, ps), the
+ * resume is refused (SO_EINVAL). */
 typedef struct so_rank_state {
     char tag[96];         /* what the bytes are ("compress topk:0.01 ef"), no spaces */
     uint64_t bytes;       /* this rank's, the same on every rank */
+    int required;         /* 1: no resume without it */
     void (*get)(void *ctx, void *dst);        /* at a checkpoint's step end */
     void (*set)(void *ctx, const void *src);  /* on resume, before the first step */
     void *ctx;

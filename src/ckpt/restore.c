@@ -182,17 +182,22 @@ static int locate(so_ckpt *ck, const cands *c, const so_ckpt_manifest *m, int64_
 /* The strategy's per-rank state (compression residuals, PowerSGD's Q)
  * comes back only into the same configuration on the same ranks; anything
  * else starts it afresh, which costs a few steps of accuracy, never a crash. */
-static void rank_state_put(so_ckpt *ck, const so_ckpt_manifest *m, const uint8_t *src)
+static int rank_state_put(so_ckpt *ck, const so_ckpt_manifest *m, const uint8_t *src)
 {
     const so_rank_state *rs = ck->c.rank_state;
     const char *now = rs ? rs->tag : "none", *then = m->rank_state_bytes ? m->rank_state : "none";
     if (rs && m->rank_state_bytes == rs->bytes && !strcmp(then, now) && m->world == ck->t.world) {
         rs->set(rs->ctx, src);
-        return;
+        return 0;
     }
+    if (rs && rs->required) /* each rank's own model: nothing to start afresh from */
+        return so_err(SO_EINVAL, "checkpoint %ld was written as %s by %d ranks, this run is %s on %d ranks: each "
+                      "rank resumes its own state, so resume with the same method on the same number of ranks",
+                      m->step, then, m->world, now, ck->t.world);
     if ((rs || m->rank_state_bytes) && ck->t.rank == 0)
         so_log(SO_LOG_WARN, "checkpoint %ld: per-rank strategy state dropped (written as %s by %d ranks, this run "
                "is %s on %d ranks): it starts afresh", m->step, then, m->world, now, ck->t.world);
+    return 0;
 }
 
 /* Broadcasts each shard from its holder and puts its part of the state where
@@ -219,9 +224,10 @@ static int assemble(so_ckpt *ck, const so_ckpt_manifest *m, const int64_t *hold,
         free(bufs[k]);
         bufs[k] = NULL;
     }
+    if (!rc)
+        rc = rank_state_put(ck, m, sec + ck_rank_bytes(ck->m, NULL));
     if (!rc) {
         ck_rank_set(ck->m, sec);
-        rank_state_put(ck, m, sec + ck_rank_bytes(ck->m, NULL));
         so_optim_set_steps(ck->opt, m->optim_steps);
         so_model_params_changed(ck->m);
     }

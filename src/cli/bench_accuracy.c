@@ -1,6 +1,7 @@
 /* `scaleout bench accuracy`: time to a target test accuracy (MLPerf Training
- * style). Trains with evaluation after every epoch until the accuracy reaches
- * --target (a step_end hook returns SO_STOP) or the epoch/step budget ends,
+ * style), or for token data to a validation loss. Trains with evaluation
+ * after every epoch until the figure reaches --target / --target-loss (a
+ * step_end hook returns SO_STOP) or the epoch/step budget ends,
  * and logs in the MLPerf logging format (":::MLLOG {json}" lines) so the
  * MLPerf tools can read the log. */
 #include <stdarg.h>
@@ -25,24 +26,29 @@ typedef struct {
     so_job_config cfg;
     const char *json, *mllog, *error_feedback;
     int no_pin;
-    float target;
+    float target;      /* test accuracy to reach (-1: --target-loss instead) */
+    float target_loss; /* validation loss to reach, token data (-1: --target instead) */
 } acc_args;
 
-static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "synthetic", NULL};
+static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "tokens", "synthetic", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
 static const char *const schedules[] = {"constant", "cosine", NULL};
 static const char *const on_off[] = {"on", "off", NULL};
 
 static int parse(acc_args *a, int argc, char **argv)
 {
-    *a = (acc_args){.target = -1};
+    *a = (acc_args){.target = -1, .target_loss = -1};
     so_job_defaults(&a->cfg);
     a->cfg.epochs = 10;
     const cli_opt opts[] = {
         {"model", OPT_STR, &a->cfg.model, "NAME", "model from the zoo", 0, -1, NULL},
         {"dataset", OPT_CHOICE, &a->cfg.dataset, "NAME", "data set (its test split is evaluated)", 0, -1, datasets},
         {"data-dir", OPT_STR, &a->cfg.data_dir, "DIR", "directory of the data set files", 0, -1, NULL},
-        {"target", OPT_FLOAT, &a->target, "ACC", "test accuracy to reach, in (0, 1] (required)", 1, 0, NULL},
+        {"target", OPT_FLOAT, &a->target, "ACC", "test accuracy to reach, in (0, 1] (this or --target-loss)", 1, 0, NULL},
+        {"target-loss", OPT_FLOAT, &a->target_loss, "L", "validation loss to reach instead (--dataset tokens; MLPerf's "
+         "LLM benchmark's log perplexity)", 1, 0, NULL},
+        {"seq-len", OPT_INT, &a->cfg.seq_len, "T", "--dataset tokens: tokens per sequence", 1, 1 << 24, NULL},
+        {"clip-norm", OPT_FLOAT, &a->cfg.clip_norm, "X", "clip the gradient to global L2 norm X (0 = off)", 0, 1e30, NULL},
         {"max-epochs", OPT_INT, &a->cfg.epochs, "N", "epoch budget", 1, 1 << 20, NULL},
         {"max-steps", OPT_LONG, &a->cfg.steps, "N", "step budget (0 = epochs only)", 0, 1e15, NULL},
         {"batch-size", OPT_INT, &a->cfg.batch, "N", "samples per step on each rank", 1, 1 << 20, NULL},
@@ -69,14 +75,19 @@ static int parse(acc_args *a, int argc, char **argv)
         {"mllog", OPT_STR, &a->mllog, "FILE", "write the :::MLLOG lines to FILE instead of stdout", 0, -1, NULL},
         {"json", OPT_STR, &a->json, "FILE", "write the result record (docs/FORMATS.md)", 0, -1, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
-    int rc = cli_parse("bench accuracy", "Trains until the test accuracy reaches --target; MLPerf-style log.", opts,
+    int rc = cli_parse("bench accuracy", "Trains until the test accuracy reaches --target (or the validation loss "
+                       "--target-loss); MLPerf-style log.", opts,
                        argc, argv);
     if (rc)
         return rc;
-    if (a->target == -1)
-        return cli_error("bench accuracy", CLI_USAGE, "--target is required (e.g. --target 0.90)");
-    if (!(a->target > 0 && a->target <= 1))
+    if (a->target == -1 && a->target_loss == -1)
+        return cli_error("bench accuracy", CLI_USAGE, "--target is required (e.g. --target 0.90; or --target-loss L)");
+    if (a->target != -1 && a->target_loss != -1)
+        return cli_error("bench accuracy", CLI_USAGE, "--target and --target-loss exclude each other");
+    if (a->target != -1 && !(a->target > 0 && a->target <= 1))
         return cli_error("bench accuracy", CLI_USAGE, "--target: %g is outside (0, 1]", a->target);
+    if (a->target_loss != -1 && !(a->target_loss > 0))
+        return cli_error("bench accuracy", CLI_USAGE, "--target-loss: %g is not above 0", a->target_loss);
     if (so_zoo_check(a->cfg.model))
         return cli_error("bench accuracy", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
     so_compress_spec cs;
@@ -151,8 +162,19 @@ typedef struct {
     mllog *ml;
     double eval_t0, eval_t1, run_start, reached_at;
     int epochs_done, reached, last_epoch;
-    double last_accuracy;
+    double last_metric;   /* the last evaluation's test accuracy, or validation loss under --target-loss */
 } acc_state;
+
+/* The evaluation's figure the target is on, and whether it is reached. */
+static double metric(const acc_args *a, const so_epoch_stats *e)
+{
+    return a->target_loss > 0 ? e->test_loss : e->test_accuracy;
+}
+
+static int reached(const acc_args *a, double m)
+{
+    return a->target_loss > 0 ? m <= a->target_loss : m >= a->target;
+}
 
 static void on_span(void *arg, so_span_kind kind, long step, int id, double t0, double t1)
 {
@@ -179,17 +201,18 @@ static void on_progress(void *arg, const so_progress *p)
         return;
     ml_event(s->ml, s->eval_t0, "INTERVAL_START", "eval_start", "null", __LINE__, "\"epoch_num\": %d", ep);
     ml_event(s->ml, s->eval_t1, "INTERVAL_END", "eval_stop", "null", __LINE__, "\"epoch_num\": %d", ep);
-    char v[64];
-    snprintf(v, sizeof v, "%.6f", e->test_accuracy);
+    char v[64]; /* under --target-loss the loss, as MLPerf's LLM benchmark logs its log perplexity */
+    s->last_metric = metric(s->a, e);
+    snprintf(v, sizeof v, "%.6f", s->last_metric);
     ml_event(s->ml, s->eval_t1, "POINT_IN_TIME", "eval_accuracy", v, __LINE__, "\"epoch_num\": %d", ep);
-    s->last_accuracy = e->test_accuracy;
-    if (e->test_accuracy >= s->a->target && !s->reached) {
+    if (reached(s->a, s->last_metric) && !s->reached) {
         s->reached = 1;
         s->reached_at = s->eval_t1;
     }
     if (s->ml->on)
-        printf("epoch %d: loss %.4f, test accuracy %.4f, %.1f s, %.0f images/sec\n", ep, e->loss,
-               e->test_accuracy, e->seconds, e->images_per_sec);
+        printf("epoch %d: loss %.4f, %s %.4f, %.1f s, %.0f images/sec\n", ep, e->loss,
+               s->a->target_loss > 0 ? "validation loss" : "test accuracy", s->last_metric, e->seconds,
+               e->images_per_sec);
 }
 
 static int on_step_end(void *arg, const so_train_state *st)
@@ -227,7 +250,7 @@ static void log_config(mllog *ml, const acc_args *a, so_job *j, int world)
     POINT(ml, "train_samples", v, NULL);
     snprintf(v, sizeof v, "%d", so_job_dataset(j, 0) ? so_job_dataset(j, 0)->n : 0);
     POINT(ml, "eval_samples", v, NULL);
-    snprintf(v, sizeof v, "%g", a->target);
+    snprintf(v, sizeof v, "%g", a->target_loss > 0 ? a->target_loss : a->target);
     POINT(ml, "target_accuracy", v, NULL);
 }
 
@@ -245,7 +268,10 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     so_json_str(&js, "dataset", a->cfg.dataset);
     so_json_str(&js, "backend", a->cfg.backend);
     so_json_str(&js, "conv_algo", a->cfg.conv_algo);
-    so_json_num(&js, "target", a->target);
+    if (a->target_loss > 0)
+        so_json_num(&js, "target_loss", a->target_loss);
+    else
+        so_json_num(&js, "target", a->target);
     so_json_int(&js, "max_epochs", a->cfg.epochs);
     so_json_int(&js, "max_steps", a->cfg.steps);
     so_json_int(&js, "batch_size", a->cfg.batch);
@@ -274,7 +300,7 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     so_json_int(&js, "epochs", s->epochs_done);
     so_json_int(&js, "steps", r->steps);
     so_json_num(&js, "images_per_sec", r->images_per_sec);
-    so_json_num(&js, "final_accuracy", s->last_accuracy);
+    so_json_num(&js, a->target_loss > 0 ? "final_loss" : "final_accuracy", s->last_metric);
     if (r->compress_bytes_dense > 0 && r->steps > 0) { /* rank 0's, per step */
         so_json_num(&js, "compress_bytes_per_step", r->compress_bytes_sent / (double)r->steps);
         so_json_num(&js, "dense_bytes_per_step", r->compress_bytes_dense / (double)r->steps);
@@ -293,10 +319,12 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
         so_json_obj_begin(&js, NULL);
         so_json_int(&js, "epoch", ep->epoch + 1);
         so_json_num(&js, "loss", ep->loss);
-        if (ep->test_accuracy >= 0)
+        if (ep->test_accuracy >= 0) {
             so_json_num(&js, "test_accuracy", ep->test_accuracy);
-        else
+            so_json_num(&js, "test_loss", ep->test_loss);
+        } else {
             so_json_null(&js, "test_accuracy");
+        }
         so_json_num(&js, "seconds", ep->seconds);
         so_json_num(&js, "images_per_sec", ep->images_per_sec);
         so_json_obj_end(&js);
@@ -339,14 +367,15 @@ static int run(const acc_args *a, so_job *j, acc_state *s, double init_start)
         ml_event(ml, stop, "INTERVAL_END", "run_stop", "null", __LINE__, "\"status\": \"%s\"",
                  s->reached ? "success" : "aborted");
         if (rank == 0) {
+            const char *what = a->target_loss > 0 ? "validation loss" : "test accuracy";
+            double target = a->target_loss > 0 ? a->target_loss : a->target;
             if (s->reached)
-                printf("reached test accuracy %.4f >= %.4f in %.1f s (time to accuracy), %d epoch(s), %ld steps, "
-                       "%.0f images/sec\n", s->last_accuracy, a->target, tta, s->epochs_done, r.steps,
-                       r.images_per_sec);
+                printf("reached %s %.4f %s %.4f in %.1f s (time to accuracy), %d epoch(s), %ld steps, "
+                       "%.0f images/sec\n", what, s->last_metric, a->target_loss > 0 ? "<=" : ">=", target, tta,
+                       s->epochs_done, r.steps, r.images_per_sec);
             else
-                printf("did not reach test accuracy %.4f within the budget: best last accuracy %.4f after %d "
-                       "epoch(s), %.1f s, %.0f images/sec\n", a->target, s->last_accuracy, s->epochs_done,
-                       tta, r.images_per_sec);
+                printf("did not reach %s %.4f within the budget: last %.4f after %d epoch(s), %.1f s, "
+                       "%.0f images/sec\n", what, target, s->last_metric, s->epochs_done, tta, r.images_per_sec);
             cli_compress_auto_print(&r);
             rc = a->json ? write_json(a, s, &r, tta, world) : CLI_OK;
         }
@@ -370,7 +399,7 @@ int cmd_bench_accuracy(int argc, char **argv)
     if (rc)
         return rc == CLI_HELP ? CLI_OK : rc;
     double init_start = so_now();
-    acc_state s = {.a = &a, .ml = NULL, .last_accuracy = -1};
+    acc_state s = {.a = &a, .ml = NULL, .last_metric = -1};
     bench_rec rec;
     so_train_hooks unused;
     if ((rc = bench_rec_init(&rec, &unused)))

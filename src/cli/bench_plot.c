@@ -140,12 +140,15 @@ static const jv *tta_run_to_draw(const jv *m)
 static int tta_plot(plotter *p, const jv *d, int idx)
 {
     char name[32], body[8192];
-    double target = jv_num(d, "config.target", 0), tmax = 0;
+    int by_loss = jv_path(d, "config.target_loss") != NULL;
+    const char *what = by_loss ? "validation loss" : "test accuracy";
+    double target = jv_num(d, by_loss ? "config.target_loss" : "config.target", 0), tmax = 0;
     snprintf(name, sizeof name, "tta-%d", idx);
     int at = snprintf(body, sizeof body,
-                      "set title 'time to accuracy: test accuracy over training time (target %g), median run of each "
-                      "method'\nset xlabel 'training seconds'\nset ylabel 'test accuracy'\nset grid\n"
-                      "set key right bottom\nset yrange [*:1]\nset offsets 0, 0, 0.02, 0.02\nplot ", target);
+                      "set title 'time to accuracy: %s over training time (target %g), median run of each "
+                      "method'\nset xlabel 'training seconds'\nset ylabel '%s'\nset grid\n"
+                      "set key right %s\nset yrange [*:%s]\nset offsets 0, 0, 0.02, 0.02\nplot ", what, target, what,
+                      by_loss ? "top" : "bottom", by_loss ? "*" : "1");
     const jv *ms = jv_path(d, "methods");
     int k = 0;
     for (const jv *m = ms && ms->t == JV_ARR ? ms->kid : NULL; m; m = m->next, k++) {
@@ -156,9 +159,10 @@ static int tta_plot(plotter *p, const jv *d, int idx)
         if (!f)
             return -1;
         const jv *run = tta_run_to_draw(m), *curve = run ? jv_path(run, "curve") : NULL;
-        fprintf(f, "# epoch cumulative_train_seconds test_accuracy (seed %d)\n", (int)jv_num(run, "seed", 0));
+        fprintf(f, "# epoch cumulative_train_seconds %s (seed %d)\n", by_loss ? "validation_loss" : "test_accuracy",
+                (int)jv_num(run, "seed", 0));
         for (const jv *e = curve && curve->t == JV_ARR ? curve->kid : NULL; e; e = e->next) {
-            double t = jv_num(e, "seconds", NAN), acc = jv_num(e, "test_accuracy", NAN);
+            double t = jv_num(e, "seconds", NAN), acc = jv_num(e, by_loss ? "test_loss" : "test_accuracy", NAN);
             if (isfinite(t) && isfinite(acc))
                 fprintf(f, "%g %g %g\n", jv_num(e, "epoch", 0), t, acc);
             tmax = isfinite(t) && t > tmax ? t : tmax;

@@ -2,8 +2,9 @@
  * side. Launches `scaleout bench accuracy` under mpirun or srun for every
  * method (a --compress or a --sync method) and seed, interleaved (seed after
  * seed, every method within a seed) so the machine's drift hits all alike,
- * and reports per method the median time to the target against the first
- * method's, the accuracy at a fixed epoch and the bytes each step sends. The
+ * and reports per method the median time to the target (a test accuracy, or
+ * a validation loss for token data) against the first method's, the figure
+ * at a fixed epoch and the bytes each step sends. The
  * link is whatever the launcher's ranks talk over (docs/COMPRESSION.md runs
  * it on shared memory and on emulated nodes). */
 #include <errno.h>
@@ -33,13 +34,13 @@ typedef enum { TTA_BASELINE, TTA_COMPRESS, TTA_SYNC } tta_kind;
 typedef struct {
     int seed, reached, epochs, threads;
     double tta;                       /* seconds to the target, NAN when not reached */
-    double images_per_sec, final_accuracy;
+    double images_per_sec, final_metric; /* the last evaluation's accuracy (or validation loss) */
     double bytes_per_step;            /* what a rank sent per step (NAN: the method does not count it) */
     double dense_bytes_per_step;      /* the same gradients uncompressed (compress methods; else NAN) */
     char picked[32];                  /* --compress auto's choice ("" otherwise) */
     int ncurve;
     double curve_s[MAX_EPOCHS];       /* cumulative training seconds after each epoch */
-    double curve_acc[MAX_EPOCHS];     /* test accuracy after each epoch */
+    double curve_acc[MAX_EPOCHS];     /* test accuracy (validation loss under --target-loss) after each epoch */
 } tta_run;
 
 typedef struct {
@@ -54,7 +55,7 @@ typedef struct {
 
 typedef struct {
     const char *methods_list, *seeds_list, *launcher, *launcher_args, *json, *keep;
-    float target;
+    float target, target_loss;        /* one of them is -1 */
     int np, at_epoch;
     char **child;                     /* the arguments after "--", for every `bench accuracy` run */
     int nchild;
@@ -132,7 +133,8 @@ static int parse_seeds(tta_args *a)
 /* The flags every run sets itself may not come after "--". */
 static int check_child(const tta_args *a)
 {
-    static const char *const own[] = {"--seed", "--target", "--compress", "--sync", "--json", "--mllog", NULL};
+    static const char *const own[] = {"--seed", "--target", "--target-loss", "--compress", "--sync", "--json",
+                                      "--mllog", NULL};
     for (int i = 0; i < a->nchild; i++)
         for (int k = 0; own[k]; k++) {
             size_t n = strlen(own[k]);
@@ -157,7 +159,10 @@ static int parse(tta_args *a, int argc, char **argv)
         {"methods", OPT_STR, &a->methods_list, "LIST", "methods to compare, the first the reference: none, a --compress "
          "or a --sync method, e.g. none,fp16,topk:0.01,powersgd:4,local:8 (required)", 0, -1, NULL},
         {"seeds", OPT_STR, &a->seeds_list, "LIST", "seeds, one run of every method each", 0, -1, NULL},
-        {"target", OPT_FLOAT, &a->target, "ACC", "test accuracy to reach, in (0, 1] (required)", 0, 1, NULL},
+        {"target", OPT_FLOAT, &a->target, "ACC", "test accuracy to reach, in (0, 1] (this or --target-loss)", 0, 1,
+         NULL},
+        {"target-loss", OPT_FLOAT, &a->target_loss, "L", "validation loss to reach instead (--dataset tokens)", 0, 1e6,
+         NULL},
         {"np", OPT_INT, &a->np, "N", "processes of every run", 1, 4096, NULL},
         {"at-epoch", OPT_INT, &a->at_epoch, "E", "report the accuracy after epoch E", 1, MAX_EPOCHS, NULL},
         {"launcher", OPT_CHOICE, &a->launcher, "NAME", "how to start the processes", 0, -1, launchers},
@@ -173,8 +178,8 @@ static int parse(tta_args *a, int argc, char **argv)
         return rc;
     if (!a->methods_list)
         return cli_error(CMD, CLI_USAGE, "--methods is required (e.g. --methods none,fp16,local:8)");
-    if (!(a->target > 0))
-        return cli_error(CMD, CLI_USAGE, "--target is required, in (0, 1]");
+    if ((a->target > 0) == (a->target_loss > 0))
+        return cli_error(CMD, CLI_USAGE, "one of --target (in (0, 1]) and --target-loss (above 0) is required");
     if ((rc = parse_methods(a)) || (rc = parse_seeds(a)))
         return rc;
     return check_child(a);
@@ -194,8 +199,8 @@ static void child_argv(const tta_args *a, const tta_method *m, int seed, const c
     }
     bench_argv_add(v, "--seed");
     bench_argv_addf(v, "%.0f", seed);
-    bench_argv_add(v, "--target");
-    bench_argv_addf(v, "%.17g", a->target);
+    bench_argv_add(v, a->target_loss > 0 ? "--target-loss" : "--target");
+    bench_argv_addf(v, "%.9g", a->target_loss > 0 ? a->target_loss : a->target);
     bench_argv_add(v, "--json");
     bench_argv_add(v, json);
     bench_argv_add(v, "--mllog");
@@ -211,7 +216,7 @@ static double num_or_nan(const jv *res, const char *path)
 }
 
 /* The run's figures from its `bench accuracy` record. */
-static void read_run(const jv *res, tta_run *r)
+static void read_run(const jv *res, int by_loss, tta_run *r)
 {
     const jv *reached = jv_path(res, "results.reached");
     r->reached = reached && reached->t == JV_BOOL && reached->num != 0;
@@ -219,7 +224,7 @@ static void read_run(const jv *res, tta_run *r)
     r->epochs = (int)jv_num(res, "results.epochs", 0);
     r->threads = (int)jv_num(res, "config.threads", 1);
     r->images_per_sec = jv_num(res, "results.images_per_sec", 0);
-    r->final_accuracy = jv_num(res, "results.final_accuracy", 0);
+    r->final_metric = jv_num(res, by_loss ? "results.final_loss" : "results.final_accuracy", 0);
     r->bytes_per_step = num_or_nan(res, "results.compress_bytes_per_step");
     if (isnan(r->bytes_per_step))
         r->bytes_per_step = num_or_nan(res, "results.sync_bytes_per_step");
@@ -231,7 +236,7 @@ static void read_run(const jv *res, tta_run *r)
     for (const jv *e = eps && eps->t == JV_ARR ? eps->kid : NULL; e && r->ncurve < MAX_EPOCHS; e = e->next) {
         t += jv_num(e, "seconds", 0);
         r->curve_s[r->ncurve] = t;
-        r->curve_acc[r->ncurve++] = jv_num(e, "test_accuracy", NAN);
+        r->curve_acc[r->ncurve++] = jv_num(e, by_loss ? "test_loss" : "test_accuracy", NAN);
     }
 }
 
@@ -261,18 +266,19 @@ static int one_run(const tta_args *a, tta_method *m, int si, const char *dir, be
         return cli_error(CMD, CLI_FAIL, "%s", err);
     tta_run *r = &m->runs[si];
     r->seed = a->seeds[si];
-    read_run(res, r);
+    read_run(res, a->target_loss > 0, r);
     jv_free(res);
     if (!a->keep) {
         unlink(json);
         unlink(mllog);
         unlink(log);
     }
+    double target = a->target_loss > 0 ? a->target_loss : a->target;
     if (r->reached)
-        printf("  %s, seed %d: %.4f reached in %.3g s (%d epochs)\n", m->name, r->seed, a->target, r->tta, r->epochs);
+        printf("  %s, seed %d: %.4f reached in %.3g s (%d epochs)\n", m->name, r->seed, target, r->tta, r->epochs);
     else
-        printf("  %s, seed %d: %.4f not reached in %d epochs (best %.4f)\n", m->name, r->seed, a->target, r->epochs,
-               r->final_accuracy);
+        printf("  %s, seed %d: %.4f not reached in %d epochs (last %.4f)\n", m->name, r->seed, target, r->epochs,
+               r->final_metric);
     return CLI_OK;
 }
 
@@ -313,10 +319,11 @@ static void summarise(tta_args *a)
 static void print_table(const tta_args *a)
 {
     const tta_method *ref = &a->methods[0];
-    printf("\ntime to %.4g test accuracy, %d processes, %d seed(s), median (min-max) over the runs that reached it\n",
-           a->target, a->np, a->nseeds);
+    int by_loss = a->target_loss > 0;
+    printf("\ntime to %.4g %s, %d processes, %d seed(s), median (min-max) over the runs that reached it\n",
+           by_loss ? a->target_loss : a->target, by_loss ? "validation loss" : "test accuracy", a->np, a->nseeds);
     printf("%-18s %7s %24s %9s %10s %9s %12s %7s  %s\n", "method", "reached", "seconds to target", "vs first",
-           "acc @ ep", "vs first", "bytes/step", "ratio", "picked");
+           by_loss ? "loss @ ep" : "acc @ ep", "vs first", "bytes/step", "ratio", "picked");
     for (int k = 0; k < a->nmethods; k++) {
         const tta_method *m = &a->methods[k];
         char reached[16], tta[64], sp[16], acc[16], dacc[16], bytes[24], ratio[16];
@@ -334,8 +341,8 @@ static void print_table(const tta_args *a)
         printf("%-18s %7s %24s %9s %10s %9s %12s %7s  %s\n", m->name, reached, tta, sp, acc, dacc, bytes, ratio,
                m->runs[0].picked[0] ? m->runs[0].picked : "");
     }
-    printf("(acc @ ep: test accuracy after epoch %d; bytes/step: what a rank sends, where the method counts it)\n",
-           a->at_epoch);
+    printf("(%s after epoch %d; bytes/step: what a rank sends, where the method counts it)\n",
+           by_loss ? "loss @ ep: validation loss" : "acc @ ep: test accuracy", a->at_epoch);
 }
 
 static void json_num_or_null(so_json *js, const char *key, double v)
@@ -346,14 +353,14 @@ static void json_num_or_null(so_json *js, const char *key, double v)
         so_json_null(js, key);
 }
 
-static void json_run(so_json *js, const tta_run *r)
+static void json_run(so_json *js, const tta_run *r, int by_loss)
 {
     so_json_obj_begin(js, NULL);
     so_json_int(js, "seed", r->seed);
     so_json_bool(js, "reached", r->reached);
     json_num_or_null(js, "time_to_accuracy_seconds", r->tta);
     so_json_int(js, "epochs", r->epochs);
-    so_json_num(js, "final_accuracy", r->final_accuracy);
+    so_json_num(js, "final_metric", r->final_metric);
     so_json_num(js, "images_per_sec", r->images_per_sec);
     json_num_or_null(js, "bytes_per_step", r->bytes_per_step);
     if (r->picked[0])
@@ -363,7 +370,7 @@ static void json_run(so_json *js, const tta_run *r)
         so_json_obj_begin(js, NULL);
         so_json_int(js, "epoch", e + 1);
         so_json_num(js, "seconds", r->curve_s[e]);
-        json_num_or_null(js, "test_accuracy", r->curve_acc[e]);
+        json_num_or_null(js, by_loss ? "test_loss" : "test_accuracy", r->curve_acc[e]);
         so_json_obj_end(js);
     }
     so_json_arr_end(js);
@@ -381,7 +388,7 @@ static int write_json(const tta_args *a)
     env_info e;
     env_collect(&e);
     so_json_obj_begin(&js, "config");
-    so_json_num(&js, "target", a->target);
+    so_json_num(&js, a->target_loss > 0 ? "target_loss" : "target", a->target_loss > 0 ? a->target_loss : a->target);
     so_json_int(&js, "np", a->np);
     so_json_int(&js, "at_epoch", a->at_epoch);
     so_json_arr_begin(&js, "seeds");
@@ -405,12 +412,12 @@ static int write_json(const tta_args *a)
         so_json_int(&js, "reached", m->reached);
         bench_stats_json(&js, "time_to_accuracy_seconds", &m->tta);
         json_num_or_null(&js, "speedup", m->speedup > 0 ? m->speedup : NAN);
-        bench_stats_json(&js, "accuracy_at_epoch", &m->acc_at);
+        bench_stats_json(&js, a->target_loss > 0 ? "loss_at_epoch" : "accuracy_at_epoch", &m->acc_at);
         json_num_or_null(&js, "bytes_per_step", m->bytes_per_step);
         json_num_or_null(&js, "compression_ratio", m->ratio);
         so_json_arr_begin(&js, "runs");
         for (int i = 0; i < a->nseeds; i++)
-            json_run(&js, &m->runs[i]);
+            json_run(&js, &m->runs[i], a->target_loss > 0);
         so_json_arr_end(&js);
         so_json_obj_end(&js);
     }
@@ -425,8 +432,8 @@ static int sweep(tta_args *a, const char *dir)
         free(l);
         return cli_error(CMD, CLI_FAIL, "cannot find the scaleout executable (/proc/self/exe)");
     }
-    printf("%s: %d method(s) x %d seed(s), %d processes each, target %.4g (interleaved)\n", CMD, a->nmethods,
-           a->nseeds, a->np, a->target);
+    printf("%s: %d method(s) x %d seed(s), %d processes each, target %s %.4g (interleaved)\n", CMD, a->nmethods,
+           a->nseeds, a->np, a->target_loss > 0 ? "loss" : "accuracy", a->target_loss > 0 ? a->target_loss : a->target);
     int rc = CLI_OK;
     for (int i = 0; !rc && i < a->nseeds; i++)
         for (int k = 0; !rc && k < a->nmethods; k++)
@@ -449,6 +456,7 @@ int cmd_bench_tta(int argc, char **argv)
     a->np = 2;
     a->at_epoch = 1;
     a->target = -1;
+    a->target_loss = -1;
     int rc = parse(a, argc, argv);
     if (rc) {
         free(a);

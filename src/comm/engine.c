@@ -617,6 +617,21 @@ int so_comm_irecv_from(so_comm *c, void *buf, size_t count, so_dtype dt, int pee
     return message(c, buf, count, dt, peer, tag, 0, out);
 }
 
+/* Called by the training thread while the engine is idle (SERIALIZED: the
+ * engine makes no MPI call then), so a caller can keep no receive posted
+ * across its own step ends and still take a peer's message whenever it comes. */
+int so_comm_probe_from(so_comm *c, int peer, int tag, int *arrived)
+{
+    *arrived = 0;
+    if (peer < 0 || peer >= c->size)
+        return so_err(SO_EINVAL, "probe: peer %d out of range (group of %d)", peer, c->size);
+    int rc = so_comm_check_idle(c);
+    if (rc)
+        return rc;
+    int mrc = MPI_Iprobe(peer, tag, c->ep2p, arrived, MPI_STATUS_IGNORE);
+    return mrc == MPI_SUCCESS ? 0 : so_mpi_err(mrc, "MPI_Iprobe");
+}
+
 /* ---- handles ---------------------------------------------------------------------------------- */
 
 int so_handle_test(so_handle *h, int *done)

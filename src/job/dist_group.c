@@ -70,6 +70,11 @@ static int g_irecv(so_group *g, void *buf, size_t count, so_dtype dt, int peer, 
     return so_comm_irecv_from(comm_of(g), buf, count, dt, peer, tag, out);
 }
 
+static int g_probe(so_group *g, int peer, int tag, int *arrived)
+{
+    return so_comm_probe_from(comm_of(g), peer, tag, arrived);
+}
+
 static int g_test(so_group *g, so_handle *h, int *done) { (void)g; return so_handle_test(h, done); }
 static int g_wait(so_group *g, so_handle *h) { (void)g; return so_handle_wait(h); }
 static int g_then(so_group *g, so_handle *h, so_then_fn fn, void *arg, so_handle **next)
@@ -82,7 +87,7 @@ static void g_release(so_group *g, so_handle *h) { (void)g; so_handle_release(h)
 static int g_sub(so_group *g, so_group_kind kind, so_group **out);
 
 static const so_group_ops ops = {g_iallreduce, g_ireduce_scatter, g_iallgather, g_ibcast, g_isend,  g_irecv,
-                                 g_test,       g_wait,            g_then,      g_release, g_sub};
+                                 g_test,       g_wait,            g_then,      g_release, g_sub,   g_probe};
 
 int dist_group_new(so_comm *c, so_group **out)
 {

@@ -245,6 +245,13 @@ static int build_stage(so_job *j)
 
 /* The strategy's name and options (the sharded strategies' checks that
  * need the model come when they are made, parts_build). */
+/* Checkpoints asked for in the naive mode, where rank 0 writes one model:
+ * the relaxed-consistency strategies' ranks each hold their own state. */
+static int ckpt_naive(const so_job_config *c)
+{
+    return c->ckpt.mode && !strcmp(c->ckpt.mode, "naive") && (c->ckpt.every || c->ckpt.resume);
+}
+
 /* ssp and async (the parameter server, strategy_ps.c): what it cannot run
  * beside. --ps-ranks against the world size is checked when it is made. */
 static int check_ps(const so_job_config *c)
@@ -252,16 +259,15 @@ static int check_ps(const so_job_config *c)
     so_compress_spec cs;
     int rc = so_compress_parse(c->compress ? c->compress : "none", &cs);
     const char *with = rc ? NULL : cs.method != SO_COMPRESS_NONE ? "--compress" : c->clip_norm > 0 ? "--clip-norm"
-                       : c->sync_bn ? "--sync-bn" : c->ckpt.every || c->ckpt.resume ? "checkpoints (--ckpt-every, --resume)"
-                       : NULL;
+                       : c->sync_bn ? "--sync-bn" : ckpt_naive(c) ? "--ckpt-mode naive (use scaleout)" : NULL;
     if (rc || !with)
         return rc;
     return so_err(SO_EINVAL, "--sync %s runs a parameter server, which does not take %s yet", c->sync, with);
 }
 
 /* local, diloco, gossip: what they cannot run with. The ranks' models (and
- * optimizer states) differ between averages, which today's checkpoints,
- * holding one replicated state, cannot save (docs/CHECKPOINT.md). */
+ * optimizer states) differ between averages: each rank checkpoints its own
+ * (docs/CHECKPOINT.md), which the naive mode's single writer cannot. */
 static int check_sync_local(const so_job_config *c)
 {
     so_compress_spec cs;
@@ -271,9 +277,9 @@ static int check_sync_local(const so_job_config *c)
     if (c->sync_bn)
         return so_err(SO_EINVAL, "--sync %s steps each rank alone: --sync-bn would make every forward collective",
                       c->sync);
-    if (c->ckpt.every || c->ckpt.resume)
-        return so_err(SO_EINVAL, "--sync %s: checkpoints hold one replicated model, and the ranks' models differ "
-                      "between averages: no --ckpt-every or --resume with it yet", c->sync);
+    if (ckpt_naive(c))
+        return so_err(SO_EINVAL, "--sync %s: each rank checkpoints its own model, which --ckpt-mode naive (rank 0 "
+                      "writes one model) does not hold: use --ckpt-mode scaleout", c->sync);
     return 0;
 }
 

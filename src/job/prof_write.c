@@ -220,6 +220,9 @@ static void print_summary(FILE *out, const prof_run *run, const so_train_result 
     if (r->ps_workers > 0)
         fprintf(out, "profile: parameter server: %.1f KB per worker step, staleness mean %.2f, max %.0f steps\n",
                 r->ps_bytes_per_step / 1e3, r->ps_staleness_mean, r->ps_staleness_max);
+    if (r->sync_period > 0 && r->steps > 0) /* --sync local, diloco, gossip */
+        fprintf(out, "profile: relaxed sync: %.1f KB per step by each rank, %ld averages, every %d step(s)\n",
+                r->sync_bytes_sent / (double)r->steps / 1e3, r->sync_rounds, r->sync_period);
     if (run->timeline[0])
         fprintf(out, "profile: timeline %s", run->timeline);
     if (run->profile[0])

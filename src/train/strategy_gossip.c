@@ -11,7 +11,9 @@
  *          world with 3 <= rows <= cols: up, down, left and right with
  *          wrap-around, 4 distinct neighbours; other worlds are refused.
  * The ranks' models differ at every step: evaluation and --dump-params see
- * their average (one allreduce, not counted as the step's bytes). */
+ * their average (one allreduce, not counted as the step's bytes), and
+ * checkpoints save each rank's own model and optimizer state (sync_ckpt). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +34,8 @@ typedef struct {
     int same;                      /* every rank holds the same model (after the broadcast, before a step) */
     double bytes;                  /* payload of the messages this rank sent */
     long rounds;
+    char spec[32];                 /* the --sync text */
+    sync_ckpt ckpt;                /* this rank's own model and optimizer state in checkpoints */
 } gossip_state;
 
 static void add_neighbour(gossip_state *s, int rank, int self)
@@ -78,6 +82,9 @@ static int gossip_start(void *self, so_model *m, const so_train_config *c, so_tr
     gossip_state *s = self;
     s->m = m;
     s->r = r;
+    int rc = sync_ckpt_check_resume(&s->ckpt, c->start_step, s->spec);
+    if (rc)
+        return rc;
     size_t n = m->nparams + m->nbufs;
     s->inbox = malloc(((size_t)s->nnbr * n + 1) * sizeof *s->inbox);
     s->scratch = malloc((n + 1) * sizeof *s->scratch);
@@ -86,7 +93,7 @@ static int gossip_start(void *self, so_model *m, const so_train_config *c, so_tr
     if (c->no_initial_bcast)
         return 0;
     so_handle *h[2];
-    int rc = so_group_ibcast(s->g, m->params, m->nparams, SO_DTYPE_F32, 0, NULL, &h[0]);
+    rc = so_group_ibcast(s->g, m->params, m->nparams, SO_DTYPE_F32, 0, NULL, &h[0]);
     if (!rc)
         rc = so_group_wait(s->g, h[0]);
     if (!rc && m->nbufs && !(rc = so_group_ibcast(s->g, m->bufs, m->nbufs, SO_DTYPE_F32, 0, NULL, &h[1])))
@@ -197,11 +204,15 @@ static int gossip_params_whole(void *self)
     return rc;
 }
 
+static const so_state_layout *gossip_state_layout(void *self) { return &((gossip_state *)self)->ckpt.layout; }
+static const so_rank_state *gossip_rank_state(void *self) { return &((gossip_state *)self)->ckpt.rs; }
+
 static void gossip_destroy(void *self)
 {
     gossip_state *s = self;
     if (!s)
         return;
+    sync_ckpt_deinit(&s->ckpt);
     free(s->inbox);
     free(s->scratch);
     free(s);
@@ -217,6 +228,8 @@ static const so_strategy_ops gossip_ops = {
     .destroy = gossip_destroy,
     .grad_sqnorm = gossip_grad_sqnorm,
     .params_whole = gossip_params_whole,
+    .state = gossip_state_layout,
+    .rank_state = gossip_rank_state,
 };
 
 static int gossip_create(const so_strategy_config *c, so_model *m, so_strategy **out)
@@ -235,9 +248,12 @@ static int gossip_create(const so_strategy_config *c, so_model *m, so_strategy *
     }
     *s = (gossip_state){.g = c->group, .same = 1};
     *st = (so_strategy){.ops = &gossip_ops, .self = s};
+    snprintf(s->spec, sizeof s->spec, "%s", what);
     rc = neighbours(s, c->sync.topology, c->group->rank, c->group->size);
     if (!rc)
         rc = so_optim_create(&c->optim, m->nparams, &st->opt);
+    if (!rc)
+        rc = sync_ckpt_init(&s->ckpt, c->group, m, st->opt, &s->same, what);
     if (rc) {
         so_strategy_free(st);
         return rc;

@@ -12,7 +12,10 @@
  *               u = mu u + delta;  anchor -= outer_lr (delta + mu u)
  *           and every rank starts the next round from the new anchor.
  * Optimizer state stays per rank (as PyTorch's post-local SGD and DiLoCo's
- * inner AdamW). */
+ * inner AdamW). Checkpoints save each rank's own model, optimizer state
+ * and DiLoCo's anchor and outer momentum (sync_ckpt, sync_avg.h); the step
+ * phase is the step itself. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,6 +40,8 @@ typedef struct {
     int same;               /* every rank holds the same model now */
     double bytes;           /* payload sent: gradients in the synchronous steps, models at averages */
     long rounds;            /* averages (outer steps) done */
+    char spec[32];          /* the --sync text */
+    sync_ckpt ckpt;         /* this rank's own model, optimizer and DiLoCo's buffers in checkpoints */
 } local_state;
 
 /* The step being computed is synchronous data parallelism. */
@@ -48,12 +53,14 @@ static int local_start(void *self, so_model *m, const so_train_config *c, so_tra
     s->m = m;
     s->r = r;
     s->done = c->start_step;
+    int rc = sync_ckpt_check_resume(&s->ckpt, c->start_step, s->spec);
+    if (rc)
+        return rc;
     if (!(s->scratch = malloc((m->nparams + m->nbufs + 1) * sizeof *s->scratch)))
         return so_err(SO_ENOMEM, "out of memory for the averaged model");
-    if (s->diloco && (!(s->anchor = malloc((m->nparams + 1) * sizeof *s->anchor)) ||
-                      !(s->outer_velocity = calloc(m->nparams + 1, sizeof *s->outer_velocity))))
-        return so_err(SO_ENOMEM, "out of memory for DiLoCo's anchor and outer momentum");
-    int rc = s->dp->ops->start(s->dp->self, m, c, r); /* plans buckets, broadcasts rank 0's model */
+    rc = s->dp->ops->start(s->dp->self, m, c, r); /* plans buckets, broadcasts rank 0's model unless resumed */
+    if (s->ckpt.restored) /* each rank's own model, anchor and phase came back */
+        return rc;
     if (s->anchor)
         memcpy(s->anchor, m->params, m->nparams * sizeof *s->anchor);
     s->same = 1;
@@ -161,6 +168,9 @@ static int local_params_whole(void *self)
     return s->same ? 0 : average_models(s, NULL);
 }
 
+static const so_state_layout *local_state_layout(void *self) { return &((local_state *)self)->ckpt.layout; }
+static const so_rank_state *local_rank_state(void *self) { return &((local_state *)self)->ckpt.rs; }
+
 static void local_use_dist(void *self, const so_dist *d)
 {
     local_state *s = self;
@@ -173,6 +183,7 @@ static void local_destroy(void *self)
     if (!s)
         return;
     so_strategy_free(s->dp);
+    sync_ckpt_deinit(&s->ckpt);
     free(s->anchor);
     free(s->outer_velocity);
     free(s->scratch);
@@ -192,6 +203,8 @@ static const so_strategy_ops local_ops = {
     .grad_sqnorm = local_grad_sqnorm,
     .use_dist = local_use_dist,
     .params_whole = local_params_whole,
+    .state = local_state_layout,
+    .rank_state = local_rank_state,
 };
 
 static int create(const so_strategy_config *c, so_model *m, int diloco, so_strategy **out)
@@ -213,9 +226,19 @@ static int create(const so_strategy_config *c, so_model *m, int diloco, so_strat
     *s = (local_state){.g = c->group, .diloco = diloco, .period = c->sync.period, .after = c->local_after,
                        .outer_lr = c->outer_lr, .outer_momentum = c->outer_momentum, .same = 1};
     *st = (so_strategy){.ops = &local_ops, .self = s};
+    snprintf(s->spec, sizeof s->spec, "%s", what);
     rc = so_strategy_data_parallel(c->dist, &s->dp);
     if (!rc)
         rc = so_optim_create(&c->optim, m->nparams, &st->opt);
+    if (!rc && diloco && (!(s->anchor = malloc((m->nparams + 1) * sizeof *s->anchor)) ||
+                          !(s->outer_velocity = calloc(m->nparams + 1, sizeof *s->outer_velocity))))
+        rc = so_err(SO_ENOMEM, "out of memory for DiLoCo's anchor and outer momentum");
+    if (!rc) {
+        s->ckpt.extra[0] = s->anchor;
+        s->ckpt.extra[1] = s->outer_velocity;
+        s->ckpt.nextra = diloco ? 2 : 0;
+        rc = sync_ckpt_init(&s->ckpt, c->group, m, st->opt, &s->same, what);
+    }
     if (rc) {
         so_strategy_free(st);
         return rc;

@@ -27,6 +27,7 @@
 
 #include "scaleout/err.h"
 #include "scaleout/group.h"
+#include "scaleout/log.h"
 #include "scaleout/timer.h"
 #include "scaleout/train.h"
 #include "strategy_internal.h"
@@ -37,7 +38,6 @@ enum { TAG_PUSH = 3701, TAG_REPLY = 3702 };
 
 /* A server's view of one worker. */
 typedef struct {
-    so_handle *recv;  /* the posted receive of its next push (NULL: none) */
     so_handle *reply; /* the last reply's send, until complete */
     float *in, *out;  /* 1 + block floats each: [clock, gradient] in, [clock, parameters] out */
     long next;        /* clock of its next push */
@@ -68,19 +68,22 @@ typedef struct {
     /* statistics (workers): bytes moved, staleness of each step's parameters */
     double bytes, stale_sum, stale_max, stale_n;
     int started;
+    /* checkpoints: the parameters every rank holds after the save's drain
+     * (the replicated part), the layout handing them over, this rank's
+     * section (a server's optimizer slots and step count) */
+    float *ck_params;
+    size_t ck_units[2];
+    so_state_layout layout;
+    so_rank_state rs;
+    int restored;
+    long restored_opt_steps;
+    char spec[32];
 } ps_state;
 
 static int is_server(const ps_state *s) { return s->rank >= s->W; }
 static size_t block_n(const ps_state *s, int k) { return s->lo[k + 1] - s->lo[k]; }
 
 /* ---- messages ---------------------------------------------------------------------- */
-
-static int post_recv(ps_state *s, int w)
-{
-    ps_peer *p = &s->peers[w];
-    p->marked = 0;
-    return so_group_irecv(s->g, p->in, 1 + block_n(s, s->rank - s->W), SO_DTYPE_F32, w, TAG_PUSH, &p->recv);
-}
 
 /* Sends [clock, this server's parameter block] to worker w. */
 static int send_reply(ps_state *s, int w)
@@ -215,26 +218,66 @@ static void pause_briefly(int idle)
     nanosleep(&ts, NULL);
 }
 
-/* Serves pushes until `until` holds: clock >= target (target >= 0), or every
- * worker's mark is in (target < 0). deadline > 0: give up (SO_ECOMM) then. */
+/* Tests the replies in flight; *busy = 1 while any is (a worker posted
+ * their receive before its push, so they complete as soon as it polls). */
+static int replies_busy(ps_state *s, int *busy)
+{
+    *busy = 0;
+    for (int w = 0; w < s->W; w++) {
+        ps_peer *p = &s->peers[w];
+        int done = 0, rc = p->reply ? so_group_test(s->g, p->reply, &done) : 0;
+        if (done || rc)
+            p->reply = NULL;
+        if (rc)
+            return rc;
+        *busy |= p->reply != NULL;
+    }
+    return 0;
+}
+
+/* Takes worker w's next push when it has arrived (*took = 1) and applies
+ * it. Probed before it is received: a receive posted ahead would stay
+ * outstanding across this server's step ends, where the job's agreements
+ * need the communication thread idle, and would keep workers from running
+ * ahead. A worker sends nothing after its mark until the sync point's reply. */
+static int take_push(ps_state *s, int w, int *took)
+{
+    ps_peer *p = &s->peers[w];
+    int arrived = 0, rc = p->marked ? 0 : so_group_probe(s->g, w, TAG_PUSH, &arrived);
+    *took = 0;
+    if (rc || !arrived)
+        return rc;
+    so_handle *h;
+    if ((rc = so_group_irecv(s->g, p->in, 1 + block_n(s, s->rank - s->W), SO_DTYPE_F32, w, TAG_PUSH, &h)) ||
+        (rc = so_group_wait(s->g, h)))
+        return rc;
+    *took = 1;
+    return on_push(s, w);
+}
+
+/* Serves pushes until clock >= target (target >= 0), or until every
+ * worker's mark is in (target < 0); whichever worker's push comes, of any
+ * clock, so workers run as far ahead as the method lets them. Probes only
+ * while no reply is in flight (probing needs the communication thread
+ * idle). deadline > 0: give up (SO_ECOMM) then. */
 static int serve(ps_state *s, long target, double deadline)
 {
-    for (int idle = 0;; idle++) {
-        int marks = 0;
+    for (int idle = 0, first = 0;; idle++, first = (first + 1) % s->W) {
+        int marks = 0, busy = 0, rc;
         for (int w = 0; w < s->W; w++)
             marks += s->peers[w].marked;
         if (target >= 0 ? s->clock >= target : marks == s->W)
             return 0;
-        for (int w = 0; w < s->W; w++) {
-            ps_peer *p = &s->peers[w];
-            int done = 0, rc = p->recv ? so_group_test(s->g, p->recv, &done) : 0;
-            if (rc)
+        if ((rc = replies_busy(s, &busy)))
+            return rc;
+        for (int i = 0; !busy && i < s->W; i++) { /* from a rotating first worker: none is favoured */
+            int took = 0;
+            if ((rc = take_push(s, (first + i) % s->W, &took)))
                 return rc;
-            if (!done)
+            if (!took)
                 continue;
-            p->recv = NULL;
             idle = 0;
-            if ((rc = on_push(s, w)))
+            if ((rc = replies_busy(s, &busy)))
                 return rc;
         }
         if (deadline > 0 && so_now() > deadline)
@@ -322,19 +365,106 @@ static int sync_point(ps_state *s, double wait_s)
         int rc = push(s, MARK, 0);
         return rc ? rc : take_replies(s, deadline, 0);
     }
-    for (int w = 0; w < s->W; w++) {
-        int rc = s->peers[w].recv ? 0 : post_recv(s, w);
-        if (rc)
-            return rc;
-    }
     int rc = serve(s, -1, deadline);
     for (int w = 0; !rc && w < s->W; w++)
         rc = send_reply(s, w);
     for (int w = 0; w < s->W; w++) {
         int r = wait_all(s, &s->peers[w].reply, 1, deadline);
         rc = rc ? rc : r;
+        s->peers[w].marked = 0;
     }
     return rc;
+}
+
+/* ---- checkpoints: a consistent cut ---------------------------------------------------------
+ * At a checkpoint's step end every rank drains: the workers' marks reach
+ * the servers after every push of the steps so far is applied (ssp: every
+ * clock complete, no sum in flight), and the servers answer with their
+ * blocks; rank 0 (a worker) then broadcasts the whole model, so every rank
+ * writes its block of the same parameters. A server's section holds its
+ * optimizer slots and step count (async steps once per push); a worker's
+ * holds nothing but the same number of bytes. The sums, clocks and pushes
+ * are all the step itself after a drain. */
+
+enum { PS_CKPT_HEADER = 4 }; /* doubles: the server optimizer's step count, then reserved */
+
+static size_t ps_ckpt_slot_floats(const ps_state *s) { return block_n(s, 0); /* the longest block */ }
+
+static int ps_drain(ps_state *s)
+{
+    so_handle *h;
+    int rc = sync_point(s, 0);
+    if (!rc)
+        rc = so_group_ibcast(s->g, s->m->params, s->m->nparams, SO_DTYPE_F32, 0, NULL, &h);
+    if (!rc)
+        rc = so_group_wait(s->g, h);
+    so_model_params_changed(s->m);
+    memcpy(s->ck_params, s->m->params, s->m->nparams * sizeof *s->ck_params);
+    return rc;
+}
+
+static void ps_rank_get(void *ctx, void *dst)
+{
+    ps_state *s = ctx;
+    if (ps_drain(s)) /* a failed message or collective ends the job in the comm layer */
+        so_log(SO_LOG_WARN, "checkpoint: the parameter server's drain failed: %s", so_errmsg());
+    double h[PS_CKPT_HEADER] = {is_server(s) ? (double)so_optim_steps(s->opt) : 0};
+    memcpy(dst, h, sizeof h);
+    float *p = (float *)((char *)dst + sizeof h);
+    size_t n = ps_ckpt_slot_floats(s);
+    memset(p, 0, (size_t)so_optim_nslots(s->opt) * n * sizeof *p);
+    for (int i = 0; is_server(s) && i < so_optim_nslots(s->opt); i++)
+        memcpy(p + (size_t)i * n, so_optim_slot(s->opt, i), block_n(s, s->rank - s->W) * sizeof *p);
+}
+
+static void ps_rank_set(void *ctx, const void *src)
+{
+    ps_state *s = ctx;
+    double h[PS_CKPT_HEADER];
+    memcpy(h, src, sizeof h);
+    s->restored_opt_steps = (long)h[0];
+    const float *p = (const float *)((const char *)src + sizeof h);
+    size_t n = ps_ckpt_slot_floats(s);
+    for (int i = 0; is_server(s) && i < so_optim_nslots(s->opt); i++)
+        memcpy(so_optim_slot(s->opt, i), p + (size_t)i * n, block_n(s, s->rank - s->W) * sizeof *p);
+    s->restored = 1;
+}
+
+/* The replicated part: the drained parameters, and zeros for the optimizer
+ * slots (the servers' are in their sections). */
+static void ps_layout_get(void *ctx, int seg, size_t lo, size_t n, float *dst)
+{
+    ps_state *s = ctx;
+    if (seg == 0)
+        memcpy(dst, s->ck_params + lo, n * sizeof *dst);
+    else
+        memset(dst, 0, n * sizeof *dst);
+}
+
+static void ps_layout_set(void *ctx, int seg, size_t lo, size_t n, const float *src)
+{
+    ps_state *s = ctx;
+    if (seg == 0)
+        memcpy(s->m->params + lo, src, n * sizeof *src);
+}
+
+static const so_state_layout *ps_state_layout(void *self) { return &((ps_state *)self)->layout; }
+static const so_rank_state *ps_rank_state(void *self) { return &((ps_state *)self)->rs; }
+
+/* At create: the layout (rank r writes block r of the parameters) and the section's size. */
+static int ps_ckpt_init(ps_state *s, int world)
+{
+    if (!(s->ck_params = malloc((s->m->nparams + 1) * sizeof *s->ck_params)))
+        return SO_ENOMEM;
+    s->ck_units[0] = 0;
+    s->ck_units[1] = s->m->nparams;
+    s->layout = (so_state_layout){.nunits = 1, .units = s->ck_units, .shards = world, .replicas = 1,
+                                  .shard = s->rank, .get = ps_layout_get, .set = ps_layout_set, .ctx = s};
+    s->rs = (so_rank_state){.bytes = PS_CKPT_HEADER * sizeof(double) +
+                                     (uint64_t)so_optim_nslots(s->opt) * ps_ckpt_slot_floats(s) * sizeof(float),
+                            .required = 1, .get = ps_rank_get, .set = ps_rank_set, .ctx = s};
+    snprintf(s->rs.tag, sizeof s->rs.tag, "sync=%s,ps_ranks=%d", s->spec, s->K);
+    return 0;
 }
 
 /* ---- the seam ------------------------------------------------------------------------ */
@@ -345,6 +475,13 @@ static int ps_start(void *self, so_model *m, const so_train_config *c, so_train_
     s->m = m;
     s->c = c;
     s->r = r;
+    if (c->start_step > 0 && !s->restored)
+        return so_err(SO_EINVAL, "--sync %s: resuming at step %ld needs the parameter server's state from a "
+                      "checkpoint of --sync %s --ps-ranks %d on the same number of ranks (%d); this one was "
+                      "written by another method or number of ranks", s->spec, c->start_step, s->spec, s->K,
+                      s->W + s->K);
+    if (s->restored && is_server(s))
+        so_optim_set_steps(s->opt, s->restored_opt_steps); /* after the checkpoint set every rank's to rank 0's */
     s->step = s->clock = c->start_step;
     for (int w = 0; is_server(s) && w < s->W; w++)
         s->peers[w].next = c->start_step;
@@ -355,22 +492,20 @@ static int ps_start(void *self, so_model *m, const so_train_config *c, so_train_
     return rc;
 }
 
-/* Server: one step = receiving every worker's push of this clock. Only
- * those are received (no receive stays posted past the step: the job's
- * step-end agreements run on the training thread, which needs the
- * communication thread idle), so a worker that pushed the next clock waits
- * for the step that takes it: in practice a worker runs at most one clock
- * ahead of the slowest. */
+/* Server: one step = until clock `step` is complete (ssp: every worker's
+ * push of it in; async: every worker pushed that often), taking the pushes
+ * of faster workers' later clocks as they come. Nothing stays in flight past
+ * the step (the job's step-end agreements run on the training thread and
+ * need the communication thread idle): pushes are probed before they are
+ * received, and the replies are waited for. How far ahead a worker runs is
+ * then bounded by the method (ssp: S clocks) and by the job's lagged
+ * step-end agreements (stop.c: a rank waits at step end 2k for every rank's
+ * step end 2k - 2). */
 static int ps_run_step(void *self, int K, const so_step_io *io, double *loss)
 {
     ps_state *s = self;
     (void)K, (void)io;
     *loss = NAN;
-    for (int w = 0; w < s->W; w++) {
-        int rc = s->peers[w].recv || s->peers[w].next != s->step ? 0 : post_recv(s, w);
-        if (rc)
-            return rc;
-    }
     long target = s->step + 1;
     double t0 = so_now();
     int rc = serve(s, target, 0);
@@ -484,19 +619,19 @@ static void ps_destroy(void *self)
         free(s->recv[k]);
     }
     free(s->peers), free(s->acc), free(s->got), free(s->pushes);
-    free(s->send), free(s->recv), free(s->hs), free(s->hr), free(s->lo);
+    free(s->send), free(s->recv), free(s->hs), free(s->hr), free(s->lo), free(s->ck_params);
     free(s);
 }
 
 static const so_strategy_ops ps_server_ops = {
     .name = "ps-server", .start = ps_start, .run_step = ps_run_step, .grads_done = ps_grads_done,
     .update = ps_update, .grad_scale = ps_grad_scale, .evaluate = ps_evaluate, .finish = ps_finish,
-    .destroy = ps_destroy, .params_whole = ps_params_whole,
+    .destroy = ps_destroy, .params_whole = ps_params_whole, .state = ps_state_layout, .rank_state = ps_rank_state,
 };
 static const so_strategy_ops ps_worker_ops = {
     .name = "ps-worker", .start = ps_start, .grads_done = ps_grads_done, .update = ps_update,
     .grad_scale = ps_grad_scale, .evaluate = ps_evaluate, .finish = ps_finish, .destroy = ps_destroy,
-    .params_whole = ps_params_whole,
+    .params_whole = ps_params_whole, .state = ps_state_layout, .rank_state = ps_rank_state,
 };
 
 /* ---- creation ------------------------------------------------------------------------- */
@@ -547,8 +682,9 @@ static int check_config(const so_strategy_config *c, int world)
     if (c->ps_ranks < 1 || c->ps_ranks >= world)
         return so_err(SO_EINVAL, "--ps-ranks %d: --sync %s needs fewer server ranks than the %d rank(s) started "
                       "(at least one worker)", c->ps_ranks, spec, world);
-    if (!c->group)
-        return so_err(SO_EINVAL, "--sync %s needs the collective vocabulary (so_dist.group)", spec);
+    if (!c->group || !c->group->ops->probe)
+        return so_err(SO_EINVAL, "--sync %s needs the collective vocabulary with messages and probes "
+                      "(so_dist.group)", spec);
     return 0;
 }
 
@@ -571,6 +707,9 @@ static int ps_create(const so_strategy_config *c, so_model *m, so_strategy **out
         size_t n = is_server(s) ? block_n(s, s->rank - s->W) : 1; /* workers step nothing (one float: a valid optimizer) */
         rc = so_optim_create(&c->optim, n, &st->opt);
         s->opt = st->opt;
+        so_sync_format(&c->sync, s->spec, sizeof s->spec);
+        if (!rc && ps_ckpt_init(s, world))
+            rc = so_err(SO_ENOMEM, "out of memory for the parameter server's checkpoint buffer");
     } else {
         rc = so_err(SO_ENOMEM, "out of memory for the parameter server's buffers");
     }

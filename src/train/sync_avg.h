@@ -47,4 +47,41 @@ void sync_report(struct so_train_result *r, double bytes, long rounds, int perio
  * needs; what = the --sync text for the message. */
 int sync_strategy_check(const so_strategy_config *c, const char *what);
 
+/* ---- checkpoints (docs/CHECKPOINT.md, "Relaxed consistency") ----
+ * The ranks' models and optimizer states differ between averages, so each
+ * rank saves its own as the strategy's rank_state: a header (whether the
+ * ranks hold one model), then its parameters, each optimizer slot, and the
+ * strategy's extra buffers (DiLoCo's anchor and outer momentum), nparams
+ * floats apiece. The replicated part of the checkpoint (so_state_layout:
+ * rank r writes block r) holds the ranks' AVERAGE parameters, the model
+ * evaluation and `ckpt export` see, taken with one allreduce at the save
+ * (none when the ranks hold one model), and each rank's own optimizer
+ * slots' block. A resume puts back each rank's own state, so it continues
+ * bit for bit; it needs the checkpoint's method and number of ranks. */
+enum { SYNC_CKPT_EXTRA = 2 };
+
+typedef struct {
+    so_group *g;
+    so_model *m;
+    so_optim *opt;
+    int *same;                         /* the strategy's "every rank holds the same model" */
+    float *extra[SYNC_CKPT_EXTRA];     /* nparams floats each, saved after the slots */
+    int nextra;
+    float *avg;                        /* the replicated part's parameters at the last save */
+    size_t units[2];
+    so_state_layout layout;
+    so_rank_state rs;
+    int restored;                      /* this rank's own state came back from a checkpoint */
+} sync_ckpt;
+
+/* Sets up k for model m and optimizer opt over g (spec: the --sync text,
+ * in the rank_state's tag); set k->extra / nextra first. Call from create:
+ * the job hands the layout and rank_state to the checkpoint, and a resume
+ * restores into them, before start. */
+int sync_ckpt_init(sync_ckpt *k, so_group *g, so_model *m, so_optim *opt, int *same, const char *spec);
+void sync_ckpt_deinit(sync_ckpt *k); /* accepts a zeroed k */
+/* Start of a resumed run (start_step > 0): SO_EINVAL unless this rank's
+ * own state came back (what: the --sync text for the message). */
+int sync_ckpt_check_resume(const sync_ckpt *k, long start_step, const char *what);
+
 #endif

@@ -9,6 +9,10 @@ so_add_test(test_seq_onednn LABELS unit TIMEOUT 300 ISA_CAPS avx2 sse4.2)
 # Not a test: GPT-2 training steps on the engine with a per-operator profile (bench/gpt2_step.c).
 add_executable(gpt2_step ${CMAKE_SOURCE_DIR}/bench/gpt2_step.c)
 target_link_libraries(gpt2_step PRIVATE scaleout)
+# Not a test: scaleout's GEMM alone on GPT-2's linear-layer products (bench/gemm_bench.c).
+add_executable(gemm_bench ${CMAKE_SOURCE_DIR}/bench/gemm_bench.c)
+target_include_directories(gemm_bench PRIVATE ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(gemm_bench PRIVATE scaleout)
 so_add_script_test(gpt2_torch gpt2_torch.sh LABELS unit TIMEOUT 300)
 # End to end: `scaleout train` over 2 MPI ranks against PyTorch's per-step losses.
 if(TARGET scaleout_comm)

@@ -7,3 +7,9 @@ if(TARGET scaleout_comm)
   so_add_script_test(sync_cli sync_cli.sh LABELS "mpi;cli" TIMEOUT 400)
   set_property(TEST sync_cli APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
 endif()
+# Checkpoints under every --sync method: resumed bitwise (local, diloco,
+# gossip, ssp:0, async), the average exported, refusals (after comm.cmake: SO_MPIEXEC).
+if(TARGET scaleout_comm)
+  so_add_script_test(sync_ckpt sync_ckpt.sh LABELS "mpi;cli" TIMEOUT 400)
+  set_property(TEST sync_ckpt APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+endif()

@@ -11,28 +11,47 @@
 
 #define NR (2 * VL)
 
-/* MR-row micro-panels: dst[panel][p][i] = op(A)(i0 + i, p), zero past m. */
+/* Rows [i0, i0 + rows) of a (rows <= 8, row-major, lda) times columns
+ * [p, p + 8) into dst[q MR + i] for q < 8: 8 x 8 blocks transposed in
+ * registers (tr8); only the `rows` valid floats of each output row are
+ * stored, so the neighbouring panel rows stay intact. */
+static void pack_a_rows8(const float *a, int lda, int rows, int p, float *dst)
+{
+    static const int lane[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    __m256i mask = _mm256_loadu_si256((const __m256i *)(lane + 8 - rows));
+    __m256 r[8];
+    for (int q = 0; q < 8; q++)
+        r[q] = q < rows ? _mm256_loadu_ps(a + (size_t)q * lda + p) : _mm256_setzero_ps();
+    tr8(r);
+    for (int q = 0; q < 8; q++)
+        _mm256_maskstore_ps(dst + (size_t)(p + q) * MR, mask, r[q]);
+}
+
+/* MR-row micro-panels: dst[panel][p][i] = op(A)(i0 + i, p), zero past m.
+ * Whole panels of a row-major A (the forward's and backward data's
+ * activations) go through pack_a_rows8; transposed ones (the weight
+ * gradient's dY^T) copy MR contiguous floats per p. */
 static void pack_a(const float *a, int lda, int ta, int m, int k, float *dst)
 {
     for (int i0 = 0; i0 < m; i0 += MR, dst += (size_t)MR * k) {
-        int mr = m - i0 < MR ? m - i0 : MR;
+        int mr = m - i0 < MR ? m - i0 : MR, p = 0;
         if (ta) { /* rows of op(A) are columns of a: MR contiguous floats per p */
-            for (int p = 0; p < k; p++) {
+            for (; mr == MR && p < k; p++)
+                memcpy(dst + (size_t)p * MR, a + (size_t)p * lda + i0, MR * sizeof *dst);
+            for (; p < k; p++) {
                 const float *src = a + (size_t)p * lda + i0;
                 for (int i = 0; i < MR; i++)
                     dst[p * MR + i] = i < mr ? src[i] : 0.0f;
             }
             continue;
         }
-        for (int i = 0; i < MR; i++) {
-            const float *row = a + (size_t)(i0 + (i < mr ? i : 0)) * lda;
-            if (i < mr)
-                for (int p = 0; p < k; p++)
-                    dst[p * MR + i] = row[p];
-            else
-                for (int p = 0; p < k; p++)
-                    dst[p * MR + i] = 0.0f;
-        }
+        if (mr == MR)
+            for (; p + 8 <= k; p += 8)
+                for (int g = 0; g < MR; g += 8)
+                    pack_a_rows8(a + (size_t)(i0 + g) * lda, lda, MR - g < 8 ? MR - g : 8, p, dst + g);
+        for (; p < k; p++)
+            for (int i = 0; i < MR; i++)
+                dst[p * MR + i] = i < mr ? a[(size_t)(i0 + i) * lda + p] : 0.0f;
     }
 }
 
@@ -84,6 +103,14 @@ static void pack_b(const float *b, int ldb, int tb, int k, int n, float *dst)
 static void micro(int k, const float *a, const float *b, float *c, int ldc, int add, const float *init)
 {
     vf acc[MR][2];
+    /* C is read (add) or written only after the k loop; fetching its rows
+     * now hides the cache misses of a large C (the LM head's logits are
+     * 51 MB) behind the loop instead of stalling the stores at its end */
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; i++) {
+        __builtin_prefetch(c + (size_t)i * ldc, 1, 3);
+        __builtin_prefetch(c + (size_t)i * ldc + NR - 1, 1, 3);
+    }
 #pragma GCC unroll 16
     for (int i = 0; i < MR; i++) {
         acc[i][0] = init ? v_loadu(init) : v_zero();
