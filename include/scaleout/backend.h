@@ -48,6 +48,14 @@ typedef struct so_backend_ops {
     /* The parameters of node `node` changed (a sharded strategy gathered
      * them): drop what was cached of them. May be NULL (params_changed). */
     void (*node_params_changed)(void *state, int node);
+    /* Chunk k of a dense node run in m->chunks[node] chunks: weight rows
+     * [r0, r1). Forward (backward 0) writes those output columns, the last
+     * chunk adds the bias and the fused ReLU; backward runs k = K-1 down to
+     * 0: the first (K-1) applies the ReLU's mask and writes the bias
+     * gradient, each writes (adds, m->accumulate_grads) its rows' weight
+     * gradient and sums its share of the input's diff, delivered with k = 0.
+     * May be NULL: the model then runs every node whole. */
+    int (*dense_chunk)(void *state, int node, int k, int r0, int r1, int backward);
 } so_backend_ops;
 
 extern const so_backend_ops so_backend_ref;

@@ -150,6 +150,15 @@ int so_graph_size(const so_graph *g);
 const so_node *so_graph_node(const so_graph *g, int i);
 size_t so_graph_nparams(const so_graph *g);
 size_t so_graph_nbufs(const so_graph *g);
+/* Row chunks a dense node is computed in when a sharded strategy wants units
+ * of about chunk_bytes (--shard-unit N): ceil(weight bytes / chunk_bytes),
+ * at most its output rows; 1 for any other node or chunk_bytes 0. Chunk k
+ * holds weight rows [r0, r1) (so_graph_chunk_rows), the flat range
+ * [param_off + r0*in, param_off + r1*in), and the last chunk the bias too. */
+int so_graph_dense_chunks(const so_graph *g, int node, size_t chunk_bytes);
+/* Rows [*r0, *r1) of chunk k of K over `out` rows (the first out % K one
+ * row longer), and the flat parameter range [*lo, *hi) of that chunk. */
+void so_graph_chunk_rows(const so_graph *g, int node, int K, int k, int *r0, int *r1, size_t *lo, size_t *hi);
 /* Index of the loss node's input (the logits), or -1 (no loss node). */
 int so_graph_logits(const so_graph *g);
 /* Number of classes = logits' channel count (token_xent: its vocab). */

@@ -29,6 +29,10 @@ typedef struct {
     int (*forward_begin)(void *arg, int node);
     int (*backward_begin)(void *arg, int node);
     void *arg;
+    /* Before chunk k of a node computed in chunks (so_model.chunks): forward
+     * runs k = 0..K-1, backward K-1..0, after the node's forward_begin /
+     * backward_begin. May be NULL. */
+    int (*chunk_begin)(void *arg, int node, int k, int backward);
 } so_node_hooks;
 
 /* Sums v[0..n) element-wise over all data-parallel replicas, in place; may be
@@ -98,6 +102,12 @@ typedef struct so_model_opts {
     int (*recv_layout)(void *ctx, int node, const void **desc, size_t *len);
     void *recv_layout_ctx;
     so_init_scheme init;         /* parameter initialisation (0: SO_INIT_TORCH) */
+    /* > 0: dense layers with more weights than this many bytes run in chunks
+     * of output rows of about this size (so_graph_dense_chunks), each chunk
+     * reading and writing only its rows of the parameters and gradients (a
+     * sharded strategy's units finer than a layer); ignored by a backend
+     * without dense_chunk. */
+    size_t chunk_bytes;
 } so_model_opts;
 
 typedef struct so_model {
@@ -131,6 +141,7 @@ typedef struct so_model {
     int nslots;
     int decode_pos;              /* so_model_decode: the position of the tokens being fed (-1: off) */
     so_init_scheme init;         /* from so_model_opts; so_model_init_params uses it */
+    int *chunks;                 /* per node: the row chunks it runs in (so_model_opts.chunk_bytes); NULL: whole */
 } so_model;
 
 /* Takes ownership of the finalized graph `g` (destroyed on failure too),

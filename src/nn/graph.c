@@ -432,6 +432,27 @@ int so_graph_finalize(so_graph *g)
 int so_graph_size(const so_graph *g) { return g->n; }
 const so_node *so_graph_node(const so_graph *g, int i) { return &g->nodes[i]; }
 size_t so_graph_nparams(const so_graph *g) { return g->nparams; }
+
+int so_graph_dense_chunks(const so_graph *g, int node, size_t chunk_bytes)
+{
+    const so_node *nd = node >= 1 && node < g->n ? &g->nodes[node] : NULL;
+    if (!nd || nd->op != SO_OP_DENSE || !chunk_bytes || nd->nparam <= (size_t)nd->a.out)
+        return 1;
+    size_t wbytes = (nd->nparam - (size_t)nd->a.out) * sizeof(float);
+    size_t k = (wbytes + chunk_bytes - 1) / chunk_bytes;
+    return k > (size_t)nd->a.out ? nd->a.out : (int)k;
+}
+
+void so_graph_chunk_rows(const so_graph *g, int node, int K, int k, int *r0, int *r1, size_t *lo, size_t *hi)
+{
+    const so_node *nd = &g->nodes[node];
+    int out = nd->a.out, base = out / K, extra = out % K;
+    size_t in = (nd->nparam - (size_t)out) / (size_t)out;
+    *r0 = k * base + (k < extra ? k : extra);
+    *r1 = *r0 + base + (k < extra ? 1 : 0);
+    *lo = nd->param_off + (size_t)*r0 * in;
+    *hi = k == K - 1 ? nd->param_off + nd->nparam : nd->param_off + (size_t)*r1 * in;
+}
 size_t so_graph_nbufs(const so_graph *g) { return g->nbufs; }
 so_shape so_graph_input_shape(const so_graph *g) { return g->nodes[0].out; }
 

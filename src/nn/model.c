@@ -191,6 +191,23 @@ static int alloc_params(so_model *m, const so_model_opts *o)
     return so_err(SO_ENOMEM, "parameter buffer of %zu bytes: %s", bytes, why);
 }
 
+/* Which dense layers run in row chunks (so_model_opts.chunk_bytes); m->chunks
+ * stays NULL when none does. */
+static int plan_chunks(so_model *m, size_t chunk_bytes)
+{
+    int n = so_graph_size(m->g), any = 0;
+    m->chunks = malloc((size_t)n * sizeof *m->chunks);
+    if (!m->chunks)
+        return so_err(SO_ENOMEM, "out of memory for the model's chunks");
+    for (int i = 0; i < n; i++)
+        any |= (m->chunks[i] = so_graph_dense_chunks(m->g, i, chunk_bytes)) > 1;
+    if (!any) {
+        free(m->chunks);
+        m->chunks = NULL;
+    }
+    return 0;
+}
+
 int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
 {
     const char *backend = o->backend;
@@ -238,6 +255,8 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
     m->t_bwd = calloc((size_t)so_graph_size(g), sizeof(double));
     if (!m->bufs || !m->t_fwd || !m->t_bwd)
         rc = so_err(SO_ENOMEM, "out of memory for %zu parameters", m->nparams);
+    if (!rc && o->chunk_bytes && be->dense_chunk)
+        rc = plan_chunks(m, o->chunk_bytes);
     if (!rc) {
         m->be = be;
         rc = be->create(m, &m->bs);
@@ -273,6 +292,7 @@ void so_model_destroy(so_model *m)
     so_free(m->bufs);
     free(m->t_fwd);
     free(m->t_bwd);
+    free(m->chunks);
     so_graph_destroy(m->g);
     free(m);
 }
@@ -333,6 +353,27 @@ int so_model_set_input(so_model *m, const float *x, const int32_t *y, int n)
     return rc;
 }
 
+/* A node run in chunks of output rows (so_model.chunks): forward k = 0..K-1,
+ * backward K-1..0, each after its chunk hook; backward reports each chunk's
+ * gradients as ready as soon as they are written, so a sharded strategy
+ * reduces chunk k while chunk k-1 computes. */
+static int run_chunks(so_model *m, int node, int backward)
+{
+    int K = m->chunks[node], rc = 0;
+    for (int j = 0; !rc && j < K; j++) {
+        int k = backward ? K - 1 - j : j, r0, r1;
+        size_t lo, hi;
+        so_graph_chunk_rows(m->g, node, K, k, &r0, &r1, &lo, &hi);
+        if (m->hooks.chunk_begin)
+            rc = m->hooks.chunk_begin(m->hooks.arg, node, k, backward);
+        if (!rc)
+            rc = m->be->dense_chunk(m->bs, node, k, r0, r1, backward);
+        if (!rc && backward && m->on_grad)
+            m->on_grad(m->on_grad_arg, node, lo, hi - lo);
+    }
+    return rc;
+}
+
 int so_model_forward_nodes(so_model *m, int lo, int hi, int training)
 {
     int timed = m->timing || m->on_node;
@@ -341,7 +382,7 @@ int so_model_forward_nodes(so_model *m, int lo, int hi, int training)
         if (rc)
             return rc;
         double t0 = timed ? so_now() : 0;
-        rc = m->be->forward(m->bs, i, training);
+        rc = m->chunks && m->chunks[i] > 1 ? run_chunks(m, i, 0) : m->be->forward(m->bs, i, training);
         if (rc)
             return rc;
         if (timed)
@@ -366,13 +407,14 @@ int so_model_backward_nodes(so_model *m, int lo, int hi)
         if (rc)
             return rc;
         double t0 = timed ? so_now() : 0;
-        rc = m->be->backward(m->bs, i);
+        int chunked = m->chunks && m->chunks[i] > 1;
+        rc = chunked ? run_chunks(m, i, 1) : m->be->backward(m->bs, i);
         if (rc)
             return rc;
         if (timed)
             node_timed(m, i, 1, t0);
         const so_node *nd = so_graph_node(m->g, i);
-        if (nd->nparam && m->on_grad)
+        if (nd->nparam && m->on_grad && !chunked)
             m->on_grad(m->on_grad_arg, i, nd->param_off, nd->nparam);
     }
     return 0;
@@ -482,7 +524,7 @@ void so_model_set_grad_ready(so_model *m, so_grad_ready_fn fn, void *arg)
 
 void so_model_set_node_hooks(so_model *m, const so_node_hooks *h)
 {
-    m->hooks = h ? *h : (so_node_hooks){NULL, NULL, NULL};
+    m->hooks = h ? *h : (so_node_hooks){NULL, NULL, NULL, NULL};
 }
 
 void so_model_param_range(const so_model *m, int lo, int hi, size_t *off, size_t *n)

@@ -31,9 +31,13 @@ int shard_units_parse(const char *text, shard_units *u)
 
 int shard_units_for(const so_strategy_config *c, int stage, shard_units *u)
 {
-    *u = (shard_units){SHARD_UNIT_BUCKETS, c->bucket_bytes, c->first_bucket_bytes};
-    if (c->shard_unit)
-        return shard_units_parse(c->shard_unit, u);
+    *u = (shard_units){SHARD_UNIT_BUCKETS, c->bucket_bytes, c->first_bucket_bytes, 0};
+    if (c->shard_unit) {
+        int rc = shard_units_parse(c->shard_unit, u);
+        if (!rc && u->kind == SHARD_UNIT_SIZE)
+            u->chunk_bytes = u->bytes;
+        return rc;
+    }
     if (stage == 3 && !c->auto_buckets)
         u->kind = SHARD_UNIT_BLOCK;
     return 0;
@@ -100,15 +104,23 @@ static int unit_bounds(const so_graph *g, const shard_units *u, size_t *lo, int 
             lo[(*n)++] = p.b[b].lo;
         so_bucket_plan_free(&p);
     } else {
-        int prev = -1;
+        int prev = -1, prev_chunked = 0;
         size_t open_lo = 0;
         for (int i = 1; i < so_graph_size(g); i++) {
             const so_node *nd = so_graph_node(g, i);
             if (!nd->nparam)
                 continue;
-            if (opens_unit(g, u, prev, i, open_lo))
+            int K = so_graph_dense_chunks(g, i, u->chunk_bytes);
+            if (K > 1 || prev_chunked || opens_unit(g, u, prev, i, open_lo))
                 lo[(*n)++] = open_lo = nd->param_off;
+            for (int k = 1; k < K; k++) { /* a unit per chunk of rows */
+                int r0, r1;
+                size_t hi;
+                so_graph_chunk_rows(g, i, K, k, &r0, &r1, &lo[*n], &hi);
+                open_lo = lo[(*n)++];
+            }
             prev = i;
+            prev_chunked = K > 1;
         }
     }
     lo[*n] = so_graph_nparams(g);
@@ -132,12 +144,14 @@ static int map_nodes(const so_graph *g, shard_layout *l)
             continue;
         while (nd->param_off >= l->lo[u + 1])
             u++;
+        l->unit_of[i] = u;
+        for (int k = 0; k < l->chunks[i]; k++, u += k < l->chunks[i]) { /* a whole node: once */
+            if (!l->node_hi[u])
+                l->node_lo[u] = i;
+            l->node_hi[u] = i + 1;
+        }
         if (nd->param_off + nd->nparam > l->lo[u + 1])
             return so_err(SO_EINVAL, "node %s straddles shard units", nd->name);
-        if (!l->node_hi[u])
-            l->node_lo[u] = i;
-        l->node_hi[u] = i + 1;
-        l->unit_of[i] = u;
     }
     return 0;
 }
@@ -166,7 +180,7 @@ static void read_unit(shard_layout *l, int i, int u)
 static int read_order(const so_graph *g, shard_layout *l)
 {
     int nodes = so_graph_size(g);
-    l->seq = malloc((2 * (size_t)nodes + 1) * sizeof *l->seq);
+    l->seq = malloc((2 * (size_t)nodes + (size_t)l->nunits + 1) * sizeof *l->seq);
     l->use_lo = malloc((size_t)nodes * sizeof *l->use_lo);
     l->use_hi = malloc((size_t)nodes * sizeof *l->use_hi);
     char *counted = calloc((size_t)l->nunits, 1);
@@ -178,7 +192,8 @@ static int read_order(const so_graph *g, shard_layout *l)
         int tie = tied_unit(g, l, i);
         l->use_lo[i] = l->use_hi[i] = -1;
         read_unit(l, i, tie);
-        read_unit(l, i, l->unit_of[i]);
+        for (int k = 0; l->unit_of[i] >= 0 && k < l->chunks[i]; k++)
+            read_unit(l, i, l->unit_of[i] + k);
         if (tie >= 0 && tie != l->unit_of[i] && !counted[tie]) {
             counted[tie] = 1;
             l->tied += l->lo[tie + 1] - l->lo[tie];
@@ -224,9 +239,15 @@ int shard_layout_build(const so_graph *g, const shard_units *u, int shards, int 
     memset(l, 0, sizeof *l);
     l->shards = shards;
     l->shard = shard;
-    l->lo = malloc(((size_t)so_graph_size(g) + 1) * sizeof *l->lo);
-    if (!l->lo)
+    size_t cap = (size_t)so_graph_size(g) + 1;
+    l->chunks = malloc((size_t)so_graph_size(g) * sizeof *l->chunks);
+    for (int i = 0; l->chunks && i < so_graph_size(g); i++)
+        cap += (size_t)(l->chunks[i] = so_graph_dense_chunks(g, i, u->chunk_bytes)) - 1;
+    l->lo = l->chunks ? malloc(cap * sizeof *l->lo) : NULL;
+    if (!l->lo) {
+        free(l->chunks);
         return so_err(SO_ENOMEM, "out of memory for the shard layout");
+    }
     int rc = unit_bounds(g, u, l->lo, &l->nunits);
     if (!rc && l->nunits == 0)
         rc = so_err(SO_EINVAL, "a sharded strategy needs a model with parameters");
@@ -247,6 +268,7 @@ void shard_layout_free(shard_layout *l)
     free(l->node_lo);
     free(l->node_hi);
     free(l->unit_of);
+    free(l->chunks);
     free(l->counts);
     free(l->mine_off);
     free(l->mine_len);

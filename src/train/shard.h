@@ -21,6 +21,7 @@ typedef struct {
     shard_unit_kind kind;
     size_t bytes;                /* SIZE: the least; BUCKETS: the regular bucket */
     size_t first_bytes;          /* BUCKETS: the first and last buckets */
+    size_t chunk_bytes;          /* > 0: dense layers above it are units of row chunks (so_graph_dense_chunks) */
 } shard_units;
 
 /* "layer", "block" or a size in MiB (a positive number) -> u; SO_EINVAL
@@ -28,7 +29,12 @@ typedef struct {
 int shard_units_parse(const char *text, shard_units *u);
 
 /* The units a stage's configuration asks for: --shard-unit, else zero3's
- * blocks and zero1/2's bucket plan (auto: its default sizes, until measured). */
+ * blocks and zero1/2's bucket plan (auto: its default sizes, until measured).
+ * --shard-unit N also cuts a dense layer of more than N MiB of weights into
+ * units of row chunks of about N MiB, which the model computes one at a
+ * time (so_model_opts.chunk_bytes): a zero2/3 rank holds one chunk's
+ * gathered parameters and gradients, not the layer's (zero1 the same
+ * units, so the three stages add alike). */
 int shard_units_for(const so_strategy_config *c, int stage, shard_units *u);
 
 /* The units of a graph and this rank's block of each: units are runs of
@@ -40,7 +46,8 @@ typedef struct {
     int nunits;
     size_t *lo;                  /* nunits + 1 boundaries, lo[0] = 0, lo[nunits] = nparams */
     int *node_lo, *node_hi;      /* unit u's nodes with parameters lie in [node_lo, node_hi) */
-    int *unit_of;                /* per node: its unit, -1 for a node without parameters */
+    int *unit_of;                /* per node: its (first) unit, -1 for a node without parameters */
+    int *chunks;                 /* per node: the units of row chunks it is cut into, 1: whole */
     int shards, shard;           /* the shard group's size and this rank's place in it */
     size_t *counts;              /* nunits x shards block lengths (the collectives' counts) */
     size_t *mine_off, *mine_len; /* per unit: this rank's block, flat offset and length */

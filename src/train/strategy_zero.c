@@ -268,6 +268,8 @@ static int forward_begin(void *arg, int node)
         return 0;
     if (node == s->L.node_lo[0]) /* a pass begins */
         s->fwd_waited = 0;
+    if (s->L.chunks[node] > 1) /* chunk by chunk: chunk_begin */
+        return 0;
     s->in_pass = 1;
     int rc = forward_places(s, a, s->L.use_hi[node]);
     s->in_pass = 0;
@@ -301,11 +303,34 @@ static int forward_places(zero_state *s, int a, int b)
  * backward): their previous reduce-scatter (an earlier micro-batch) must be
  * done, and zero2/3 keep at most one other unit's gradients in flight
  * (double buffering); zero3 gathers the units. */
+static int backward_places(zero_state *s, int a, int b);
+
 static int backward_begin(void *arg, int node)
 {
     zero_state *s = arg;
-    int a = s->L.use_lo[node], b = s->L.use_hi[node], rc = 0;
-    if (a < 0 || (b == s->cur_pos && s->cur_dir == 1))
+    int a = s->L.use_lo[node];
+    return a < 0 || s->L.chunks[node] > 1 ? 0 : backward_places(s, a, s->L.use_hi[node]);
+}
+
+/* A layer computed in row chunks reads one chunk's unit at a time: the
+ * places of the read order its chunks take, in the pass's direction. */
+static int chunk_begin(void *arg, int node, int k, int backward)
+{
+    zero_state *s = arg;
+    int a = s->L.use_lo[node] + k, rc;
+    if (backward)
+        return backward_places(s, a, a);
+    s->in_pass = 1;
+    rc = forward_places(s, a, a);
+    s->in_pass = 0;
+    return rc;
+}
+
+/* Before a layer's backward writes the units at places [a, b] (above). */
+static int backward_places(zero_state *s, int a, int b)
+{
+    int rc = 0;
+    if (b == s->cur_pos && s->cur_dir == 1)
         return 0;
     s->cur_pos = b;
     s->cur_dir = 1;
@@ -338,7 +363,7 @@ static int zero_start(void *self, so_model *m, const so_train_config *c, so_trai
     }
     r->measured_backward = s->measured;
     r->predicted_comm_end = s->predicted;
-    so_node_hooks h = {forward_begin, backward_begin, s};
+    so_node_hooks h = {forward_begin, backward_begin, s, chunk_begin};
     so_model_set_node_hooks(m, &h);
     s->cur_pos = -1;
     int rc = 0;
@@ -377,8 +402,10 @@ static void zero_backward_begin(void *self, int k, int K)
 static int zero_grads_ready(void *self, int node, size_t off, size_t n)
 {
     zero_state *s = self;
-    (void)off, (void)n;
+    (void)n;
     int u = s->L.unit_of[node];
+    while (u >= 0 && s->L.chunks[node] > 1 && s->L.lo[u] < off) /* a chunk's unit */
+        u++;
     return s->live && u >= 0 && node == s->L.node_lo[u] ? reduce_unit(s, u) : 0;
 }
 
@@ -703,6 +730,8 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
     s->auto_units = c->auto_buckets && !c->shard_unit && c->dist && c->dist->cost;
     if (!rc && s->auto_units)
         rc = auto_units(s, c, &units);
+    if (!m->chunks) /* a model built without this strategy's model_opts runs every layer whole */
+        units.chunk_bytes = 0;
     s->units = units;
     if (!rc)
         rc = shard_layout_build(m->g, &units, s->shard_grp ? s->shard_grp->size : 1,
@@ -725,9 +754,15 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
     return 0;
 }
 
-/* zero2/3's gradients and zero3's parameters are mapped a unit at a time. */
-static int zero_model_opts(int stage, so_model_opts *o)
+/* zero2/3's gradients and zero3's parameters are mapped a unit at a time;
+ * with --shard-unit N, dense layers above N MiB run in chunks of rows. */
+static int zero_model_opts(int stage, const so_strategy_config *c, so_model_opts *o)
 {
+    shard_units u;
+    int rc = shard_units_for(c, stage, &u);
+    if (rc)
+        return rc;
+    o->chunk_bytes = u.chunk_bytes;
     o->grads_alloc = stage > 1 ? shard_reserve : NULL;
     o->grads_free = stage > 1 ? shard_unreserve : NULL;
     o->grads_ctx = NULL;
@@ -737,9 +772,9 @@ static int zero_model_opts(int stage, so_model_opts *o)
     return 0;
 }
 
-static int zero1_opts(const so_strategy_config *c, so_model_opts *o) { (void)c; return zero_model_opts(1, o); }
-static int zero2_opts(const so_strategy_config *c, so_model_opts *o) { (void)c; return zero_model_opts(2, o); }
-static int zero3_opts(const so_strategy_config *c, so_model_opts *o) { (void)c; return zero_model_opts(3, o); }
+static int zero1_opts(const so_strategy_config *c, so_model_opts *o) { return zero_model_opts(1, c, o); }
+static int zero2_opts(const so_strategy_config *c, so_model_opts *o) { return zero_model_opts(2, c, o); }
+static int zero3_opts(const so_strategy_config *c, so_model_opts *o) { return zero_model_opts(3, c, o); }
 static int zero1_create(const so_strategy_config *c, so_model *m, so_strategy **out) { return zero_create(1, c, m, out); }
 static int zero2_create(const so_strategy_config *c, so_model *m, so_strategy **out) { return zero_create(2, c, m, out); }
 static int zero3_create(const so_strategy_config *c, so_model *m, so_strategy **out) { return zero_create(3, c, m, out); }

@@ -13,3 +13,8 @@ if(TARGET scaleout_comm)
   so_add_script_test(shard_gpt2 shard_gpt2.sh LABELS "mpi;cli" TIMEOUT 300)
   set_property(TEST shard_gpt2 APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
 endif()
+# Units finer than a layer (row chunks of a large dense layer): shard_chunks.
+if(TARGET scaleout_comm)
+  so_add_script_test(shard_chunks shard_chunks.sh LABELS "mpi;cli" TIMEOUT 400)
+  set_property(TEST shard_chunks APPEND PROPERTY ENVIRONMENT "MPIEXEC=${SO_MPIEXEC}")
+endif()

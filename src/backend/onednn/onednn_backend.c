@@ -199,6 +199,11 @@ static int backward(void *state, int node)
     return s->t[node].op->backward(s, node);
 }
 
+static int dense_chunk(void *state, int node, int k, int r0, int r1, int backward)
+{
+    return od_dense_chunk(state, node, k, r0, r1, backward);
+}
+
 static int read_output(void *state, int node, float *dst)
 {
     od_state *s = state;
@@ -251,4 +256,5 @@ const so_backend_ops so_backend_onednn = {
     .edge_bytes = od_edge_bytes,
     .edge_layout = od_edge_layout,
     .state_bytes = state_bytes,
+    .dense_chunk = dense_chunk,
 };

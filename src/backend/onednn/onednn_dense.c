@@ -22,6 +22,7 @@ typedef struct {
     od_prim x_to_plain, dx_to_blocked; /* copy_src only */
     float *x, *dx;
     dnnl_memory_t x_mem, dx_mem;
+    int chunked;                     /* run by rows (dense_chunk), no primitives */
 } od_dense;
 
 typedef struct {
@@ -125,6 +126,21 @@ static int create_bwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
     return rc;
 }
 
+/* A layer run in row chunks (so_model.chunks) needs no primitive: the
+ * output and its diff plain (N, out), the source and its diff as plain
+ * copies that GEMMs read and write by rows. */
+static int create_chunked(od_state *s, int node, od_dense *d, dense_geom *dg)
+{
+    dnnl_memory_desc_t plain;
+    od_md_plain(s, node, &plain);
+    od_md_plain(s, od_node(s, node)->inputs[0], &dg->src);
+    int rc = od_tensor_alloc(s, node, &plain);
+    if (!rc)
+        rc = create_copies(s, node, d, dg);
+    d->chunked = 1;
+    return rc;
+}
+
 static int dense_create(od_state *s, int node)
 {
     od_dense *d = calloc(1, sizeof *d);
@@ -133,6 +149,8 @@ static int dense_create(od_state *s, int node)
     s->t[node].priv = d;
     dense_geom dg;
     dense_geometry(s, node, &dg);
+    if (s->m->chunks && s->m->chunks[node] > 1)
+        return create_chunked(s, node, d, &dg);
     int rc = create_fwd(s, node, d, &dg);
     if (!rc)
         rc = create_bwd(s, node, d, &dg);
@@ -144,6 +162,8 @@ static int dense_forward(od_state *s, int node, int training)
 {
     (void)training;
     od_dense *d = s->t[node].priv;
+    if (d->chunked)
+        return so_err(SO_EINVAL, "node %s runs in chunks, not whole", od_node(s, node)->name);
     dnnl_memory_t w;
     int rc = od_wcache_get(s, node, &d->w_fwd, &w);
     if (!rc && d->x)
@@ -192,6 +212,91 @@ static int dense_backward(od_state *s, int node)
         od_vec_store(s->m->grads + nd->param_off + nd->nparam - (size_t)nd->a.out, d->db,
                      (size_t)nd->a.out, s->m->accumulate_grads);
     return rc;
+}
+
+/* Forward of rows [r0, r1): y[:, r0:r1] = x W[r0:r1]^T (x (N, in) plain,
+ * y (N, out)); the last chunk adds the bias and applies the ReLU. */
+static int chunk_forward(od_state *s, int node, int k, int r0, int r1)
+{
+    od_dense *d = s->t[node].priv;
+    const so_node *nd = od_node(s, node);
+    dnnl_dim_t N = s->m->batch, out = nd->a.out, in = (dnnl_dim_t)((nd->nparam - (size_t)out) / (size_t)out);
+    const float *w = s->m->params + nd->param_off;
+    float *y = s->t[node].buf;
+    if (k == 0) {
+        int rc = od_reorder_exec(s, node, "dense source copy", &d->x_to_plain, od_in(s, node, 0)->mem, d->x_mem);
+        if (rc)
+            return rc;
+        OD_CHECK(s, node, "stream wait", dnnl_stream_wait(s->strm));
+    }
+    OD_CHECK(s, node, "chunk gemm forward",
+             dnnl_sgemm('N', 'T', N, r1 - r0, in, 1.0f, d->x, in, w + (size_t)r0 * in, in, 0.0f, y + r0, out));
+    if (k < s->m->chunks[node] - 1)
+        return 0;
+    const float *b = w + (size_t)out * in;
+#pragma omp parallel for schedule(static) if (N * out > 32768)
+    for (dnnl_dim_t n = 0; n < N; n++)
+        for (dnnl_dim_t o = 0; o < out; o++) {
+            float v = y[n * out + o] + b[o];
+            y[n * out + o] = nd->a.relu && v < 0.0f ? 0.0f : v;
+        }
+    return 0;
+}
+
+/* The first backward chunk (the last rows): the ReLU's mask on dy, and the
+ * bias gradient db = sum_n dy[n]. */
+static void chunk_backward_head(od_state *s, int node)
+{
+    const so_node *nd = od_node(s, node);
+    dnnl_dim_t N = s->m->batch, out = nd->a.out;
+    float *dy = s->t[node].dbuf, *db = s->m->grads + nd->param_off + nd->nparam - (size_t)out;
+    const float *y = s->t[node].buf;
+    if (nd->a.relu)
+        for (dnnl_dim_t i = 0; i < N * out; i++)
+            dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+    for (dnnl_dim_t o = 0; o < out; o++) {
+        float sum = 0.0f;
+        for (dnnl_dim_t n = 0; n < N; n++)
+            sum += dy[n * out + o];
+        db[o] = s->m->accumulate_grads ? db[o] + sum : sum;
+    }
+}
+
+/* Backward of rows [r0, r1): dW[r0:r1] = dy[:, r0:r1]^T x, and dx gets
+ * dy[:, r0:r1] W[r0:r1] (written by the first chunk, K-1, added by the
+ * others, delivered to the input's diff after chunk 0). */
+static int chunk_backward(od_state *s, int node, int k, int r0, int r1)
+{
+    od_dense *d = s->t[node].priv;
+    const so_node *nd = od_node(s, node);
+    dnnl_dim_t N = s->m->batch, out = nd->a.out, in = (dnnl_dim_t)((nd->nparam - (size_t)out) / (size_t)out);
+    const float *w = s->m->params + nd->param_off, *dy = s->t[node].dbuf;
+    float *dw = s->m->grads + nd->param_off;
+    int K = s->m->chunks[node];
+    if (k == K - 1)
+        chunk_backward_head(s, node);
+    OD_CHECK(s, node, "chunk gemm weights",
+             dnnl_sgemm('T', 'N', r1 - r0, in, N, 1.0f, dy + r0, out, d->x, in, s->m->accumulate_grads ? 1.0f : 0.0f,
+                        dw + (size_t)r0 * in, in));
+    if (!d->dx)
+        return 0;
+    OD_CHECK(s, node, "chunk gemm data",
+             dnnl_sgemm('N', 'N', N, in, r1 - r0, 1.0f, dy + r0, out, w + (size_t)r0 * in, in, k == K - 1 ? 0.0f : 1.0f,
+                        d->dx, in));
+    if (k > 0)
+        return 0;
+    int rc = od_reorder_exec(s, node, "dense diff copy", &d->dx_to_blocked, d->dx_mem, od_diff_target(s, node, 0));
+    if (!rc)
+        od_diff_finish(s, node, 0);
+    return rc;
+}
+
+int od_dense_chunk(od_state *s, int node, int k, int r0, int r1, int backward)
+{
+    od_dense *d = s->t[node].priv;
+    if (!d || !d->chunked)
+        return so_err(SO_EINVAL, "node %s was not built to run in chunks", od_node(s, node)->name);
+    return backward ? chunk_backward(s, node, k, r0, r1) : chunk_forward(s, node, k, r0, r1);
 }
 
 static void dense_destroy(void *priv)

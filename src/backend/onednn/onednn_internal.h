@@ -248,6 +248,8 @@ void od_vec_add(float *dst, const float *src, size_t n);
 int od_chan_sums(const dnnl_memory_desc_t *md, const float *x, int n, const float *shift, double *s1, double *s2);
 int od_chan_axpb(const dnnl_memory_desc_t *md, const float *x, float *y, int n, const float *a, const float *b);
 void od_vec_store(float *dst, const float *src, size_t n, int add); /* dst = or += src */
+/* so_backend_ops.dense_chunk for a dense node built to run in chunks. */
+int od_dense_chunk(od_state *s, int node, int k, int r0, int r1, int backward);
 void od_vec_relu(float *x, size_t n);
 /* d = out > 0 ? d : 0 */
 void od_vec_relu_bwd(float *d, const float *out, size_t n);

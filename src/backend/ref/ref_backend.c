@@ -273,6 +273,11 @@ static size_t ref_state_bytes(void *state)
     return total;
 }
 
+static int ref_chunk(void *state, int node, int k, int r0, int r1, int backward)
+{
+    return ref_dense_chunk(state, node, k, r0, r1, backward);
+}
+
 const so_backend_ops so_backend_ref = {
     .name = "ref",
     .create = ref_create,
@@ -284,4 +289,5 @@ const so_backend_ops so_backend_ref = {
     .params_changed = NULL, /* ref reads the flat buffers directly every time */
     .bind_edge = ref_bind_edge,
     .state_bytes = ref_state_bytes,
+    .dense_chunk = ref_chunk,
 };

@@ -86,6 +86,8 @@ int ref_conv_forward(ref_state *s, int i, int training);
 int ref_conv_backward(ref_state *s, int i);
 int ref_dense_forward(ref_state *s, int i, int training);
 int ref_dense_backward(ref_state *s, int i);
+/* so_backend_ops.dense_chunk: rows [r0, r1) of chunk k of s->m->chunks[i]. */
+int ref_dense_chunk(ref_state *s, int i, int k, int r0, int r1, int backward);
 int ref_maxpool_forward(ref_state *s, int i, int training);
 int ref_maxpool_backward(ref_state *s, int i);
 int ref_avgpool_forward(ref_state *s, int i, int training);
