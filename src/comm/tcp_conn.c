@@ -520,7 +520,7 @@ static void expire(setup_st *s, double now)
 }
 
 /* One poll over the listener, the pending answers and the calls, and what it found. */
-static void poll_once(setup_st *s, struct pollfd *p, double now)
+static void poll_once(setup_st *s, struct pollfd *p)
 {
     int np = 0;
     p[np++] = (struct pollfd){s->lfd, POLLIN, 0};
@@ -541,8 +541,8 @@ static void poll_once(setup_st *s, struct pollfd *p, double now)
         if (p[1 + npend + i].revents)
             call_progress(s, &s->calls[i], p[1 + npend + i].revents);
     compact_pending(s);
-    if (p[0].revents)
-        accept_new(s, now);
+    if (p[0].revents) /* the handshake deadline counts from the accept, not from before the poll */
+        accept_new(s, so_now());
 }
 
 /* Runs the calls and answers until every planned connection is made, the
@@ -563,7 +563,7 @@ static int run_setup(setup_st *s, double calls_from, double accept_until, double
         if ((!open && (s->arrived == s->nexpected || now >= accept_until)) || now >= deadline)
             break;
         expire(s, now);
-        poll_once(s, p, now);
+        poll_once(s, p);
     }
     free(p);
     for (int i = 0; i < s->npend; i++)
