@@ -224,6 +224,9 @@ int so_train(so_model *m, so_optim *opt, so_loader *train, so_loader *test, cons
 
 /* Evaluates on `test` (every sample once; summed over ranks): accuracy and mean loss. */
 int so_evaluate(so_model *m, so_loader *test, const so_dist *dist, double *accuracy, double *loss);
+/* This rank's part of so_evaluate, the test loader read on from where it
+ * is: adds correct answers, samples and loss x samples to sums. */
+int so_evaluate_sums(so_model *m, so_loader *test, double sums[3]);
 
 void so_train_result_free(so_train_result *r);
 

@@ -38,29 +38,10 @@ int sync_avg_run(so_group *g, const sync_avg_set *s, int tag, double *bytes)
     return rc;
 }
 
-/* This rank's share of the test set on the model as it is: correct
- * answers, samples, loss x samples. */
-static int eval_local(so_model *m, so_loader *test, double sums[3])
-{
-    const float *x;
-    const int32_t *y;
-    int n, got, rc = 0;
-    while (!rc && (got = so_loader_next(test, &x, &y, &n)) > 0) {
-        int correct = 0;
-        rc = so_model_forward(m, x, y, n, 0);
-        if (!rc)
-            rc = so_model_correct(m, y, n, &correct);
-        sums[0] += correct;
-        sums[1] += n;
-        sums[2] += (double)m->loss * n;
-    }
-    return rc ? rc : got < 0 ? got : 0;
-}
-
 int sync_eval_averaged(so_group *g, so_model *m, float *scratch, so_loader *test, double sums[3], int average)
 {
     if (!average)
-        return eval_local(m, test, sums);
+        return so_evaluate_sums(m, test, sums);
     memcpy(scratch, m->params, m->nparams * sizeof *scratch);
     if (m->nbufs)
         memcpy(scratch + m->nparams, m->bufs, m->nbufs * sizeof *scratch);
@@ -70,7 +51,7 @@ int sync_eval_averaged(so_group *g, so_model *m, float *scratch, so_loader *test
     int rc = sync_avg_run(g, &s, SO_STRATEGY_TAG, NULL); /* evaluation's bytes are not the step's */
     so_model_params_changed(m);
     if (!rc)
-        rc = eval_local(m, test, sums);
+        rc = so_evaluate_sums(m, test, sums);
     memcpy(m->params, scratch, m->nparams * sizeof *scratch);
     if (m->nbufs)
         memcpy(m->bufs, scratch + m->nparams, m->nbufs * sizeof *scratch);

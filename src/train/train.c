@@ -226,13 +226,11 @@ static int evaluate(trainer *t, so_loader *test, double *accuracy, double *loss)
     return rc;
 }
 
-int so_evaluate(so_model *m, so_loader *test, const so_dist *d, double *accuracy, double *loss)
+int so_evaluate_sums(so_model *m, so_loader *test, double sums[3])
 {
-    int rc = so_loader_start_epoch(test, 0);
-    double sums[3] = {0, 0, 0}; /* correct, samples, loss x samples */
     const float *x;
     const int32_t *y;
-    int n, got;
+    int n, got, rc = 0;
     while (!rc && (got = so_loader_next(test, &x, &y, &n)) > 0) {
         int correct = 0;
         rc = so_model_forward(m, x, y, n, 0);
@@ -242,8 +240,15 @@ int so_evaluate(so_model *m, so_loader *test, const so_dist *d, double *accuracy
         sums[1] += n;
         sums[2] += (double)m->loss * n;
     }
-    if (!rc && got < 0)
-        rc = got;
+    return rc ? rc : got < 0 ? got : 0;
+}
+
+int so_evaluate(so_model *m, so_loader *test, const so_dist *d, double *accuracy, double *loss)
+{
+    double sums[3] = {0, 0, 0}; /* correct, samples, loss x samples */
+    int rc = so_loader_start_epoch(test, 0);
+    if (!rc)
+        rc = so_evaluate_sums(m, test, sums);
     if (!rc && d)
         rc = d->sum(d->ctx, sums, 3);
     *accuracy = sums[1] > 0 ? sums[0] / sums[1] : 0;
