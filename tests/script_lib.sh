@@ -8,6 +8,16 @@ trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+# refuse NP PATTERN args...: `train` with ${common[@]} (the caller's) for
+# $refuse_steps steps (1) on NP ranks exits 2 with one message from scaleout
+# (each rank may print it; the launcher's own lines aside) matching PATTERN.
+refuse() {
+  local np=$1 pat=$2; shift 2
+  "$mpirun" -np "$np" "$bin" "${common[@]}" --steps "${refuse_steps:-1}" "$@" >"$tmp/out" 2>"$tmp/err"
+  local st=$?
+  if [ $st -eq 2 ] && [ "$(grep '^scaleout' "$tmp/err" | sort -u | wc -l)" -eq 1 ] && grep -q -- "$pat" "$tmp/err"; then ok
+  else bad "np $np $*: exit $st, stderr: $(cat "$tmp/err")"; fi
+}
 
 # page_dom HTML OUT: the page as headless Chromium renders it (its DOM in
 # OUT, the browser's log in OUT.log); leaves $chrome and ${flags[@]} set for

@@ -78,13 +78,7 @@ assert len(got) >= len(want) > 0, (len(got), len(want))
 assert sorted(got.tolist()) == sorted(want.tolist())
 PY
 
-refuse() { # refuse NP PATTERN args...: exit 2, one message (the launcher's lines aside) matching PATTERN
-  local np=$1 pat=$2; shift 2
-  "$mpirun" -np "$np" "$bin" "${common[@]}" --steps 12 "$@" >"$tmp/out" 2>"$tmp/err"
-  local st=$?
-  if [ $st -eq 2 ] && [ "$(grep '^scaleout' "$tmp/err" | sort -u | wc -l)" -eq 1 ] && grep -q -- "$pat" "$tmp/err"; then ok
-  else bad "np $np $*: exit $st, stderr: $(cat "$tmp/err")"; fi
-}
+refuse_steps=12 # refuse (script_lib.sh): runs as long as the checkpoints
 refuse 3 "written as sync=local:4 by 2 ranks, this run is sync=local:4 on 3 ranks" --sync local:4 --resume "$tmp/local.ck6/ckpt-0000000006"
 refuse 2 "this run is sync=gossip:ring on 2 ranks: each rank resumes its own" --sync gossip:ring --resume "$tmp/local.ck6/ckpt-0000000006"
 refuse 2 "by 3 ranks, this run is sync=ssp:0,ps_ranks=1 on 2 ranks" --sync ssp:0 --resume "$tmp/ssp0.ck6/ckpt-0000000006"

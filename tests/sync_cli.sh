@@ -19,13 +19,6 @@ data=(--dataset synthetic --synthetic-samples 2048)
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] && data=(--dataset fashion-mnist)
 common=(train --model lenet5 "${data[@]}" --progress none --seed 5 --batch-size 32)
 
-refuse() { # refuse NP PATTERN args...: exit 2, one message (the launcher's lines aside) matching PATTERN
-  local np=$1 pat=$2; shift 2
-  "$mpirun" -np "$np" "$bin" "${common[@]}" --steps 1 "$@" >"$tmp/out" 2>"$tmp/err"
-  local st=$?
-  if [ $st -eq 2 ] && [ "$(grep '^scaleout' "$tmp/err" | sort -u | wc -l)" -eq 1 ] && grep -q -- "$pat" "$tmp/err"; then ok
-  else bad "np $np $*: exit $st, stderr: $(cat "$tmp/err")"; fi
-}
 refuse 1 "the period H 0 is outside" --sync local:0
 refuse 1 "the period H .x. is not an integer" --sync diloco:x
 refuse 2 "gossip:torus needs the ranks as a rows x cols grid" --sync gossip:torus
