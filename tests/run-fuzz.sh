@@ -5,13 +5,13 @@
 # TCP transports' handshake and framing:
 # configures a clang build of the libFuzzer targets under the ctest binary
 # dir, seeds each with a valid tiny
-# input, runs it for FUZZ_SECONDS (5) and fails on any crash. Exits 77 (skip)
+# input, runs it for FUZZ_SECONDS (3) and fails on any crash. Exits 77 (skip)
 # where clang or libFuzzer is not available.
 set -euo pipefail
 
 src=${SCALEOUT_SOURCE_DIR:?SCALEOUT_SOURCE_DIR is not set}
 work=${SCALEOUT_FUZZ_DIR:-$PWD/fuzz-run}
-secs=${FUZZ_SECONDS:-5}
+secs=${FUZZ_SECONDS:-3}
 build=$work/build
 
 if ! command -v clang >/dev/null; then
