@@ -9,18 +9,20 @@
 # ranks per core). Run it alone on the machine.
 #   bench/shard_vgg.sh [CAP] [BATCH] [STEPS] [REPEATS]     defaults: 1800M 2 3 2
 #   WORLD=2 runs 2 ranks instead of 4; SHARDED="zero1 zero3" (default) chooses the sharded strategies run under the cap
+#   UNIT=32 cuts dense layers above 32 MiB into row chunks (--shard-unit; default layer)
+#   MODEL=gpt2-medium another zoo model (a GPT-2 on synthetic token ids at train's --seq-len 64)
 set -euo pipefail
-world="${WORLD:-4}"
+world="${WORLD:-4}" model="${MODEL:-vgg16}" unit="${UNIT:-layer}"
 cap="${1:-1800M}" batch="${2:-2}" steps="${3:-3}" repeats="${4:-2}"
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="$src/build/scaleout"
 out="$(mktemp -d /tmp/scaleout-shard-vgg.XXXXXX)"
 warm=1
-common=(train --model vgg16 --dataset synthetic --batch-size "$batch" --synthetic-samples $((world * batch * (steps + warm + 1)))
+common=(train --model "$model" --dataset synthetic --batch-size "$batch" --synthetic-samples $((world * batch * (steps + warm + 1)))
         --steps $((steps + warm)) --warmup-steps $warm --eval-every -1 --progress none --optimizer adamw --lr 0.0001)
 
-"$bin" plan --model vgg16 --strategy all --world "$world" --batch-size "$batch" --optimizer adamw --max-memory "$cap" \
-  --shard-unit layer --json "$out/plan.json" | tee "$out/plan.txt"
+"$bin" plan --model "$model" --strategy all --world "$world" --batch-size "$batch" --optimizer adamw --max-memory "$cap" \
+  --shard-unit "$unit" --json "$out/plan.json" | tee "$out/plan.txt"
 
 "$src/scripts/mpirun.sh" -np "$world" "$bin" "${common[@]}" --strategy dp --max-memory "$cap" >"$out/dp-capped.log" 2>&1 &&
   { echo "shard_vgg: dp trained under --max-memory $cap: choose a smaller cap" >&2; exit 1; }
@@ -31,16 +33,16 @@ echo "dp under --max-memory $cap: exit 2: $(grep -m1 -- '--max-memory' "$out/dp-
 for ((r = 1; r <= repeats; r++)); do
   for who in ${SHARDED:-zero1 zero3} dp; do
     extra=()
-    [ "$who" != dp ] && extra=(--max-memory "$cap" --shard-unit layer)
+    [ "$who" != dp ] && extra=(--max-memory "$cap" --shard-unit "$unit")
     "$src/scripts/mpirun.sh" -np "$world" "$bin" "${common[@]}" --strategy "$who" "${extra[@]}" \
       --json "$out/$who-$r.json" >"$out/$who-$r.log" 2>&1 ||
       { echo "shard_vgg: $who failed: $(tail -3 "$out/$who-$r.log")" >&2; exit 1; }
   done
 done
-echo "# runs in $out; $world ranks x 1 thread on 2 cores, VGG-16 b$batch per rank, AdamW"
-/usr/bin/python3 - "$out" "$repeats" "$cap" ${SHARDED:-zero1 zero3} <<'PY'
+echo "# runs in $out; $world ranks x 1 thread on 2 cores, $model b$batch per rank, AdamW, --shard-unit $unit"
+/usr/bin/python3 - "$out" "$repeats" "$cap" "$((world * batch))" ${SHARDED:-zero1 zero3} <<'PY'
 import json, os, statistics, sys
-d, repeats, cap, sharded = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+d, repeats, cap, per_step, sharded = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 plan = {r["strategy"]: r for r in json.load(open(os.path.join(d, "plan.json")))["strategies"]}
 runs = {w: [json.load(open(os.path.join(d, f"{w}-{r}.json"))) for r in range(1, repeats + 1)] for w in sharded + ["dp"]}
 ips = {w: [j["images_per_sec"] for j in runs[w]] for w in runs}
@@ -58,7 +60,9 @@ for s in ("dp", "zero1", "zero2", "zero3"):
         row += " | | |"
     print(row)
 med = lambda v: f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
-print(f"dp without the cap: {med(ips['dp'])} img/s")
+ms = {w: [1000 * per_step / v for v in ips[w]] for w in ips}  # the timed steps' mean, per run
+msf = lambda v: f"{statistics.median(v):.0f} ({min(v):.0f}-{max(v):.0f})"
+print(f"dp without the cap: {med(ips['dp'])} img/s, step {msf(ms['dp'])} ms")
 for s in sharded:
-    print(f"{s} under --max-memory {cap}: {med(ips[s])} img/s, ratio to dp {statistics.median(ips[s]) / statistics.median(ips['dp']):.3f}")
+    print(f"{s} under --max-memory {cap}: {med(ips[s])} img/s, step {msf(ms[s])} ms, ratio to dp {statistics.median(ips[s]) / statistics.median(ips['dp']):.3f}")
 PY

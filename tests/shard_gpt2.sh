@@ -10,6 +10,10 @@
 #    blocks bit for bit
 #  - resume: np 2 zero3 -> np 2 zero3 bit for bit; -> np 3 zero3 and ->
 #    np 1 dp re-shard (same global batch) and continue like the whole run
+#  - `plan --strategy` measures a GPT-2 at --seq-len (not at its context):
+#    activations grow with it, a spec below T = 1024 plans, --seq-len above
+#    the context is refused; `train --dataset synthetic` feeds a GPT-2 token
+#    ids over its vocabulary
 # Usage: shard_gpt2.sh path/to/scaleout
 set -u
 bin=$1
@@ -41,6 +45,24 @@ for to in "2 zero3 6" "3 zero3 4" "1 dp 12"; do
   compare gpt2-2-zero3 "rs-$1-$2" "$tol" && ok ||
     bad "resume np 2 zero3 -> np $1 $2 differs from the whole run: $(relerr gpt2-2-zero3 "rs-$1-$2")"
 done
+
+first_mpi "plan --seq-len and synthetic tokens (one process)" || { echo "shard_gpt2: $pass passed, $fail failed"; [ $fail -eq 0 ]; exit; }
+plan=(plan --model gpt2:L=2,H=2,C=64,T=256,V=256 --strategy all --world 2 --batch-size 2 --optimizer adamw --steps 1)
+for T in 16 128; do
+  "$bin" "${plan[@]}" --seq-len $T --json "$tmp/plan-$T.json" >"$tmp/plan-$T.log" 2>&1 ||
+    bad "plan --seq-len $T: $(tail -2 "$tmp/plan-$T.log")"
+done
+/usr/bin/python3 - "$tmp/plan-16.json" "$tmp/plan-128.json" <<'PY' && ok || bad "plan does not measure at --seq-len"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert (a["seq_len"], b["seq_len"]) == (16, 128), (a["seq_len"], b["seq_len"])
+for x, y in zip(a["strategies"], b["strategies"]):  # the same parameters, 8x the tokens
+    assert x["weights"] == y["weights"] and y["activations"] > 3 * x["activations"], (x, y)
+PY
+"$bin" "${plan[@]}" --seq-len 512 >"$tmp/plan-512.log" 2>&1
+[ $? = 2 ] && grep -q "above the context" "$tmp/plan-512.log" && ok || bad "plan --seq-len 512 (context 256): $(cat "$tmp/plan-512.log")"
+"$bin" train --model gpt2:L=1,H=2,C=32,T=32,V=64 --dataset synthetic --batch-size 2 --steps 2 --progress none \
+  --eval-every -1 >"$tmp/synth.log" 2>&1 && ok || bad "GPT-2 on synthetic data: $(tail -2 "$tmp/synth.log")"
 
 echo "shard_gpt2: $pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -2,12 +2,16 @@
 # Sharded data parallelism under MPI, the wider matrix (docs/PARALLELISM.md,
 # "What is checked"; the quick end-to-end cases are shard_cli.sh):
 #  - zero1, zero2 and zero3 train like dp: the parameters after 20 steps,
-#    N = 1..4 ranks, units cut inside tensors with uneven last blocks,
+#    N = 3 and 4 (HYBRID_SHARD, resume, memory) ranks (2: shard_cli; 1 to
+#    4 threads of one process: test_shard), units cut inside tensors with
+#    uneven last blocks,
 #    clipping, accumulation 2, momentum and AdamW with weight decay, LeNet-5
 #    and ResNet-20 (batchnorm), HYBRID_SHARD on 2 (emulated) nodes
 #  - a resume at np 4 zero2 -> np 2 zero2 and -> np 2 dp continues like the
 #    np 4 run
 #  - each strategy's memory_accounted against ZeRO's formulas (10%)
+# Under the second MPI library only LeNet-5 at np 3 (uneven blocks) and
+# HYBRID_SHARD (the node and cross groups) run again (shard_lib.sh, first_mpi).
 # Usage: shard_matrix.sh path/to/scaleout
 set -u
 bin=$1
@@ -16,23 +20,33 @@ bin=$1
 
 # LeNet-5 with momentum, a unit per layer (blocks cut inside weight tensors;
 # 3 ranks give uneven blocks), accumulation 2: 20 steps (np 2: shard_cli).
-for np in 1 3 4; do
-  like_dp "lenet-mom-$np" "$np" 1e-6 --model lenet5 --steps 20 --batch-size 8 --accumulate 2 --shard-unit layer
-done
+like_dp lenet-mom-3 3 1e-6 --model lenet5 --steps 20 --batch-size 8 --accumulate 2 --shard-unit layer
 
-# AdamW with weight decay at 3 and 4 ranks (1 and 2: 1e-6, shard_cli). The
+# HYBRID_SHARD on 2 emulated nodes of 2 ranks: sharded within the node,
+# averaged across nodes, as hier's allreduce adds (node sums first).
+run 4 hyb-dp --model lenet5 --steps 20 --batch-size 8 --ranks-per-node 2 --allreduce hier &&
+  for z in zero1 zero2 zero3; do
+    run 4 "hyb-$z" --model lenet5 --steps 20 --batch-size 8 --ranks-per-node 2 --strategy "$z" \
+      --shard-group node --shard-unit layer || continue
+    compare hyb-dp "hyb-$z" 1e-6 && ok || bad "hybrid $z differs from dp: $(relerr hyb-dp "hyb-$z")"
+  done
+first_mpi "AdamW, ResNet-20, resume, memory (the library's part is above)" || {
+  echo "shard_matrix: $pass passed, $fail failed"
+  [ $fail -eq 0 ]
+  exit
+}
+
+# AdamW with weight decay at 3 ranks (2: 1e-6, shard_cli). The
 # ring reduce-scatter associates each block's sum from another rank than
 # the allreduce dp uses, and AdamW divides every gradient by its own
 # magnitude, so last-bit differences of near-zero gradients become visible
 # (dp with --allreduce rd against ring differs by as much): the strategies,
 # with the same units (--shard-unit 0.05), agree with each other bit for bit
 # and with dp within 1e-5.
-for np in 3 4; do
-  like_dp "lenet-adamw-$np" "$np" 1e-5 --model lenet5 --steps 20 --batch-size 8 --accumulate 2 \
-    --optimizer adamw --weight-decay 0.05 --lr 0.001 --bucket-mb 0.05 --first-bucket-mb 0.01 --shard-unit 0.05
-  for z in zero2 zero3; do
-    compare "lenet-adamw-$np-zero1" "lenet-adamw-$np-$z" 0 && ok || bad "adamw np $np: $z differs from zero1"
-  done
+like_dp lenet-adamw-3 3 1e-5 --model lenet5 --steps 20 --batch-size 8 --accumulate 2 \
+  --optimizer adamw --weight-decay 0.05 --lr 0.001 --bucket-mb 0.05 --first-bucket-mb 0.01 --shard-unit 0.05
+for z in zero2 zero3; do
+  compare lenet-adamw-3-zero1 "lenet-adamw-3-$z" 0 && ok || bad "adamw np 3: $z differs from zero1"
 done
 
 # ResNet-20 (batchnorm: running statistics stay per rank) by blocks. At 2
@@ -54,14 +68,6 @@ run 3 resnet-3-dp --strategy dp "${rn[@]}" --allreduce rd &&
     [ $z = zero1 ] || { compare resnet-3-zero1 "resnet-3-$z" 0 && ok || bad "resnet np 3: $z differs from zero1"; }
   done
 
-# HYBRID_SHARD on 2 emulated nodes of 2 ranks: sharded within the node,
-# averaged across nodes, as hier's allreduce adds (node sums first).
-run 4 hyb-dp --model lenet5 --steps 20 --batch-size 8 --ranks-per-node 2 --allreduce hier &&
-  for z in zero1 zero2 zero3; do
-    run 4 "hyb-$z" --model lenet5 --steps 20 --batch-size 8 --ranks-per-node 2 --strategy "$z" \
-      --shard-group node --shard-unit layer || continue
-    compare hyb-dp "hyb-$z" 1e-6 && ok || bad "hybrid $z differs from dp: $(relerr hyb-dp "hyb-$z")"
-  done
 # Resume with another number of ranks, the same global batch (LeNet-5, no
 # batchnorm): np 4 zero2 for 10 steps, then np 2 zero2 and np 2 dp, against
 # the uninterrupted np 4 run; np 4 again is bit for bit.

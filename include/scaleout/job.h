@@ -277,6 +277,10 @@ typedef struct so_job_layer_times {
  * so_job_layer_times_free. */
 int so_job_measure_model(const so_job_config *c, const so_job_measure_config *mc, so_job_layer_times *out);
 void so_job_layer_times_free(so_job_layer_times *t);
+/* The graph of c->model as a job of c builds it on synthetic data (a GPT-2
+ * at c->seq_len tokens, at most its context), finalized; the caller
+ * destroys it. SO_EINVAL naming --model. */
+int so_job_model_graph(const so_job_config *c, so_graph **out);
 
 /* ---- checkpoints ------------------------------------------------------------- */
 /* *step where training starts; *found = 1 when a checkpoint was restored.

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "scaleout/gpt2.h"
 #include "scaleout/err.h"
 #include "scaleout/job.h"
 #include "scaleout/json.h"
@@ -23,6 +24,7 @@ typedef struct {
     const char *strategy, *shard_unit, *tune;  /* --strategy: sharded data parallelism instead (strategy_table.c) */
     int world, ranks_per_node, shard_prefetch, accumulate;
     int stages, microbatches, batch, virtual_stages, threads, steps;
+    int seq_len;             /* GPT-2: tokens per sequence of the run planned (0: train's default) */
     size_t max_bytes;
     int measure;             /* --partition time or auto */
     so_job_layer_times timed; /* what was timed for it */
@@ -59,6 +61,31 @@ static const cli_need plan_needs[] = {
     {"partition", pipeline, "a pipeline plan (not --strategy)"},
     {NULL, NULL, NULL}};
 
+/* --seq-len: a GPT-2's sequences, at most its context. */
+static int check_seq_len(const plan_args *a)
+{
+    so_gpt2_config g;
+    if (!a->seq_len)
+        return CLI_OK;
+    if (so_gpt2_parse(a->model, &g) != 1)
+        return cli_error("plan", CLI_USAGE, "--seq-len: only for a GPT-2 model, not %s", a->model);
+    if (a->seq_len > g.context)
+        return cli_error("plan", CLI_USAGE, "--seq-len %d is above the context of %s (%d tokens)", a->seq_len,
+                         a->model, g.context);
+    return CLI_OK;
+}
+
+/* The job configuration a measurement of the plan's model starts from. */
+static void plan_job(const plan_args *a, so_job_config *c)
+{
+    so_job_defaults(c);
+    c->model = a->model;
+    c->threads = a->threads;
+    c->optimizer = a->optimizer;
+    if (a->seq_len)
+        c->seq_len = a->seq_len;
+}
+
 static int parse(plan_args *a, int argc, char **argv)
 {
     *a = (plan_args){.schedule = "1f1b", .partition = "auto", .optimizer = "momentum", .microbatches = 4,
@@ -69,6 +96,7 @@ static int parse(plan_args *a, int argc, char **argv)
         {"pipeline-stages", OPT_INT, &a->stages, "P", "pipeline ranks (0: the length of the --partition list)", 1, MAX_STAGES, NULL},
         {"microbatches", OPT_INT, &a->microbatches, "M", "micro-batches per step; must divide --batch-size", 1, 65536, NULL},
         {"batch-size", OPT_INT, &a->batch, "B", "samples per step of one pipeline replica", 1, 1 << 20, NULL},
+        {"seq-len", OPT_INT, &a->seq_len, "T", "GPT-2: tokens per sequence of the run planned (default: train's; at most the model's context)", 1, 1 << 24, NULL},
         {"schedule", OPT_CHOICE, &a->schedule, "NAME", "pipeline schedule", 0, -1, schedules},
         {"virtual-stages", OPT_INT, &a->virtual_stages, "V", "model chunks per rank (interleaved)", 1, 64, NULL},
         {"partition", OPT_STR, &a->partition, "auto|time|memory|LIST", "how to cut: balance time (measured here), "
@@ -97,6 +125,8 @@ static int parse(plan_args *a, int argc, char **argv)
     if (so_zoo_check(a->model))
         return cli_error("plan", CLI_USAGE, "--model: %s (see `scaleout models`)", so_errmsg());
     if (a->max_memory && cli_parse_max_memory("plan", a->max_memory, &a->max_bytes))
+        return CLI_USAGE;
+    if (check_seq_len(a))
         return CLI_USAGE;
     if (a->strategy)
         return CLI_OK; /* the pipeline's options do not apply */
@@ -158,10 +188,7 @@ static int check_stages(const plan_args *a, const so_graph *g)
 static int measure(plan_args *a, int n, double *secs)
 {
     so_job_config c;
-    so_job_defaults(&c);
-    c.model = a->model;
-    c.threads = a->threads;
-    c.optimizer = a->optimizer;
+    plan_job(a, &c);
     so_job_measure_config mc = {.batch = a->batch / a->microbatches, .check = 1,
                                 .run = {.warmup = 1, .steps = a->steps, .max_seconds = 4},
                                 .progress = cli_measure_progress, .progress_ctx = (void *)"plan"};
@@ -375,7 +402,7 @@ static int plan_strategies(const plan_args *a)
 {
     strat_plan_args s = {.model = a->model, .optimizer = a->optimizer, .strategies = a->strategy, .json = a->json,
                          .tune = a->tune, .batch = a->batch, .world = a->world, .ranks_per_node = a->ranks_per_node,
-                         .threads = a->threads, .steps = a->steps, .accumulate = a->accumulate,
+                         .threads = a->threads, .steps = a->steps, .accumulate = a->accumulate, .seq_len = a->seq_len,
                          .max_bytes = (double)a->max_bytes,
                          .sc = {.bucket_bytes = 25u << 20, .first_bucket_bytes = 1u << 20, .shard_unit = a->shard_unit,
                                 .shard_prefetch = a->shard_prefetch}};
@@ -390,9 +417,10 @@ int cmd_plan(int argc, char **argv)
         return rc == CLI_HELP ? CLI_OK : rc;
     if (a.strategy)
         return plan_strategies(&a);
-    const so_zoo_entry *z = so_zoo_find(a.model);
+    so_job_config jc;
+    plan_job(&a, &jc);
     so_graph *g = NULL;
-    if (so_zoo_build(a.model, z->c, z->h, z->w, z->classes, &g))
+    if (so_job_model_graph(&jc, &g))
         return cli_error("plan", cli_exit_code(SO_EINVAL), "--model: %s", so_errmsg());
     int n = so_graph_size(g), *first = calloc(MAX_STAGES, sizeof *first);
     double *secs = calloc((size_t)n, sizeof *secs);

@@ -664,10 +664,12 @@ int cmd_predict(int argc, char **argv)
     so_comm_tuning table;
     if (a.tune && so_comm_tuning_load(a.tune, &table))
         return cli_error("predict", CLI_USAGE, "--tune: %s", so_errmsg());
-    const so_zoo_entry *z = so_zoo_find(a.model);
+    so_job_config jc; /* the graph measure() times: a GPT-2 at train's default --seq-len */
+    so_job_defaults(&jc);
+    jc.model = a.model;
     so_graph *g = NULL;
-    if (so_zoo_build(a.model, z->c, z->h, z->w, z->classes, &g))
-        return cli_error("predict", cli_exit_code(SO_EINVAL), "--model: %s", so_errmsg());
+    if (so_job_model_graph(&jc, &g))
+        return cli_error("predict", cli_exit_code(SO_EINVAL), "%s", so_errmsg());
     double *t = NULL, other = 0;
     so_job_layer_times lt;
     so_predict_point pt[MAX_POINTS];

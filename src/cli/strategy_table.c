@@ -149,7 +149,7 @@ static int optim_nslots(const char *name, int *n)
 }
 
 static int write_plan_json(const strat_plan_args *a, const so_job_layer_times *lt, const strat_row *rows, int n,
-                           int best)
+                           int best, int seq_len)
 {
     FILE *f = fopen(a->json, "w");
     if (!f)
@@ -161,6 +161,8 @@ static int write_plan_json(const strat_plan_args *a, const so_job_layer_times *l
     so_json_str(&js, "model", a->model);
     so_json_int(&js, "world", a->world);
     so_json_int(&js, "batch_size", a->batch);
+    if (seq_len)
+        so_json_int(&js, "seq_len", seq_len);
     so_json_str(&js, "optimizer", a->optimizer);
     so_json_num(&js, "max_memory", a->max_bytes);
     so_json_int(&js, "measured_batch", lt->measured_batch);
@@ -189,18 +191,19 @@ int strat_plan(const strat_plan_args *a)
     c.model = a->model;
     c.threads = a->threads;
     c.optimizer = a->optimizer;
+    if (a->seq_len)
+        c.seq_len = a->seq_len;
     so_job_measure_config mc = {.batch = a->batch, .run = {.warmup = 1, .steps = a->steps, .max_seconds = 4},
                                 .progress = cli_measure_progress, .progress_ctx = (void *)"plan"};
     so_job_layer_times lt;
     if ((rc = so_job_measure_model(&c, &mc, &lt)))
         return cli_error("plan", cli_exit_code(rc), "measuring %s: %s", a->model, so_errmsg());
-    const so_zoo_entry *z = so_zoo_find(a->model);
     so_graph *g = NULL;
     strat_row rows[STRAT_MAX];
     int best = -1;
     so_strategy_config sc = a->sc;
     sc.accumulate = a->accumulate;
-    rc = so_zoo_build(a->model, z->c, z->h, z->w, z->classes, &g);
+    rc = so_job_model_graph(&c, &g); /* the shape measured: a GPT-2 at --seq-len */
     so_predict_compute pcmp = {g, lt.t_fwd, lt.t_bwd, lt.t_other, a->batch, sc.first_bucket_bytes, sc.bucket_bytes};
     strat_query q = {&pcmp, a->world, nslots, lt.act_bytes, a->max_bytes, &sc, allreduce_cost, &pc};
     if (!rc)
@@ -208,13 +211,17 @@ int strat_plan(const strat_plan_args *a)
     if (rc) {
         rc = cli_error("plan", cli_exit_code(rc), "%s", so_errmsg());
     } else {
-        printf("%s on %d rank(s)%s, batch %d per rank, %s: memory per rank (the trainer's accounting; activations "
+        int T = so_graph_takes_tokens(g) ? so_graph_input_shape(g).h : 0; /* a GPT-2's sequences */
+        char seqs[48] = "";
+        if (T)
+            snprintf(seqs, sizeof seqs, " (sequences of %d tokens)", T);
+        printf("%s on %d rank(s)%s, batch %d%s per rank, %s: memory per rank (the trainer's accounting; activations "
                "measured at batch %d) and time per step (layers timed here, collectives by the cost model)\n",
-               a->model, a->world, pc.rpn ? " (nodes of --ranks-per-node)" : " on one node", a->batch, a->optimizer,
+               a->model, a->world, pc.rpn ? " (nodes of --ranks-per-node)" : " on one node", a->batch, seqs, a->optimizer,
                lt.measured_batch);
         strat_print(&q, rows, nk, best);
         if (a->json)
-            rc = write_plan_json(a, &lt, rows, nk, best);
+            rc = write_plan_json(a, &lt, rows, nk, best, T);
     }
     so_graph_destroy(g);
     so_job_layer_times_free(&lt);

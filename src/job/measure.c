@@ -1,7 +1,7 @@
 /* Per-layer times for `scaleout predict` and `scaleout plan` (scaleout/job.h):
- * a zoo model is timed at a batch that fits half the memory available here
- * and takes a step of a second or two, checked before anything is built,
- * then scaled in proportion to the batch asked for; a second, smaller batch
+ * a zoo model (a GPT-2 at the job's --seq-len) is timed at a batch that
+ * fits half the memory available here and takes a step of a second or two,
+ * checked before anything is built, then scaled in proportion to the batch asked for; a second, smaller batch
  * tells how linear the layers really are. Over the public job API (and
  * parts_measure, the same steps on a job's model). */
 #include "scaleout/job.h"
@@ -196,15 +196,21 @@ static int time_check(const so_job_config *c, const so_job_measure_config *mc, s
     return rc;
 }
 
+int so_job_model_graph(const so_job_config *c, so_graph **out)
+{
+    so_zoo_entry z;
+    *out = NULL;
+    int rc = parts_synthetic_shape(c, &z);
+    return rc ? rc : so_zoo_build(c->model, z.c, z.h, z.w, z.classes, out);
+}
+
 int so_job_measure_model(const so_job_config *c, const so_job_measure_config *mc, so_job_layer_times *out)
 {
     *out = (so_job_layer_times){.avail_bytes = (double)so_mem_available()};
     if (mc->batch < 1)
         return so_err(SO_EINVAL, "so_job_measure_model: batch %d", mc->batch);
-    const so_zoo_entry *z = so_zoo_find(c->model);
     so_graph *g = NULL;
-    int rc = z ? so_zoo_build(c->model, z->c, z->h, z->w, z->classes, &g)
-               : so_err(SO_EINVAL, "--model: unknown model '%s' (see `scaleout models`)", c->model);
+    int rc = so_job_model_graph(c, &g);
     if (!rc)
         rc = choose(g, c, mc, out);
     out->n = g ? so_graph_size(g) : 0;

@@ -81,6 +81,16 @@ static int load_images(const so_job_config *a, job_parts *j)
     return rc;
 }
 
+int parts_synthetic_shape(const so_job_config *a, so_zoo_entry *out)
+{
+    int rc = so_zoo_resolve(a->model, out);
+    if (rc)
+        return so_err(rc, "--model: %s (see `scaleout models`)", so_errmsg());
+    if (so_gpt2_parse(a->model, &(so_gpt2_config){0}) == 1 && a->seq_len > 0 && a->seq_len < out->h)
+        out->h = a->seq_len;
+    return 0;
+}
+
 static int load_data(const so_job_config *a, job_parts *j)
 {
     if (!strcmp(a->dataset, "tokens")) {
@@ -93,11 +103,12 @@ static int load_data(const so_job_config *a, job_parts *j)
         int rc = so_dataset_load(a->dataset, a->data_dir, 1, &j->train);
         return rc ? rc : so_dataset_load(a->dataset, a->data_dir, 0, &j->test);
     }
-    const so_zoo_entry *z = so_zoo_find(a->model);
-    if (!z)
-        return so_err(SO_EINVAL, "--model: unknown model '%s' (see `scaleout models`)", a->model);
+    so_zoo_entry z;
+    int rc = parts_synthetic_shape(a, &z);
     int n = a->synthetic_samples ? a->synthetic_samples : 32 * a->batch;
-    return so_dataset_synthetic(n, z->c, z->h, z->w, z->classes, (uint64_t)a->seed, &j->train);
+    if (!rc && so_gpt2_parse(a->model, &(so_gpt2_config){0}) == 1) /* token ids, T + 1 per sample for the targets */
+        return so_dataset_synthetic_tokens((int64_t)n * z.h + 1, z.classes, z.h, (uint64_t)a->seed, &j->train);
+    return rc ? rc : so_dataset_synthetic(n, z.c, z.h, z.w, z.classes, (uint64_t)a->seed, &j->train);
 }
 
 int parts_load(const so_job_config *a, job_parts *j)
@@ -119,7 +130,7 @@ int parts_load(const so_job_config *a, job_parts *j)
         return rc;
     const so_dataset *ds = j->train;
     so_gpt2_config gc;
-    if (ds->tokens && so_gpt2_parse(a->model, &gc) == 1 && a->seq_len > gc.context)
+    if (ds->tokens && so_gpt2_parse(a->model, &gc) == 1 && ds->h * ds->w > gc.context) /* synthetic: at most T */
         return so_err(SO_EINVAL, "--seq-len %d is above the context of %s (%d tokens)", a->seq_len, a->model,
                       gc.context);
     rc = so_zoo_build(a->model, ds->c, ds->h, ds->w, ds->classes, &j->g);

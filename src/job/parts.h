@@ -4,6 +4,7 @@
 #ifndef SCALEOUT_JOB_PARTS_H
 #define SCALEOUT_JOB_PARTS_H
 #include "scaleout/job.h"
+#include "scaleout/zoo.h"
 
 typedef struct {
     so_dataset *train, *test;
@@ -21,6 +22,10 @@ typedef struct {
 /* Loads the data (the synthetic set: synthetic_samples, default 32 batches)
  * and builds the graph: it may fail on one rank only (a missing file). */
 int parts_load(const so_job_config *c, job_parts *p);
+/* The input shape (c, h, w) and classes of c->model on synthetic data: the
+ * zoo's, and for a GPT-2 name or spec sequences of c->seq_len tokens (at
+ * most its context T) over its vocabulary V. SO_EINVAL naming --model. */
+int parts_synthetic_shape(const so_job_config *c, so_zoo_entry *out);
 /* Builds model, optimizer and loaders for this rank (d may be NULL). It is
  * collective when d has buf_alloc (the gradient buffer is registered
  * memory), so call it only after all ranks agreed parts_load succeeded. */
