@@ -973,6 +973,29 @@ static void test_auto_rule(void **state)
     assert_true(best > 0);
     assert_true(step[best] < 0.5 * step[0]); /* 61 ms of FP32 transfer against about 1 */
     assert_true(step[1] < step[0]);          /* fp16 halves it */
+    /* the accuracy cost: top-k's step is the shortest, but at 2.4x FP32's
+     * steps to the target (PowerSGD's 1.35x) PowerSGD reaches it first */
+    so_predict_compress_cost lossy[] = {
+        {.ratio = 1},
+        {.ratio = 0.02, .gather = 1, .encode_per_byte = 0.2e-9, .decode_per_byte = 0.3e-9},
+        {.ratio = 0.006, .ratio2 = 0.003, .encode_per_byte = 0.4e-9, .decode_per_byte = 0.4e-9},
+    };
+    assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, lossy, 3, 0.02, step, &best), 0);
+    printf("auto rule, 1 Gbit/s: none %.2f ms, topk %.2f ms, powersgd %.2f ms\n", step[0] * 1e3, step[1] * 1e3,
+           step[2] * 1e3);
+    assert_true(step[1] < step[2]);
+    assert_int_equal(best, 1); /* by step time alone */
+    lossy[1].steps_factor = 2.4;
+    lossy[2].steps_factor = 1.35;
+    double same_step[3];
+    assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, lossy, 3, 0.02, same_step, &best), 0);
+    assert_true(same_step[1] == step[1] && same_step[2] == step[2]); /* the step itself is unchanged */
+    assert_int_equal(best, 2);
+    /* a method whose extra steps eat its shorter step is not picked over FP32 */
+    so_predict_compress_cost slow_to_learn[] = {{.ratio = 1}, {.ratio = 0.5, .steps_factor = 2.5}};
+    assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, slow_to_learn, 2, 0.02, step, &best), 0);
+    assert_true(step[1] < step[0] && step[1] * 2.5 > step[0]);
+    assert_int_equal(best, 0);
     /* ties go to none: a method only as fast as none is not picked */
     const so_predict_compress_cost same[] = {{.ratio = 1}, {.ratio = 0.99}};
     assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, same, 2, 0.02, step, &best), 0);
