@@ -50,6 +50,9 @@ c, n = j.get("compression", {}), j["config"]["parameters"]
 print(f"plain: {c.get('bytes_per_step')} bytes per step for {n} parameters")
 sys.exit(0 if c.get("method") == "none" and c.get("bytes_per_step") == 4 * n and c.get("ratio") == 1 else 1)
 PY
+# ... and local SGD's steps are not counted as FP32 averages: its traffic is the models'.
+run 2 local --steps 20 --eval-every -1 --sync local:4 &&
+  { ! grep -q '"compression"' "$tmp/local.json" && ok || bad "local:4 reports its steps as FP32 averages"; }
 
 # close NAME REF DLOSS DACC: NAME's mean loss over the last 50 steps within
 # DLOSS of REF's, its test accuracy at most DACC below; it compressed.

@@ -371,6 +371,59 @@ static void test_powersgd_exact(void **state)
     assert_false(so_compress_powersgd_fits(1, 1000, 1));  /* a vector: 2002 >= 1000 */
 }
 
+/* Warm-started subspace iteration as the compressor runs it (Q
+ * orthonormalised, P = M Q, P orthonormalised, Q = M^T P) on a 120 x 400
+ * matrix whose singular values spread over six decades: Q's columns come
+ * out orthonormal, and the rank-4 approximation reaches the best one's
+ * error (the fifth and sixth singular values) within 1%. */
+static void test_powersgd_warm_q(void **state)
+{
+    (void)state;
+    const size_t rows = 120, cols = 400;
+    const int r = 4;
+    const double sigma[6] = {1, 1e-2, 1e-3, 3e-4, 1e-5, 1e-6};
+    float *M = xmalloc(rows * cols * 4), *P = xmalloc(rows * r * 4), *Qt = xmalloc(r * cols * 4);
+    float *out = xmalloc(rows * cols * 4), *u = xmalloc(rows * 6 * 4), *v = xmalloc(cols * 6 * 4);
+    fill_normal(u, rows * 6, 11);
+    fill_normal(v, cols * 6, 12);
+    so_compress_psgd_orthonormalize(u, rows, 6); /* orthonormal singular vectors */
+    so_compress_psgd_orthonormalize(v, cols, 6);
+    double best = 0, norm = 0;
+    for (int k = 0; k < 6; k++) {
+        norm += sigma[k] * sigma[k];
+        best += k >= r ? sigma[k] * sigma[k] : 0;
+    }
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < cols; j++) {
+            double acc = 0;
+            for (int k = 0; k < 6; k++)
+                acc += sigma[k] * u[i * 6 + k] * v[j * 6 + k];
+            M[i * cols + j] = (float)acc;
+        }
+    so_compress_psgd_init(Qt, cols, r, 5);
+    double err = 0;
+    for (int it = 0; it < 20; it++) {
+        so_compress_psgd_orthonormalize_qt(Qt, cols, r);
+        so_compress_psgd_p(P, M, Qt, rows, cols, r);
+        so_compress_psgd_orthonormalize(P, rows, r);
+        so_compress_psgd_q(Qt, M, P, rows, cols, r);
+    }
+    so_compress_psgd_approx(out, P, Qt, rows, cols, r, 1.0f);
+    for (size_t i = 0; i < rows * cols; i++)
+        err += (out[i] - M[i]) * (double)(out[i] - M[i]);
+    if (fabs(sqrt(err / norm) / sqrt(best / norm) - 1) > 0.01)
+        fail_msg("rank-4 error %g, best %g", sqrt(err / norm), sqrt(best / norm));
+    so_compress_psgd_orthonormalize_qt(Qt, cols, r);
+    for (int a = 0; a < r; a++) /* Q's columns (Qt's rows) orthonormal */
+        for (int b = 0; b < r; b++) {
+            double d = 0;
+            for (size_t j = 0; j < cols; j++)
+                d += (double)Qt[(size_t)a * cols + j] * Qt[(size_t)b * cols + j];
+            assert_float_equal(d, a == b ? 1.0 : 0.0, 1e-5);
+        }
+    free(M), free(P), free(Qt), free(out), free(u), free(v);
+}
+
 /* ---- a simulated group: R ranks in one thread ------------------------------------------
  * Each rank has its own so_group over one shared world. Operations get a
  * sequence number per rank; when the last rank submits number j, the
@@ -1029,6 +1082,7 @@ int main(void)
         cmocka_unit_test(test_state_round_trip),
         cmocka_unit_test(test_calibrate),
         cmocka_unit_test(test_auto_rule),
+        cmocka_unit_test(test_powersgd_warm_q),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
