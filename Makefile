@@ -52,12 +52,14 @@ test-asan: deps
 
 # The MPI layer and data-parallel tests again against MPICH instead of Open MPI;
 # SCALEOUT_TEST_SECOND_MPI=1 lets the long end-to-end scripts skip what runs
-# in one process or repeats a case (tests/ckpt.sh, tests/pipe_cli.sh).
+# in one process or repeats a case (tests/ckpt.sh, tests/pipe_cli.sh). The
+# collectives run on 1-5 ranks there; 7 and 8 oversubscribed ranks of MPICH,
+# which busy-polls, add minutes and no path the smaller worlds do not take.
 test-mpich: deps
 	cmake -S . -B $(MPICH_BUILD) -DCMAKE_BUILD_TYPE=Release -DSCALEOUT_WERROR=ON \
 	  -DSCALEOUT_TEST_HOOKS=ON -DMPI_C_COMPILER=/usr/bin/mpicc.mpich >/dev/null
 	cmake --build $(MPICH_BUILD) -j $(JOBS)
-	SCALEOUT_TEST_SECOND_MPI=1 ctest --test-dir $(MPICH_BUILD) --output-on-failure -L mpi
+	SCALEOUT_TEST_SECOND_MPI=1 ctest --test-dir $(MPICH_BUILD) --output-on-failure -L mpi -E '_np[78]$$'
 
 # The kernels per ISA again with clang (AOCC, icx and the fuzz build are
 # clang-based): built through SO_ISA_BEGIN, checked against the ref backend.

@@ -1,16 +1,14 @@
-/* libFuzzer target for the framing of scaleout's TCP transports
+/* libFuzzer target for the message framing of scaleout's TCP transports
  * (src/comm/tcp_wire.c), fed from a buffer as a connection would feed it.
- * Byte 0 picks the transport. The point-to-point mesh: bytes 1..8 are the
- * sizes of the receives posted for tags 0..3 (16 bits each, 0xffff: none),
- * the rest is the stream of headers and payloads. Each header goes where
- * tcp_msg_admit says, as tcp_p2p.c does it: into a receive buffer of exactly
- * the posted size, into a buffer of ours allocated to the header's length
- * (within ROOM bytes of such buffers), or it waits until a receive of its tag
- * is posted (its size from the next 2 bytes). The ring: bytes 1..2 are the
- * block size of every step; the rest is frames and blocks checked as tcp.c
- * checks them. Buffers have exactly the size the protocol allows, so ASan
- * sees any length that got past the checks, and libFuzzer's malloc limit any
- * allocation sized by the wire beyond the room. */
+ * Bytes 0..7 are the sizes of the receives posted for tags 0..3 (16 bits
+ * each, 0xffff: none), the rest is the stream of headers and payloads. Each
+ * header goes where tcp_msg_admit says, as tcp_p2p.c does it: into a receive
+ * buffer of exactly the posted size, into a buffer of ours allocated to the
+ * header's length (within ROOM bytes of such buffers), or it waits until a
+ * receive of its tag is posted (its size from the next 2 bytes). Buffers have
+ * exactly the size the protocol allows, so ASan sees any length that got past
+ * the checks, and libFuzzer's malloc limit any allocation sized by the wire
+ * beyond the room. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,29 +85,9 @@ static void mesh(stream *s)
     }
 }
 
-static void ring(stream *s)
-{
-    uint8_t head[TCP_HEAD_BYTES], z[2];
-    if (take(s, z, 2) < 2)
-        return;
-    uint64_t block = get16(z);
-    for (uint32_t seq = 0; take(s, head, TCP_HEAD_BYTES) == TCP_HEAD_BYTES; seq++) {
-        tcp_frame f;
-        if (tcp_frame_check(head, seq, block, &f) != TCP_OK)
-            return;
-        payload(s, block, f.bytes);
-    }
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     stream s = {data, size};
-    uint8_t mode;
-    if (take(&s, &mode, 1) < 1)
-        return 0;
-    if (mode & 1)
-        ring(&s);
-    else
-        mesh(&s);
+    mesh(&s);
     return 0;
 }

@@ -74,6 +74,9 @@ ProctrackType=proctrack/linuxproc
 TaskPlugin=task/affinity
 SwitchType=switch/none
 SchedulerType=sched/backfill
+# Scheduling passes every 1-2 s (Slurm: 60 s main, 30 s backfill): a requeued
+# job starts as soon as it is eligible, not up to half a minute later.
+SchedulerParameters=sched_interval=2,bf_interval=1
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MpiDefault=$1

@@ -8,6 +8,10 @@ trap 'rm -rf "$tmp"' EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+# full_only WHAT: false under the second MPI library (make test-mpich sets
+# SCALEOUT_TEST_SECOND_MPI=1), which reruns only the cases whose MPI traffic
+# the first pass's other cases do not already cover.
+full_only() { [ "${SCALEOUT_TEST_SECOND_MPI:-0}" != 1 ] || { echo "skip under the second MPI: $1"; return 1; }; }
 # refuse NP PATTERN args...: `train` with ${common[@]} (the caller's) for
 # $refuse_steps steps (1) on NP ranks exits 2 with one message from scaleout
 # (each rank may print it; the launcher's own lines aside) matching PATTERN.

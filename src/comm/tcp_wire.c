@@ -9,12 +9,11 @@
 #include <string.h>
 
 /* Message magics: ASCII "soTH" (hello), "soTC" (challenge), "soTP" (proof),
- * "soTM" (mesh message), "soTR" (ring frame). */
+ * "soTM" (mesh message). */
 #define MAGIC_HELLO 0x736f5448u
 #define MAGIC_CHALLENGE 0x736f5443u
 #define MAGIC_PROOF 0x736f5450u
 #define MAGIC_MSG 0x736f544du
-#define MAGIC_FRAME 0x736f5452u
 
 /* Fixed-length role labels, so no two MAC inputs of different roles can be equal. */
 static const uint8_t ROLE_ANSWER[16] = "scaleout answer";
@@ -47,7 +46,6 @@ const char *tcp_verdict_str(tcp_verdict v)
     case TCP_BAD_MAC: return "a MAC that does not prove the job's secret";
     case TCP_BAD_TAG: return "a message tag out of range";
     case TCP_BAD_SIZE: return "a length the receiver does not allow";
-    case TCP_BAD_SEQ: return "a frame out of sequence";
     }
     return "an unknown error";
 }
@@ -176,24 +174,4 @@ tcp_verdict tcp_msg_admit(const tcp_msg_head *h, int64_t posted, uint64_t early_
     }
     *act = h->bytes <= early_room ? TCP_RX_BUFFER : TCP_RX_WAIT;
     return TCP_OK;
-}
-
-/* ---- the ring's framing ------------------------------------------------------------------- */
-
-void tcp_frame_make(uint32_t seq, uint64_t bytes, uint8_t out[TCP_HEAD_BYTES])
-{
-    put32(out, MAGIC_FRAME);
-    put32(out + 4, seq);
-    put64(out + 8, bytes);
-}
-
-tcp_verdict tcp_frame_check(const uint8_t in[TCP_HEAD_BYTES], uint32_t seq, uint64_t bytes, tcp_frame *got)
-{
-    got->seq = get32(in + 4);
-    got->bytes = get64(in + 8);
-    if (get32(in) != MAGIC_FRAME)
-        return TCP_BAD_MAGIC;
-    if (got->seq != seq)
-        return TCP_BAD_SEQ;
-    return got->bytes == bytes ? TCP_OK : TCP_BAD_SIZE;
 }

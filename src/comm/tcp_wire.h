@@ -27,7 +27,7 @@
 #define TCP_HELLO_BYTES 36     /* magic 4, version 2, kind 2, members 4, from 4, to 4, nonce 16 */
 #define TCP_CHALLENGE_BYTES 52 /* magic 4, nonce 16, MAC 32 */
 #define TCP_PROOF_BYTES 36     /* magic 4, MAC 32 */
-#define TCP_HEAD_BYTES 16      /* a mesh message's header / a ring step's frame */
+#define TCP_HEAD_BYTES 16      /* a mesh message's header */
 #define TCP_TAG_MAX 32767      /* so_comm_isend / irecv tags */
 
 /* Which transport a connection belongs to: the collectives' tcp transport
@@ -45,7 +45,6 @@ typedef enum {
     TCP_BAD_MAC,     /* no proof of the set-up's secret */
     TCP_BAD_TAG,     /* a message tag outside 0..TCP_TAG_MAX */
     TCP_BAD_SIZE,    /* a length the receiving side does not allow */
-    TCP_BAD_SEQ,     /* a ring frame out of sequence */
 } tcp_verdict;
 
 /* A short phrase for messages: "a malformed hello", "a wrong MAC", ... */
@@ -114,18 +113,5 @@ typedef enum {
  * buffered. TCP_BAD_SIZE when a receive is posted and the sizes differ (the
  * so_comm_isend contract: sizes match), else TCP_OK with *act. */
 tcp_verdict tcp_msg_admit(const tcp_msg_head *h, int64_t posted, uint64_t early_room, tcp_rx_action *act);
-
-/* ---- the ring's framing -----------------------------------------------------------------
- * Before every block of a ring step: magic, the connection's frame number,
- * block bytes. Both ends know what must come, so anything else is refused. */
-typedef struct {
-    uint32_t seq;
-    uint64_t bytes;
-} tcp_frame;
-
-void tcp_frame_make(uint32_t seq, uint64_t bytes, uint8_t out[TCP_HEAD_BYTES]);
-/* TCP_OK when the frame is the expected one; *got holds what it said either way
- * (for the message naming the violation). */
-tcp_verdict tcp_frame_check(const uint8_t in[TCP_HEAD_BYTES], uint32_t seq, uint64_t bytes, tcp_frame *got);
 
 #endif
