@@ -6,7 +6,10 @@ trainings at the same time, one per core (what data parallelism would reach
 if exchanging gradients cost nothing; docs/PERFORMANCE.md's DP figures).
 Same llm.c model file, same tokens in llm.c's order, AdamW, FP32, each
 program started REPEATS times in interleaved order. Prints global tokens/s,
-medians (min-max) over the repeats, and the two ratios the goals name.
+medians (min-max) over the repeats, the two ratios the goals name, and where
+a step's time goes on both scaleout sides (--json's phase_seconds: forward,
+backward, exposed communication, optimizer; per rank for dp), so a gap to
+the ceiling shows as slower compute in lockstep or as waiting.
 
     /usr/bin/python3 bench/gpt2_dp.py --scaleout build/scaleout --spec gpt2 --batch 4 --seq 64 \\
         --np 2 --steps 3 --repeats 3
@@ -38,11 +41,27 @@ def step_ms(a, js):
         return [s * 1e3 for s in json.load(f)["step_seconds"][a.warmup:]]
 
 
+PHASES = ("forward", "backward", "comm_exposed", "optimizer")
+
+
+def phases_ms(a, js):
+    """ms per step of each phase, warm-up step included (--json sums them over the run);
+    dp: exposed communication per rank ("comm_exposed_r0", ...)."""
+    with open(js) as f:
+        j = json.load(f)
+    n = a.warmup + a.steps
+    out = {k: j["phase_seconds"].get(k, 0.0) * 1e3 / n for k in PHASES}
+    for r in j.get("ranks", []) if len(j.get("ranks", [])) > 1 else []:
+        out["comm_exposed_r%d" % r["rank"]] = r["comm_exposed_seconds"] * 1e3 / n
+    return out
+
+
 def data_parallel(a, d):
     """Global tokens/s of NP ranks (rank 0's median step)."""
     js = os.path.join(d, "dp.json")
     subprocess.run([os.path.join(ROOT, "scripts/mpirun.sh"), "-np", str(a.np)] + train_cmd(a, d, js), check=True,
                    stdout=subprocess.DEVNULL)
+    PHASE_RUNS.setdefault("scaleout dp", []).append(phases_ms(a, js))
     return a.np * a.batch * a.seq / np.median(step_ms(a, js)) * 1e3
 
 
@@ -53,7 +72,19 @@ def ceiling(a, d):
                               stdout=subprocess.DEVNULL) for i, f in enumerate(files)]
     if any(p.wait() for p in procs):
         sys.exit("gpt2_dp: a one-process run failed")
+    PHASE_RUNS.setdefault("ceiling", []).extend(phases_ms(a, f) for f in files)
     return sum(a.batch * a.seq / np.median(step_ms(a, f)) * 1e3 for f in files)
+
+
+PHASE_RUNS = {}  # program -> [phases_ms of each process started]
+
+
+def print_phases():
+    """Median over the starts of each phase's ms per step."""
+    print("ms per step (warm-up included), median over starts: " + ", ".join(PHASES))
+    for name, runs in PHASE_RUNS.items():
+        keys = sorted({k for r in runs for k in r}, key=lambda k: (PHASES.index(k) if k in PHASES else len(PHASES), k))
+        print("%-12s " % name + "  ".join("%s %.1f" % (k, np.median([r.get(k, 0.0) for r in runs])) for k in keys))
 
 
 def ddp(a, d):
@@ -96,10 +127,11 @@ def main():
         print("%-12s %9.1f (%.1f-%.1f)" % (name, med[name], min(v), max(v)))
     print("scaleout dp / ceiling %.2f; scaleout dp / PyTorch DDP %.2fx" % (
         med["scaleout dp"] / med["ceiling"], med["scaleout dp"] / med["PyTorch DDP"]))
+    print_phases()
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"spec": cfg.spec(), "np": a.np, "batch": a.batch, "seq": a.seq, "tokens_per_sec": tps}, f,
-                      indent=1)
+            json.dump({"spec": cfg.spec(), "np": a.np, "batch": a.batch, "seq": a.seq, "tokens_per_sec": tps,
+                       "phases_ms": PHASE_RUNS}, f, indent=1)
     return 0
 
 

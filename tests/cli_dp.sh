@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Data-parallel training under MPI (issue: mpirun -np N scaleout train):
 #  - equivalence: K steps at batch B on 1 rank == 2 ranks at B/2 == 4 ranks at B/4 (1e-5 relative)
-#  - bucket size and overlap on/off do not change the result (bitwise)
+#  - bucket size, overlap on/off and stepping bucket by bucket as they arrive do not change the result (bitwise)
 #  - mismatched configurations, empty shards and a killed rank end the job with a message
 # Usage: cli_dp.sh path/to/scaleout
 set -u
@@ -45,8 +45,9 @@ done
 run 2 bucket-big --batch-size 32 --bucket-mb 25 &&
   run 2 bucket-small --batch-size 32 --bucket-mb 0.01 --first-bucket-mb 0.01 &&
   run 2 no-overlap --batch-size 32 --bucket-mb 0.01 --first-bucket-mb 0.01 --no-overlap &&
-  { compare bucket-big bucket-small 0 && compare bucket-big no-overlap 0 && ok ||
-      bad "bucket size / overlap changed the parameters"; }
+  SCALEOUT_DP_STEP_BUCKETS=0 run 2 whole-step --batch-size 32 --bucket-mb 0.01 --first-bucket-mb 0.01 &&
+  { compare bucket-big bucket-small 0 && compare bucket-big no-overlap 0 && compare bucket-small whole-step 0 && ok ||
+      bad "bucket size / overlap / the update bucket by bucket changed the parameters"; }
 grep -q "gradient buckets" "$tmp/bucket-small.log" && ok || bad "no communication summary printed"
 
 # Gradient accumulation: 2 micro-batches of 16 per step == one batch of 32.

@@ -1,6 +1,6 @@
 /* MPI tests of the async engine. `test_comm_async NP` checks that buckets
- * submitted from a loop give the same bits as blocking allreduces, plus the
- * stats. `test_comm_async NP watchdog` and `... kill` are failure drills driven
+ * submitted from a loop give the same bits as blocking allreduces, waited for
+ * all at once or one by one, plus the stats. `test_comm_async NP watchdog` and `... kill` are failure drills driven
  * by tests/comm_expect_fail.sh: rank 1 skips a bucket / dies, and the job must
  * end non-zero with a message naming the stuck collective or the lost rank. */
 #include "scaleout/comm.h"
@@ -43,8 +43,17 @@ static void run_round(so_comm *c, so_async *a, float **buf, float **ref, int rou
     }
     for (int i = 0; i < NBUCKETS; i++)
         CHECK_RC(so_async_submit(a, buf[i], bucket_count(i), (so_reduce_op)(i % 4), i));
+    if (round == 1) /* the first half one by one (the middle one first), the rest in flight */
+        for (int i = NBUCKETS / 2; i >= 0; i--) {
+            double w = -1;
+            CHECK_RC(so_async_wait_one(a, (size_t)i, &w));
+            CHECK(w >= 0 && !memcmp(buf[i], ref[i], bucket_count(i) * sizeof(float)),
+                  "wait_one %d: waited %g, or its bucket differs from blocking allreduce", i, w);
+        }
+    CHECK(round != 1 || so_async_wait_one(a, NBUCKETS, NULL) == SO_EINVAL, "wait_one past the round accepted");
     double waited = -1;
     CHECK_RC(so_async_wait_all(a, 60, &waited));
+    CHECK(so_async_wait_one(a, 0, NULL) == SO_EINVAL, "wait_one after the round ended accepted");
     CHECK(waited >= 0, "waited %g", waited);
     int bad = 0;
     for (int i = 0; i < NBUCKETS; i++)

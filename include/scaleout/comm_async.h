@@ -222,6 +222,13 @@ int so_async_submit_sum_double(so_async *a, double *buf, size_t count, int tag);
  * timeout_s with requests still outstanding (the caller should so_comm_abort). */
 int so_async_wait_all(so_async *a, double timeout_s, double *waited_s);
 
+/* Blocks until request i of the round (0-based, in submission order) has
+ * completed, leaving the later ones in flight: a caller can use the first
+ * buckets while the last are still reduced. The round still ends with
+ * wait_all (at once when everything was waited for). *waited_s as wait_all's.
+ * SO_EINVAL when no request i is outstanding in this round. */
+int so_async_wait_one(so_async *a, size_t i, double *waited_s);
+
 /* The current round's requests in submission order, valid until the next
  * submit. Read after wait_all. */
 void so_async_stats(const so_async *a, const so_async_stat **stats, size_t *n);

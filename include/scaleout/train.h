@@ -48,6 +48,10 @@ typedef struct so_dist {
      * messages on F32 / BF16 / F16 / F64 buffers, with handles), and its node
      * and cross-node subgroups. May be NULL (a fake without it). */
     so_group *group;
+    /* Blocks until the k-th bucket submitted since the last grad_wait
+     * (0-based) is done, the later ones still in flight; the round still
+     * ends with grad_wait. *waited = seconds blocked. May be NULL. */
+    int (*grad_wait_bucket)(void *ctx, int k, double *waited);
 } so_dist;
 
 /* Spans of time the trainer reports after they end (profilers, timelines).
@@ -87,8 +91,9 @@ typedef struct so_train_hooks {
     /* After every optimizer step (after evaluation at an epoch end). A
      * non-zero return stops training with that code (SO_STOP: stop cleanly). */
     int (*step_end)(void *arg, const so_train_state *s);
-    /* Just before the optimizer changes the parameters (after the gradient
-     * wait): the parameters and optimizer state have not changed since the
+    /* Just before the optimizer changes the parameters (after grads_done;
+     * data parallelism may still be reducing the last gradient buckets, so
+     * read no gradients here): the parameters and optimizer state have not changed since the
      * previous step_end, so a checkpoint can snapshot them in the background
      * during forward and backward and only needs to finish by now. */
     int (*before_update)(void *arg);

@@ -99,6 +99,20 @@ int so_async_submit_sum_double(so_async *a, double *buf, size_t count, int tag)
     return submit(a, buf, count, SO_DTYPE_F64, SO_REDUCE_SUM, SO_ALLREDUCE_MPI, tag);
 }
 
+/* Request i is done (its handle waited for): its record and the totals. */
+static void note_done(so_async *a, size_t i, const so_op_stat *st)
+{
+    a->handles[i] = NULL;
+    so_async_stat *s = &a->stats[i];
+    s->seq = st->seq;
+    s->t_started = st->t_started;
+    s->t_finished = st->t_finished;
+    s->algo = st->algo;
+    a->totals.requests++;
+    a->totals.bytes += s->bytes;
+    a->totals.comm_s += st->t_finished - st->t_started;
+}
+
 int so_async_wait_all(so_async *a, double timeout_s, double *waited_s)
 {
     double t0 = so_now();
@@ -113,19 +127,30 @@ int so_async_wait_all(so_async *a, double timeout_s, double *waited_s)
             a->totals.waited_s += so_now() - t0;
             return so_err(SO_ECOMM, "async wait_all timed out after %.1f s with requests outstanding", timeout_s);
         }
-        a->handles[i] = NULL;
+        note_done(a, i, &st);
         rc = rc ? rc : r;
-        so_async_stat *s = &a->stats[i];
-        s->seq = st.seq;
-        s->t_started = st.t_started;
-        s->t_finished = st.t_finished;
-        s->algo = st.algo;
-        a->totals.requests++;
-        a->totals.bytes += s->bytes;
-        a->totals.comm_s += st.t_finished - st.t_started;
     }
     double waited = so_now() - t0;
     a->round_closed = 1;
+    a->totals.waited_s += waited;
+    if (waited_s)
+        *waited_s = waited;
+    return rc;
+}
+
+int so_async_wait_one(so_async *a, size_t i, double *waited_s)
+{
+    if (a->round_closed || i >= a->n)
+        return so_err(SO_EINVAL, "async wait_one: request %zu is not in the round (%zu submitted)", i,
+                      a->round_closed ? (size_t)0 : a->n);
+    double t0 = so_now();
+    int rc = 0;
+    if (a->handles[i]) {
+        so_op_stat st;
+        rc = so_handle_wait_until(a->handles[i], 0, &st);
+        note_done(a, i, &st);
+    }
+    double waited = so_now() - t0;
     a->totals.waited_s += waited;
     if (waited_s)
         *waited_s = waited;

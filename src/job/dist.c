@@ -70,6 +70,11 @@ static int grad_submit(void *ctx, float *buf, size_t count, int bucket)
 
 static int grad_wait(void *ctx, double *waited) { return so_async_wait_all(((dist_handle *)ctx)->async, 0, waited); }
 
+static int grad_wait_bucket(void *ctx, int k, double *waited)
+{
+    return so_async_wait_one(((dist_handle *)ctx)->async, (size_t)k, waited);
+}
+
 /* The trainer's own reductions go through the collective vocabulary too:
  * the communication thread runs them behind whatever is queued (buckets,
  * shards), so they are legal at any moment. The MPI library's own
@@ -174,7 +179,7 @@ static int open_mpi(const dist_options *o, dist_handle *h)
     h->d = (so_dist){.rank = so_comm_rank(h->comm), .world = so_comm_size(h->comm), .ctx = h,
                      .grad_submit = grad_submit, .grad_wait = grad_wait, .sum = sum, .max = max, .bcast = bcast,
                      .allsum = allsum, .cost = cost, .buf_alloc = reg ? buf_alloc : NULL,
-                     .buf_free = reg ? buf_free : NULL};
+                     .buf_free = reg ? buf_free : NULL, .grad_wait_bucket = grad_wait_bucket};
     h->algo = algo;
     so_log_set_rank(h->d.rank);
     if ((rc = so_async_create(h->comm, algo, &h->async)) || (rc = dist_group_new(h->comm, &h->group)))
@@ -201,7 +206,7 @@ int dist_open_group(so_comm *group, const char *allreduce, dist_handle **out)
     h->algo = algo;
     h->d = (so_dist){.rank = so_comm_rank(group), .world = so_comm_size(group), .ctx = h,
                      .grad_submit = grad_submit, .grad_wait = grad_wait, .sum = sum, .max = max, .bcast = bcast,
-                     .allsum = allsum, .cost = cost};
+                     .allsum = allsum, .cost = cost, .grad_wait_bucket = grad_wait_bucket};
     int rc = so_async_create(group, algo, &h->async);
     if (!rc)
         rc = dist_group_new(group, &h->group);

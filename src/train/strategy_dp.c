@@ -2,7 +2,9 @@
  * implementation of the seam, moved out of the loop. Buckets are contiguous
  * slices of the flat gradient buffer (buckets.h), submitted to the so_dist
  * hooks as soon as backward closes them on the step's last micro-batch, so
- * communication overlaps the rest of backward. */
+ * communication overlaps the rest of backward. The optimizer then steps each
+ * bucket as soon as its average is in, so the last bucket's allreduce (the
+ * one backward's end exposes) runs under the update of the others. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,14 +29,41 @@ typedef struct {
     so_compressor *cx;  /* --compress: buckets compressed over d->group (NULL: d->grad_submit) */
     so_rank_state rs;   /* cx's residuals and Q's, for checkpoints (made at create) */
     long step;          /* the step being computed (the compressor's draws) */
+    int *order;         /* buckets in the order this step submitted them (plan.n + 1 entries) */
+    int nsub;           /* how many of them */
+    int step_buckets;   /* the update steps bucket by bucket as they arrive (step_buckets_ok) */
+    int own_loop;       /* made by name for the trainer's loop, which calls update right after
+                           grads_done (not an inner strategy of local SGD or a pipeline) */
+    int deferred;       /* this step's grads_done left buckets in flight for the update */
 } dp_state;
 
 static int submit_bucket(dp_state *s, int b)
 {
     so_bucket bk = s->plan.b[b];
+    s->order[s->nsub++] = b;
     if (s->cx)
         return so_compressor_submit(s->cx, s->d->group, s->m->grads, bk.lo, bk.hi, b, s->step);
     return s->d->grad_submit(s->d->ctx, s->m->grads + bk.lo, bk.hi - bk.lo, b);
+}
+
+/* Stepping bucket by bucket gives the same bits as one whole step (the
+ * update is element-wise), but only when nothing between the wait and the
+ * update needs the whole gradient: no clipping (the global norm), no 1/K
+ * scaling, no compressor (its own waits). The before_update observers run
+ * with buckets in flight: they read parameters and optimizer state only
+ * (train.h). The buckets must tile the whole buffer.
+ * SCALEOUT_DP_STEP_BUCKETS=0 turns it off (A/B runs). */
+static int step_buckets_ok(const dp_state *s)
+{
+    const so_train_config *c = s->c;
+    const char *e = getenv("SCALEOUT_DP_STEP_BUCKETS");
+    if ((e && !strcmp(e, "0")) || !s->own_loop || !s->d->grad_wait_bucket || s->cx || s->auto_compress || !c->overlap ||
+        c->accumulate != 1 || c->clip_norm > 0)
+        return 0;
+    size_t covered = 0;
+    for (int b = 0; b < s->plan.n; b++)
+        covered += s->plan.b[b].hi - s->plan.b[b].lo;
+    return covered == s->m->nparams;
 }
 
 static int dp_start(void *self, so_model *m, const so_train_config *c, so_train_result *r)
@@ -53,8 +82,11 @@ static int dp_start(void *self, so_model *m, const so_train_config *c, so_train_
              : grad_compress_create(&c->compress, c->error_feedback, c->compress_seed, m, &s->cx);
     if (!rc)
         rc = so_bucket_plan_build(m->g, c->first_bucket_bytes, c->bucket_bytes, &s->plan);
+    if (!rc && !(s->order = malloc(((size_t)so_graph_size(m->g) + 1) * sizeof *s->order)))
+        rc = so_err(SO_ENOMEM, "out of memory for the bucket order");
     if (rc)
         return rc;
+    s->step_buckets = step_buckets_ok(s);
     r->nbuckets = s->plan.n;
     r->first_bucket_bytes = c->first_bucket_bytes;
     r->bucket_bytes = c->bucket_bytes;
@@ -71,6 +103,8 @@ static void dp_backward_begin(void *self, int k, int K)
 {
     dp_state *s = self;
     s->live = s->c->overlap && k == K - 1;
+    if (k == K - 1)
+        s->nsub = 0;
 }
 
 static int dp_grads_ready(void *self, int node, size_t off, size_t n)
@@ -91,7 +125,46 @@ static int dp_grads_done(void *self, double *exposed)
     }
     if (s->cx)
         return so_compressor_wait(s->cx, s->d->group, exposed);
+    s->deferred = s->step_buckets && s->nsub == s->plan.n;
+    if (s->deferred) { /* dp_update waits, bucket by bucket */
+        *exposed = 0;
+        return 0;
+    }
     return s->d->grad_wait(s->d->ctx, exposed);
+}
+
+/* The optimizer over each bucket once its average is in, in the order they
+ * were submitted (the order they complete), so the last one is reduced
+ * while the others are stepped. Every piece is the same optimizer step:
+ * the step count (Adam's bias correction) is put back before each. The
+ * seconds blocked are exposed communication, not optimizer time. */
+static int dp_update(void *self, so_optim *opt, float *params, float *grads, float lr)
+{
+    dp_state *s = self;
+    if (!s->deferred) {
+        so_optim_step(opt, params, grads, lr);
+        return 0;
+    }
+    s->deferred = 0;
+    long steps = so_optim_steps(opt);
+    double blocked = 0, w = 0;
+    int rc = 0;
+    for (int k = 0; k < s->nsub; k++) {
+        int r = s->d->grad_wait_bucket(s->d->ctx, k, &w);
+        blocked += w;
+        rc = rc ? rc : r;
+        if (rc) /* still wait for the rest: their buffers are the communication thread's */
+            continue;
+        so_bucket bk = s->plan.b[s->order[k]];
+        so_optim_range piece = {params + bk.lo, grads + bk.lo, bk.lo, bk.lo, bk.hi - bk.lo};
+        so_optim_set_steps(opt, steps);
+        rc = so_optim_step_ranges(opt, &piece, 1, lr);
+    }
+    int r = s->d->grad_wait(s->d->ctx, &w); /* closes the round (at once: all done) */
+    blocked += w;
+    s->r->comm_exposed += blocked;
+    s->r->optimizer -= blocked; /* the loop times the whole update as the optimizer's */
+    return rc ? rc : r;
 }
 
 static double plan_cost(void *ctx, size_t bytes)
@@ -206,7 +279,13 @@ static void dp_finish(void *self)
         free(s->t0);
         s->t0 = NULL;
     }
+    if (s->deferred) { /* stopped between grads_done and the update (an observer failed) */
+        s->d->grad_wait(s->d->ctx, NULL);
+        s->deferred = 0;
+    }
     so_bucket_plan_free(&s->plan);
+    free(s->order);
+    s->order = NULL;
     if (s->cx) {
         so_compressor_wait(s->cx, s->d->group, NULL); /* stopped with buckets in flight */
         grad_compress_report(s->cx, s->r);
@@ -251,6 +330,7 @@ static const so_strategy_ops dp_ops = {
     .backward_begin = dp_backward_begin,
     .grads_ready = dp_grads_ready,
     .grads_done = dp_grads_done,
+    .update = dp_update,
     .step_done = dp_step_done,
     .finish = dp_finish,
     .grad_sqnorm = dp_grad_sqnorm,
@@ -305,8 +385,10 @@ static int dp_create(const so_strategy_config *c, so_model *m, so_strategy **out
 {
     so_optim *opt = NULL;
     int rc = so_optim_create(&c->optim, m->nparams, &opt);
-    if (!rc && c->dist && !(rc = so_strategy_data_parallel(c->dist, out)))
+    if (!rc && c->dist && !(rc = so_strategy_data_parallel(c->dist, out))) {
+        ((dp_state *)(*out)->self)->own_loop = 1;
         rc = dp_compressor(c, m, (*out)->self);
+    }
     else if (!rc && !(*out = calloc(1, sizeof **out)))
         rc = so_err(SO_ENOMEM, "out of memory");
     else if (!rc)
