@@ -37,7 +37,9 @@ with open(os.path.join(a.dir, "index.tsv")) as f:
         if not os.path.exists(path) or name in seen:
             continue  # a failed run, or one run again after it failed
         seen.add(name)
-        runs.setdefault((link, method, who), []).append(json.load(open(path)))
+        j = json.load(open(path))
+        j["_seed"] = seed  # pairs a method's run with the baseline's of the same seed
+        runs.setdefault((link, method, who), []).append(j)
         if (link, method) not in order:
             order.append((link, method))
 links = list(dict.fromkeys(lk for lk, _ in order))
@@ -48,6 +50,11 @@ def med(v, fmt="%.1f", spread=True):
         return "–"
     m = fmt % statistics.median(v)
     return m if len(v) == 1 or not spread else "%s (%s–%s)" % (m, fmt % min(v), fmt % max(v))
+
+
+def mean2(x=None, y=None):
+    """The mean of the last two epochs' accuracies: steadier than one epoch's."""
+    return (x + y) / 2 if x is not None and y is not None else None
 
 
 def so_fields(js):
@@ -63,8 +70,10 @@ def so_fields(js):
                     "bytes": r.get("compress_bytes_per_step", r.get("sync_bytes_per_step")),
                     "dense": r.get("dense_bytes_per_step"),
                     "codec_ms": 1e3 * (r.get("compress_seconds", 0) + r.get("decompress_seconds", 0)) / r["steps"]
-                    if "compress_seconds" in r else None,
+                    if r.get("compress_seconds", 0) + r.get("decompress_seconds", 0) > 0 else None,
+                    "seed": j["_seed"],
                     "acc": accs.get(a.acc_epoch),
+                    "acc2": mean2(accs.get(a.acc_epoch - 1), accs.get(a.acc_epoch)),
                     "auto": r["compress_auto"]["picked"] if "compress_auto" in r else None})
     return out
 
@@ -77,7 +86,10 @@ def pt_fields(js):
         out.append({"tta": j["time_to_accuracy_seconds"] if j["reached"] else None,
                     "epochs": str(j["epochs"]) + ("" if j["reached"] else "✗"),
                     "step_ms": 1e3 * statistics.median(es) / j["steps_per_epoch"] if es else None,
-                    "acc": accs[a.acc_epoch - 1] if len(accs) >= a.acc_epoch else None})
+                    "seed": j["_seed"],
+                    "acc": accs[a.acc_epoch - 1] if len(accs) >= a.acc_epoch else None,
+                    "acc2": mean2(*accs[a.acc_epoch - 2:a.acc_epoch]) if a.acc_epoch >= 2 and
+                    len(accs) >= a.acc_epoch else None})
     return out
 
 
@@ -88,27 +100,47 @@ def col(fs, key):
 dense = next((f["dense"] for (lk, m, w), js in runs.items() if w == "so" for f in so_fields(js) if f["dense"]), None)
 
 
+def delta(fs, base, key):
+    """The median over seeds of each seed's difference to the baseline's run
+    of the same seed (same initial weights and data order), in points."""
+    b = {f["seed"]: f[key] for f in base if f[key] is not None}
+    d = [f[key] - b[f["seed"]] for f in fs if f[key] is not None and f["seed"] in b]
+    return "%+.2f" % (100 * statistics.median(d)) if d else "–"
+
+
 def accuracy_table():
-    """Runs to a fixed epoch count: accuracy after epoch E against the baseline."""
-    print(f"| link | method | test accuracy after epoch {a.acc_epoch} (%) | Δ vs baseline (points) | KB/step/rank | runs |")
-    print("|---|---|---:|---:|---:|---:|")
+    """Runs to a fixed epoch count: accuracy after epoch E (and the mean of
+    epochs E-1 and E) against the baseline; PyTorch's beside when it ran."""
+    pt = any(w == "pt" for (_, _, w) in runs)
+    e = a.acc_epoch
+    head = f"| link | method | test accuracy after epoch {e} (%) | Δ vs baseline (points, paired) | mean of epochs {e - 1}-{e} | Δ"
+    rule = "|---|---|---:|---:|---:|---:"
+    if pt:
+        head += f" | PyTorch after epoch {e} | PyTorch Δ | PyTorch mean {e - 1}-{e} | PyTorch Δ"
+        rule += "|---:|---:|---:|---:"
+    print(head + " | KB/step/rank | runs |")
+    print(rule + "|---:|---:|")
     for link in links:
         methods = [m for lk, m in order if lk == link]
         base = a.baseline or next((m for m in methods if m in ("none", "sync")), methods[0])
-        base_acc = col(so_fields(runs.get((link, base, "so"), [])), "acc")
+        bs, bp = so_fields(runs.get((link, base, "so"), [])), pt_fields(runs.get((link, base, "pt"), []))
         for m in methods:
             s = so_fields(runs.get((link, m, "so"), []))
             acc, kb = col(s, "acc"), col(s, "bytes") or ([dense] if dense and s else [])
-            delta = "%+.2f" % (100 * (statistics.median(acc) - statistics.median(base_acc))) if acc and base_acc else "–"
-            print(f"| {link} | {m} | {med([100 * x for x in acc], '%.2f')} | {delta} "
-                  f"| {med([b / 1e3 for b in kb], spread=False)} | {len(acc)} |")
+            row = (f"| {link} | {m} | {med([100 * x for x in acc], '%.2f')} | {delta(s, bs, 'acc')} "
+                   f"| {med([100 * x for x in col(s, 'acc2')], '%.2f')} | {delta(s, bs, 'acc2')} ")
+            if pt:
+                p = pt_fields(runs.get((link, m, "pt"), []))
+                row += (f"| {med([100 * x for x in col(p, 'acc')], '%.2f')} | {delta(p, bp, 'acc')} "
+                        f"| {med([100 * x for x in col(p, 'acc2')], '%.2f')} | {delta(p, bp, 'acc2')} ")
+            print(row + f"| {med([b / 1e3 for b in kb], spread=False)} | {len(acc)} |")
 
 
 if a.accuracy_only:
     accuracy_table()
     raise SystemExit(0)
 print(f"| link | method | scaleout s to target | epochs | step ms | KB/step/rank | codec ms/step "
-      f"| acc. after epoch {a.acc_epoch} | Δ vs baseline (points) | PyTorch DDP s | PyTorch epochs | PyTorch step ms "
+      f"| acc. after epoch {a.acc_epoch} | Δ vs baseline (points, paired) | PyTorch DDP s | PyTorch epochs | PyTorch step ms "
       f"| PyTorch / scaleout | auto picked |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 summary = []
@@ -117,17 +149,15 @@ for link in links:
     base = a.baseline or next((m for m in methods if m in ("none", "sync")), methods[0])
     so = {m: so_fields(runs.get((link, m, "so"), [])) for m in methods}
     pt = {m: pt_fields(runs.get((link, m, "pt"), [])) for m in methods}
-    base_acc = col(so[base], "acc")
     for m in methods:
         s, p = so[m], pt[m]
         st, pts = col(s, "tta"), col(p, "tta")
         kb = col(s, "bytes") or ([dense] if dense and s and m in ("none", "sync") else [])
         acc = col(s, "acc")
-        delta = "%+.2f" % (100 * (statistics.median(acc) - statistics.median(base_acc))) if acc and base_acc else "–"
         ratio = "%.2f" % (statistics.median(pts) / statistics.median(st)) if st and pts else "–"
         print(f"| {link} | {m} | {med(st)} | {'/'.join(f['epochs'] for f in s) or '–'} "
               f"| {med(col(s, 'step_ms'), spread=False)} | {med([b / 1e3 for b in kb], spread=False)} "
-              f"| {med(col(s, 'codec_ms'), '%.2f', spread=False)} | {med([100 * x for x in acc], '%.2f')} | {delta} "
+              f"| {med(col(s, 'codec_ms'), '%.2f', spread=False)} | {med([100 * x for x in acc], '%.2f')} | {delta(s, so[base], 'acc')} "
               f"| {med(pts)} | {'/'.join(f['epochs'] for f in p) or '–'} | {med(col(p, 'step_ms'), spread=False)} "
               f"| {ratio} | {'/'.join(col(s, 'auto'))} |")
     best = lambda d: min(((statistics.median(col(v, "tta")), m) for m, v in d.items() if col(v, "tta")), default=None)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Gradient compression in `scaleout train` (docs/COMPRESSION.md):
 #  - bad --compress / --error-feedback input: one line naming the flag, exit 2
-#  - --compress none is bit for bit the run without the flag
+#  - --compress none is bit for bit the run without the flag, and reports
+#    FP32's bytes per step (4 per parameter) under "compression" in --json
 #  - np 2, LeNet-5, 300 steps: fp16, top-k 1% and PowerSGD rank 2 (with error
 #    feedback, several buckets) end at a loss and accuracy close to FP32's,
 #    and report the bytes they sent; top-k on 3 ranks trains too
@@ -41,6 +42,17 @@ run() { # run NP NAME args...: trains, --json in $tmp/NAME.json, log in $tmp/NAM
 run 2 plain --steps 20 --eval-every -1 --dump-params "$tmp/plain.bin" &&
   run 2 none --steps 20 --eval-every -1 --dump-params "$tmp/none.bin" --compress none &&
   { cmp -s "$tmp/plain.bin" "$tmp/none.bin" && ok || bad "--compress none changed the parameters"; }
+# Plain FP32 averaging reports its bytes per step as the methods do: 4 per parameter.
+/usr/bin/python3 - "$tmp/plain.json" <<'PY' && ok || bad "plain sync's bytes per step: $(grep -i averaging "$tmp/plain.log")"
+import json, sys
+j = json.load(open(sys.argv[1]))
+c, n = j.get("compression", {}), j["config"]["parameters"]
+print(f"plain: {c.get('bytes_per_step')} bytes per step for {n} parameters")
+sys.exit(0 if c.get("method") == "none" and c.get("bytes_per_step") == 4 * n and c.get("ratio") == 1 else 1)
+PY
+# ... and local SGD's steps are not counted as FP32 averages: its traffic is the models'.
+run 2 local --steps 20 --eval-every -1 --sync local:4 &&
+  { ! grep -q '"compression"' "$tmp/local.json" && ok || bad "local:4 reports its steps as FP32 averages"; }
 
 # close NAME REF DLOSS DACC: NAME's mean loss over the last 50 steps within
 # DLOSS of REF's, its test accuracy at most DACC below; it compressed.

@@ -371,6 +371,59 @@ static void test_powersgd_exact(void **state)
     assert_false(so_compress_powersgd_fits(1, 1000, 1));  /* a vector: 2002 >= 1000 */
 }
 
+/* Warm-started subspace iteration as the compressor runs it (Q
+ * orthonormalised, P = M Q, P orthonormalised, Q = M^T P) on a 120 x 400
+ * matrix whose singular values spread over six decades: Q's columns come
+ * out orthonormal, and the rank-4 approximation reaches the best one's
+ * error (the fifth and sixth singular values) within 1%. */
+static void test_powersgd_warm_q(void **state)
+{
+    (void)state;
+    const size_t rows = 120, cols = 400;
+    const int r = 4;
+    const double sigma[6] = {1, 1e-2, 1e-3, 3e-4, 1e-5, 1e-6};
+    float *M = xmalloc(rows * cols * 4), *P = xmalloc(rows * r * 4), *Qt = xmalloc(r * cols * 4);
+    float *out = xmalloc(rows * cols * 4), *u = xmalloc(rows * 6 * 4), *v = xmalloc(cols * 6 * 4);
+    fill_normal(u, rows * 6, 11);
+    fill_normal(v, cols * 6, 12);
+    so_compress_psgd_orthonormalize(u, rows, 6); /* orthonormal singular vectors */
+    so_compress_psgd_orthonormalize(v, cols, 6);
+    double best = 0, norm = 0;
+    for (int k = 0; k < 6; k++) {
+        norm += sigma[k] * sigma[k];
+        best += k >= r ? sigma[k] * sigma[k] : 0;
+    }
+    for (size_t i = 0; i < rows; i++)
+        for (size_t j = 0; j < cols; j++) {
+            double acc = 0;
+            for (int k = 0; k < 6; k++)
+                acc += sigma[k] * u[i * 6 + k] * v[j * 6 + k];
+            M[i * cols + j] = (float)acc;
+        }
+    so_compress_psgd_init(Qt, cols, r, 5);
+    double err = 0;
+    for (int it = 0; it < 20; it++) {
+        so_compress_psgd_orthonormalize_qt(Qt, cols, r);
+        so_compress_psgd_p(P, M, Qt, rows, cols, r);
+        so_compress_psgd_orthonormalize(P, rows, r);
+        so_compress_psgd_q(Qt, M, P, rows, cols, r);
+    }
+    so_compress_psgd_approx(out, P, Qt, rows, cols, r, 1.0f);
+    for (size_t i = 0; i < rows * cols; i++)
+        err += (out[i] - M[i]) * (double)(out[i] - M[i]);
+    if (fabs(sqrt(err / norm) / sqrt(best / norm) - 1) > 0.01)
+        fail_msg("rank-4 error %g, best %g", sqrt(err / norm), sqrt(best / norm));
+    so_compress_psgd_orthonormalize_qt(Qt, cols, r);
+    for (int a = 0; a < r; a++) /* Q's columns (Qt's rows) orthonormal */
+        for (int b = 0; b < r; b++) {
+            double d = 0;
+            for (size_t j = 0; j < cols; j++)
+                d += (double)Qt[(size_t)a * cols + j] * Qt[(size_t)b * cols + j];
+            assert_float_equal(d, a == b ? 1.0 : 0.0, 1e-5);
+        }
+    free(M), free(P), free(Qt), free(out), free(u), free(v);
+}
+
 /* ---- a simulated group: R ranks in one thread ------------------------------------------
  * Each rank has its own so_group over one shared world. Operations get a
  * sequence number per rank; when the last rank submits number j, the
@@ -973,6 +1026,29 @@ static void test_auto_rule(void **state)
     assert_true(best > 0);
     assert_true(step[best] < 0.5 * step[0]); /* 61 ms of FP32 transfer against about 1 */
     assert_true(step[1] < step[0]);          /* fp16 halves it */
+    /* the accuracy cost: top-k's step is the shortest, but at 2.4x FP32's
+     * steps to the target (PowerSGD's 1.35x) PowerSGD reaches it first */
+    so_predict_compress_cost lossy[] = {
+        {.ratio = 1},
+        {.ratio = 0.02, .gather = 1, .encode_per_byte = 0.2e-9, .decode_per_byte = 0.3e-9},
+        {.ratio = 0.006, .ratio2 = 0.003, .encode_per_byte = 0.4e-9, .decode_per_byte = 0.4e-9},
+    };
+    assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, lossy, 3, 0.02, step, &best), 0);
+    printf("auto rule, 1 Gbit/s: none %.2f ms, topk %.2f ms, powersgd %.2f ms\n", step[0] * 1e3, step[1] * 1e3,
+           step[2] * 1e3);
+    assert_true(step[1] < step[2]);
+    assert_int_equal(best, 1); /* by step time alone */
+    lossy[1].steps_factor = 2.4;
+    lossy[2].steps_factor = 1.35;
+    double same_step[3];
+    assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, lossy, 3, 0.02, same_step, &best), 0);
+    assert_true(same_step[1] == step[1] && same_step[2] == step[2]); /* the step itself is unchanged */
+    assert_int_equal(best, 2);
+    /* a method whose extra steps eat its shorter step is not picked over FP32 */
+    so_predict_compress_cost slow_to_learn[] = {{.ratio = 1}, {.ratio = 0.5, .steps_factor = 2.5}};
+    assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, slow_to_learn, 2, 0.02, step, &best), 0);
+    assert_true(step[1] < step[0] && step[1] * 2.5 > step[0]);
+    assert_int_equal(best, 0);
     /* ties go to none: a method only as fast as none is not picked */
     const so_predict_compress_cost same[] = {{.ratio = 1}, {.ratio = 0.99}};
     assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, same, 2, 0.02, step, &best), 0);
@@ -1006,6 +1082,7 @@ int main(void)
         cmocka_unit_test(test_state_round_trip),
         cmocka_unit_test(test_calibrate),
         cmocka_unit_test(test_auto_rule),
+        cmocka_unit_test(test_powersgd_warm_q),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -137,6 +137,11 @@ void so_compress_sign_decode(float *dst, const uint32_t *msg, size_t n, int add)
 void so_compress_psgd_p(float *P, const float *M, const float *Qt, size_t rows, size_t cols, int r);
 /* Gram-Schmidt on P's columns (a zero column stays finite: its norm gets 1e-8). */
 void so_compress_psgd_orthonormalize(float *P, size_t rows, int r);
+/* The same on Q's columns (Qt's rows). The warm-started Q is M^T P, its
+ * columns as long as M's singular values: orthonormal again before P = M Q,
+ * as torch's hook does, M Q keeps M's smaller directions in FP32 instead of
+ * squaring the spread between them. */
+void so_compress_psgd_orthonormalize_qt(float *Qt, size_t cols, int r);
 /* Qt = (M^T P)^T = P^T M. */
 void so_compress_psgd_q(float *Qt, const float *M, const float *P, size_t rows, size_t cols, int r);
 /* out = P Qt x scale, (rows x cols). */

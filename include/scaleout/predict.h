@@ -50,18 +50,23 @@ int so_predict_step(const so_predict_compute *c, int ranks, so_predict_cost_fn c
  *   allreduce methods:  cost(ratio B) [+ cost(ratio2 B): PowerSGD's Q] + decode B
  *   allgather methods:  cost(ranks ratio B / 2) + decode B   (a ring allgather of
  *                       w bytes per rank moves what a ring allreduce of ranks w / 2 does)
- * and the step adds encode x the whole gradient's bytes to backward. */
+ * and the step adds encode x the whole gradient's bytes to backward. A
+ * lossy method also needs more steps to reach a given accuracy: steps_factor
+ * is its steps to the target over FP32's (0 or 1: as many), and the pick
+ * weighs step seconds x steps_factor, the time to the target. */
 typedef struct {
     double ratio;                 /* bytes sent / FP32 bytes (1: none) */
     double ratio2;                /* a second, dependent allreduce (PowerSGD's Q); 0: none */
     int gather;                   /* sent by allgather (top-k sparse, QSGD, sign) */
     double encode_per_byte, decode_per_byte; /* seconds per FP32 byte of gradient */
+    double steps_factor;          /* steps to the target accuracy over FP32's (0: 1) */
 } so_predict_compress_cost;
 
 /* The predicted step of each of n methods (step_seconds[i]) on the compute
- * and link of so_predict_step; *best = the smallest, where method 0 (none,
- * by convention) wins unless another is at least `margin` (e.g. 0.02)
- * faster. SO_EINVAL on bad arguments (ranks < 2, no cost). */
+ * and link of so_predict_step; *best = the smallest time to the target
+ * (step x steps_factor), where method 0 (none, by convention) wins unless
+ * another is at least `margin` (e.g. 0.02) sooner. SO_EINVAL on bad
+ * arguments (ranks < 2, no cost). */
 int so_predict_compress(const so_predict_compute *c, int ranks, so_predict_cost_fn cost, void *ctx,
                         const so_predict_compress_cost *methods, int n, double margin, double *step_seconds,
                         int *best);

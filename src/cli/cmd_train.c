@@ -412,6 +412,12 @@ static void report_compress(const so_job_config *c, const so_train_result *r)
     if (r->compress_bytes_dense <= 0 || r->steps <= 0)
         return;
     double steps = (double)r->steps;
+    if (!c->compress || !strcmp(c->compress, "none") || (r->compress_auto_n > 0 && r->compress_auto_pick == 0)) {
+        /* plain FP32 averaging (auto's "none" too) */
+        printf("gradient averaging: %.1f KB sent per step by each rank (FP32, uncompressed)\n",
+               r->compress_bytes_sent / steps / 1e3);
+        return;
+    }
     printf("compression %s (error feedback %s): %.1f KB sent per step by each rank against %.1f KB in FP32 (%.1fx "
            "less); compress %.2f ms and decompress %.2f ms per step\n", c->compress,
            r->compress_error_feedback ? "on" : "off", r->compress_bytes_sent / steps / 1e3,
@@ -426,7 +432,7 @@ static void json_compress(so_json *js, const so_job_config *c, const so_train_re
         return;
     double steps = r->steps > 0 ? (double)r->steps : 1;
     so_json_obj_begin(js, "compression");
-    so_json_str(js, "method", c->compress);
+    so_json_str(js, "method", c->compress ? c->compress : "none");
     so_json_bool(js, "error_feedback", r->compress_error_feedback);
     so_json_num(js, "bytes_per_step", r->compress_bytes_sent / steps);
     so_json_num(js, "dense_bytes_per_step", r->compress_bytes_dense / steps);

@@ -122,28 +122,36 @@ void so_compress_psgd_q(float *Qt, const float *M, const float *P, size_t rows, 
     q_scalar(Qt, M, P, rows, cols, r);
 }
 
-/* Modified Gram-Schmidt in double, column after column (P is rows x r). */
-void so_compress_psgd_orthonormalize(float *P, size_t rows, int r)
+/* Modified Gram-Schmidt in double over r vectors of len values, vector j's
+ * value i at v[i * si + j * sj], one after another. */
+static void gram_schmidt(float *v, size_t len, size_t r, size_t si, size_t sj)
 {
-    size_t R = (size_t)r;
-    for (size_t j = 0; j < R; j++) {
+    for (size_t j = 0; j < r; j++) {
+        float *x = v + j * sj;
         for (size_t k = 0; k < j; k++) {
+            const float *y = v + k * sj;
             double d = 0;
-            for (size_t i = 0; i < rows; i++)
-                d += (double)P[i * R + k] * P[i * R + j];
-            for (size_t i = 0; i < rows; i++)
-                P[i * R + j] = (float)(P[i * R + j] - d * P[i * R + k]);
+            for (size_t i = 0; i < len; i++)
+                d += (double)y[i * si] * x[i * si];
+            for (size_t i = 0; i < len; i++)
+                x[i * si] = (float)(x[i * si] - d * y[i * si]);
         }
         double sq = 0;
-        for (size_t i = 0; i < rows; i++)
-            sq += (double)P[i * R + j] * P[i * R + j];
+        for (size_t i = 0; i < len; i++)
+            sq += (double)x[i * si] * x[i * si];
         double norm = sqrt(sq);
         if (norm < 1e-8) /* as torch: a zero column does not divide by zero */
             norm = 1e-8;
-        for (size_t i = 0; i < rows; i++)
-            P[i * R + j] = (float)(P[i * R + j] / norm);
+        for (size_t i = 0; i < len; i++)
+            x[i * si] = (float)(x[i * si] / norm);
     }
 }
+
+/* P's columns: value i of column j at P[i r + j]. */
+void so_compress_psgd_orthonormalize(float *P, size_t rows, int r) { gram_schmidt(P, rows, (size_t)r, (size_t)r, 1); }
+
+/* Q's columns are Qt's rows: value i of column j at Qt[j cols + i]. */
+void so_compress_psgd_orthonormalize_qt(float *Qt, size_t cols, int r) { gram_schmidt(Qt, cols, (size_t)r, 1, cols); }
 
 SO_VEC_CLONES static void axpy_row(float *restrict out, const float *restrict q, float p, size_t cols, int first)
 {

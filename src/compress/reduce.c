@@ -460,6 +460,7 @@ static int enc_powersgd(so_compressor *c, slot *s)
     size_t po = 0;
     for (int j = 0; j < s->nm; j++) {
         const so_compress_matrix *m = &c->mats[s->mi[j]];
+        so_compress_psgd_orthonormalize_qt(c->Q[s->mi[j]], m->cols, c->spec.rank);
         so_compress_psgd_p(s->pq + po, s->buf + (m->off - s->lo), c->Q[s->mi[j]], m->rows, m->cols, c->spec.rank);
         po += m->rows * (size_t)c->spec.rank;
     }

@@ -18,12 +18,17 @@ int grad_compress_create(const so_compress_spec *spec, int error_feedback, uint6
 void grad_compress_rank_state(so_compressor *x, const so_compress_spec *spec, so_rank_state *out);
 /* --compress auto: measures each candidate method on this CPU over m's
  * current gradient cut at bounds (nb buckets, ascending), agrees the costs
- * over d's ranks (collective), predicts each one's step from pc and
- * d->cost, and picks the fastest (FP32 unless one is 2% faster). The
- * methods, predictions and the pick go to r; *pick = the chosen method. */
+ * over d's ranks (collective), times a few allreduces on d->group to fit
+ * the link (d->cost without a group), predicts each one's step from pc and
+ * that link, and picks the soonest at the target: step x the method's
+ * steps-to-target factor (FP32 unless one is 2% sooner). The methods,
+ * predictions and the pick go to r; *pick = the chosen method. */
 int grad_compress_auto(const so_train_config *c, const so_model *m, const so_dist *d, const so_predict_compute *pc,
                        const size_t *bounds, int nb, so_train_result *r, so_compress_spec *pick);
 /* The compressor's counters into r (and destroys nothing). */
 void grad_compress_report(const so_compressor *x, so_train_result *r);
+/* Plain FP32 averaging's counters into r: nparams floats sent per step
+ * (r->steps), as many as FP32 would, nothing spent compressing. */
+void grad_compress_report_dense(size_t nparams, so_train_result *r);
 
 #endif

@@ -81,6 +81,8 @@ static double compressed_cost(void *arg, size_t bytes)
     return m->ratio2 > 0 ? t + l->cost(l->ctx, (size_t)(m->ratio2 * b)) : t;
 }
 
+static double steps_factor(const so_predict_compress_cost *m) { return m->steps_factor > 0 ? m->steps_factor : 1; }
+
 int so_predict_compress(const so_predict_compute *c, int ranks, so_predict_cost_fn cost, void *ctx,
                         const so_predict_compress_cost *methods, int n, double margin, double *step_seconds,
                         int *best)
@@ -96,7 +98,9 @@ int so_predict_compress(const so_predict_compute *c, int ranks, so_predict_cost_
         if (rc)
             return rc;
         step_seconds[i] = p.step_seconds + methods[i].encode_per_byte * (double)grad_bytes;
-        if (i > 0 && step_seconds[i] < step_seconds[0] * (1 - margin) && step_seconds[i] < step_seconds[*best])
+        double to_target = step_seconds[i] * steps_factor(&methods[i]);
+        if (i > 0 && to_target < step_seconds[0] * steps_factor(&methods[0]) * (1 - margin) &&
+            to_target < step_seconds[*best] * steps_factor(&methods[*best]))
             *best = i;
     }
     return 0;

@@ -289,6 +289,8 @@ static void dp_finish(void *self)
     if (s->cx) {
         so_compressor_wait(s->cx, s->d->group, NULL); /* stopped with buckets in flight */
         grad_compress_report(s->cx, s->r);
+    } else if (s->d && s->d->world > 1) { /* plain FP32: its bytes per step, as the methods count theirs */
+        grad_compress_report_dense(s->m->nparams, s->r);
     }
     if (s->cx && !s->rs.ctx) { /* made by start (a caller of so_strategy_data_parallel): the run's own */
         so_compressor_destroy(s->cx);

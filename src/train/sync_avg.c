@@ -64,6 +64,11 @@ void sync_report(so_train_result *r, double bytes, long rounds, int period)
     r->sync_bytes_sent = bytes;
     r->sync_rounds = rounds;
     r->sync_period = period;
+    /* local SGD's inner data parallelism counted its steps as plain FP32
+     * averages (grad_compress_report_dense): what kept the models together
+     * is counted above instead. A compressor's counts (encode time) stay. */
+    if (r->compress_encode_s == 0 && r->compress_bytes_sent == r->compress_bytes_dense)
+        r->compress_bytes_sent = r->compress_bytes_dense = 0;
 }
 
 /* Checks shared by the relaxed-consistency strategies: the ranks and their group. */
