@@ -45,8 +45,8 @@ done
 run 2 bucket-big --batch-size 32 --bucket-mb 25 &&
   run 2 bucket-small --batch-size 32 --bucket-mb 0.01 --first-bucket-mb 0.01 &&
   run 2 no-overlap --batch-size 32 --bucket-mb 0.01 --first-bucket-mb 0.01 --no-overlap &&
-  SCALEOUT_DP_STEP_BUCKETS=0 run 2 whole-step --batch-size 32 --bucket-mb 0.01 --first-bucket-mb 0.01 &&
-  { compare bucket-big bucket-small 0 && compare bucket-big no-overlap 0 && compare bucket-small whole-step 0 && ok ||
+  SCALEOUT_DP_STEP_BUCKETS=1 run 2 step-buckets --batch-size 32 --bucket-mb 0.01 --first-bucket-mb 0.01 &&
+  { compare bucket-big bucket-small 0 && compare bucket-big no-overlap 0 && compare bucket-small step-buckets 0 && ok ||
       bad "bucket size / overlap / the update bucket by bucket changed the parameters"; }
 grep -q "gradient buckets" "$tmp/bucket-small.log" && ok || bad "no communication summary printed"
 

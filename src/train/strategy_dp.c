@@ -50,14 +50,15 @@ static int submit_bucket(dp_state *s, int b)
  * update is element-wise), but only when nothing between the wait and the
  * update needs the whole gradient: no clipping (the global norm), no 1/K
  * scaling, no compressor (its own waits). The before_update observers run
- * with buckets in flight: they read parameters and optimizer state only
- * (train.h). The buckets must tile the whole buffer.
- * SCALEOUT_DP_STEP_BUCKETS=0 turns it off (A/B runs). */
+ * with buckets in flight, so they may make no blocking call of their own:
+ * the checkpoint's exchange does, which is why this is opt-in
+ * (SCALEOUT_DP_STEP_BUCKETS=1) until observers can post non-blocking. The
+ * buckets must tile the whole buffer. */
 static int step_buckets_ok(const dp_state *s)
 {
     const so_train_config *c = s->c;
     const char *e = getenv("SCALEOUT_DP_STEP_BUCKETS");
-    if ((e && !strcmp(e, "0")) || !s->own_loop || !s->d->grad_wait_bucket || s->cx || s->auto_compress || !c->overlap ||
+    if (!(e && !strcmp(e, "1")) || !s->own_loop || !s->d->grad_wait_bucket || s->cx || s->auto_compress || !c->overlap ||
         c->accumulate != 1 || c->clip_norm > 0)
         return 0;
     size_t covered = 0;
