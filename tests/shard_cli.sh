@@ -25,15 +25,7 @@ rs=(--model lenet5 --shard-unit layer)
 run 2 rs-whole --strategy zero2 "${rs[@]}" --batch-size 12 --steps 20 &&
   run 2 rs-first --strategy zero2 "${rs[@]}" --batch-size 12 --steps 10 --ckpt-every 10 --ckpt-dir "$tmp/ck" &&
   grep -q "^layout " "$tmp"/ck/ckpt-*/MANIFEST && ok || bad "the sharded checkpoint has no layout"
-for to in "2 zero2 12" "3 zero3 8" "1 dp 24"; do
-  set -- $to
-  run "$1" "rs-$1-$2" --strategy "$2" "${rs[@]}" --batch-size "$3" --steps 20 --ckpt-dir "$tmp/ck" --resume auto ||
-    continue
-  tol=1e-6
-  [ "$1" = 2 ] && tol=0
-  compare rs-whole "rs-$1-$2" "$tol" && ok ||
-    bad "resume np 2 zero2 -> np $1 $2 differs from the whole run: $(relerr rs-whole "rs-$1-$2")"
-done
+resumes_like 20 "2 zero2 12" "3 zero3 8" "1 dp 24"
 run 2 rs-10 --strategy dp --model lenet5 --batch-size 12 --steps 10 && exports_like "$tmp/ck/ckpt-0000000010" rs-10
 
 # plan: each strategy's memory per rank; under a cap between zero3's and the

@@ -9,7 +9,23 @@ common=(train --dataset synthetic --synthetic-samples 1280 --eval-every -1 --pro
 # uneven counts (reduce-scatter / allgather with counts), chunked units, the
 # node and cross groups of HYBRID_SHARD. What the strategy computes alone
 # (optimizers, checkpoint files, memory accounting) runs once.
-first_mpi() { [ "${SCALEOUT_TEST_SECOND_MPI:-0}" != 1 ] || { echo "skip under the second MPI: $1"; return 1; }; }
+# (full_only, script_lib.sh, says which.)
+
+# resumes_like STEPS "NP STRATEGY BATCH"...: each run resumes ${rs[@]} from
+# $tmp/ck for STEPS steps and must equal rs-whole: bitwise on 2 ranks (the
+# checkpoint's world), to 1e-6 on others (the same global batch, summed in
+# another order).
+resumes_like() {
+  local steps=$1 tol; shift
+  for to in "$@"; do
+    set -- $to
+    run "$1" "rs-$1-$2" --strategy "$2" "${rs[@]}" --batch-size "$3" --steps "$steps" --ckpt-dir "$tmp/ck" \
+      --resume auto || continue
+    tol=1e-6
+    [ "$1" = 2 ] && tol=0
+    compare rs-whole "rs-$1-$2" "$tol" && ok || bad "resume -> np $1 $2: $(relerr rs-whole "rs-$1-$2")"
+  done
+}
 
 run() { # run NP OUT args...: trains and dumps parameters to $tmp/OUT.bin
   local np=$1 out=$2 args=() dp=0; shift 2

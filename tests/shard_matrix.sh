@@ -11,7 +11,7 @@
 #    np 4 run
 #  - each strategy's memory_accounted against ZeRO's formulas (10%)
 # Under the second MPI library only LeNet-5 at np 3 (uneven blocks) and
-# HYBRID_SHARD (the node and cross groups) run again (shard_lib.sh, first_mpi).
+# HYBRID_SHARD (the node and cross groups) run again (shard_lib.sh, full_only).
 # Usage: shard_matrix.sh path/to/scaleout
 set -u
 bin=$1
@@ -30,7 +30,7 @@ run 4 hyb-dp --model lenet5 --steps 20 --batch-size 8 --ranks-per-node 2 --allre
       --shard-group node --shard-unit layer || continue
     compare hyb-dp "hyb-$z" 1e-6 && ok || bad "hybrid $z differs from dp: $(relerr hyb-dp "hyb-$z")"
   done
-first_mpi "AdamW, ResNet-20, resume, memory (the library's part is above)" || {
+full_only "AdamW, ResNet-20, resume, memory (the library's part is above)" || {
   echo "shard_matrix: $pass passed, $fail failed"
   [ $fail -eq 0 ]
   exit
