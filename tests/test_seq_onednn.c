@@ -273,8 +273,8 @@ static void t_decode(void **st)
 }
 
 /* scaleout's GEMM against a double-precision loop: every transpose, edge
- * sizes around the register tile and cache blocks, += and the bias; and the
- * same bits on 1 and 2 threads. Skips below AVX2 (the matmuls run there). */
+ * sizes around the register tile and cache blocks (301 rows: three A blocks
+ * of equal height), += and the bias; and the same bits on 1 and 2 threads. Skips below AVX2 (the matmuls run there). */
 static void t_gemm(void **st)
 {
     (void)st;
@@ -283,7 +283,7 @@ static void t_gemm(void **st)
         print_message("skipped: scaleout's GEMM needs AVX2+FMA\n");
         return;
     }
-    static const int sizes[][3] = {{1, 1, 1}, {7, 17, 5}, {13, 33, 300}, {130, 70, 520}, {6, 4100, 9}};
+    static const int sizes[][3] = {{1, 1, 1}, {7, 17, 5}, {13, 33, 300}, {130, 70, 520}, {6, 4100, 9}, {301, 21, 40}};
     float *work = malloc(2 * od_gemm_work(k) * sizeof(float) + 64), *w = (float *)(((uintptr_t)work + 63) & ~63ul);
     so_rng r;
     so_rng_seed(&r, 1);
