@@ -206,8 +206,9 @@ typedef struct so_train_result {
     double compress_auto_predicted[SO_COMPRESS_AUTO_MAX], compress_auto_ratio[SO_COMPRESS_AUTO_MAX],
         compress_auto_overhead[SO_COMPRESS_AUTO_MAX];
     /* ... each one's steps to the target over FP32's (what the pick weighs
-     * beside the step), and the link auto measured: alpha + beta bytes. */
-    double compress_auto_steps_factor[SO_COMPRESS_AUTO_MAX];
+     * beside the step) from what its message loses of the gradient,
+     * ||g - C(g)|| / ||g||, and the link auto measured: alpha + beta bytes. */
+    double compress_auto_steps_factor[SO_COMPRESS_AUTO_MAX], compress_auto_rel_error[SO_COMPRESS_AUTO_MAX];
     double compress_auto_link_alpha, compress_auto_link_beta;
     /* --sync ssp:S / async (the parameter server, over every rank): workers
      * and servers, the bytes a worker's step moves (pushed and pulled), the
