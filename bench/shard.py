@@ -26,6 +26,7 @@ import peer_env  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 STRATEGIES = ["dp", "zero1", "zero2", "zero3"]
+PHASES = ["forward", "backward", "comm_exposed", "optimizer"]  # --json phase_seconds, rank 0, ms per step
 
 
 def scaleout(binary, np, model, batch, steps, warmup, strategy, extra):
@@ -37,7 +38,9 @@ def scaleout(binary, np, model, batch, steps, warmup, strategy, extra):
                "--strategy", strategy, "--json", f.name] + extra
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         r = json.load(open(f.name))
-    return r["images_per_sec"], max(k["peak_rss_bytes"] for k in r["ranks"])
+    n = r["steps"]
+    phases = {k: 1e3 * r["phase_seconds"][k] / n for k in PHASES}
+    return r["images_per_sec"], max(k["peak_rss_bytes"] for k in r["ranks"]), phases
 
 
 def torch_peer(mode, np, model, batch, steps, warmup, sharding="FULL_SHARD"):
@@ -64,16 +67,20 @@ FSDP = {"torch-fsdp-full": "FULL_SHARD", "torch-fsdp-grad-op": "SHARD_GRAD_OP"}
 def measure_row(a, model, batch, steps, warmup, extra):
     """Every strategy and peer a.repeat times, the order reversed every other
     repeat; FSDP once per row, to learn whether it runs here at all."""
-    who_all = STRATEGIES + ([] if a.no_torch else list(PEERS))
+    mine = ["dp"] + [s for s in a.strategies.split(",") if s in STRATEGIES and s != "dp"]
+    who_all = mine + ([] if a.no_torch else list(PEERS))
     ips = {s: [] for s in who_all + list(FSDP)}
     rss = {s: [] for s in ips}
+    phases = {s: {k: [] for k in PHASES} for s in STRATEGIES}
     errors = {}
     for r in range(a.repeat):
         for who in (who_all if r % 2 == 0 else who_all[::-1]):
             if who in PEERS:
                 v, m, _ = torch_peer(PEERS[who], a.np, model, batch, steps, warmup)
             else:
-                v, m = scaleout(a.bin, a.np, model, batch, steps, warmup, who, extra)
+                v, m, ph = scaleout(a.bin, a.np, model, batch, steps, warmup, who, extra)
+                for k in PHASES:
+                    phases[who][k].append(ph[k])
             ips[who].append(v)
             rss[who].append(m)
         for who, sharding in FSDP.items():
@@ -84,7 +91,18 @@ def measure_row(a, model, batch, steps, warmup, extra):
                 else:
                     ips[who].append(v)
                     rss[who].append(m)
-    return ips, rss, errors
+    return ips, rss, phases, errors
+
+
+def print_phases(phases):
+    """Where rank 0's step goes, per strategy: medians over the repeats of
+    each phase's ms per step (warm-up steps included), so a strategy's
+    deficit shows as compute or as communication it did not hide."""
+    print("| who | " + " | ".join(f"{k} ms" for k in PHASES) + " |")
+    print("|---|" + "---:|" * len(PHASES))
+    for who, ph in phases.items():
+        if ph[PHASES[0]]:
+            print(f"| {who} | " + " | ".join(med(ph[k]) for k in PHASES) + " |")
 
 
 def print_row(a, model, batch, steps, warmup, ips, rss, errors):
@@ -112,6 +130,8 @@ def main():
     ap.add_argument("--rows", default="resnet20:64:20:5,resnet50:16:4:1")
     ap.add_argument("--scaleout-args", default="")
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--raw", help="append every run's figures to this file (one JSON line per row)")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES), help="scaleout strategies to run (dp is always run)")
     a = ap.parse_args()
     extra = a.scaleout_args.split()
     isa, ghz, _ = peer_env.cpu_peak()
@@ -119,8 +139,12 @@ def main():
     for row in a.rows.split(","):
         model, batch, steps, warmup = row.split(":")
         batch, steps, warmup = int(batch), int(steps), int(warmup)
-        ips, rss, errors = measure_row(a, model, batch, steps, warmup, extra)
+        ips, rss, phases, errors = measure_row(a, model, batch, steps, warmup, extra)
         print_row(a, model, batch, steps, warmup, ips, rss, errors)
+        print_phases(phases)
+        if a.raw:
+            with open(a.raw, "a") as f:
+                f.write(json.dumps({"row": row, "images_per_sec": ips, "peak_rss": rss, "phases": phases}) + "\n")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 #  - np 2, LeNet-5, 300 steps: fp16, top-k 1% and PowerSGD rank 2 (with error
 #    feedback, several buckets) end at a loss and accuracy close to FP32's,
 #    and report the bytes they sent; top-k on 3 ranks trains too
+#  - --compress auto reports each candidate's measured error and steps factor
+#    and picks by them
 # Usage: compress_cli.sh path/to/scaleout
 set -u
 bin=$1
@@ -81,6 +83,28 @@ if run 2 fp32 "${buckets[@]}"; then
 fi
 run 3 topk3 --steps 100 --eval-every -1 --bucket-mb 0.05 --first-bucket-mb 0.01 --compress topk:0.05 \
   --error-feedback off && { grep -q "error feedback off" "$tmp/topk3.log" && ok || bad "np 3 top-k: $(tail -2 "$tmp/topk3.log")"; }
+
+# --compress auto: after step 3 it reports every candidate with its measured
+# error e and steps factor (1 / (1 - e^2) for top-k and PowerSGD, 1 for the
+# rest), and picks the soonest at the target by its own figures (FP32 unless
+# one is 2% sooner); which one depends on this machine, the rule does not.
+run 2 auto --steps 20 --eval-every -1 --bucket-mb 0.05 --first-bucket-mb 0.01 --compress auto &&
+  /usr/bin/python3 - "$tmp/auto.json" <<'PY' && ok || bad "--compress auto's report: $(grep "compress auto" "$tmp/auto.log")"
+import json, sys
+a = json.load(open(sys.argv[1]))["compress_auto"]
+m = {x["method"]: x for x in a["methods"]}
+print("auto:", a["picked"], {k: (round(v["relative_error"], 3), round(v["steps_factor"], 3)) for k, v in m.items()})
+ok = list(m)[0] == "none" and len(m) == 5 and a["after_step"] == 3
+for k, v in m.items():
+    e, f = v["relative_error"], v["steps_factor"]
+    want = 1 / (1 - e * e) if k.startswith(("topk", "powersgd")) else 1
+    ok = ok and 0 <= e < 1 and abs(f - want) < 1e-4 * want and v["predicted_step_seconds"] > 0
+ok = ok and 0 < m["powersgd:4:10"]["relative_error"] and 0 < m["topk:0.01"]["relative_error"]
+t = {k: v["predicted_step_seconds"] * v["steps_factor"] for k, v in m.items()}
+soonest = min(t, key=t.get)
+want = soonest if t[soonest] < t["none"] * 0.98 else "none"
+sys.exit(0 if ok and a["picked"] == want else 1)
+PY
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -5,7 +5,7 @@
 #    process when D = 1): the loss of every step and the parameters after 10
 #    steps within 1e-5 relative, for P in {2,3,4}, D in {1,2}, gpipe and 1f1b,
 #    and interleaved with 2 chunks per rank (D = 1, and P = 2 with D = 2),
-#    M in {1,4}, on LeNet-5 (a chain) and ResNet-20 (cuts across residual
+#    M in {1,4}, on LeNet-5 (a chain) and ResNet-8 (cuts across residual
 #    connections, batchnorm), on the onednn and ref backends
 #  - on one host the stages' buffers are shared (no bytes in the messages);
 #    SCALEOUT_PIPE_SHARED=0 and the TCP transport copy them, with the same result
@@ -47,16 +47,18 @@ PY
 }
 
 # One model, backend and M: the references (one process, two data-parallel
-# ranks), then every P x D x schedule against them.
-matrix() { # matrix MODEL BACKEND M BATCH PS...
+# ranks), then every P x D x schedule against them. SCHEDULES and REPLICAS
+# narrow a call to the schedules and replica counts it adds a shape for.
+matrix() { # [SCHEDULES="..."] [REPLICAS="..."] matrix MODEL BACKEND M BATCH PS...
   local model=$1 be=$2 m=$3 batch=$4; shift 4
-  local tag=$model-$be-m$m
-  run 1 "$tag-d1" --model "$model" --backend "$be" --batch-size $((batch / m)) --accumulate "$m" || return
-  run 2 "$tag-d2" --model "$model" --backend "$be" --batch-size $((batch / m)) --accumulate "$m" || return
+  local tag=$model-$be-m$m d
+  for d in ${REPLICAS:-1 2}; do
+    run "$d" "$tag-d$d" --model "$model" --backend "$be" --batch-size $((batch / m)) --accumulate "$m" || return
+  done
   for p in "$@"; do
-    for d in 1 2; do
+    for d in ${REPLICAS:-1 2}; do
       [ $((p * d)) -le 6 ] || continue
-      for sc in gpipe 1f1b interleaved; do
+      for sc in ${SCHEDULES:-gpipe 1f1b interleaved}; do
         local v=1
         if [ "$sc" = interleaved ]; then
           [ "$d" = 1 ] || [ "$p" = 2 ] || continue
@@ -75,16 +77,18 @@ if [ "${SCALEOUT_TEST_SECOND_MPI:-0}" = 1 ]; then
   # The second MPI library (make test-mpich) runs the messages' shapes once:
   # a chain and residual cuts, every schedule, 2 and 3 stages, 1 and 2 replicas.
   matrix lenet5 onednn 4 32 2 3
-  matrix resnet20 onednn 4 16 2 3
+  matrix resnet8 onednn 4 16 2 3
 else
   # Each dimension once where it adds a shape: P = 4 on the chain, residual
-  # cuts at P = 2 and 3, M = 1 and the ref backend at one P each.
+  # cuts at P = 2 and 3, M = 1 and the ref backend at one P each. With one
+  # micro-batch every schedule runs the same order, and the backend changes
+  # the kernels, not the messages: those run one schedule.
   matrix lenet5 onednn 4 32 2 3 4
-  matrix lenet5 onednn 1 8 2
-  matrix lenet5 ref 4 32 4
-  matrix resnet20 onednn 4 16 2 3
-  matrix resnet20 onednn 1 4 2
-  matrix resnet20 ref 4 8 3
+  SCHEDULES=1f1b matrix lenet5 onednn 1 8 2
+  SCHEDULES="1f1b interleaved" REPLICAS=1 matrix lenet5 ref 4 32 4
+  matrix resnet8 onednn 4 16 2 3
+  SCHEDULES=1f1b matrix resnet8 onednn 1 4 2
+  SCHEDULES=1f1b REPLICAS=1 matrix resnet8 ref 4 8 3
 fi
 
 # Stage messages over scaleout's TCP connections (SCALEOUT_COLL_TCP=1 puts them there on one
@@ -92,21 +96,21 @@ fi
 # talks to both sides; interleaved: the last rank also sends back to the first.
 for sc in 1f1b interleaved; do
   v=1; [ $sc = interleaved ] && v=2
-  SCALEOUT_COLL_TCP=1 run 3 "tcp-$sc" --model resnet20 --backend onednn --batch-size 16 --pipeline-stages 3 \
+  SCALEOUT_COLL_TCP=1 run 3 "tcp-$sc" --model resnet8 --backend onednn --batch-size 16 --pipeline-stages 3 \
     --microbatches 4 --schedule $sc --virtual-stages $v || continue
-  if same resnet20-onednn-m4-d1 "tcp-$sc" && grep -q "over scaleout's tcp connections" "$tmp/tcp-$sc.log"; then ok
+  if same resnet8-onednn-m4-d1 "tcp-$sc" && grep -q "over scaleout's tcp connections" "$tmp/tcp-$sc.log"; then ok
   else bad "3 stages ($sc) over tcp differ from one process, or did not use tcp: $(grep -c tcp "$tmp/tcp-$sc.log")"; fi
 done
 
 # On one host the stages pass tensors through shared memory (messages carry no bytes);
 # SCALEOUT_PIPE_SHARED=0 sends every byte through MPI instead: the same training.
 [ "$(grep -cE "pipeline: ([0-9]+) of \1 edge\(s\) of this stage through shared memory" \
-  "$tmp/resnet20-onednn-m4-p3-d1-1f1b.log")" = 3 ] && ok || bad "3 stages on one host did not share their buffers: $(grep -c shared "$tmp/resnet20-onednn-m4-p3-d1-1f1b.log")"
+  "$tmp/resnet8-onednn-m4-p3-d1-1f1b.log")" = 3 ] && ok || bad "3 stages on one host did not share their buffers: $(grep -c shared "$tmp/resnet8-onednn-m4-p3-d1-1f1b.log")"
 for sc in 1f1b interleaved; do
   v=1; [ $sc = interleaved ] && v=2
-  SCALEOUT_PIPE_SHARED=0 run 3 "copied-$sc" --model resnet20 --backend onednn --batch-size 16 --pipeline-stages 3 \
+  SCALEOUT_PIPE_SHARED=0 run 3 "copied-$sc" --model resnet8 --backend onednn --batch-size 16 --pipeline-stages 3 \
     --microbatches 4 --schedule $sc --virtual-stages $v || continue
-  if same resnet20-onednn-m4-d1 "copied-$sc" && ! grep -q "through shared memory" "$tmp/copied-$sc.log"; then ok
+  if same resnet8-onednn-m4-d1 "copied-$sc" && ! grep -q "through shared memory" "$tmp/copied-$sc.log"; then ok
   else bad "3 stages ($sc) with SCALEOUT_PIPE_SHARED=0 differ from one process, or still shared"; fi
 done
 
@@ -115,12 +119,12 @@ grep -q "pipeline: 3 stages x 1 replicas (stage-major), 1f1b, 4 micro-batches of
   ok || bad "no pipeline line in the report: $(cat "$tmp/lenet5-onednn-m4-p3-d1-1f1b.log")"
 
 # Replica-major placement (a stage's replicas on neighbouring ranks) computes the same.
-run 4 placement --model resnet20 --batch-size 16 --pipeline-stages 2 --microbatches 4 --placement replica-major &&
-  { same resnet20-onednn-m4-d2 placement && ok || bad "replica-major placement changed the result"; }
+run 4 placement --model resnet8 --batch-size 16 --pipeline-stages 2 --microbatches 4 --placement replica-major &&
+  { same resnet8-onednn-m4-d2 placement && ok || bad "replica-major placement changed the result"; }
 
 # --sync-bn: a stage's batchnorm statistics over its replicas, as data parallelism's over its ranks.
-run 2 syncbn-d2 --model resnet20 --batch-size 4 --accumulate 4 --sync-bn &&
-  run 4 syncbn-p2d2 --model resnet20 --batch-size 16 --pipeline-stages 2 --microbatches 4 --sync-bn &&
+run 2 syncbn-d2 --model resnet8 --batch-size 4 --accumulate 4 --sync-bn &&
+  run 4 syncbn-p2d2 --model resnet8 --batch-size 16 --pipeline-stages 2 --microbatches 4 --sync-bn &&
   { same syncbn-d2 syncbn-p2d2 && ok || bad "--sync-bn: 2 stages x 2 replicas differ from 2 data-parallel ranks"; }
 
 # Checkpoints: each stage writes its shard under stage<s>/ (over its
@@ -128,7 +132,7 @@ run 2 syncbn-d2 --model resnet20 --batch-size 4 --accumulate 4 --sync-bn &&
 # bit for bit where an uninterrupted 15-step run ends; `ckpt export`
 # gathers the stages into one safetensors file that --init-from loads into
 # any partition (3 stages, or one process) with the same result.
-ck=(--model resnet20 --batch-size 16 --pipeline-stages 2 --microbatches 4)
+ck=(--model resnet8 --batch-size 16 --pipeline-stages 2 --microbatches 4)
 common15=(train --dataset synthetic --synthetic-samples 640 --eval-every -1 --progress none --seed 7)
 ckrun() { # ckrun NP OUT args...
   local np=$1 out=$2; shift 2
@@ -144,10 +148,10 @@ if ckrun 4 ck-full "${ck[@]}" --steps 15 --dump-params "$tmp/ck-full.bin" &&
   [ -d "$tmp/ck/stage0" ] && [ -d "$tmp/ck/stage1" ] && "$bin" ckpt verify "$tmp/ck" >"$tmp/verify.log" 2>&1 &&
     ok || bad "ckpt verify of stage checkpoints: $(tail -3 "$tmp/verify.log")"
   if "$bin" ckpt export "$tmp/ck" -o "$tmp/whole.safetensors" >"$tmp/export.log" 2>&1 &&
-    grep -q "exported step 15 of resnet20 (272474 parameters) from 2 pipeline stages" "$tmp/export.log" &&
-    ckrun 1 init1 --model resnet20 --batch-size 4 --accumulate 4 --steps 3 --init-from "$tmp/whole.safetensors" \
+    grep -q "exported step 15 of resnet8 (78042 parameters) from 2 pipeline stages" "$tmp/export.log" &&
+    ckrun 1 init1 --model resnet8 --batch-size 4 --accumulate 4 --steps 3 --init-from "$tmp/whole.safetensors" \
       --dump-params "$tmp/init1.bin" &&
-    ckrun 3 init3 --model resnet20 --batch-size 16 --pipeline-stages 3 --microbatches 4 --steps 3 \
+    ckrun 3 init3 --model resnet8 --batch-size 16 --pipeline-stages 3 --microbatches 4 --steps 3 \
       --init-from "$tmp/whole.safetensors" --dump-params "$tmp/init3.bin" &&
     cmp -s "$tmp/init1.bin" "$tmp/init3.bin"; then ok
   else bad "ckpt export / --init-from across partitions: $(tail -2 "$tmp/export.log")"; fi
@@ -171,7 +175,7 @@ expect 2 "no pipeline checkpoints there" --pipeline-stages 2 --resume "$tmp/noth
 # Interleaved checkpoints: each rank's stage<d>/ holds its two chunks; the
 # resume is bit for bit, and `ckpt export` puts the chunks back in the
 # model's order (the exported parameters are the run's, tensor by tensor).
-il=(--model resnet20 --batch-size 16 --pipeline-stages 2 --microbatches 4 --schedule interleaved --virtual-stages 2)
+il=(--model resnet8 --batch-size 16 --pipeline-stages 2 --microbatches 4 --schedule interleaved --virtual-stages 2)
 if ckrun 2 il-full "${il[@]}" --steps 15 --dump-params "$tmp/il-full.bin" &&
   ckrun 2 il-a "${il[@]}" --steps 10 --ckpt-every 5 --ckpt-dir "$tmp/ilck" &&
   ckrun 2 il-b "${il[@]}" --steps 15 --ckpt-every 5 --ckpt-dir "$tmp/ilck" --resume auto \

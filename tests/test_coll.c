@@ -147,6 +147,38 @@ static void test_identical_bits(so_comm *c, int algo)
           so_allreduce_algo_name(algo));
 }
 
+/* Non-integer data: AVG gives the bits of SUM times 1/p, whether the
+ * dispatcher scales afterwards or the algorithm inside its reduction (hier on
+ * one node: the small, chunked copy and zero-copy paths). */
+static void test_avg_bits(so_comm *c, int algo, int rpn)
+{
+    static const size_t ns[] = {4099, 65537, BIG};
+    float inv = 1.0f / (float)g_size;
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        size_t n = ns[k], bad = 0;
+        if (n == BIG && !big_ok(SO_COLL_ALLREDUCE, algo, rpn))
+            continue;
+        for (size_t i = 0; i < n; i++)
+            g_send[i] = sinf((float)(i * 5 + g_rank * 11)) / 7.0f;
+        int rc = so_comm_coll(c, SO_COLL_ALLREDUCE, algo, g_send, g_recv, n, SO_REDUCE_SUM, 0);
+        for (size_t i = 0; i < n; i++)
+            g_send[i] = g_recv[i] * inv; /* the want, then the input again below */
+        float *want = malloc(n * sizeof *want);
+        if (!want)
+            so_comm_abort(c, 1, "out of memory");
+        memcpy(want, g_send, n * sizeof *want);
+        for (size_t i = 0; i < n; i++)
+            g_send[i] = sinf((float)(i * 5 + g_rank * 11)) / 7.0f;
+        if (!rc)
+            rc = so_comm_coll(c, SO_COLL_ALLREDUCE, algo, g_send, g_recv, n, SO_REDUCE_AVG, 0);
+        for (size_t i = 0; i < n; i++)
+            bad += memcmp(&g_recv[i], &want[i], sizeof *want) != 0;
+        free(want);
+        CHECK(rc == 0 && bad == 0, "allreduce %s rpn %d avg count %zu: %zu elements differ from sum x 1/p (rc %d)",
+              so_allreduce_algo_name(algo), rpn, n, bad, rc);
+    }
+}
+
 /* ---- registered buffers: hier's zero-copy path ----------------------------------
  * Every case checks the exact result AND which path ran (so_comm_hier_path_counts),
  * so a zero-copy path that silently never engages fails too. */
@@ -405,6 +437,7 @@ int main(int argc, char **argv)
             if (rpns[k] == 0 || a == SO_ALLREDUCE_HIER || a == SO_ALLREDUCE_AUTO) {
                 test_allreduce(c, a, rpns[k]);
                 test_identical_bits(c, a);
+                test_avg_bits(c, a, rpns[k]);
             }
         test_registered_all(c, rpns[k], old);
         test_buf_peer(c, rpns[k]);

@@ -379,6 +379,7 @@ typedef struct {
     float clip;
     float eps;              /* > 0: Adam's eps instead of the default 1e-8 */
     long steps;
+    int reload;             /* every parameter written again after the strategy is made (--init-from does) */
 } run_config;
 
 typedef struct {
@@ -411,6 +412,33 @@ static int mapped_units(const so_model *m, const shard_layout *L)
         n += any;
     }
     return n;
+}
+
+/* Pages of the whole parameter buffer mapped now (mincore), at most `cap`. */
+static size_t resident_pages(const so_model *m, size_t cap)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)m->params & ~(uintptr_t)(page - 1);
+    uintptr_t b = ((uintptr_t)(m->params + m->nparams) + page - 1) & ~(uintptr_t)(page - 1);
+    unsigned char vec[4096];
+    size_t n = 0, pages = (b - a) / page;
+    if (pages > sizeof vec || mincore((void *)a, b - a, vec))
+        return cap + 1;
+    for (size_t i = 0; i < pages; i++)
+        n += vec[i] & 1;
+    return n;
+}
+
+/* zero3 after create: the whole model's pages given back, one page a unit
+ * left (the mark of a unit not written since, strategy_zero.c). */
+static int holds_whole_model(const so_strategy *st, const so_model *m)
+{
+    const so_state_layout *L = st->ops->state(st->self);
+    size_t n = resident_pages(m, (size_t)L->nunits + 2);
+    if (n <= (size_t)L->nunits + 2)
+        return 0;
+    print_message("zero3 holds %zu pages of the whole parameter buffer after create (%d units)\n", n, L->nunits);
+    return 1;
 }
 
 /* After every node's forward and backward (zero3 runs). */
@@ -455,6 +483,10 @@ static void *rank_main(void *arg)
         rc = so_model_create_opts(gr, &mo, &m);
     if (!rc)
         rc = so_strategy_create(k, &sc, m, &st);
+    if (!rc && !strcmp(c->strategy, "zero3") && holds_whole_model(st, m))
+        rc = so_err(SO_EINVAL, "zero3 kept the whole model after create");
+    if (!rc && c->reload)
+        so_model_init_params(m, 77); /* a loader's writes: the same on every rank */
     shard_layout units = {0};
     shard_units spec;
     if (!rc && !strcmp(c->strategy, "zero3") && c->unit && !shard_units_parse(c->unit, &spec) &&
@@ -587,6 +619,20 @@ static void test_like_dp(void **state)
     c = (run_config){.model = "lenet5", .optim = SO_OPT_ADAMW, .N = 3, .accumulate = 1, .clip = 0.3f,
                      .unit = "0.01", .prefetch = 1, .steps = 4, .eps = 1e-3f};
     same_as_dp(c, "lenet5 N=3 10 KiB units, AdamW eps 1e-3 wd, prefetch 1");
+}
+
+/* Parameters written between the strategy's creation and the first step
+ * (--init-from loads every rank's buffer then): zero3, which gave the whole
+ * buffer back at create, starts from them like dp. */
+static void test_loaded_after_create(void **state)
+{
+    (void)state;
+    run_config c = {.model = "lenet5", .optim = SO_OPT_MOMENTUM, .N = 2, .accumulate = 1, .unit = "layer",
+                    .steps = 3, .reload = 1};
+    same_as_dp(c, "lenet5 loaded after create");
+    c.N = 3;
+    c.unit = NULL;
+    same_as_dp(c, "lenet5 N=3 loaded after create, bucket units");
 }
 
 /* One batch through LeNet-5 (ref backend) whole and with its dense layers
@@ -809,6 +855,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunked_grads),
         cmocka_unit_test(test_like_dp),
+        cmocka_unit_test(test_loaded_after_create),
         cmocka_unit_test(test_hybrid),
         cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_prefetch_bound),

@@ -168,7 +168,8 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s);
 /* The body of so_train_hooks.before_update: the snapshot of a checkpoint
  * started at the previous step_end is taken by the writer thread while
  * forward and backward run; this waits for it (the parameters are about to
- * change) and posts the partner exchange. Same return codes as step_end. */
+ * change). It communicates nothing (gradient buckets may be in flight); the
+ * next so_ckpt_step_end posts the partner exchange. Returns 0. */
 int so_ckpt_before_update(so_ckpt *ck);
 int so_ckpt_last_error_is_ckpt(const so_ckpt *ck);
 /* The next so_ckpt_step_end starts a checkpoint whether one is due or not

@@ -233,9 +233,18 @@ double so_compress_bucket_bytes(const so_compress_spec *s, size_t n, const so_co
  * one process standing in for `ranks` (allgathers return `ranks` copies of
  * this rank's message, so decoding does the work of `ranks` messages; the
  * sums and transfers are the link's, not timed here). *out: the second
- * pass's bytes and seconds (PowerSGD compressing, past START_STEP). For
- * --compress auto; costs about two steps' compression. */
+ * pass's bytes and seconds (PowerSGD compressing, past START_STEP).
+ * *rel_err (may be NULL): what the second pass's message loses of g,
+ * ||g - C(g)|| / ||g|| (its residual cleared first, so C compresses g
+ * itself; PowerSGD's Q warm from the first pass). For --compress auto;
+ * costs about two steps' compression. */
 int so_compress_calibrate(const so_compressor_config *cf, const float *g, const size_t *bounds, int nbuckets,
-                          int ranks, so_compressor_stats *out);
+                          int ranks, so_compressor_stats *out, double *rel_err);
+/* Steps to a target accuracy over FP32's for a method whose message loses
+ * rel_err = ||g - C(g)|| / ||g|| of the gradient (docs/COMPRESSION.md):
+ * unbiased methods (E C(g) = g: rand-k, QSGD) 1 + rel_err^2, the variance
+ * bound omega's slowdown; the others 1 / (1 - rel_err^2), one over the
+ * share of the gradient's energy a step delivers (at most 100). */
+double so_compress_steps_factor(const so_compress_spec *s, double rel_err);
 
 #endif

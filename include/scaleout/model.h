@@ -102,6 +102,10 @@ typedef struct so_model_opts {
     int (*recv_layout)(void *ctx, int node, const void **desc, size_t *len);
     void *recv_layout_ctx;
     so_init_scheme init;         /* parameter initialisation (0: SO_INIT_TORCH) */
+    /* 1: the parameters and buffers are left unset (only the dropout stream
+     * is seeded): the caller fills every value before using the model, as
+     * --init-from's loaders do (GPT-2 124M's random init costs seconds). */
+    int skip_init;
     /* > 0: dense layers with more weights than this many bytes run in chunks
      * of output rows of about this size (so_graph_dense_chunks), each chunk
      * reading and writing only its rows of the parameters and gradients (a

@@ -92,8 +92,8 @@ typedef struct so_train_hooks {
      * non-zero return stops training with that code (SO_STOP: stop cleanly). */
     int (*step_end)(void *arg, const so_train_state *s);
     /* Just before the optimizer changes the parameters (after grads_done;
-     * data parallelism may still be reducing the last gradient buckets, so
-     * read no gradients here): the parameters and optimizer state have not changed since the
+     * data parallelism may still be reducing gradient buckets, so read no
+     * gradients and make no MPI call here: communicate at step_end): the parameters and optimizer state have not changed since the
      * previous step_end, so a checkpoint can snapshot them in the background
      * during forward and backward and only needs to finish by now. */
     int (*before_update)(void *arg);
@@ -174,6 +174,7 @@ typedef struct so_train_result {
     double *step_loss;        /* mean loss of every step (NAN on ranks that compute none) */
     long nstep_seconds;       /* entries of both */
     int nbuckets;
+    int step_buckets;         /* data parallelism's update stepped each bucket as its average arrived */
     /* auto_buckets: the sizes chosen, the simulated end of the last bucket
      * after backward began, and the step after which the plan changed (0: not). */
     size_t first_bucket_bytes, bucket_bytes;
@@ -206,8 +207,9 @@ typedef struct so_train_result {
     double compress_auto_predicted[SO_COMPRESS_AUTO_MAX], compress_auto_ratio[SO_COMPRESS_AUTO_MAX],
         compress_auto_overhead[SO_COMPRESS_AUTO_MAX];
     /* ... each one's steps to the target over FP32's (what the pick weighs
-     * beside the step), and the link auto measured: alpha + beta bytes. */
-    double compress_auto_steps_factor[SO_COMPRESS_AUTO_MAX];
+     * beside the step) from what its message loses of the gradient,
+     * ||g - C(g)|| / ||g||, and the link auto measured: alpha + beta bytes. */
+    double compress_auto_steps_factor[SO_COMPRESS_AUTO_MAX], compress_auto_rel_error[SO_COMPRESS_AUTO_MAX];
     double compress_auto_link_alpha, compress_auto_link_beta;
     /* --sync ssp:S / async (the parameter server, over every rank): workers
      * and servers, the bytes a worker's step moves (pushed and pulled), the

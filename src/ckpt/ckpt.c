@@ -2,8 +2,8 @@
  * training thread only records the small per-rank state and queues a task;
  * the writer thread copies this rank's 1/N shard into a staging buffer while
  * the next forward and backward run (the parameters do not change until the
- * next optimizer step, where before_update waits for the copy and posts the
- * partner exchange), then writes and fsyncs it. Progress is agreed with one
+ * next optimizer step, where before_update waits for the copy; the partner
+ * exchange is posted at the step end after it), then writes and fsyncs it. Progress is agreed with one
  * non-blocking SUM posted at one step_end and completed at the next, which
  * also carries every shard's CRC: when all shards (and the partner copies)
  * are durable, the node leaders write the MANIFEST, last. Every M-th
@@ -372,7 +372,7 @@ static int snapshot(void *arg, ck_task *t)
  * normally the gradient thread's. Needs a free partner file
  * without making one (the reserve is done, the writer is not touching the
  * pool: the snapshot task is queued after this); otherwise the writer takes
- * the file and the pair is posted at before_update as before. */
+ * the file and the pair is posted together (post_exchange). */
 static int recv_early(so_ckpt *ck)
 {
     ck->exchange.recv_early = 0;
@@ -413,15 +413,23 @@ static int start_scaleout(so_ckpt *ck, const so_train_state *s)
     return 0;
 }
 
-/* The snapshot is taken: post the partner exchange (also after a failed
- * snapshot, so that the partner's receive is matched; the checkpoint then
- * fails at the agreement on every rank). */
-static int snapped(so_ckpt *ck)
+/* The snapshot is taken (waits for it): the parameters may change now. The
+ * partner exchange is posted later (post_exchange), not here: before_update
+ * runs while the data-parallel strategy may still have buckets in flight,
+ * and this thread may make no MPI call of its own until they are in. */
+static void snapped(so_ckpt *ck)
 {
     ck_task_prepared(&ck->writer, &ck->snapshot_task, 1);
     ck->snapping = 0;
-    if (!ck->partner)
-        return 0;
+    ck->post_due = ck->partner;
+}
+
+/* At the step end after the snapshot (or when finishing): posts the partner
+ * exchange, also after a failed snapshot, so that the partner's receive is
+ * matched; the checkpoint then fails at the agreement on every rank. */
+static int post_exchange(so_ckpt *ck)
+{
+    ck->post_due = 0;
     int dst, src;
     partners(ck, &dst, &src);
     ck->exchange.src = src;
@@ -551,10 +559,10 @@ static int complete(so_ckpt *ck)
 static int ckpt_progress(so_ckpt *ck, int block, int *done, int *bad)
 {
     *done = *bad = 0;
-    if (ck->snapping) /* the exchange is not even posted yet (blocking callers resolve this first) */
+    if (ck->snapping || ck->post_due) /* the exchange is not even posted yet (blocking callers resolve this first) */
         return 0;
     if (ck->exchange.posted_now && !block) {
-        /* Posted just before this step's update: testing it now would make
+        /* Posted at the latest step end: testing it now would make
          * this thread do the whole transfer (a shared-memory MPI copies a
          * large message inside whichever call progresses it). One step later
          * the gradient engine's calls have progressed it in the background. */
@@ -720,8 +728,10 @@ static int agree_post(so_ckpt *ck)
 static int finish_checkpoint(so_ckpt *ck)
 {
     int rc = agree_settle(ck);
-    if (!rc && ck->snapping)
-        rc = snapped(ck);
+    if (ck->snapping)
+        snapped(ck);
+    if (!rc && ck->post_due)
+        rc = post_exchange(ck);
     while (!rc && ck->pending)
         if (!(rc = agree_round(ck, 1, 0)) && ck->pending)
             nap();
@@ -928,6 +938,13 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
     ck_track_step_time(ck);
     check_manifests(ck);
     ck->err_is_ckpt = 0;
+    if (ck->post_due) { /* the snapshot taken at this step's update */
+        int rc = post_exchange(ck);
+        account(ck, t0, 1, "exchange post");
+        if (rc)
+            return rc;
+        t0 = so_now();
+    }
     int polled = ck->agreement.req != NULL && s->step >= ck->agreement.posted_step + SETTLE_LAG, rc = polled ? agree_settle(ck) : 0;
     if (polled) {
         ck_schedule_poll(ck, s, was_pending != ck->pending || was_flushing != ck->flush.active);
@@ -945,7 +962,7 @@ int so_ckpt_step_end(so_ckpt *ck, const so_train_state *s)
         t0 = so_now();
         active = 0;
         ck->sched.poll_gap = 1;
-        ck->sched.next_poll = s->step + 2; /* the exchange is posted at the next update and tested one step later */
+        ck->sched.next_poll = s->step + 2; /* the exchange is posted at the next step end and tested one step later */
     }
     was_pending = ck->pending;
     if (!rc && !ck->agreement.req && (ck->pending || ck->flush.active) && s->step >= ck->sched.next_poll) {
@@ -968,14 +985,9 @@ int so_ckpt_before_update(so_ckpt *ck)
         return 0;
     double t0 = so_now();
     mark(ck);
-    ck->err_is_ckpt = 0;
-    /* Two pieces, so a trace tells a late snapshot from a slow post. */
-    ck_task_prepared(&ck->writer, &ck->snapshot_task, 1);
+    snapped(ck);
     account(ck, t0, 1, "before_update (snapshot wait)");
-    t0 = so_now();
-    int rc = snapped(ck);
-    account(ck, t0, 1, "before_update (exchange post)");
-    return rc;
+    return 0;
 }
 
 void so_ckpt_request(so_ckpt *ck) { ck->sched.requested = 1; }

@@ -18,7 +18,7 @@ typedef struct {
     int src;                     /* the rank whose shard this one keeps */
     void *req;                   /* the exchange in flight (transport's handle) */
     int recv_early;              /* its receive was posted at the due step, the send comes later */
-    int posted_now;              /* posted at this very step end (ckpt_flags) */
+    int posted_now;              /* posted at the latest step end (ckpt_progress) */
     double posted_at;            /* when */
 } ck_exchange;
 
@@ -88,6 +88,9 @@ struct so_ckpt {
     long reserved_for;           /* the due step it last ran for */
     ck_task snapshot_task, partner_task; /* this rank's snapshot; writing the partner's shard */
     int snapping;                /* the snapshot may still be running (before_update waits) */
+    int post_due;                /* the snapshot is taken, the partner exchange not yet posted
+                                    (the next step_end posts it: nothing of the strategy's is
+                                    in flight there, while buckets may be at before_update) */
     uint8_t *rankbuf;            /* the per-rank state, recorded at the due step_end */
     ck_task prefault_task;       /* prefaults stage and partner_buf at start-up */
     char *manifest_text;

@@ -617,6 +617,7 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     so_json_int(&js, "gradient_buckets", r->nbuckets);
     so_json_obj_begin(&js, "bucket_plan");
     so_json_bool(&js, "auto", c->bucket_mb < 0);
+    so_json_bool(&js, "stepped_as_they_arrive", r->step_buckets);
     so_json_int(&js, "first_bucket_bytes", (int64_t)r->first_bucket_bytes);
     so_json_int(&js, "bucket_bytes", (int64_t)r->bucket_bytes);
     if (r->bucket_plan_step) {
@@ -688,8 +689,9 @@ static void report_comm(so_job *j, const so_train_result *r, const double *ranks
         comm += ranks[k * RANK_FIELDS + RK_COMM_EXPOSED] + ranks[k * RANK_FIELDS + RK_COMM_OVERLAPPED];
         hidden += ranks[k * RANK_FIELDS + RK_COMM_OVERLAPPED];
     }
-    printf("communication: %.3f s per rank, %.0f%% overlapped with backward (%d gradient buckets)\n",
-           comm / world, comm > 0 ? 100 * hidden / comm : 0, r->nbuckets);
+    printf("communication: %.3f s per rank, %.0f%% overlapped with backward (%d gradient buckets%s)\n",
+           comm / world, comm > 0 ? 100 * hidden / comm : 0, r->nbuckets,
+           r->step_buckets ? ", each stepped as it arrives" : "");
     if (r->bucket_plan_step)
         printf("bucket plan (auto, after step %ld): first %.3g MiB, then %.3g MiB; backward %.1f ms, "
                "predicted end of the last allreduce %.1f ms after backward began\n", r->bucket_plan_step,

@@ -1,7 +1,8 @@
 /* --compress auto's report, shared by `train` and `bench accuracy`: one
  * line naming the method chosen, the link it measured and every
- * candidate's predicted step time and steps-to-target factor, and the same
- * under "compress_auto" in --json. */
+ * candidate's predicted step time, the share of the gradient its message
+ * lost and the steps-to-target factor that gives, and the same under
+ * "compress_auto" in --json. */
 #include <stdio.h>
 
 #include "cli.h"
@@ -12,12 +13,12 @@ void cli_compress_auto_print(const so_train_result *r)
 {
     if (r->compress_auto_n <= 0)
         return;
-    printf("compress auto: %s after step %ld; link %.0f us + %.3f Gbyte/s; predicted step (x steps to target)",
+    printf("compress auto: %s after step %ld; link %.0f us + %.3f Gbyte/s; predicted step (x steps to target, from error)",
            r->compress_auto_name[r->compress_auto_pick], r->compress_auto_step, r->compress_auto_link_alpha * 1e6,
            r->compress_auto_link_beta > 0 ? 1e-9 / r->compress_auto_link_beta : 0);
     for (int i = 0; i < r->compress_auto_n; i++)
-        printf("%s %s %.2f ms (x%.2f)", i ? "," : "", r->compress_auto_name[i], r->compress_auto_predicted[i] * 1e3,
-               r->compress_auto_steps_factor[i]);
+        printf("%s %s %.2f ms (x%.2f, %.3f)", i ? "," : "", r->compress_auto_name[i],
+               r->compress_auto_predicted[i] * 1e3, r->compress_auto_steps_factor[i], r->compress_auto_rel_error[i]);
     printf("\n");
 }
 
@@ -36,6 +37,7 @@ void cli_compress_auto_json(so_json *js, const so_train_result *r)
         so_json_str(js, "method", r->compress_auto_name[i]);
         so_json_num(js, "predicted_step_seconds", r->compress_auto_predicted[i]);
         so_json_num(js, "steps_factor", r->compress_auto_steps_factor[i]);
+        so_json_num(js, "relative_error", r->compress_auto_rel_error[i]);
         so_json_num(js, "bytes_ratio", r->compress_auto_ratio[i]);
         so_json_num(js, "overhead_seconds", r->compress_auto_overhead[i]);
         so_json_obj_end(js);

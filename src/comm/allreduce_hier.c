@@ -47,8 +47,10 @@
 
 
 /* One barrier: publish the vector, reduce all q copies in node-rank order
- * (bytes <= small_bytes). BF16 / F16: all q summed in FP32, rounded once. */
-static int small_reduce(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t count, so_reduce_op op)
+ * (bytes <= small_bytes). BF16 / F16: all q summed in FP32, rounded once.
+ * avg_p > 0: the sum times 1/avg_p in the same pass (so_red_multi_avg). */
+static int small_reduce(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t count, so_reduce_op op,
+                        int avg_p)
 {
     size_t b = (size_t)(s->calls++ & 1) * s->small_bytes;
     memcpy(s->small[s->r] + b, send, count * x->esz);
@@ -58,7 +60,10 @@ static int small_reduce(so_coll_ctx *x, so_shm *s, const void *send, void *recv,
     const void *in[SO_HIER_MAX_Q];
     for (int j = 0; j < s->q; j++)
         in[j] = s->small[j] + b;
-    so_red_multi(x->dt, op, recv, in, s->q, count);
+    if (avg_p)
+        so_red_multi_avg(x->dt, recv, in, s->q, count, avg_p);
+    else
+        so_red_multi(x->dt, op, recv, in, s->q, count);
     return 0;
 }
 
@@ -95,10 +100,10 @@ static void hand_over(so_coll_ctx *x, so_shm *s, const void *send, size_t off, s
 }
 
 /* My slice of the chunk at off: mine, then the others in node-rank order,
- * into recv (private, cached), then published. In place is safe: only this
- * slice of send is still read. */
+ * into recv (private, cached), averaged when avg_p > 0, then published. In
+ * place is safe: only this slice of send is still read. */
 static void reduce_mine(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t off, size_t cn,
-                        so_reduce_op op)
+                        so_reduce_op op, int avg_p)
 {
     size_t mo, ml;
     so_blk(cn, s->q, s->r, &mo, &ml);
@@ -108,15 +113,19 @@ static void reduce_mine(so_coll_ctx *x, so_shm *s, const void *send, void *recv,
     for (int j = 0; j < s->q; j++)
         if (j != s->r)
             in[k++] = s->contrib[j] + mo * x->esz;
-    so_red_multi(x->dt, op, so_el(x, recv, off + mo), in, k, ml);
+    if (avg_p)
+        so_red_multi_avg(x->dt, so_el(x, recv, off + mo), in, k, ml, avg_p);
+    else
+        so_red_multi(x->dt, op, so_el(x, recv, off + mo), in, k, ml);
     copy(s->result[s->r] + mo * x->esz, so_el(x, recv, off + mo), ml * x->esz);
 }
 
 /* Chunked reduce-scatter in the window; copies the result into recv on every
  * rank (all = 1) or on the node leader only. primed: the first chunk's
- * hand-over and its barrier are done already (see large()). */
+ * hand-over and its barrier are done already (see large()). avg_p > 0: each
+ * slice averaged as it is reduced. */
 static int chunk_reduce(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t count, so_reduce_op op,
-                        int all, int primed)
+                        int all, int primed, int avg_p)
 {
     int rc = 0;
     for (size_t off = 0; off < count; off += chunk_len(x, s, count, 0)) {
@@ -126,7 +135,7 @@ static int chunk_reduce(so_coll_ctx *x, so_shm *s, const void *send, void *recv,
             if ((rc = so_shm_barrier(s, x->w)))
                 return rc;
         }
-        reduce_mine(x, s, send, recv, off, cn, op);
+        reduce_mine(x, s, send, recv, off, cn, op, avg_p);
         if ((rc = so_shm_barrier(s, x->w)))
             return rc;
         if (all || s->r == 0)
@@ -159,8 +168,9 @@ static int shm_bcast(so_coll_ctx *x, so_shm *s, void *recv, size_t count)
 }
 
 /* Above the small-message size: zero copy when every node rank's buffers are
- * registered (allreduce_hier_zc.c; *scaled = 1 when it averaged), else the
- * chunked copy path. A rank that is not registered hands its first chunk
+ * registered (allreduce_hier_zc.c; *whole = 1: it ran the whole allreduce),
+ * else the chunked copy path. Either averages (avg_p > 0) on one node; zero
+ * copy across nodes too. A rank that is not registered hands its first chunk
  * over before the decision barrier, so when nobody registered that barrier
  * is also the first chunk's: the copy path pays nothing extra. Mixed: the
  * registered ranks hand over after it and one more barrier follows. The mode
@@ -170,7 +180,7 @@ static int large(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t
 {
     if (s->nodes > 1 && !s->equal_q) { /* no zero copy across unequal nodes: known on every rank */
         so_hier_count(0);
-        return chunk_reduce(x, s, send, recv, count, op, 0, 0);
+        return chunk_reduce(x, s, send, recv, count, op, 0, 0, 0);
     }
     int reg = so_hier_zc_publish(s, send, recv, count * x->esz), rc;
     if (!reg)
@@ -189,10 +199,12 @@ static int large(so_coll_ctx *x, so_shm *s, const void *send, void *recv, size_t
         if ((rc = so_shm_barrier(s, x->w)))
             return rc;
     }
-    return chunk_reduce(x, s, send, recv, count, op, s->nodes == 1, 1);
+    return chunk_reduce(x, s, send, recv, count, op, s->nodes == 1, 1, s->nodes == 1 ? avg_p : 0);
 }
 
-/* hier with an optional average (see so_allreduce_hier_avg). */
+/* hier with an optional average (see so_allreduce_hier_avg): on one node
+ * every path averages inside its reduction; across nodes only zero copy
+ * does (the leaders' sum is not final until after the step across). */
 static int hier(so_coll_ctx *x, const void *send, void *recv, size_t count, so_reduce_op op, int avg_p,
                 int *scaled)
 {
@@ -203,15 +215,18 @@ static int hier(so_coll_ctx *x, const void *send, void *recv, size_t count, so_r
         return rc;
     if (s->q > SO_HIER_MAX_Q)
         return so_err(SO_EINVAL, "hier: %d ranks on a node (at most %d)", s->q, SO_HIER_MAX_Q);
+    int one_node = s->nodes == 1;
     if (s->q == 1) {
         if (send != recv)
             memcpy(recv, send, count * x->esz);
+        one_node = 0; /* nothing reduced here: the dispatcher averages */
     } else if (count * x->esz <= s->small_bytes) {
-        rc = small_reduce(x, s, send, recv, count, op);
+        rc = small_reduce(x, s, send, recv, count, op, one_node ? avg_p : 0);
     } else if ((rc = large(x, s, send, recv, count, op, avg_p, &whole)) || whole) {
         *scaled = whole && avg_p > 0;
         return rc; /* zero copy ran the whole allreduce */
     }
+    *scaled = one_node && avg_p > 0;
     if (rc || s->nodes == 1)
         return rc;
     if (s->r == 0)

@@ -33,9 +33,10 @@
  *             Rabenseifner large, as the leaders do), then copies it into
  *             its node peers' recv buffers.
  *          3. one barrier: every recv buffer is complete.
- *          AVG: the dispatcher's 1/p is applied to the temp (or, across
- *          nodes, to slice r after the cross allreduce) before the stores,
- *          instead of in a second pass over recv (so_allreduce_hier_avg);
+ *          AVG: the dispatcher's 1/p is applied in the reduction's last
+ *          pass into the temp (or, across nodes, to slice r after the cross
+ *          allreduce) before the stores, instead of in a second pass over
+ *          recv (so_allreduce_hier_avg);
  *          BF16 / F16: the sum is rounded to the type first, as elsewhere.
  * Cost (one node of q ranks, n bytes): 2 alpha_shm + per rank n read (its
  *          slice of q buffers, (q-1)/q of it remote) + n written ((q-1)/q
@@ -137,7 +138,7 @@ int so_hier_zc_decide(so_shm *s, so_waiter *w, so_zc_mode *mode)
 }
 
 /* Phase 1 on elements [lo, lo + len): reduce in node-rank order through the
- * temp (averaged there while it is in L1), then store into every recv buffer
+ * temp (averaged in the last input's pass), then store into every recv buffer
  * (all = 1) or only our own. */
 static void reduce_slice(so_coll_ctx *x, so_shm *s, size_t lo, size_t len, so_reduce_op op, int avg_p, int all)
 {
@@ -147,9 +148,10 @@ static void reduce_slice(so_coll_ctx *x, so_shm *s, size_t lo, size_t len, so_re
         size_t k = lo + len - o < SO_ZC_SUB ? lo + len - o : SO_ZC_SUB;
         for (int j = 0; j < s->q; j++)
             in[j] = s->zc_in[j] + o * e;
-        so_red_multi(x->dt, op, s->zc_tmp, in, s->q, k);
         if (all && avg_p)
-            so_red_avg(x->dt, s->zc_tmp, k, avg_p);
+            so_red_multi_avg(x->dt, s->zc_tmp, in, s->q, k, avg_p);
+        else
+            so_red_multi(x->dt, op, s->zc_tmp, in, s->q, k);
         for (int j = 0; j < s->q; j++)
             if (j == s->r)
                 memcpy(s->zc_out[j] + o * e, s->zc_tmp, k * e);

@@ -209,8 +209,8 @@ so_rs_fn so_reduce_scatter_mpi, so_reduce_scatter_ring, so_reduce_scatter_hier;
 so_ag_fn so_allgather_mpi, so_allgather_ring, so_allgather_hier;
 so_bcast_fn so_bcast_mpi, so_bcast_binomial, so_bcast_pipeline;
 
-/* hier's SUM that may also finish AVG (divide by avg_p) where it costs
- * nothing -- in the zero-copy path, before its stores, instead of a second
+/* hier's SUM that may also finish AVG (times 1/avg_p) inside its reduction
+ * -- every path on one node, zero copy across nodes -- instead of a second
  * pass over recv. *scaled = 1 when recv is already averaged (the same bits
  * as averaging afterwards). */
 int so_allreduce_hier_avg(so_coll_ctx *x, const void *send, void *recv, size_t count, int avg_p, int *scaled);

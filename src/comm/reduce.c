@@ -49,6 +49,21 @@ SO_VEC_CLONES static void min_out(float *dst, const float *a, const float *restr
         dst[i] = b[i] < a[i] ? b[i] : a[i];
 }
 
+/* The last input of an average's sum with the 1/p multiply in the same pass:
+ * (a + b) rounded, then times scale rounded, as the two passes give (a
+ * multiply after an add is no FMA: nothing to contract). */
+SO_VEC_CLONES static void sum_scale_out(float *dst, const float *a, const float *restrict b, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = (a[i] + b[i]) * scale;
+}
+
+SO_VEC_CLONES static void scale_out(float *dst, const float *a, size_t n, float scale)
+{
+    for (size_t i = 0; i < n; i++)
+        dst[i] = a[i] * scale;
+}
+
 void so_reduce_out(float *dst, const float *a, const float *b, size_t n, so_reduce_op op)
 {
     if (op == SO_REDUCE_MAX)
@@ -149,6 +164,24 @@ void so_red_multi(so_dtype dt, so_reduce_op op, void *dst, const void *const *in
     so_red(dt, op, dst, in[0], in[1], n);
     for (int j = 2; j < k; j++)
         so_red(dt, op, dst, dst, in[j], n);
+}
+
+void so_red_multi_avg(so_dtype dt, void *dst, const void *const *in, int k, size_t n, int p)
+{
+    float scale = 1.0f / (float)p; /* as so_red_avg */
+    if (dt != SO_DTYPE_F32 || scale == 1.0f) {
+        so_red_multi(dt, SO_REDUCE_SUM, dst, in, k, n);
+        so_red_avg(dt, dst, n, p);
+        return;
+    }
+    if (k == 1) {
+        scale_out(dst, in[0], n, scale);
+        return;
+    }
+    const float *acc = in[0];
+    for (int j = 1; j < k - 1; j++, acc = dst)
+        sum_out(dst, acc, in[j], n);
+    sum_scale_out(dst, acc, in[k - 1], n, scale);
 }
 
 void so_red_avg(so_dtype dt, void *x, size_t n, int p)

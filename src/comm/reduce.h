@@ -33,6 +33,11 @@ void so_red(so_dtype dt, so_reduce_op op, void *dst, const void *a, const void *
  * so_red would. dst may equal in[0] and no other input. */
 void so_red_multi(so_dtype dt, so_reduce_op op, void *dst, const void *const *in, int k, size_t n);
 
+/* so_red_multi's SUM followed by so_red_avg(dst, n, p), the same bits; F32
+ * multiplies by 1/p inside the last input's pass instead of a pass of its
+ * own (the other types make the two calls). */
+void so_red_multi_avg(so_dtype dt, void *dst, const void *const *in, int k, size_t n, int p);
+
 /* AVG's last step on a sum over p ranks: F32 x *= 1/p (one multiply, one
  * rounding, the same bits on every rank); BF16 / F16 the same in FP32,
  * rounded again to the type; F64 x /= p. */

@@ -3,7 +3,10 @@
  * that stands in for R ranks. An allreduce hands back what was sent (the
  * sum is the link's work, priced by the cost model, not here); an
  * allgather hands back R copies of this rank's message, so decoding does
- * the work of R messages as it would on R ranks. Continuations run at once. */
+ * the work of R messages as it would on R ranks. Continuations run at once.
+ * What comes back is then C(g), so the pass also measures how much of the
+ * gradient the message loses, and from it the method's steps to a target. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,8 +84,20 @@ static int pass(so_compressor *c, so_group *lg, float *work, const float *g, siz
     return rc ? rc : w;
 }
 
+/* ||g - c|| / ||g|| in double (0 for a zero g). */
+static double rel_error(const float *g, const float *c, size_t n)
+{
+    double e = 0, x = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)g[i] - c[i];
+        e += d * d;
+        x += (double)g[i] * g[i];
+    }
+    return x > 0 ? sqrt(e / x) : 0;
+}
+
 int so_compress_calibrate(const so_compressor_config *cf, const float *g, const size_t *bounds, int nbuckets,
-                          int ranks, so_compressor_stats *out)
+                          int ranks, so_compressor_stats *out, double *rel_err)
 {
     memset(out, 0, sizeof *out);
     if (ranks < 1 || nbuckets < 1 || bounds[0] != 0 || bounds[nbuckets] != cf->n)
@@ -96,10 +111,15 @@ int so_compress_calibrate(const so_compressor_config *cf, const float *g, const 
     if (!rc) /* the first pass allocates the buckets' buffers and warms the caches */
         rc = pass(c, &lg.g, work, g, cf->n, bounds, nbuckets, step);
     so_compressor_stats first;
-    if (!rc) {
+    if (!rc) { /* the measured pass compresses g itself: no residual, but PowerSGD's Q warm from the first */
+        float *residual = so_compressor_residual(c);
+        if (residual)
+            memset(residual, 0, cf->n * sizeof *residual);
         so_compressor_stats_get(c, &first);
         rc = pass(c, &lg.g, work, g, cf->n, bounds, nbuckets, step + 1);
     }
+    if (!rc && rel_err)
+        *rel_err = rel_error(g, work, cf->n);
     if (!rc) {
         so_compressor_stats_get(c, out);
         out->bytes_sent -= first.bytes_sent;
@@ -111,4 +131,21 @@ int so_compress_calibrate(const so_compressor_config *cf, const float *g, const 
     so_compressor_destroy(c);
     free(work);
     return rc;
+}
+
+/* Why these two (docs/COMPRESSION.md, "auto's rule"): an unbiased C with
+ * E||C(g) - g||^2 = omega ||g||^2 adds omega to SGD's gradient variance, and
+ * SGD's steps in the noise-bound regime grow with it, by 1 + omega. top-k,
+ * sign and PowerSGD are orthogonal projections of g (onto k coordinates,
+ * onto sign(g), onto span(P)): <g, C(g)> = ||C(g)||^2 = (1 - e^2) ||g||^2, so
+ * a step descends 1 - e^2 as far as SGD's and needs 1 / (1 - e^2) as many.
+ * Error feedback sends the rest later, so that is the pessimistic end. */
+double so_compress_steps_factor(const so_compress_spec *s, double rel_err)
+{
+    double e2 = rel_err * rel_err;
+    if (s->method == SO_COMPRESS_NONE || e2 <= 0)
+        return 1;
+    if (s->method == SO_COMPRESS_RANDK || s->method == SO_COMPRESS_QSGD)
+        return 1 + e2;
+    return e2 < 0.99 ? 1 / (1 - e2) : 100;
 }

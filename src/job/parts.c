@@ -243,8 +243,11 @@ static void ps_shard(const so_job_config *a, int *rank, int *world, int *prefetc
 int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
 {
     const so_dataset *ds = j->train;
+    /* --init-from fills every parameter and buffer (its loaders refuse a file
+     * that misses one), so the random values would only be overwritten. */
     so_model_opts mo = {.backend = a->backend, .batch = a->batch, .seed = (uint64_t)a->seed,
-                        .recv_layout = j->recv_layout, .recv_layout_ctx = j->recv_layout_ctx};
+                        .recv_layout = j->recv_layout, .recv_layout_ctx = j->recv_layout_ctx,
+                        .skip_init = a->ckpt.init_from != NULL};
     int rc = so_init_parse(a->init ? a->init : "torch", &mo.init);
     if (rc) {
         so_graph_destroy(j->g);

@@ -248,7 +248,8 @@ static int replica_bn_allsum(void *ctx, double *v, int n)
 
 int pipe_glue_start(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_parts *p, so_train_config *tc)
 {
-    int rc = so_pipe_init_params(g->whole, &g->edges, (uint64_t)c->seed, p->m);
+    int rc = c->ckpt.init_from ? 0 /* the file's values replace them (parts_build) */
+             : so_pipe_init_params(g->whole, &g->edges, (uint64_t)c->seed, p->m);
     if (!rc) /* now, not at the first step: the memory accounting counts every micro-batch in flight */
         rc = so_model_set_slots(p->m, so_pipe_slots(g->schedule, g->at.stage, g->at.stages, g->microbatches,
                                                     g->chunks));

@@ -129,10 +129,13 @@ void so_graph_init_params(const so_graph *g, uint64_t seed, float *params, float
     so_graph_init_params_with(g, SO_INIT_TORCH, seed, params, bufs);
 }
 
+/* The dropout masks' stream, from the model's seed. */
+static void seed_dropout(so_model *m, uint64_t seed) { so_rng_seed(&m->rng, so_rng_derive(seed, 0xd50)); }
+
 void so_model_init_params(so_model *m, uint64_t seed)
 {
     so_graph_init_params_with(m->g, m->init, seed, m->params, m->bufs);
-    so_rng_seed(&m->rng, so_rng_derive(seed, 0xd50));
+    seed_dropout(m, seed);
     so_model_params_changed(m);
 }
 
@@ -266,7 +269,10 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
         so_model_destroy(m);
         return rc;
     }
-    so_model_init_params(m, seed);
+    if (o->skip_init)
+        seed_dropout(m, seed);
+    else
+        so_model_init_params(m, seed);
     *out = m;
     return 0;
 }

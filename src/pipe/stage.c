@@ -78,7 +78,7 @@ static int add_sends(const so_pipe_plan *p, int P, int s, so_graph *g, const int
             if (d == s % P || first_reader(p, P, d, tn) < 0)
                 continue;
             char name[SO_NAME_LEN];
-            snprintf(name, sizeof name, "send%d:%.32s", d, so_graph_node(p->g, tn->node)->name);
+            snprintf(name, sizeof name, "send%d:%.30s", d, so_graph_node(p->g, tn->node)->name);
             int id = so_g_send(g, map[tn->node], name);
             if (id < 0)
                 return id;

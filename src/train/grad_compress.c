@@ -11,9 +11,11 @@
 #include "scaleout/predict.h"
 #include "scaleout/timer.h"
 
-/* A link's fitted cost: seconds = alpha + beta bytes. */
+/* A link's fitted cost: seconds = alpha + beta bytes; and the 16-bit
+ * wires' large allreduce over FP32's, alpha taken off both (0: not probed). */
 typedef struct {
     double alpha, beta;
+    double wire_ratio[2]; /* fp16, bf16 */
 } grad_link;
 
 /* Every parameter tensor of two or more dimensions, in buffer order. */
@@ -87,16 +89,10 @@ void grad_compress_rank_state(so_compressor *x, const so_compress_spec *spec, so
 /* ---- --compress auto ------------------------------------------------------------------ */
 
 /* The methods auto weighs: FP32 first (ties go to it), then those that keep
- * accuracy at a fixed number of epochs (docs/COMPRESSION.md), each with its
- * steps to the target over FP32's: measured on the MLP at 1 Gbit/s (time to
- * 86.5% over FP32's, divided by the step time over FP32's, medians of 3
- * seeds). A lossy method's shorter step is worth only what is left of it
- * after the extra epochs: top-k 1% needed 2.4x FP32's steps, PowerSGD
- * rank 4 1.35x, the 16-bit wires as many. */
-static const struct {
-    const char *name;
-    double steps_factor;
-} auto_methods[] = {{"none", 1}, {"fp16", 1}, {"bf16", 1}, {"topk:0.01", 2.4}, {"powersgd:4", 1.35}};
+ * accuracy at a fixed number of epochs (docs/COMPRESSION.md). Each one's
+ * steps to the target over FP32's come from what its message loses of this
+ * model's gradient, measured (so_compress_steps_factor). */
+static const char *const auto_methods[] = {"none", "fp16", "bf16", "topk:0.01", "powersgd:4"};
 #define NAUTO ((int)(sizeof auto_methods / sizeof auto_methods[0]))
 #define AUTO_MARGIN 0.02 /* a method must be predicted this much sooner at the target than FP32 */
 
@@ -104,18 +100,22 @@ static const struct {
  * PROBE_SMALL and PROBE_LARGE floats on the job's own group (the algorithm it
  * picks for that size, over the real wires), fitted as alpha + beta bytes. It
  * replaces the communication layer's model, which without a tuning table
- * measured on the link is one node's shared memory. */
+ * measured on the link is one node's shared memory. The PROBE_LARGE
+ * allreduce on each 16-bit wire too: its conversions run inside the
+ * collective, where the loopback calibration does not see them, and on
+ * shared memory they cost about what the halved bytes save. */
 #define PROBE_SMALL 4096
 #define PROBE_LARGE (512 * 1024)
 #define PROBE_REPS 3
 
-static int probe_time(so_group *g, float *buf, size_t count, double *best)
+static int probe_time(so_group *g, float *buf, size_t count, so_dtype wire, double *best)
 {
+    so_group_opts o = {.wire = wire};
     *best = 1e30;
     for (int i = 0; i < PROBE_REPS; i++) {
         so_handle *h;
         double t0 = so_now();
-        int rc = so_group_iallreduce(g, buf, buf, count, SO_DTYPE_F32, SO_REDUCE_AVG, NULL, &h);
+        int rc = so_group_iallreduce(g, buf, buf, count, SO_DTYPE_F32, SO_REDUCE_AVG, &o, &h);
         if (!rc)
             rc = so_group_wait(g, h);
         if (rc)
@@ -131,19 +131,25 @@ static int link_probe(const so_dist *d, grad_link *out)
     float *buf = calloc(PROBE_LARGE, sizeof *buf);
     if (!buf)
         return so_err(SO_ENOMEM, "out of memory probing the link");
-    double t[2];
-    int rc = probe_time(d->group, buf, PROBE_SMALL, &t[0]);
+    double t[4]; /* small, large, large on the fp16 wire, on the bf16 wire */
+    int rc = probe_time(d->group, buf, PROBE_SMALL, SO_DTYPE_F32, &t[0]);
     if (!rc)
-        rc = probe_time(d->group, buf, PROBE_LARGE, &t[1]);
+        rc = probe_time(d->group, buf, PROBE_LARGE, SO_DTYPE_F32, &t[1]);
+    if (!rc)
+        rc = probe_time(d->group, buf, PROBE_LARGE, SO_DTYPE_F16, &t[2]);
+    if (!rc)
+        rc = probe_time(d->group, buf, PROBE_LARGE, SO_DTYPE_BF16, &t[3]);
     free(buf);
     if (!rc)
-        rc = d->max(d->ctx, t, 2); /* every rank fits the same line, and picks alike */
+        rc = d->max(d->ctx, t, 4); /* every rank fits the same line, and picks alike */
     if (rc)
         return rc;
     double db = (double)(PROBE_LARGE - PROBE_SMALL) * sizeof(float);
     out->beta = t[1] > t[0] ? (t[1] - t[0]) / db : 0;
     out->alpha = t[0] - out->beta * PROBE_SMALL * sizeof(float);
     out->alpha = out->alpha > 0 ? out->alpha : 0;
+    for (int w = 0; w < 2; w++)
+        out->wire_ratio[w] = t[1] > out->alpha ? (t[2 + w] - out->alpha) / (t[1] - out->alpha) : 0;
     return 0;
 }
 
@@ -154,9 +160,10 @@ static double link_cost(void *ctx, size_t bytes)
 }
 
 /* Method i's measured cost on this CPU over the real buckets: compress and
- * decompress seconds per FP32 byte, bytes ratio, and PowerSGD's Q share. */
+ * decompress seconds per FP32 byte, bytes ratio, PowerSGD's Q share, and
+ * *rel_err, what its message loses of the gradient. */
 static int auto_measure(const so_compress_spec *spec, int ef, uint64_t seed, const so_model *m, const size_t *bounds,
-                        int nb, int ranks, so_predict_compress_cost *out)
+                        int nb, int ranks, so_predict_compress_cost *out, double *rel_err)
 {
     so_compressor_config cf = {.spec = *spec, .error_feedback = ef, .n = m->nparams, .seed = seed};
     so_compress_matrix *mats = NULL;
@@ -167,7 +174,7 @@ static int auto_measure(const so_compress_spec *spec, int ef, uint64_t seed, con
     }
     so_compressor_stats st;
     if (!rc)
-        rc = so_compress_calibrate(&cf, m->grads, bounds, nb, ranks, &st);
+        rc = so_compress_calibrate(&cf, m->grads, bounds, nb, ranks, &st, rel_err);
     double q = 0; /* PowerSGD: the Q allreduce's words */
     for (int i = 0; i < cf.nmats; i++)
         if (so_compress_powersgd_fits(mats[i].rows, mats[i].cols, spec->rank))
@@ -186,17 +193,19 @@ static int auto_measure(const so_compress_spec *spec, int ef, uint64_t seed, con
 }
 
 /* Every rank's worst measurement, so all ranks predict and pick alike. */
-static int auto_agree(const so_dist *d, so_predict_compress_cost *mc, int n)
+static int auto_agree(const so_dist *d, so_predict_compress_cost *mc, double *rel_err, int n)
 {
-    double v[2 * NAUTO];
+    double v[3 * NAUTO];
     for (int i = 0; i < n; i++) {
-        v[2 * i] = mc[i].encode_per_byte;
-        v[2 * i + 1] = mc[i].decode_per_byte;
+        v[3 * i] = mc[i].encode_per_byte;
+        v[3 * i + 1] = mc[i].decode_per_byte;
+        v[3 * i + 2] = rel_err[i];
     }
-    int rc = d->max(d->ctx, v, 2 * n);
+    int rc = d->max(d->ctx, v, 3 * n);
     for (int i = 0; i < n; i++) {
-        mc[i].encode_per_byte = v[2 * i];
-        mc[i].decode_per_byte = v[2 * i + 1];
+        mc[i].encode_per_byte = v[3 * i];
+        mc[i].decode_per_byte = v[3 * i + 1];
+        rel_err[i] = v[3 * i + 2];
     }
     return rc;
 }
@@ -208,17 +217,27 @@ int grad_compress_auto(const so_train_config *c, const so_model *m, const so_dis
     so_compress_spec spec[NAUTO];
     double step[NAUTO];
     int rc = 0, best = 0;
-    grad_link link = {0, 0};
+    grad_link link = {0};
+    double rel_err[NAUTO] = {0};
     for (int i = 0; !rc && i < NAUTO; i++) {
         mc[i] = (so_predict_compress_cost){.ratio = 1};
-        if (!(rc = so_compress_parse(auto_methods[i].name, &spec[i])) && i > 0)
-            rc = auto_measure(&spec[i], c->error_feedback, c->compress_seed, m, bounds, nb, d->world, &mc[i]);
-        mc[i].steps_factor = auto_methods[i].steps_factor;
+        if (!(rc = so_compress_parse(auto_methods[i], &spec[i])) && i > 0)
+            rc = auto_measure(&spec[i], c->error_feedback, c->compress_seed, m, bounds, nb, d->world, &mc[i],
+                              &rel_err[i]);
     }
     if (!rc)
-        rc = auto_agree(d, mc, NAUTO);
+        rc = auto_agree(d, mc, rel_err, NAUTO);
+    for (int i = 0; !rc && i < NAUTO; i++)
+        mc[i].steps_factor = so_compress_steps_factor(&spec[i], rel_err[i]);
     if (!rc && d->group)
         rc = link_probe(d, &link);
+    double bytes_ratio[NAUTO];
+    for (int i = 0; !rc && i < NAUTO; i++) { /* a 16-bit wire costs what its probe took, conversions and all */
+        bytes_ratio[i] = mc[i].ratio + mc[i].ratio2;
+        int w = spec[i].method == SO_COMPRESS_FP16 ? 0 : spec[i].method == SO_COMPRESS_BF16 ? 1 : -1;
+        if (w >= 0 && link.wire_ratio[w] > 0)
+            mc[i].ratio = link.wire_ratio[w];
+    }
     if (!rc)
         rc = so_predict_compress(pc, d->world, d->group ? link_cost : d->cost, d->group ? (void *)&link : d->ctx, mc,
                                  NAUTO, AUTO_MARGIN, step, &best);
@@ -230,9 +249,10 @@ int grad_compress_auto(const so_train_config *c, const so_model *m, const so_dis
     for (int i = 0; i < NAUTO; i++) {
         so_compress_format(&spec[i], r->compress_auto_name[i], sizeof r->compress_auto_name[i]);
         r->compress_auto_predicted[i] = step[i];
-        r->compress_auto_ratio[i] = mc[i].ratio + mc[i].ratio2;
+        r->compress_auto_ratio[i] = bytes_ratio[i];
         r->compress_auto_overhead[i] = (mc[i].encode_per_byte + mc[i].decode_per_byte) * (double)grad_bytes;
         r->compress_auto_steps_factor[i] = mc[i].steps_factor;
+        r->compress_auto_rel_error[i] = rel_err[i];
     }
     r->compress_auto_link_alpha = link.alpha;
     r->compress_auto_link_beta = link.beta;

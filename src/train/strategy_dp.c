@@ -50,16 +50,15 @@ static int submit_bucket(dp_state *s, int b)
  * update is element-wise), but only when nothing between the wait and the
  * update needs the whole gradient: no clipping (the global norm), no 1/K
  * scaling, no compressor (its own waits). The before_update observers run
- * with buckets in flight, so they may make no blocking call of their own:
- * the checkpoint's exchange does, which is why this is opt-in
- * (SCALEOUT_DP_STEP_BUCKETS=1) until observers can post non-blocking. The
- * buckets must tile the whole buffer. */
+ * with buckets in flight, so they communicate nothing there (the
+ * checkpoint posts its partner exchange at step_end, train.h). Only the
+ * trainer's own loop calls update right after grads_done, and the buckets
+ * must tile the whole buffer. */
 static int step_buckets_ok(const dp_state *s)
 {
     const so_train_config *c = s->c;
-    const char *e = getenv("SCALEOUT_DP_STEP_BUCKETS");
-    if (!(e && !strcmp(e, "1")) || !s->own_loop || !s->d->grad_wait_bucket || s->cx || s->auto_compress || !c->overlap ||
-        c->accumulate != 1 || c->clip_norm > 0)
+    if (!s->own_loop || !s->d->grad_wait_bucket || s->cx || s->auto_compress || !c->overlap || c->accumulate != 1 ||
+        c->clip_norm > 0)
         return 0;
     size_t covered = 0;
     for (int b = 0; b < s->plan.n; b++)
@@ -87,7 +86,7 @@ static int dp_start(void *self, so_model *m, const so_train_config *c, so_train_
         rc = so_err(SO_ENOMEM, "out of memory for the bucket order");
     if (rc)
         return rc;
-    s->step_buckets = step_buckets_ok(s);
+    s->step_buckets = r->step_buckets = step_buckets_ok(s);
     r->nbuckets = s->plan.n;
     r->first_bucket_bytes = c->first_bucket_bytes;
     r->bucket_bytes = c->bucket_bytes;

@@ -18,6 +18,7 @@
  *                once, and freed after use.
  * Nothing is outstanding between steps, so the blocking reductions of the
  * loop and of the observers (checkpoints) never meet a collective of ours. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -349,6 +350,50 @@ static int backward_places(zero_state *s, int a, int b)
     return rc;
 }
 
+/* ---- zero3's initial values ----------------------------------------------------------------- */
+
+/* zero3 never holds the whole model: create copies this rank's blocks of
+ * the initial values into the shard and gives the whole buffer's pages
+ * back before the optimizer state is allocated (with both, a rank's peak
+ * was the whole model above its accounting: VGG-16, 553 MB). A value
+ * written to the buffer after that (--init-from loads every parameter into
+ * m->params between create and start) must still reach the shard, so each
+ * unit's first element is left holding a NaN no loader writes (init-from
+ * refuses non-finite weights): a unit whose mark is gone was loaded. */
+static const uint32_t UNWRITTEN = 0x7fc5a0e1u;
+
+static void mark_unwritten(zero_state *s)
+{
+    shard_release(s->m->params, 0, s->m->nparams);
+    for (int u = 0; u < s->L.nunits; u++)
+        memcpy(s->m->params + s->L.lo[u], &UNWRITTEN, sizeof UNWRITTEN);
+}
+
+static int written(const zero_state *s, int u)
+{
+    uint32_t v;
+    memcpy(&v, s->m->params + s->L.lo[u], sizeof v);
+    return v != UNWRITTEN;
+}
+
+/* At start (not a resume): the units written since create into the shard;
+ * with HYBRID_SHARD the replicas across nodes take the first one's blocks.
+ * Within the shard group every element has one owner, so no broadcast of
+ * the whole model is needed for the ranks to agree. */
+static int zero3_initial(zero_state *s)
+{
+    const shard_layout *L = &s->L;
+    for (int u = 0; u < L->nunits; u++)
+        if (written(s, u))
+            memcpy(s->pshard + L->cbase[u], s->m->params + L->mine_off[u], L->mine_len[u] * sizeof(float));
+    if (!s->cross || !L->nmine)
+        return 0;
+    so_handle *h = NULL;
+    so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG};
+    int rc = so_group_ibcast(s->cross, s->pshard, L->nmine, SO_DTYPE_F32, 0, &o, &h);
+    return rc ? rc : wait_handle(s, &h);
+}
+
 /* ---- the strategy ------------------------------------------------------------------------ */
 
 static int zero_start(void *self, so_model *m, const so_train_config *c, so_train_result *r)
@@ -367,16 +412,14 @@ static int zero_start(void *self, so_model *m, const so_train_config *c, so_trai
     so_model_set_node_hooks(m, &h);
     s->cur_pos = -1;
     int rc = 0;
-    if (!c->no_initial_bcast && s->d) { /* rank 0's initial state, as data parallelism starts */
+    if (!c->no_initial_bcast && s->stage == 3)
+        rc = zero3_initial(s);
+    else if (!c->no_initial_bcast && s->d) /* rank 0's initial state, as data parallelism starts */
         rc = s->d->bcast(s->d->ctx, m->params, m->nparams);
-        if (!rc && m->nbufs)
-            rc = s->d->bcast(s->d->ctx, m->bufs, m->nbufs);
-    }
-    if (s->stage == 3) { /* the parameters live in the shard from here */
-        for (int u = 0; !c->no_initial_bcast && u < s->L.nunits; u++)
-            memcpy(s->pshard + s->L.cbase[u], m->params + s->L.mine_off[u], s->L.mine_len[u] * sizeof(float));
+    if (!rc && !c->no_initial_bcast && s->d && m->nbufs)
+        rc = s->d->bcast(s->d->ctx, m->bufs, m->nbufs);
+    if (s->stage == 3) /* the parameters live in the shard from here */
         shard_release(m->params, 0, m->nparams);
-    }
     so_model_params_changed(m);
     return rc;
 }
@@ -550,7 +593,7 @@ static void zero_destroy(void *self)
     zero_state *s = self;
     shard_layout_free(&s->L);
     so_free(s->pshard);
-    so_free(s->gshard);
+    shard_unreserve(NULL, s->gshard);
     free(s->jobs);
     free(s->rs);
     free(s->ag);
@@ -688,8 +731,8 @@ static int allocate(zero_state *s)
     s->fresh = calloc((size_t)U, 1);
     s->want = calloc((size_t)U, 1);
     s->flight = calloc((size_t)U + 1, sizeof *s->flight);
-    if (s->stage > 1)
-        s->gshard = so_alloc(n * sizeof(float));
+    if (s->stage > 1) /* mapped as the first reductions write it, not beside the whole model at create */
+        s->gshard = shard_reserve(NULL, n * sizeof(float));
     if (s->stage == 3)
         s->pshard = so_alloc(n * sizeof(float));
     if (!s->jobs || !s->rs || !s->ag || !s->resident || !s->fresh || !s->want || !s->flight || (s->stage > 1 && !s->gshard) ||
@@ -738,13 +781,16 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
                                 s->shard_grp ? s->shard_grp->rank : 0, &s->L);
     if (!rc)
         rc = allocate(s);
+    if (!rc && stage == 3) { /* the initial values, before the optimizer state exists beside the whole model */
+        for (int u = 0; u < s->L.nunits; u++)
+            memcpy(s->pshard + s->L.cbase[u], m->params + s->L.mine_off[u], s->L.mine_len[u] * sizeof(float));
+        mark_unwritten(s);
+    }
     if (!rc)
         rc = so_optim_create(&c->optim, s->L.nmine, &st->opt);
     if (!rc) {
         s->opt = st->opt;
         state_view(s);
-        for (int u = 0; stage == 3 && u < s->L.nunits; u++) /* the initial values, until start */
-            memcpy(s->pshard + s->L.cbase[u], m->params + s->L.mine_off[u], s->L.mine_len[u] * sizeof(float));
     }
     if (rc) {
         so_strategy_free(st);
