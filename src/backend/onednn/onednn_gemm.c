@@ -43,29 +43,18 @@ static void tile(const od_gemm_kernels *k, const od_gemm_args *g, int i, int j, 
         memcpy(c + (size_t)r * g->ldc, t + r * k->nr, (size_t)nr * sizeof *t);
 }
 
-/* Rows per A block: [m0, m1) cut into equal blocks of at most MC rows (whole
- * MR tiles). A fixed MC leaves a sliver (GPT-2's 256 rows: 120 + 120 + 16),
- * and every A block streams the whole packed B block from L3 again: the
- * sliver paid a full pass over B for 16 rows. */
-static int rows_per_block(const od_gemm_kernels *k, int m)
-{
-    int blocks = (m + k->mc - 1) / k->mc, rows = (m + blocks - 1) / blocks;
-    return (rows + k->mr - 1) / k->mr * k->mr;
-}
-
 /* C[m0..m1) x [n0..n1) on one thread, its own packing buffers in work. */
 static void gemm_block(const od_gemm_kernels *k, const od_gemm_args *g, int m0, int m1, int n0, int n1, float *work)
 {
     float *ap = work, *bp = work + (size_t)(k->mc + k->mr) * k->kc;
-    int mb = rows_per_block(k, m1 - m0);
     for (int jc = n0; jc < n1; jc += k->nc) {
         int nc = n1 - jc < k->nc ? n1 - jc : k->nc;
         for (int pc = 0; pc < g->K; pc += k->kc) {
             int kc = g->K - pc < k->kc ? g->K - pc : k->kc, first = pc == 0;
             const float *b = g->tb ? g->B + (size_t)jc * g->ldb + pc : g->B + (size_t)pc * g->ldb + jc;
             k->pack_b(b, g->ldb, g->tb, kc, nc, bp);
-            for (int ic = m0; ic < m1; ic += mb) {
-                int mc = m1 - ic < mb ? m1 - ic : mb;
+            for (int ic = m0; ic < m1; ic += k->mc) {
+                int mc = m1 - ic < k->mc ? m1 - ic : k->mc;
                 const float *a = g->ta ? g->A + (size_t)pc * g->lda + ic : g->A + (size_t)ic * g->lda + pc;
                 k->pack_a(a, g->lda, g->ta, mc, kc, ap);
                 for (int jr = 0; jr < nc; jr += k->nr)

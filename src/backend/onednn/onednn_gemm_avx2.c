@@ -1,7 +1,6 @@
 /* AVX2+FMA instance of scaleout's GEMM (onednn_gemm_body.h): a 6 x 16 tile
- * (12 of the 16 ymm registers accumulate), KC 256 deep, A blocks of up to
- * 144 rows (144 KB, in Zen 3's 512 KB L2 with room for B's micro-panel
- * and C), B blocks of 4096 columns (4 MB, in L3). */
+ * (12 of the 16 ymm registers accumulate), KC 256 deep, A blocks of 120
+ * rows (120 KB, in L2), B blocks of 4096 columns (4 MB, in L3). */
 #include <immintrin.h>
 
 #include "core/isa_target.h"
@@ -12,7 +11,7 @@ typedef __m256 vf;
 #define VL 8
 #define MR 6
 #define KC 256
-#define MC 144
+#define MC 120
 #define NC 4096
 #define GEMM_TABLE od_gemm_avx2
 #define GEMM_LABEL "scaleout:avx2"

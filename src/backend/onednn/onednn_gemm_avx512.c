@@ -10,7 +10,7 @@ typedef __m512 vf;
 #define VL 16
 #define MR 12
 #define KC 256
-#define MC 144
+#define MC 120
 #define NC 4096
 #define GEMM_TABLE od_gemm_avx512
 #define GEMM_LABEL "scaleout:avx512"
