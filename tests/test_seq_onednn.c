@@ -274,7 +274,8 @@ static void t_decode(void **st)
 
 /* scaleout's GEMM against a double-precision loop: every transpose, edge
  * sizes around the register tile and cache blocks (301 rows: three A blocks,
- * the last one partial), += and the bias; and the same bits on 1 and 2 threads. Skips below AVX2 (the matmuls run there). */
+ * the last one partial), += and the bias; and the same bits on 1 and 2
+ * threads. Skips below AVX2 (the matmuls run there). */
 static void t_gemm(void **st)
 {
     (void)st;
