@@ -143,7 +143,7 @@ if a.accuracy_only:
     accuracy_table()
     raise SystemExit(0)
 print(f"| link | method | scaleout s to target | epochs | step ms | KB/step/rank | codec ms/step "
-      f"| {'val. loss' if a.loss else 'acc.'} after epoch {a.acc_epoch} | Δ vs baseline (points, paired) | PyTorch DDP s | PyTorch epochs | PyTorch step ms "
+      f"| {'val. loss' if a.loss else 'acc.'} after epoch {a.acc_epoch} | Δ vs baseline ({'nats' if a.loss else 'points'}, paired) | PyTorch DDP s | PyTorch epochs | PyTorch step ms "
       f"| PyTorch / scaleout | auto picked |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 summary = []
