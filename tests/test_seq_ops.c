@@ -201,6 +201,13 @@ static void t_token_loss_mean(void **st)
     int correct = -1;
     assert_int_equal(so_model_correct(big.m, big.y, 2, &correct), 0);
     assert_true(correct >= 0 && correct <= 9);
+    /* an evaluation's sums count a sample as its fraction of positions right:
+     * the accuracy is per target, at most 1, not T times the tokens right */
+    double sums[3] = {0, 0, 0};
+    assert_int_equal(so_model_add_scores(big.m, big.y, 2, sums), 0);
+    assert_true(fabs(sums[0] - correct / 5.0) < 1e-12);
+    assert_true(sums[1] == 2 && sums[0] / sums[1] <= 1.0);
+    assert_true(fabs(sums[2] - 2.0 * big.m->loss) < 1e-12 * fabs(sums[2]) + 1e-30);
     gc_close(&big);
 }
 

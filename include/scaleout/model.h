@@ -223,6 +223,11 @@ int so_model_logits(so_model *m, float *out);
  * loss, of their n x T positions (targets y, row-major) whose argmax over
  * the first so_graph_classes columns equals the target. */
 int so_model_correct(so_model *m, const int32_t *y, int n, int *correct);
+/* Adds the last forward's scores over its first n samples to an evaluation's
+ * sums: [0] correct answers, a token model's counted per sample as the
+ * fraction of its T positions right (so sums[0] / sums[1] is the accuracy per
+ * target either way), [1] samples, [2] loss x samples. */
+int so_model_add_scores(so_model *m, const int32_t *y, int n, double sums[3]);
 /* Output of any node, plain NCHW (batch x C x H x W). */
 int so_model_node_output(so_model *m, int node, float *out);
 

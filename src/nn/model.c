@@ -479,6 +479,17 @@ int so_model_correct(so_model *m, const int32_t *y, int n, int *correct)
     return rc;
 }
 
+int so_model_add_scores(so_model *m, const int32_t *y, int n, double sums[3])
+{
+    int correct = 0, rc = so_model_correct(m, y, n, &correct);
+    if (rc)
+        return rc;
+    sums[0] += (double)correct / so_graph_targets(m->g);
+    sums[1] += n;
+    sums[2] += (double)m->loss * n;
+    return 0;
+}
+
 void so_model_params_changed(so_model *m)
 {
     if (!m->be || !m->be->params_changed)

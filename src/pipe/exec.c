@@ -597,12 +597,8 @@ static int eval_batch(pipe_state *s, int b, const float *x, const int32_t *y, in
     int rc = so_model_set_input(s->m, s->stage == 0 ? x : NULL, s->has_loss ? y : NULL, n);
     for (int c = 0; !rc && c < s->chunks; c++)
         rc = eval_chunk(s, c, j);
-    int correct = 0;
-    if (!rc && s->has_loss && !(rc = so_model_correct(s->m, y, n, &correct))) {
-        sums[0] += correct;
-        sums[1] += n;
-        sums[2] += (double)s->m->loss * n;
-    }
+    if (!rc && s->has_loss)
+        rc = so_model_add_scores(s->m, y, n, sums);
     return rc;
 }
 

@@ -560,13 +560,9 @@ static int ps_evaluate(void *self, so_loader *test, double sums[3])
     const int32_t *y;
     int n, got = 0;
     while (!rc && !is_server(s) && (got = so_loader_next(test, &x, &y, &n)) > 0) {
-        int correct = 0;
         rc = so_model_forward(s->m, x, y, n, 0);
         if (!rc)
-            rc = so_model_correct(s->m, y, n, &correct);
-        sums[0] += correct;
-        sums[1] += n;
-        sums[2] += (double)s->m->loss * n;
+            rc = so_model_add_scores(s->m, y, n, sums);
     }
     return rc ? rc : got < 0 ? got : 0;
 }

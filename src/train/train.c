@@ -232,13 +232,9 @@ int so_evaluate_sums(so_model *m, so_loader *test, double sums[3])
     const int32_t *y;
     int n, got, rc = 0;
     while (!rc && (got = so_loader_next(test, &x, &y, &n)) > 0) {
-        int correct = 0;
         rc = so_model_forward(m, x, y, n, 0);
         if (!rc)
-            rc = so_model_correct(m, y, n, &correct);
-        sums[0] += correct;
-        sums[1] += n;
-        sums[2] += (double)m->loss * n;
+            rc = so_model_add_scores(m, y, n, sums);
     }
     return rc ? rc : got < 0 ? got : 0;
 }
