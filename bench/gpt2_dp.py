@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """GPT-2 data parallel on this machine: `scaleout train` over NP MPI ranks
 (1 thread each) against PyTorch DDP over gloo (bench/torch_gpt2_ddp.py) and
-against the compute ceiling of NP ranks here: NP independent one-process
+(--strategies: also ZeRO, each a row) against the compute ceiling of NP ranks here: NP independent one-process
 trainings at the same time, one per core (what data parallelism would reach
 if exchanging gradients cost nothing; docs/PERFORMANCE.md's DP figures).
 Same llm.c model file, same tokens in llm.c's order, AdamW, FP32, each
@@ -56,12 +56,12 @@ def phases_ms(a, js):
     return out
 
 
-def data_parallel(a, d):
-    """Global tokens/s of NP ranks (rank 0's median step)."""
+def data_parallel(a, d, strategy):
+    """Global tokens/s of NP ranks under --strategy STRATEGY (rank 0's median step)."""
     js = os.path.join(d, "dp.json")
-    subprocess.run([os.path.join(ROOT, "scripts/mpirun.sh"), "-np", str(a.np)] + train_cmd(a, d, js), check=True,
-                   stdout=subprocess.DEVNULL)
-    PHASE_RUNS.setdefault("scaleout dp", []).append(phases_ms(a, js))
+    subprocess.run([os.path.join(ROOT, "scripts/mpirun.sh"), "-np", str(a.np)] + train_cmd(a, d, js) +
+                   ["--strategy", strategy], check=True, stdout=subprocess.DEVNULL)
+    PHASE_RUNS.setdefault("scaleout " + strategy, []).append(phases_ms(a, js))
     return a.np * a.batch * a.seq / np.median(step_ms(a, js)) * 1e3
 
 
@@ -84,7 +84,7 @@ def print_phases():
     print("ms per step (warm-up included), median over starts: " + ", ".join(PHASES))
     for name, runs in PHASE_RUNS.items():
         keys = sorted({k for r in runs for k in r}, key=lambda k: (PHASES.index(k) if k in PHASES else len(PHASES), k))
-        print("%-12s " % name + "  ".join("%s %.1f" % (k, np.median([r.get(k, 0.0) for r in runs])) for k in keys))
+        print("%-16s " % name + "  ".join("%s %.1f" % (k, np.median([r.get(k, 0.0) for r in runs])) for k in keys))
 
 
 def ddp(a, d):
@@ -106,6 +106,8 @@ def main():
     p.add_argument("--steps", type=int, default=3, help="timed steps per run")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--strategies", default="dp",
+                   help="comma-separated scaleout strategies to run (dp, zero1, zero2, zero3), each a row")
     p.add_argument("--json", help="write the figures here too")
     a = p.parse_args()
     cfg = tg.Config.parse(a.spec)
@@ -115,7 +117,8 @@ def main():
     n = (a.warmup + a.steps + 1) * a.np * a.batch * a.seq + 1
     tg.write_tokens(os.path.join(d, "bench_train.bin"), rng.integers(0, cfg.V, n))
     tg.write_tokens(os.path.join(d, "bench_val.bin"), rng.integers(0, cfg.V, a.np * a.batch * a.seq + 1))
-    runs = [("scaleout dp", data_parallel), ("ceiling", ceiling), ("PyTorch DDP", ddp)]
+    runs = [("scaleout " + st, lambda a, d, st=st: data_parallel(a, d, st)) for st in a.strategies.split(",")]
+    runs += [("ceiling", ceiling), ("PyTorch DDP", ddp)]
     tps = {name: [] for name, _ in runs}
     for r in range(a.repeats):
         for name, fn in (runs if r % 2 == 0 else runs[::-1]):
@@ -124,9 +127,11 @@ def main():
     print("%s, np %d x 1 thread, B=%d per rank, T=%d, %d repeats x %d steps: global tokens/s, median (min-max)" % (
         cfg.spec(), a.np, a.batch, a.seq, a.repeats, a.steps))
     for name, v in tps.items():
-        print("%-12s %9.1f (%.1f-%.1f)" % (name, med[name], min(v), max(v)))
-    print("scaleout dp / ceiling %.2f; scaleout dp / PyTorch DDP %.2fx" % (
-        med["scaleout dp"] / med["ceiling"], med["scaleout dp"] / med["PyTorch DDP"]))
+        print("%-16s %9.1f (%.1f-%.1f)" % (name, med[name], min(v), max(v)))
+    for st in a.strategies.split(","):
+        name = "scaleout " + st
+        print("%s / ceiling %.2f; %s / PyTorch DDP %.2fx" % (name, med[name] / med["ceiling"], name,
+                                                             med[name] / med["PyTorch DDP"]))
     print_phases()
     if a.json:
         with open(a.json, "w") as f:
