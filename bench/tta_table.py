@@ -64,11 +64,11 @@ def so_fields(js):
     out = []
     for j in js:
         r, eps = j["results"], j.get("epochs", [])
-        spe = r["steps"] / max(r["epochs"], 1)
         accs = {e["epoch"]: e["test_accuracy"] for e in eps if e.get("test_accuracy") is not None}
         # with evaluations inside epochs (--eval-steps) the training seconds
         # up to the first evaluation past the target, evaluations left out
         within = j["config"].get("eval_steps", 0) > 0 and "train_seconds_to_target" in r
+        spe = r["steps_to_target"] / r["epochs_to_target"] if within else r["steps"] / max(r["epochs"], 1)
         tta = r["train_seconds_to_target"] if within else r.get("time_to_accuracy_seconds")
         epochs = "%.3g" % r["epochs_to_target"] if within else str(r["epochs"])
         out.append({"tta": tta if r["reached"] else None,
