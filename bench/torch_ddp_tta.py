@@ -126,22 +126,11 @@ def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
         dist.destroy_process_group()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="lenet5")
-    ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
-    ap.add_argument("--hook", default="none", help="none, fp16, powersgd:R[:START]")
-    ap.add_argument("--local", default="", help="H[:S]: post-local SGD, average every H steps after step S")
-    ap.add_argument("--target", type=float, required=True)
-    ap.add_argument("--max-epochs", type=int, default=10)
-    ap.add_argument("--batch", type=int, default=32, help="per rank")
-    ap.add_argument("--lr", type=float, default=0.01)
-    ap.add_argument("--seed", type=int, default=42)
-    ap.add_argument("--np", type=int, default=2)
-    ap.add_argument("--rank", type=int, default=-1, help="run this one rank here (with --master)")
-    ap.add_argument("--master", default="", help="ADDR:PORT of rank 0's rendezvous (with --rank)")
-    a = ap.parse_args()
-    peer_env.prepare(1)  # before torch loads (bench/peer_env.py)
+def launch(worker, a):
+    """Runs worker(rank, a, port, out[, addr, pin]) for a.np ranks and prints
+    rank 0's result as one JSON line: a.rank >= 0 runs that one rank here
+    (rendezvous at a.master, one rank per host), else a.np spawned processes
+    on this host. torch_gpt2_tta.py launches its ranks the same way."""
     if a.rank >= 0:  # one rank of a job across hosts, not pinned (as scaleout's ranks there)
         import queue
         addr, port = a.master.rsplit(":", 1)
@@ -172,10 +161,29 @@ def main():
             if any(p.exitcode not in (None, 0) for p in procs):
                 for p in procs:
                     p.terminate()
-                raise SystemExit("torch_ddp_tta.py: a rank failed: %s" % [p.exitcode for p in procs])
+                raise SystemExit(f"{os.path.basename(sys.argv[0])}: a rank failed: {[p.exitcode for p in procs]}")
     for p in procs:
         p.join()
     print(json.dumps(res))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="lenet5")
+    ap.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--hook", default="none", help="none, fp16, powersgd:R[:START]")
+    ap.add_argument("--local", default="", help="H[:S]: post-local SGD, average every H steps after step S")
+    ap.add_argument("--target", type=float, required=True)
+    ap.add_argument("--max-epochs", type=int, default=10)
+    ap.add_argument("--batch", type=int, default=32, help="per rank")
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--np", type=int, default=2)
+    ap.add_argument("--rank", type=int, default=-1, help="run this one rank here (with --master)")
+    ap.add_argument("--master", default="", help="ADDR:PORT of rank 0's rendezvous (with --rank)")
+    a = ap.parse_args()
+    peer_env.prepare(1)  # before torch loads (bench/peer_env.py)
+    launch(worker, a)
 
 
 if __name__ == "__main__":

@@ -48,13 +48,13 @@ tta_scaleout() {
     echo "$(basename "$0"): $name failed: $(tail -3 "$out/$name.log")" >&2
 }
 
-# tta_torch LINK NAME ARGS...: bench/torch_ddp_tta.py ARGS on LINK, its JSON line
+# tta_torch LINK NAME ARGS...: bench/torch_ddp_tta.py (or $TTA_PEER) ARGS on LINK, its JSON line
 # in $out/NAME.json. On shm the script spawns its NP ranks; across the nodes
 # each rank is one process in its node's namespace, gloo on eth0.
 tta_torch() {
   local link=$1 name=$2 port=$((29500 + RANDOM % 1000)) pids=() r ok=1
   shift 2
-  local peer=("$src/bench/torch_ddp_tta.py" --np "$np" "$@")
+  local peer=("${TTA_PEER:-$src/bench/torch_ddp_tta.py}" --np "$np" "$@") # TTA_PEER: bench/torch_gpt2_tta.py
   if [ "$link" = shm ]; then
     timeout 600 /usr/bin/python3 "${peer[@]}" >"$out/$name.log" 2>&1 || ok=0
   else

@@ -6,7 +6,7 @@ The directory's index.tsv has one line per run: link, method, who (so =
 scaleout, pt = the PyTorch peer), seed, JSON file. Runs of several
 invocations add up; a cell's figures are the median over its seeds (min-max).
 
-    bench/tta_table.py DIR [--acc-epoch E] [--baseline METHOD] [--accuracy-only]
+    bench/tta_table.py DIR [--acc-epoch E] [--baseline METHOD] [--accuracy-only] [--loss]
 
 Per link and method: seconds to the target, epochs, step time, bytes per step
 and rank, compression time per step, test accuracy after epoch E (and its
@@ -27,7 +27,10 @@ ap.add_argument("dir")
 ap.add_argument("--acc-epoch", type=int, default=1, help="report test accuracy after this epoch")
 ap.add_argument("--baseline", default="", help="method the others are compared to (default: none or sync)")
 ap.add_argument("--accuracy-only", action="store_true", help="only the accuracy columns (runs to a fixed epoch count)")
+ap.add_argument("--loss", action="store_true", help="validation loss in place of test accuracy (token data)")
 a = ap.parse_args()
+# the per-epoch figure: test accuracy in points, or validation loss in nats per token (--loss)
+SO_KEY, PT_KEY, SCALE = ("test_loss", "losses", 1) if a.loss else ("test_accuracy", "accuracies", 100)
 
 runs = {}  # (link, method, who) -> [json]
 order = []  # (link, method) in the order first run
@@ -64,7 +67,7 @@ def so_fields(js):
     out = []
     for j in js:
         r, eps = j["results"], j.get("epochs", [])
-        accs = {e["epoch"]: e["test_accuracy"] for e in eps if e.get("test_accuracy") is not None}
+        accs = {e["epoch"]: e[SO_KEY] for e in eps if e.get(SO_KEY) is not None}
         # with evaluations inside epochs (--eval-steps) the training seconds
         # up to the first evaluation past the target, evaluations left out
         within = j["config"].get("eval_steps", 0) > 0 and "train_seconds_to_target" in r
@@ -88,7 +91,7 @@ def so_fields(js):
 def pt_fields(js):
     out = []
     for j in js:
-        accs = j.get("accuracies", [])
+        accs = j.get(PT_KEY, [])
         es = j.get("epoch_seconds", [])
         out.append({"tta": j["time_to_accuracy_seconds"] if j["reached"] else None,
                     "epochs": str(j["epochs"]) + ("" if j["reached"] else "✗"),
@@ -112,7 +115,7 @@ def delta(fs, base, key):
     of the same seed (same initial weights and data order), in points."""
     b = {f["seed"]: f[key] for f in base if f[key] is not None}
     d = [f[key] - b[f["seed"]] for f in fs if f[key] is not None and f["seed"] in b]
-    return "%+.2f" % (100 * statistics.median(d)) if d else "–"
+    return "%+.2f" % (SCALE * statistics.median(d)) if d else "–"
 
 
 def accuracy_table():
@@ -134,12 +137,12 @@ def accuracy_table():
         for m in methods:
             s = so_fields(runs.get((link, m, "so"), []))
             acc, kb = col(s, "acc"), col(s, "bytes") or ([dense] if dense and s else [])
-            row = (f"| {link} | {m} | {med([100 * x for x in acc], '%.2f')} | {delta(s, bs, 'acc')} "
-                   f"| {med([100 * x for x in col(s, 'acc2')], '%.2f')} | {delta(s, bs, 'acc2')} ")
+            row = (f"| {link} | {m} | {med([SCALE * x for x in acc], '%.2f')} | {delta(s, bs, 'acc')} "
+                   f"| {med([SCALE * x for x in col(s, 'acc2')], '%.2f')} | {delta(s, bs, 'acc2')} ")
             if pt:
                 p = pt_fields(runs.get((link, m, "pt"), []))
-                row += (f"| {med([100 * x for x in col(p, 'acc')], '%.2f')} | {delta(p, bp, 'acc')} "
-                        f"| {med([100 * x for x in col(p, 'acc2')], '%.2f')} | {delta(p, bp, 'acc2')} ")
+                row += (f"| {med([SCALE * x for x in col(p, 'acc')], '%.2f')} | {delta(p, bp, 'acc')} "
+                        f"| {med([SCALE * x for x in col(p, 'acc2')], '%.2f')} | {delta(p, bp, 'acc2')} ")
             print(row + f"| {med([b / 1e3 for b in kb], spread=False)} | {len(acc)} |")
 
 
@@ -147,7 +150,7 @@ if a.accuracy_only:
     accuracy_table()
     raise SystemExit(0)
 print(f"| link | method | scaleout s to target | epochs | step ms | KB/step/rank | codec ms/step "
-      f"| acc. after epoch {a.acc_epoch} | Δ vs baseline (points, paired) | PyTorch DDP s | PyTorch epochs | PyTorch step ms "
+      f"| {'val. loss' if a.loss else 'acc.'} after epoch {a.acc_epoch} | Δ vs baseline ({'nats' if a.loss else 'points'}, paired) | PyTorch DDP s | PyTorch epochs | PyTorch step ms "
       f"| PyTorch / scaleout | auto picked |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 summary = []
@@ -164,7 +167,7 @@ for link in links:
         ratio = "%.2f" % (statistics.median(pts) / statistics.median(st)) if st and pts else "–"
         print(f"| {link} | {m} | {med(st)} | {'/'.join(f['epochs'] for f in s) or '–'} "
               f"| {med(col(s, 'step_ms'), spread=False)} | {med([b / 1e3 for b in kb], spread=False)} "
-              f"| {med(col(s, 'codec_ms'), '%.2f', spread=False)} | {med([100 * x for x in acc], '%.2f')} | {delta(s, so[base], 'acc')} "
+              f"| {med(col(s, 'codec_ms'), '%.2f', spread=False)} | {med([SCALE * x for x in acc], '%.2f')} | {delta(s, so[base], 'acc')} "
               f"| {med(pts)} | {'/'.join(f['epochs'] for f in p) or '–'} | {med(col(p, 'step_ms'), spread=False)} "
               f"| {ratio} | {'/'.join(col(s, 'auto'))} |")
     best = lambda d: min(((statistics.median(col(v, "tta")), m) for m, v in d.items() if col(v, "tta")), default=None)

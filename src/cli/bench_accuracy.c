@@ -34,6 +34,7 @@ static const char *const datasets[] = {"fashion-mnist", "mnist", "cifar10", "tok
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
 static const char *const schedules[] = {"constant", "cosine", NULL};
 static const char *const on_off[] = {"on", "off", NULL};
+static const char *const shuffles[] = {"on", "off", "llmc", NULL};
 
 static int parse(acc_args *a, int argc, char **argv)
 {
@@ -48,6 +49,12 @@ static int parse(acc_args *a, int argc, char **argv)
         {"target-loss", OPT_FLOAT, &a->target_loss, "L", "validation loss to reach instead (--dataset tokens; MLPerf's "
          "LLM benchmark's log perplexity)", 1, 0, NULL},
         {"seq-len", OPT_INT, &a->cfg.seq_len, "T", "--dataset tokens: tokens per sequence", 1, 1 << 24, NULL},
+        {"shuffle", OPT_CHOICE, &a->cfg.shuffle, "on|off|llmc", "training order, as train --shuffle (off: llm.c's "
+         "order, which a peer can replay)", 0, -1, shuffles},
+        {"eval-batches", OPT_INT, &a->cfg.eval_batches, "N", "evaluate on at most N batches per rank (0 = the whole "
+         "split)", 0, 1 << 30, NULL},
+        {"init-from", OPT_STR, &a->cfg.ckpt.init_from, "FILE", "initial parameters, as train --init-from (a peer "
+         "starts from the same file)", 0, -1, NULL},
         {"clip-norm", OPT_FLOAT, &a->cfg.clip_norm, "X", "clip the gradient to global L2 norm X (0 = off)", 0, 1e30, NULL},
         {"max-epochs", OPT_INT, &a->cfg.epochs, "N", "epoch budget", 1, 1 << 20, NULL},
         {"max-steps", OPT_LONG, &a->cfg.steps, "N", "step budget (0 = epochs only)", 0, 1e15, NULL},
@@ -330,6 +337,9 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     so_json_int(&js, "threads", a->cfg.threads);
     so_json_str(&js, "compress", a->cfg.compress ? a->cfg.compress : "none");
     so_json_str(&js, "sync", a->cfg.sync ? a->cfg.sync : "sync");
+    so_json_str(&js, "shuffle", a->cfg.shuffle);
+    if (a->cfg.ckpt.init_from)
+        so_json_str(&js, "init_from", a->cfg.ckpt.init_from);
     so_json_obj_end(&js);
     env_write_json(&js, &e, a->cfg.threads, !a->no_pin);
     so_json_obj_begin(&js, "results");
