@@ -16,6 +16,9 @@
 # (bench/tta_table.py: medians over seeds). Accuracy at a fixed epoch count:
 # TARGET 1 never stops early; ACC_EPOCH=E reports the accuracy after epoch E.
 # Methods sync, local:H[@S], diloco:H and gossip:* run as --sync (bench/tta_lib.sh).
+# EVAL_STEPS=N also evaluates every N steps within an epoch (`bench accuracy
+# --eval-steps`): the time to the target is then the training seconds up to
+# the first evaluation past it, evaluations left out (the table says which).
 # Takes /tmp/scaleout-cluster.lock while its cluster is up; run it under the
 # benchmark lock (/work/bin/so-bench or flock /tmp/scaleout-bench.lock), which
 # it does not take itself. Root only for the cluster links.
@@ -66,7 +69,8 @@ for link in $links; do
         if [ "$who" = so ]; then
           tta_tuning "$link" "$m"
           SCALEOUT_TUNING="$tuning" tta_scaleout "$link" "$name" bench accuracy --model "$model" --batch-size "$batch" --lr "$lr" \
-            --target "$target" --max-epochs "$epochs" --seed "$seed" $(tta_method_flags "$m") --mllog "$out/$name.mllog"
+            --target "$target" --max-epochs "$epochs" --seed "$seed" $(tta_method_flags "$m") --mllog "$out/$name.mllog" \
+            ${EVAL_STEPS:+--eval-steps "$EVAL_STEPS"}
         else
           tta_torch "$link" "$name" --model "$model" --batch "$batch" --lr "$lr" --target "$target" \
             --max-epochs "$epochs" --seed "$seed" $(tta_peer_flags "$m")

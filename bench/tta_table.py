@@ -13,7 +13,9 @@ and rank, compression time per step, test accuracy after epoch E (and its
 difference to the baseline's, in points), the peer's seconds and epochs, the
 ratio, and --compress auto's pick. Then per link: the fastest method against
 the baseline, the fastest scaleout against the fastest PyTorch, and auto's
-picks against the fastest measured.
+picks against the fastest measured. Runs that evaluated within epochs
+(`bench accuracy --eval-steps`) count the training seconds to the target,
+evaluations left out, and fractional epochs.
 """
 import argparse
 import json
@@ -65,10 +67,15 @@ def so_fields(js):
     out = []
     for j in js:
         r, eps = j["results"], j.get("epochs", [])
-        spe = r["steps"] / max(r["epochs"], 1)
         accs = {e["epoch"]: e[SO_KEY] for e in eps if e.get(SO_KEY) is not None}
-        out.append({"tta": r.get("time_to_accuracy_seconds") if r["reached"] else None,
-                    "epochs": str(r["epochs"]) + ("" if r["reached"] else "✗"),
+        # with evaluations inside epochs (--eval-steps) the training seconds
+        # up to the first evaluation past the target, evaluations left out
+        within = j["config"].get("eval_steps", 0) > 0 and "train_seconds_to_target" in r
+        spe = r["steps_to_target"] / r["epochs_to_target"] if within else r["steps"] / max(r["epochs"], 1)
+        tta = r["train_seconds_to_target"] if within else r.get("time_to_accuracy_seconds")
+        epochs = "%.3g" % r["epochs_to_target"] if within else str(r["epochs"])
+        out.append({"tta": tta if r["reached"] else None,
+                    "epochs": epochs + ("" if r["reached"] else "✗"),
                     "step_ms": 1e3 * statistics.median([e["seconds"] for e in eps]) / spe if eps else None,
                     "bytes": r.get("compress_bytes_per_step", r.get("sync_bytes_per_step")),
                     "dense": r.get("dense_bytes_per_step"),

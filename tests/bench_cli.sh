@@ -146,6 +146,29 @@ if [ -f $data/train-images-idx3-ubyte.gz ]; then
     grep -q '"lr_schedule": "cosine"' "$tmp/abort.json" &&
     $schema "$tmp/abort.json" >/dev/null && grep -q "did not reach" "$tmp/abort.log" && ok ||
     bad "accuracy (aborted): $(tail -3 "$tmp/abort.log")"
+  # --eval-steps: evaluations inside the epoch stop at the first one past the
+  # target, and they change nothing of training (the same accuracy at step 150).
+  "$bin" bench accuracy --model lenet5 --target 0.5 --eval-steps 30 --max-steps 150 --json "$tmp/accs.json" \
+    >"$tmp/accs.log" 2>&1 && $schema "$tmp/accs.json" >/dev/null && /usr/bin/python3 - "$tmp/accs.json" <<'PY' &&
+import json, sys
+r = json.load(open(sys.argv[1]))
+res, ev = r["results"], r["evaluations"]
+assert res["reached"] and res["steps_to_target"] % 30 == 0 and res["steps_to_target"] == res["steps"], res
+assert [e["step"] for e in ev] == list(range(30, res["steps"] + 1, 30)), ev
+assert ev[-1]["test_accuracy"] >= 0.5 and all(e["test_accuracy"] < 0.5 for e in ev[:-1]), ev
+assert 0 < res["train_seconds_to_target"] < res["time_to_accuracy_seconds"], res
+PY
+    ok || bad "accuracy --eval-steps: $(tail -3 "$tmp/accs.log")"
+  "$bin" bench accuracy --model lenet5 --target 1.0 --max-steps 150 --json "$tmp/acc1.json" >/dev/null 2>&1 &&
+    "$bin" bench accuracy --model lenet5 --target 1.0 --eval-steps 40 --max-steps 150 --json "$tmp/acc40.json" \
+      >/dev/null 2>&1 && /usr/bin/python3 - "$tmp/acc1.json" "$tmp/acc40.json" <<'PY' &&
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert len(a["evaluations"]) == 1 and [e["step"] for e in b["evaluations"]] == [40, 80, 120, 150], b["evaluations"]
+assert a["results"]["final_accuracy"] == b["results"]["final_accuracy"], (a["results"], b["results"])
+assert a["epochs"][0]["loss"] == b["epochs"][0]["loss"], (a["epochs"], b["epochs"])
+PY
+    ok || bad "accuracy --eval-steps changed training"
 else echo "note: $data missing, accuracy checks skipped"; fi
 
 # plot: every chart as a real PNG and a well-formed SVG.

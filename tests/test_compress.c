@@ -1179,6 +1179,50 @@ static void test_auto_rule_lenet(void **state)
     so_graph_destroy(g);
 }
 
+/* The predicted step's terms, by hand: with one bucket (it closes when
+ * backward ends) nothing overlaps, so the step is forward + backward + the
+ * optimizer's time (t_other, measured beside the layers) + compressing the
+ * whole gradient on the training thread + the bucket on the communication
+ * engine: decompressing it and, for PowerSGD, two allreduces one after the
+ * other, each paying its latency. */
+static void test_auto_rule_terms(void **state)
+{
+    (void)state;
+    so_graph *g = NULL;
+    assert_int_equal(so_zoo_build("mlp", 1, 28, 28, 10, &g), 0);
+    int n = so_graph_size(g);
+    double *tf = calloc((size_t)n, sizeof *tf), *tb = calloc((size_t)n, sizeof *tb);
+    for (int i = 1; i < n; i++) {
+        tf[i] = 10e-3 / (n - 1);
+        tb[i] = 20e-3 / (n - 1);
+    }
+    so_predict_compute pc = {.g = g, .t_fwd = tf, .t_bwd = tb, .t_other = 3e-3, .batch = 128,
+                             .first_bucket_bytes = (size_t)1 << 30, .bucket_bytes = (size_t)1 << 30};
+    const so_predict_compress_cost m[] = {
+        {.ratio = 1},
+        {.ratio = 0.008, .ratio2 = 0.004, .encode_per_byte = 0.6e-9, .decode_per_byte = 0.7e-9}, /* powersgd */
+    };
+    link_model gbit = {50e-6, 8.0 / 1e9};
+    double step[2], B = (double)so_graph_nparams(g) * sizeof(float);
+    int best = -1;
+    assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, m, 2, 0.02, step, &best), 0);
+    double compute = 10e-3 + 20e-3 + 3e-3;
+    double none = compute + ring_cost(&gbit, (size_t)B);
+    double psgd = compute + m[1].encode_per_byte * B + m[1].decode_per_byte * B +
+                  ring_cost(&gbit, (size_t)(m[1].ratio * B)) + ring_cost(&gbit, (size_t)(m[1].ratio2 * B));
+    if (fabs(step[0] - none) > 1e-9 || fabs(step[1] - psgd) > 1e-9)
+        fail_msg("predicted none %.6f ms (want %.6f), powersgd %.6f ms (want %.6f)", step[0] * 1e3, none * 1e3,
+                 step[1] * 1e3, psgd * 1e3);
+    assert_int_equal(best, 1);
+    pc.t_other = 0; /* the optimizer's time is in every method's step alike */
+    double without[2];
+    assert_int_equal(so_predict_compress(&pc, 2, ring_cost, &gbit, m, 2, 0.02, without, &best), 0);
+    assert_true(fabs(step[0] - without[0] - 3e-3) < 1e-12 && fabs(step[1] - without[1] - 3e-3) < 1e-12);
+    free(tf);
+    free(tb);
+    so_graph_destroy(g);
+}
+
 int main(void)
 {
     if (isa_cap_redundant())
@@ -1204,6 +1248,7 @@ int main(void)
         cmocka_unit_test(test_steps_factor),
         cmocka_unit_test(test_auto_rule),
         cmocka_unit_test(test_auto_rule_lenet),
+        cmocka_unit_test(test_auto_rule_terms),
         cmocka_unit_test(test_powersgd_warm_q),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -65,6 +65,7 @@ typedef struct {
     int epochs;
     long steps;                  /* optimizer steps (0: epochs) */
     int eval_every;              /* epochs between evaluations; 0 at the end only; < 0 never */
+    long eval_steps;             /* > 0: also evaluate every this many steps inside an epoch */
     int accumulate;              /* micro-batches per optimizer step */
     float clip_norm;             /* > 0: clip the gradient to this global L2 norm (every strategy) */
     int warmup_steps;            /* first steps left out of images/sec */

@@ -104,6 +104,9 @@ typedef struct so_train_config {
     long steps;               /* total optimizer steps (0 = epochs x steps per epoch) */
     so_lr_schedule lr;
     int eval_every;           /* evaluate every N epochs; 0 = at the end only; <0 never */
+    long eval_steps;          /* > 0: also evaluate after every eval_steps steps inside an epoch (a
+                                 finer time to accuracy; reported through so_progress.eval, its time
+                                 kept out of the epoch's); 0: epochs only */
     size_t bucket_bytes;      /* gradient bucket size (DDP default 25 MiB) */
     size_t first_bucket_bytes;/* the first bucket is small so communication starts early (1 MiB) */
     int overlap;              /* submit buckets during backward (1) or after it (0) */
@@ -153,6 +156,9 @@ typedef struct {
     double images_per_sec;
     double elapsed;           /* seconds since the epoch began */
     const so_epoch_stats *done; /* non-NULL once per epoch, after evaluation */
+    /* non-NULL after an evaluation inside the epoch (eval_steps): its
+     * test_accuracy and test_loss; seconds = the epoch's training so far */
+    const so_epoch_stats *eval;
 } so_progress;
 
 typedef void (*so_progress_fn)(void *arg, const so_progress *p);
@@ -211,6 +217,11 @@ typedef struct so_train_result {
      * ||g - C(g)|| / ||g||, and the link auto measured: alpha + beta bytes. */
     double compress_auto_steps_factor[SO_COMPRESS_AUTO_MAX], compress_auto_rel_error[SO_COMPRESS_AUTO_MAX];
     double compress_auto_link_alpha, compress_auto_link_beta;
+    /* ... the predicted step's terms: forward + backward + other (the
+     * optimizer; other alone too), measured over FP32 steps, the same for
+     * every method; and each method's compress seconds (training thread) of its
+     * overhead; the step's remainder is communication left exposed. */
+    double compress_auto_compute, compress_auto_other, compress_auto_encode[SO_COMPRESS_AUTO_MAX];
     /* --sync ssp:S / async (the parameter server, over every rank): workers
      * and servers, the bytes a worker's step moves (pushed and pulled), the
      * staleness of the parameters a worker computed with, in clocks of the

@@ -1,9 +1,9 @@
 /* `scaleout bench accuracy`: time to a target test accuracy (MLPerf Training
  * style), or for token data to a validation loss. Trains with evaluation
- * after every epoch until the figure reaches --target / --target-loss (a
- * step_end hook returns SO_STOP) or the epoch/step budget ends,
- * and logs in the MLPerf logging format (":::MLLOG {json}" lines) so the
- * MLPerf tools can read the log. */
+ * after every epoch (and every --eval-steps steps within one) until the
+ * figure reaches --target / --target-loss (a step_end hook returns SO_STOP)
+ * or the epoch/step budget ends, and logs in the MLPerf logging format
+ * (":::MLLOG {json}" lines) so the MLPerf tools can read the log. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +58,8 @@ static int parse(acc_args *a, int argc, char **argv)
         {"clip-norm", OPT_FLOAT, &a->cfg.clip_norm, "X", "clip the gradient to global L2 norm X (0 = off)", 0, 1e30, NULL},
         {"max-epochs", OPT_INT, &a->cfg.epochs, "N", "epoch budget", 1, 1 << 20, NULL},
         {"max-steps", OPT_LONG, &a->cfg.steps, "N", "step budget (0 = epochs only)", 0, 1e15, NULL},
+        {"eval-steps", OPT_LONG, &a->cfg.eval_steps, "N", "also evaluate every N steps within an epoch (a finer time "
+         "to the target; 0 = after every epoch only)", 0, 1e15, NULL},
         {"batch-size", OPT_INT, &a->cfg.batch, "N", "samples per step on each rank", 1, 1 << 20, NULL},
         {"optimizer", OPT_CHOICE, &a->cfg.optimizer, "NAME", "optimizer", 0, -1, optimizers},
         {"lr", OPT_FLOAT, &a->cfg.lr, "X", "learning rate", 0, 1e6, NULL},
@@ -162,6 +164,14 @@ static void ml_str(mllog *m, const char *key, const char *v, int line)
     ml_event(m, so_now(), "POINT_IN_TIME", key, buf, line, NULL);
 }
 
+/* One evaluation: where in training it ran and what it gave. */
+typedef struct {
+    long step;            /* optimizer steps done */
+    double epoch;         /* epochs done, fractional within one (--eval-steps) */
+    double train_seconds; /* training time up to it, evaluations left out */
+    double metric;        /* test accuracy, or validation loss under --target-loss */
+} acc_eval;
+
 /* State shared by the hooks: the recorder, the MLLOG writer, the stop rule. */
 typedef struct {
     const acc_args *a;
@@ -170,6 +180,9 @@ typedef struct {
     double eval_t0, eval_t1, run_start, reached_at;
     int epochs_done, reached, last_epoch;
     double last_metric;   /* the last evaluation's test accuracy, or validation loss under --target-loss */
+    double train_seconds; /* the finished epochs' training time (evaluations left out) */
+    acc_eval *evals;      /* every evaluation, in order; the one that reached the target is reached_eval */
+    int nevals, cap_evals, reached_eval;
 } acc_state;
 
 /* The evaluation's figure the target is on, and whether it is reached. */
@@ -193,9 +206,45 @@ static void on_span(void *arg, so_span_kind kind, long step, int id, double t0, 
     bench_rec_span(s->rec, kind, step, id, t0, t1);
 }
 
+/* An evaluation's result (epoch: epochs done, fractional inside one):
+ * MLLOG events, the record, the stop rule. */
+static void on_eval(acc_state *s, const so_epoch_stats *e, double epoch, long step, double train_seconds)
+{
+    ml_event(s->ml, s->eval_t0, "INTERVAL_START", "eval_start", "null", __LINE__, "\"epoch_num\": %g", epoch);
+    ml_event(s->ml, s->eval_t1, "INTERVAL_END", "eval_stop", "null", __LINE__, "\"epoch_num\": %g", epoch);
+    char v[64]; /* under --target-loss the loss, as MLPerf's LLM benchmark logs its log perplexity */
+    s->last_metric = metric(s->a, e);
+    snprintf(v, sizeof v, "%.6f", s->last_metric);
+    ml_event(s->ml, s->eval_t1, "POINT_IN_TIME", "eval_accuracy", v, __LINE__, "\"epoch_num\": %g", epoch);
+    if (s->nevals == s->cap_evals) { /* out of memory: the record lacks the point, the run goes on */
+        int cap = s->cap_evals ? 2 * s->cap_evals : 64;
+        acc_eval *p = realloc(s->evals, (size_t)cap * sizeof *p);
+        if (p) {
+            s->evals = p;
+            s->cap_evals = cap;
+        }
+    }
+    int kept = s->nevals < s->cap_evals;
+    if (kept)
+        s->evals[s->nevals++] = (acc_eval){step, epoch, train_seconds, s->last_metric};
+    if (reached(s->a, s->last_metric) && !s->reached) {
+        s->reached = 1;
+        s->reached_at = s->eval_t1;
+        s->reached_eval = kept ? s->nevals - 1 : -1;
+    }
+}
+
 static void on_progress(void *arg, const so_progress *p)
 {
     acc_state *s = arg;
+    if (p->eval) { /* inside the epoch (--eval-steps) */
+        on_eval(s, p->eval, p->epoch + (double)p->step / (double)p->steps, (long)p->epoch * p->steps + p->step,
+                s->train_seconds + p->eval->seconds);
+        if (s->ml->on)
+            printf("epoch %.2f: %s %.4f\n", p->epoch + (double)p->step / (double)p->steps,
+                   s->a->target_loss > 0 ? "validation loss" : "test accuracy", s->last_metric);
+        return;
+    }
     if (!p->done)
         return;
     const so_epoch_stats *e = p->done;
@@ -204,18 +253,11 @@ static void on_progress(void *arg, const so_progress *p)
     double end = r->n ? r->t1[r->n - 1] : so_now();
     ml_event(s->ml, end, "INTERVAL_END", "epoch_stop", "null", __LINE__, "\"epoch_num\": %d", ep);
     s->epochs_done = ep;
+    s->train_seconds += e->seconds;
     if (e->test_accuracy < 0)
         return;
-    ml_event(s->ml, s->eval_t0, "INTERVAL_START", "eval_start", "null", __LINE__, "\"epoch_num\": %d", ep);
-    ml_event(s->ml, s->eval_t1, "INTERVAL_END", "eval_stop", "null", __LINE__, "\"epoch_num\": %d", ep);
-    char v[64]; /* under --target-loss the loss, as MLPerf's LLM benchmark logs its log perplexity */
-    s->last_metric = metric(s->a, e);
-    snprintf(v, sizeof v, "%.6f", s->last_metric);
-    ml_event(s->ml, s->eval_t1, "POINT_IN_TIME", "eval_accuracy", v, __LINE__, "\"epoch_num\": %d", ep);
-    if (reached(s->a, s->last_metric) && !s->reached) {
-        s->reached = 1;
-        s->reached_at = s->eval_t1;
-    }
+    on_eval(s, e, e->epoch + (double)p->step / (double)p->steps, (long)e->epoch * p->steps + p->step,
+            s->train_seconds);
     if (s->ml->on)
         printf("epoch %d: loss %.4f, %s %.4f, %.1f s, %.0f images/sec\n", ep, e->loss,
                s->a->target_loss > 0 ? "validation loss" : "test accuracy", s->last_metric, e->seconds,
@@ -225,10 +267,10 @@ static void on_progress(void *arg, const so_progress *p)
 static int on_step_end(void *arg, const so_train_state *st)
 {
     acc_state *s = arg;
+    if (s->reached) /* after an epoch's evaluation, or one within it */
+        return SO_STOP;
     if (!st->epoch_end)
         return 0;
-    if (s->reached)
-        return SO_STOP;
     if (st->epoch < s->last_epoch)
         ml_event(s->ml, so_now(), "INTERVAL_START", "epoch_start", "null", __LINE__, "\"epoch_num\": %d",
                  st->epoch + 1);
@@ -281,6 +323,7 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
         so_json_num(&js, "target", a->target);
     so_json_int(&js, "max_epochs", a->cfg.epochs);
     so_json_int(&js, "max_steps", a->cfg.steps);
+    so_json_int(&js, "eval_steps", a->cfg.eval_steps);
     so_json_int(&js, "batch_size", a->cfg.batch);
     so_json_int(&js, "global_batch_size", (int64_t)a->cfg.batch * world);
     so_json_int(&js, "world_size", world);
@@ -302,10 +345,17 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
     so_json_obj_begin(&js, "results");
     so_json_str(&js, "status", s->reached ? "success" : "aborted");
     so_json_bool(&js, "reached", s->reached);
-    if (s->reached)
+    if (s->reached) {
         so_json_num(&js, "time_to_accuracy_seconds", tta);
-    else
+        if (s->reached_eval >= 0) {
+            const acc_eval *at = &s->evals[s->reached_eval];
+            so_json_num(&js, "train_seconds_to_target", at->train_seconds);
+            so_json_num(&js, "epochs_to_target", at->epoch);
+            so_json_int(&js, "steps_to_target", at->step);
+        }
+    } else {
         so_json_null(&js, "time_to_accuracy_seconds");
+    }
     so_json_num(&js, "run_seconds", r->wall_seconds);
     so_json_int(&js, "epochs", s->epochs_done);
     so_json_int(&js, "steps", r->steps);
@@ -337,6 +387,16 @@ static int write_json(const acc_args *a, const acc_state *s, const so_train_resu
         }
         so_json_num(&js, "seconds", ep->seconds);
         so_json_num(&js, "images_per_sec", ep->images_per_sec);
+        so_json_obj_end(&js);
+    }
+    so_json_arr_end(&js);
+    so_json_arr_begin(&js, "evaluations");
+    for (int i = 0; i < s->nevals; i++) {
+        so_json_obj_begin(&js, NULL);
+        so_json_int(&js, "step", s->evals[i].step);
+        so_json_num(&js, "epoch", s->evals[i].epoch);
+        so_json_num(&js, "train_seconds", s->evals[i].train_seconds);
+        so_json_num(&js, a->target_loss > 0 ? "test_loss" : "test_accuracy", s->evals[i].metric);
         so_json_obj_end(&js);
     }
     so_json_arr_end(&js);
@@ -379,7 +439,12 @@ static int run(const acc_args *a, so_job *j, acc_state *s, double init_start)
         if (rank == 0) {
             const char *what = a->target_loss > 0 ? "validation loss" : "test accuracy";
             double target = a->target_loss > 0 ? a->target_loss : a->target;
-            if (s->reached)
+            if (s->reached && s->reached_eval >= 0)
+                printf("reached %s %.4f %s %.4f in %.1f s (time to accuracy; %.1f s of training), %g epoch(s), "
+                       "%ld steps, %.0f images/sec\n", what, s->last_metric, a->target_loss > 0 ? "<=" : ">=", target,
+                       tta, s->evals[s->reached_eval].train_seconds, s->evals[s->reached_eval].epoch, r.steps,
+                       r.images_per_sec);
+            else if (s->reached)
                 printf("reached %s %.4f %s %.4f in %.1f s (time to accuracy), %d epoch(s), %ld steps, "
                        "%.0f images/sec\n", what, s->last_metric, a->target_loss > 0 ? "<=" : ">=", target, tta,
                        s->epochs_done, r.steps, r.images_per_sec);
@@ -435,5 +500,6 @@ int cmd_bench_accuracy(int argc, char **argv)
         rc = cli_error("bench accuracy", CLI_FAIL, "--mllog: error writing '%s'", a.mllog);
     so_job_free(j);
     bench_rec_free(&rec);
+    free(s.evals);
     return rc;
 }

@@ -2,7 +2,8 @@
  * line naming the method chosen, the link it measured and every
  * candidate's predicted step time, the share of the gradient its message
  * lost and the steps-to-target factor that gives, and the same under
- * "compress_auto" in --json. */
+ * "compress_auto" in --json with the step's predicted terms (compute, each
+ * method's compress and decompress time). */
 #include <stdio.h>
 
 #include "cli.h"
@@ -31,6 +32,8 @@ void cli_compress_auto_json(so_json *js, const so_train_result *r)
     so_json_int(js, "after_step", r->compress_auto_step);
     so_json_num(js, "link_alpha_seconds", r->compress_auto_link_alpha);
     so_json_num(js, "link_beta_seconds_per_byte", r->compress_auto_link_beta);
+    so_json_num(js, "compute_seconds", r->compress_auto_compute);
+    so_json_num(js, "other_seconds", r->compress_auto_other);
     so_json_arr_begin(js, "methods");
     for (int i = 0; i < r->compress_auto_n; i++) {
         so_json_obj_begin(js, NULL);
@@ -40,6 +43,7 @@ void cli_compress_auto_json(so_json *js, const so_train_result *r)
         so_json_num(js, "relative_error", r->compress_auto_rel_error[i]);
         so_json_num(js, "bytes_ratio", r->compress_auto_ratio[i]);
         so_json_num(js, "overhead_seconds", r->compress_auto_overhead[i]);
+        so_json_num(js, "compress_seconds", r->compress_auto_encode[i]);
         so_json_obj_end(js);
     }
     so_json_arr_end(js);

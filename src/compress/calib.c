@@ -3,7 +3,10 @@
  * that stands in for R ranks. An allreduce hands back what was sent (the
  * sum is the link's work, priced by the cost model, not here); an
  * allgather hands back R copies of this rank's message, so decoding does
- * the work of R messages as it would on R ranks. Continuations run at once.
+ * the work of R messages as it would on R ranks. Continuations run at the
+ * wait, as a real group runs them on its communication thread: so the
+ * compress time is the training thread's part alone (PowerSGD's P = M Q),
+ * and the decompress time the rest (its Q = M^T P, P Q^T, the residual).
  * What comes back is then C(g), so the pass also measures how much of the
  * gradient the message loses, and from it the method's steps to a target. */
 #include <math.h>
@@ -13,9 +16,13 @@
 #include "scaleout/compress.h"
 #include "scaleout/err.h"
 
-/* The loopback's handle: done at submission; a continuation's result. */
+/* The loopback's handle: an operation done at submission (prev NULL), or
+ * a continuation fn(arg) of prev, run when the handle is waited for. */
 struct so_handle {
     int status;
+    so_handle *prev;
+    so_then_fn fn;
+    void *arg;
 };
 
 typedef struct {
@@ -26,7 +33,7 @@ static int loop_handle(int status, so_handle **out)
 {
     if (!(*out = malloc(sizeof **out)))
         return so_err(SO_ENOMEM, "out of memory calibrating a compressor");
-    (*out)->status = status;
+    **out = (so_handle){.status = status};
     return 0;
 }
 
@@ -51,22 +58,30 @@ static int loop_iallgather(so_group *g, const void *send, void *recv, size_t cou
     return loop_handle(0, out);
 }
 
+/* Runs what h waits on first, then h's continuation and the operation it submitted. */
 static int loop_wait(so_group *g, so_handle *h)
 {
-    (void)g;
-    int st = h->status;
+    int st = h->prev ? loop_wait(g, h->prev) : h->status;
+    if (h->fn) {
+        so_handle *follow = NULL;
+        st = h->fn(h->arg, st, &follow);
+        if (follow) /* its operation ran at submission: its status is the continuation's result */
+            st = st ? st : loop_wait(g, follow);
+    }
     free(h);
     return st;
 }
 
 static int loop_then(so_group *g, so_handle *h, so_then_fn fn, void *arg, so_handle **next)
 {
-    so_handle *follow = NULL;
-    int st = loop_wait(g, h);
-    st = fn(arg, st, &follow);
-    if (follow) /* its operation ran at submission: its status is the continuation's result */
-        st = st ? st : loop_wait(g, follow);
-    return loop_handle(st, next);
+    (void)g;
+    int rc = loop_handle(0, next);
+    if (rc)
+        return rc;
+    (*next)->prev = h;
+    (*next)->fn = fn;
+    (*next)->arg = arg;
+    return 0;
 }
 
 static const so_group_ops loop_ops = {.iallreduce = loop_iallreduce, .iallgather = loop_iallgather,

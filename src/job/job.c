@@ -107,6 +107,7 @@ static int train_config(const so_job_config *a, so_loader *train, int world, so_
     c->epochs = a->epochs;
     c->steps = a->steps;
     c->eval_every = a->eval_every;
+    c->eval_steps = a->eval_steps;
     c->accumulate = a->accumulate;
     c->clip_norm = a->clip_norm;
     c->error_feedback = a->error_feedback;

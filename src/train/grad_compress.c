@@ -251,9 +251,14 @@ int grad_compress_auto(const so_train_config *c, const so_model *m, const so_dis
         r->compress_auto_predicted[i] = step[i];
         r->compress_auto_ratio[i] = bytes_ratio[i];
         r->compress_auto_overhead[i] = (mc[i].encode_per_byte + mc[i].decode_per_byte) * (double)grad_bytes;
+        r->compress_auto_encode[i] = mc[i].encode_per_byte * (double)grad_bytes;
         r->compress_auto_steps_factor[i] = mc[i].steps_factor;
         r->compress_auto_rel_error[i] = rel_err[i];
     }
+    so_predict_point one;
+    if (!so_predict_step(pc, 1, NULL, NULL, &one))
+        r->compress_auto_compute = one.compute_seconds;
+    r->compress_auto_other = pc->t_other;
     r->compress_auto_link_alpha = link.alpha;
     r->compress_auto_link_beta = link.beta;
     *pick = spec[best];

@@ -24,7 +24,8 @@ typedef struct {
     so_bucket_plan plan;
     int live;           /* submit from inside backward (overlap, last micro-batch) */
     long start_step;    /* the run's first step (resume) */
-    double *t0;         /* auto_buckets, auto compress: per-node forward, backward times when measuring began */
+    double *t0;         /* auto_buckets, auto compress: per-node forward, backward times when measuring began,
+                           then the optimizer's and the loader's seconds (the step's other time) */
     int auto_compress;  /* --compress auto: the compressor is chosen after measuring */
     so_compressor *cx;  /* --compress: buckets compressed over d->group (NULL: d->grad_submit) */
     so_rank_state rs;   /* cx's residuals and Q's, for checkpoints (made at create) */
@@ -173,9 +174,16 @@ static double plan_cost(void *ctx, size_t bytes)
     return d->cost(d->ctx, bytes);
 }
 
+/* The step's time outside forward and backward so far: the optimizer's
+ * (the update's wait for gradients is communication). Not the wait for
+ * data: in the first steps it is the loader's warm-up (up to 6 ms a step
+ * on the MLP, 0.2 ms once it runs ahead). */
+static double other_seconds(const dp_state *s) { return s->r->optimizer; }
+
 /* The per-node forward and backward times of the PLAN_STEPS steps just
  * measured, as the slowest rank's (every rank must build the same plan and
- * pick the same compressor): t0[0..n) forward, t0[n..2n) backward. */
+ * pick the same compressor): t0[0..n) forward, t0[n..2n) backward, t0[2n]
+ * the rest of a step (the optimizer; so_predict_compute.t_other). */
 static int measured(dp_state *s)
 {
     so_model *m = s->m;
@@ -185,7 +193,8 @@ static int measured(dp_state *s)
         s->t0[i] = (m->t_fwd[i] - s->t0[i]) / PLAN_STEPS;
         s->t0[n + i] = (m->t_bwd[i] - s->t0[n + i]) / PLAN_STEPS;
     }
-    return s->d->max(s->d->ctx, s->t0, 2 * n);
+    s->t0[2 * n] = (other_seconds(s) - s->t0[2 * n]) / PLAN_STEPS;
+    return s->d->max(s->d->ctx, s->t0, 2 * n + 1);
 }
 
 /* auto_buckets: the plan from the measured backward times. */
@@ -226,7 +235,7 @@ static int choose_compressor(dp_state *s, long step)
         bounds[b] = s->plan.b[b].lo;
     qsort(bounds, (size_t)nb, sizeof *bounds, by_size);
     bounds[nb] = m->nparams;
-    so_predict_compute pc = {.g = m->g, .t_fwd = s->t0, .t_bwd = s->t0 + n, .batch = m->batch,
+    so_predict_compute pc = {.g = m->g, .t_fwd = s->t0, .t_bwd = s->t0 + n, .t_other = s->t0[2 * n], .batch = m->batch,
                              .first_bucket_bytes = s->r->first_bucket_bytes, .bucket_bytes = s->r->bucket_bytes};
     so_compress_spec pick;
     int rc = grad_compress_auto(s->c, m, s->d, &pc, bounds, nb, s->r, &pick);
@@ -252,10 +261,11 @@ static int dp_step_done(void *self, long step)
         return 0;
     int n = so_graph_size(s->m->g), rc;
     if (rel == PLAN_FROM) {
-        if (!(s->t0 = malloc(2 * (size_t)n * sizeof *s->t0)))
+        if (!(s->t0 = malloc((2 * (size_t)n + 1) * sizeof *s->t0)))
             return so_err(SO_ENOMEM, "out of memory timing backward");
         memcpy(s->t0, s->m->t_fwd, (size_t)n * sizeof *s->t0);
         memcpy(s->t0 + n, s->m->t_bwd, (size_t)n * sizeof *s->t0);
+        s->t0[2 * n] = other_seconds(s);
         s->m->timing++;
         return 0;
     }

@@ -363,6 +363,24 @@ static int step_end(trainer *t, int epoch, long s, long spe, int epoch_end)
     return h->step_end(h->arg, &st);
 }
 
+/* An evaluation inside the epoch, after the step p reports (eval_steps):
+ * passed to progress as p->eval. Its time moves *start on, so the epoch's
+ * seconds and images/s stay training alone, as with epoch evaluations. */
+static int evaluate_within(trainer *t, so_loader *test, so_progress p, double *start, so_progress_fn progress,
+                           void *arg)
+{
+    so_epoch_stats ev = {.epoch = p.epoch, .loss = p.loss, .seconds = p.elapsed, .images_per_sec = p.images_per_sec};
+    double e0 = so_now();
+    int rc = evaluate(t, test, &ev.test_accuracy, &ev.test_loss);
+    double e1 = so_now();
+    span(t, SO_SPAN_EVAL, 0, e0, e1);
+    *start += e1 - e0;
+    p.eval = &ev;
+    if (progress && !rc)
+        progress(arg, &p);
+    return rc;
+}
+
 static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loader *test,
                      so_progress_fn progress, void *arg)
 {
@@ -401,9 +419,12 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
         span(t, SO_SPAN_STEP, 0, t0, t1);
         double el = t1 - start;
         so_progress p = {epoch, epochs, s, spe, loss_steps ? loss_sum / loss_steps : NAN,
-                         el > 0 ? (double)(s - s0) * t->m->batch * t->c->accumulate * world / el : 0, el, NULL};
+                         el > 0 ? (double)(s - s0) * t->m->batch * t->c->accumulate * world / el : 0, el, NULL, NULL};
         if (progress && !rc)
             progress(arg, &p);
+        long every = t->c->eval_steps;
+        if (!rc && test && every > 0 && s % every == 0 && s < spe && t->step < max_steps)
+            rc = evaluate_within(t, test, p, &start, progress, arg);
         if (!rc && s < spe && t->step < max_steps)
             rc = step_end(t, epoch, s, spe, 0);
     }
@@ -423,7 +444,7 @@ static int run_epoch(trainer *t, int epoch, int epochs, long max_steps, so_loade
     }
     t->r->nepochs++;
     if (progress && !rc) {
-        so_progress p = {epoch, epochs, s, spe, es->loss, es->images_per_sec, es->seconds, es};
+        so_progress p = {epoch, epochs, s, spe, es->loss, es->images_per_sec, es->seconds, es, NULL};
         progress(arg, &p);
     }
     if (!rc && done > 0)
