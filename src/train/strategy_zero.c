@@ -11,11 +11,11 @@
  *                run by the communication thread); zero2/3 keep only their
  *                block and give the unit's pages back;
  *   update       the optimizer over this rank's blocks (so_optim_step_ranges);
- *                zero1/2: each unit's parameters are allgathered as soon as
- *                its block is stepped, under the rest of the update;
- *   next forward zero3: unit u is gathered before its forward and again
- *                before its backward, the next units prefetched, at most
- *                `prefetch` gathered at once, and freed after use.
+ *   next forward zero1/2: every unit's parameters are allgathered, unit u
+ *                waited for just before its first layer runs; zero3: unit u is
+ *                gathered before its forward and again before its backward,
+ *                the next units prefetched, at most `prefetch` gathered at
+ *                once, and freed after use.
  * Nothing is outstanding between steps, so the blocking reductions of the
  * loop and of the observers (checkpoints) never meet a collective of ours. */
 #include <stdint.h>
@@ -59,7 +59,7 @@ struct zero_state {
     int nflight;
     int live;                    /* reduce-scatter from inside this backward */
     int micro;                   /* micro-batch of the current backward */
-    int stale;                   /* zero1/2: the blocks stepped were not gathered (a failed update): gather before forward */
+    int stale;                   /* zero1/2: the update changed this rank's blocks only: gather before forward */
     int cur_pos, cur_dir;        /* the place in the read order (L.seq) the last hook saw, its direction (0 fwd, 1 bwd) */
     int prefetch;                /* zero3: units gathered at once, at most */
     int accumulate;              /* micro-batches per step (memory: see zero_backward_begin) */
@@ -490,36 +490,6 @@ static int zero_grad_scale(void *self, float f)
     return 0;
 }
 
-/* zero1/2: steps the units in forward order and posts each unit's allgather
- * as soon as its block is stepped, so the gathers run under the rest of the
- * update instead of in front of the next forward (whose first unit, GPT-2's
- * token table, is the largest). They are all waited for here: nothing is
- * outstanding between steps. The wait is exposed communication, not the
- * optimizer's time. Each range is stepped at the same step count, so the
- * result is the single step's, bit for bit. */
-static int step_and_gather(zero_state *s, so_optim *opt, const so_optim_range *r, float lr)
-{
-    long steps = so_optim_steps(opt);
-    int rc = 0;
-    for (int u = 0; !rc && u < s->L.nunits; u++) {
-        so_optim_set_steps(opt, steps);
-        rc = so_optim_step_ranges(opt, &r[u], 1, lr);
-        rc = rc ? rc : gather_unit(s, u);
-    }
-    double t0 = so_now();
-    for (int u = 0; u < s->L.nunits; u++) { /* every posted gather, even after an error: its buffer is in use */
-        int w = wait_handle(s, &s->ag[u]);
-        rc = rc ? rc : w;
-    }
-    if (s->r) {
-        double waited = so_now() - t0;
-        s->r->comm_exposed += waited;
-        s->r->optimizer -= waited; /* the loop times the whole update as the optimizer's */
-    }
-    s->stale = rc != 0; /* a failed step gathers again before the next forward */
-    return rc;
-}
-
 static int zero_update(void *self, so_optim *opt, float *params, float *grads, float lr)
 {
     zero_state *s = self;
@@ -531,11 +501,12 @@ static int zero_update(void *self, so_optim *opt, float *params, float *grads, f
     for (int u = 0; u < L->nunits; u++)
         r[u] = (so_optim_range){s->stage == 3 ? s->pshard + L->cbase[u] : params + L->mine_off[u], grad_block(s, u),
                                 L->mine_off[u], L->cbase[u], L->mine_len[u]};
-    int rc = s->stage == 3 ? so_optim_step_ranges(opt, r, L->nunits, lr) : step_and_gather(s, opt, r, lr);
+    int rc = so_optim_step_ranges(opt, r, L->nunits, lr);
     free(r);
     for (int u = 0; !rc && s->stage == 3 && u < L->nunits; u++)
         if (s->resident[u])
             rc = free_unit(s, u);
+    s->stale = s->stage < 3;
     s->cur_pos = -1;
     return rc;
 }
