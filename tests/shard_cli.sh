@@ -41,7 +41,7 @@ if run 1 init-dp --strategy dp "${init[@]}" --steps 1 --lr 0; then
       bad "--init-from into zero3 at np $np: not the file's values: $(relerr init-dp init-z3-$np)"
   done
 fi
-like_dp init 3 1e-6 "${init[@]}" --steps 4 --shard-unit 0.05
+like_dp from-file 3 1e-6 "${init[@]}" --steps 4 --shard-unit 0.05
 /usr/bin/python3 - "$tmp/export.safetensors" "$tmp/other.safetensors" <<'PY' # the same tensors, other values
 import json, struct, sys, array
 b = bytearray(open(sys.argv[1], "rb").read())
