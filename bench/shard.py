@@ -8,7 +8,10 @@ each strategy's ratio to dp and to PyTorch's ZeRO, and the peak resident
 set per rank (the largest rank's, largest over repeats).
 
     /usr/bin/python3 bench/shard.py --bin build/scaleout [--repeat 3] [--rows resnet20:64:20:5,resnet50:16:4:1]
-        [--np 2] [--scaleout-args "--bucket-mb auto"]
+        [--np 2] [--scaleout-args "--bucket-mb auto"] [--strategies zero1,zero3] [--peers torch-zero]
+
+A long row can be split over several invocations by --strategies and
+--peers (dp always runs, so every invocation has its own reference).
 
 Rows are MODEL:BATCH:TIMED_STEPS:WARMUP_STEPS.
 """
@@ -68,7 +71,7 @@ def measure_row(a, model, batch, steps, warmup, extra):
     """Every strategy and peer a.repeat times, the order reversed every other
     repeat; FSDP once per row, to learn whether it runs here at all."""
     mine = ["dp"] + [s for s in a.strategies.split(",") if s in STRATEGIES and s != "dp"]
-    who_all = mine + ([] if a.no_torch else list(PEERS))
+    who_all = mine + [p for p in PEERS if p in a.peers]
     ips = {s: [] for s in who_all + list(FSDP)}
     rss = {s: [] for s in ips}
     phases = {s: {k: [] for k in PHASES} for s in STRATEGIES}
@@ -84,7 +87,7 @@ def measure_row(a, model, batch, steps, warmup, extra):
             ips[who].append(v)
             rss[who].append(m)
         for who, sharding in FSDP.items():
-            if r == 0 and not a.no_torch:
+            if r == 0 and "torch-fsdp" in a.peers:
                 v, m, err = torch_peer("fsdp", a.np, model, batch, steps, warmup, sharding)
                 if err:
                     errors[who] = err
@@ -109,14 +112,17 @@ def print_row(a, model, batch, steps, warmup, ips, rss, errors):
     dp = statistics.median(ips["dp"])
     tz = statistics.median(ips["torch-zero"]) if ips.get("torch-zero") else None
     print(f"\n{model} b{batch} per rank, {steps} timed steps after {warmup}, {a.repeat} repeats")
-    print("| who | step ms | img/s | / dp | / PyTorch ZeRO-1 | peak RSS per rank MB |")
+    print("| who | step ms | img/s | / dp | / PyTorch ZeRO-1 (per-repeat range) | peak RSS per rank MB |")
     print("|---|---:|---:|---:|---:|---:|")
     for who, v in ips.items():
         if not v:
             continue
         m = statistics.median(v)
         step_ms = [1e3 * batch * a.np / x for x in v]
-        vs_t = f"{m / tz:.2f}" if tz and who in STRATEGIES else ""
+        vs_t = ""
+        if tz and who in STRATEGIES:  # and the range of the ratios within each repeat (same slot of the VM)
+            paired = [x / y for x, y in zip(v, ips["torch-zero"])]
+            vs_t = f"{m / tz:.2f} ({min(paired):.2f}-{max(paired):.2f})"
         print(f"| {who} | {med(step_ms)} | {med(v)} | {m / dp:.3f} | {vs_t} | {max(rss[who]) / 1e6:,.0f} |")
     for who, err in errors.items():
         print(f"{who}: does not run here: {err}")
@@ -129,10 +135,16 @@ def main():
     ap.add_argument("--np", type=int, default=2)
     ap.add_argument("--rows", default="resnet20:64:20:5,resnet50:16:4:1")
     ap.add_argument("--scaleout-args", default="")
-    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--no-torch", action="store_true", help="no PyTorch peer (--peers none)")
+    ap.add_argument("--peers", default="torch-ddp,torch-zero,torch-fsdp",
+                    help="PyTorch peers to run: torch-ddp, torch-zero, torch-fsdp (tried once per row), or none")
     ap.add_argument("--raw", help="append every run's figures to this file (one JSON line per row)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES), help="scaleout strategies to run (dp is always run)")
     a = ap.parse_args()
+    a.peers = [] if a.no_torch or a.peers == "none" else a.peers.split(",")
+    unknown = [p for p in a.peers if p not in list(PEERS) + ["torch-fsdp"]]
+    if unknown:
+        ap.error(f"--peers: unknown peer {unknown[0]} (torch-ddp, torch-zero, torch-fsdp, none)")
     extra = a.scaleout_args.split()
     isa, ghz, _ = peer_env.cpu_peak()
     print(f"# {a.np} ranks x 1 thread, AdamW, synthetic data; CPU ISA {isa}, {ghz:.2f} GHz")

@@ -6,6 +6,8 @@
 #  - resume: np 2 zero2 -> np 2 zero2 bit for bit; -> np 3 zero3 and -> np 1
 #    dp re-shard (same global batch) and continue like the whole run (1e-6);
 #    `ckpt export` of the sharded checkpoint is the model
+#  - --init-from into zero3 at np 2 and 3 holds the file's values (bitwise)
+#    and trains like dp from them; --resume's checkpoint wins over it
 #  - `plan --strategy all --max-memory` names the stage that fits, with the
 #    memory the trainer then accounts; dp is refused under that cap, zero3
 #    trains under it
@@ -27,6 +29,30 @@ run 2 rs-whole --strategy zero2 "${rs[@]}" --batch-size 12 --steps 20 &&
   grep -q "^layout " "$tmp"/ck/ckpt-*/MANIFEST && ok || bad "the sharded checkpoint has no layout"
 resumes_like 20 "2 zero2 12" "3 zero3 8" "1 dp 24"
 run 2 rs-10 --strategy dp --model lenet5 --batch-size 12 --steps 10 && exports_like "$tmp/ck/ckpt-0000000010" rs-10
+
+# --init-from is loaded before the strategy is made (parts.c): zero3's shards
+# hold the file's values on every rank (at lr 0 the run dumps them back bit
+# for bit at np 2 and 3, as dp on one process does) and the strategies train
+# from them like dp; a checkpoint that --resume finds still wins over it.
+init=(--model lenet5 --init-from "$tmp/export.safetensors" --batch-size 8)
+if run 1 init-dp --strategy dp "${init[@]}" --steps 1 --lr 0; then
+  for np in 2 3; do
+    run $np init-z3-$np --strategy zero3 "${init[@]}" --steps 1 --lr 0 && compare init-dp init-z3-$np 0 && ok ||
+      bad "--init-from into zero3 at np $np: not the file's values: $(relerr init-dp init-z3-$np)"
+  done
+fi
+like_dp from-file 3 1e-6 "${init[@]}" --steps 4 --shard-unit 0.05
+/usr/bin/python3 - "$tmp/export.safetensors" "$tmp/other.safetensors" <<'PY' # the same tensors, other values
+import json, struct, sys, array
+b = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+v = array.array("f"); v.frombytes(bytes(b[8 + n:]))
+v = array.array("f", (x * 0.5 + 0.01 for x in v))
+open(sys.argv[2], "wb").write(bytes(b[:8 + n]) + v.tobytes())
+PY
+run 2 rs-2-init --strategy zero2 "${rs[@]}" --batch-size 12 --steps 20 --ckpt-dir "$tmp/ck" --resume auto \
+  --init-from "$tmp/other.safetensors" && compare rs-whole rs-2-init 0 && ok ||
+  bad "--resume with --init-from: the checkpoint does not win: $(relerr rs-whole rs-2-init)"
 
 # plan: each strategy's memory per rank; under a cap between zero3's and the
 # others' totals it names zero3, whose memory the trainer then accounts.
@@ -60,6 +86,8 @@ refused node-size "does not divide\|do not divide" 3 --strategy zero2 --shard-gr
 refused zero3-pipe "pipeline" 2 --strategy zero3 --pipeline-stages 2
 refused zero3-naive "naive" 2 --strategy zero3 --ckpt-mode naive --ckpt-every 1 --ckpt-dir "$tmp/naive"
 refused_each dp-unit "shard-unit" 2 --strategy dp --shard-unit layer
+refused init-missing "init-from.*$tmp/none.safetensors" 2 --strategy zero3 --init-from "$tmp/none.safetensors"
+refused init-other-model "init-from" 3 --model resnet20 --strategy zero3 --init-from "$tmp/export.safetensors"
 mkdir -p "$tmp/cover" && cp -r "$tmp"/ck/ckpt-0000000010 "$tmp/cover/" &&
   /usr/bin/python3 - "$tmp/cover/ckpt-0000000010/MANIFEST" <<'PY'
 import sys

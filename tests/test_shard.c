@@ -5,9 +5,10 @@
  * rank order. Checks that zero1, zero2 and zero3 train like data
  * parallelism on the same fake group (N = 1..4, units whose blocks fall
  * inside tensors, uneven last blocks, accumulation, clipping, two
- * optimizers, HYBRID_SHARD's nodes), that zero3 never has more than
- * --shard-prefetch units mapped, the memory each reports, the checkpoint's
- * view of a shard, and the unit rules. */
+ * optimizers, HYBRID_SHARD's nodes), that values loaded before create are
+ * what the shards hold, that zero3 never has more than --shard-prefetch
+ * units mapped, the memory each reports, the checkpoint's view of a shard,
+ * and the unit rules. */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -379,7 +380,7 @@ typedef struct {
     float clip;
     float eps;              /* > 0: Adam's eps instead of the default 1e-8 */
     long steps;
-    int reload;             /* every parameter written again after the strategy is made (--init-from does) */
+    int loaded;             /* every parameter written between the model and the strategy (--init-from's place) */
 } run_config;
 
 typedef struct {
@@ -391,6 +392,9 @@ typedef struct {
     float *params;          /* rank 0: the whole model's after training */
     size_t nparams;
     so_strategy_memory mem;
+    float *loaded;          /* c->loaded: the values written before the strategy was made */
+    float *held;            /* ... and what the strategy's state holds of them right after create: its
+                             * blocks' elements, NaN elsewhere (NULL: a strategy without a state view) */
     int max_mapped;         /* zero3: most units mapped at once (sampled at every hook) */
     int failed;
 } rank_run;
@@ -429,16 +433,42 @@ static size_t resident_pages(const so_model *m, size_t cap)
     return n;
 }
 
-/* zero3 after create: the whole model's pages given back, one page a unit
- * left (the mark of a unit not written since, strategy_zero.c). */
-static int holds_whole_model(const so_strategy *st, const so_model *m)
+/* zero3 after create: the whole model's pages given back (the last page,
+ * shared with what follows the buffer, may stay). */
+static int holds_whole_model(const so_model *m)
 {
-    const so_state_layout *L = st->ops->state(st->self);
-    size_t n = resident_pages(m, (size_t)L->nunits + 2);
-    if (n <= (size_t)L->nunits + 2)
+    size_t n = resident_pages(m, 1);
+    if (n <= 1)
         return 0;
-    print_message("zero3 holds %zu pages of the whole parameter buffer after create (%d units)\n", n, L->nunits);
+    print_message("zero3 holds %zu pages of the whole parameter buffer after create\n", n);
     return 1;
+}
+
+/* c->loaded: the model's values replaced before the strategy is made, as
+ * parts.c loads --init-from; a copy kept to compare with what the strategy
+ * then holds (rank_held). */
+static int load_values(rank_run *rr, so_model *m)
+{
+    so_model_init_params(m, 77); /* a loader's writes: the same on every rank, not the model's seed */
+    if (!(rr->loaded = malloc(m->nparams * sizeof(float))))
+        return so_err(SO_ENOMEM, "out of memory");
+    memcpy(rr->loaded, m->params, m->nparams * sizeof(float));
+    return 0;
+}
+
+/* Right after create: this rank's part of the strategy's parameters through
+ * its state view (the checkpoint's), NaN where it holds nothing. */
+static int rank_held(rank_run *rr, const so_strategy *st, const so_model *m)
+{
+    const so_state_layout *L = st->ops->state ? st->ops->state(st->self) : NULL;
+    if (!L)
+        return 0;
+    if (!(rr->held = malloc(m->nparams * sizeof(float))))
+        return so_err(SO_ENOMEM, "out of memory");
+    for (size_t i = 0; i < m->nparams; i++)
+        rr->held[i] = NAN;
+    L->get(L->ctx, 0, 0, m->nparams, rr->held);
+    return 0;
 }
 
 /* After every node's forward and backward (zero3 runs). */
@@ -481,12 +511,14 @@ static void *rank_main(void *arg)
         rc = k->model_opts(&sc, &mo);
     if (!rc)
         rc = so_model_create_opts(gr, &mo, &m);
+    if (!rc && c->loaded)
+        rc = load_values(rr, m);
     if (!rc)
         rc = so_strategy_create(k, &sc, m, &st);
-    if (!rc && !strcmp(c->strategy, "zero3") && holds_whole_model(st, m))
+    if (!rc && !strcmp(c->strategy, "zero3") && holds_whole_model(m))
         rc = so_err(SO_EINVAL, "zero3 kept the whole model after create");
-    if (!rc && c->reload)
-        so_model_init_params(m, 77); /* a loader's writes: the same on every rank */
+    if (!rc && c->loaded)
+        rc = rank_held(rr, st, m);
     shard_layout units = {0};
     shard_units spec;
     if (!rc && !strcmp(c->strategy, "zero3") && c->unit && !shard_units_parse(c->unit, &spec) &&
@@ -532,6 +564,29 @@ static void *rank_main(void *arg)
     return NULL;
 }
 
+/* c->loaded: right after create the ranks' strategies held the loaded
+ * values, each element on as many ranks as hold a copy of it (every rank
+ * for zero1/2's parameters, one rank for zero3's: its shards tile the
+ * model), and no other values. */
+static void check_held(const run_config *c, const rank_run *rr)
+{
+    size_t n = rr[0].nparams;
+    int copies = !strcmp(c->strategy, "zero3") ? 1 : c->N;
+    for (size_t i = 0; rr[0].held && i < n; i++) {
+        int on = 0;
+        for (int r = 0; r < c->N; r++) {
+            if (isnan(rr[r].held[i]))
+                continue;
+            on++;
+            if (memcmp(&rr[r].held[i], &rr[r].loaded[i], sizeof(float)))
+                fail_msg("%s N=%d: rank %d holds %g at element %zu, loaded %g", c->strategy, c->N, r,
+                         (double)rr[r].held[i], i, (double)rr[r].loaded[i]);
+        }
+        if (on != copies)
+            fail_msg("%s N=%d: element %zu held by %d rank(s) after create, not %d", c->strategy, c->N, i, on, copies);
+    }
+}
+
 /* Trains on c->N threads; *params = rank 0's whole model (caller frees);
  * *mapped the most zero3 units any rank had mapped at once. */
 static void train_ranks(const run_config *c, float **params, size_t *n, so_strategy_memory *mem, int *mapped)
@@ -550,6 +605,12 @@ static void train_ranks(const run_config *c, float **params, size_t *n, so_strat
         assert_false(rr[r].failed);
     for (int r = 1; r < c->N; r++) /* every rank ends with the same whole model */
         assert_memory_equal(rr[0].params, rr[r].params, rr[0].nparams * sizeof(float));
+    if (c->loaded)
+        check_held(c, rr);
+    for (int r = 0; r < c->N; r++) {
+        free(rr[r].loaded);
+        free(rr[r].held);
+    }
     *params = rr[0].params;
     *n = rr[0].nparams;
     if (mem)
@@ -621,18 +682,23 @@ static void test_like_dp(void **state)
     same_as_dp(c, "lenet5 N=3 10 KiB units, AdamW eps 1e-3 wd, prefetch 1");
 }
 
-/* Parameters written between the strategy's creation and the first step
- * (--init-from loads every rank's buffer then): zero3, which gave the whole
- * buffer back at create, starts from them like dp. */
-static void test_loaded_after_create(void **state)
+/* The contract of create (scaleout/strategy.h): the model holds its
+ * initial values when the strategy is made, and a strategy may take them
+ * there. Values loaded between the model and the strategy (where parts.c
+ * loads --init-from, the only place the job writes them) are what zero3's
+ * shards hold right after create, each element on one rank, with none of
+ * the whole buffer kept (check_held, holds_whole_model); zero1/2 hold them
+ * on every rank; and all three then train from them like dp, which would
+ * fail if a strategy started from the model's own seed instead. */
+static void test_loaded_before_create(void **state)
 {
     (void)state;
     run_config c = {.model = "lenet5", .optim = SO_OPT_MOMENTUM, .N = 2, .accumulate = 1, .unit = "layer",
-                    .steps = 3, .reload = 1};
-    same_as_dp(c, "lenet5 loaded after create");
+                    .steps = 3, .loaded = 1};
+    same_as_dp(c, "lenet5 loaded before create");
     c.N = 3;
     c.unit = NULL;
-    same_as_dp(c, "lenet5 N=3 loaded after create, bucket units");
+    same_as_dp(c, "lenet5 N=3 loaded before create, bucket units");
 }
 
 /* One batch through LeNet-5 (ref backend) whole and with its dense layers
@@ -855,7 +921,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunked_grads),
         cmocka_unit_test(test_like_dp),
-        cmocka_unit_test(test_loaded_after_create),
+        cmocka_unit_test(test_loaded_before_create),
         cmocka_unit_test(test_hybrid),
         cmocka_unit_test(test_batchnorm),
         cmocka_unit_test(test_prefetch_bound),

@@ -215,7 +215,11 @@ typedef struct so_strategy_kind {
      * (so_model_opts' params_alloc / grads_alloc and their contexts, which
      * must outlive the model); NULL: the defaults. */
     int (*model_opts)(const so_strategy_config *c, so_model_opts *o);
-    /* The strategy for model m (built with model_opts), and its optimizer. */
+    /* The strategy for model m (built with model_opts), and its optimizer.
+     * m's parameters and buffers hold their initial values by then (the
+     * model's init, or weights the caller loaded: --init-from): a strategy
+     * may take them at create (zero3 keeps only its blocks), and values
+     * written into m->params after create need not reach it. */
     int (*create)(const so_strategy_config *c, so_model *m, struct so_strategy **out);
 } so_strategy_kind;
 

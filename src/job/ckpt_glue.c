@@ -8,14 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <sys/stat.h>
 
 #include "scaleout/ckpt.h"
 #include "scaleout/err.h"
-#include "scaleout/file.h"
-#include "scaleout/gpt2.h"
-#include "scaleout/llmc.h"
 #include "scaleout/log.h"
 
 struct ckpt_glue {
@@ -168,39 +164,14 @@ static int make_config(const so_job_ckpt_config *a, const char *model, const cha
     return a->every ? parse_every(a, c) : 0;
 }
 
-/* 1 when path is a regular file that starts with llm.c's model-file magic
- * (train_gpt2.c's weights). Opened through so_file_open_read, so a FIFO in
- * its place never blocks here; the loader then names what is wrong. */
-static int is_llmc_file(const char *path)
-{
-    unsigned char b[4] = {0};
-    int fd;
-    uint64_t size;
-    if (so_file_open_read(path, &fd, &size))
-        return 0;
-    ssize_t got = size >= 4 ? read(fd, b, 4) : 0;
-    close(fd);
-    return got == 4 && (b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24) == SO_LLMC_MAGIC;
-}
-
-static int init_from(const char *path, so_model *m, int part)
-{
-    if (is_llmc_file(path) ? !so_gpt2_load_llmc(m, path, part) : !so_ckpt_safetensors_load_part(path, m, part))
-        return 0;
-    char msg[600];
-    snprintf(msg, sizeof msg, "%s", so_errmsg());
-    return usage_err("--init-from: %s", msg);
-}
-
 /* The per-rank part of the set-up; every rank's status is agreed afterwards. */
 static int setup(const so_job_ckpt_config *a, ckpt_glue *g, dist_handle *dh, const ckpt_scope *scope, so_model *m,
                  so_optim *opt, const so_ckpt_config *c)
 {
-    int rc = (a->every || a->resume) ? transport(g, dh, scope) : 0;
+    if (!a->every && !a->resume)
+        return 0;
+    int rc = transport(g, dh, scope);
     if (rc)
-        return rc;
-    rc = a->init_from ? init_from(a->init_from, m, scope->stage >= 0) : 0; /* every rank reads the file */
-    if (rc || (!a->every && !a->resume))
         return rc;
     g->stop_on_error = !strcmp(a->on_error, "stop");
     return so_ckpt_create(c, tp(g), m, opt, &g->ck);

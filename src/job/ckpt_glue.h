@@ -12,7 +12,7 @@ typedef struct ckpt_glue ckpt_glue;
 
 /* Whose state a checkpoint holds. The whole job's by default; a pipeline
  * stage's: its replicas' group (a so_comm) and the stage, whose files go to
- * stage<s>/ under each level, and init_from takes the stage's tensors. */
+ * stage<s>/ under each level. */
 typedef struct {
     void *group;                 /* so_comm of the ranks holding this state; NULL: the job */
     int stage;                   /* >= 0: a pipeline stage */
@@ -28,8 +28,9 @@ typedef struct {
 int ckpt_glue_stage_resume(const char *resume, int stage, char *root, size_t root_len, char *path, size_t path_len);
 
 /* After the model is built and the configuration checked on every rank:
- * validates the options, loads init_from, restores resume (setting
- * tc->start_step and no_initial_bcast). Collective; the ranks agree on any
+ * validates the options, restores resume (setting tc->start_step and
+ * no_initial_bcast; a checkpoint found replaces the values --init-from
+ * loaded when the model was built, parts_build). Collective; the ranks agree on any
  * failure (every stage must resume from the same step). *out is NULL when
  * checkpointing is off. */
 int ckpt_glue_open(const so_job_ckpt_config *a, dist_handle *dh, const ckpt_scope *scope, so_model *m,

@@ -1,8 +1,9 @@
 /* so_job (scaleout/job.h): the set-up of a training run in the one order that
  * is safe across ranks -- MPI, data and graph, agreement, the collective
- * gradient buffer, agreement, configuration check, checkpoint restore, stop
- * channel, profiler -- then the trainer with the observers in a fixed order,
- * then the collective ends of the checkpoints and the profile. */
+ * gradient buffer, --init-from's values and the strategy, agreement,
+ * configuration check, checkpoint restore, stop channel, profiler -- then the
+ * trainer with the observers in a fixed order, then the collective ends of
+ * the checkpoints and the profile. */
 #include "scaleout/job.h"
 
 #include <stdio.h>
@@ -209,6 +210,21 @@ static int on_before_update(void *arg)
 
 /* ---- set-up --------------------------------------------------------------------- */
 
+/* After parts_build failed on some rank (collective: every rank calls it
+ * with the agreed failure). A bad --init-from file is read by every rank:
+ * when rank 0 refused it too, rank 0 says it and the others keep quiet; a
+ * rank that alone found its file bad (another node's copy, a stage's
+ * tensors) says its own. */
+static void quiet_init_refusal(so_job *j)
+{
+    const so_dist *d = dist_get(j->dh);
+    if (!d)
+        return;
+    double rank0_refused = d->rank == 0 && j->parts.init_refused;
+    if (d->max(d->ctx, &rank0_refused, 1) == 0 && rank0_refused > 0 && d->rank != 0 && j->parts.init_refused)
+        dist_mark_elsewhere(j->dh);
+}
+
 /* Model, optimizer and loaders for config c, sharded by d; then the
  * trainer's configuration for `world` data-parallel ranks. */
 static int build_parts(so_job *j, const so_job_config *c, const so_dist *d, int world)
@@ -217,8 +233,10 @@ static int build_parts(so_job *j, const so_job_config *c, const so_dist *d, int 
     if (!rc)
         rc = train_config(c, j->parts.ltrain, world, &j->tc);
     j->tc.strategy = j->parts.strategy;
-    rc = dist_agree(j->dh, rc);
-    if (rc && j->parts.strategy_refused && d && d->rank != 0)
+    if (!(rc = dist_agree(j->dh, rc)))
+        return 0;
+    quiet_init_refusal(j);
+    if (j->parts.strategy_refused && d && d->rank != 0)
         dist_mark_elsewhere(j->dh); /* rank 0 says it */
     return rc;
 }
@@ -239,8 +257,10 @@ static int build_stage(so_job *j)
     rc = rc ? rc : sent;
     if (!rc)
         rc = train_config(&c, j->parts.ltrain, replicas, &j->tc);
-    if ((rc = dist_agree(j->dh, rc)))
+    if ((rc = dist_agree(j->dh, rc))) {
+        quiet_init_refusal(j);
         return rc;
+    }
     return dist_agree(j->dh, pipe_glue_start(j->pipe, &j->cfg, j->dh, &j->parts, &j->tc));
 }
 
@@ -494,19 +514,6 @@ static void setup_test_sleep(void)
         nanosleep(&(struct timespec){ms / 1000, ms % 1000 * 1000000L}, NULL);
 }
 
-/* --init-from weights holding a NaN or an infinity would train to "final
- * loss nan": refused at set-up, naming the file and the tensor (one pass
- * over this rank's model, its stage's part with pipeline stages). */
-static int check_init(const so_job *j)
-{
-    const so_job_config *c = &j->cfg;
-    char what[256];
-    if (!c->ckpt.init_from || c->allow_nonfinite || !so_train_first_nonfinite(j->parts.m, what, sizeof what))
-        return 0;
-    return so_err(SO_EFORMAT, "--init-from %s: %s hold non-finite values; --allow-nonfinite trains from them anyway",
-                  c->ckpt.init_from, what);
-}
-
 int so_job_create(const so_job_config *c, so_job **out)
 {
     *out = NULL;
@@ -523,7 +530,7 @@ int so_job_create(const so_job_config *c, so_job **out)
     if ((rc = dist_check_config(j->dh, j->config)) || (rc = dist_agree(j->dh, check_memory(j))))
         return rc;
     setup_test_sleep();
-    if ((rc = observers(j)) || (rc = dist_agree(j->dh, check_init(j))))
+    if ((rc = observers(j)))
         return rc;
     signals_job_phase(1);
     return 0;

@@ -6,10 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "scaleout/backend.h"
+#include "scaleout/ckpt.h"
 #include "scaleout/err.h"
+#include "scaleout/file.h"
 #include "scaleout/gpt2.h"
+#include "scaleout/llmc.h"
 #include "scaleout/predict.h"
 #include "scaleout/sync.h"
 #include "scaleout/zoo.h"
@@ -187,9 +191,50 @@ static int strategy_config(const so_job_config *a, const so_dist *d, so_strategy
     return 0;
 }
 
-/* The model, with the buffers the strategy asks for, and the strategy with
- * its optimizer; a pipeline stage (whose strategy pipe_glue makes) gets the
- * whole stage's optimizer. */
+/* ---- --init-from ------------------------------------------------------------------ */
+
+/* 1 when path is a regular file that starts with llm.c's model-file magic
+ * (train_gpt2.c's weights). Opened through so_file_open_read, so a FIFO in
+ * its place never blocks here; the loader then names what is wrong. */
+static int is_llmc_file(const char *path)
+{
+    unsigned char b[4] = {0};
+    int fd;
+    uint64_t size;
+    if (so_file_open_read(path, &fd, &size))
+        return 0;
+    ssize_t got = size >= 4 ? read(fd, b, 4) : 0;
+    close(fd);
+    return got == 4 && (b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24) == SO_LLMC_MAGIC;
+}
+
+/* --init-from FILE into m (llm.c's model file or safetensors; a pipeline
+ * stage takes its own layers' tensors by name), then the values checked:
+ * weights holding a NaN or an infinity would train to "final loss nan", so
+ * they are refused unless --allow-nonfinite. Runs between the model and its
+ * strategy, so every strategy starts from these values (zero3 copies its
+ * blocks at create and gives the whole buffer back) and the check still
+ * sees the whole buffer. Every rank reads the file. SO_EINVAL naming
+ * --init-from for a file that does not load, SO_EFORMAT naming the tensor. */
+static int load_init_from(const so_job_config *a, so_model *m)
+{
+    const char *path = a->ckpt.init_from;
+    int part = a->pipeline_stages > 1;
+    if (is_llmc_file(path) ? so_gpt2_load_llmc(m, path, part) : so_ckpt_safetensors_load_part(path, m, part)) {
+        char msg[600];
+        snprintf(msg, sizeof msg, "%s", so_errmsg());
+        return so_err(SO_EINVAL, "--init-from: %s", msg);
+    }
+    char what[256];
+    if (a->allow_nonfinite || !so_train_first_nonfinite(m, what, sizeof what))
+        return 0;
+    return so_err(SO_EFORMAT, "--init-from %s: %s hold non-finite values; --allow-nonfinite trains from them anyway",
+                  path, what);
+}
+
+/* The model, with the buffers the strategy asks for, --init-from's values,
+ * and the strategy with its optimizer, made from those values; a pipeline
+ * stage (whose strategy pipe_glue makes) gets the whole stage's optimizer. */
 static int model_and_strategy(const so_job_config *a, const so_dist *d, so_model_opts *mo, job_parts *j)
 {
     so_graph *g = j->g;
@@ -209,6 +254,10 @@ static int model_and_strategy(const so_job_config *a, const so_dist *d, so_model
     }
     if ((rc = so_model_create_opts(g, mo, &j->m)))
         return rc;
+    if (a->ckpt.init_from && (rc = load_init_from(a, j->m))) {
+        j->init_refused = 1;
+        return rc;
+    }
     /* language models decay their matrices and embeddings only (nanoGPT, llm.c);
      * a pipeline stage after the embedding is one by its data */
     size_t *decay = NULL;

@@ -12,6 +12,7 @@ typedef struct {
     so_model *m;
     so_strategy *strategy;       /* --strategy's (NULL with pipeline stages: pipe_glue makes theirs) */
     int strategy_refused;        /* the strategy refused its input: the same error on every rank */
+    int init_refused;            /* --init-from's file did not load or held non-finite values */
     so_optim *opt;               /* the strategy's optimizer (owned by it), or a pipeline stage's own */
     so_loader *ltrain, *ltest;
     /* A pipeline stage's recv layouts for the model (so_model_opts), set by pipe_glue. */
@@ -26,8 +27,9 @@ int parts_load(const so_job_config *c, job_parts *p);
  * zoo's, and for a GPT-2 name or spec sequences of c->seq_len tokens (at
  * most its context T) over its vocabulary V. SO_EINVAL naming --model. */
 int parts_synthetic_shape(const so_job_config *c, so_zoo_entry *out);
-/* Builds model, optimizer and loaders for this rank (d may be NULL). It is
- * collective when d has buf_alloc (the gradient buffer is registered
+/* Builds model, optimizer and loaders for this rank (d may be NULL),
+ * loading c->ckpt.init_from into the model before its strategy is made. It
+ * is collective when d has buf_alloc (the gradient buffer is registered
  * memory), so call it only after all ranks agreed parts_load succeeded. */
 int parts_build(const so_job_config *c, const so_dist *d, job_parts *p);
 /* Per-node forward and backward seconds of training steps of m on a fixed

@@ -248,7 +248,10 @@ static int replica_bn_allsum(void *ctx, double *v, int n)
 
 int pipe_glue_start(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_parts *p, so_train_config *tc)
 {
-    int rc = c->ckpt.init_from ? 0 /* the file's values replace them (parts_build) */
+    /* the stage's initial values before its strategy exists: --init-from's
+     * tensors (loaded with the stage's model, parts_build), or its slice of
+     * the whole model's initial values */
+    int rc = c->ckpt.init_from ? 0
              : so_pipe_init_params(g->whole, &g->edges, (uint64_t)c->seed, p->m);
     if (!rc) /* now, not at the first step: the memory accounting counts every micro-batch in flight */
         rc = so_model_set_slots(p->m, so_pipe_slots(g->schedule, g->at.stage, g->at.stages, g->microbatches,

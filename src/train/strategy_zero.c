@@ -355,42 +355,29 @@ static int backward_places(zero_state *s, int a, int b)
 /* zero3 never holds the whole model: create copies this rank's blocks of
  * the initial values into the shard and gives the whole buffer's pages
  * back before the optimizer state is allocated (with both, a rank's peak
- * was the whole model above its accounting: VGG-16, 553 MB). A value
- * written to the buffer after that (--init-from loads every parameter into
- * m->params between create and start) must still reach the shard, so each
- * unit's first element is left holding a NaN no loader writes (init-from
- * refuses non-finite weights): a unit whose mark is gone was loaded. */
-static const uint32_t UNWRITTEN = 0x7fc5a0e1u;
-
-static void mark_unwritten(zero_state *s)
-{
-    shard_release(s->m->params, 0, s->m->nparams);
-    for (int u = 0; u < s->L.nunits; u++)
-        memcpy(s->m->params + s->L.lo[u], &UNWRITTEN, sizeof UNWRITTEN);
-}
-
-static int written(const zero_state *s, int u)
-{
-    uint32_t v;
-    memcpy(&v, s->m->params + s->L.lo[u], sizeof v);
-    return v != UNWRITTEN;
-}
-
-/* At start (not a resume): the units written since create into the shard;
- * with HYBRID_SHARD the replicas across nodes take the first one's blocks.
- * Within the shard group every element has one owner, so no broadcast of
- * the whole model is needed for the ranks to agree. */
-static int zero3_initial(zero_state *s)
+ * was the whole model above its accounting: VGG-16, 553 MB). The values
+ * are whatever the buffer held at create: the model's init, or the weights
+ * the caller loaded before making the strategy (--init-from, parts.c);
+ * writes into the buffer after create do not reach the shard. */
+static void zero3_take_initial(zero_state *s)
 {
     const shard_layout *L = &s->L;
     for (int u = 0; u < L->nunits; u++)
-        if (written(s, u))
-            memcpy(s->pshard + L->cbase[u], s->m->params + L->mine_off[u], L->mine_len[u] * sizeof(float));
-    if (!s->cross || !L->nmine)
+        memcpy(s->pshard + L->cbase[u], s->m->params + L->mine_off[u], L->mine_len[u] * sizeof(float));
+    shard_release(s->m->params, 0, s->m->nparams);
+}
+
+/* At start (not a resume), with HYBRID_SHARD: the replicas across nodes
+ * take the first one's blocks. Within the shard group every element has
+ * one owner, so no broadcast of the whole model is needed for the ranks to
+ * agree. */
+static int zero3_initial(zero_state *s)
+{
+    if (!s->cross || !s->L.nmine)
         return 0;
     so_handle *h = NULL;
     so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG};
-    int rc = so_group_ibcast(s->cross, s->pshard, L->nmine, SO_DTYPE_F32, 0, &o, &h);
+    int rc = so_group_ibcast(s->cross, s->pshard, s->L.nmine, SO_DTYPE_F32, 0, &o, &h);
     return rc ? rc : wait_handle(s, &h);
 }
 
@@ -781,11 +768,8 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
                                 s->shard_grp ? s->shard_grp->rank : 0, &s->L);
     if (!rc)
         rc = allocate(s);
-    if (!rc && stage == 3) { /* the initial values, before the optimizer state exists beside the whole model */
-        for (int u = 0; u < s->L.nunits; u++)
-            memcpy(s->pshard + s->L.cbase[u], m->params + s->L.mine_off[u], s->L.mine_len[u] * sizeof(float));
-        mark_unwritten(s);
-    }
+    if (!rc && stage == 3) /* the initial values, before the optimizer state exists beside the whole model */
+        zero3_take_initial(s);
     if (!rc)
         rc = so_optim_create(&c->optim, s->L.nmine, &st->opt);
     if (!rc) {
