@@ -58,17 +58,26 @@ def local_sgd(model, opt, spec, dist):
     return PostLocalSGDOptimizer(optim=opt, averager=avg)
 
 
+def join(rank, a, port, addr, pin):
+    """This process as rank `rank` of a.np over gloo, 1 thread, pinned to a core when `pin`."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR=addr, MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    if pin:
+        os.sched_setaffinity(0, {rank % os.cpu_count()})
+    # a lost peer ends the run in 2 minutes, not gloo's 30
+    dist.init_process_group("gloo", rank=rank, world_size=a.np, timeout=datetime.timedelta(seconds=120))
+
+
 def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
     import torch
     import torch.distributed as dist
     import torch_accuracy
     import torch_models
-    os.environ.update(MASTER_ADDR=addr, MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    if pin:
-        os.sched_setaffinity(0, {rank % os.cpu_count()})
-    import datetime  # a lost peer ends the run in 2 minutes, not gloo's 30
-    dist.init_process_group("gloo", rank=rank, world_size=a.np, timeout=datetime.timedelta(seconds=120))
+    join(rank, a, port, addr, pin)
     torch.manual_seed(a.seed)
     d, idx = a.data_dir, torch_accuracy.idx
     norm = lambda x: (torch.from_numpy(x.astype("float32")) / 255.0 - 0.2860) / 0.3530  # noqa: E731

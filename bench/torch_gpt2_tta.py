@@ -56,17 +56,11 @@ def evaluate(model, tokens, a, rank, dist, torch, tg):
 
 
 def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
-    import datetime
-
     import torch
     import torch.distributed as dist
     import torch_ddp_tta
     import torch_gpt2 as tg
-    os.environ.update(MASTER_ADDR=addr, MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    if pin:
-        os.sched_setaffinity(0, {rank % os.cpu_count()})
-    dist.init_process_group("gloo", rank=rank, world_size=a.np, timeout=datetime.timedelta(seconds=120))
+    torch_ddp_tta.join(rank, a, port, addr, pin)
     train, val = tg.read_tokens(shard(a.data_dir, "train")), tg.read_tokens(shard(a.data_dir, "val"))
     model = tg.read_model(a.init)
     one_bucket = a.hook.startswith("powersgd")  # as bench/torch_ddp_tta.py: gloo and chained allreduces
