@@ -64,8 +64,10 @@ void img_ctx_deinit(img_ctx *c)
     free(c->rgb);
     free(c->tmp);
     free(c->out);
-    free(c->kk);
-    free(c->bounds);
+    for (int a = 0; a < 2; a++) {
+        free(c->axis_k[a]);
+        free(c->axis_b[a]);
+    }
     free(c->dk);
     memset(c, 0, sizeof *c);
 }
@@ -84,7 +86,8 @@ static int grow(void **p, size_t *cap, size_t need)
 
 size_t img_ctx_bytes(const img_ctx *c)
 {
-    return c->rgb_cap + c->tmp_cap + c->out_cap + c->kk_cap + c->bounds_cap + c->dk_cap;
+    return c->rgb_cap + c->tmp_cap + c->out_cap + c->dk_cap + c->axis_k_cap[0] + c->axis_k_cap[1] +
+           c->axis_b_cap[0] + c->axis_b_cap[1];
 }
 
 /* ---- torchvision's crop parameters ------------------------------------------------ */
@@ -156,11 +159,9 @@ static int coeffs(img_ctx *c, int axis, int in_size, double in0, double in1, int
     int32_t **kk = &c->axis_k[axis];
     int **bounds = &c->axis_b[axis];
     if (grow((void **)&c->dk, &c->dk_cap, nk * sizeof(double)) ||
-        grow((void **)&c->kk, &c->kk_cap, 2 * nk * sizeof(int32_t)) ||
-        grow((void **)&c->bounds, &c->bounds_cap, 4 * (size_t)n * sizeof(int)))
+        grow((void **)kk, &c->axis_k_cap[axis], nk * sizeof(int32_t)) ||
+        grow((void **)bounds, &c->axis_b_cap[axis], 2 * (size_t)n * sizeof(int)))
         return -1;
-    *kk = c->kk + (axis ? nk : 0);
-    *bounds = c->bounds + (axis ? 2 * n : 0);
     for (int xx = 0; xx < n; xx++) {
         double center = in0 + (o0 + xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
         int xmin = (int)(center - support + 0.5), xmax = (int)(center + support + 0.5);

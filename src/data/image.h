@@ -14,11 +14,13 @@ typedef struct {
     uint8_t *rgb, *tmp, *out;
     size_t rgb_cap, tmp_cap, out_cap;
     double *dk;           /* coefficients before fixed point */
-    int32_t *kk;          /* fixed-point coefficients of both axes */
-    int *bounds;
-    size_t dk_cap, kk_cap, bounds_cap;
-    int32_t *axis_k[2];   /* into kk / bounds: horizontal, vertical */
-    int *axis_b[2];
+    size_t dk_cap;
+    /* per axis (horizontal, vertical), each its own buffer: the vertical
+     * axis' coefficients are computed while the horizontal ones are still
+     * to be used, and the two axes' filter sizes differ */
+    int32_t *axis_k[2];   /* fixed-point coefficients, output pixels x taps */
+    int *axis_b[2];       /* per output pixel: first input pixel, taps */
+    size_t axis_k_cap[2], axis_b_cap[2];
 } img_ctx;
 
 int img_ctx_init(img_ctx *c);
