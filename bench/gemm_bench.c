@@ -8,10 +8,12 @@
  * throughput drift between products and runs, and it has no cycle counters.
  * PRODUCT... keeps only the products named "layer" or "layer/what" (what:
  * forward, dX, dW); GEMM_BLOCKS="MC KC NC" (below) times a second blocking
- * alternately with the default.
+ * alternately with the default. GEMM_SPLIT=1 prints, per product, where
+ * the threads' time goes beyond one thread's time / THREADS (split_loss).
  *
  *   gemm_bench THREADS REPS [ROWS [PRODUCT...]]
  */
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +89,63 @@ static double best_of(const od_gemm_kernels *k, const od_gemm_args *g, float *wo
     return best;
 }
 
+/* GEMM_SPLIT: where the time of the threads goes, best of reps, all runs
+ * of one rep back to back: t1 the whole product on one thread, tn on nt;
+ * alone[t] thread t's part (od_gemm_part) on one core with the other idle,
+ * both[t] the same part while the other threads run theirs. tn - t1 / nt =
+ * repacking the shared operand and the smaller blocks (sum of alone - t1,
+ * per thread) + contention for L3 and memory (both - alone) + imbalance
+ * (slowest part - mean part) + the rest (fork, join and noise). */
+static void split_loss(const od_gemm_kernels *k, const od_gemm_args *g, float *work, int nthr, int reps, double *sum)
+{
+    enum { MAXT = 8 };
+    int nt = od_gemm_threads(k, g, nthr < MAXT ? nthr : MAXT);
+    od_gemm_args part[MAXT];
+    double t1 = 1e30, tn = 1e30, alone[MAXT], both[MAXT];
+    for (int t = 0; t < nt; t++) {
+        alone[t] = both[t] = 1e30;
+        if (!od_gemm_part(k, g, t, nt, &part[t]))
+            part[t].M = 0; /* empty: od_gemm returns at once */
+    }
+    od_gemm(k, g, work, nt);
+    for (int r = 0; r < reps; r++) {
+        double t0 = so_now(), d;
+        od_gemm(k, g, work, 1);
+        t1 = (d = so_now() - t0) < t1 ? d : t1;
+        t0 = so_now();
+        od_gemm(k, g, work, nt);
+        tn = (d = so_now() - t0) < tn ? d : tn;
+        for (int t = 0; t < nt; t++) {
+            t0 = so_now();
+            od_gemm(k, &part[t], work, 1);
+            alone[t] = (d = so_now() - t0) < alone[t] ? d : alone[t];
+        }
+#pragma omp parallel num_threads(nt)
+        {
+            int t = omp_get_thread_num();
+            double s = so_now();
+            od_gemm(k, &part[t], work + (size_t)t * od_gemm_work(k), 1);
+            s = so_now() - s;
+            both[t] = s < both[t] ? s : both[t];
+        }
+    }
+    double sa = 0.0, sb = 0.0, slow = 0.0;
+    for (int t = 0; t < nt; t++) {
+        sa += alone[t];
+        sb += both[t];
+        slow = both[t] > slow ? both[t] : slow;
+    }
+    double loss[5] = {tn - t1 / nt, (sa - t1) / nt, (sb - sa) / nt, slow - sb / nt, 0.0};
+    loss[4] = loss[0] - loss[1] - loss[2] - loss[3];
+    printf("  1 thread %8.2f ms, %d: %8.2f ms (x%.2f); lost %+7.2f ms = repacking %+6.2f + contention %+6.2f + "
+           "imbalance %5.2f + rest %+6.2f\n",
+           t1 * 1e3, nt, tn * 1e3, t1 / tn, loss[0] * 1e3, loss[1] * 1e3, loss[2] * 1e3, loss[3] * 1e3, loss[4] * 1e3);
+    sum[0] += t1;
+    sum[1] += tn;
+    for (int i = 0; i < 5; i++)
+        sum[2 + i] += loss[i];
+}
+
 /* Whether "layer/what" is among the names asked for (all when none). */
 static int wanted(const char *layer, const char *what, int n, char **names)
 {
@@ -123,6 +182,8 @@ int main(int argc, char **argv)
         printf("B: MC %d KC %d NC %d against A: MC %d KC %d NC %d, alternated\n", kb.mc, kb.kc, kb.nc, k->mc, k->kc,
                k->nc);
     }
+    int split = getenv("GEMM_SPLIT") != NULL;
+    double ssum[7] = {0};
     size_t wa = od_gemm_work(k), wb = have_kb ? od_gemm_work(&kb) : 0;
     float *work = aligned_alloc(64, (size_t)nthr * (wa > wb ? wa : wb) * sizeof(float));
     double total = 0.0, flops = 0.0, cycles = 0.0, ceiling = 0.0;
@@ -163,11 +224,18 @@ int main(int argc, char **argv)
                 printf("   B %8.2f ms  %5.1f%%, %5.1f%% of it  B/A time %.3f", best_b * 1e3,
                        100.0 * f / (best_b * ghz * 1e9 * nthr) / peak, 100.0 * f / best_b * 1e-9 / (mg * nthr), best_b / t);
             printf("\n");
+            if (split)
+                split_loss(k, &g[j], work, nthr, reps, ssum);
         }
         free(X), free(W), free(Y), free(dX), free(dW);
     }
     printf("all %.1f ms, %.1f GFLOP/s, %.2f FLOP/cycle/core, %.1f%% of peak, %.1f%% of the micro-kernel's rate\n",
            total * 1e3, flops / total * 1e-9, flops / cycles, 100.0 * flops / cycles / peak, 100.0 * flops / ceiling);
+    if (split)
+        printf("split: 1 thread %.1f ms, %d threads %.1f ms (x%.2f); lost %.1f ms = repacking %.1f + contention %.1f + "
+               "imbalance %.1f + rest %.1f\n",
+               ssum[0] * 1e3, nthr, ssum[1] * 1e3, ssum[0] / ssum[1], ssum[2] * 1e3, ssum[3] * 1e3, ssum[4] * 1e3,
+               ssum[5] * 1e3, ssum[6] * 1e3);
     free(work);
     return 0;
 }

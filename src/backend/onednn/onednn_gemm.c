@@ -75,26 +75,47 @@ static void split(int n, int unit, int t, int nt, int *lo, int *hi)
     *hi = (t + 1) * per * unit < n ? (t + 1) * per * unit : n;
 }
 
+/* The larger side of C is split: each thread packs the shared operand again
+ * (the small one) rather than waiting for the others at barriers. */
+static int split_cols(const od_gemm_kernels *k, const od_gemm_args *g)
+{
+    return g->N / k->nr >= g->M / k->mr;
+}
+
+int od_gemm_threads(const od_gemm_kernels *k, const od_gemm_args *g, int nthr)
+{
+    int units = split_cols(k, g) ? g->N / k->nr : g->M / k->mr;
+    return nthr > 1 && units >= 2 * nthr ? nthr : 1;
+}
+
+int od_gemm_part(const od_gemm_kernels *k, const od_gemm_args *g, int t, int nt, od_gemm_args *part)
+{
+    int lo, hi, cols = split_cols(k, g);
+    split(cols ? g->N : g->M, cols ? k->nr : k->mr, t, nt, &lo, &hi);
+    *part = *g;
+    if (cols) {
+        part->N = hi - lo;
+        part->B = g->tb ? g->B + (size_t)lo * g->ldb : g->B + lo;
+        part->C = g->C + lo;
+        part->bias = g->bias ? g->bias + lo : NULL;
+    } else {
+        part->M = hi - lo;
+        part->A = g->ta ? g->A + lo : g->A + (size_t)lo * g->lda;
+        part->C = g->C + (size_t)lo * g->ldc;
+    }
+    return lo < hi;
+}
+
 void od_gemm(const od_gemm_kernels *k, const od_gemm_args *g, float *work, int nthr)
 {
     if (g->M < 1 || g->N < 1)
         return;
-    /* split the larger side: each thread packs the shared operand again
-     * (the small one) rather than waiting for the others at barriers */
-    int by_cols = g->N / k->nr >= g->M / k->mr;
-    if (nthr > 1 && (by_cols ? g->N / k->nr : g->M / k->mr) < 2 * nthr)
-        nthr = 1;
+    nthr = od_gemm_threads(k, g, nthr);
 #pragma omp parallel num_threads(nthr) if (nthr > 1)
     {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads(), lo, hi;
-        split(by_cols ? g->N : g->M, by_cols ? k->nr : k->mr, t, nt, &lo, &hi);
-        float *w = work + (size_t)t * od_gemm_work(k);
-        if (lo < hi) {
-            if (by_cols)
-                gemm_block(k, g, 0, g->M, lo, hi, w);
-            else
-                gemm_block(k, g, lo, hi, 0, g->N, w);
-        }
+        int t = omp_get_thread_num();
+        od_gemm_args p;
+        if (od_gemm_part(k, g, t, omp_get_num_threads(), &p))
+            gemm_block(k, &p, 0, p.M, 0, p.N, work + (size_t)t * od_gemm_work(k));
     }
 }
-

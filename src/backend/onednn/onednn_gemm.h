@@ -48,6 +48,14 @@ extern const od_gemm_kernels od_gemm_avx2, od_gemm_avx512;
 const od_gemm_kernels *od_gemm_pick(void);
 /* Floats of packing buffer one thread needs (A block + B block). */
 size_t od_gemm_work(const od_gemm_kernels *k);
+/* Threads od_gemm runs g on when given nthr: 1 when the split side has
+ * fewer than two register tiles per thread. */
+int od_gemm_threads(const od_gemm_kernels *k, const od_gemm_args *g, int nthr);
+/* part = the sub-product thread t of nt computes: g on a disjoint range of
+ * C's columns (or rows, when C has more row tiles than column tiles), whole
+ * units of NR (MR), the shared operand whole. Returns 0 when the range is
+ * empty. (gemm_bench times the parts alone with it.) */
+int od_gemm_part(const od_gemm_kernels *k, const od_gemm_args *g, int t, int nt, od_gemm_args *part);
 /* Runs the product on up to nthr threads (the caller's OpenMP team);
  * work: nthr x od_gemm_work floats, 64-byte aligned. */
 void od_gemm(const od_gemm_kernels *k, const od_gemm_args *g, float *work, int nthr);
