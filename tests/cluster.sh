@@ -2,7 +2,8 @@
 # Emulated nodes (scripts/cluster.sh, docs/CLUSTER.md): up / refusals / mpirun with a
 # hostname per node, scaleout's node discovery (2 nodes x 2 ranks), the veth bytes of
 # one ring allreduce against what the algorithm sends, a 20-step LeNet-5 data-parallel
-# run across 2 nodes, then down with nothing left. Skips (77) without root or iproute2.
+# run across 2 nodes, zero2's collectives on scaleout's tcp, then down with nothing left.
+# Skips (77) without root or iproute2.
 # Usage: cluster.sh path/to/scaleout path/to/cluster_probe
 set -uo pipefail
 bin=$1 probe=$2
@@ -115,6 +116,29 @@ if run 2 1 train "$bin" train --model lenet5 "${data[@]}" --steps 20 --eval-ever
   --allreduce auto --json "$tmp/train.json"; then
   /usr/bin/python3 -c 'import json,math,sys; j=json.load(open(sys.argv[1])); l=j["epochs"][-1]["loss"]; sys.exit(0 if math.isfinite(l) else 1)' \
     "$tmp/train.json" 2>"$tmp/train.err" && ok || bad "train: no finite loss in the JSON: $(cat "$tmp/train.err")"
+fi
+
+# zero2 across the nodes: its reduce-scatters and allgathers (LeNet-5's units are
+# above 64 KiB) run on scaleout's tcp and train like dp across the same nodes
+# (1e-6); with no interface tcp may use they stay on MPI, say so, and train alike.
+same() { # same A B: max |a-b| <= 1e-6 max |a| of two --dump-params files in $tmp
+  /usr/bin/python3 - "$tmp/$1" "$tmp/$2" <<'PY'
+import array, sys
+a, b = array.array("f"), array.array("f")
+a.frombytes(open(sys.argv[1], "rb").read()); b.frombytes(open(sys.argv[2], "rb").read())
+sys.exit(0 if len(a) == len(b) > 0 and max(abs(x - y) for x, y in zip(a, b)) <= 1e-6 * max(map(abs, a)) else 1)
+PY
+}
+zero=(train --model lenet5 --dataset synthetic --synthetic-samples 1280 --steps 10 --eval-every -1 --progress none
+  --seed 7 --optimizer adamw --lr 0.001)
+if run 2 1 z_dp "$bin" "${zero[@]}" --strategy dp --dump-params "$tmp/z_dp.bin" &&
+  run 2 1 z_tcp "$bin" "${zero[@]}" --strategy zero2 --dump-params "$tmp/z_tcp.bin"; then
+  same z_dp.bin z_tcp.bin && ! grep -q "stay on MPI" "$tmp/z_tcp" && ok ||
+    bad "zero2 across nodes on tcp: not like dp, or not on tcp: $(grep -i -E 'tcp|MPI' "$tmp/z_tcp")"
+fi
+if SCALEOUT_TCP_IF=so-none run 2 1 z_mpi "$bin" "${zero[@]}" --strategy zero2 --dump-params "$tmp/z_mpi.bin"; then
+  same z_dp.bin z_mpi.bin && grep -q "reduce-scatters and allgathers stay on MPI" "$tmp/z_mpi" && ok ||
+    bad "zero2 across nodes without tcp: $(grep -i -E 'tcp|MPI' "$tmp/z_mpi")"
 fi
 
 # Two pipeline stages, one per node: their messages go over scaleout's TCP connections.

@@ -6,6 +6,7 @@
 #include "dispatch.h"
 
 #include "scaleout/err.h"
+#include "scaleout/log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -211,6 +212,29 @@ static int run_wire(so_coll_ctx *x, const so_coll_call *k, int algo, const size_
     return rc;
 }
 
+/* The transport of one of our algorithms' calls: the call's, else the
+ * group's. `auto` is MPI, except that a reduce-scatter or an allgather of a
+ * group spanning hosts takes scaleout's tcp from so_tcp_wanted's size on, as
+ * hier's step across hosts does (Open MPI's TCP keeps a link about half
+ * busy, tp_tcp.c; the sharded strategies' collectives ran there at 1 Gbit/s).
+ * Every rank decides alike (the same count, group and job); a tcp set-up
+ * that did not connect everyone (agreed, warned) leaves the group on MPI. */
+static int resolve_transport(so_comm *c, MPI_Comm comm, const so_coll_call *k, so_waiter *w, so_tp **tp)
+{
+    so_transport tk = k->transport == SO_TRANSPORT_AUTO ? c->transport : k->transport;
+    int across = tk == SO_TRANSPORT_AUTO && c->topo.num_nodes > 1 && !c->tcp_auto_failed &&
+                 (k->kind == SO_COLL_REDUCE_SCATTER || k->kind == SO_COLL_ALLGATHER) &&
+                 so_tcp_wanted(k->count * so_dtype_size(k->wire));
+    if (!across)
+        return so_tp_get(comm, tk, w, tp);
+    int rc = so_tp_get(comm, SO_TRANSPORT_TCP, w, tp);
+    if (rc != SO_EUNSUP)
+        return rc;
+    so_log(SO_LOG_WARN, "%s; this group's reduce-scatters and allgathers stay on MPI", so_errmsg());
+    c->tcp_auto_failed = 1;
+    return so_tp_get(comm, SO_TRANSPORT_MPI, w, tp);
+}
+
 int so_coll_run(so_comm *c, MPI_Comm comm, const so_coll_call *k, so_waiter *w, so_scratch *s,
                 const char **algo_ran, const char **tp_ran)
 {
@@ -229,8 +253,10 @@ int so_coll_run(so_comm *c, MPI_Comm comm, const so_coll_call *k, so_waiter *w, 
      * no transport of ours: do not make one (its set-up is collective). */
     so_tp *tp = NULL;
     int ours = algo != 0 && !(k->kind == SO_COLL_ALLREDUCE && algo == SO_ALLREDUCE_HIER);
-    if (ours && (rc = so_tp_get(comm, tk, w, &tp)))
+    if (ours && (rc = resolve_transport(c, comm, k, w, &tp)))
         return rc;
+    if (tp && tp_ran)
+        *tp_ran = so_transport_name(tp->kind);
     so_coll_ctx x = {tp, comm, w, k->wire, so_dtype_size(k->wire), c->rank, c->size, SO_TRANSPORT_AUTO};
     size_t small[65], *displ = c->size < 65 ? small : malloc(((size_t)c->size + 1) * sizeof *displ);
     if (!displ)
