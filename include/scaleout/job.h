@@ -52,6 +52,7 @@ typedef struct {
     long seed;
     const char *backend;         /* onednn or ref */
     const char *conv_algo;       /* auto, direct or winograd */
+    const char *precision;       /* fp32, bf16 or auto (so_precision_resolve) */
     int threads;                 /* compute threads per process */
     int pin_threads;             /* pin them one per core */
     /* optimizer and learning rate */

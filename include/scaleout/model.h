@@ -74,6 +74,22 @@ typedef enum { SO_INIT_TORCH, SO_INIT_HE, SO_INIT_GLOROT } so_init_scheme;
 /* "torch", "he" or "glorot"; SO_EINVAL names --init otherwise. */
 int so_init_parse(const char *name, so_init_scheme *out);
 
+/* Compute precision (--precision, docs/PRECISION.md). FP32: every op in FP32.
+ * BF16: PyTorch CPU autocast's split: convolutions, dense and linear layers
+ * and attention's matmuls take BF16 inputs and weights and accumulate in
+ * FP32; normalisation, softmax, the loss and the optimizer stay FP32; the
+ * parameters, gradients and optimizer state the model holds stay FP32
+ * (master weights), BF16 weight copies are derived from them. BF16 runs
+ * only where the CPU has a native BF16 dot product (so_cpu_has_bf16). */
+typedef enum { SO_PRECISION_FP32 = 0, SO_PRECISION_BF16 = 1 } so_precision;
+/* "fp32" or "bf16"; NULL for an invalid value. */
+const char *so_precision_name(so_precision p);
+/* --precision's value: "fp32", "bf16" or "auto" (bf16 where the CPU has a
+ * native BF16 dot product within the ISA caps, fp32 elsewhere) -> *out.
+ * SO_EINVAL naming --precision for an unknown value, and for "bf16"
+ * on a CPU (or under a cap) without AVX-512 BF16, naming the ISA. */
+int so_precision_resolve(const char *name, so_precision *out);
+
 typedef struct so_model_opts {
     const char *backend;         /* "onednn" or "ref" */
     int batch;
@@ -112,6 +128,9 @@ typedef struct so_model_opts {
      * sharded strategy's units finer than a layer); ignored by a backend
      * without dense_chunk. */
     size_t chunk_bytes;
+    /* SO_PRECISION_BF16 needs the onednn backend and so_cpu_has_bf16();
+     * so_model_create_opts refuses it otherwise (SO_EINVAL). */
+    so_precision precision;
 } so_model_opts;
 
 typedef struct so_model {
@@ -146,6 +165,7 @@ typedef struct so_model {
     int decode_pos;              /* so_model_decode: the position of the tokens being fed (-1: off) */
     so_init_scheme init;         /* from so_model_opts; so_model_init_params uses it */
     int *chunks;                 /* per node: the row chunks it runs in (so_model_opts.chunk_bytes); NULL: whole */
+    so_precision precision;      /* from so_model_opts: what the backend computes conv/dense/linear/attention in */
 } so_model;
 
 /* Takes ownership of the finalized graph `g` (destroyed on failure too),

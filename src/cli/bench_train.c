@@ -57,6 +57,7 @@ static int parse(bt_args *a, int argc, char **argv)
         {"threads", OPT_INT, &a->cfg.threads, "N", "compute threads per process", 1, 1024, NULL},
         {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
         {"backend", OPT_CHOICE, &a->cfg.backend, "NAME", "compute backend", 0, -1, cli_backends},
+        {"precision", OPT_CHOICE, &a->cfg.precision, "NAME", "compute precision: fp32, bf16 (native AVX-512 BF16 only), auto (bf16 where native)", 0, -1, cli_precisions},
         {"conv-algo", OPT_CHOICE, &a->cfg.conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, cli_conv_algos},
         {"prefetch", OPT_INT, &a->cfg.prefetch, "N", "batches prepared ahead on a background thread", 0, 64, NULL},
         {"allreduce", OPT_STR, &a->cfg.allreduce, "ALGO", "allreduce algorithm for gradients", 0, -1, NULL},

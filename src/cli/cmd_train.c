@@ -192,6 +192,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"threads", OPT_INT, &c->threads, "N", "compute threads per process", 1, 1024, NULL},
         {"no-pin", OPT_FLAG, &a->no_pin, NULL, "do not pin compute threads to cores", 0, -1, NULL},
         {"backend", OPT_CHOICE, &c->backend, "NAME", "compute backend", 0, -1, cli_backends},
+        {"precision", OPT_CHOICE, &c->precision, "NAME", "compute precision: fp32, bf16 (native AVX-512 BF16 only), auto (bf16 where native)", 0, -1, cli_precisions},
         {"conv-algo", OPT_CHOICE, &c->conv_algo, "NAME", "convolution algorithm: auto (Winograd where faster), direct, winograd", 0, -1, cli_conv_algos},
         {"eval-every", OPT_INT, &c->eval_every, "N", "evaluate every N epochs (0 = at the end, -1 = never)", -1, 1 << 20, NULL},
         {"augment", OPT_FLAG, &c->augment, NULL, "random crop (pad 4) and horizontal flip", 0, -1, NULL},
@@ -374,6 +375,7 @@ static void write_config(so_json *js, const so_job_config *c, const so_graph *g,
         so_json_int(js, "seq_len", c->seq_len);
     so_json_str(js, "backend", c->backend);
     so_json_str(js, "conv_algo", c->conv_algo);
+    so_json_str(js, "precision_requested", c->precision);
     so_json_int(js, "batch_size", c->batch);
     so_json_int(js, "global_batch_size", (int64_t)c->batch * c->accumulate * world);
     so_json_int(js, "world_size", world);
@@ -815,6 +817,9 @@ static void banner(const so_job_config *c, so_job *j)
                "(%zu parameters)\n", stages, replicas, c->placement, c->schedule, c->microbatches, m->nparams);
         print_cuts(j, g);
     }
+    printf("precision: %s%s\n", so_precision_name(m->precision),
+           strcmp(c->precision, "auto") ? "" : m->precision == SO_PRECISION_BF16 ? " (auto: the CPU has AVX-512 BF16)"
+                                                                                  : " (auto: no native BF16 on this CPU)");
     kernels_conv_summary(m, conv, sizeof conv);
     if (conv[0])
         printf("kernels: %s; convolutions (--conv-algo %s): %s\n", so_isa_label(so_cpu_isa()), c->conv_algo, conv);

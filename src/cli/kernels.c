@@ -11,6 +11,7 @@
 
 const char *const cli_backends[] = {"onednn", "ref", NULL};
 const char *const cli_conv_algos[] = {"auto", "direct", "winograd", NULL};
+const char *const cli_precisions[] = {"fp32", "bf16", "auto", NULL};
 
 static const char *const prop_names[SO_NPROPS] = {"forward", "backward_data", "backward_weights"};
 static const char *const algo_names[] = {"winograd", "direct", "gemm", "ref"};
@@ -54,6 +55,7 @@ void kernels_conv_json(so_json *js, so_model *m, const char *requested)
 {
     int counts[SO_NPROPS][NALGOS];
     conv_counts(m, counts);
+    so_json_str(js, "precision", so_precision_name(m->precision));
     so_json_obj_begin(js, "conv_algo_used");
     so_json_str(js, "requested", requested ? requested : "auto");
     so_json_str(js, "isa", so_isa_name(so_cpu_isa()));

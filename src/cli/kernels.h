@@ -9,6 +9,8 @@
 
 extern const char *const cli_backends[];
 extern const char *const cli_conv_algos[];
+/* --precision's values (so_precision_resolve). */
+extern const char *const cli_precisions[];
 
 /* For the banner: "forward: winograd 12, direct 7 | backward data: ... |
  * backward weights: ..." ("" for a model without convolutions). */

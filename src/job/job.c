@@ -48,7 +48,7 @@ void so_job_defaults(so_job_config *c)
 {
     *c = (so_job_config){.model = "lenet5", .dataset = "fashion-mnist",
                          .data_dir = "/usr/share/datasets/fashion-mnist", .batch = 64, .prefetch = 4, .seed = 42,
-                         .backend = "onednn", .conv_algo = "auto", .threads = 1, .pin_threads = 1,
+                         .backend = "onednn", .conv_algo = "auto", .precision = "fp32", .threads = 1, .pin_threads = 1,
                          .optimizer = "momentum", .lr = 0.01f, .momentum = 0.9f, .lr_schedule = "constant",
                          .lr_step_epochs = 30, .lr_gamma = 0.1f, .epochs = 1, .eval_every = 1, .accumulate = 1,
                          .warmup_steps = 10, .strategy = "dp", .shard_prefetch = 2, .shard_group = "all", .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,

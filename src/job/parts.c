@@ -120,9 +120,14 @@ int parts_load(const so_job_config *a, job_parts *j)
     /* What so_model_create_opts checks before its (collective) gradient
      * allocation is checked here, so the ranks agree on it first. */
     so_conv_algo ca;
+    so_precision prec;
     int rc = so_conv_algo_parse(a->conv_algo ? a->conv_algo : "auto", &ca);
     if (!rc && !so_backend_find(a->backend))
         rc = so_err(SO_EINVAL, "--backend: unknown backend '%s' (use onednn or ref)", a->backend);
+    if (!rc)
+        rc = so_precision_resolve(a->precision, &prec);
+    if (!rc && prec == SO_PRECISION_BF16 && strcmp(a->backend, "onednn"))
+        rc = so_err(SO_EINVAL, "--precision bf16 runs on the onednn backend, not '%s'", a->backend);
     if (!rc && a->batch < 1)
         rc = so_err(SO_EINVAL, "batch size %d must be >= 1", a->batch);
     int shuffle;
@@ -309,6 +314,8 @@ int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
         mo.grads_ctx = d->ctx;
     }
     rc = so_conv_algo_parse(a->conv_algo ? a->conv_algo : "auto", &mo.conv_algo);
+    if (!rc)
+        rc = so_precision_resolve(a->precision, &mo.precision);
     if (rc) {
         so_graph_destroy(j->g);
         j->g = NULL;

@@ -184,6 +184,8 @@ static int build_trial(void *ctx, so_model **m)
                         .recv_layout = so_pipe_layouts_of, .recv_layout_ctx = g->layouts};
     int rc = so_conv_algo_parse(t->c->conv_algo ? t->c->conv_algo : "auto", &mo.conv_algo);
     if (!rc)
+        rc = so_precision_resolve(t->c->precision, &mo.precision);
+    if (!rc)
         rc = so_init_parse(t->c->init ? t->c->init : "torch", &mo.init);
     if (!rc && !(rc = so_pipe_stage_graph(&g->plan, g->at.stages, g->at.stage, &dg, &scratch))) {
         so_pipe_stage_edges_free(&scratch);

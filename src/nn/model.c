@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "scaleout/backend.h"
+#include "scaleout/cpu.h"
 #include "scaleout/err.h"
 #include "scaleout/mem.h"
 #include "scaleout/timer.h"
@@ -211,6 +212,48 @@ static int plan_chunks(so_model *m, size_t chunk_bytes)
     return 0;
 }
 
+const char *so_precision_name(so_precision p)
+{
+    return p == SO_PRECISION_FP32 ? "fp32" : p == SO_PRECISION_BF16 ? "bf16" : NULL;
+}
+
+/* Why BF16 cannot run here: the hardware lacks it, or a cap hides it. */
+static int bf16_unsupported(const char *what)
+{
+    const char *cap = so_cpu_isa_cap();
+    return so_err(SO_EINVAL, "%s: bf16 needs AVX-512 BF16 (vdpbf16ps); this CPU runs %s%s%s%s", what,
+                  so_isa_label(so_cpu_isa()), cap ? " (capped by " : " without BF16", cap ? cap : "",
+                  cap ? ")" : "");
+}
+
+int so_precision_resolve(const char *name, so_precision *out)
+{
+    if (!name || !strcmp(name, "fp32")) {
+        *out = SO_PRECISION_FP32;
+        return 0;
+    }
+    if (!strcmp(name, "auto")) {
+        *out = so_cpu_has_bf16() ? SO_PRECISION_BF16 : SO_PRECISION_FP32;
+        return 0;
+    }
+    if (!strcmp(name, "bf16")) {
+        *out = SO_PRECISION_BF16;
+        return so_cpu_has_bf16() ? 0 : bf16_unsupported("--precision");
+    }
+    return so_err(SO_EINVAL, "--precision: unknown value '%s' (fp32, bf16 or auto)", name);
+}
+
+static int check_precision(so_precision p, const so_backend_ops *be)
+{
+    if (p == SO_PRECISION_FP32)
+        return 0;
+    if (p != SO_PRECISION_BF16)
+        return so_err(SO_EINVAL, "so_model_opts: unknown precision %d", (int)p);
+    if (strcmp(be->name, "onednn"))
+        return so_err(SO_EINVAL, "--precision bf16 runs on the onednn backend, not '%s'", be->name);
+    return so_cpu_has_bf16() ? 0 : bf16_unsupported("--precision");
+}
+
 int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
 {
     const char *backend = o->backend;
@@ -230,6 +273,11 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
         so_graph_destroy(g);
         return so_err(SO_EINVAL, "so_model_opts: an allocator and its free go together");
     }
+    int prc = check_precision(o->precision, be);
+    if (prc) {
+        so_graph_destroy(g);
+        return prc;
+    }
     so_model *m = calloc(1, sizeof *m);
     if (!m) {
         so_graph_destroy(g);
@@ -242,6 +290,7 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
     m->recv_layout = o->recv_layout;
     m->recv_layout_ctx = o->recv_layout_ctx;
     m->init = o->init;
+    m->precision = o->precision;
     m->nparams = so_graph_nparams(g);
     m->nbufs = so_graph_nbufs(g);
     int rc = alloc_grads(m, o);
