@@ -230,7 +230,7 @@ static int hier(so_coll_ctx *x, const void *send, void *recv, size_t count, so_r
     if (rc || s->nodes == 1)
         return rc;
     if (s->r == 0)
-        rc = so_hier_across(x, &s->tcp_leaders, recv, count, op, s->leaders, s->nodes);
+        rc = so_hier_across(x, recv, count, op, s->leaders, s->nodes);
     if (!rc && s->q > 1)
         rc = shm_bcast(x, s, recv, count);
     return rc;

@@ -97,14 +97,6 @@ typedef struct {
  * hosts; from 64 KiB (below, latency rules). */
 int so_tcp_wanted(size_t bytes);
 
-/* A group's tcp transport for hier's step across nodes, set up at its first
- * large step (collective then). Borrowed: the transport is cached on the
- * group's communicator (so_tp_get) and freed with it. */
-typedef struct {
-    so_tp *tp;
-    int tried; /* 1 once set up or refused: a refused set-up is not tried again */
-} so_tcp_slot;
-
 typedef struct so_shm {
     MPI_Comm node;    /* this node's ranks (emulated node within the real one) */
     MPI_Comm leaders; /* node_rank 0 of every node; MPI_COMM_NULL on other ranks */
@@ -129,8 +121,6 @@ typedef struct so_shm {
     char **zc_out;    /* [q] zero copy: node rank j's recv buffer */
     uint64_t epoch;   /* steps this rank has signalled (same count on every rank) */
     uint64_t calls;   /* small-message calls: picks the small buffer */
-    so_tcp_slot tcp_leaders; /* the leaders' tcp transport (copy path) */
-    so_tcp_slot tcp_cross;   /* this node rank's tcp transport across nodes (zero-copy path) */
 } so_shm;
 
 /* The context of comm (created on first use: collective over comm, waits
@@ -220,7 +210,6 @@ so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes);
 /* hier's step across nodes, in place on buf over comm (the leaders, or a cross
  * group): the ring over the group's tcp transport when so_tcp_wanted, else
  * so_allreduce_leaders_algo over MPI point-to-point. Collective over comm. */
-int so_hier_across(so_coll_ctx *x, so_tcp_slot *slot, void *buf, size_t count, so_reduce_op op, MPI_Comm comm,
-                   int nodes);
+int so_hier_across(so_coll_ctx *x, void *buf, size_t count, so_reduce_op op, MPI_Comm comm, int nodes);
 
 #endif
