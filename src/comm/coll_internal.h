@@ -133,6 +133,9 @@ int so_shm_get(MPI_Comm comm, so_waiter *w, so_shm **out);
  * a barrier over shared memory, watched by w. Writes before it are visible to
  * every node rank after it (release / acquire). */
 int so_shm_barrier(so_shm *s, so_waiter *w);
+/* A copy into the window (streaming stores unless SCALEOUT_SHM_NT=0: peers
+ * then read it from memory, not from our cache; allreduce_hier.c says why). */
+void so_shm_copy(void *dst, const void *src, size_t bytes);
 
 /* ---- registered buffers (regbuf.c) ------------------------------------------------
  * A region is one so_comm_buf_alloc: an MPI-3 shared window over the node of

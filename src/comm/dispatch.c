@@ -120,7 +120,10 @@ static int resolve_algo(so_comm *c, const so_coll_call *k, size_t bytes)
     }
     if (a != SO_ALGO_DEFAULT)
         return a;
-    return k->kind == SO_COLL_BCAST ? SO_BCAST_BINOMIAL : k->kind == SO_COLL_REDUCE_SCATTER ? SO_RS_RING : SO_AG_RING;
+    /* hier: zero copy on one node from registered buffers, else the same
+     * node-rank order through the window (reduce-scatter) or the ring
+     * (allgather, which adds nothing); the ring across nodes. */
+    return k->kind == SO_COLL_BCAST ? SO_BCAST_BINOMIAL : k->kind == SO_COLL_REDUCE_SCATTER ? SO_RS_HIER : SO_AG_HIER;
 }
 
 /* Block offsets of the call: displ[0..size]. */

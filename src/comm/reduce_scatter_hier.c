@@ -5,9 +5,12 @@
  * Accepts: any p and blocks (even, or the caller's counts), in place or out
  *          of place, SUM / MAX / MIN, any element type. Zero copy needs one
  *          node (the group is its node group) and every rank's send buffer
- *          in one registered region (so_comm_buf_alloc); otherwise, agreed
- *          by all ranks after the same barrier, the ring over the group's
- *          transport runs instead.
+ *          in one registered region (so_comm_buf_alloc). Otherwise, agreed
+ *          by all ranks after the same barrier, the same reduction runs
+ *          through the window's contribution areas (the copy path): the
+ *          same order, so the same bits, whether or not a caller's buffers
+ *          are registered. More than one node: the ring over the group's
+ *          transport.
  * Phases:  1. publish where send lives; barrier; every rank decides alike
  *             (so_hier_share).
  *          2. rank r reduces block r of the q send buffers, in node-rank
@@ -16,8 +19,13 @@
  *          3. barrier: nobody changes its send buffer while a peer reads it.
  * Cost:    2 barriers + per rank n/q bytes read from each of the q buffers
  *          ((q-1)/q of them remote) + n/q written + n/q gamma: no copies.
+ * Copy path: per chunk of the vector, every rank copies its chunk into its
+ * contribution area; barrier; rank r reduces the part of block r inside the
+ * chunk over the q areas, in node-rank order; barrier (areas are reused).
+ * Cost: 2 barriers per chunk + n bytes copied in per rank + n/q reduced.
  * In place (recv == send + block offset) is safe: rank r writes only block
- * r, which only it reads, and reads a sub-chunk before storing it. */
+ * r, which only it reads, and reads a sub-chunk (zero copy) or the chunk
+ * (copy path) before storing it. */
 #include "coll_internal.h"
 
 #include <string.h>
@@ -35,6 +43,30 @@ static void reduce_block(so_coll_ctx *x, so_shm *s, size_t lo, size_t len, void 
     }
 }
 
+/* Without registered buffers: the same reduction through the window. */
+static int copy_path(so_coll_ctx *x, so_shm *s, const void *send, void *recv, const size_t *displ, so_reduce_op op)
+{
+    const void *in[256];
+    size_t n = displ[x->size], per = s->chunk_bytes / x->esz;
+    size_t lo = displ[x->rank], hi = displ[x->rank + 1];
+    for (size_t c0 = 0; c0 < n; c0 += per) {
+        size_t c1 = n - c0 < per ? n : c0 + per;
+        so_shm_copy(s->contrib[s->r], so_el(x, send, c0), (c1 - c0) * x->esz);
+        int rc = so_shm_barrier(s, x->w);
+        if (rc)
+            return rc;
+        size_t a = lo > c0 ? lo : c0, b = hi < c1 ? hi : c1;
+        if (a < b) {
+            for (int j = 0; j < s->q; j++)
+                in[j] = s->contrib[j] + (a - c0) * x->esz;
+            so_red_multi(x->dt, op, so_el(x, recv, a - lo), in, s->q, b - a);
+        }
+        if ((rc = so_shm_barrier(s, x->w)))
+            return rc;
+    }
+    return 0;
+}
+
 int so_reduce_scatter_hier(so_coll_ctx *x, const void *send, void *recv, const size_t *displ, so_reduce_op op)
 {
     so_shm *s;
@@ -47,7 +79,7 @@ int so_reduce_scatter_hier(so_coll_ctx *x, const void *send, void *recv, const s
         return rc;
     so_hier_count(ok);
     if (!ok)
-        return so_reduce_scatter_ring(x, send, recv, displ, op);
+        return copy_path(x, s, send, recv, displ, op);
     reduce_block(x, s, displ[x->rank], displ[x->rank + 1] - displ[x->rank], recv, op);
     return so_shm_barrier(s, x->w);
 }
