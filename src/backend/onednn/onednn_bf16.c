@@ -33,7 +33,10 @@ int od_tobf16_init(od_state *s, int node, const dnnl_memory_desc_t *f32_md, int 
 
 /* One pass (oneDNN's jit reorder, threaded) reading 4 bytes and writing 2
  * per element. Backward weights converts its source again instead of keeping
- * forward's copy: no BF16 copy of every layer's input stays alive. */
+ * forward's copy, so no BF16 copy of every layer's input stays alive: on
+ * ResNet-50 b16, one thread of a Zen 5 core (AVX512_BF16), that second
+ * conversion is ~38 ms of a ~1.75 s step (ONEDNN_VERBOSE exec times; the
+ * forward's is ~50 ms, the diff_dst's ~47 ms, the weights' ~92 ms). */
 int od_tobf16_exec(od_state *s, int node, od_tobf16 *c, dnnl_memory_t src, dnnl_memory_t *out)
 {
     OD_CHECK(s, node, "bf16 staging handle", dnnl_memory_set_data_handle(c->mem, s->h16[c->slot]));
