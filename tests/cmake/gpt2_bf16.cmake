@@ -1,0 +1,4 @@
+# GPT-2 under --precision bf16 (issue 38): the linear layers' BF16 products
+# against FP32 references; skipped (77) without AVX-512 BF16.
+include_guard(GLOBAL)
+so_add_test(test_seq_bf16 LABELS unit TIMEOUT 120)
