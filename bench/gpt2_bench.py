@@ -4,8 +4,8 @@ order, --init-from llm.c's model file) against llm.c's train_gpt2.c and
 PyTorch 1.13 eager (bench/torch_gpt2_train.py), same weights, same tokens,
 same threads, each program started REPEATS times in interleaved order.
 --precision fp32,bf16 runs scaleout once per precision (rows scaleout and
-scaleout-bf16); PyTorch runs in FP32 and, with --autocast, a second time
-under torch.autocast("cpu", dtype=torch.bfloat16) (row pytorch-bf16).
+scaleout-bf16); --torch fp32,bf16 likewise PyTorch, bf16 being
+torch.autocast("cpu", dtype=torch.bfloat16) (row pytorch-bf16).
 Per program: ms per step (median, min-max over every timed step of every
 repeat), tokens/s, MFU and peak RSS. MFU counts 6 x parameters x tokens plus
 the attention's 12 x L x C x T per token (forward + backward of QK^T and AV,
@@ -101,7 +101,7 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-torch", action="store_true")
     p.add_argument("--precision", default="fp32", help="scaleout's precisions, comma-separated: fp32,bf16")
-    p.add_argument("--autocast", action="store_true", help="add PyTorch under CPU autocast to bfloat16")
+    p.add_argument("--torch", default="fp32", help="PyTorch's precisions, comma-separated: fp32,bf16 (CPU autocast)")
     p.add_argument("--json", help="write the figures here too")
     a = p.parse_args()
     cfg = tg.Config.parse(a.spec)
@@ -120,8 +120,8 @@ def main():
     peers = [("scaleout" if pr == "fp32" else "scaleout-" + pr, lambda a, d, env, pr=pr: scaleout(a, d, env, pr))
              for pr in precisions]
     peers += [("llm.c", llmc)] if a.llmc else []
-    peers += [] if a.no_torch else [("pytorch", pytorch)]
-    peers += [("pytorch-bf16", lambda a, d, env: pytorch(a, d, env, True))] if a.autocast and not a.no_torch else []
+    for pr in [] if a.no_torch else a.torch.split(","):
+        peers += [("pytorch" if pr == "fp32" else "pytorch-" + pr, lambda a, d, env, pr=pr: pytorch(a, d, env, pr == "bf16"))]
     ms = {n: [] for n, _ in peers}
     rss = {n: 0 for n, _ in peers}
     first_loss = {}

@@ -11,8 +11,9 @@
  * Both copies are made once per parameter change (a tied head's at every
  * step: the embedding's node, not this one, hears of its changes). Xb is made
  * in the forward and kept for the weight gradient. dYb lives in the state's
- * shared transient buffer (s->wtmp): plain for dX, then transposed (N,R) by
- * a reorder for dW, which a transposed source slows the same way. */
+ * shared transient buffer (s->wtmp): plain for dX, then transposed (N,R) for
+ * dW, which a transposed source slows the same way (the transposing
+ * conversion: onednn_linear_bf16_avx512.c). */
 #include "backend/onednn/onednn_linear_bf16.h"
 
 #include <stdlib.h>
@@ -29,10 +30,10 @@ struct od_linear_bf16 {
     uint16_t *xb;                        /* BF16 input (R,K), from the forward to the weight gradient */
     int wb_valid, wf_valid;
     od_prim fwd, bwd_data, bwd_w, bwd_w_add;
-    od_prim w_reorder, dyt_reorder;      /* W (K,N) f32 -> wf; dY (N,R) f32 -> dYb^T plain */
+    od_prim w_reorder;                   /* W (K,N) f32 -> wf */
     dnnl_memory_t x, w, wuser, b, y;     /* forward: Xb, wf, the FP32 weights seen as (K,N), bias, Y */
     dnnl_memory_t dy, wd, dx, dw;        /* backward: dYb, Wb (N,K), dX, dW */
-    dnnl_memory_t dyuser, dyt;           /* the FP32 dY seen as (N,R), dYb^T (N,R) plain */
+    dnnl_memory_t dyt;                   /* dYb^T (N,R) plain */
 };
 
 static void md2(dnnl_memory_desc_t *md, int64_t a, int64_t b, dnnl_data_type_t dt, dnnl_format_tag_t tag)
@@ -87,12 +88,11 @@ static int create_fwd(od_state *s, int node, od_linear_bf16 *l)
 static int create_bwd(od_state *s, int node, od_linear_bf16 *l)
 {
     const od_linear_bf16_io *io = &l->io;
-    dnnl_memory_desc_t dy, wd, dx, dyt, dyuser, x, dw;
+    dnnl_memory_desc_t dy, wd, dx, dyt, x, dw;
     md2(&dy, io->R, io->N, dnnl_bf16, dnnl_ab);
     md2(&wd, io->N, io->K, dnnl_bf16, dnnl_ab);
     md2(&dx, io->R, io->K, dnnl_f32, dnnl_ab);
     md2(&dyt, io->N, io->R, dnnl_bf16, dnnl_ab);
-    md2(&dyuser, io->N, io->R, dnnl_f32, dnnl_ba);
     md2(&x, io->R, io->K, dnnl_bf16, dnnl_ab);
     md2(&dw, io->N, io->K, dnnl_f32, dnnl_ab);
     size_t dy_bytes = (size_t)io->R * (size_t)io->N * sizeof(uint16_t);
@@ -101,10 +101,6 @@ static int create_bwd(od_state *s, int node, od_linear_bf16 *l)
     int rc = od_mem_wrap(s, node, &dy, NULL, &l->dy);
     if (!rc)
         rc = od_mem_wrap(s, node, &dyt, NULL, &l->dyt);
-    if (!rc)
-        rc = od_mem_wrap(s, node, &dyuser, (void *)io->dy, &l->dyuser);
-    if (!rc)
-        rc = od_reorder_init(s, node, "bf16 dY transpose", &dyuser, &dyt, 0, &l->dyt_reorder);
     if (!rc)
         rc = od_mem_wrap(s, node, &dw, io->dw, &l->dw);
     if (!rc)
@@ -166,8 +162,7 @@ int od_linear_bf16_backward(od_state *s, int node, od_linear_bf16 *l)
         rc = od_exec(s, node, "bf16 matmul backward data", &l->bwd_data, 3, a);
     }
     OD_CHECK(s, node, "dY handle", dnnl_memory_set_data_handle(l->dyt, s->wtmp));
-    if (!rc)
-        rc = od_reorder_exec(s, node, "bf16 dY transpose", &l->dyt_reorder, l->dyuser, l->dyt);
+    od_bf16_transpose_avx512((uint16_t *)s->wtmp, io->dy, io->R, io->N);
     dnnl_exec_arg_t w[3] = {{DNNL_ARG_SRC, l->dyt}, {DNNL_ARG_WEIGHTS, l->x}, {DNNL_ARG_DST, l->dw}};
     if (!rc)
         rc = od_exec(s, node, "bf16 matmul backward weights", s->m->accumulate_grads ? &l->bwd_w_add : &l->bwd_w,
@@ -185,11 +180,10 @@ void od_linear_bf16_destroy(od_linear_bf16 *l)
 {
     if (!l)
         return;
-    od_prim *prims[] = {&l->fwd, &l->bwd_data, &l->bwd_w, &l->bwd_w_add, &l->w_reorder, &l->dyt_reorder};
+    od_prim *prims[] = {&l->fwd, &l->bwd_data, &l->bwd_w, &l->bwd_w_add, &l->w_reorder};
     for (size_t i = 0; i < sizeof prims / sizeof prims[0]; i++)
         od_prim_fini(prims[i]);
-    dnnl_memory_t *mems[] = {&l->x,  &l->w,  &l->wuser, &l->b,      &l->y,  &l->dy,
-                             &l->wd, &l->dx, &l->dw,    &l->dyuser, &l->dyt};
+    dnnl_memory_t *mems[] = {&l->x, &l->w, &l->wuser, &l->b, &l->y, &l->dy, &l->wd, &l->dx, &l->dw, &l->dyt};
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         od_mem_free(mems[i], NULL);
     so_free(l->wb);

@@ -37,5 +37,8 @@ int od_linear_bf16_backward(od_state *s, int node, od_linear_bf16 *b);
 /* The parameters changed: the BF16 weight copy is rebuilt at the next forward. */
 void od_linear_bf16_invalidate(od_linear_bf16 *b);
 void od_linear_bf16_destroy(od_linear_bf16 *b);
+/* dst (N,R) = BF16(src (R,N))^T on the caller's threads (onednn_linear_bf16_avx512.c;
+ * AVX-512, which every BF16 CPU has). */
+void od_bf16_transpose_avx512(uint16_t *dst, const float *src, int64_t R, int64_t N);
 
 #endif
