@@ -130,8 +130,8 @@ static int create_bwd(od_state *s, int node, od_linear *l)
     if (!rc)
         rc = od_mem_wrap(s, node, &dx, od_in(s, node, 0)->dbuf, &l->dx);
     if (!rc)
-        rc = od_linear_matmul(s, node, "matmul backward data", &dy, &wd, NULL, &dx, so_graph_diff_accumulate(s->g, node, 0),
-                    &l->bwd_data);
+        rc = od_linear_matmul(s, node, "matmul backward data", &dy, &wd, NULL, &dx,
+                              so_graph_diff_accumulate(s->g, node, 0), &l->bwd_data);
     return rc;
 }
 
