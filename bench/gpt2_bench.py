@@ -2,12 +2,17 @@
 """GPT-2 training steps side by side: `scaleout train` (token shards in llm.c's
 order, --init-from llm.c's model file) against llm.c's train_gpt2.c and
 PyTorch 1.13 eager (bench/torch_gpt2_train.py), same weights, same tokens,
-same threads, FP32, each program started REPEATS times in interleaved order.
+same threads, each program started REPEATS times in interleaved order.
+--precision fp32,bf16 runs scaleout once per precision (rows scaleout and
+scaleout-bf16); --torch fp32,bf16 likewise PyTorch, bf16 being
+torch.autocast("cpu", dtype=torch.bfloat16) (row pytorch-bf16).
 Per program: ms per step (median, min-max over every timed step of every
 repeat), tokens/s, MFU and peak RSS. MFU counts 6 x parameters x tokens plus
 the attention's 12 x L x C x T per token (forward + backward of QK^T and AV,
 PaLM's formula) against THREADS x 32 FLOP/cycle (AVX2+FMA; 64 with AVX-512)
-at the clock `scaleout version --cpu` measures in FMA chains.
+at the clock `scaleout version --cpu` measures in FMA chains; BF16 rows
+against the BF16 peak, twice that (vdpbf16ps: 32 products per 512-bit
+instruction, two per cycle like the FMA).
 
 llm.c is a peer program built outside this repository: pass --llmc, the path
 of a driver that includes llm.c's train_gpt2.c (with TESTING defined), runs
@@ -47,12 +52,12 @@ def run(cmd, env):
     return out, ru.ru_maxrss * 1024
 
 
-def scaleout(a, d, env):
+def scaleout(a, d, env, precision="fp32"):
     js = os.path.join(d, "so.json")
     cmd = [a.scaleout, "train", "--model", a.spec, "--dataset", "tokens", "--data-dir", d, "--seq-len", str(a.seq),
            "--shuffle", "off", "--batch-size", str(a.batch), "--steps", str(a.warmup + a.steps), "--optimizer",
            "adamw", "--lr", "1e-4", "--init-from", os.path.join(d, "model.bin"), "--eval-every", "-1", "--threads",
-           str(a.threads), "--json", js]
+           str(a.threads), "--json", js, "--precision", precision]
     _, rss = run(cmd, env)
     with open(js) as f:
         r = json.load(f)
@@ -66,11 +71,11 @@ def llmc(a, d, env):
     return [float(ms) for _, _, ms in steps[a.warmup:]], float(steps[0][1]), rss
 
 
-def pytorch(a, d, env):
+def pytorch(a, d, env, autocast=False):
     out, rss = run(["/usr/bin/python3", os.path.join(HERE, "torch_gpt2_train.py"), "--spec", a.spec, "--batch",
                   str(a.batch), "--seq", str(a.seq), "--threads", str(a.threads), "--steps", str(a.steps), "--warmup",
                   str(a.warmup), "--model", os.path.join(d, "model.bin"), "--tokens",
-                  os.path.join(d, "bench_train.bin")], env)
+                  os.path.join(d, "bench_train.bin")] + (["--autocast"] if autocast else []), env)
     r = json.loads(out.strip().splitlines()[-1])
     return r["ms"], None, rss
 
@@ -95,6 +100,8 @@ def main():
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--no-torch", action="store_true")
+    p.add_argument("--precision", default="fp32", help="scaleout's precisions, comma-separated: fp32,bf16")
+    p.add_argument("--torch", default="fp32", help="PyTorch's precisions, comma-separated: fp32,bf16 (CPU autocast)")
     p.add_argument("--json", help="write the figures here too")
     a = p.parse_args()
     cfg = tg.Config.parse(a.spec)
@@ -109,7 +116,12 @@ def main():
     tg.write_tokens(os.path.join(d, "bench_train.bin"), rng.integers(0, cfg.V, (a.warmup + a.steps + 1) * a.batch * a.seq + 1))
     tg.write_tokens(os.path.join(d, "bench_val.bin"), rng.integers(0, cfg.V, a.batch * a.seq + 1))
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
-    peers = [("scaleout", scaleout)] + ([("llm.c", llmc)] if a.llmc else []) + ([] if a.no_torch else [("pytorch", pytorch)])
+    precisions = a.precision.split(",")
+    peers = [("scaleout" if pr == "fp32" else "scaleout-" + pr, lambda a, d, env, pr=pr: scaleout(a, d, env, pr))
+             for pr in precisions]
+    peers += [("llm.c", llmc)] if a.llmc else []
+    for pr in [] if a.no_torch else a.torch.split(","):
+        peers += [("pytorch" if pr == "fp32" else "pytorch-" + pr, lambda a, d, env, pr=pr: pytorch(a, d, env, pr == "bf16"))]
     ms = {n: [] for n, _ in peers}
     rss = {n: 0 for n, _ in peers}
     first_loss = {}
@@ -126,17 +138,23 @@ def main():
     print("%s (%d parameters), B=%d T=%d, %d thread(s), %d repeats x %d steps; %s, peak %d x %d FLOP/cycle x %.2f GHz"
           " = %.0f GFLOP/s" % (cfg.spec(), nparams, a.batch, a.seq, a.threads, a.repeats, a.steps, isa, a.threads, fpc,
                                ghz, peak))
-    print("%-9s %10s %19s %10s %7s %8s %9s" % ("program", "ms/step", "(min-max)", "tokens/s", "MFU", "vs it", "peak RSS"))
-    base = float(np.median(ms["scaleout"]))
+    print("%-12s %10s %19s %10s %7s %8s %9s" % ("program", "ms/step", "(min-max)", "tokens/s", "MFU", "vs it",
+                                                "peak RSS"))
+    base = float(np.median(ms[peers[0][0]]))
     res = {}
     for name, _ in peers:
         med = float(np.median(ms[name]))
         res[name] = {"ms_median": med, "ms_min": min(ms[name]), "ms_max": max(ms[name]), "tokens_per_sec": tokens / med * 1e3,
-                     "mfu": flops / (med / 1e3) / 1e9 / peak, "scaleout_speedup": med / base,
+                     "mfu": flops / (med / 1e3) / 1e9 / (2 * peak if name.endswith("-bf16") else peak),
+                     "mfu_peak": "bf16" if name.endswith("-bf16") else "fp32", "scaleout_speedup": med / base,
                      "peak_rss_bytes": rss[name]}
-        print("%-9s %10.1f %9.1f-%-9.1f %10.1f %6.1f%% %7.2fx %8s" % (
+        print("%-12s %10.1f %9.1f-%-9.1f %10.1f %6.1f%% %7.2fx %8s" % (
             name, med, min(ms[name]), max(ms[name]), tokens / med * 1e3, 100 * res[name]["mfu"], med / base,
             "%.2f GB" % (rss[name] / 1e9) if rss[name] else "-"))
+    for name, peer in (("scaleout", "scaleout fp32"), ("pytorch-bf16", "PyTorch autocast bf16")):
+        if "scaleout-bf16" in res and name in res:
+            print("scaleout bf16 against %s: %.2fx faster" % (peer, res[name]["ms_median"] /
+                                                              res["scaleout-bf16"]["ms_median"]))
     if "llm.c" in first_loss:
         print("first-step loss: scaleout %.6f, llm.c %.6f (same weights and tokens)" % (first_loss["scaleout"],
                                                                                          first_loss["llm.c"]))

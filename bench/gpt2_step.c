@@ -5,7 +5,8 @@
  *
  *   gpt2_step SPEC B T STEPS [MODEL.bin [TOKENS.bin]]
  *
- * Threads: OMP_NUM_THREADS (or so_threads_set's default). Prints one line
+ * Threads: OMP_NUM_THREADS (or so_threads_set's default); precision:
+ * SCALEOUT_PRECISION (fp32, bf16 or auto; fp32 unset). Prints one line
  * per step (ms) and, over the steps after the first, the median and each
  * op kind's share of forward and backward. */
 #include <stdint.h>
@@ -58,8 +59,10 @@ int main(int argc, char **argv)
     so_zoo_entry z;
     so_graph *g;
     so_model *m;
-    if (so_zoo_resolve(argv[1], &z) || so_zoo_build(argv[1], 1, T, 1, z.classes, &g) ||
-        so_model_create(g, "onednn", B, 1, &m) || (argc > 5 && so_gpt2_load_llmc(m, argv[5], 0))) {
+    const char *prec = getenv("SCALEOUT_PRECISION");
+    so_model_opts o = {.backend = "onednn", .batch = B, .seed = 1};
+    if (so_precision_resolve(prec ? prec : "fp32", &o.precision) || so_zoo_resolve(argv[1], &z) ||
+        so_zoo_build(argv[1], 1, T, 1, z.classes, &g) || so_model_create_opts(g, &o, &m) || (argc > 5 && so_gpt2_load_llmc(m, argv[5], 0))) {
         fprintf(stderr, "gpt2_step: %s\n", so_errmsg());
         return 1;
     }

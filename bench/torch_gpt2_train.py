@@ -6,7 +6,11 @@ order of a token file, or random tokens. Prints one JSON line: ms per timed
 step (each), tokens/s over them, the peak RSS.
 
     /usr/bin/python3 bench/torch_gpt2_train.py --spec gpt2 --batch 4 --seq 64 --threads 1 \\
-        --steps 3 --warmup 1 [--model model.bin] [--tokens tokens.bin]
+        --steps 3 --warmup 1 [--model model.bin] [--tokens tokens.bin] [--autocast]
+
+--autocast runs the forward (and so the backward's matching products) under
+torch.autocast("cpu", dtype=torch.bfloat16): PyTorch's CPU mixed precision,
+the peer of scaleout's --precision bf16.
 """
 import argparse
 import os
@@ -27,6 +31,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--model", help="llm.c model file (else the twin's own initialisation)")
     ap.add_argument("--tokens", help="llm.c token file (else random tokens)")
+    ap.add_argument("--autocast", action="store_true", help="forward under CPU autocast to bfloat16")
     a = ap.parse_args()
     peer_env.prepare(a.threads)
     import json
@@ -47,7 +52,8 @@ def main():
         x, y = tg.batch(tokens, s % max(1, (len(tokens) - 1) // (a.batch * a.seq)), a.batch, a.seq)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        _, loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast):
+            _, loss = model(x, y)
         loss.backward()
         opt.step()
         if s >= a.warmup:

@@ -9,13 +9,16 @@
  * The bias gradient is a column sum of dY (onednn_seq.h's col_sums). No
  * weight copies: every layout is the flat one. An LM head whose only
  * consumer is the token loss keeps its gradient in its own output buffer
- * (the loss writes softmax - onehot over the logits): no second (R, Vp). */
+ * (the loss writes softmax - onehot over the logits): no second (R, Vp).
+ * Under --precision bf16 the products run in BF16 (onednn_linear_bf16.c);
+ * the bias gradient stays here, over the FP32 dY. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/onednn/onednn_gemm.h"
 #include "backend/onednn/onednn_internal.h"
+#include "backend/onednn/onednn_linear_bf16.h"
 #include "backend/onednn/onednn_seq.h"
 #include "scaleout/err.h"
 #include "scaleout/mem.h"
@@ -29,6 +32,7 @@ typedef struct {
     float *part;                         /* per-thread bias-gradient sums */
     int nthr;
     const od_gemm_kernels *gemm;         /* scaleout's GEMM (AVX2 and up), else the matmuls */
+    od_linear_bf16 *bf16;                /* the BF16 products (--precision bf16), else NULL */
 } od_linear;
 
 static void md2(dnnl_memory_desc_t *md, int64_t a, int64_t b, dnnl_format_tag_t tag)
@@ -38,10 +42,9 @@ static void md2(dnnl_memory_desc_t *md, int64_t a, int64_t b, dnnl_format_tag_t 
         memset(md, 0, sizeof *md);
 }
 
-/* A matmul primitive src x weights (+ bias) -> dst, dst += when sum. */
-static int matmul(od_state *s, int node, const char *what, const dnnl_memory_desc_t *src,
-                  const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst,
-                  int sum, od_prim *out)
+int od_linear_matmul(od_state *s, int node, const char *what, const dnnl_memory_desc_t *src,
+                     const dnnl_memory_desc_t *wei, const dnnl_memory_desc_t *bias, const dnnl_memory_desc_t *dst,
+                     int sum, od_prim *out)
 {
     dnnl_matmul_desc_t d;
     OD_CHECK(s, node, what, dnnl_matmul_desc_init(&d, src, wei, bias, dst));
@@ -87,7 +90,7 @@ static int create_fwd(od_state *s, int node, od_linear *l)
     md2(&b, 1, l->N, dnnl_ab);
     md2(&y, l->R, l->N, dnnl_ab);
     od_md_plain(s, node, &plain);
-    int rc = matmul(s, node, "matmul forward", &x, &w, nd->a.bias ? &b : NULL, &y, 0, &l->fwd);
+    int rc = od_linear_matmul(s, node, "matmul forward", &x, &w, nd->a.bias ? &b : NULL, &y, 0, &l->fwd);
     if (!rc)
         rc = diff_in_place(s, node) ? od_tensor_alloc_inplace(s, node, &plain) : od_tensor_alloc(s, node, &plain);
     float *p = s->m->params;
@@ -118,18 +121,43 @@ static int create_bwd(od_state *s, int node, od_linear *l)
     if (!rc)
         rc = od_mem_wrap(s, node, &dw, s->m->grads + weight_off(s, node), &l->dw);
     if (!rc)
-        rc = matmul(s, node, "matmul backward weights", &dyt, &x, NULL, &dw, 0, &l->bwd_w);
+        rc = od_linear_matmul(s, node, "matmul backward weights", &dyt, &x, NULL, &dw, 0, &l->bwd_w);
     if (!rc)
-        rc = matmul(s, node, "matmul backward weights", &dyt, &x, NULL, &dw, 1, &l->bwd_w_add);
+        rc = od_linear_matmul(s, node, "matmul backward weights", &dyt, &x, NULL, &dw, 1, &l->bwd_w_add);
     if (rc || !so_graph_needs_diff(s->g, node, 0))
         return rc;
     rc = od_mem_wrap(s, node, &wd, s->m->params + weight_off(s, node), &l->wd);
     if (!rc)
         rc = od_mem_wrap(s, node, &dx, od_in(s, node, 0)->dbuf, &l->dx);
     if (!rc)
-        rc = matmul(s, node, "matmul backward data", &dy, &wd, NULL, &dx, so_graph_diff_accumulate(s->g, node, 0),
-                    &l->bwd_data);
+        rc = od_linear_matmul(s, node, "matmul backward data", &dy, &wd, NULL, &dx,
+                              so_graph_diff_accumulate(s->g, node, 0), &l->bwd_data);
     return rc;
+}
+
+static size_t bias_off(od_state *s, int node, const od_linear *l)
+{
+    const so_node *nd = od_node(s, node);
+    return nd->param_off + (nd->a.tie ? 0 : (size_t)(l->N * l->K));
+}
+
+/* The BF16 products over the node's FP32 buffers. */
+static int create_bf16(od_state *s, int node, od_linear *l)
+{
+    const so_node *nd = od_node(s, node);
+    dnnl_memory_desc_t plain;
+    od_md_plain(s, node, &plain);
+    int rc = diff_in_place(s, node) ? od_tensor_alloc_inplace(s, node, &plain) : od_tensor_alloc(s, node, &plain);
+    if (rc)
+        return rc;
+    int dx = so_graph_needs_diff(s->g, node, 0);
+    od_linear_bf16_io io = {.R = l->R, .K = l->K, .N = l->N, .x = od_in(s, node, 0)->buf,
+                            .w = s->m->params + weight_off(s, node),
+                            .bias = nd->a.bias ? s->m->params + bias_off(s, node, l) : NULL,
+                            .y = s->t[node].buf, .dy = s->t[node].dbuf, .dx = dx ? od_in(s, node, 0)->dbuf : NULL,
+                            .dw = s->m->grads + weight_off(s, node),
+                            .dx_add = dx && so_graph_diff_accumulate(s->g, node, 0), .tied = nd->a.tie != 0};
+    return od_linear_bf16_create(s, node, &io, &l->bf16);
 }
 
 static int linear_create(od_state *s, int node)
@@ -151,6 +179,8 @@ static int linear_create(od_state *s, int node)
     l->nthr = omp_get_max_threads();
     if (nd->a.bias && !(l->part = so_alloc((size_t)l->nthr * (size_t)l->N * sizeof(float))))
         return so_err(SO_ENOMEM, "out of memory for node %s", nd->name);
+    if (s->m->precision == SO_PRECISION_BF16)
+        return create_bf16(s, node, l);
     l->gemm = getenv("SCALEOUT_LINEAR_ONEDNN") ? NULL : od_gemm_pick();
     size_t work = l->gemm ? (size_t)l->nthr * od_gemm_work(l->gemm) * sizeof(float) : 0;
     if (work > s->wtmp_bytes)
@@ -190,6 +220,8 @@ static int linear_forward(od_state *s, int node, int training)
 {
     (void)training;
     od_linear *l = s->t[node].priv;
+    if (l->bf16)
+        return od_linear_bf16_forward(s, node, l->bf16);
     if (l->gemm) {
         gemm_forward(s, node, l);
         return 0;
@@ -228,6 +260,12 @@ static int linear_backward(od_state *s, int node)
 {
     od_linear *l = s->t[node].priv;
     int rc = 0;
+    if (l->bf16) {
+        rc = od_linear_bf16_backward(s, node, l->bf16);
+        if (!rc && l->part)
+            bias_grad(s, node, l);
+        return rc;
+    }
     if (l->gemm) {
         gemm_backward(s, node, l);
         if (l->part)
@@ -257,7 +295,13 @@ static void linear_destroy(void *priv)
     for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
         od_mem_free(mems[i], NULL);
     so_free(l->part);
+    od_linear_bf16_destroy(l->bf16);
     free(l);
 }
 
-const od_op od_op_linear = {linear_create, linear_forward, linear_backward, linear_destroy, NULL};
+static void linear_invalidate(void *priv)
+{
+    od_linear_bf16_invalidate(((od_linear *)priv)->bf16);
+}
+
+const od_op od_op_linear = {linear_create, linear_forward, linear_backward, linear_destroy, linear_invalidate};
