@@ -47,6 +47,43 @@ assert r['precision'] == 'fp32' and r['config']['precision_requested'] == 'auto'
 assert r['environment']['bf16'] is False and r['environment']['bf16_peak_gflops_per_core'] == 0
 " && ok || bad "auto under an avx2 cap: $(cat "$tmp/a2")"
 
+# Export: --dtype bf16 writes every float tensor as "BF16", the FP32 master
+# weights rounded to nearest even (PyTorch's .to(torch.bfloat16) gives the same
+# bits), loadable by the PyTorch twin; a bad --dtype exits 2.
+"$bin" "${common[@]}" --steps 3 --model smallcnn --ckpt-every 3 --ckpt-dir "$tmp/ex" >"$tmp/ex.log" 2>&1 &&
+  "$bin" ckpt export "$tmp/ex" -o "$tmp/f32.st" >/dev/null 2>&1 &&
+  "$bin" ckpt export "$tmp/ex" -o "$tmp/bf16.st" --dtype bf16 >"$tmp/exb.log" 2>&1 &&
+  grep -q "BF16" "$tmp/exb.log" && ok || bad "ckpt export --dtype bf16: $(cat "$tmp/ex.log" "$tmp/exb.log")"
+one_line_exit2 "a bad --dtype" "dtype" "$bin" ckpt export "$tmp/ex" -o "$tmp/x.st" --dtype f16
+one_line_exit2 "--dtype bf16 with llmc" "dtype" "$bin" ckpt export "$tmp/ex" -o "$tmp/x.bin" --format llmc --dtype bf16
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+  /usr/bin/python3 - "$src/bench" "$tmp/f32.st" "$tmp/bf16.st" <<'PY' && ok || bad "the BF16 export against PyTorch's rounding"
+import json, struct, sys
+sys.path.insert(0, sys.argv[1])
+import torch, torch_models
+def read(path):
+    raw = open(path, "rb").read()
+    (hl,) = struct.unpack("<Q", raw[:8])
+    header, data = json.loads(raw[8:8 + hl]), raw[8 + hl:]
+    dtypes = {"F32": torch.float32, "BF16": torch.bfloat16, "I64": torch.int64}
+    return {k: (t["dtype"], torch.frombuffer(bytearray(data[t["data_offsets"][0]:t["data_offsets"][1]]),
+                                              dtype=dtypes[t["dtype"]]).reshape(t["shape"]))
+            for k, t in header.items() if k != "__metadata__"}
+f, b = read(sys.argv[2]), read(sys.argv[3])
+assert f.keys() == b.keys()
+for k, (dt, t) in f.items():
+    if dt == "I64":
+        assert b[k][0] == "I64" and torch.equal(b[k][1], t), k
+        continue
+    assert b[k][0] == "BF16", (k, b[k][0])
+    assert torch.equal(b[k][1].view(torch.int16), t.to(torch.bfloat16).view(torch.int16)), k
+model = torch_models.build("smallcnn")
+model.load_state_dict({k: t for k, (_, t) in b.items()}, strict=True)
+PY
+else
+  echo "skipped: /usr/bin/python3 cannot import torch (the BF16 export against PyTorch)"
+fi
+
 if [ $has_bf16 = 0 ]; then
   echo "$pass passed, $fail failed; BF16 parts skipped: this CPU has no AVX512_BF16 ($("$bin" version --cpu | tail -1))"
   [ $fail -eq 0 ] && exit 77 || exit 1
