@@ -2,7 +2,8 @@
 # BF16 mixed precision from the command line (issue 38):
 #  - refusals (any CPU): --precision bf16 under SCALEOUT_MAX_ISA=avx2, on the
 #    ref backend, and an unknown value exit 2 with one line; `auto` says what it chose
-#  - `version --cpu` and the --json environment carry the BF16 peak, "none" under a cap
+#  - `version --cpu` and the --json environment carry the BF16 peak, "none" under a cap;
+#    a BF16 run's MFU is against the BF16 peak, an FP32 run's against the FP32 one
 #  - on a CPU with AVX512_BF16: a resume in BF16 is bitwise; data parallel np 2
 #    equals one process with --accumulate 2 within the BF16 tolerance; LeNet-5
 #    on Fashion-MNIST, 1 epoch, is within 1% test accuracy of FP32 from the same seed
@@ -45,6 +46,7 @@ SCALEOUT_MAX_ISA=avx2 "$bin" "${auto[@]}" --json "$tmp/a2.json" >"$tmp/a2" 2>&1 
 import json,sys; r=json.load(open('$tmp/a2.json'))
 assert r['precision'] == 'fp32' and r['config']['precision_requested'] == 'auto', r['precision']
 assert r['environment']['bf16'] is False and r['environment']['bf16_peak_gflops_per_core'] == 0
+assert r['mfu_peak'] == 'FP32' and r['mfu'] > 0, (r['mfu_peak'], r['mfu'])
 " && ok || bad "auto under an avx2 cap: $(cat "$tmp/a2")"
 
 # Export: --dtype bf16 writes every float tensor as "BF16", the FP32 master
@@ -106,7 +108,8 @@ PY
 import json; r=json.load(open('$tmp/a.json'))
 assert r['precision'] == 'bf16' and r['config']['precision_requested'] == 'auto', r['precision']
 e = r['environment']; assert e['bf16'] is True and e['bf16_peak_gflops_per_core'] > e['peak_gflops_per_core']
-" && ok || bad "auto with AVX512_BF16: $(cat "$tmp/a")"
+assert r['mfu_peak'] == 'BF16' and r['mfu_peak_gflops_per_core'] == e['bf16_peak_gflops_per_core'], r['mfu_peak']
+" && grep -q '^MFU: .* of the BF16 peak' "$tmp/a" && ok || bad "auto with AVX512_BF16: $(cat "$tmp/a")"
 
 compare() { # compare A B TOL: max |a-b| <= TOL * max |a| (TOL 0 = bitwise)
   /usr/bin/python3 - "$tmp/$1.bin" "$tmp/$2.bin" "$3" <<'PY'
