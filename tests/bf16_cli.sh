@@ -143,15 +143,15 @@ train full --steps 12 &&
 
 # Data parallel: 2 ranks x 32 against one process accumulating 2 x 32. The
 # per-sample arithmetic is the same; only the FP32 sums of the gradients are
-# ordered differently, and a master weight an ulp apart can round to a BF16
-# copy one BF16 ulp (2^-8 relative) apart, which the next steps carry on. The
-# tolerance is two BF16 ulps of the largest weight after 15 steps (FP32: 1e-5,
-# tests/cli_dp.sh).
+# ordered differently, and two master weights an FP32 ulp apart can round to
+# BF16 copies a BF16 ulp (2^-8 relative) apart, which the next steps carry on
+# (scaled by the learning rate). 1e-4 of the largest weight after 15 steps:
+# 10x FP32's 1e-5 (tests/cli_dp.sh) for such flips; Zen 5 gives 1.3e-6.
 if full_only "BF16 data parallel"; then
   "$mpirun" -np 2 "$bin" "${common[@]}" --steps 15 --precision bf16 --dump-params "$tmp/dp2.bin" >"$tmp/dp2.log" 2>&1 ||
     bad "np 2 bf16: $(tail -3 "$tmp/dp2.log")"
   train acc2 --steps 15 --accumulate 2 &&
-    { compare dp2 acc2 7.8e-3 && ok || bad "bf16: np 2 x 32 differs from 1 process --accumulate 2 x 32"; }
+    { compare dp2 acc2 1e-4 && ok || bad "bf16: np 2 x 32 differs from 1 process --accumulate 2 x 32"; }
 fi
 
 # LeNet-5, 1 epoch of Fashion-MNIST: BF16 test accuracy within 1% of FP32's
