@@ -91,7 +91,7 @@ done
 # agrees to stay on MPI, with a warning, and the results are still right.
 SCALEOUT_TCP_IF=so-none run 2 1 tcp_none "$bin" bench allreduce --algo hier --sizes 256K -i 3 --check && {
   grep -Eq "^# hier across nodes: 0 steps on scaleout's tcp ring" "$tmp/tcp_none" &&
-    grep -q "stays on MPI" "$tmp/tcp_none" && ok || bad "SCALEOUT_TCP_IF=so-none: $(grep -E 'across|tcp' "$tmp/tcp_none")"
+    grep -q "steps across nodes stay on MPI" "$tmp/tcp_none" && ok || bad "SCALEOUT_TCP_IF=so-none: $(grep -E 'across|tcp' "$tmp/tcp_none")"
 }
 
 # Bytes on the links: one ring allreduce of 4 MiB sends 2(p-1)/p * 4 MiB = 4 MiB per rank.

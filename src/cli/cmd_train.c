@@ -700,14 +700,15 @@ static int dump_params(const char *path, const float *params, size_t count)
     return (fclose(f) != 0 || n != count) ? -1 : 0;
 }
 
-/* Whether the gradient allreduces ran zero-copy on the registered gradient
- * buffer (hier above its one-barrier size; this rank's counts). */
+/* Whether hier's collectives (the gradient allreduces; the sharded
+ * strategies' reduce-scatters and allgathers) ran zero-copy on registered
+ * buffers (above the one-barrier size; this rank's counts). */
 static void hier_paths(const so_job *j)
 {
     unsigned long long zc, copied;
     so_job_hier_paths(j, &zc, &copied);
     if (zc + copied > 0)
-        printf("hier: %llu gradient allreduces zero-copy on registered gradients, %llu copied through the window\n",
+        printf("hier: %llu collectives zero-copy on registered buffers, %llu copied (window or ring)\n",
                zc, copied);
     unsigned long long tcp, mpi;
     so_job_hier_across(j, &tcp, &mpi);

@@ -73,7 +73,7 @@ static int small_reduce(so_coll_ctx *x, so_shm *s, const void *send, void *recv,
  * as slow as 0.55x MPI_Allreduce) in half the runs, at near and far core
  * placement alike; streaming stores gave 4-8 GB/s in every run (np 2, 256 KiB
  * to 64 MiB, docs/PERFORMANCE.md). (On the earlier Xeon VM they were slower.) */
-static void copy(void *dst, const void *src, size_t bytes)
+void so_shm_copy(void *dst, const void *src, size_t bytes)
 {
     if (so_comm_env_get()->shm_nt)
         so_copy_nt(dst, src, bytes);
@@ -95,7 +95,7 @@ static void hand_over(so_coll_ctx *x, so_shm *s, const void *send, size_t off, s
     for (int k = 0; k < s->q; k++)
         if (k != s->r) {
             so_blk(cn, s->q, k, &ko, &kl);
-            copy(s->contrib[s->r] + ko * x->esz, so_el(x, send, off + ko), kl * x->esz);
+            so_shm_copy(s->contrib[s->r] + ko * x->esz, so_el(x, send, off + ko), kl * x->esz);
         }
 }
 
@@ -117,7 +117,7 @@ static void reduce_mine(so_coll_ctx *x, so_shm *s, const void *send, void *recv,
         so_red_multi_avg(x->dt, so_el(x, recv, off + mo), in, k, ml, avg_p);
     else
         so_red_multi(x->dt, op, so_el(x, recv, off + mo), in, k, ml);
-    copy(s->result[s->r] + mo * x->esz, so_el(x, recv, off + mo), ml * x->esz);
+    so_shm_copy(s->result[s->r] + mo * x->esz, so_el(x, recv, off + mo), ml * x->esz);
 }
 
 /* Chunked reduce-scatter in the window; copies the result into recv on every
@@ -230,7 +230,7 @@ static int hier(so_coll_ctx *x, const void *send, void *recv, size_t count, so_r
     if (rc || s->nodes == 1)
         return rc;
     if (s->r == 0)
-        rc = so_hier_across(x, &s->tcp_leaders, recv, count, op, s->leaders, s->nodes);
+        rc = so_hier_across(x, recv, count, op, s->leaders, s->nodes);
     if (!rc && s->q > 1)
         rc = shm_bcast(x, s, recv, count);
     return rc;

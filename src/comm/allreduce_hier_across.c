@@ -11,7 +11,6 @@
 #include "coll_internal.h"
 
 #include "scaleout/err.h"
-#include "scaleout/log.h"
 
 /* Steps across nodes by transport, for so_comm_hier_across_counts. */
 static _Atomic uint64_t n_tcp, n_mpi;
@@ -29,38 +28,19 @@ so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes)
     return bytes <= (64 << 10) ? SO_ALLREDUCE_RD : SO_ALLREDUCE_RABENSEIFNER;
 }
 
-/* The group's tcp transport when this step should take it, else NULL: set up
- * at the first large step (the same call on every member); a set-up that
- * did not connect everyone (agreed, warned) leaves the group on MPI. */
-static int tcp_for(so_coll_ctx *x, so_tcp_slot *slot, size_t count, MPI_Comm comm, so_tp **tp)
-{
-    *tp = NULL;
-    if (!so_tcp_wanted(count * x->esz))
-        return 0;
-    if (!slot->tried) {
-        slot->tried = 1;
-        int rc = so_tp_get(comm, SO_TRANSPORT_TCP, x->w, &slot->tp);
-        if (rc && rc != SO_EUNSUP)
-            return rc;
-        if (rc)
-            so_log(SO_LOG_WARN, "%s; hier's step across nodes stays on MPI", so_errmsg());
-    }
-    *tp = slot->tp;
-    return 0;
-}
-
-int so_hier_across(so_coll_ctx *x, so_tcp_slot *slot, void *buf, size_t count, so_reduce_op op, MPI_Comm comm,
-                   int nodes)
+/* A large step takes the group's tcp transport (set up at the first one,
+ * the same call on every member); a set-up that did not connect everyone
+ * (agreed, warned) leaves the group on MPI. */
+int so_hier_across(so_coll_ctx *x, void *buf, size_t count, so_reduce_op op, MPI_Comm comm, int nodes)
 {
     so_tp *tp;
-    int rc = tcp_for(x, slot, count, comm, &tp);
+    int rc = so_tcp_wanted(count * x->esz) ? so_tp_tcp_or_mpi(comm, x->w, "hier's steps across nodes", &tp)
+                                           : so_tp_get(comm, SO_TRANSPORT_MPI, x->w, &tp);
     if (rc)
         return rc;
     so_allreduce_algo a = so_allreduce_leaders_algo(count * x->esz, nodes);
-    if (tp)
+    if (tp->kind == SO_TRANSPORT_TCP)
         a = SO_ALLREDUCE_RING;
-    else if ((rc = so_tp_get(comm, SO_TRANSPORT_MPI, x->w, &tp)))
-        return rc;
     atomic_fetch_add_explicit(a == SO_ALLREDUCE_RING ? &n_tcp : &n_mpi, 1, memory_order_relaxed);
     so_coll_ctx across = *x;
     across.tp = tp;

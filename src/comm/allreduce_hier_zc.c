@@ -167,7 +167,7 @@ int so_hier_zc_run(so_coll_ctx *x, so_shm *s, size_t count, so_reduce_op op, int
     reduce_slice(x, s, lo, len, op, avg_p, s->nodes == 1);
     if (s->nodes > 1 && len > 0) { /* same q everywhere: node rank r's slice is the same on every node */
         char *mine = s->zc_out[s->r] + lo * x->esz;
-        int rc = so_hier_across(x, &s->tcp_cross, mine, len, op, s->cross, s->nodes);
+        int rc = so_hier_across(x, mine, len, op, s->cross, s->nodes);
         if (rc)
             return rc;
         if (avg_p)

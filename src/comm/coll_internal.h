@@ -97,14 +97,6 @@ typedef struct {
  * hosts; from 64 KiB (below, latency rules). */
 int so_tcp_wanted(size_t bytes);
 
-/* A group's tcp transport for hier's step across nodes, set up at its first
- * large step (collective then). Borrowed: the transport is cached on the
- * group's communicator (so_tp_get) and freed with it. */
-typedef struct {
-    so_tp *tp;
-    int tried; /* 1 once set up or refused: a refused set-up is not tried again */
-} so_tcp_slot;
-
 typedef struct so_shm {
     MPI_Comm node;    /* this node's ranks (emulated node within the real one) */
     MPI_Comm leaders; /* node_rank 0 of every node; MPI_COMM_NULL on other ranks */
@@ -129,8 +121,6 @@ typedef struct so_shm {
     char **zc_out;    /* [q] zero copy: node rank j's recv buffer */
     uint64_t epoch;   /* steps this rank has signalled (same count on every rank) */
     uint64_t calls;   /* small-message calls: picks the small buffer */
-    so_tcp_slot tcp_leaders; /* the leaders' tcp transport (copy path) */
-    so_tcp_slot tcp_cross;   /* this node rank's tcp transport across nodes (zero-copy path) */
 } so_shm;
 
 /* The context of comm (created on first use: collective over comm, waits
@@ -143,6 +133,9 @@ int so_shm_get(MPI_Comm comm, so_waiter *w, so_shm **out);
  * a barrier over shared memory, watched by w. Writes before it are visible to
  * every node rank after it (release / acquire). */
 int so_shm_barrier(so_shm *s, so_waiter *w);
+/* A copy into the window (streaming stores unless SCALEOUT_SHM_NT=0: peers
+ * then read it from memory, not from our cache; allreduce_hier.c says why). */
+void so_shm_copy(void *dst, const void *src, size_t bytes);
 
 /* ---- registered buffers (regbuf.c) ------------------------------------------------
  * A region is one so_comm_buf_alloc: an MPI-3 shared window over the node of
@@ -220,7 +213,6 @@ so_allreduce_algo so_allreduce_leaders_algo(size_t bytes, int nodes);
 /* hier's step across nodes, in place on buf over comm (the leaders, or a cross
  * group): the ring over the group's tcp transport when so_tcp_wanted, else
  * so_allreduce_leaders_algo over MPI point-to-point. Collective over comm. */
-int so_hier_across(so_coll_ctx *x, so_tcp_slot *slot, void *buf, size_t count, so_reduce_op op, MPI_Comm comm,
-                   int nodes);
+int so_hier_across(so_coll_ctx *x, void *buf, size_t count, so_reduce_op op, MPI_Comm comm, int nodes);
 
 #endif

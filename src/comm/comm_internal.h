@@ -26,7 +26,6 @@ struct so_comm {
     so_comm *cross_group;   /* my node rank on every node (so_comm_cross_group, made on first
                              * use): c itself when every rank is its own node; owned otherwise */
     so_transport transport; /* the hand-written algorithms' transport when a call names none */
-    int tcp_auto_failed;    /* auto's tcp across hosts could not connect every rank: MPI (dispatch.c) */
     int owns_mpi;    /* so_comm_init called MPI_Init_thread, so finalize calls MPI_Finalize */
     int is_job;      /* the group of so_comm_init: its finalize stops the communication thread */
     double stall_warning_s, timeout_s;

@@ -6,7 +6,6 @@
 #include "dispatch.h"
 
 #include "scaleout/err.h"
-#include "scaleout/log.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +120,10 @@ static int resolve_algo(so_comm *c, const so_coll_call *k, size_t bytes)
     }
     if (a != SO_ALGO_DEFAULT)
         return a;
-    return k->kind == SO_COLL_BCAST ? SO_BCAST_BINOMIAL : k->kind == SO_COLL_REDUCE_SCATTER ? SO_RS_RING : SO_AG_RING;
+    /* hier: zero copy on one node from registered buffers, else the same
+     * node-rank order through the window (reduce-scatter) or the ring
+     * (allgather, which adds nothing); the ring across nodes. */
+    return k->kind == SO_COLL_BCAST ? SO_BCAST_BINOMIAL : k->kind == SO_COLL_REDUCE_SCATTER ? SO_RS_HIER : SO_AG_HIER;
 }
 
 /* Block offsets of the call: displ[0..size]. */
@@ -222,17 +224,12 @@ static int run_wire(so_coll_ctx *x, const so_coll_call *k, int algo, const size_
 static int resolve_transport(so_comm *c, MPI_Comm comm, const so_coll_call *k, so_waiter *w, so_tp **tp)
 {
     so_transport tk = k->transport == SO_TRANSPORT_AUTO ? c->transport : k->transport;
-    int across = tk == SO_TRANSPORT_AUTO && c->topo.num_nodes > 1 && !c->tcp_auto_failed &&
+    int across = tk == SO_TRANSPORT_AUTO && c->topo.num_nodes > 1 &&
                  (k->kind == SO_COLL_REDUCE_SCATTER || k->kind == SO_COLL_ALLGATHER) &&
                  so_tcp_wanted(k->count * so_dtype_size(k->wire));
     if (!across)
         return so_tp_get(comm, tk, w, tp);
-    int rc = so_tp_get(comm, SO_TRANSPORT_TCP, w, tp);
-    if (rc != SO_EUNSUP)
-        return rc;
-    so_log(SO_LOG_WARN, "%s; this group's reduce-scatters and allgathers stay on MPI", so_errmsg());
-    c->tcp_auto_failed = 1;
-    return so_tp_get(comm, SO_TRANSPORT_MPI, w, tp);
+    return so_tp_tcp_or_mpi(comm, w, "this group's reduce-scatters and allgathers", tp);
 }
 
 int so_coll_run(so_comm *c, MPI_Comm comm, const so_coll_call *k, so_waiter *w, so_scratch *s,

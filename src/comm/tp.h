@@ -61,6 +61,10 @@ int so_tp_wait(so_tp *t, so_waiter *w, so_tp_req *r, int n);
  * first use, collective over comm then, and cached on comm (freed with it).
  * SO_EINVAL when it cannot run on these ranks (shm across hosts). */
 int so_tp_get(MPI_Comm comm, so_transport kind, so_waiter *w, so_tp **out);
+/* The tcp transport over comm where every rank could connect; otherwise
+ * (agreed: so_tp_tcp_new's SO_EUNSUP) one warning saying that `what` stays
+ * on MPI, and MPI's transport, now and on every later call for comm. */
+int so_tp_tcp_or_mpi(MPI_Comm comm, so_waiter *w, const char *what, so_tp **out);
 
 /* The transports (tp_get.c makes them through these). */
 int so_tp_mpi_new(MPI_Comm comm, so_tp **out);

@@ -5,6 +5,7 @@
 #include "tp.h"
 
 #include "scaleout/err.h"
+#include "scaleout/log.h"
 
 static int keys[SO_TRANSPORT_COUNT] = {MPI_KEYVAL_INVALID, MPI_KEYVAL_INVALID, MPI_KEYVAL_INVALID,
                                        MPI_KEYVAL_INVALID};
@@ -51,6 +52,29 @@ int so_tp_get(MPI_Comm comm, so_transport kind, so_waiter *w, so_tp **out)
         *out = NULL;
         return so_mpi_err(mrc, "MPI_Comm_set_attr");
     }
+out:
+    return rc;
+}
+
+/* Marks a communicator whose tcp set-up was refused (some rank could not
+ * connect), so later asks take MPI without trying, and warning, again. */
+static int refused_key = MPI_KEYVAL_INVALID;
+
+int so_tp_tcp_or_mpi(MPI_Comm comm, so_waiter *w, const char *what, so_tp **out)
+{
+    int rc = 0, flag = 0;
+    void *val;
+    if (refused_key == MPI_KEYVAL_INVALID)
+        SO_MPI_TRY(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, MPI_COMM_NULL_DELETE_FN, &refused_key, NULL));
+    SO_MPI_TRY(MPI_Comm_get_attr(comm, refused_key, &val, &flag));
+    if (!flag) {
+        rc = so_tp_get(comm, SO_TRANSPORT_TCP, w, out);
+        if (rc != SO_EUNSUP)
+            return rc;
+        so_log(SO_LOG_WARN, "%s; %s stay on MPI", so_errmsg(), what);
+        SO_MPI_TRY(MPI_Comm_set_attr(comm, refused_key, &refused_key));
+    }
+    return so_tp_get(comm, SO_TRANSPORT_MPI, w, out);
 out:
     return rc;
 }

@@ -785,7 +785,9 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
 }
 
 /* zero2/3's gradients and zero3's parameters are mapped a unit at a time;
- * with --shard-unit N, dense layers above N MiB run in chunks of rows. */
+ * with --shard-unit N, dense layers above N MiB run in chunks of rows.
+ * zero1 keeps the caller's gradient allocator: data parallelism's registered
+ * memory, from which the reduce-scatter on one node reads without copies. */
 static int zero_model_opts(int stage, const so_strategy_config *c, so_model_opts *o)
 {
     shard_units u;
@@ -793,9 +795,11 @@ static int zero_model_opts(int stage, const so_strategy_config *c, so_model_opts
     if (rc)
         return rc;
     o->chunk_bytes = u.chunk_bytes;
-    o->grads_alloc = stage > 1 ? shard_reserve : NULL;
-    o->grads_free = stage > 1 ? shard_unreserve : NULL;
-    o->grads_ctx = NULL;
+    if (stage > 1) {
+        o->grads_alloc = shard_reserve;
+        o->grads_free = shard_unreserve;
+        o->grads_ctx = NULL;
+    }
     o->params_alloc = stage > 2 ? shard_reserve : NULL;
     o->params_free = stage > 2 ? shard_unreserve : NULL;
     o->params_ctx = NULL;

@@ -59,6 +59,7 @@ static void destroy(void *state)
     free(s->dblocks);
     so_free(s->wstage);
     so_free(s->wtmp);
+    od_bf16_free(s);
     od_wino_free(s);
     free(s->t);
     od_mem_free(&s->pad_mem, NULL);
@@ -106,6 +107,8 @@ static int build(od_state *s)
             return so_err(SO_ENOMEM, "out of memory for the onednn scratch buffers");
         rc = od_wino_alloc(s);
     }
+    if (!rc)
+        rc = od_bf16_alloc(s);
     for (int i = 0; !rc && i < s->n; i++)
         rc = tensor_finish(s, i);
     if (!rc) {
@@ -230,11 +233,12 @@ static void params_changed(void *state)
 }
 
 /* Activations, the diff pool and the staging buffers (weights in primitive
- * layout and weight gradients are per state too, but not activations). */
+ * layout and weight gradients are per state too, but not activations; the
+ * per-layer BF16 weight copies are counted, they exist only in BF16). */
 static size_t state_bytes(void *state)
 {
     od_state *s = state;
-    size_t total = s->diff_bytes + s->scratch_bytes + s->pad_bytes +
+    size_t total = s->diff_bytes + s->scratch_bytes + s->pad_bytes + 2 * s->h16_bytes + s->wbf16_bytes +
                    s->wino_floats * sizeof(float) * (size_t)s->wino_nthr;
     for (int i = 0; i < s->n; i++)
         total += s->t[i].bytes;

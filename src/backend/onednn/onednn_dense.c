@@ -23,11 +23,14 @@ typedef struct {
     float *x, *dx;
     dnnl_memory_t x_mem, dx_mem;
     int chunked;                     /* run by rows (dense_chunk), no primitives */
+    od_tobf16 src_h, ddst_h;         /* --precision bf16 (a copy_src layer's x is BF16 itself) */
 } od_dense;
 
 typedef struct {
     dnnl_memory_desc_t w_any, w_user, b, d2;
-    dnnl_memory_desc_t src;   /* what the primitives see: the input's md, or its plain copy */
+    dnnl_memory_desc_t w_in;  /* what fwd and bwd_data read: w_any, BF16 under --precision bf16 */
+    dnnl_memory_desc_t src;   /* the input's md, or its plain copy (FP32) */
+    dnnl_memory_desc_t src_in; /* what the primitives read: src, BF16 under --precision bf16 */
     int copy_src;
     size_t wcount;
 } dense_geom;
@@ -55,14 +58,20 @@ static void dense_geometry(od_state *s, int node, dense_geom *dg)
     od_md_4d(&dg->w_user, nd->a.out, is.c, is.h, is.w, dnnl_oihw);
     od_md_1d(&dg->b, nd->a.out);
     dnnl_memory_desc_init_by_tag(&dg->d2, 2, d2, dnnl_f32, dnnl_nc);
+    /* BF16 (autocast): source, weights and diff_dst BF16; dst, diff_src,
+     * diff_weights and bias FP32. Not for chunked layers (create_chunked). */
+    dnnl_data_type_t lo = od_bf16(s) ? dnnl_bf16 : dnnl_f32;
+    dg->w_in = od_md_as(&dg->w_any, lo);
+    dg->src_in = od_md_as(&dg->src, lo);
 }
 
 static int create_copies(od_state *s, int node, od_dense *d, const dense_geom *dg)
 {
     od_tensor *in = od_in(s, node, 0);
-    int rc = od_mem_alloc(s, node, &dg->src, &d->x, &d->x_mem);
+    /* The plain copy is the BF16 conversion too under --precision bf16. */
+    int rc = od_mem_alloc(s, node, &dg->src_in, &d->x, &d->x_mem);
     if (!rc)
-        rc = od_reorder_init(s, node, "dense source copy", &in->md, &dg->src, 0, &d->x_to_plain);
+        rc = od_reorder_init(s, node, "dense source copy", &in->md, &dg->src_in, 0, &d->x_to_plain);
     if (rc || !so_graph_needs_diff(s->g, node, 0))
         return rc;
     rc = od_mem_alloc(s, node, &dg->src, &d->dx, &d->dx_mem);
@@ -77,7 +86,7 @@ static int create_fwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
     od_tensor *t = &s->t[node];
     dnnl_inner_product_desc_t ip;
     OD_CHECK(s, node, "inner product forward desc",
-             dnnl_inner_product_forward_desc_init(&ip, dnnl_forward_training, &dg->src, &dg->w_any,
+             dnnl_inner_product_forward_desc_init(&ip, dnnl_forward_training, &dg->src_in, &dg->w_in,
                                                   &dg->b, &dg->d2));
     int rc = od_prim_init(s, node, "inner product forward", &ip, nd->a.relu, NULL, &d->fwd);
     dnnl_memory_desc_t plain, w = od_query_md(&d->fwd, dnnl_query_weights_md);
@@ -94,15 +103,18 @@ static int create_fwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
         rc = od_mem_wrap(s, node, &dg->b, s->m->params + nd->param_off + dg->wcount, &d->bias);
     if (!rc && dg->copy_src)
         rc = create_copies(s, node, d, dg);
+    else if (!rc && od_bf16(s))
+        rc = od_tobf16_init(s, node, &od_in(s, node, 0)->md, OD_H16_SRC, &d->src_h);
     return rc;
 }
 
 static int create_bwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
 {
     const so_node *nd = od_node(s, node);
+    dnnl_memory_desc_t ddst = od_md_as(&dg->d2, dg->src_in.data_type);
     dnnl_inner_product_desc_t ip;
     OD_CHECK(s, node, "inner product backward weights desc",
-             dnnl_inner_product_backward_weights_desc_init(&ip, &dg->src, &dg->w_any, &dg->b, &dg->d2));
+             dnnl_inner_product_backward_weights_desc_init(&ip, &dg->src_in, &dg->w_any, &dg->b, &ddst));
     int rc = od_prim_init(s, node, "inner product backward weights", &ip, 0, d->fwd.pd, &d->bwd_w);
     dnnl_memory_desc_t dw = od_query_md(&d->bwd_w, dnnl_query_diff_weights_md);
     if (!rc)
@@ -111,10 +123,12 @@ static int create_bwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
         rc = od_mem_alloc(s, node, &dg->b, &d->db, &d->db_mem);
     if (!rc && nd->a.relu)
         rc = od_relu_bwd_init(s, node, &d->relu_bwd);
+    if (!rc && od_bf16(s))
+        rc = od_tobf16_init(s, node, &dg->d2, OD_H16_DIFF, &d->ddst_h);
     if (rc || !so_graph_needs_diff(s->g, node, 0))
         return rc;
     OD_CHECK(s, node, "inner product backward data desc",
-             dnnl_inner_product_backward_data_desc_init(&ip, &dg->src, &dg->w_any, &dg->d2));
+             dnnl_inner_product_backward_data_desc_init(&ip, &dg->src, &dg->w_in, &ddst));
     rc = od_prim_init(s, node, "inner product backward data", &ip, 0, d->fwd.pd, &d->bwd_data);
     if (rc)
         return rc;
@@ -134,6 +148,7 @@ static int create_chunked(od_state *s, int node, od_dense *d, dense_geom *dg)
     dnnl_memory_desc_t plain;
     od_md_plain(s, node, &plain);
     od_md_plain(s, od_node(s, node)->inputs[0], &dg->src);
+    dg->src_in = dg->src; /* FP32 even under --precision bf16: the chunks run sgemm */
     int rc = od_tensor_alloc(s, node, &plain);
     if (!rc)
         rc = create_copies(s, node, d, dg);
@@ -157,6 +172,18 @@ static int dense_create(od_state *s, int node)
     return rc;
 }
 
+/* The source the primitives read: the input, its plain copy, or (BF16)
+ * its conversion in the shared staging. */
+static int dense_source(od_state *s, int node, od_dense *d, dnnl_memory_t *x)
+{
+    *x = od_in(s, node, 0)->mem;
+    if (d->x) {
+        *x = d->x_mem;
+        return od_reorder_exec(s, node, "dense source copy", &d->x_to_plain, od_in(s, node, 0)->mem, d->x_mem);
+    }
+    return d->src_h.mem ? od_tobf16_exec(s, node, &d->src_h, od_in(s, node, 0)->mem, x) : 0;
+}
+
 /* (N, C,H,W any layout) x (out, C*H*W)^T + b -> (N, out). */
 static int dense_forward(od_state *s, int node, int training)
 {
@@ -164,13 +191,13 @@ static int dense_forward(od_state *s, int node, int training)
     od_dense *d = s->t[node].priv;
     if (d->chunked)
         return so_err(SO_EINVAL, "node %s runs in chunks, not whole", od_node(s, node)->name);
-    dnnl_memory_t w;
+    dnnl_memory_t w, x = NULL;
     int rc = od_wcache_get(s, node, &d->w_fwd, &w);
-    if (!rc && d->x)
-        rc = od_reorder_exec(s, node, "dense source copy", &d->x_to_plain, od_in(s, node, 0)->mem, d->x_mem);
+    if (!rc)
+        rc = dense_source(s, node, d, &x);
     if (rc)
         return rc;
-    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, d->x ? d->x_mem : od_in(s, node, 0)->mem},
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, x},
                             {DNNL_ARG_WEIGHTS, w},
                             {DNNL_ARG_BIAS, d->bias},
                             {DNNL_ARG_DST, d->dst2}};
@@ -181,13 +208,16 @@ static int dense_backward(od_state *s, int node)
 {
     od_dense *d = s->t[node].priv;
     const so_node *nd = od_node(s, node);
+    dnnl_memory_t dy = d->ddst2;
     int rc = 0;
     if (d->relu_bwd.p)
         rc = od_relu_bwd_exec(s, node, &d->relu_bwd);
+    if (!rc && d->ddst_h.mem) /* after the ReLU's mask */
+        rc = od_tobf16_exec(s, node, &d->ddst_h, d->ddst2, &dy);
     if (!rc && d->bwd_data.p) {
         dnnl_memory_t w;
         rc = od_wcache_get(s, node, d->w_bwd_shared ? &d->w_fwd : &d->w_bwd, &w);
-        dnnl_exec_arg_t a[3] = {{DNNL_ARG_DIFF_DST, d->ddst2},
+        dnnl_exec_arg_t a[3] = {{DNNL_ARG_DIFF_DST, dy},
                                 {DNNL_ARG_WEIGHTS, w},
                                 {DNNL_ARG_DIFF_SRC, d->dx ? d->dx_mem : od_diff_target(s, node, 0)}};
         if (!rc)
@@ -197,11 +227,13 @@ static int dense_backward(od_state *s, int node)
         if (!rc)
             od_diff_finish(s, node, 0);
     }
-    dnnl_memory_t dw = NULL;
+    dnnl_memory_t dw = NULL, x = d->x ? d->x_mem : od_in(s, node, 0)->mem;
     if (!rc)
         rc = od_gradw_target(s, node, &d->gw, &dw);
-    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, d->x ? d->x_mem : od_in(s, node, 0)->mem},
-                            {DNNL_ARG_DIFF_DST, d->ddst2},
+    if (!rc && d->src_h.mem) /* converted again: the staging is shared (onednn_bf16.c) */
+        rc = od_tobf16_exec(s, node, &d->src_h, od_in(s, node, 0)->mem, &x);
+    dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, x},
+                            {DNNL_ARG_DIFF_DST, dy},
                             {DNNL_ARG_DIFF_WEIGHTS, dw},
                             {DNNL_ARG_DIFF_BIAS, d->db_mem}};
     if (!rc)
@@ -317,7 +349,16 @@ static void dense_destroy(void *priv)
     od_prim_fini(&d->dx_to_blocked);
     od_mem_free(&d->x_mem, &d->x);
     od_mem_free(&d->dx_mem, &d->dx);
+    od_tobf16_fini(&d->src_h);
+    od_tobf16_fini(&d->ddst_h);
     free(d);
 }
 
-const od_op od_op_dense = {dense_create, dense_forward, dense_backward, dense_destroy, NULL};
+static void dense_invalidate(void *priv)
+{
+    od_dense *d = priv;
+    od_wcache_invalidate(&d->w_fwd);
+    od_wcache_invalidate(&d->w_bwd);
+}
+
+const od_op od_op_dense = {dense_create, dense_forward, dense_backward, dense_destroy, dense_invalidate};

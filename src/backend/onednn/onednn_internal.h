@@ -79,6 +79,10 @@ struct od_state {
     float **wino_tb;             /* per-thread Winograd buffers shared by all plans (od_wino) */
     size_t wino_floats;
     int wino_nthr;
+    void *h16[2];                /* BF16 staging shared by all conv/dense nodes (onednn_bf16.c):
+                                    [0] a source, [1] a diff_dst, each h16_bytes */
+    size_t h16_bytes;
+    size_t wbf16_bytes;          /* the per-layer BF16 weight copies (od_wcache), for reports */
     int nvalid;
     int has_labels;
 };
@@ -201,15 +205,43 @@ int od_reorder_exec(od_state *s, int node, const char *what, const od_prim *p, d
  * largest) right before its primitive runs. That saves a second and third
  * copy of every convolution's weights (ResNet-50: ~190 MB) for the price of
  * a reorder per evaluation batch. */
+/* BF16 weights (a bf16 prim_md) are the exception: a per-layer copy (2
+ * bytes a parameter, s->wbf16_bytes) converted once per parameter change
+ * (od_wcache_invalidate from the op's invalidate hook), since the forward
+ * and both backward propagations of a step read it. */
 typedef struct {
     dnnl_memory_t user, mem;     /* mem NULL when the primitive takes the user layout */
     od_prim reorder;
+    void *own;                   /* BF16 only: the layer's own copy */
+    int valid;                   /* own holds the current parameters */
 } od_wcache;
 int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, float *user,
                    const dnnl_memory_desc_t *prim_md, od_wcache *c);
 /* The weights in primitive layout, valid until the next od_wcache_get. */
 int od_wcache_get(od_state *s, int node, od_wcache *c, dnnl_memory_t *out);
 void od_wcache_fini(od_wcache *c);
+void od_wcache_invalidate(od_wcache *c);
+
+/* ---- BF16 compute (onednn_bf16.c, --precision bf16) ----
+ * Autocast: convolutions and dense layers read BF16 sources, weights and
+ * diff_dst and write FP32 outputs and gradients; the rest stays FP32. */
+int od_bf16(const od_state *s);
+/* md with its data type replaced (blocked strides count elements, so the
+ * layout is unchanged). */
+dnnl_memory_desc_t od_md_as(const dnnl_memory_desc_t *md, dnnl_data_type_t dt);
+/* FP32 -> BF16 reorder, same layout, into the shared staging s->h16[slot]. */
+typedef struct {
+    od_prim reorder;
+    dnnl_memory_t mem;           /* the BF16 md over s->h16[slot] */
+    int slot;
+} od_tobf16;
+enum { OD_H16_SRC = 0, OD_H16_DIFF = 1 };
+int od_tobf16_init(od_state *s, int node, const dnnl_memory_desc_t *f32_md, int slot, od_tobf16 *c);
+/* Converts src; *out is the BF16 memory, valid until the slot's next use. */
+int od_tobf16_exec(od_state *s, int node, od_tobf16 *c, dnnl_memory_t src, dnnl_memory_t *out);
+void od_tobf16_fini(od_tobf16 *c);
+int od_bf16_alloc(od_state *s);
+void od_bf16_free(od_state *s);
 
 /* ---- weight gradients (primitive layout -> flat PyTorch layout) ----
  * When the primitive's layout is the flat one (dense layers on plain inputs:

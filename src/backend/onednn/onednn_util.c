@@ -283,9 +283,15 @@ int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, flo
     if (rc || od_md_equal(user_md, prim_md))
         return rc; /* the primitive reads the flat buffer itself */
     size_t bytes = dnnl_memory_desc_get_size(prim_md);
-    if (bytes > s->wtmp_bytes)
+    if (prim_md->data_type == dnnl_bf16) {
+        if (!(c->own = so_alloc(bytes)))
+            return so_err(SO_ENOMEM, "out of memory (%zu bytes) for the bf16 weights of node %s", bytes,
+                          od_node(s, node)->name);
+        s->wbf16_bytes += bytes;
+    } else if (bytes > s->wtmp_bytes) {
         s->wtmp_bytes = bytes; /* allocated once all nodes are built */
-    rc = od_mem_wrap(s, node, prim_md, DNNL_MEMORY_NONE, &c->mem);
+    }
+    rc = od_mem_wrap(s, node, prim_md, c->own ? c->own : DNNL_MEMORY_NONE, &c->mem);
     if (!rc)
         rc = od_reorder_init(s, node, "weight reorder", user_md, prim_md, 0, &c->reorder);
     return rc;
@@ -297,17 +303,25 @@ int od_wcache_get(od_state *s, int node, od_wcache *c, dnnl_memory_t *out)
         *out = c->user;
         return 0;
     }
-    OD_CHECK(s, node, "weight buffer", dnnl_memory_set_data_handle(c->mem, s->wtmp));
-    int rc = od_reorder_exec(s, node, "weight reorder", &c->reorder, c->user, c->mem);
     *out = c->mem;
-    return rc;
+    if (c->own) { /* BF16: converted once per parameter change */
+        int rc = c->valid ? 0 : od_reorder_exec(s, node, "weight conversion", &c->reorder, c->user, c->mem);
+        c->valid = !rc;
+        return rc;
+    }
+    OD_CHECK(s, node, "weight buffer", dnnl_memory_set_data_handle(c->mem, s->wtmp));
+    return od_reorder_exec(s, node, "weight reorder", &c->reorder, c->user, c->mem);
 }
+
+void od_wcache_invalidate(od_wcache *c) { c->valid = 0; }
 
 void od_wcache_fini(od_wcache *c)
 {
     od_prim_fini(&c->reorder);
     od_mem_free(&c->mem, NULL);
     od_mem_free(&c->user, NULL);
+    so_free(c->own);
+    c->own = NULL;
 }
 
 /* ---- weight gradients ---- */
