@@ -2,7 +2,9 @@
 """PyTorch side of the training-throughput benchmark: the same model
 (bench/torch_models.py), batch, thread count and optimizer (SGD momentum 0.9,
 lr 0.01) as `scaleout train --dataset synthetic`, timed the same way
-(warm-up steps excluded). Prints one JSON line.
+(warm-up steps excluded). Prints one JSON line. --autocast bf16 runs the
+forward and the loss under PyTorch's CPU autocast (BF16 convolutions and
+linear layers, FP32 master weights), the peer of `--precision bf16`.
 
     OMP_PROC_BIND=true /usr/bin/python3 bench/torch_train.py --model resnet20 --batch 64 --steps 50 --threads 2
 """
@@ -24,6 +26,8 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                    help="bf16: forward and loss under torch.autocast('cpu', dtype=torch.bfloat16)")
     a = ap.parse_args()
 
     peer_env.prepare(a.threads)  # before torch loads (bench/peer_env.py)
@@ -44,7 +48,8 @@ def main():
     for step in range(a.warmup + a.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(xs[step % 4]), ys[step % 4])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast == "bf16"):
+            loss = loss_fn(model(xs[step % 4]), ys[step % 4])
         loss.backward()
         opt.step()
         times.append(time.perf_counter() - t0)

@@ -52,13 +52,13 @@ def run_scaleout(binary, model, batch, threads, steps, warmup, flops, extra=(), 
         return r["images_per_sec"], r["peak_rss_bytes"]
 
 
-def run_torch(model, batch, threads, steps, warmup):
+def run_torch(model, batch, threads, steps, warmup, autocast="off"):
     env = dict(os.environ)
     if threads > 1:
         env["OMP_PROC_BIND"] = "true"  # PyTorch's best 2-thread setting here
     env.update(peer_env.blas_cap_env())
     cmd = ["/usr/bin/python3", os.path.join(HERE, "torch_train.py"), "--model", model, "--batch", str(batch),
-           "--steps", str(steps), "--warmup", str(warmup), "--threads", str(threads)]
+           "--steps", str(steps), "--warmup", str(warmup), "--threads", str(threads), "--autocast", autocast]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     r = json.loads(out.strip().splitlines()[-1])
     return r["images_per_sec"], r["peak_rss_bytes"]

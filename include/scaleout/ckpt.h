@@ -276,11 +276,12 @@ int so_ckpt_safetensors_parse(const uint8_t *buf, size_t len, const char *what, 
 /* One tensor for so_ckpt_safetensors_write. */
 typedef struct {
     char name[160];
-    const char *dtype;    /* "F32" or "I64" */
+    const char *dtype;    /* "F32", "BF16" or "I64" */
     int ndim;
     int64_t dims[4];
-    const void *data;     /* row-major; with transposed (2-D F32), data holds the
-                             (dims[1], dims[0]) matrix and is written transposed */
+    const void *data;     /* row-major; with transposed (2-D F32/BF16), data holds the
+                             (dims[1], dims[0]) matrix and is written transposed;
+                             for "BF16", FP32 values rounded to nearest even on write */
     size_t bytes;
     int transposed;
 } so_st_out;
@@ -289,6 +290,11 @@ int so_ckpt_safetensors_write(const char *path, const so_st_out *t, int n);
 /* Writes the model's tensors from params / bufs (flat buffers of m's layout). */
 int so_ckpt_safetensors_save(const char *path, const so_model *m, const float *params, const float *bufs,
                              int64_t batches_tracked);
+/* The same with the parameters and running statistics as dtype (an so_dtype:
+ * SO_DTYPE_F32, or SO_DTYPE_BF16 rounded to nearest even from the FP32
+ * values); SO_EINVAL for any other. num_batches_tracked stays I64. */
+int so_ckpt_safetensors_save_as(const char *path, const so_model *m, const float *params, const float *bufs,
+                                int64_t batches_tracked, int dtype);
 /* Loads parameters and running statistics by name; every model tensor must be
  * present with dtype F32 and its exact shape; unknown names are errors. */
 int so_ckpt_safetensors_load(const char *path, so_model *m);

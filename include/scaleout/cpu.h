@@ -57,4 +57,17 @@ double so_cpu_peak_gflops(void);
  * 0 for the SSE level (not probed). */
 double so_cpu_fma_gflops(void);
 
+/* BF16 FLOP per cycle per core of vdpbf16ps (16 lanes x 2 products x 2 FLOP
+ * x 2 pipes = 128), 0 without so_cpu_has_bf16(). */
+int so_cpu_bf16_flops_per_cycle(void);
+
+/* so_cpu_bf16_flops_per_cycle() x so_cpu_clock_ghz(): the nominal BF16 peak
+ * of one core in GFLOP/s, the denominator of MFU for BF16 layers; 0 without
+ * BF16. */
+double so_cpu_bf16_peak_gflops(void);
+
+/* GFLOP/s one core sustains in independent vdpbf16ps chains (FP32
+ * accumulators), measured once (~25 ms); 0 without so_cpu_has_bf16(). */
+double so_cpu_bf16_gflops(void);
+
 #endif

@@ -7,15 +7,17 @@
 #include <string.h>
 
 #include "ckpt_internal.h"
+#include "scaleout/dtype.h"
 #include "scaleout/err.h"
 
 /* ---- export ------------------------------------------------------------------------ */
 
 typedef so_st_out out_tensor;
 
-/* The model's tensors in state_dict order, num_batches_tracked after running_var. */
+/* The model's tensors in state_dict order, num_batches_tracked after running_var;
+ * the float ones as fdtype ("F32" or "BF16"). */
 static int list_tensors(const so_model *m, const float *params, const float *bufs, const int64_t *nbt,
-                        out_tensor **out, int *n)
+                        const char *fdtype, out_tensor **out, int *n)
 {
     int cap = 0;
     *out = NULL;
@@ -45,20 +47,37 @@ static int list_tensors(const so_model *m, const float *params, const float *buf
                 continue;
             }
             o->data = (td[e].is_buffer ? bufs : params) + td[e].off;
-            o->dtype = "F32";
+            o->dtype = fdtype;
             o->ndim = td[e].ndim;
             memcpy(o->dims, td[e].dims, sizeof o->dims);
-            o->bytes = td[e].count * 4;
+            o->bytes = td[e].count * (strcmp(fdtype, "BF16") ? 4 : 2);
         }
     }
     return 0;
 }
 
-/* Writes t's data, transposing a (rows, cols) source a row of output at a time. */
+#define BF16_CHUNK 4096 /* values converted per write */
+
+/* Writes n FP32 values as BF16 (round to nearest even), a chunk at a time. */
+static int write_bf16(FILE *f, const float *src, size_t n)
+{
+    uint16_t buf[BF16_CHUNK];
+    int ok = 1;
+    for (size_t i = 0; ok && i < n; i += BF16_CHUNK) {
+        size_t k = n - i < BF16_CHUNK ? n - i : BF16_CHUNK;
+        so_f32_to_bf16(buf, src + i, k);
+        ok = fwrite(buf, sizeof *buf, k, f) == k;
+    }
+    return ok;
+}
+
+/* Writes t's data, transposing a (rows, cols) source a row of output at a
+ * time; BF16 tensors are converted from their FP32 source on the way. */
 static int write_data(FILE *f, const out_tensor *t)
 {
+    int bf16 = !strcmp(t->dtype, "BF16");
     if (!t->transposed)
-        return fwrite(t->data, 1, t->bytes, f) == t->bytes;
+        return bf16 ? write_bf16(f, t->data, t->bytes / 2) : fwrite(t->data, 1, t->bytes, f) == t->bytes;
     size_t rows = (size_t)t->dims[0], cols = (size_t)t->dims[1]; /* of the output; the source is (cols, rows) */
     const float *src = t->data;
     float *row = malloc(cols * sizeof *row + 1);
@@ -66,7 +85,7 @@ static int write_data(FILE *f, const out_tensor *t)
     for (size_t r = 0; ok && r < rows; r++) {
         for (size_t c = 0; c < cols; c++)
             row[c] = src[c * rows + r];
-        ok = fwrite(row, sizeof *row, cols, f) == cols;
+        ok = bf16 ? write_bf16(f, row, cols) : fwrite(row, sizeof *row, cols, f) == cols;
     }
     free(row);
     return ok;
@@ -113,9 +132,17 @@ int so_ckpt_safetensors_write(const char *path, const so_st_out *t, int n)
 int so_ckpt_safetensors_save(const char *path, const so_model *m, const float *params, const float *bufs,
                              int64_t batches_tracked)
 {
+    return so_ckpt_safetensors_save_as(path, m, params, bufs, batches_tracked, SO_DTYPE_F32);
+}
+
+int so_ckpt_safetensors_save_as(const char *path, const so_model *m, const float *params, const float *bufs,
+                                int64_t batches_tracked, int dtype)
+{
+    if (dtype != SO_DTYPE_F32 && dtype != SO_DTYPE_BF16)
+        return so_err(SO_EINVAL, "safetensors export: dtype %d is neither F32 nor BF16", dtype);
     out_tensor *t;
     int n;
-    int rc = list_tensors(m, params, bufs, &batches_tracked, &t, &n);
+    int rc = list_tensors(m, params, bufs, &batches_tracked, dtype == SO_DTYPE_BF16 ? "BF16" : "F32", &t, &n);
     if (!rc)
         rc = so_ckpt_safetensors_write(path, t, n);
     free(t);

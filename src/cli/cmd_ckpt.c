@@ -3,10 +3,11 @@
  * directories) with its step and whether its manifest is intact; verify also
  * checks every shard's CRC32C (partner and shared copies count) and exits 1 if
  * any complete checkpoint cannot be restored; export writes the parameters
- * and running statistics of one checkpoint as safetensors with PyTorch's
- * state_dict names, or a GPT-2 as llm.c's model file or Hugging Face's
- * safetensors, gathering a pipeline's stage<s>/ checkpoints into one. The
- * loading (cli_ckpt_load) serves `generate --ckpt` too. */
+ * and running statistics of one checkpoint as safetensors (F32, or BF16
+ * with --dtype bf16) with PyTorch's state_dict names, or a GPT-2 as llm.c's
+ * model file or Hugging Face's safetensors, gathering a pipeline's stage<s>/
+ * checkpoints into one. The loading (cli_ckpt_load) serves `generate --ckpt`
+ * too. */
 #include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
@@ -16,13 +17,14 @@
 
 #include "cli.h"
 #include "scaleout/ckpt.h"
+#include "scaleout/dtype.h"
 #include "scaleout/err.h"
 #include "scaleout/gpt2.h"
 #include "scaleout/pipeline.h"
 #include "scaleout/zoo.h"
 
 #define SUMMARY                                                                                                  \
-    "Checkpoints: `ckpt list DIR`, `ckpt verify DIR`, `ckpt export DIR -o FILE [--format safetensors|llmc|hf]`."
+    "Checkpoints: `ckpt list DIR`, `ckpt verify DIR`, `ckpt export DIR -o FILE [--format safetensors|llmc|hf] [--dtype f32|bf16]`."
 
 /* The command named in error lines: "ckpt", or the command loading a
  * checkpoint through cli_ckpt_load ("generate"). */
@@ -508,7 +510,7 @@ void cli_ckpt_free(cli_ckpt *ck)
 
 /* export in one of three formats: safetensors with PyTorch's state_dict
  * names (any model), llm.c's model file or Hugging Face's GPT-2 (GPT-2 only). */
-static int export_as(const char *dir, const char *format, const char *out)
+static int export_as(const char *dir, const char *format, const char *dtype, const char *out)
 {
     so_gpt2_config g;
     cli_ckpt ck;
@@ -520,7 +522,9 @@ static int export_as(const char *dir, const char *format, const char *out)
         const so_model *m = ck.model;
         int err = !strcmp(format, "llmc") ? so_gpt2_save_llmc(m->g, m->params, out)
                   : !strcmp(format, "hf") ? so_gpt2_save_hf(m->g, m->params, out)
-                                          : so_ckpt_safetensors_save(out, m, m->params, m->bufs, ck.step);
+                                          : so_ckpt_safetensors_save_as(out, m, m->params, m->bufs, ck.step,
+                                                                        strcmp(dtype, "bf16") ? SO_DTYPE_F32
+                                                                                              : SO_DTYPE_BF16);
         if (err)
             rc = cli_error(err_cmd, cli_exit_code(err), "-o: %s", so_errmsg());
     }
@@ -529,7 +533,9 @@ static int export_as(const char *dir, const char *format, const char *out)
         if (ck.stages)
             printf(" from %d pipeline stages", ck.stages);
         printf(" to %s%s\n", out, !strcmp(format, "llmc") ? " (llm.c's model file)"
-                                  : !strcmp(format, "hf") ? " (Hugging Face GPT-2, config.json beside it)" : "");
+                                  : !strcmp(format, "hf") ? " (Hugging Face GPT-2, config.json beside it)"
+                                  : !strcmp(dtype, "bf16") ? " (BF16, rounded to nearest even from the FP32 master weights)"
+                                                           : "");
     }
     cli_ckpt_free(&ck);
     return rc;
@@ -562,13 +568,16 @@ static int list(const char *dir, int verify)
 
 int cmd_ckpt(int argc, char **argv)
 {
-    const char *out = NULL, *format = "safetensors";
+    const char *out = NULL, *format = "safetensors", *dtype = "f32";
     static const char *const formats[] = {"safetensors", "llmc", "hf", NULL};
+    static const char *const dtypes[] = {"f32", "bf16", NULL};
     const cli_opt opts[] = {
         {"output", OPT_STR, &out, "FILE", "export: the file to write", 0, -1, NULL},
         {"format", OPT_CHOICE, &format, "F", "export: safetensors (PyTorch's state_dict names, any model), llmc "
          "(llm.c's model file, GPT-2) or hf (Hugging Face GPT2LMHeadModel safetensors + config.json, GPT-2)", 0, -1,
          formats},
+        {"dtype", OPT_CHOICE, &dtype, "T", "export, safetensors: f32 (the master weights as saved) or bf16 (each value "
+         "rounded to nearest even; half the file)", 0, -1, dtypes},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     static const char *const aliases[][2] = {{"-o", "--output"}, {NULL, NULL}};
     if (argc >= 1 && (!strcmp(argv[0], "-h") || !strcmp(argv[0], "--help"))) {
@@ -588,5 +597,7 @@ int cmd_ckpt(int argc, char **argv)
         return cli_error(err_cmd, CLI_USAGE, "unknown subcommand '%s' (list, verify, export)", sub);
     if (!out)
         return cli_error(err_cmd, CLI_USAGE, "export needs -o FILE");
-    return export_as(dir, format, out);
+    if (strcmp(dtype, "f32") && strcmp(format, "safetensors"))
+        return cli_error(err_cmd, CLI_USAGE, "--dtype %s: only with --format safetensors", dtype);
+    return export_as(dir, format, dtype, out);
 }

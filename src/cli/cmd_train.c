@@ -533,6 +533,34 @@ static void write_data_json(so_json *js, const train_args *a, so_job *j, const s
     so_json_obj_end(js);
 }
 
+/* ---- model-FLOP utilisation ----
+ * Every FLOP so_graph_flops counts is a convolution, dense or linear layer or
+ * attention: in BF16 runs all of them compute in BF16, so the run's MFU is
+ * against the BF16 peak (nominal, 128 FLOP/cycle); in FP32 runs against the
+ * FP32 peak, or the rate measured in FMA chains where that is clearly lower
+ * (a CPU that splits 512-bit operations), as bench/peer_env.py does. */
+typedef struct {
+    const char *peak_name; /* "BF16" or "FP32" */
+    double peak_gflops;    /* per core */
+    double mfu;            /* fraction of peak x cores */
+} run_mfu;
+
+static run_mfu mfu_of(so_job *j, const so_train_result *r, int threads)
+{
+    run_mfu u = {"FP32", so_cpu_peak_gflops(), 0};
+    double fma = so_cpu_fma_gflops();
+    if (so_job_model(j)->precision == SO_PRECISION_BF16) {
+        u.peak_name = "BF16";
+        u.peak_gflops = so_cpu_bf16_peak_gflops();
+    } else if (fma > 0 && fma < 0.8 * u.peak_gflops) {
+        u.peak_gflops = fma;
+    }
+    double cores = (double)so_job_world(j) * (threads > 0 ? threads : 1);
+    double flops = r->images_per_sec * 3.0 * so_graph_flops(so_job_graph(j)); /* forward + backward ~ 3x */
+    u.mfu = u.peak_gflops > 0 ? flops / (u.peak_gflops * 1e9 * cores) : 0;
+    return u;
+}
+
 static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_result *r, const double *ranks)
 {
     const so_job_config *c = &a->cfg;
@@ -587,6 +615,10 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     }
     so_json_int(&js, "steps", r->steps);
     so_json_num(&js, "images_per_sec", r->images_per_sec);
+    run_mfu u = mfu_of(j, r, c->threads);
+    so_json_num(&js, "mfu", u.mfu);
+    so_json_str(&js, "mfu_peak", u.peak_name);
+    so_json_num(&js, "mfu_peak_gflops_per_core", u.peak_gflops);
     if (r->nepochs > 0)
         so_json_num(&js, "final_loss", r->final_loss);
     else
@@ -765,6 +797,10 @@ static int report(const train_args *a, so_job *j, const so_train_result *r, cons
     if (r->test_accuracy >= 0)
         printf(", test accuracy %.4f", r->test_accuracy);
     printf("\n");
+    run_mfu u = mfu_of(j, r, a->cfg.threads);
+    if (r->steps > 0 && u.peak_gflops > 0)
+        printf("MFU: %.1f%% of the %s peak (%.0f GFLOP/s per core x %d core(s))\n", 100 * u.mfu, u.peak_name,
+               u.peak_gflops, so_job_world(j) * (a->cfg.threads > 0 ? a->cfg.threads : 1));
     if (so_job_world(j) > 1 && ranks && r->nbuckets > 0)
         report_comm(j, r, ranks);
     report_pipeline(&a->cfg, j, r);

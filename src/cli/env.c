@@ -2,7 +2,8 @@
  * kernel, host, UTC date, MPI library (MPI_Get_library_version through the
  * comm layer), oneDNN version, compiler and flags, scaleout version and git
  * commit, thread settings, the ISA the kernels run (after caps), the clock
- * and the FP32 peak that MFU divides by. Anything unavailable is reported as such. */
+ * and the FP32 and BF16 peaks that MFU divides by. Anything unavailable is
+ * reported as such. */
 #include "env.h"
 
 #include <stdio.h>
@@ -95,6 +96,9 @@ void env_write_json(so_json *js, const env_info *e, int threads, int pin)
     so_json_num(js, "cpu_clock_ghz", so_cpu_clock_ghz());
     so_json_num(js, "peak_gflops_per_core", so_cpu_peak_gflops());
     so_json_num(js, "fma_gflops_measured", so_cpu_fma_gflops());
+    so_json_bool(js, "bf16", so_cpu_has_bf16());
+    so_json_num(js, "bf16_peak_gflops_per_core", so_cpu_bf16_peak_gflops());
+    so_json_num(js, "bf16_gflops_measured", so_cpu_bf16_gflops());
     so_json_int(js, "cpu_count", e->cpu_logical);
     so_json_int(js, "cpu_online", e->cpu_online);
     so_json_str(js, "mpi_library", e->mpi);

@@ -80,6 +80,22 @@ static void usage(FILE *f)
     fprintf(f, "  %-10s %s\n", "version", "print version and git commit");
 }
 
+/* `version --cpu`: the clock, then the FP32 and BF16 peaks per core, each
+ * nominal and measured in independent chains (BF16 "none" without the
+ * instruction within the cap). */
+static void print_cpu_peaks(void)
+{
+    printf("clock: %.2f GHz; FP32 peak per core: %d FLOP/cycle = %.0f GFLOP/s nominal, %.0f GFLOP/s "
+           "measured in FMA chains\n",
+           so_cpu_clock_ghz(), so_isa_flops_per_cycle(so_cpu_isa()), so_cpu_peak_gflops(), so_cpu_fma_gflops());
+    if (so_cpu_has_bf16())
+        printf("BF16 peak per core: %d FLOP/cycle = %.0f GFLOP/s nominal, %.0f GFLOP/s measured in vdpbf16ps "
+               "chains\n",
+               so_cpu_bf16_flops_per_cycle(), so_cpu_bf16_peak_gflops(), so_cpu_bf16_gflops());
+    else
+        printf("BF16 peak per core: none (no AVX512_BF16%s)\n", so_cpu_isa_cap() ? " within the cap" : "");
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
@@ -98,10 +114,7 @@ int main(int argc, char **argv)
                so_isa_label(so_cpu_isa()), so_isa_label(so_cpu_isa_detected()), cap ? ", capped by " : "",
                cap ? cap : "");
         if (argc > 2 && !strcmp(argv[2], "--cpu"))
-            printf("clock: %.2f GHz; FP32 peak per core: %d FLOP/cycle = %.0f GFLOP/s nominal, %.0f GFLOP/s "
-                   "measured in FMA chains\n",
-                   so_cpu_clock_ghz(), so_isa_flops_per_cycle(so_cpu_isa()), so_cpu_peak_gflops(),
-                   so_cpu_fma_gflops());
+            print_cpu_peaks();
         return CLI_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
