@@ -9,7 +9,7 @@ bf16/PyTorch-autocast, the peak RSS of each, and MFU: FP32 runs against the
 FP32 peak, BF16 runs against the BF16 peak (128 FLOP/cycle of vdpbf16ps x the
 clock, scaleout's --json environment `bf16_peak_gflops_per_core`).
 
-    /work/bin/so-bench /usr/bin/python3 bench/bf16.py --bin build/scaleout [--repeat 3]
+    /usr/bin/python3 bench/bf16.py --bin build/scaleout [--repeat 3]
         [--rows mlp:256:1,resnet50:16:1:4:2,resnet20:64:1,lenet5:64:1] [--json out.json]
 
 Rows are model:batch:threads[:steps[:warmup]]. Needs a CPU with AVX512_BF16:

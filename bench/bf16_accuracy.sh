@@ -9,7 +9,7 @@
 #              REPEATS (3) interleaved fp32/bf16 pairs, seeds 42.. (goal: BF16 <= 0.75 of FP32)
 #   table      the results so far: best accuracies, their difference, TTA medians (min-max)
 # Every part appends to OUT (default /tmp/scaleout-bf16acc) and skips runs already there.
-#   /work/bin/so-bench bench/bf16_accuracy.sh build/scaleout lenet5
+#   bench/bf16_accuracy.sh build/scaleout lenet5
 #   ... resnet20-fp32; ... resnet20-bf16; ... tta; bench/bf16_accuracy.sh build/scaleout table
 set -eu
 bin=$(realpath "$1") part=$2

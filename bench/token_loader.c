@@ -9,7 +9,7 @@
  * so the true demand is lower): printed for GPT-2 124M and a 1M-parameter
  * model beside the loader's figures.
  *
- *   /work/bin/so-bench build/tests/token_loader [DIR] [tokens]
+ *   build/tests/token_loader [DIR] [tokens]
  * (DIR default /tmp; tokens default 100000000) */
 #include <stdio.h>
 #include <stdlib.h>
