@@ -18,21 +18,6 @@ run() { # run NP OUT args...: trains and dumps parameters to $tmp/OUT.bin
     { bad "np=$np $*: exit $?: $(tail -3 "$tmp/$out.log")"; return 1; }
 }
 
-compare() { # compare A B TOL: max |a-b| <= TOL * max |a| (TOL 0 = bitwise)
-  /usr/bin/python3 - "$tmp/$1.bin" "$tmp/$2.bin" "$3" <<'PY'
-import sys, array
-a, b = array.array("f"), array.array("f")
-a.frombytes(open(sys.argv[1], "rb").read()); b.frombytes(open(sys.argv[2], "rb").read())
-tol = float(sys.argv[3])
-assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
-if tol == 0:
-    sys.exit(0 if a.tobytes() == b.tobytes() else 1)
-scale = max(abs(x) for x in a)
-err = max(abs(x - y) for x, y in zip(a, b))
-print(f"max abs diff {err:.3g} = {err / scale:.3g} relative")
-sys.exit(0 if err <= tol * scale else 1)
-PY
-}
 
 for be in onednn ref; do
   run 1 "$be-1" --batch-size 64 --backend "$be" && run 2 "$be-2" --batch-size 32 --backend "$be" &&

@@ -23,6 +23,24 @@ refuse() {
   else bad "np $np $*: exit $st, stderr: $(cat "$tmp/err")"; fi
 }
 
+# compare A B TOL: $tmp/A.bin and $tmp/B.bin (float32 dumps) agree: max |a-b|
+# <= TOL * max |a|, printed; TOL 0 = bitwise. Status 0 when they do.
+compare() {
+  /usr/bin/python3 - "$tmp/$1.bin" "$tmp/$2.bin" "$3" <<'PY'
+import sys, array
+a, b = array.array("f"), array.array("f")
+a.frombytes(open(sys.argv[1], "rb").read()); b.frombytes(open(sys.argv[2], "rb").read())
+tol = float(sys.argv[3])
+assert len(a) == len(b) and len(a) > 0, (len(a), len(b))
+if tol == 0:
+    sys.exit(0 if a.tobytes() == b.tobytes() else 1)
+scale = max(abs(x) for x in a)
+err = max(abs(x - y) for x, y in zip(a, b))
+print(f"max abs diff {err:.3g} = {err / scale:.3g} relative")
+sys.exit(0 if err <= tol * scale else 1)
+PY
+}
+
 # page_dom HTML OUT: the page as headless Chromium renders it (its DOM in
 # OUT, the browser's log in OUT.log); leaves $chrome and ${flags[@]} set for
 # screenshots. With no Chromium it prints the counts so far and exits the

@@ -245,21 +245,26 @@ __attribute__((target("avx2,fma"))) static double fma256_flops(long iters)
 static double fma_gflops;
 static pthread_once_t fma_once = PTHREAD_ONCE_INIT;
 
-/* Best of five ~5 ms runs at the level kernels may use (SSE: not probed). */
+/* GFLOP/s of a probe: the best of five ~5 ms runs after a warm-up one
+ * (the wide units' power-up and the first page touches not counted). */
+static double best_of_five(double (*run)(long), long iters)
+{
+    double best = 0;
+    run(100000);
+    for (int r = 0; r < 5; r++) {
+        double f = run(iters);
+        best = f > best ? f : best;
+    }
+    return best * 1e-9;
+}
+
+/* At the level kernels may use (SSE: not probed). */
 static void fma_probe(void)
 {
 #if defined(__x86_64__)
     so_isa isa = so_cpu_isa();
-    if (isa == SO_ISA_SSE42)
-        return;
-    double (*run)(long) = isa == SO_ISA_AVX512 ? fma512_flops : fma256_flops;
-    double best = 0;
-    run(100000);
-    for (int r = 0; r < 5; r++) {
-        double f = run(400000);
-        best = f > best ? f : best;
-    }
-    fma_gflops = best * 1e-9;
+    if (isa != SO_ISA_SSE42)
+        fma_gflops = best_of_five(isa == SO_ISA_AVX512 ? fma512_flops : fma256_flops, 400000);
 #endif
 }
 
@@ -313,19 +318,12 @@ __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) static double dp
 static double bf16_gflops;
 static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
 
-/* Best of five ~5 ms runs; not probed without BF16 within the cap. */
+/* Not probed without BF16 within the cap. */
 static void bf16_probe(void)
 {
 #if defined(__x86_64__)
-    if (!so_cpu_has_bf16())
-        return;
-    double best = 0;
-    dpbf16_flops(100000);
-    for (int r = 0; r < 5; r++) {
-        double f = dpbf16_flops(300000);
-        best = f > best ? f : best;
-    }
-    bf16_gflops = best * 1e-9;
+    if (so_cpu_has_bf16())
+        bf16_gflops = best_of_five(dpbf16_flops, 300000);
 #endif
 }
 
