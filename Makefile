@@ -63,12 +63,12 @@ test-mpich: deps
 	cmake --build $(MPICH_BUILD) -j $(JOBS)
 	SCALEOUT_TEST_SECOND_MPI=1 ctest --test-dir $(MPICH_BUILD) --output-on-failure -L mpi -E '_np[78]$$'
 
-# The kernels per ISA again with clang (AOCC, icx and the fuzz build are
+# The kernels per ISA (and the BF16 ones) again with clang (AOCC, icx and the fuzz build are
 # clang-based): built through SO_ISA_BEGIN, checked against the ref backend.
 # The CLI is built too: this is also the build without MPI.
 test-clang: deps
 	CC=clang cmake -S . -B $(CLANG_BUILD) -DCMAKE_BUILD_TYPE=Release -DSCALEOUT_WERROR=ON -DSCALEOUT_MPI=OFF >/dev/null
-	cmake --build $(CLANG_BUILD) -j $(JOBS) --target scaleout_cli test_onednn test_onednn_wino
+	cmake --build $(CLANG_BUILD) -j $(JOBS) --target scaleout_cli test_onednn test_onednn_wino test_onednn_bf16
 	ctest --test-dir $(CLANG_BUILD) --output-on-failure -R '^test_onednn'
 
 bench: build
