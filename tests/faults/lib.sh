@@ -44,33 +44,83 @@ trap fault_cleanup EXIT
 ok() { pass=$((pass + 1)); echo "ok: $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
 
-now() { date +%s.%N; }
-since() { awk -v a="$(now)" -v b="$1" 'BEGIN { printf "%.2f", a - b }'; }
+# What polls a running case starts no process, not even a subshell: while
+# its ranks keep both cores busy (in a session, so a scheduler group, of
+# their own), a process the harness starts can wait seconds for a core (0.2
+# to 12 s were measured for a subshell), and a poll made of pipelines
+# outlived the deadline. So the clock is bash's, /proc is read with
+# builtins, results come back in variables, and naps are read timeouts.
+
+# stamp VAR: microseconds since the epoch into VAR.
+stamp() { printf -v "$1" '%s' "${EPOCHREALTIME//[.,]/}"; }
+# since T: seconds (2 decimals) from the stamp T until now.
+since() {
+  local t d
+  stamp t
+  d=$((t - $1))
+  printf '%d.%02d' $((d / 1000000)) $((d % 1000000 / 10000))
+}
+
+# nap SECONDS: sleeps without starting sleep(1) (a read from a FIFO that
+# never gets data, opened read-write so that the open does not block).
+mkfifo "$tmp/nap"
+exec {nap_fd}<>"$tmp/nap"
+nap() { read -r -t "$1" -u "$nap_fd" _ || true; }
 
 # Exited (a zombie until waited for) or gone.
 ended() {
-  local s
-  s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) || return 0
-  [ -z "$s" ] || [ "$s" = Z ]
+  local line rest
+  { IFS= read -r line <"/proc/$1/stat"; } 2>/dev/null || return 0
+  rest=${line##*) } # the state follows the command name's closing parenthesis
+  [ "${rest:0:1}" = Z ]
 }
 
-# The case's processes (pids), by its marker; zombies have no environment.
-case_procs() {
-  grep -lzx "SO_FAULTS_CASE=$marker" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3 | tr '\n' ' '
+# find_procs: the case's processes into the array procs (pids, ascending),
+# by its marker; zombies have no environment.
+find_procs() {
+  local f v
+  local -a found=()
+  for f in /proc/[0-9]*/environ; do
+    while IFS= read -r -d '' v; do
+      [ "$v" = "SO_FAULTS_CASE=$marker" ] && { f=${f#/proc/}; found[${f%/environ}]=1; break; }
+    done 2>/dev/null <"$f"
+  done
+  procs=("${!found[@]}")
 }
 
-# The ranks (or the one process) of the running case: its processes named scaleout.
-case_ranks() {
-  local p
-  for p in $(case_procs); do
-    [ "$(cat "/proc/$p/comm" 2>/dev/null)" = scaleout ] && echo "$p"
-  done | sort -n | tr '\n' ' '
+# find_ranks: into the array ranks, the ranks (or the one process) of the
+# running case, ascending: its processes named scaleout.
+find_ranks() {
+  local p c
+  ranks=()
+  find_procs
+  for p in "${procs[@]}"; do
+    { IFS= read -r c <"/proc/$p/comm"; } 2>/dev/null && [ "$c" = scaleout ] && ranks+=("$p")
+  done
+  return 0
+}
+
+# The same two lists printed, for commands that take them as arguments.
+case_procs() { find_procs; echo "${procs[*]}"; }
+case_ranks() { find_ranks; echo "${ranks[*]}"; }
+
+# wait_ranks N SECONDS: until N processes named scaleout run in the case
+# (then in ranks).
+wait_ranks() {
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    find_ranks
+    [ ${#ranks[@]} -ge "$1" ] && return 0
+    nap 0.1
+  done
+  return 1
 }
 
 kill_case() {
   pkill -KILL -s "$sid" 2>/dev/null
   local p
-  for p in $(case_procs); do kill -KILL "$p" 2>/dev/null; done
+  find_procs
+  for p in "${procs[@]}"; do kill -KILL "$p" 2>/dev/null; done
 }
 
 # fault_run NAME DEADLINE CMD...: CMD in its own session (setsid: a new
@@ -85,7 +135,7 @@ fault_start() {
   out=$tmp/$name.out err=$tmp/$name.err
   mkdir -p "$shm/$name"
   marker=$family.$$.$name
-  t0=$(now)
+  stamp t0
   SO_FAULTS_CASE=$marker OMPI_MCA_btl_vader_backing_directory=$shm/$name \
     OMPI_MCA_osc_sm_backing_directory=$shm/$name setsid -w "$@" >"$out" 2>"$err" &
   case_pid=$!
@@ -93,38 +143,40 @@ fault_start() {
 }
 
 fault_wait() {
-  local deadline=$1 end
-  end=$(awk -v a="$t0" -v b="$deadline" 'BEGIN { printf "%.3f", a + b }')
+  local deadline=$1 end t
+  end=$((t0 + deadline * 1000000))
   while ! ended "$case_pid"; do
-    if awk -v a="$(now)" -v b="$end" 'BEGIN { exit !(a > b) }'; then
+    stamp t
+    if [ "$t" -gt "$end" ]; then
       kill_case
       { wait "$case_pid"; } 2>/dev/null
       st=124
       took=$(since "$t0")
-      t_end=$(now)
+      stamp t_end
       echo "   (killed at the ${deadline} s deadline; last output: $(tail -c 300 "$err" | tr '\n' ' '))"
       return
     fi
-    sleep 0.05
+    nap 0.05
   done
+  stamp t_end
   wait "$case_pid"
   st=$?
   took=$(since "$t0")
-  t_end=$(now)
 }
 
 # signal_case SIG PIDS...: sends SIG and notes when (t_sig), for expect_after_signal.
 signal_case() {
   local sig=$1
   shift
-  t_sig=$(now)
+  stamp t_sig
   kill -"$sig" "$@" 2>/dev/null
 }
 
 # The case ended less than SECONDS after the last signal_case.
 expect_after_signal() {
   local name=$1 secs=$2 d
-  d=$(awk -v a="$t_end" -v b="$t_sig" 'BEGIN { printf "%.2f", a - b }')
+  d=$((t_end - t_sig))
+  d=$(printf '%d.%02d' $((d / 1000000)) $((d % 1000000 / 10000)))
   awk -v a="$d" -v b="$secs" 'BEGIN { exit !(a < b) }' && ok "$name: ended $d s after the signal (< $secs s)" ||
     bad "$name: ended $d s after the signal, want < $secs s"
 }
@@ -175,10 +227,11 @@ expect_within() {
 # (and reported).
 expect_clean() {
   local name=$1 left files ns=
-  for _ in $(seq 50); do
-    left=$(case_procs)
+  for _ in {1..50}; do
+    find_procs
+    left=${procs[*]}
     [ -z "$left" ] && break
-    sleep 0.1
+    nap 0.1
   done
   files=$(ls -A "$shm/$name" 2>/dev/null | tr '\n' ' ')
   ns=$(ip netns list 2>/dev/null | awk '{print $1}' | grep "^$SCALEOUT_CLUSTER-" | tr '\n' ' ')

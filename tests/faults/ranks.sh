@@ -13,23 +13,16 @@ long=(train --model lenet5 --dataset synthetic --batch-size 8 --synthetic-sample
       --eval-every -1 --steps 1000000 --stall-warning 1 --comm-timeout 2)
 pipe=(--pipeline-stages 2 --microbatches 2)
 
-# wait_ranks N: until N processes named scaleout run in the case (20 s at most).
-wait_ranks() {
-  for _ in $(seq 200); do
-    [ "$(case_ranks | wc -w)" -ge "$1" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
-
 # rank_case NAME SIG NP [LAUNCHER...] -- ARGS...: NP ranks train; once they
 # have trained a second, SIG goes to the highest-numbered rank's process.
 rank_case() {
   local name=$1 sig=$2 np=$3 victim
   shift 3
   fault_start "$name" "$@"
-  wait_ranks "$np" && sleep 1
-  victim=$(case_ranks | awk '{print $NF}')
+  wait_ranks "$np" 20 && nap 1
+  find_ranks
+  victim=
+  [ ${#ranks[@]} -gt 0 ] && victim=${ranks[-1]}
   signal_case "$sig" "$victim"
   fault_wait 30
   [ "$st" != 0 ] && [ "$st" != 124 ] && ok "$name: the job ended, exit $st" || bad "$name: exit $st"

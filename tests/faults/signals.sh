@@ -15,27 +15,21 @@
 small=(--model lenet5 --dataset synthetic --batch-size 8 --synthetic-samples 64 --progress none --eval-every -1)
 setup_sleep=(env SCALEOUT_JOB_TEST_SETUP_SLEEP_MS=30000)
 
-# wait_ranks N: until N processes named scaleout run in the case (at most 10 s).
-wait_ranks() {
-  for _ in $(seq 100); do
-    [ "$(case_ranks | wc -w)" -ge "$1" ] && return 0
-    sleep 0.1
-  done
-  return 1
-}
-
 # wait_asleep: until every rank's main thread sleeps in a test hook (the
 # set-up hold, or the profiler's slow step), so the signal lands in the phase
 # the case is about however loaded the machine is (at most 15 s).
 wait_asleep() {
-  local p all
+  local p all w
   for _ in $(seq 150); do
     all=1
-    for p in $(case_ranks); do
-      [ "$(cat "/proc/$p/wchan" 2>/dev/null)" = hrtimer_nanosleep ] || all=0
+    find_ranks
+    for p in "${ranks[@]}"; do
+      w=
+      { read -r w <"/proc/$p/wchan"; } 2>/dev/null
+      [ "$w" = hrtimer_nanosleep ] || all=0
     done
-    [ $all = 1 ] && [ -n "$(case_ranks)" ] && return 0
-    sleep 0.1
+    [ $all = 1 ] && [ ${#ranks[@]} -gt 0 ] && return 0
+    nap 0.1
   done
   return 1
 }
@@ -44,7 +38,7 @@ wait_asleep() {
 # background commands with SIGINT ignored, which scaleout respects: env
 # --default-signal gives it back its default).
 fault_start setup-term "${setup_sleep[@]}" "$bin" train "${small[@]}" --steps 2
-wait_ranks 1 && wait_asleep
+wait_ranks 1 10 && wait_asleep
 signal_case TERM $(case_ranks)
 fault_wait 20
 expect_status setup-term 143
@@ -53,7 +47,7 @@ expect_after_signal setup-term 1.5
 expect_clean setup-term
 
 fault_start setup-int env --default-signal=INT "${setup_sleep[@]}" "$bin" train "${small[@]}" --steps 2
-wait_ranks 1 && wait_asleep
+wait_ranks 1 10 && wait_asleep
 signal_case INT $(case_ranks)
 fault_wait 20
 expect_status setup-int 130
@@ -63,7 +57,7 @@ expect_clean setup-int
 
 # 2 ranks held in set-up, SIGTERM to one of them: the launcher ends the job.
 fault_start setup-mpi "${setup_sleep[@]}" "$mpirun" -np 2 "$bin" train "${small[@]}" --steps 2
-wait_ranks 2 && wait_asleep
+wait_ranks 2 10 && wait_asleep
 signal_case TERM $(case_ranks | awk '{print $1}')
 fault_wait 30
 [ "$st" != 0 ] && [ "$st" != 124 ] && ok "setup-mpi: the job ended, exit $st" || bad "setup-mpi: exit $st"
@@ -85,7 +79,7 @@ taken() {
 # a second one, sent as soon as the first was taken, ends the process at once.
 slow=(env SCALEOUT_PROF_TEST_SLEEP=0:1500 "$bin" train "${small[@]}" --steps 50 --profile)
 fault_start first-term "${slow[@]}" "$tmp/prof1"
-wait_ranks 1 && wait_asleep
+wait_ranks 1 10 && wait_asleep
 signal_case TERM $(case_ranks)
 fault_wait 30
 expect_status first-term 75
@@ -94,7 +88,7 @@ expect_after_signal first-term 4
 expect_clean first-term
 
 fault_start second-term "${slow[@]}" "$tmp/prof2"
-wait_ranks 1 && wait_asleep
+wait_ranks 1 10 && wait_asleep
 r=$(case_ranks)
 kill -TERM $r
 taken $r
@@ -108,7 +102,7 @@ expect_clean second-term
 # A command that is not training: ckpt verify held after reading a manifest.
 "$bin" train "${small[@]}" --steps 2 --ckpt-every 2 --ckpt-dir "$tmp/ck" >/dev/null 2>&1 || bad "setup: train"
 fault_start verify-term env SCALEOUT_CKPT_TEST_DELAY_MS=30000 "$bin" ckpt verify "$tmp/ck"
-wait_ranks 1 && wait_asleep
+wait_ranks 1 10 && wait_asleep
 signal_case TERM $(case_ranks)
 fault_wait 20
 expect_status verify-term 143
