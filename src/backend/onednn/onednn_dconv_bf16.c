@@ -371,16 +371,21 @@ static void pad_image(const float *src, const od_dconvh *d, float *dst)
                    src + ((size_t)i * d->ih + y) * d->iw, (size_t)d->iw * sizeof(float));
 }
 
+/* Lanes [0, n - x) of a 16-lane chunk at x. */
+static __mmask16 tail_mask(int n, int x) { return n - x >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (n - x)) - 1); }
+
+/* dst = wide + bias, ReLU'd when fused (NaN kept), dropping the pad columns. */
 static void store_out(const od_dconvh *d, const float *wide, const float *bias, float *dst)
 {
     for (int o = 0; o < d->oc; o++) {
-        float b = bias ? bias[o] : 0.0f;
+        __m512 b = _mm512_set1_ps(bias ? bias[o] : 0.0f);
         for (int y = 0; y < d->oh; y++) {
             const float *r = wide + (size_t)o * d->f.len + (size_t)y * d->f.pw;
             float *q = dst + ((size_t)o * d->oh + y) * d->ow;
-            for (int x = 0; x < d->ow; x++) {
-                float v = r[x] + b;
-                q[x] = d->relu && v < 0.0f ? 0.0f : v;
+            for (int x = 0; x < d->ow; x += 16) {
+                __mmask16 k = tail_mask(d->ow, x);
+                __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, r + x), b);
+                _mm512_mask_storeu_ps(q + x, k, d->relu ? _mm512_max_ps(_mm512_setzero_ps(), v) : v);
             }
         }
     }
@@ -395,11 +400,16 @@ static void prep_dy(const od_dconvh *d, const float *dy, const float *out, bp_tb
             size_t r = ((size_t)o * d->oh + y) * d->ow;
             float *w = v->dyw + (size_t)o * d->f.len + (size_t)y * d->f.pw;
             float *p = d->has_bd ? v->dyp + (size_t)o * d->bd.plane + d->front + (size_t)y * d->f.pw : NULL;
-            for (int x = 0; x < d->ow; x++) {
-                float g = d->relu && out[r + x] <= 0.0f ? 0.0f : dy[r + x];
-                w[x] = g;
+            for (int x = 0; x < d->ow; x += 16) { /* zero where the ReLU's output was <= 0 */
+                __mmask16 k = tail_mask(d->ow, x);
+                if (d->relu)
+                    k = _mm512_mask_cmp_ps_mask(k, _mm512_maskz_loadu_ps(k, out + r + x), _mm512_setzero_ps(),
+                                                _CMP_NLE_UQ);
+                __m512 g = _mm512_maskz_loadu_ps(k, dy + r + x);
+                __mmask16 all = tail_mask(d->ow, x);
+                _mm512_mask_storeu_ps(w + x, all, g);
                 if (p)
-                    p[x] = g;
+                    _mm512_mask_storeu_ps(p + x, all, g);
             }
         }
     for (int o = 0; o < d->oc; o++)
