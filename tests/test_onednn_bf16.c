@@ -82,6 +82,12 @@ static const opcase opcases[] = {
     {"conv1x1", 32, 7, 7, 0, 1, 1, 0, 1, 0},
     {"conv3x3_stride2_nobias", 16, 9, 9, 0, 3, 2, 1, 0, 0},
     {"conv3x3_bias_relu", 16, 8, 8, 0, 3, 1, 1, 1, 1},
+    /* Fewer than 16 input channels: the backend's own direct kernel, its
+     * BF16 instance (vdpbf16ps): tap pairs over channels (even count) or
+     * over columns (odd count, an odd kernel width leaving a lone tap). */
+    {"dconv5x5_c6", 6, 14, 14, 0, 5, 1, 0, 1, 0},
+    {"dconv5x5_c1_pad_relu", 1, 12, 12, 0, 5, 1, 2, 1, 1},
+    {"dconv3x3_c3_nobias", 3, 9, 9, 0, 3, 1, 1, 0, 0},
     {"dense", 16, 4, 4, 1, 0, 0, 0, 1, 0},
     {"dense_relu", 32, 3, 3, 1, 0, 0, 0, 1, 1},
 };
@@ -223,6 +229,11 @@ static void op_case(const opcase *tc)
     op_open(tc, "ref", SO_PRECISION_FP32, x, &ref);
     op_step(&bf, 1);
     op_step(&ref, 1);
+    if (!tc->dense && tc->c % 16) { /* the small-channel kernel ran in BF16, not its FP32 instance */
+        so_conv_kernels k;
+        assert_int_equal(so_model_conv_kernels(bf.m, bf.op, &k), 0);
+        assert_string_equal(k.impl[SO_PROP_FWD], "scaleout:avx512_bf16");
+    }
 
     const so_node *nd = so_graph_node(ref.m->g, ref.op);
     size_t nb = tc->bias ? CLASSES : 0, nw = nd->nparam - nb;

@@ -201,13 +201,13 @@ static int create_bwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
 static int conv_create(od_state *s, int node)
 {
     /* Small channel counts on a plain source: oneDNN only has im2col+gemm
-     * there, the backend's own direct kernel is several times faster. It
-     * stays FP32 under --precision bf16: oneDNN 2.6's BF16 kernels for these
-     * layers (LeNet-5's 1->6 and 6->16 5x5, batch 64, one thread) take
-     * 2.3-4.7x the direct kernel's FP32 time on a Zen 5 core (AVX512_BF16),
-     * so the rule is the FP32 one. */
+     * there, the backend's own direct kernel is several times faster. Under
+     * --precision bf16 it runs its BF16 instance (vdpbf16ps): oneDNN 2.6's
+     * BF16 kernels for these layers (LeNet-5's 1->6 and 6->16 5x5, batch 64,
+     * one thread) take 2.3-4.7x the direct kernel's FP32 time on a Zen 5
+     * core (AVX512_BF16), so the rule is the FP32 one. */
     if (small_channels(s, node) && od_dconv_applies(s, node) && !own_wino(s, node, SO_PROP_FWD)) {
-        s->t[node].op = od_dconv_op();
+        s->t[node].op = od_bf16(s) && so_cpu_has_bf16() ? &od_op_dconv_bf16 : od_dconv_op();
         return s->t[node].op->create(s, node);
     }
     od_conv *c = calloc(1, sizeof *c);
@@ -357,7 +357,8 @@ int od_conv_kernels(void *state, int node, so_conv_kernels *out)
     if (isa >= 0) { /* the backend's own direct kernel, named by the ISA it runs */
         for (int p = 0; p < SO_NPROPS; p++) {
             snprintf(out->algo[p], sizeof out->algo[p], "direct");
-            snprintf(out->impl[p], sizeof out->impl[p], "scaleout:%s", so_isa_name((so_isa)isa));
+            snprintf(out->impl[p], sizeof out->impl[p], "scaleout:%s%s", so_isa_name((so_isa)isa),
+                     s->t[node].op == &od_op_dconv_bf16 ? "_bf16" : "");
         }
         if (!so_graph_needs_diff(s->g, node, 0)) {
             snprintf(out->algo[SO_PROP_BWD_DATA], sizeof out->algo[0], "none");

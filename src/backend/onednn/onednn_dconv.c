@@ -37,5 +37,5 @@ const od_op *od_dconv_op(void)
 
 int od_dconv_isa(const od_op *op)
 {
-    return op == &od_op_dconv_avx512 ? SO_ISA_AVX512 : op == &od_op_dconv_avx2 ? SO_ISA_AVX2 : -1;
+    return op == &od_op_dconv_avx512 || op == &od_op_dconv_bf16 ? SO_ISA_AVX512 : op == &od_op_dconv_avx2 ? SO_ISA_AVX2 : -1;
 }

@@ -104,6 +104,8 @@ size_t od_edge_layout(void *state, int node, void *buf, size_t len);
  * widest so_cpu_isa() allows, od_dconv_isa() names an op's ISA (an so_isa;
  * -1 when the op is not a dconv instance). */
 extern const od_op od_op_dconv_avx512, od_op_dconv_avx2;
+/* Its BF16 instance (onednn_dconv_bf16.c, AVX512_BF16), for --precision bf16. */
+extern const od_op od_op_dconv_bf16;
 int od_dconv_applies(od_state *s, int node);
 const od_op *od_dconv_op(void);
 int od_dconv_isa(const od_op *op);
