@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "backend/onednn/onednn_linear_bf16.h"
 #include "scaleout/cpu.h"
 #include "scaleout/dtype.h"
 #include "scaleout/err.h"
@@ -228,6 +229,38 @@ static void t_really_bf16(void **st)
     so_model_destroy(fp);
 }
 
+/* The tied head's BF16 copy of the token table: rebuilt when the table
+ * changes through the per-node path (what ZeRO's gathers and --init-from of
+ * one unit report: the embedding's node only), and only then. */
+static void t_tied_copy_follows_table(void **st)
+{
+    (void)st;
+    const tcase *tc = &cases[2];
+    so_model *bf = open_model(tc, "onednn", SO_PRECISION_BF16);
+    float x[BATCH * 12];
+    int32_t y[BATCH * 12];
+    make_data(bf, x, y);
+    int embed = 1, head = so_graph_size(bf->g) - 2;
+    assert_int_equal(so_graph_node(bf->g, head)->a.tie, embed);
+    assert_int_equal(so_model_forward(bf, x, y, BATCH, 1), 0);
+    assert_int_equal(so_model_backward(bf), 0);
+    unsigned long built = od_linear_bf16_weight_builds();
+    for (int pass = 0; pass < 3; pass++) { /* nothing changed: no conversion */
+        assert_int_equal(so_model_forward(bf, x, y, BATCH, 1), 0);
+        assert_int_equal(so_model_backward(bf), 0);
+    }
+    assert_int_equal(od_linear_bf16_weight_builds(), built);
+    const so_node *e = so_graph_node(bf->g, embed);
+    for (size_t i = 0; i < e->nparam; i++) /* a new table, BF16-exact: check_forward's reference is exact */
+        bf->params[e->param_off + i] = so_bf16_to_f32_1(so_f32_to_bf16_1(-0.5f * bf->params[e->param_off + i]));
+    so_model_params_changed_nodes(bf, embed, embed + 1);
+    assert_int_equal(so_model_forward(bf, x, y, BATCH, 1), 0);
+    check_forward(tc, bf); /* a stale copy fails here */
+    assert_int_equal(so_model_backward(bf), 0);
+    assert_int_equal(od_linear_bf16_weight_builds(), built + 2); /* the forward's copy and the backward's */
+    so_model_destroy(bf);
+}
+
 int main(void)
 {
     if (!so_cpu_has_bf16()) {
@@ -237,6 +270,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_cases),
         cmocka_unit_test(t_really_bf16),
+        cmocka_unit_test(t_tied_copy_follows_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -218,11 +218,25 @@ static int read_output(void *state, int node, float *dst)
     return rc;
 }
 
+static void invalidate(od_state *s, int i)
+{
+    if (s->t[i].op && s->t[i].op->invalidate && s->t[i].priv)
+        s->t[i].op->invalidate(s->t[i].priv);
+}
+
+/* A linear head tied to an embedding's token table keeps its own (BF16)
+ * copy of those weights: it hears of the table's changes too. */
 static void node_params_changed(void *state, int i)
 {
     od_state *s = state;
-    if (i >= 1 && i < s->n && s->t[i].op && s->t[i].op->invalidate && s->t[i].priv)
-        s->t[i].op->invalidate(s->t[i].priv);
+    if (i < 1 || i >= s->n)
+        return;
+    invalidate(s, i);
+    if (so_graph_node(s->g, i)->op != SO_OP_EMBED)
+        return;
+    for (int j = i + 1; j < s->n; j++)
+        if (so_graph_node(s->g, j)->op == SO_OP_LINEAR && so_graph_node(s->g, j)->a.tie == i)
+            invalidate(s, j);
 }
 
 static void params_changed(void *state)
