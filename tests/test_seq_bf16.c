@@ -261,6 +261,43 @@ static void t_tied_copy_follows_table(void **st)
     so_model_destroy(bf);
 }
 
+static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+/* Accounted bytes less the oneDNN scratchpad, which follows the kernels
+ * oneDNN picks (BF16 ones need other sizes than FP32 ones), not the copies. */
+static size_t accounted(const so_model *m)
+{
+    return so_model_activation_bytes(m) - ((const od_state *)m->bs)->pad_bytes;
+}
+
+/* The BF16 copies are in the accounted memory: per linear layer its weights
+ * twice (the backward's plain copy, the forward's in the matmul's layout,
+ * padded to at most 64 x 64 blocks) and its input (R,K), 2 bytes each. */
+static void t_copies_accounted(void **st)
+{
+    (void)st;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c += 2) {
+        const tcase *tc = &cases[c];
+        so_model *bf = open_model(tc, "onednn", SO_PRECISION_BF16), *fp = open_model(tc, "onednn", SO_PRECISION_FP32);
+        size_t lo = 0, hi = 0;
+        for (int i = 1; i < so_graph_size(bf->g); i++) {
+            const so_node *nd = so_graph_node(bf->g, i);
+            if (nd->op != SO_OP_LINEAR)
+                continue;
+            so_shape in = so_graph_node(bf->g, nd->inputs[0])->out;
+            size_t K = (size_t)in.w, N = (size_t)nd->a.out, R = (size_t)BATCH * in.c * in.h;
+            lo += 2 * (2 * N * K + R * K);
+            hi += 2 * (N * K + round_up(K, 64) * round_up(N, 64) + R * K);
+        }
+        size_t b = accounted(bf), f = accounted(fp);
+        if (b < f + lo || b > f + hi)
+            fail_msg("%s: accounted bf16 %zu, fp32 %zu bytes: the difference is not the BF16 copies' %zu-%zu",
+                     tc->name, b, f, lo, hi);
+        so_model_destroy(bf);
+        so_model_destroy(fp);
+    }
+}
+
 int main(void)
 {
     if (!so_cpu_has_bf16()) {
@@ -271,6 +308,7 @@ int main(void)
         cmocka_unit_test(t_cases),
         cmocka_unit_test(t_really_bf16),
         cmocka_unit_test(t_tied_copy_follows_table),
+        cmocka_unit_test(t_copies_accounted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

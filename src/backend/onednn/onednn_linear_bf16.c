@@ -74,8 +74,10 @@ static int create_fwd(od_state *s, int node, od_linear_bf16 *l)
     if (rc)
         return rc;
     w = od_query_md(&l->fwd, dnnl_query_weights_md);
-    if (!(l->wf = so_alloc(dnnl_memory_desc_get_size(&w))))
+    size_t wf_bytes = dnnl_memory_desc_get_size(&w);
+    if (!(l->wf = so_alloc(wf_bytes)))
         return so_err(SO_ENOMEM, "out of memory for the BF16 weights of node %s", od_node(s, node)->name);
+    s->wbf16_bytes += wf_bytes;
     rc = od_reorder_init(s, node, "bf16 weights reorder", &wuser, &w, 0, &l->w_reorder);
     if (!rc)
         rc = od_mem_wrap(s, node, &x, l->xb, &l->x);
@@ -130,10 +132,12 @@ int od_linear_bf16_create(od_state *s, int node, const od_linear_bf16_io *io, od
     if (!l)
         return so_err(SO_ENOMEM, "out of memory for node %s", od_node(s, node)->name);
     l->io = *io;
-    l->wb = so_alloc((size_t)io->N * (size_t)io->K * sizeof *l->wb);
-    l->xb = so_alloc((size_t)io->R * (size_t)io->K * sizeof *l->xb);
+    size_t wb_bytes = (size_t)io->N * (size_t)io->K * sizeof *l->wb, xb_bytes = (size_t)io->R * (size_t)io->K * 2;
+    l->wb = so_alloc(wb_bytes);
+    l->xb = so_alloc(xb_bytes);
     if (!l->wb || !l->xb)
         return so_err(SO_ENOMEM, "out of memory for the BF16 copies of node %s", od_node(s, node)->name);
+    s->wbf16_bytes += wb_bytes + xb_bytes; /* state_bytes reports them; the forward's copy: create_fwd */
     int rc = create_fwd(s, node, l);
     return rc ? rc : create_bwd(s, node, l);
 }
