@@ -259,6 +259,20 @@ static size_t state_bytes(void *state)
     return total;
 }
 
+/* The layers that run BF16 under --precision bf16: oneDNN convolutions (not
+ * the direct kernel of small channel counts, od_dconv), dense layers run
+ * whole (chunks run sgemm) and linear layers. Attention stays FP32. */
+static so_precision node_precision(void *state, int i)
+{
+    od_state *s = state;
+    if (!od_bf16(s) || i < 1 || i >= s->n)
+        return SO_PRECISION_FP32;
+    const od_op *op = s->t[i].op;
+    int chunked = s->m->chunks && s->m->chunks[i] > 1;
+    int bf16 = op == &od_op_conv || op == &od_op_linear || (op == &od_op_dense && !chunked);
+    return bf16 ? SO_PRECISION_BF16 : SO_PRECISION_FP32;
+}
+
 const so_backend_ops so_backend_onednn = {
     .name = "onednn",
     .create = create,
@@ -274,5 +288,6 @@ const so_backend_ops so_backend_onednn = {
     .edge_bytes = od_edge_bytes,
     .edge_layout = od_edge_layout,
     .state_bytes = state_bytes,
+    .node_precision = node_precision,
     .dense_chunk = dense_chunk,
 };
