@@ -63,6 +63,52 @@ PY
   then ok; else bad "per-layer report of 2 pipeline stages: $(tail -n 5 "$tmp/pipe.txt" "$tmp/pipe.log")"; fi
 fi
 
+# BF16 (issue 38): LeNet-5 under --precision bf16 runs its dense layers and
+# its small convolutions (the direct kernel's BF16 instance) in BF16. Each
+# layer with FLOPs names its precision in profile.json and the report, its
+# MFU is its own FLOPs / time / peak, and the peak is the BF16 one (the run's
+# MFU peak, `--json` mfu_peak_gflops_per_core); the FP32 run's same layers
+# name fp32 and are held to the FP32 peak (half of it, or the measured
+# FMA rate). Skipped where the
+# CPU (or a SCALEOUT_MAX_ISA cap) lacks BF16.
+"$bin" "${common[@]}" --threads 1 --precision bf16 --profile "$tmp/bf16" --json "$tmp/bf16.json" \
+  >"$tmp/bf16.log" 2>&1
+st=$?
+if [ $st -eq 2 ] && grep -qi bf16 "$tmp/bf16.log"; then
+  echo "skipped the BF16 part: $(tail -1 "$tmp/bf16.log")"
+elif [ $st -ne 0 ]; then
+  bad "bf16 run: $(tail -3 "$tmp/bf16.log")"
+elif "$bin" report "$tmp/bf16" --text >"$tmp/bf16.txt" 2>&1 &&
+  /usr/bin/python3 - "$tmp/bf16/profile.json" "$tmp/bf16.json" "$tmp/bf16.txt" "$tmp/np1/profile.json" <<'PY'
+import json, sys
+prof, run, text = json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), open(sys.argv[3]).read().splitlines()
+fp32 = {l["name"]: l for l in json.load(open(sys.argv[4]))["ranks"][0]["layers"]}
+assert run["mfu_peak"] == "BF16", run["mfu_peak"]
+bf16_peak = run["mfu_peak_gflops_per_core"]  # --threads 1
+layers = {l["name"]: l for l in prof["ranks"][0]["layers"]}
+at = next(i for i, l in enumerate(text) if l.startswith("layers in graph order"))
+assert text[at + 1].split()[-4:] == ["precision", "GFLOP/s", "MFU", "%"], text[at + 1]
+rows = {}
+for l in text[at + 2:]:
+    if not l.strip():
+        break
+    rows[l.split()[0]] = l.split()
+col = lambda name, key: rows[name][{"precision": 6, "MFU": 8}[key]]  # layer block fw bw total share precision GFLOP/s MFU
+for n in ["conv1", "conv2", "fc1", "fc2", "fc3"]:
+    f = fp32[n]
+    # another process: its clock probe may read a few % apart
+    assert f["precision"] == "fp32" and 0 < f["peak_gflops"] <= 0.6 * bf16_peak, (n, f, bf16_peak)
+    for want in ["bf16"]:
+        l = layers[n]
+        secs = l["forward_s"] + l["backward_s"]
+        assert l["precision"] == want and col(n, "precision") == want, (n, l, rows[n])
+        assert abs(l["gflops_per_s"] - l["flops"] / secs / 1e9) <= 1e-6 * l["gflops_per_s"], (n, l)
+        assert abs(l["mfu"] - l["gflops_per_s"] / l["peak_gflops"]) <= 1e-6 * l["mfu"], (n, l)
+        assert (abs(l["peak_gflops"] - bf16_peak) <= 1e-6 * bf16_peak) == (want == "bf16"), (n, l, bf16_peak)
+        assert abs(float(col(n, "MFU")) - 100 * l["mfu"]) <= 0.05 + 1e-3 * 100 * l["mfu"], (n, l, rows[n])
+PY
+then ok; else bad "per-layer BF16 figures: $(tail -n 5 "$tmp/bf16.txt")"; fi
+
 # HTML: self-contained (no external scripts, styles or fetches).
 "$bin" report "${runs[@]}" -o "$tmp/report.html" >"$tmp/html.log" 2>&1 && [ -s "$tmp/report.html" ] && ok ||
   bad "report -o: $(cat "$tmp/html.log")"

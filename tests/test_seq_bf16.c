@@ -25,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "backend/onednn/onednn_linear_bf16.h"
 #include "scaleout/cpu.h"
 #include "scaleout/dtype.h"
 #include "scaleout/err.h"
@@ -228,6 +229,75 @@ static void t_really_bf16(void **st)
     so_model_destroy(fp);
 }
 
+/* The tied head's BF16 copy of the token table: rebuilt when the table
+ * changes through the per-node path (what ZeRO's gathers and --init-from of
+ * one unit report: the embedding's node only), and only then. */
+static void t_tied_copy_follows_table(void **st)
+{
+    (void)st;
+    const tcase *tc = &cases[2];
+    so_model *bf = open_model(tc, "onednn", SO_PRECISION_BF16);
+    float x[BATCH * 12];
+    int32_t y[BATCH * 12];
+    make_data(bf, x, y);
+    int embed = 1, head = so_graph_size(bf->g) - 2;
+    assert_int_equal(so_graph_node(bf->g, head)->a.tie, embed);
+    assert_int_equal(so_model_forward(bf, x, y, BATCH, 1), 0);
+    assert_int_equal(so_model_backward(bf), 0);
+    unsigned long built = od_linear_bf16_weight_builds();
+    for (int pass = 0; pass < 3; pass++) { /* nothing changed: no conversion */
+        assert_int_equal(so_model_forward(bf, x, y, BATCH, 1), 0);
+        assert_int_equal(so_model_backward(bf), 0);
+    }
+    assert_int_equal(od_linear_bf16_weight_builds(), built);
+    const so_node *e = so_graph_node(bf->g, embed);
+    for (size_t i = 0; i < e->nparam; i++) /* a new table, BF16-exact: check_forward's reference is exact */
+        bf->params[e->param_off + i] = so_bf16_to_f32_1(so_f32_to_bf16_1(-0.5f * bf->params[e->param_off + i]));
+    so_model_params_changed_nodes(bf, embed, embed + 1);
+    assert_int_equal(so_model_forward(bf, x, y, BATCH, 1), 0);
+    check_forward(tc, bf); /* a stale copy fails here */
+    assert_int_equal(so_model_backward(bf), 0);
+    assert_int_equal(od_linear_bf16_weight_builds(), built + 2); /* the forward's copy and the backward's */
+    so_model_destroy(bf);
+}
+
+static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+
+/* Accounted bytes less the oneDNN scratchpad, which follows the kernels
+ * oneDNN picks (BF16 ones need other sizes than FP32 ones), not the copies. */
+static size_t accounted(const so_model *m)
+{
+    return so_model_activation_bytes(m) - ((const od_state *)m->bs)->pad_bytes;
+}
+
+/* The BF16 copies are in the accounted memory: per linear layer its weights
+ * twice (the backward's plain copy, the forward's in the matmul's layout,
+ * padded to at most 64 x 64 blocks) and its input (R,K), 2 bytes each. */
+static void t_copies_accounted(void **st)
+{
+    (void)st;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c += 2) {
+        const tcase *tc = &cases[c];
+        so_model *bf = open_model(tc, "onednn", SO_PRECISION_BF16), *fp = open_model(tc, "onednn", SO_PRECISION_FP32);
+        size_t lo = 0, hi = 0;
+        for (int i = 1; i < so_graph_size(bf->g); i++) {
+            const so_node *nd = so_graph_node(bf->g, i);
+            if (nd->op != SO_OP_LINEAR)
+                continue;
+            so_shape in = so_graph_node(bf->g, nd->inputs[0])->out;
+            size_t K = (size_t)in.w, N = (size_t)nd->a.out, R = (size_t)BATCH * in.c * in.h;
+            lo += 2 * (2 * N * K + R * K);
+            hi += 2 * (N * K + round_up(K, 64) * round_up(N, 64) + R * K);
+        }
+        size_t b = accounted(bf), f = accounted(fp);
+        if (b < f + lo || b > f + hi)
+            fail_msg("%s: accounted bf16 %zu, fp32 %zu bytes: the difference is not the BF16 copies' %zu-%zu",
+                     tc->name, b, f, lo, hi);
+        so_model_destroy(bf);
+        so_model_destroy(fp);
+    }
+}
+
 int main(void)
 {
     if (!so_cpu_has_bf16()) {
@@ -237,6 +307,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_cases),
         cmocka_unit_test(t_really_bf16),
+        cmocka_unit_test(t_tied_copy_follows_table),
+        cmocka_unit_test(t_copies_accounted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

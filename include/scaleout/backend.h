@@ -56,6 +56,9 @@ typedef struct so_backend_ops {
      * gradient and sums its share of the input's diff, delivered with k = 0.
      * May be NULL: the model then runs every node whole. */
     int (*dense_chunk)(void *state, int node, int k, int r0, int r1, int backward);
+    /* The precision node `node`'s products run in (the profiler's per-layer
+     * peak). May be NULL: every node computes in FP32. */
+    so_precision (*node_precision)(void *state, int node);
 } so_backend_ops;
 
 extern const so_backend_ops so_backend_ref;

@@ -250,6 +250,10 @@ int so_model_correct(so_model *m, const int32_t *y, int n, int *correct);
 int so_model_add_scores(so_model *m, const int32_t *y, int n, double sums[3]);
 /* Output of any node, plain NCHW (batch x C x H x W). */
 int so_model_node_output(so_model *m, int node, float *out);
+/* The precision node `node`'s products run in: BF16 only for the layers
+ * the backend converts under --precision bf16 (not attention, not the
+ * convolutions and dense chunks it keeps in FP32). */
+so_precision so_model_node_precision(const so_model *m, int node);
 
 /* Must be called after parameters or state change outside backward (optimizer
  * step, checkpoint load), so backends drop cached weight reorders. */

@@ -338,6 +338,7 @@ typedef struct {
     int edge;                    /* 0 a layer, 1 the send of node's tensor, 2 its recv */
     int seen;                    /* first-seen order: the tie-break */
     double fw, bw;               /* ms per step, summed over ranks */
+    double flops, secs;          /* model FLOPs and their seconds, summed over ranks (NaN: not counted) */
     int ranks;
 } layer_row;
 
@@ -385,12 +386,24 @@ static layer_row *merge_layers(const so_prof_jv *ranks, int *n)
             layer_row *r = layer_find(rows, n, l, i);
             r->fw += 1e3 * num(l, "forward_s") / steps;
             r->bw += 1e3 * num(l, "backward_s") / steps;
+            r->flops += num(l, "flops"); /* NaN where the layer counts none (and stays NaN) */
+            r->secs += num(l, "forward_s") + num(l, "backward_s");
             r->ranks++;
         }
     }
     if (rows)
         qsort(rows, (size_t)*n, sizeof *rows, layer_cmp);
     return rows;
+}
+
+/* Precision, GFLOP/s and MFU: the rate over every rank's FLOPs and seconds,
+ * against the first rank's peak (the ranks of one run share a CPU model). */
+static void layer_rate_cells(char (*cell)[RPT_CELL], const layer_row *lr)
+{
+    snprintf(cell[6], RPT_CELL, "%s", str(lr->entry, "precision"));
+    double rate = lr->secs > 0 ? lr->flops / lr->secs * 1e-9 : NAN, peak = num(lr->entry, "peak_gflops");
+    fmt(cell[7], "%.1f", rate);
+    fmt(cell[8], "%.1f", peak > 0 ? 100 * rate / peak : NAN);
 }
 
 /* Forward/backward ms per step of each layer, keyed by layer and averaged
@@ -404,12 +417,15 @@ static void layer_section(rpt_report *r, const rpt_run *run)
         free(rows);
         return;
     }
-    static const char *const cols[] = {"layer", "block", "forward ms", "backward ms", "total ms", "share %", NULL};
+    static const char *const cols[] = {"layer", "block", "forward ms", "backward ms", "total ms", "share %",
+                                       "precision", "GFLOP/s", "MFU %", NULL};
     char title[160];
     snprintf(title, sizeof title, "Per-layer time: %.100s", run->path);
     rpt_section *s = section(r, title, "Forward and backward time of each layer per step, mean over the ranks "
                                        "that run it (with pipeline stages, its stage's replicas; evaluation "
-                                       "forwards excluded).");
+                                       "forwards excluded). GFLOP/s: the layer's model FLOPs (forward + "
+                                       "backward = 3x the forward's) over its time; MFU: against the peak of "
+                                       "its precision (BF16 or FP32) on the run's threads.");
     rpt_table *t = table(s, "layers in graph order", cols);
     double sum = 0;
     for (int i = 0; i < nl; i++) {
@@ -432,6 +448,7 @@ static void layer_section(rpt_report *r, const rpt_run *run)
         fmt(cell[3], "%.3f", lr->bw);
         fmt(cell[4], "%.3f", lr->fw + lr->bw);
         fmt(cell[5], "%.1f", sum > 0 ? 100 * (lr->fw + lr->bw) / sum : NAN);
+        layer_rate_cells(cell, lr);
         if (!c)
             continue;
         const char *name = blocks ? str(lr->entry, "block") : str(lr->entry, "name");

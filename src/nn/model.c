@@ -655,6 +655,13 @@ size_t so_model_edge_layout(so_model *m, int node, void *buf, size_t len)
     return m->be->edge_layout ? m->be->edge_layout(m->bs, node, buf, len) : 0;
 }
 
+so_precision so_model_node_precision(const so_model *m, int node)
+{
+    if (!m->be || !m->be->node_precision || node < 1 || node >= so_graph_size(m->g))
+        return SO_PRECISION_FP32;
+    return m->be->node_precision(m->slots ? m->slots[0] : m->bs, node);
+}
+
 size_t so_model_activation_bytes(const so_model *m)
 {
     if (!m->be->state_bytes)

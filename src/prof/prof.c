@@ -120,10 +120,14 @@ static void free_model(so_prof *p)
     free(p->node_edge);
     free(p->lay_fwd);
     free(p->lay_bwd);
+    free(p->lay_nfwd);
+    free(p->node_flops);
+    free(p->node_bf16);
     free(p->pend);
     p->node_name = p->node_block = p->node_order = NULL;
-    p->node_edge = NULL;
-    p->lay_fwd = p->lay_bwd = NULL;
+    p->node_edge = p->node_bf16 = NULL;
+    p->lay_fwd = p->lay_bwd = p->node_flops = NULL;
+    p->lay_nfwd = NULL;
     p->pend = NULL;
     p->nnodes = p->npend = p->cappend = 0;
 }
@@ -186,10 +190,13 @@ int so_prof_attach_model(so_prof *p, so_model *m)
     p->node_edge = calloc((size_t)n, sizeof *p->node_edge);
     p->lay_fwd = calloc((size_t)n, sizeof *p->lay_fwd);
     p->lay_bwd = calloc((size_t)n, sizeof *p->lay_bwd);
+    p->lay_nfwd = calloc((size_t)n, sizeof *p->lay_nfwd);
+    p->node_flops = calloc((size_t)n, sizeof *p->node_flops);
+    p->node_bf16 = calloc((size_t)n, sizeof *p->node_bf16);
     p->cappend = 2 * n + 64; /* one forward and one backward of every node fit */
     p->pend = calloc((size_t)p->cappend, sizeof *p->pend);
     if (!p->node_name || !p->node_block || !p->node_order || !p->node_edge || !p->lay_fwd || !p->lay_bwd ||
-        !p->pend) {
+        !p->lay_nfwd || !p->node_flops || !p->node_bf16 || !p->pend) {
         free_model(p);
         return so_err(SO_ENOMEM, "out of memory attaching the profiler");
     }
@@ -200,6 +207,8 @@ int so_prof_attach_model(so_prof *p, so_model *m)
         char name[64], block[64];
         p->node_order[i] = i; /* the model is the whole one unless told otherwise */
         p->node_edge[i] = nd->op == SO_OP_SEND ? 1 : nd->op == SO_OP_RECV ? 2 : 0;
+        p->node_flops[i] = i ? so_node_flops(m->g, i) * m->batch : 0; /* the backend computes whole batches */
+        p->node_bf16[i] = so_model_node_precision(m, i) == SO_PRECISION_BF16;
         if (nd->name[0])
             snprintf(name, sizeof name, "%s", nd->name);
         else
@@ -278,8 +287,10 @@ static void commit_nodes(so_prof *p, int backward, double t0, double t1)
         struct pend_node *n = &p->pend[i];
         if (n->bwd != backward || n->t0 < t0 || n->t1 > t1 || n->node < 0 || n->node >= p->nnodes)
             continue;
-        if (!skipping(p))
+        if (!skipping(p)) {
             (backward ? p->lay_bwd : p->lay_fwd)[n->node] += n->t1 - n->t0;
+            p->lay_nfwd[n->node] += !backward;
+        }
         if (!trace)
             continue;
         if (p->cfg.detail == SO_PROF_DETAIL_BLOCK) {

@@ -71,6 +71,9 @@ struct so_prof {
     int *node_order;             /* per node: its index in the whole model (so_prof_set_layer_order) */
     signed char *node_edge;      /* per node: 0 a layer, 1 a send, 2 a recv edge of a pipeline stage */
     double *lay_fwd, *lay_bwd;   /* seconds per node over training steps */
+    long *lay_nfwd;              /* forwards per node over training steps */
+    double *node_flops;          /* per node: FLOPs of one forward (so_node_flops x the batch) */
+    signed char *node_bf16;      /* per node: its products run in BF16 (so_model_node_precision) */
     struct pend_node { int node, bwd; double t0, t1; } *pend;
     int npend, cappend;
     /* trace events */

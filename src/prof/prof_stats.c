@@ -6,7 +6,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "scaleout/cpu.h"
 #include "scaleout/json.h"
+#include "scaleout/threads.h"
 
 int prof_size_bin(uint64_t bytes)
 {
@@ -127,6 +129,36 @@ static void write_totals(so_json *js, const so_prof *p)
     so_json_obj_end(js);
 }
 
+/* GFLOP/s of one core at a layer's precision: the BF16 peak for BF16
+ * layers; for FP32 ones the FP32 peak, or the rate measured in FMA chains
+ * where that is clearly lower (the rule of the run's MFU, cmd_train.c). */
+static double layer_peak_gflops(int bf16)
+{
+    if (bf16)
+        return so_cpu_bf16_peak_gflops();
+    double peak = so_cpu_peak_gflops(), fma = so_cpu_fma_gflops();
+    return fma > 0 && fma < 0.8 * peak ? fma : peak;
+}
+
+/* A layer's model FLOPs over the measured steps (forward + backward ~ 3x the
+ * forward's, the convention of the run's MFU), their rate and its share of
+ * the peak of its precision on the run's threads. */
+static void write_layer_rate(so_json *js, const so_prof *p, int i)
+{
+    double flops = 3.0 * p->node_flops[i] * (double)p->lay_nfwd[i], secs = p->lay_fwd[i] + p->lay_bwd[i];
+    if (flops <= 0 || secs <= 0)
+        return; /* memory-bound ops count no FLOPs */
+    int threads = so_threads_get() > 0 ? so_threads_get() : 1;
+    double rate = flops / secs * 1e-9, peak = layer_peak_gflops(p->node_bf16[i]) * threads;
+    so_json_num(js, "flops", flops);
+    so_json_num(js, "gflops_per_s", rate);
+    so_json_num(js, "peak_gflops", peak);
+    if (peak > 0)
+        so_json_num(js, "mfu", rate / peak);
+    else
+        so_json_null(js, "mfu");
+}
+
 static void write_layers(so_json *js, const so_prof *p)
 {
     so_json_arr_begin(js, "layers");
@@ -141,6 +173,8 @@ static void write_layers(so_json *js, const so_prof *p)
             so_json_str(js, "edge", p->node_edge[i] == 1 ? "send" : "recv");
         so_json_num(js, "forward_s", p->lay_fwd[i]);
         so_json_num(js, "backward_s", p->lay_bwd[i]);
+        so_json_str(js, "precision", p->node_bf16[i] ? "bf16" : "fp32");
+        write_layer_rate(js, p, i);
         so_json_obj_end(js);
     }
     so_json_arr_end(js);

@@ -218,11 +218,25 @@ static int read_output(void *state, int node, float *dst)
     return rc;
 }
 
+static void invalidate(od_state *s, int i)
+{
+    if (s->t[i].op && s->t[i].op->invalidate && s->t[i].priv)
+        s->t[i].op->invalidate(s->t[i].priv);
+}
+
+/* A linear head tied to an embedding's token table keeps its own (BF16)
+ * copy of those weights: it hears of the table's changes too. */
 static void node_params_changed(void *state, int i)
 {
     od_state *s = state;
-    if (i >= 1 && i < s->n && s->t[i].op && s->t[i].op->invalidate && s->t[i].priv)
-        s->t[i].op->invalidate(s->t[i].priv);
+    if (i < 1 || i >= s->n)
+        return;
+    invalidate(s, i);
+    if (so_graph_node(s->g, i)->op != SO_OP_EMBED)
+        return;
+    for (int j = i + 1; j < s->n; j++)
+        if (so_graph_node(s->g, j)->op == SO_OP_LINEAR && so_graph_node(s->g, j)->a.tie == i)
+            invalidate(s, j);
 }
 
 static void params_changed(void *state)
@@ -245,6 +259,22 @@ static size_t state_bytes(void *state)
     return total;
 }
 
+/* The layers that run BF16 under --precision bf16: oneDNN convolutions and
+ * the BF16 instance of the direct kernel of small channel counts, dense
+ * layers run whole (chunks run sgemm) and linear layers. Attention stays
+ * FP32. */
+static so_precision node_precision(void *state, int i)
+{
+    od_state *s = state;
+    if (!od_bf16(s) || i < 1 || i >= s->n)
+        return SO_PRECISION_FP32;
+    const od_op *op = s->t[i].op;
+    int chunked = s->m->chunks && s->m->chunks[i] > 1;
+    int bf16 = op == &od_op_conv || op == &od_op_dconv_bf16 || op == &od_op_linear ||
+               (op == &od_op_dense && !chunked);
+    return bf16 ? SO_PRECISION_BF16 : SO_PRECISION_FP32;
+}
+
 const so_backend_ops so_backend_onednn = {
     .name = "onednn",
     .create = create,
@@ -260,5 +290,6 @@ const so_backend_ops so_backend_onednn = {
     .edge_bytes = od_edge_bytes,
     .edge_layout = od_edge_layout,
     .state_bytes = state_bytes,
+    .node_precision = node_precision,
     .dense_chunk = dense_chunk,
 };

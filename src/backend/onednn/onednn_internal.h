@@ -82,7 +82,7 @@ struct od_state {
     void *h16[2];                /* BF16 staging shared by all conv/dense nodes (onednn_bf16.c):
                                     [0] a source, [1] a diff_dst, each h16_bytes */
     size_t h16_bytes;
-    size_t wbf16_bytes;          /* the per-layer BF16 weight copies (od_wcache), for reports */
+    size_t wbf16_bytes;          /* the per-layer BF16 copies (od_wcache; a BF16 linear's W and X), for reports */
     int nvalid;
     int has_labels;
 };

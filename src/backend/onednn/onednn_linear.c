@@ -156,7 +156,7 @@ static int create_bf16(od_state *s, int node, od_linear *l)
                             .bias = nd->a.bias ? s->m->params + bias_off(s, node, l) : NULL,
                             .y = s->t[node].buf, .dy = s->t[node].dbuf, .dx = dx ? od_in(s, node, 0)->dbuf : NULL,
                             .dw = s->m->grads + weight_off(s, node),
-                            .dx_add = dx && so_graph_diff_accumulate(s->g, node, 0), .tied = nd->a.tie != 0};
+                            .dx_add = dx && so_graph_diff_accumulate(s->g, node, 0)};
     return od_linear_bf16_create(s, node, &io, &l->bf16);
 }
 

@@ -8,14 +8,15 @@
  * converts it), the backward's plain (N,K): with plain (K,N)-transposed
  * weights oneDNN 2.6 repacks W at every call and runs GPT-2's forwards at
  * 210-270 GFLOP/s against 320-400 for the others (AMD EPYC Zen 5, one core).
- * Both copies are made once per parameter change (a tied head's at every
- * step: the embedding's node, not this one, hears of its changes). Xb is made
+ * Both copies are made once per parameter change (a tied head hears of its
+ * embedding's changes: onednn_backend.c's node_params_changed). Xb is made
  * in the forward and kept for the weight gradient. dYb lives in the state's
  * shared transient buffer (s->wtmp): plain for dX, then transposed (N,R) for
  * dW, which a transposed source slows the same way (the transposing
  * conversion: onednn_linear_bf16_avx512.c). */
 #include "backend/onednn/onednn_linear_bf16.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,11 @@ struct od_linear_bf16 {
     dnnl_memory_t dy, wd, dx, dw;        /* backward: dYb, Wb (N,K), dX, dW */
     dnnl_memory_t dyt;                   /* dYb^T (N,R) plain */
 };
+
+/* Weight conversions by every BF16 linear layer of the process (tests). */
+static atomic_ulong weight_builds;
+
+unsigned long od_linear_bf16_weight_builds(void) { return atomic_load(&weight_builds); }
 
 static void md2(dnnl_memory_desc_t *md, int64_t a, int64_t b, dnnl_data_type_t dt, dnnl_format_tag_t tag)
 {
@@ -68,8 +74,10 @@ static int create_fwd(od_state *s, int node, od_linear_bf16 *l)
     if (rc)
         return rc;
     w = od_query_md(&l->fwd, dnnl_query_weights_md);
-    if (!(l->wf = so_alloc(dnnl_memory_desc_get_size(&w))))
+    size_t wf_bytes = dnnl_memory_desc_get_size(&w);
+    if (!(l->wf = so_alloc(wf_bytes)))
         return so_err(SO_ENOMEM, "out of memory for the BF16 weights of node %s", od_node(s, node)->name);
+    s->wbf16_bytes += wf_bytes;
     rc = od_reorder_init(s, node, "bf16 weights reorder", &wuser, &w, 0, &l->w_reorder);
     if (!rc)
         rc = od_mem_wrap(s, node, &x, l->xb, &l->x);
@@ -124,10 +132,12 @@ int od_linear_bf16_create(od_state *s, int node, const od_linear_bf16_io *io, od
     if (!l)
         return so_err(SO_ENOMEM, "out of memory for node %s", od_node(s, node)->name);
     l->io = *io;
-    l->wb = so_alloc((size_t)io->N * (size_t)io->K * sizeof *l->wb);
-    l->xb = so_alloc((size_t)io->R * (size_t)io->K * sizeof *l->xb);
+    size_t wb_bytes = (size_t)io->N * (size_t)io->K * sizeof *l->wb, xb_bytes = (size_t)io->R * (size_t)io->K * 2;
+    l->wb = so_alloc(wb_bytes);
+    l->xb = so_alloc(xb_bytes);
     if (!l->wb || !l->xb)
         return so_err(SO_ENOMEM, "out of memory for the BF16 copies of node %s", od_node(s, node)->name);
+    s->wbf16_bytes += wb_bytes + xb_bytes; /* state_bytes reports them; the forward's copy: create_fwd */
     int rc = create_fwd(s, node, l);
     return rc ? rc : create_bwd(s, node, l);
 }
@@ -135,12 +145,12 @@ int od_linear_bf16_create(od_state *s, int node, const od_linear_bf16_io *io, od
 int od_linear_bf16_forward(od_state *s, int node, od_linear_bf16 *l)
 {
     const od_linear_bf16_io *io = &l->io;
-    if (!l->wf_valid || io->tied) {
+    if (!l->wf_valid) {
         int rc = od_reorder_exec(s, node, "bf16 weights reorder", &l->w_reorder, l->wuser, l->w);
         if (rc)
             return rc;
         l->wf_valid = 1;
-        l->wb_valid = 0; /* a tied head's, from the same values */
+        atomic_fetch_add(&weight_builds, 1);
     }
     to_bf16(l->xb, io->x, (size_t)io->R * (size_t)io->K);
     dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, l->x}, {DNNL_ARG_WEIGHTS, l->w}, {DNNL_ARG_DST, l->y},
@@ -153,8 +163,10 @@ int od_linear_bf16_backward(od_state *s, int node, od_linear_bf16 *l)
     const od_linear_bf16_io *io = &l->io;
     int rc = 0;
     if (l->bwd_data.p) {
-        if (!l->wb_valid)
+        if (!l->wb_valid) {
             to_bf16(l->wb, io->w, (size_t)io->N * (size_t)io->K);
+            atomic_fetch_add(&weight_builds, 1);
+        }
         l->wb_valid = 1;
         to_bf16((uint16_t *)s->wtmp, io->dy, (size_t)io->R * (size_t)io->N);
         OD_CHECK(s, node, "dY handle", dnnl_memory_set_data_handle(l->dy, s->wtmp));

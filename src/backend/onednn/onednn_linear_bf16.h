@@ -20,7 +20,6 @@ typedef struct {
     const float *dy;             /* output diff (R,N) */
     float *dx, *dw;              /* input diff (R,K), weight gradient (N,K) */
     int dx_add;                  /* dX += (another consumer wrote it first) */
-    int tied;                    /* W is the token embedding: converted at every forward */
 } od_linear_bf16_io;
 
 /* A matmul primitive src x weights (+ bias) -> dst, dst += when sum
@@ -37,6 +36,10 @@ int od_linear_bf16_backward(od_state *s, int node, od_linear_bf16 *b);
 /* The parameters changed: the BF16 weight copy is rebuilt at the next forward. */
 void od_linear_bf16_invalidate(od_linear_bf16 *b);
 void od_linear_bf16_destroy(od_linear_bf16 *b);
+/* How many times the process's BF16 linear layers converted their weights
+ * (the forward's copy and the backward's each count one): tests check that
+ * a copy is rebuilt once per parameter change, not at every pass. */
+unsigned long od_linear_bf16_weight_builds(void);
 /* dst (N,R) = BF16(src (R,N))^T on the caller's threads (onednn_linear_bf16_avx512.c;
  * AVX-512, which every BF16 CPU has). */
 void od_bf16_transpose_avx512(uint16_t *dst, const float *src, int64_t R, int64_t N);
