@@ -69,8 +69,7 @@ fi
 # MFU is its own FLOPs / time / peak, and the peak is the BF16 one (the run's
 # MFU peak, `--json` mfu_peak_gflops_per_core); the FP32 run's same layers
 # name fp32 and are held to the FP32 peak (half of it, or the measured
-# FMA rate). Skipped where the
-# CPU (or a SCALEOUT_MAX_ISA cap) lacks BF16.
+# FMA rate). Skipped where the CPU (or a SCALEOUT_MAX_ISA cap) lacks BF16.
 "$bin" "${common[@]}" --threads 1 --precision bf16 --profile "$tmp/bf16" --json "$tmp/bf16.json" \
   >"$tmp/bf16.log" 2>&1
 st=$?
