@@ -535,8 +535,10 @@ static void write_data_json(so_json *js, const train_args *a, so_job *j, const s
 
 /* ---- model-FLOP utilisation ----
  * Every FLOP so_graph_flops counts is a convolution, dense or linear layer or
- * attention: in BF16 runs all of them compute in BF16, so the run's MFU is
- * against the BF16 peak (nominal, 128 FLOP/cycle); in FP32 runs against the
+ * attention. In BF16 runs all but attention and dense chunks compute in BF16
+ * (so_model_node_precision), and the run's MFU is held to the BF16 peak
+ * (nominal, 128 FLOP/cycle): conservative by the FP32 layers' share, which
+ * the profiler's per-layer MFU shows each at its own peak. In FP32 runs against the
  * FP32 peak, or the rate measured in FMA chains where that is clearly lower
  * (a CPU that splits 512-bit operations), as bench/peer_env.py does. */
 typedef struct {
