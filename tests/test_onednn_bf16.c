@@ -48,9 +48,9 @@ static void skip_without_bf16(void)
 {
     if (so_cpu_has_bf16())
         return;
-    const char *cap = so_cpu_isa_cap();
-    print_message("  skipped: no native AVX-512 BF16 on this CPU (%s%s%s)\n", so_isa_label(so_cpu_isa()),
-                  cap ? ", capped by SCALEOUT_MAX_ISA=" : "", cap ? cap : "");
+    const char *cap = so_cpu_isa_cap(), *value = cap ? getenv(cap) : NULL;
+    print_message("  skipped: no native AVX-512 BF16 on this CPU (%s%s%s%s%s)\n", so_isa_label(so_cpu_isa()),
+                  cap ? ", capped by " : "", cap ? cap : "", cap ? "=" : "", value ? value : "");
     skip();
 }
 
