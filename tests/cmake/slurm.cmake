@@ -6,6 +6,6 @@
 # MpiDefault=pmix starts Open MPI ranks (docs/SLURM.md).
 include_guard(GLOBAL)
 if(TARGET scaleout_comm)
-  so_add_script_test(slurm slurm.sh LABELS "cli;slurm" TIMEOUT 240)
+  so_add_script_test(slurm slurm.sh LABELS "cli;slurm" TIMEOUT 360)
   set_tests_properties(slurm PROPERTIES SKIP_RETURN_CODE 77)
 endif()
