@@ -39,6 +39,7 @@ typedef struct {
     void **rreq, **sreq;         /* the posted receives of recv / send edges per micro-batch */
     char *rshared, *sshared;     /* per recv / send edge: its buffers are in memory both devices map */
     uint16_t **swire;            /* send edge x micro-batch: the BF16 activation on its way (BF16 wire, copied edges) */
+    const void **msg_out;        /* per edge (the larger count): what a pass's messages carry */
     double step_bytes;           /* bytes this device's training messages carried this step */
     int32_t *labels;             /* the device of the loss, interleaved: micro-batch k's labels at k x per_batch */
     size_t targets, per_batch;   /* labels per sample (a token loss: T), per micro-batch */
@@ -261,20 +262,27 @@ static int later_labels(pipe_state *s, const so_pipe_chunk *ch, int c, int k)
     return so_model_set_input(s->m, NULL, s->labels + (size_t)k * s->per_batch, s->nvalid[k]);
 }
 
-/* Send edge i's activation of micro-batch k (its buffer's): on a BF16 wire
- * through the edge's staging buffer, which the FP32 output outlives (the
- * producer's backward may read it). Counted in the step's bytes or not. */
-static int send_activation(pipe_state *s, int i, int k, int counted)
+/* What send edge i's message of micro-batch k carries: its activation, on
+ * a BF16 wire rounded into the edge's staging buffer (the FP32 output stays
+ * as it is: the producer's backward may read it). Conversion is the
+ * stage's work (busy time); the send is not. */
+static const void *activation_out(pipe_state *s, int i, int k)
 {
-    const so_pipe_edge *e = &s->e->send[i];
-    const void *buf = s->sdata[i * s->M + k];
-    if (s->c.wire_bf16 && !s->sshared[i]) {
-        so_f32_to_bf16(s->swire[i * s->M + k], buf, edge_bytes(s, e) / sizeof(float));
-        buf = s->swire[i * s->M + k];
-    }
-    if (counted)
-        return send(s, e->peer, buf, send_msg_bytes(s, i), e->tag);
-    return s->c.link.isend(s->c.link.ctx, buf, send_msg_bytes(s, i), e->peer, e->tag, &s->sreq[i * s->M + k]);
+    const float *act = s->sdata[i * s->M + k];
+    if (!s->c.wire_bf16 || s->sshared[i])
+        return act;
+    so_f32_to_bf16(s->swire[i * s->M + k], act, edge_bytes(s, &s->e->send[i]) / sizeof(float));
+    return s->swire[i * s->M + k];
+}
+
+/* Recv edge i's diff of micro-batch k, on a BF16 wire rounded in place (it
+ * is not read again this step). */
+static const void *diff_out(pipe_state *s, int i, int k)
+{
+    float *diff = s->rgrad[i * s->M + k];
+    if (s->c.wire_bf16 && !s->rshared[i])
+        narrow_in_place(diff, edge_bytes(s, &s->e->recv[i]) / sizeof(float));
+    return diff;
 }
 
 static int forward(pipe_state *s, int c, int k, const so_step_io *io, double *loss)
@@ -298,9 +306,12 @@ static int forward(pipe_state *s, int c, int k, const so_step_io *io, double *lo
         rc = so_model_forward_nodes(s->m, ch->node_lo, ch->node_hi, 1);
     if (!rc && ch->stage == e->last_stage)
         *loss += s->m->loss;
+    const void **out = s->msg_out;
     for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
-        rc = send_activation(s, i, k, 1);
+        out[i] = activation_out(s, i, k);
     double t1 = so_now();
+    for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
+        rc = send(s, e->send[i].peer, out[i], send_msg_bytes(s, i), e->send[i].tag);
     s->busy += t1 - t0;
     io->pass(io->arg, 0, k, t0, t1);
     return rc;
@@ -328,12 +339,12 @@ static int backward(pipe_state *s, int c, int k, const so_step_io *io)
         dp->ops->backward_begin(dp->self, nth, s->M);
     if (!rc)
         rc = so_model_backward_nodes(s->m, ch->node_lo, ch->node_hi);
-    for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++) { /* the diff is not read again this step */
-        if (s->c.wire_bf16 && !s->rshared[i])
-            narrow_in_place(s->rgrad[i * s->M + k], edge_bytes(s, &e->recv[i]) / sizeof(float));
-        rc = send(s, e->recv[i].peer, s->rgrad[i * s->M + k], recv_msg_bytes(s, i), e->recv[i].tag + 1);
-    }
+    const void **out = s->msg_out;
+    for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++)
+        out[i] = diff_out(s, i, k);
     double t1 = so_now();
+    for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++)
+        rc = send(s, e->recv[i].peer, out[i], recv_msg_bytes(s, i), e->recv[i].tag + 1);
     s->busy += t1 - t0;
     io->pass(io->arg, 1, k, t0, t1);
     return rc;
@@ -458,10 +469,11 @@ static int alloc_buffers(pipe_state *s)
     s->rshared = calloc((size_t)e->nrecv + 1, 1);
     s->sshared = calloc((size_t)e->nsend + 1, 1);
     s->swire = calloc(ns + 1, sizeof *s->swire);
+    s->msg_out = calloc((size_t)(e->nrecv > e->nsend ? e->nrecv : e->nsend) + 1, sizeof *s->msg_out);
     s->ops = malloc(2 * (size_t)s->M * s->chunks * sizeof *s->ops);
     s->backwards_run = calloc((size_t)s->chunks, sizeof *s->backwards_run);
-    if (!s->rdata || !s->rgrad || !s->sdata || !s->sgrad || !s->rreq || !s->sreq || !s->rshared || !s->sshared || !s->swire ||
-        !s->ops || !s->backwards_run)
+    if (!s->rdata || !s->rgrad || !s->sdata || !s->sgrad || !s->rreq || !s->sreq || !s->rshared || !s->sshared ||
+        !s->swire || !s->msg_out || !s->ops || !s->backwards_run)
         return so_err(SO_ENOMEM, "out of memory for the pipeline's buffers");
     if (e->tie_n && !(s->tie_in = malloc(e->tie_n * sizeof *s->tie_in)))
         return so_err(SO_ENOMEM, "out of memory for the tied table's gradient");
@@ -660,7 +672,7 @@ static int eval_chunk(pipe_state *s, int c, int j)
         const so_pipe_edge *ed = &e->send[i];
         void **req = &s->sreq[i * s->M + j];
         if (!s->sshared[i]) {
-            rc = send_activation(s, i, j, 0);
+            rc = s->c.link.isend(s->c.link.ctx, activation_out(s, i, j), send_msg_bytes(s, i), ed->peer, ed->tag, req);
             continue;
         }
         rc = send(s, ed->peer, s->sdata[i * s->M + j], 0, ed->tag);
@@ -721,6 +733,7 @@ static void pipe_destroy(void *self)
     free_bufs(s->sgrad, s->sshared, ns, s->M);
     free_bufs((float **)s->swire, NULL, ns, s->M);
     free(s->rshared);
+    free(s->msg_out);
     free(s->sshared);
     free(s->rreq);
     free(s->sreq);
