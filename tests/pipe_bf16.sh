@@ -10,7 +10,8 @@
 #    the parameters after 10 steps within 2^-8 relative (the diffs are rounded);
 #    the FP32 wire (SCALEOUT_PIPE_WIRE=f32), shared memory, and an FP32 run
 #    are bitwise the one-process runs; ResNet-8 on 3 stages, the last starting
-#    at a residual add (an FP32 reader), stays within the same tolerance
+#    at a residual add (an FP32 reader), stays within the same tolerance;
+#    evaluation through the stages within 0.005 test accuracy (Fashion-MNIST)
 # The BF16 parts skip (exit 77 after the rest) where the CPU lacks AVX512_BF16.
 # Usage: pipe_bf16.sh path/to/scaleout
 set -u
@@ -102,6 +103,21 @@ SCALEOUT_PIPE_SHARED=0 run 3 r-wire --model resnet8 --batch-size 16 --pipeline-s
   --precision bf16
 check 'loss_err("r-one", "r-wire") <= 2**-9 and param_err("r-one", "r-wire") <= 2**-8' \
   "ResNet-8, 3 stages on the BF16 wire, should be within 2^-9 (losses) and 2^-8 (parameters) of one process"
+
+# Evaluation passes the test set through the stages on the BF16 wire too:
+# within 0.005 of one process (the parameters differ by the rounded diffs).
+if [ -f /usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz ]; then
+  ev=(train --model lenet5 --steps 20 --eval-every 0 --progress none --seed 3 --precision bf16)
+  "$mpirun" -np 1 "$bin" "${ev[@]}" --batch-size 16 --accumulate 2 >"$tmp/ev1.log" 2>&1
+  SCALEOUT_PIPE_SHARED=0 "$mpirun" -np 2 "$bin" "${ev[@]}" --batch-size 32 --pipeline-stages 2 --microbatches 2 \
+    --partition memory >"$tmp/ev2.log" 2>&1
+  a1=$(grep -o "test accuracy [0-9.]*" "$tmp/ev1.log" | cut -d' ' -f3)
+  a2=$(grep -o "test accuracy [0-9.]*" "$tmp/ev2.log" | cut -d' ' -f3)
+  if [ -n "$a1" ] && [ -n "$a2" ] && /usr/bin/python3 -c "import sys; sys.exit(abs($a1 - $a2) > 0.005)"; then ok
+  else bad "evaluation on the BF16 wire: '$a1' on one process, '$a2' on 2 stages"; fi
+else
+  echo "SKIP: evaluation through the stages (no Fashion-MNIST test set)"
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
