@@ -168,7 +168,13 @@ static void test_compose(void **state)
         hi[d] = e.chunks[0].param_hi;
         assert_int_equal(m->nparams, hi[d] - lo[d]);
         assert_memory_equal(m->params, params + lo[d], m->nparams * sizeof *params);
-        assert_true(so_pipe_message_bytes(&e, 4, m) > 0);
+        double fp32_wire = so_pipe_message_bytes(&e, 4, m, 0), bf16_wire = so_pipe_message_bytes(&e, 4, m, 1);
+        assert_true(fp32_wire > 0);
+        /* a BF16 wire adds half-size staging of each activation sent: device 0 sends, device 1 does not */
+        if (d == 0)
+            assert_true(bf16_wire > fp32_wire);
+        else
+            assert_true(bf16_wire == fp32_wire);
         so_model_destroy(m);
         so_pipe_stage_edges_free(&e);
     }

@@ -253,8 +253,10 @@ size_t so_pipe_tied_copy(const so_pipe_plan *p, int devices, int d);
  * slices in order. SO_EINVAL when m's sizes are not the slices'. */
 int so_pipe_init_params(const so_graph *whole, const so_pipe_stage_edges *e, uint64_t seed, so_model *m);
 /* Bytes of the device's message buffers: every edge, both directions (the
- * activation and its gradient), every one of M micro-batches. */
-double so_pipe_message_bytes(const so_pipe_stage_edges *e, int microbatches, so_model *m);
+ * activation and its gradient), every one of M micro-batches; on a BF16
+ * wire also the half-size staging of each activation sent (counted for
+ * every send edge, though edges in shared memory need none). */
+double so_pipe_message_bytes(const so_pipe_stage_edges *e, int microbatches, so_model *m, int wire_bf16);
 /* The whole model's parameters from the devices' (bytes), as a gather over
  * a replica's pipeline group delivers them: group rank after group rank,
  * sizes[q] bytes each (group rank q holds device P - 1 - q). *out:
@@ -300,6 +302,10 @@ typedef struct {
     /* --clip-norm: the world's sum of a double (so_dist.sum); NULL: one process. */
     int (*sum)(void *ctx, double *v, int n);
     void *sum_ctx;
+    /* 1: tensors between devices that do not share memory travel as BF16
+     * (activations forward, diffs back), as every device of the job
+     * agreed (every one computes in BF16); 0: FP32. */
+    int wire_bf16;
 } so_pipe_config;
 
 /* The strategy of one stage: runs the schedule's forwards and backwards of

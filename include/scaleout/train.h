@@ -198,6 +198,11 @@ typedef struct so_train_result {
     /* Pipeline stages: this rank's activation memory (every micro-batch
      * slot, so_model_activation_bytes) and its buffers for messages. */
     size_t pipe_act_bytes, pipe_edge_bytes;
+    /* Pipeline stages: bytes the stages' training messages carried (this
+     * rank's during the run; every rank's after so_job_train), and whether
+     * the copied tensors travelled as BF16 (docs/PRECISION.md). */
+    double pipe_bytes_sent;
+    int pipe_wire_bf16;
     /* --compress: this rank's bytes contributed to the gradient collectives
      * and those an FP32 allreduce would have (so_compressor_stats), the
      * seconds spent compressing and decompressing, error feedback on. */

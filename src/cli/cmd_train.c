@@ -604,6 +604,8 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
         so_json_num(&js, "bubble_measured", r->pipe_bubble);
         so_json_num(&js, "bubble_formula", r->pipe_bubble_formula);
         so_json_num(&js, "bubble_with_stage_times", r->pipe_bubble_stages);
+        so_json_str(&js, "wire", r->pipe_wire_bf16 ? "bf16" : "f32");
+        so_json_num(&js, "bytes_per_step", r->steps > 0 ? r->pipe_bytes_sent / (double)r->steps : 0);
         so_json_arr_begin(&js, "stages");
         double act, edge;
         for (int s = 0; !so_job_stage_memory(j, s, &act, &edge); s++) {
@@ -753,6 +755,8 @@ static void report_pipeline(const so_job_config *c, so_job *j, const so_train_re
     double act, edge;
     for (int s = 0; !so_job_stage_memory(j, s, &act, &edge); s++)
         printf("  stage %d: activation memory %.1f MB, message buffers %.1f MB\n", s, act / 1e6, edge / 1e6);
+    printf("  messages between stages: %.1f kB per step (every stage's, shared memory none), tensors as %s\n",
+           r->steps > 0 ? r->pipe_bytes_sent / (double)r->steps / 1e3 : 0, r->pipe_wire_bf16 ? "bf16" : "f32");
 }
 
 /* The data lines (rank 0's loader): what was decoded, and when the trainer

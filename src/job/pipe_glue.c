@@ -33,6 +33,7 @@ struct pipe_glue {
     so_pipe_layouts *layouts;    /* of the tensors this device receives (take_layouts) */
     double *stage_mem;           /* STAGE_FIELDS per stage (pipe_glue_bubble) */
     const char *cuts_basis;      /* how rank 0 chose the cuts (static text; "" on other ranks) */
+    int wire_bf16;               /* copied tensors travel as BF16 (agree_wire) */
 #ifdef SCALEOUT_HAVE_MPI
     pipe_link link;
 #endif
@@ -72,6 +73,23 @@ static int agree_cuts(pipe_glue *g, const so_job_config *c, dist_handle *dh, con
     if ((rc = dist_agree(dh, rc)))
         return rc;
     return pipe_partition_share(dh, d->rank, first, g->at.stages * g->chunks);
+}
+
+/* The dtype of the tensors between stages, the same on every rank: BF16
+ * when every rank computes in BF16 (--precision bf16, or auto on a CPU with
+ * BF16), unless SCALEOUT_PIPE_WIRE=f32 asks for FP32 (the comparison of
+ * docs/PERFORMANCE.md). One sum over the world. */
+static int agree_wire(pipe_glue *g, const so_job_config *c, dist_handle *dh)
+{
+    const so_dist *d = dist_get(dh);
+    const char *env = getenv("SCALEOUT_PIPE_WIRE");
+    so_precision p = SO_PRECISION_FP32;
+    if (so_precision_resolve(c->precision ? c->precision : "fp32", &p))
+        p = SO_PRECISION_FP32; /* the model's build reports the error */
+    double fp32_ranks = p != SO_PRECISION_BF16 || (env && !strcmp(env, "f32"));
+    int rc = d->sum(d->ctx, &fp32_ranks, 1);
+    g->wire_bf16 = !rc && fp32_ranks == 0;
+    return rc;
 }
 
 #ifdef SCALEOUT_HAVE_MPI
@@ -118,6 +136,8 @@ int pipe_glue_open(const so_job_config *c, dist_handle *dh, job_parts *p, pipe_g
     if ((rc = dist_agree(dh, rc)) || (rc = open_groups(g, dist_comm(dh), c->allreduce)))
         goto done;
 #endif
+    if ((rc = agree_wire(g, c, dh)))
+        goto done;
     g->shard = *d;
     g->shard.rank = g->at.replica;
     g->shard.world = g->at.replicas;
@@ -134,7 +154,7 @@ const so_graph *pipe_glue_whole(const pipe_glue *g) { return g->whole; }
 
 double pipe_glue_message_bytes(const pipe_glue *g, so_model *m)
 {
-    return so_pipe_message_bytes(&g->edges, g->microbatches, m);
+    return so_pipe_message_bytes(&g->edges, g->microbatches, m, g->wire_bf16);
 }
 
 void pipe_glue_ckpt_scope(const pipe_glue *g, void **group, int *stage)
@@ -266,7 +286,8 @@ int pipe_glue_start(pipe_glue *g, const so_job_config *c, dist_handle *dh, job_p
         return rc;
     so_pipe_config pc = {.schedule = g->schedule, .microbatches = g->microbatches, .link = pipe_link_ops(&g->link),
                          .replicas = g->dp, .nreplicas = g->at.replicas, .bn_allsum = rd ? replica_bn_allsum : NULL,
-                         .bn_allsum_arg = (void *)rd, .sum = dist_get(dh)->sum, .sum_ctx = dist_get(dh)->ctx};
+                         .bn_allsum_arg = (void *)rd, .sum = dist_get(dh)->sum, .sum_ctx = dist_get(dh)->ctx,
+                         .wire_bf16 = g->wire_bf16};
     if ((rc = so_strategy_pipeline(&pc, &g->edges, &g->pipe)))
         return rc;
     tc->accumulate = g->microbatches;
@@ -308,13 +329,14 @@ int pipe_glue_bubble(pipe_glue *g, dist_handle *dh, int skip, so_train_result *r
     const so_dist *d = dist_get(dh);
     int P = g->at.stages;
     long from = r->nstep_seconds > skip ? skip : 0;
-    double v[2] = {r->pipe_busy, 0};
+    double v[3] = {r->pipe_busy, 0, r->pipe_bytes_sent};
     for (long i = from; i < r->nstep_seconds; i++)
         v[1] += r->step_seconds[i];
     if (from == 0) /* a run shorter than the warm-up: the busy time was not counted either */
         v[0] = v[1] = 0;
-    int rc = d->sum(d->ctx, v, 2);
+    int rc = d->sum(d->ctx, v, 3);
     r->pipe_bubble = v[1] > 0 ? 1 - v[0] / v[1] : 0;
+    r->pipe_bytes_sent = v[2]; /* every stage's messages */
     r->pipe_bubble_formula = so_pipe_bubble(g->schedule, P, g->microbatches, g->chunks);
     free(g->stage_mem);
     g->stage_mem = calloc(STAGE_FIELDS * (size_t)P, sizeof *g->stage_mem);

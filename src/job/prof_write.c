@@ -119,6 +119,8 @@ static void write_throughput(so_json *js, const so_train_result *r)
         so_json_num(js, "pipeline_bubble_measured", r->pipe_bubble);
         so_json_num(js, "pipeline_bubble_formula", r->pipe_bubble_formula);
         so_json_num(js, "pipeline_bubble_stage_times", r->pipe_bubble_stages);
+        so_json_num(js, "pipeline_bytes_per_step", r->steps > 0 ? r->pipe_bytes_sent / (double)r->steps : 0);
+        so_json_str(js, "pipeline_wire", r->pipe_wire_bf16 ? "bf16" : "f32");
     }
     if (r->ps_workers > 0) { /* the parameter server (--sync ssp:S, async) */
         so_json_num(js, "ps_bytes_per_step", r->ps_bytes_per_step);

@@ -49,13 +49,13 @@ int so_pipe_init_params(const so_graph *whole, const so_pipe_stage_edges *e, uin
     return rc;
 }
 
-double so_pipe_message_bytes(const so_pipe_stage_edges *e, int microbatches, so_model *m)
+double so_pipe_message_bytes(const so_pipe_stage_edges *e, int microbatches, so_model *m, int wire_bf16)
 {
-    double total = 0;
+    double total = 0, send_factor = wire_bf16 ? 2.5 : 2.0; /* a BF16 wire stages what it sends */
     for (int i = 0; i < e->nrecv; i++)
         total += 2.0 * microbatches * (double)so_model_edge_bytes(m, e->recv[i].node);
     for (int i = 0; i < e->nsend; i++)
-        total += 2.0 * microbatches * (double)so_model_edge_bytes(m, e->send[i].node);
+        total += send_factor * microbatches * (double)so_model_edge_bytes(m, e->send[i].node);
     return total;
 }
 

@@ -7,12 +7,17 @@
  * (the MPI engine must be idle for point-to-point). Devices on one host
  * share the buffers instead (link.share): the receiver of an edge keeps them,
  * both map them, and a message without bytes says a micro-batch is ready,
- * so no copy crosses between the processes. */
+ * so no copy crosses between the processes. With a BF16 wire (every stage
+ * computes in BF16, docs/PRECISION.md) a copied tensor travels as BF16:
+ * activations through a half-size staging buffer (the FP32 output stays the
+ * producer's for its backward), diffs and received tensors converted in
+ * place in their FP32 buffers; shared edges keep FP32 (no bytes cross). */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "scaleout/dtype.h"
 #include "scaleout/err.h"
 #include "scaleout/log.h"
 #include "scaleout/pipeline.h"
@@ -33,6 +38,9 @@ typedef struct {
     float **sdata, **sgrad;      /* send edge x micro-batch: activation out, its diff in */
     void **rreq, **sreq;         /* the posted receives of recv / send edges per micro-batch */
     char *rshared, *sshared;     /* per recv / send edge: its buffers are in memory both devices map */
+    uint16_t **swire;            /* send edge x micro-batch: the BF16 activation on its way (BF16 wire, copied edges) */
+    const void **msg_out;        /* per edge (the larger count): what a pass's messages carry */
+    double step_bytes;           /* bytes this device's training messages carried this step */
     int32_t *labels;             /* the device of the loss, interleaved: micro-batch k's labels at k x per_batch */
     size_t targets, per_batch;   /* labels per sample (a token loss: T), per micro-batch */
     int *nvalid;                 /* and its sample count */
@@ -108,9 +116,49 @@ int so_pipe_slots(so_pipe_schedule sc, int d, int P, int microbatches, int v)
 
 static size_t edge_bytes(const pipe_state *s, const so_pipe_edge *e) { return so_model_edge_bytes(s->m, e->node); }
 
-/* The bytes a message of the edge carries: none when its buffers are shared. */
-static size_t recv_msg_bytes(const pipe_state *s, int i) { return s->rshared[i] ? 0 : edge_bytes(s, &s->e->recv[i]); }
-static size_t send_msg_bytes(const pipe_state *s, int i) { return s->sshared[i] ? 0 : edge_bytes(s, &s->e->send[i]); }
+/* The bytes a message of the edge carries: none when its buffers are
+ * shared, half the FP32 tensor's on a BF16 wire. */
+static size_t wire_bytes(const pipe_state *s, const so_pipe_edge *e)
+{
+    return s->c.wire_bf16 ? edge_bytes(s, e) / 2 : edge_bytes(s, e);
+}
+static size_t recv_msg_bytes(const pipe_state *s, int i) { return s->rshared[i] ? 0 : wire_bytes(s, &s->e->recv[i]); }
+static size_t send_msg_bytes(const pipe_state *s, int i) { return s->sshared[i] ? 0 : wire_bytes(s, &s->e->send[i]); }
+
+enum { WIRE_CHUNK = 1024 }; /* elements converted at a time through a stack buffer */
+
+/* buf's n FP32 values rounded to BF16 (so_f32_to_bf16: to nearest even)
+ * into its first 2 n bytes. Front to back: a chunk's BF16 lands on bytes
+ * whose FP32 values were read already. */
+static void narrow_in_place(float *buf, size_t n)
+{
+    uint16_t tmp[WIRE_CHUNK];
+    for (size_t lo = 0; lo < n; lo += WIRE_CHUNK) {
+        size_t len = n - lo < WIRE_CHUNK ? n - lo : WIRE_CHUNK;
+        so_f32_to_bf16(tmp, buf + lo, len);
+        memcpy((uint16_t *)buf + lo, tmp, len * sizeof *tmp);
+    }
+}
+
+/* The n BF16 values in buf's first 2 n bytes widened to FP32 over the whole
+ * buffer. Back to front: a chunk's FP32 lands past every BF16 not yet read. */
+static void widen_in_place(float *buf, size_t n)
+{
+    uint16_t tmp[WIRE_CHUNK];
+    for (size_t hi = n; hi > 0;) {
+        size_t len = hi < WIRE_CHUNK ? hi : WIRE_CHUNK;
+        hi -= len;
+        memcpy(tmp, (uint16_t *)buf + hi, len * sizeof *tmp);
+        so_bf16_to_f32(buf + hi, tmp, len);
+    }
+}
+
+/* A received tensor of a copied edge on a BF16 wire, back to FP32. */
+static void widen_received(const pipe_state *s, float *buf, const so_pipe_edge *e, int shared)
+{
+    if (s->c.wire_bf16 && !shared)
+        widen_in_place(buf, edge_bytes(s, e) / sizeof(float));
+}
 
 static int keep_send(pipe_state *s, void *req)
 {
@@ -126,9 +174,10 @@ static int keep_send(pipe_state *s, void *req)
     return 0;
 }
 
-static int send(pipe_state *s, int peer, const float *buf, size_t bytes, int tag)
+static int send(pipe_state *s, int peer, const void *buf, size_t bytes, int tag)
 {
     void *req = NULL;
+    s->step_bytes += (double)bytes;
     atomic_thread_fence(memory_order_seq_cst); /* a shared buffer's stores before "it is ready" */
     int rc = s->c.link.isend(s->c.link.ctx, buf, bytes, peer, tag, &req);
     return rc ? rc : keep_send(s, req);
@@ -213,6 +262,29 @@ static int later_labels(pipe_state *s, const so_pipe_chunk *ch, int c, int k)
     return so_model_set_input(s->m, NULL, s->labels + (size_t)k * s->per_batch, s->nvalid[k]);
 }
 
+/* What send edge i's message of micro-batch k carries: its activation, on
+ * a BF16 wire rounded into the edge's staging buffer (the FP32 output stays
+ * as it is: the producer's backward may read it). Conversion is the
+ * stage's work (busy time); the send is not. */
+static const void *activation_out(pipe_state *s, int i, int k)
+{
+    const float *act = s->sdata[i * s->M + k];
+    if (!s->c.wire_bf16 || s->sshared[i])
+        return act;
+    so_f32_to_bf16(s->swire[i * s->M + k], act, edge_bytes(s, &s->e->send[i]) / sizeof(float));
+    return s->swire[i * s->M + k];
+}
+
+/* Recv edge i's diff of micro-batch k, on a BF16 wire rounded in place (it
+ * is not read again this step). */
+static const void *diff_out(pipe_state *s, int i, int k)
+{
+    float *diff = s->rgrad[i * s->M + k];
+    if (s->c.wire_bf16 && !s->rshared[i])
+        narrow_in_place(diff, edge_bytes(s, &s->e->recv[i]) / sizeof(float));
+    return diff;
+}
+
 static int forward(pipe_state *s, int c, int k, const so_step_io *io, double *loss)
 {
     const so_pipe_stage_edges *e = s->e;
@@ -221,6 +293,8 @@ static int forward(pipe_state *s, int c, int k, const so_step_io *io, double *lo
     for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++) /* waiting is the bubble, not busy time */
         rc = wait_req(s, &s->rreq[i * s->M + k]);
     double t0 = so_now();
+    for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++)
+        widen_received(s, s->rdata[i * s->M + k], &e->recv[i], s->rshared[i]);
     so_model_use_slot(s->m, k % s->slots);
     if (!rc && c == 0)
         rc = next_input(s, k, io);
@@ -232,9 +306,12 @@ static int forward(pipe_state *s, int c, int k, const so_step_io *io, double *lo
         rc = so_model_forward_nodes(s->m, ch->node_lo, ch->node_hi, 1);
     if (!rc && ch->stage == e->last_stage)
         *loss += s->m->loss;
+    const void **out = s->msg_out;
+    for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
+        out[i] = activation_out(s, i, k);
     double t1 = so_now();
     for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
-        rc = send(s, e->send[i].peer, s->sdata[i * s->M + k], send_msg_bytes(s, i), e->send[i].tag);
+        rc = send(s, e->send[i].peer, out[i], send_msg_bytes(s, i), e->send[i].tag);
     s->busy += t1 - t0;
     io->pass(io->arg, 0, k, t0, t1);
     return rc;
@@ -248,6 +325,8 @@ static int backward(pipe_state *s, int c, int k, const so_step_io *io)
     for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
         rc = wait_req(s, &s->sreq[i * s->M + k]);
     double t0 = so_now();
+    for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
+        widen_received(s, s->sgrad[i * s->M + k], &e->send[i], s->sshared[i]);
     so_model_use_slot(s->m, k % s->slots);
     if (!rc)
         rc = later_labels(s, ch, c, k);
@@ -260,9 +339,12 @@ static int backward(pipe_state *s, int c, int k, const so_step_io *io)
         dp->ops->backward_begin(dp->self, nth, s->M);
     if (!rc)
         rc = so_model_backward_nodes(s->m, ch->node_lo, ch->node_hi);
+    const void **out = s->msg_out;
+    for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++)
+        out[i] = diff_out(s, i, k);
     double t1 = so_now();
     for (int i = ch->recv_lo; !rc && i < ch->recv_hi; i++)
-        rc = send(s, e->recv[i].peer, s->rgrad[i * s->M + k], recv_msg_bytes(s, i), e->recv[i].tag + 1);
+        rc = send(s, e->recv[i].peer, out[i], recv_msg_bytes(s, i), e->recv[i].tag + 1);
     s->busy += t1 - t0;
     io->pass(io->arg, 1, k, t0, t1);
     return rc;
@@ -276,6 +358,7 @@ static int pipe_run_step(void *self, int K, const so_step_io *io, double *loss)
     double sum = 0;
     int rc = post_receives(s);
     s->busy = 0;
+    s->step_bytes = 0;
     memset(s->backwards_run, 0, (size_t)s->chunks * sizeof *s->backwards_run);
     for (int i = 0; !rc && i < 2 * s->M * s->chunks; i++) {
         int op = s->ops[i], pass = op >= 0 ? op : -op - 1;
@@ -385,10 +468,12 @@ static int alloc_buffers(pipe_state *s)
     s->sreq = calloc(ns + 1, sizeof *s->sreq);
     s->rshared = calloc((size_t)e->nrecv + 1, 1);
     s->sshared = calloc((size_t)e->nsend + 1, 1);
+    s->swire = calloc(ns + 1, sizeof *s->swire);
+    s->msg_out = calloc((size_t)(e->nrecv > e->nsend ? e->nrecv : e->nsend) + 1, sizeof *s->msg_out);
     s->ops = malloc(2 * (size_t)s->M * s->chunks * sizeof *s->ops);
     s->backwards_run = calloc((size_t)s->chunks, sizeof *s->backwards_run);
     if (!s->rdata || !s->rgrad || !s->sdata || !s->sgrad || !s->rreq || !s->sreq || !s->rshared || !s->sshared ||
-        !s->ops || !s->backwards_run)
+        !s->swire || !s->msg_out || !s->ops || !s->backwards_run)
         return so_err(SO_ENOMEM, "out of memory for the pipeline's buffers");
     if (e->tie_n && !(s->tie_in = malloc(e->tie_n * sizeof *s->tie_in)))
         return so_err(SO_ENOMEM, "out of memory for the tied table's gradient");
@@ -412,6 +497,8 @@ static int alloc_buffers(pipe_state *s)
         size_t b = edge_bytes(s, &e->send[i / (size_t)s->M]);
         if (!s->sshared[i / (size_t)s->M] && (!(s->sdata[i] = malloc(b)) || !(s->sgrad[i] = malloc(b))))
             return so_err(SO_ENOMEM, "out of memory for the pipeline's send buffers");
+        if (s->c.wire_bf16 && !s->sshared[i / (size_t)s->M] && !(s->swire[i] = malloc(b / 2)))
+            return so_err(SO_ENOMEM, "out of memory for the pipeline's BF16 send buffers");
     }
     return 0;
 }
@@ -452,8 +539,10 @@ static int pipe_start(void *self, so_model *m, const so_train_config *c, so_trai
     r->pipe_edge_bytes = 0; /* data and diff, per micro-batch, of every edge */
     for (int i = 0; i < s->e->nrecv; i++)
         r->pipe_edge_bytes += 2 * (size_t)s->M * edge_bytes(s, &s->e->recv[i]);
-    for (int i = 0; i < s->e->nsend; i++)
-        r->pipe_edge_bytes += 2 * (size_t)s->M * edge_bytes(s, &s->e->send[i]);
+    for (int i = 0; i < s->e->nsend; i++) /* and the BF16 wire's staging of activations sent */
+        r->pipe_edge_bytes += (size_t)s->M * edge_bytes(s, &s->e->send[i]) *
+                              (s->c.wire_bf16 && !s->sshared[i] ? 5 : 4) / 2;
+    r->pipe_wire_bf16 = s->c.wire_bf16;
     if (!rc)
         rc = so_pipe_schedule_ops(s->c.schedule, s->stage, s->P, s->M, s->chunks, s->ops);
     if (!rc)
@@ -524,6 +613,7 @@ static int pipe_step_done(void *self, long step)
     pipe_state *s = self;
     if (step - 1 - s->start_step >= s->tc.throughput_skip)
         s->r->pipe_busy += s->busy;
+    s->r->pipe_bytes_sent += s->step_bytes;
     const so_strategy *dp = s->c.replicas;
     return dp && dp->ops->step_done ? dp->ops->step_done(dp->self, step) : 0;
 }
@@ -566,6 +656,8 @@ static int eval_chunk(pipe_state *s, int c, int j)
         rc = s->c.link.irecv(s->c.link.ctx, s->rdata[i * s->M + j], recv_msg_bytes(s, i), ed->peer, ed->tag, &req);
         if (!rc)
             rc = s->c.link.wait(s->c.link.ctx, req);
+        if (!rc)
+            widen_received(s, s->rdata[i * s->M + j], ed, s->rshared[i]);
     }
     for (int i = ch->send_lo; !rc && i < ch->send_hi; i++)
         rc = wait_req(s, &s->sreq[i * s->M + j]); /* this buffer's batch b - M has left */
@@ -580,7 +672,7 @@ static int eval_chunk(pipe_state *s, int c, int j)
         const so_pipe_edge *ed = &e->send[i];
         void **req = &s->sreq[i * s->M + j];
         if (!s->sshared[i]) {
-            rc = s->c.link.isend(s->c.link.ctx, s->sdata[i * s->M + j], edge_bytes(s, ed), ed->peer, ed->tag, req);
+            rc = s->c.link.isend(s->c.link.ctx, activation_out(s, i, j), send_msg_bytes(s, i), ed->peer, ed->tag, req);
             continue;
         }
         rc = send(s, ed->peer, s->sdata[i * s->M + j], 0, ed->tag);
@@ -639,7 +731,9 @@ static void pipe_destroy(void *self)
     free_bufs(s->rgrad, s->rshared, nr, s->M);
     free_bufs(s->sdata, s->sshared, ns, s->M);
     free_bufs(s->sgrad, s->sshared, ns, s->M);
+    free_bufs((float **)s->swire, NULL, ns, s->M);
     free(s->rshared);
+    free(s->msg_out);
     free(s->sshared);
     free(s->rreq);
     free(s->sreq);
