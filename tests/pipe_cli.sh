@@ -16,13 +16,7 @@ set -u
 bin=$1
 . "$(dirname "$0")/script_lib.sh"
 
-common=(train --dataset synthetic --synthetic-samples 640 --steps 10 --eval-every -1 --progress none --seed 7)
-
-run() { # run NP OUT args...: trains, writes $tmp/OUT.bin (parameters) and $tmp/OUT.json
-  local np=$1 out=$2; shift 2
-  "$src/scripts/mpirun.sh" -np "$np" "$bin" "${common[@]}" --dump-params "$tmp/$out.bin" --json "$tmp/$out.json" \
-    "$@" >"$tmp/$out.log" 2>&1 || { bad "np=$np $*: exit $?: $(tail -3 "$tmp/$out.log")"; return 1; }
-}
+. "$(dirname "$0")/pipe_lib.sh"
 
 expect() { # expect NP MESSAGE args...: every rank stops with exit 2, and MESSAGE is printed
   local np=$1 msg=$2; shift 2
