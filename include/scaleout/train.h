@@ -257,11 +257,21 @@ int so_evaluate_sums(so_model *m, so_loader *test, double sums[3]);
 
 void so_train_result_free(so_train_result *r);
 
+/* Which buffers so_train_first_nonfinite reads (bits, in its order). */
+enum {
+    SO_NONFINITE_WEIGHTS = 1u << 0,
+    SO_NONFINITE_GRADIENTS = 1u << 1,
+    SO_NONFINITE_RUNNING_STATS = 1u << 2,
+    SO_NONFINITE_ALL = 7u
+};
+
 /* The first tensor of m holding a NaN or an infinity, looked for in the
- * weights, then the gradients, then the running statistics: e.g. "weights of
- * conv1.weight (nan at element 0)" in what. 1 if there is one, else 0 (what
- * is ""). A full pass over the buffers: for after a non-finite loss, or once
- * at set-up, not for every step. */
-int so_train_first_nonfinite(const so_model *m, char *what, size_t len);
+ * chosen buffers in the order weights, gradients, running statistics: e.g.
+ * "weights of conv1.weight (nan at element 0)" in what. 1 if there is one,
+ * else 0 (what is ""). A full pass over those buffers: for after a
+ * non-finite loss, or once at set-up, not for every step. A check of loaded
+ * values leaves the gradients out: reading zero2/zero3's released gradient
+ * buffer would map all of it in. */
+int so_train_first_nonfinite(const so_model *m, unsigned buffers, char *what, size_t len);
 
 #endif

@@ -231,7 +231,8 @@ static int load_init_from(const so_job_config *a, so_model *m)
         return so_err(SO_EINVAL, "--init-from: %s", msg);
     }
     char what[256];
-    if (a->allow_nonfinite || !so_train_first_nonfinite(m, what, sizeof what))
+    unsigned loaded = SO_NONFINITE_WEIGHTS | SO_NONFINITE_RUNNING_STATS;
+    if (a->allow_nonfinite || !so_train_first_nonfinite(m, loaded, what, sizeof what))
         return 0;
     return so_err(SO_EFORMAT, "--init-from %s: %s hold non-finite values; --allow-nonfinite trains from them anyway",
                   path, what);

@@ -311,11 +311,11 @@ static int find_in(const so_model *m, int which, char *what, size_t len)
     return 0;
 }
 
-int so_train_first_nonfinite(const so_model *m, char *what, size_t len)
+int so_train_first_nonfinite(const so_model *m, unsigned buffers, char *what, size_t len)
 {
     what[0] = '\0';
     for (int which = 0; which < 3; which++)
-        if (find_in(m, which, what, len))
+        if ((buffers & (1u << which)) && find_in(m, which, what, len))
             return 1;
     return 0;
 }
@@ -348,7 +348,7 @@ static int check_loss(const trainer *t, double loss)
     if (t->c->allow_nonfinite || isfinite(loss) || (no_loss && isnan(loss)))
         return 0;
     char what[256];
-    if (!so_train_first_nonfinite(t->m, what, sizeof what))
+    if (!so_train_first_nonfinite(t->m, SO_NONFINITE_ALL, what, sizeof what))
         largest_weight(t->m, what, sizeof what);
     return so_err(SO_ENUMERIC, "step %ld: loss %s; first non-finite tensor: %s (--allow-nonfinite trains on)",
                   t->step + 1, isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf", what);
