@@ -56,8 +56,10 @@ done
 import json, sys
 a, b = (json.load(open(f)) for f in sys.argv[1:])
 assert (a["seq_len"], b["seq_len"]) == (16, 128), (a["seq_len"], b["seq_len"])
-for x, y in zip(a["strategies"], b["strategies"]):  # the same parameters, 8x the tokens
-    assert x["weights"] == y["weights"] and y["activations"] > 3 * x["activations"], (x, y)
+# The same parameters, 8x the tokens: the activations grow, less than 8x
+# since the backend's buffers sized by the weights (GEMM packing) stay.
+for x, y in zip(a["strategies"], b["strategies"]):
+    assert x["weights"] == y["weights"] and y["activations"] > 1.5 * x["activations"], (x, y)
 PY
 "$bin" "${plan[@]}" --seq-len 512 >"$tmp/plan-512.log" 2>&1
 [ $? = 2 ] && grep -q "above the context" "$tmp/plan-512.log" && ok || bad "plan --seq-len 512 (context 256): $(cat "$tmp/plan-512.log")"

@@ -264,10 +264,12 @@ static void t_tied_copy_follows_table(void **st)
 static size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 /* Accounted bytes less the oneDNN scratchpad, which follows the kernels
- * oneDNN picks (BF16 ones need other sizes than FP32 ones), not the copies. */
+ * oneDNN picks (BF16 ones need other sizes than FP32 ones), and less the
+ * shared transient buffer (checked on its own below), not the copies. */
 static size_t accounted(const so_model *m)
 {
-    return so_model_activation_bytes(m) - ((const od_state *)m->bs)->pad_bytes;
+    const od_state *s = m->bs;
+    return so_model_activation_bytes(m) - s->pad_bytes - s->wtmp_bytes;
 }
 
 /* The BF16 copies are in the accounted memory: per linear layer its weights
@@ -279,7 +281,7 @@ static void t_copies_accounted(void **st)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c += 2) {
         const tcase *tc = &cases[c];
         so_model *bf = open_model(tc, "onednn", SO_PRECISION_BF16), *fp = open_model(tc, "onednn", SO_PRECISION_FP32);
-        size_t lo = 0, hi = 0;
+        size_t lo = 0, hi = 0, dy_max = 0;
         for (int i = 1; i < so_graph_size(bf->g); i++) {
             const so_node *nd = so_graph_node(bf->g, i);
             if (nd->op != SO_OP_LINEAR)
@@ -288,7 +290,15 @@ static void t_copies_accounted(void **st)
             size_t K = (size_t)in.w, N = (size_t)nd->a.out, R = (size_t)BATCH * in.c * in.h;
             lo += 2 * (2 * N * K + R * K);
             hi += 2 * (N * K + round_up(K, 64) * round_up(N, 64) + R * K);
+            dy_max = R * N > dy_max ? R * N : dy_max;
         }
+        /* The shared transient buffer holds each linear's BF16 dY in turn.
+         * accounted() takes it out of both totals: were it not in them, the
+         * difference below would be off by the two precisions' buffers. */
+        const od_state *bs = bf->bs;
+        if (bs->wtmp_bytes < 2 * dy_max)
+            fail_msg("%s: the transient buffer (%zu bytes) holds no BF16 dY of %zu bytes", tc->name,
+                     bs->wtmp_bytes, 2 * dy_max);
         size_t b = accounted(bf), f = accounted(fp);
         if (b < f + lo || b > f + hi)
             fail_msg("%s: accounted bf16 %zu, fp32 %zu bytes: the difference is not the BF16 copies' %zu-%zu",

@@ -248,12 +248,14 @@ static void params_changed(void *state)
 
 /* Activations, the diff pool and the staging buffers (weights in primitive
  * layout and weight gradients are per state too, but not activations; the
- * per-layer BF16 weight copies are counted, they exist only in BF16). */
+ * per-layer BF16 weight copies are counted, they exist only in BF16), and
+ * the shared transient buffer (GEMM packing; under BF16 also the LM head's
+ * BF16 dY, ~200 MB on GPT-2 124M at B8 T256). */
 static size_t state_bytes(void *state)
 {
     od_state *s = state;
     size_t total = s->diff_bytes + s->scratch_bytes + s->pad_bytes + 2 * s->h16_bytes + s->wbf16_bytes +
-                   s->wino_floats * sizeof(float) * (size_t)s->wino_nthr;
+                   s->wtmp_bytes + s->wino_floats * sizeof(float) * (size_t)s->wino_nthr;
     for (int i = 0; i < s->n; i++)
         total += s->t[i].bytes;
     return total;
