@@ -20,18 +20,10 @@
 # Usage: ckpt.sh path/to/scaleout
 set -u
 bin=$1
-src=${SCALEOUT_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-mpirun=$src/scripts/mpirun.sh
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+. "$(dirname "$0")/script_lib.sh" # src, mpirun, tmp, counting, full_only (one process never starts MPI)
+ok() { pass=$((pass + 1)); echo "ok: $*"; } # this long script names what passed
 # Parts that need the test-only environment hooks skip without them.
 hooks() { [ "${SCALEOUT_TEST_HOOKS:-1}" = 1 ] || { echo "skip: $1 needs a build with -DSCALEOUT_TEST_HOOKS=ON"; return 1; }; }
-# Under the second MPI library (make test-mpich: SCALEOUT_TEST_SECOND_MPI=1) only
-# the parts whose ranks talk run again; one process never starts MPI.
-full_only() { [ "${SCALEOUT_TEST_SECOND_MPI:-0}" != 1 ] || { echo "skip under the second MPI: $1"; return 1; }; }
 
 # smallcnn for its batchnorm buffers and dropout (state a resume must restore);
 # batches of 4 keep its ~40 runs quick (the epoch has 16 steps, as at 256 x 16).
