@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -471,11 +472,22 @@ static int rank_held(rank_run *rr, const so_strategy *st, const so_model *m)
     return 0;
 }
 
-/* After every node's forward and backward (zero3 runs). */
+/* Backward writes of a node with parameters outside the whole gradient
+ * buffer (into zero2/3's slots), over every rank of the current run. */
+static atomic_int slotted_writes;
+
+/* After every node's forward and backward: zero3's mapped units, and where
+ * the node's gradients went. */
 static void probe(void *arg, int node, int backward, double t0, double t1)
 {
     rank_run *rr = arg;
-    (void)node, (void)backward, (void)t0, (void)t1;
+    (void)t0, (void)t1;
+    const so_node *nd = so_graph_node(rr->m->g, node);
+    const float *g = so_model_grads_at(rr->m, nd->param_off);
+    if (backward && nd->nparam && (g < rr->m->grads || g >= rr->m->grads + rr->m->nparams))
+        atomic_fetch_add(&slotted_writes, 1);
+    if (!rr->units)
+        return;
     int n = mapped_units(rr->m, rr->units);
     rr->max_mapped = n > rr->max_mapped ? n : rr->max_mapped;
 }
@@ -522,9 +534,10 @@ static void *rank_main(void *arg)
     shard_layout units = {0};
     shard_units spec;
     if (!rc && !strcmp(c->strategy, "zero3") && c->unit && !shard_units_parse(c->unit, &spec) &&
-        !shard_layout_build(m->g, &spec, 1, 0, &units)) { /* the same units as the strategy's */
-        rr->m = m;
+        !shard_layout_build(m->g, &spec, 1, 0, &units)) /* the same units as the strategy's */
         rr->units = &units;
+    if (!rc) {
+        rr->m = m;
         m->on_node = probe;
         m->on_node_arg = rr;
     }
@@ -682,6 +695,36 @@ static void test_like_dp(void **state)
     same_as_dp(c, "lenet5 N=3 10 KiB units, AdamW eps 1e-3 wd, prefetch 1");
 }
 
+/* zero2/3 with one micro-batch write the gradients of the units backward
+ * writes once into two slots, reused unit after unit, not into the whole
+ * buffer (whose pages would be mapped and given back each step); dp,
+ * zero1 and micro-batches (summed in place) keep the whole buffer. The
+ * values are checked against dp by test_like_dp. */
+static void test_grad_slots(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *strategy;
+        int accumulate, slotted;
+        const char *backend;
+    } cases[] = {{"zero2", 1, 1, "ref"},    {"zero3", 1, 1, "ref"}, {"zero2", 2, 0, "ref"},
+                 {"zero1", 1, 0, "ref"},    {"dp", 1, 0, "ref"},    {"zero2", 1, 1, "onednn"}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        run_config c = {.model = "lenet5", .strategy = cases[i].strategy, .backend = cases[i].backend,
+                        .optim = SO_OPT_MOMENTUM, .N = 2, .accumulate = cases[i].accumulate, .unit = "layer",
+                        .steps = 2};
+        float *p;
+        size_t n;
+        atomic_store(&slotted_writes, 0);
+        train_ranks(&c, &p, &n, NULL, NULL);
+        free(p);
+        int got = atomic_load(&slotted_writes);
+        if ((got > 0) != cases[i].slotted)
+            fail_msg("%s on %s, %d micro-batch(es): %d backward writes into slots, expected %s", cases[i].strategy,
+                     cases[i].backend, cases[i].accumulate, got, cases[i].slotted ? "some" : "none");
+    }
+}
+
 /* The contract of create (scaleout/strategy.h): the model holds its
  * initial values when the strategy is made, and a strategy may take them
  * there. Values loaded between the model and the strategy (where parts.c
@@ -766,6 +809,8 @@ static void test_hybrid(void **state)
     run_config c = {.model = "lenet5", .optim = SO_OPT_MOMENTUM, .N = 4, .node = 2, .accumulate = 2, .clip = 0.3f,
                     .unit = "layer", .steps = 4};
     same_as_dp(c, "lenet5 hybrid 2x2");
+    c.accumulate = 1; /* zero2/3's gradients in slots, summed across the nodes there */
+    same_as_dp(c, "lenet5 hybrid 2x2, one micro-batch");
 }
 
 /* A model with batchnorm (running statistics stay per rank). */
@@ -775,6 +820,8 @@ static void test_batchnorm(void **state)
     run_config c = {.model = "smallcnn", .optim = SO_OPT_MOMENTUM, .N = 2, .accumulate = 1, .clip = 1.0f,
                     .unit = "block", .steps = 3};
     same_as_dp(c, "smallcnn");
+    c.backend = "onednn"; /* its primitives hold gradient addresses: they follow zero2/3's slots */
+    same_as_dp(c, "smallcnn onednn");
 }
 
 /* zero3 keeps at most --shard-prefetch units mapped: with K = 1 one at a
@@ -921,6 +968,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunked_grads),
         cmocka_unit_test(test_like_dp),
+        cmocka_unit_test(test_grad_slots),
         cmocka_unit_test(test_loaded_before_create),
         cmocka_unit_test(test_hybrid),
         cmocka_unit_test(test_batchnorm),

@@ -166,7 +166,16 @@ typedef struct so_model {
     so_init_scheme init;         /* from so_model_opts; so_model_init_params uses it */
     int *chunks;                 /* per node: the row chunks it runs in (so_model_opts.chunk_bytes); NULL: whole */
     so_precision precision;      /* from so_model_opts: what the backend computes conv/dense/linear/attention in */
+    struct so_grad_place *grad_places; /* so_model_place_grads: gradient ranges written outside m->grads */
+    int ngrad_places;
 } so_model;
+
+/* A range of gradients backward writes outside m->grads: those of
+ * parameters [lo, hi) go to where[0 .. hi - lo). */
+typedef struct so_grad_place {
+    size_t lo, hi;
+    float *where;
+} so_grad_place;
 
 /* Takes ownership of the finalized graph `g` (destroyed on failure too),
  * allocates the buffers, initialises parameters from `seed` (PyTorch's
@@ -270,6 +279,19 @@ void so_model_param_range(const so_model *m, int lo, int hi, size_t *off, size_t
 /* The parameters of nodes [lo, hi) changed outside backward (a gathered
  * unit): backends drop what they cached of them. */
 void so_model_params_changed_nodes(so_model *m, int lo, int hi);
+
+/* Where backward writes the gradient of parameter `off`: m->grads + off,
+ * or inside the memory a strategy placed its range in. Backends take every
+ * gradient address from it, at each backward (a placed range holds whole
+ * nodes, so a node's slice is contiguous from the address of its first
+ * element). */
+float *so_model_grads_at(const so_model *m, size_t off);
+/* From the next backward on, the gradients of parameters [lo, hi) are
+ * written at `where` (NULL: back into m->grads): a strategy that reduces a
+ * unit as soon as backward leaves it can reuse one buffer for several units
+ * instead of mapping and unmapping the whole gradient's pages. [lo, hi)
+ * must hold whole nodes and not overlap a range already placed. */
+int so_model_place_grads(so_model *m, size_t lo, size_t hi, float *where);
 
 /* The kernels convolution `node` runs (see so_conv_kernels); SO_EINVAL if
  * the node is not a convolution. */

@@ -345,6 +345,7 @@ void so_model_destroy(so_model *m)
     else
         so_free(m->grads);
     so_free(m->bufs);
+    free(m->grad_places);
     free(m->t_fwd);
     free(m->t_bwd);
     free(m->chunks);
@@ -591,6 +592,43 @@ void so_model_set_grad_ready(so_model *m, so_grad_ready_fn fn, void *arg)
 void so_model_set_node_hooks(so_model *m, const so_node_hooks *h)
 {
     m->hooks = h ? *h : (so_node_hooks){NULL, NULL, NULL, NULL};
+}
+
+float *so_model_grads_at(const so_model *m, size_t off)
+{
+    for (int i = 0; i < m->ngrad_places; i++) /* a few dozen units: a scan per node's backward */
+        if (off >= m->grad_places[i].lo && off < m->grad_places[i].hi)
+            return m->grad_places[i].where + (off - m->grad_places[i].lo);
+    return m->grads + off;
+}
+
+int so_model_place_grads(so_model *m, size_t lo, size_t hi, float *where)
+{
+    if (lo >= hi || hi > m->nparams)
+        return so_err(SO_EINVAL, "gradient range [%zu, %zu) is not inside the model's %zu", lo, hi, m->nparams);
+    for (int i = 0; i < m->ngrad_places; i++) {
+        so_grad_place *p = &m->grad_places[i];
+        if (p->lo == lo && p->hi == hi) {
+            if (where) {
+                p->where = where;
+            } else {
+                *p = m->grad_places[m->ngrad_places - 1];
+                m->ngrad_places--;
+            }
+            return 0;
+        }
+        if (lo < p->hi && p->lo < hi)
+            return so_err(SO_EINVAL, "gradient range [%zu, %zu) overlaps [%zu, %zu), already placed", lo, hi, p->lo,
+                          p->hi);
+    }
+    if (!where)
+        return 0;
+    so_grad_place *grown = realloc(m->grad_places, (size_t)(m->ngrad_places + 1) * sizeof *grown);
+    if (!grown)
+        return so_err(SO_ENOMEM, "out of memory for a gradient range");
+    m->grad_places = grown;
+    m->grad_places[m->ngrad_places++] = (so_grad_place){lo, hi, where};
+    return 0;
 }
 
 void so_model_param_range(const so_model *m, int lo, int hi, size_t *off, size_t *n)

@@ -291,6 +291,59 @@ static double largest_run(const shard_layout *l, int k)
     return (double)best * sizeof(float);
 }
 
+/* Where unit u's gradients live with slots: a unit backward writes once
+ * and whole goes into a slot; a tied table (its two users write it at both
+ * ends of backward) stays mapped in the whole buffer; a row chunk of a
+ * layer is mapped and given back there. */
+static int slot_kind(const shard_layout *l, int u)
+{
+    int seen = 0;
+    for (int p = 0; p < l->nseq; p++)
+        seen += l->seq[p] == u;
+    if (seen > 1)
+        return SHARD_SLOT_TIED;
+    for (int n = l->node_lo[u]; n < l->node_hi[u]; n++)
+        if (l->chunks[n] > 1)
+            return SHARD_SLOT_NONE;
+    return 0;
+}
+
+void shard_slots(const shard_layout *l, signed char *slot_of, size_t len[2])
+{
+    len[0] = len[1] = 0;
+    memset(slot_of, SHARD_SLOT_NONE, (size_t)l->nunits);
+    int k = 0;
+    for (int p = l->nseq - 1; p >= 0; p--) {
+        int u = l->seq[p];
+        if (slot_of[u] >= 0 || (slot_of[u] = (signed char)slot_kind(l, u)) < 0)
+            continue;
+        int i = k++ & 1;
+        size_t n = l->lo[u + 1] - l->lo[u];
+        slot_of[u] = (signed char)i;
+        len[i] = n > len[i] ? n : len[i];
+    }
+}
+
+/* Bytes of zero2/3's gradients backward writes with one micro-batch: the
+ * two slots, plus the largest two consecutive row chunks (mapped and given
+ * back one by one); the tied tables are counted apart. */
+static double slot_bytes(const shard_layout *l)
+{
+    signed char *slot_of = malloc((size_t)(l->nunits ? l->nunits : 1));
+    size_t len[2] = {0, 0}, pair = 0;
+    if (!slot_of)
+        return largest_run(l, 2);
+    shard_slots(l, slot_of, len);
+    for (int u = 0; u + 1 < l->nunits; u++)
+        if (slot_of[u] == SHARD_SLOT_NONE && slot_of[u + 1] == SHARD_SLOT_NONE && l->lo[u + 2] - l->lo[u] > pair)
+            pair = l->lo[u + 2] - l->lo[u];
+    for (int u = 0; u < l->nunits; u++)
+        if (slot_of[u] == SHARD_SLOT_NONE && l->lo[u + 1] - l->lo[u] > pair)
+            pair = l->lo[u + 1] - l->lo[u];
+    free(slot_of);
+    return (double)(len[0] + len[1] + pair) * sizeof(float);
+}
+
 /* Bytes of the largest set of units read at k consecutive places of the
  * read order (zero3's gathered window; a unit read twice counts once). */
 static double largest_window(const shard_layout *l, int k)
@@ -313,7 +366,8 @@ void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, 
                   so_strategy_memory *out)
 {
     double whole = (double)nparams * sizeof(float), mine = (double)l->nmine * sizeof(float);
-    double gathered = largest_window(l, prefetch), writing = largest_run(l, 2) + (double)l->tied * sizeof(float);
+    double gathered = largest_window(l, prefetch);
+    double writing = (accumulate > 1 ? largest_run(l, 2) : slot_bytes(l)) + (double)l->tied * sizeof(float);
     *out = (so_strategy_memory){.params = stage == 3 ? mine + gathered : whole,
                                 .grads = stage == 1 || accumulate > 1 ? whole : mine + writing,
                                 .optimizer = mine * nslots};

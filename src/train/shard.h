@@ -77,6 +77,16 @@ void shard_layout_free(shard_layout *l);
 void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
                   so_strategy_memory *out);
 
+/* zero2/3's gradient slots with one micro-batch (strategy_zero.c): the
+ * units backward writes once and whole alternate between two buffers in
+ * backward's order. slot_of (nunits) gets each unit's slot (0, 1), or
+ * SHARD_SLOT_TIED for a tied table, which stays mapped in the whole buffer
+ * (two layers write it, at both ends of backward), or SHARD_SLOT_NONE for a
+ * row chunk, mapped there and given back after its reduction; len the
+ * floats of each slot. */
+enum { SHARD_SLOT_NONE = -1, SHARD_SLOT_TIED = -2 };
+void shard_slots(const shard_layout *l, signed char *slot_of, size_t len[2]);
+
 /* Memory of whole-model size whose pages are mapped only where used:
  * reserved address space, zero until written; commit maps the pages that
  * floats [lo, hi) touch (one system call, not a fault per page), release

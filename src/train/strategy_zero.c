@@ -69,6 +69,8 @@ struct zero_state {
     int err;                     /* a continuation's error, reported at the next wait */
     int in_pass;                 /* inside a node hook of a forward (1) or backward (2) */
     double fwd_waited;           /* seconds the current forward pass waited for gathers */
+    float *slots[2];             /* zero2/3: the two buffers backward writes the placed units' gradients in */
+    signed char *slot_of;        /* per unit: its slot (0, 1), or SHARD_SLOT_TIED / _NONE: in m->grads (shard_slots) */
     so_state_layout state;
 };
 
@@ -95,17 +97,26 @@ static int wait_handle(zero_state *s, so_handle **h)
     return rc ? rc : s->err;
 }
 
+/* Where backward wrote unit u's gradients: its slot, or the whole buffer. */
+static float *unit_grads(zero_state *s, int u)
+{
+    return s->slot_of && s->slot_of[u] >= 0 ? s->slots[s->slot_of[u]] : s->m->grads + s->L.lo[u];
+}
+
+/* This rank's block of unit u's gradients, where backward wrote them. */
+static float *unit_block(zero_state *s, int u) { return unit_grads(s, u) + (s->L.mine_off[u] - s->L.lo[u]); }
+
 /* HYBRID_SHARD: the node's sum of this block, summed over the nodes. */
 static int cross_sum(void *arg, int status, so_handle **follow)
 {
     unit_job *j = arg;
     zero_state *s = j->s;
-    size_t off = s->L.mine_off[j->u], n = s->L.mine_len[j->u];
+    size_t n = s->L.mine_len[j->u];
+    float *g = unit_block(s, j->u);
     if (status)
         return status;
     so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + j->u};
-    return so_group_iallreduce(s->cross, s->m->grads + off, s->m->grads + off, n, SO_DTYPE_F32, SO_REDUCE_SUM, &o,
-                               follow);
+    return so_group_iallreduce(s->cross, g, g, n, SO_DTYPE_F32, SO_REDUCE_SUM, &o, follow);
 }
 
 /* On the communication thread once the block is reduced: HYBRID_SHARD's sum
@@ -120,12 +131,13 @@ static int finish_block(void *arg, int status, so_handle **follow)
     (void)follow;
     if (status)
         return s->err = status;
-    float *g = s->m->grads + L->mine_off[j->u];
+    float *g = unit_block(s, j->u);
     if (s->cross)
         so_optim_scale(g, L->mine_len[j->u], 1.0f / (float)(L->shards * s->cross->size));
     if (s->stage > 1) {
         memcpy(s->gshard + L->cbase[j->u], g, L->mine_len[j->u] * sizeof(float));
-        shard_release(s->m->grads, L->lo[j->u], L->lo[j->u + 1]);
+        if (!s->slot_of || s->slot_of[j->u] == SHARD_SLOT_NONE)
+            shard_release(s->m->grads, L->lo[j->u], L->lo[j->u + 1]);
     }
     return 0;
 }
@@ -140,12 +152,12 @@ static int reduce_unit(zero_state *s, int u)
     *j = (unit_job){s, u};
     if (!s->shard_grp && !s->cross)
         return s->stage > 1 ? finish_block(j, 0, NULL) : 0;
-    float *g = s->m->grads + L->lo[u];
+    float *g = unit_grads(s, u);
     so_handle *h = NULL;
     so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + u};
     int rc = 0;
     if (s->shard_grp)
-        rc = so_group_ireduce_scatter(s->shard_grp, g, s->m->grads + L->mine_off[u], L->lo[u + 1] - L->lo[u],
+        rc = so_group_ireduce_scatter(s->shard_grp, g, unit_block(s, u), L->lo[u + 1] - L->lo[u],
                                       L->counts + (size_t)u * L->shards, SO_DTYPE_F32,
                                       s->cross ? SO_REDUCE_SUM : SO_REDUCE_AVG, &o, &h);
     else /* one rank per node: the whole unit is the block */
@@ -341,7 +353,7 @@ static int backward_places(zero_state *s, int a, int b)
         rc = wait_handle(s, &s->rs[u]);
         if (!rc && s->stage > 1 && s->live)
             rc = drain(s, 1);
-        if (!rc && s->stage > 1 && s->micro == 0)
+        if (!rc && s->stage > 1 && s->micro == 0 && (!s->slot_of || s->slot_of[u] < 0))
             shard_commit(s->m->grads, s->L.lo[u], s->L.lo[u + 1]);
     }
     if (!rc && s->stage == 3)
@@ -379,6 +391,48 @@ static int zero3_initial(zero_state *s)
     so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG};
     int rc = so_group_ibcast(s->cross, s->pshard, s->L.nmine, SO_DTYPE_F32, 0, &o, &h);
     return rc ? rc : wait_handle(s, &h);
+}
+
+/* ---- the gradient slots of zero2/3 ---------------------------------------------------- */
+
+static void unplace_slots(zero_state *s);
+
+/* zero2/3 with overlap and one micro-batch a step: the units backward
+ * writes once alternate between two slots (shard_slots), in the order their
+ * reduce-scatters start.
+ * Before a unit's backward writes, every reduce-scatter but the latest is
+ * done (backward_places' drain), so the unit two before it has left its
+ * slot. The slots are mapped once: a unit's pages are not given back and
+ * faulted in again every step, which costs a page fault per 4 KiB, and
+ * where the kernel runs under a hypervisor that shadows page tables, the
+ * next reads of other memory slow down as well (docs/PARALLELISM.md). */
+static int place_slots(zero_state *s)
+{
+    const shard_layout *L = &s->L;
+    size_t len[2];
+    if (!s->slot_of && !(s->slot_of = malloc((size_t)L->nunits)))
+        return so_err(SO_ENOMEM, "out of memory for the gradient slots");
+    shard_slots(L, s->slot_of, len);
+    int rc = 0;
+    for (int i = 0; !rc && i < 2; i++)
+        if (len[i] && !s->slots[i] && !(s->slots[i] = so_alloc(len[i] * sizeof(float))))
+            rc = so_err(SO_ENOMEM, "out of memory for a gradient slot of %zu floats", len[i]);
+    for (int u = 0; !rc && u < L->nunits; u++)
+        if (s->slot_of[u] >= 0)
+            rc = so_model_place_grads(s->m, L->lo[u], L->lo[u + 1], s->slots[s->slot_of[u]]);
+    if (rc)
+        unplace_slots(s); /* every unit back in the whole buffer, as before */
+    return rc;
+}
+
+/* The model writes every gradient into m->grads again. */
+static void unplace_slots(zero_state *s)
+{
+    for (int u = 0; s->slot_of && u < s->L.nunits; u++)
+        if (s->slot_of[u] >= 0)
+            so_model_place_grads(s->m, s->L.lo[u], s->L.lo[u + 1], NULL);
+    free(s->slot_of);
+    s->slot_of = NULL;
 }
 
 /* ---- the strategy ------------------------------------------------------------------------ */
@@ -426,6 +480,13 @@ static void zero_backward_begin(void *self, int k, int K)
     s->fwd_waited = 0;
     s->micro = k;
     s->live = s->c->overlap && k == K - 1;
+    /* Slots need each unit reduced as backward leaves it: one micro-batch
+     * (more are summed in place, in the whole buffer) and overlap on. */
+    int slots = s->stage > 1 && K == 1 && s->live;
+    if (k == 0 && slots && !s->slot_of && !s->err)
+        s->err = place_slots(s);
+    else if (k == 0 && !slots && s->slot_of)
+        unplace_slots(s);
     s->cur_pos = -1;
 }
 
@@ -527,6 +588,7 @@ static void zero_finish(void *self)
     }
     s->nflight = 0;
     s->cur_pos = -1;
+    unplace_slots(s);
     so_model_set_node_hooks(s->m, NULL);
 }
 
@@ -580,6 +642,9 @@ static void zero_destroy(void *self)
     zero_state *s = self;
     shard_layout_free(&s->L);
     so_free(s->pshard);
+    unplace_slots(s); /* the strategy goes before the model (parts_free) */
+    so_free(s->slots[0]);
+    so_free(s->slots[1]);
     shard_unreserve(NULL, s->gshard);
     free(s->jobs);
     free(s->rs);
@@ -674,7 +739,7 @@ static int auto_units(zero_state *s, const so_strategy_config *c, shard_units *u
         s->measured += t[i];
     so_bucket_plan_free(&p);
     free(t);
-    if (m->grads_free) /* the timing mapped every gradient page of a unit-mapped buffer */
+    if (m->grads_free == shard_unreserve) /* the timing mapped every gradient page of a unit-mapped buffer */
         shard_release(m->grads, 0, m->nparams);
     u->kind = SHARD_UNIT_BUCKETS;
     return rc;

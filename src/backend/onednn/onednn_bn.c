@@ -56,9 +56,9 @@ static int bn_mems(od_state *s, int node, od_bn *b)
     if (!rc)
         rc = od_mem_wrap(s, node, &v, r + c, &b->rvar);
     if (!rc)
-        rc = od_mem_wrap(s, node, &v, s->m->grads + nd->param_off, &b->gscale);
+        rc = od_mem_wrap(s, node, &v, so_model_grads_at(s->m, nd->param_off), &b->gscale);
     if (!rc)
-        rc = od_mem_wrap(s, node, &v, s->m->grads + nd->param_off + c, &b->gshift);
+        rc = od_mem_wrap(s, node, &v, so_model_grads_at(s->m, nd->param_off) + c, &b->gshift);
     if (!rc)
         rc = od_mem_alloc(s, node, &v, &b->mean, &b->mean_mem);
     if (!rc)
@@ -402,6 +402,12 @@ static int bn_backward(od_state *s, int node)
     od_bn *b = s->t[node].priv;
     const so_node *nd = od_node(s, node);
     int acc = s->m->accumulate_grads;
+    float *base = so_model_grads_at(s->m, nd->param_off);
+    int rc = od_mem_rebind(s, node, b->gscale, base);
+    if (!rc)
+        rc = od_mem_rebind(s, node, b->gshift, base + nd->out.c);
+    if (rc)
+        return rc;
     dnnl_exec_arg_t a[10] = {{DNNL_ARG_SRC, od_in(s, node, 0)->mem},
                              {DNNL_ARG_MEAN, b->mean_mem},
                              {DNNL_ARG_VARIANCE, b->var_mem},
@@ -412,19 +418,17 @@ static int bn_backward(od_state *s, int node)
                              {DNNL_ARG_DIFF_SCALE, acc ? b->dscale_mem : b->gscale},
                              {DNNL_ARG_DIFF_SHIFT, acc ? b->dshift_mem : b->gshift},
                              {DNNL_ARG_WORKSPACE, b->ws_mem}};
-    int rc = b->used_part ? bn_backward_part(s, node, b, acc)
+    rc = b->used_part ? bn_backward_part(s, node, b, acc)
                           : od_exec(s, node, "batchnorm backward", &b->bwd, b->ws_mem ? 10 : 9, a);
-    if (!rc && b->synced) {
-        float *base = s->m->grads + nd->param_off;
+    if (!rc && b->synced)
         rc = bn_backward_sync_fix(s, node, b, acc ? b->dshift : base + nd->out.c, acc ? b->dscale : base);
-    }
     if (rc)
         return rc;
     od_diff_finish(s, node, 0);
     if (acc) {
         size_t c = (size_t)nd->out.c;
-        od_vec_add(s->m->grads + nd->param_off, b->dscale, c);
-        od_vec_add(s->m->grads + nd->param_off + c, b->dshift, c);
+        od_vec_add(base, b->dscale, c);
+        od_vec_add(base + c, b->dshift, c);
     }
     return 0;
 }

@@ -173,7 +173,7 @@ static int create_bwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
         rc = conv_prim(s, node, cg, PROP_BWD_WEIGHTS, "convolution backward weights", 0, c->fwd.pd, &c->bwd_w);
         dnnl_memory_desc_t dw = od_query_md(&c->bwd_w, dnnl_query_diff_weights_md);
         if (!rc)
-            rc = od_gradw_init(s, node, &dw, &cg->w_user, s->m->grads + nd->param_off, &c->gw);
+            rc = od_gradw_init(s, node, &dw, &cg->w_user, nd->param_off, &c->gw);
         if (!rc && nd->a.bias)
             rc = od_mem_alloc(s, node, &cg->b, &c->db, &c->db_mem);
     }
@@ -263,7 +263,7 @@ static int conv_bwd_weights(od_state *s, int node, od_conv *c, dnnl_memory_t dy)
         rc = od_gradw_store(s, node, &c->gw);
     if (!rc && c->db) {
         size_t wcount = nd->nparam - (size_t)nd->a.out;
-        od_vec_store(s->m->grads + nd->param_off + wcount, c->db, (size_t)nd->a.out,
+        od_vec_store(so_model_grads_at(s->m, nd->param_off) + wcount, c->db, (size_t)nd->a.out,
                      s->m->accumulate_grads);
     }
     return rc;

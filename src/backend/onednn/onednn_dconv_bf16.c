@@ -492,7 +492,7 @@ static int dconvh_forward(od_state *s, int node, int training)
  * for a given thread count), written or added into the flat grads. */
 static void reduce_grads(od_state *s, int node, od_dconvh *d, int used)
 {
-    float *g = s->m->grads + od_node(s, node)->param_off;
+    float *g = so_model_grads_at(s->m, od_node(s, node)->param_off);
     size_t nw = (size_t)d->oc * d->f.nsingle;
     int add = s->m->accumulate_grads;
     for (size_t i = 0; i < nw; i++) {

@@ -453,7 +453,7 @@ static int dconv_forward(od_state *s, int node, int training)
 static void reduce_grads(od_state *s, int node, od_dconv *d, int used)
 {
     const so_node *nd = od_node(s, node);
-    float *g = s->m->grads + nd->param_off;
+    float *g = so_model_grads_at(s->m, nd->param_off);
     size_t nw = (size_t)d->oc * d->f.ntaps;
     int add = s->m->accumulate_grads;
     for (size_t i = 0; i < nw; i++) {

@@ -118,7 +118,7 @@ static int create_bwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
     int rc = od_prim_init(s, node, "inner product backward weights", &ip, 0, d->fwd.pd, &d->bwd_w);
     dnnl_memory_desc_t dw = od_query_md(&d->bwd_w, dnnl_query_diff_weights_md);
     if (!rc)
-        rc = od_gradw_init(s, node, &dw, &dg->w_user, s->m->grads + nd->param_off, &d->gw);
+        rc = od_gradw_init(s, node, &dw, &dg->w_user, nd->param_off, &d->gw);
     if (!rc)
         rc = od_mem_alloc(s, node, &dg->b, &d->db, &d->db_mem);
     if (!rc && nd->a.relu)
@@ -241,7 +241,7 @@ static int dense_backward(od_state *s, int node)
     if (!rc)
         rc = od_gradw_store(s, node, &d->gw);
     if (!rc)
-        od_vec_store(s->m->grads + nd->param_off + nd->nparam - (size_t)nd->a.out, d->db,
+        od_vec_store(so_model_grads_at(s->m, nd->param_off) + nd->nparam - (size_t)nd->a.out, d->db,
                      (size_t)nd->a.out, s->m->accumulate_grads);
     return rc;
 }
@@ -281,7 +281,7 @@ static void chunk_backward_head(od_state *s, int node)
 {
     const so_node *nd = od_node(s, node);
     dnnl_dim_t N = s->m->batch, out = nd->a.out;
-    float *dy = s->t[node].dbuf, *db = s->m->grads + nd->param_off + nd->nparam - (size_t)out;
+    float *dy = s->t[node].dbuf, *db = so_model_grads_at(s->m, nd->param_off) + nd->nparam - (size_t)out;
     const float *y = s->t[node].buf;
     if (nd->a.relu)
         for (dnnl_dim_t i = 0; i < N * out; i++)
@@ -303,7 +303,7 @@ static int chunk_backward(od_state *s, int node, int k, int r0, int r1)
     const so_node *nd = od_node(s, node);
     dnnl_dim_t N = s->m->batch, out = nd->a.out, in = (dnnl_dim_t)((nd->nparam - (size_t)out) / (size_t)out);
     const float *w = s->m->params + nd->param_off, *dy = s->t[node].dbuf;
-    float *dw = s->m->grads + nd->param_off;
+    float *dw = so_model_grads_at(s->m, nd->param_off);
     int K = s->m->chunks[node];
     if (k == K - 1)
         chunk_backward_head(s, node);

@@ -172,6 +172,9 @@ int od_tensor_alloc(od_state *s, int node, const dnnl_memory_desc_t *md);
 int od_tensor_alloc_inplace(od_state *s, int node, const dnnl_memory_desc_t *md);
 /* Memory object over caller-owned `ptr`. */
 int od_mem_wrap(od_state *s, int node, const dnnl_memory_desc_t *md, void *ptr, dnnl_memory_t *out);
+/* Points `mem` at ptr when it points elsewhere: memories over gradients,
+ * which a strategy may place outside m->grads (so_model_grads_at). */
+int od_mem_rebind(od_state *s, int node, dnnl_memory_t mem, void *ptr);
 /* Zeroed aligned buffer sized for md plus a memory object over it. */
 int od_mem_alloc(od_state *s, int node, const dnnl_memory_desc_t *md, float **buf, dnnl_memory_t *out);
 void od_mem_free(dnnl_memory_t *mem, float **buf);
@@ -257,9 +260,10 @@ typedef struct {
     od_prim write, add;
     dnnl_memory_desc_t prim_md;
     int direct;                  /* prim layout == flat layout */
+    size_t grad_off;             /* the gradient's first element (so_model_grads_at, at each backward) */
 } od_gradw;
 int od_gradw_init(od_state *s, int node, const dnnl_memory_desc_t *prim_md,
-                  const dnnl_memory_desc_t *user_md, float *grad, od_gradw *g);
+                  const dnnl_memory_desc_t *user_md, size_t grad_off, od_gradw *g);
 /* The memory the backward-weights primitive writes to this step. */
 int od_gradw_target(od_state *s, int node, od_gradw *g, dnnl_memory_t *out);
 /* Writes or adds (m->accumulate_grads) the primitive's result into the grads. */

@@ -119,7 +119,7 @@ static int create_bwd(od_state *s, int node, od_linear *l)
     if (!rc)
         rc = od_mem_wrap(s, node, &dyt, s->t[node].dbuf, &l->dyt);
     if (!rc)
-        rc = od_mem_wrap(s, node, &dw, s->m->grads + weight_off(s, node), &l->dw);
+        rc = od_mem_wrap(s, node, &dw, so_model_grads_at(s->m, weight_off(s, node)), &l->dw);
     if (!rc)
         rc = od_linear_matmul(s, node, "matmul backward weights", &dyt, &x, NULL, &dw, 0, &l->bwd_w);
     if (!rc)
@@ -155,7 +155,7 @@ static int create_bf16(od_state *s, int node, od_linear *l)
                             .w = s->m->params + weight_off(s, node),
                             .bias = nd->a.bias ? s->m->params + bias_off(s, node, l) : NULL,
                             .y = s->t[node].buf, .dy = s->t[node].dbuf, .dx = dx ? od_in(s, node, 0)->dbuf : NULL,
-                            .dw = s->m->grads + weight_off(s, node),
+                            .dw_off = weight_off(s, node),
                             .dx_add = dx && so_graph_diff_accumulate(s->g, node, 0)};
     return od_linear_bf16_create(s, node, &io, &l->bf16);
 }
@@ -212,7 +212,7 @@ static void gemm_backward(od_state *s, int node, od_linear *l)
     }
     od_gemm_args g = {.ta = 1, .tb = 0, .M = (int)l->N, .N = (int)l->K, .K = (int)l->R, .A = dy,
                       .lda = (int)l->N, .B = od_in(s, node, 0)->buf, .ldb = (int)l->K,
-                      .C = s->m->grads + weight_off(s, node), .ldc = (int)l->K, .add = s->m->accumulate_grads};
+                      .C = so_model_grads_at(s->m, weight_off(s, node)), .ldc = (int)l->K, .add = s->m->accumulate_grads};
     od_gemm(l->gemm, &g, s->wtmp, l->nthr);
 }
 
@@ -236,7 +236,7 @@ static int linear_forward(od_state *s, int node, int training)
 static void bias_grad(od_state *s, int node, od_linear *l)
 {
     const so_node *nd = od_node(s, node);
-    float *db = s->m->grads + nd->param_off + (nd->a.tie ? 0 : (size_t)(l->N * l->K));
+    float *db = so_model_grads_at(s->m, nd->param_off) + (nd->a.tie ? 0 : (size_t)(l->N * l->K));
     size_t N = (size_t)l->N;
 #pragma omp parallel num_threads(l->nthr)
     {
@@ -277,6 +277,8 @@ static int linear_backward(od_state *s, int node)
         rc = od_exec(s, node, "matmul backward data", &l->bwd_data, 3, a);
     }
     dnnl_exec_arg_t w[3] = {{DNNL_ARG_SRC, l->dyt}, {DNNL_ARG_WEIGHTS, l->x}, {DNNL_ARG_DST, l->dw}};
+    if (!rc)
+        rc = od_mem_rebind(s, node, l->dw, so_model_grads_at(s->m, weight_off(s, node)));
     if (!rc)
         rc = od_exec(s, node, "matmul backward weights", s->m->accumulate_grads ? &l->bwd_w_add : &l->bwd_w, 3, w);
     if (!rc && l->part)

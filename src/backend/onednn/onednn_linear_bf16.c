@@ -110,7 +110,7 @@ static int create_bwd(od_state *s, int node, od_linear_bf16 *l)
     if (!rc)
         rc = od_mem_wrap(s, node, &dyt, NULL, &l->dyt);
     if (!rc)
-        rc = od_mem_wrap(s, node, &dw, io->dw, &l->dw);
+        rc = od_mem_wrap(s, node, &dw, so_model_grads_at(s->m, io->dw_off), &l->dw);
     if (!rc)
         rc = od_linear_matmul(s, node, "bf16 matmul backward weights", &dyt, &x, NULL, &dw, 0, &l->bwd_w);
     if (!rc)
@@ -176,6 +176,8 @@ int od_linear_bf16_backward(od_state *s, int node, od_linear_bf16 *l)
     OD_CHECK(s, node, "dY handle", dnnl_memory_set_data_handle(l->dyt, s->wtmp));
     od_bf16_transpose_avx512((uint16_t *)s->wtmp, io->dy, io->R, io->N);
     dnnl_exec_arg_t w[3] = {{DNNL_ARG_SRC, l->dyt}, {DNNL_ARG_WEIGHTS, l->x}, {DNNL_ARG_DST, l->dw}};
+    if (!rc)
+        rc = od_mem_rebind(s, node, l->dw, so_model_grads_at(s->m, io->dw_off));
     if (!rc)
         rc = od_exec(s, node, "bf16 matmul backward weights", s->m->accumulate_grads ? &l->bwd_w_add : &l->bwd_w,
                      3, w);

@@ -18,7 +18,8 @@ typedef struct {
     const float *x, *w, *bias;   /* input (R,K), weights (N,K), bias (N) */
     float *y;                    /* output (R,N) */
     const float *dy;             /* output diff (R,N) */
-    float *dx, *dw;              /* input diff (R,K), weight gradient (N,K) */
+    float *dx;                   /* input diff (R,K) */
+    size_t dw_off;               /* the weight gradient (N,K): so_model_grads_at, at each backward */
     int dx_add;                  /* dX += (another consumer wrote it first) */
 } od_linear_bf16_io;
 

@@ -166,7 +166,7 @@ static int embed_backward(od_state *s, int node)
     const so_node *nd = od_node(s, node);
     int T = nd->out.h, C = nd->out.w;
     size_t ntab = (size_t)nd->a.vocab * C;
-    float *dwte = s->m->grads + nd->param_off, *dwpe = dwte + ntab;
+    float *dwte = so_model_grads_at(s->m, nd->param_off), *dwpe = dwte + ntab;
     if (!s->m->accumulate_grads) {
         memset(dwpe, 0, (size_t)nd->a.ctx * C * sizeof *dwpe);
         if (!so_graph_tied_by(s->g, node))
@@ -226,7 +226,7 @@ static int ln_backward(od_state *s, int node)
         o->k->ln_bwd(od_in(s, node, 0)->buf, s->m->params + nd->param_off, o->keep, s->t[node].dbuf, dx, add, dw,
                      dw + C, lo, hi, C);
     }
-    reduce_parts(s, o, 0, s->m->grads + nd->param_off, 2 * (size_t)C);
+    reduce_parts(s, o, 0, so_model_grads_at(s->m, nd->param_off), 2 * (size_t)C);
     return 0;
 }
 

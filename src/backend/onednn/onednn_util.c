@@ -61,6 +61,15 @@ int od_mem_wrap(od_state *s, int node, const dnnl_memory_desc_t *md, void *ptr, 
     return 0;
 }
 
+int od_mem_rebind(od_state *s, int node, dnnl_memory_t mem, void *ptr)
+{
+    void *now = NULL;
+    OD_CHECK(s, node, "memory handle", dnnl_memory_get_data_handle(mem, &now));
+    if (now != ptr)
+        OD_CHECK(s, node, "memory handle", dnnl_memory_set_data_handle(mem, ptr));
+    return 0;
+}
+
 int od_mem_alloc(od_state *s, int node, const dnnl_memory_desc_t *md, float **buf, dnnl_memory_t *out)
 {
     size_t bytes = dnnl_memory_desc_get_size(md);
@@ -327,11 +336,12 @@ void od_wcache_fini(od_wcache *c)
 /* ---- weight gradients ---- */
 
 int od_gradw_init(od_state *s, int node, const dnnl_memory_desc_t *prim_md,
-                  const dnnl_memory_desc_t *user_md, float *grad, od_gradw *g)
+                  const dnnl_memory_desc_t *user_md, size_t grad_off, od_gradw *g)
 {
     g->prim_md = *prim_md;
     g->direct = od_md_equal(prim_md, user_md);
-    int rc = od_mem_wrap(s, node, user_md, grad, &g->user);
+    g->grad_off = grad_off;
+    int rc = od_mem_wrap(s, node, user_md, so_model_grads_at(s->m, grad_off), &g->user);
     if (!rc && !g->direct)
         rc = od_reorder_init(s, node, "weight gradient reorder", prim_md, user_md, 0, &g->write);
     if (!rc)
@@ -341,6 +351,9 @@ int od_gradw_init(od_state *s, int node, const dnnl_memory_desc_t *prim_md,
 
 int od_gradw_target(od_state *s, int node, od_gradw *g, dnnl_memory_t *out)
 {
+    int rc = od_mem_rebind(s, node, g->user, so_model_grads_at(s->m, g->grad_off));
+    if (rc)
+        return rc;
     if (g->direct && !s->m->accumulate_grads) {
         *out = g->user;
         return 0;

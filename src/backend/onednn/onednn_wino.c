@@ -165,7 +165,7 @@ int od_wino_exec(od_state *s, int node, const od_wino *w, const float *src, floa
 int od_wino_wgrad(od_state *s, int node, const od_wino *w)
 {
     const so_node *nd = od_node(s, node);
-    float *dW = s->m->grads + nd->param_off;
+    float *dW = so_model_grads_at(s->m, nd->param_off);
     float *db = nd->a.bias ? dW + (size_t)w->ic * w->oc * 9 : NULL;
     od_wino plan = *w;
     plan.tb = s->wino_tb;

@@ -52,7 +52,7 @@ float *ref_dx(ref_state *s, int i, int slot)
 float *ref_dw(ref_state *s, int i)
 {
     const so_node *nd = ref_node(s, i);
-    float *dw = s->m->grads + nd->param_off;
+    float *dw = so_model_grads_at(s->m, nd->param_off);
     if (!s->m->accumulate_grads)
         memset(dw, 0, nd->nparam * sizeof *dw);
     return dw;

@@ -115,7 +115,7 @@ static void chunk_backward(ref_state *s, int i, int r0, int r1, int first)
 {
     const so_node *nd = ref_node(s, i);
     int f = in_features(s, i), out = nd->out.c;
-    float *dy = ref_out_diff(s, i), *dw = s->m->grads + nd->param_off, *db = dw + (size_t)out * f;
+    float *dy = ref_out_diff(s, i), *dw = so_model_grads_at(s->m, nd->param_off), *db = dw + (size_t)out * f;
     const float *x = ref_in(s, i, 0), *w = ref_params(s, i), *y = s->act[i];
     for (size_t k = 0; first && nd->a.relu && k < (size_t)s->batch * out; k++)
         dy[k] = y[k] > 0.0f ? dy[k] : 0.0f;

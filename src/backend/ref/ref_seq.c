@@ -43,7 +43,7 @@ int ref_embed_backward(ref_state *s, int i)
     const so_node *nd = ref_node(s, i);
     int T = nd->out.h, C = nd->out.w;
     size_t ntab = (size_t)nd->a.vocab * C;
-    float *dwte = s->m->grads + nd->param_off, *dwpe = dwte + ntab;
+    float *dwte = so_model_grads_at(s->m, nd->param_off), *dwpe = dwte + ntab;
     if (!s->m->accumulate_grads) {
         memset(dwpe, 0, (size_t)nd->a.ctx * C * sizeof *dwpe);
         if (!so_graph_tied_by(s->g, i))
@@ -151,7 +151,7 @@ int ref_linear_backward(ref_state *s, int i)
     int in = ref_in_shape(s, i, 0).w, out = nd->a.out;
     size_t rows = in_rows(s, i), woff = linear_weight_off(s, i);
     const float *x = ref_in(s, i, 0), *dy = s->diff[i], *w = s->m->params + woff;
-    float *own = ref_dw(s, i), *dw = s->m->grads + woff;
+    float *own = ref_dw(s, i), *dw = so_model_grads_at(s->m, woff);
     float *db = nd->a.bias ? own + (nd->a.tie ? 0 : (size_t)out * in) : NULL;
     if (nd->a.tie && !s->m->accumulate_grads)
         memset(dw, 0, (size_t)out * in * sizeof *dw);
