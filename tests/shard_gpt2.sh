@@ -2,7 +2,8 @@
 # GPT-2 (tied LM head) under the sharded strategies, end to end under MPI
 # (docs/PARALLELISM.md, "Tied weights"; docs/TRANSFORMERS.md, "Parallelism"):
 #  - zero1, zero2 and zero3 train the tiny spec like dp at np 2 and 3: 10
-#    AdamW steps with weight decay and clipping, 1e-6 relative. zero3
+#    AdamW steps with weight decay and clipping, 1e-6 relative; in BF16 too
+#    at np 2 where the CPU has it. zero3
 #    gathers the token table for the embedding and again for the LM head,
 #    and both uses' gradients are summed before the one reduce-scatter.
 #  - zero3 by layers (the token table a unit of its own) and with
@@ -28,6 +29,13 @@ common=(train --model gpt2:L=2,H=2,C=64,T=32,V=256 --dataset tokens --data-dir "
 # Like dp: 10 steps at a global batch of 12 sequences.
 like_dp gpt2-2 2 1e-6 --steps 10 --batch-size 6
 like_dp gpt2-3 3 1e-6 --steps 10 --batch-size 4
+# BF16 (its linears' oneDNN primitives write the weight gradients into
+# zero2/3's slots), where the CPU computes BF16 natively.
+if "$bin" version --cpu 2>&1 | grep -q "^BF16 peak per core: [0-9]"; then
+  like_dp gpt2-bf16 2 1e-6 --steps 6 --batch-size 6 --precision bf16
+else
+  echo "skip: BF16 under the sharded strategies: no native BF16 here ($("$bin" version --cpu 2>&1 | grep '^BF16'))"
+fi
 for v in "layer --shard-unit layer" "prefetch1 --shard-prefetch 1"; do
   set -- $v
   run 2 "gpt2-2-zero3-$1" --strategy zero3 --steps 10 --batch-size 6 "${@:2}" &&
