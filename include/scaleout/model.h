@@ -166,16 +166,18 @@ typedef struct so_model {
     so_init_scheme init;         /* from so_model_opts; so_model_init_params uses it */
     int *chunks;                 /* per node: the row chunks it runs in (so_model_opts.chunk_bytes); NULL: whole */
     so_precision precision;      /* from so_model_opts: what the backend computes conv/dense/linear/attention in */
-    struct so_grad_place *grad_places; /* so_model_place_grads: gradient ranges written outside m->grads */
+    struct so_buf_place *grad_places;  /* so_model_place_grads: gradient ranges written outside m->grads */
     int ngrad_places;
+    struct so_buf_place *param_places; /* so_model_place_params: parameter ranges read outside m->params */
+    int nparam_places;
 } so_model;
 
-/* A range of gradients backward writes outside m->grads: those of
- * parameters [lo, hi) go to where[0 .. hi - lo). */
-typedef struct so_grad_place {
+/* A range of a flat buffer kept elsewhere: elements [lo, hi) are at
+ * where[0 .. hi - lo). */
+typedef struct so_buf_place {
     size_t lo, hi;
     float *where;
-} so_grad_place;
+} so_buf_place;
 
 /* Takes ownership of the finalized graph `g` (destroyed on failure too),
  * allocates the buffers, initialises parameters from `seed` (PyTorch's
@@ -292,6 +294,12 @@ float *so_model_grads_at(const so_model *m, size_t off);
  * instead of mapping and unmapping the whole gradient's pages. [lo, hi)
  * must hold whole nodes and not overlap a range already placed. */
 int so_model_place_grads(so_model *m, size_t lo, size_t hi, float *where);
+/* The same for parameters: where backends read parameter `off` (forward,
+ * backward and the weight copies they cache), and the ranges a strategy
+ * gathers into memory of its own (zero3's parameter slots). After placing a
+ * range, so_model_params_changed_nodes for its nodes. */
+float *so_model_params_at(const so_model *m, size_t off);
+int so_model_place_params(so_model *m, size_t lo, size_t hi, float *where);
 
 /* The kernels convolution `node` runs (see so_conv_kernels); SO_EINVAL if
  * the node is not a convolution. */

@@ -346,6 +346,7 @@ void so_model_destroy(so_model *m)
         so_free(m->grads);
     so_free(m->bufs);
     free(m->grad_places);
+    free(m->param_places);
     free(m->t_fwd);
     free(m->t_bwd);
     free(m->chunks);
@@ -594,41 +595,61 @@ void so_model_set_node_hooks(so_model *m, const so_node_hooks *h)
     m->hooks = h ? *h : (so_node_hooks){NULL, NULL, NULL, NULL};
 }
 
-float *so_model_grads_at(const so_model *m, size_t off)
+/* Element off of a flat buffer whose ranges in t may be kept elsewhere. */
+static float *placed_at(const so_buf_place *t, int n, float *whole, size_t off)
 {
-    for (int i = 0; i < m->ngrad_places; i++) /* a few dozen units: a scan per node's backward */
-        if (off >= m->grad_places[i].lo && off < m->grad_places[i].hi)
-            return m->grad_places[i].where + (off - m->grad_places[i].lo);
-    return m->grads + off;
+    for (int i = 0; i < n; i++) /* a few dozen units: a scan per node's pass */
+        if (off >= t[i].lo && off < t[i].hi)
+            return t[i].where + (off - t[i].lo);
+    return whole + off;
 }
 
-int so_model_place_grads(so_model *m, size_t lo, size_t hi, float *where)
+/* Sets, moves or (where NULL) removes the range [lo, hi) of table t. */
+static int place(so_buf_place **t, int *n, size_t nparams, size_t lo, size_t hi, float *where, const char *what)
 {
-    if (lo >= hi || hi > m->nparams)
-        return so_err(SO_EINVAL, "gradient range [%zu, %zu) is not inside the model's %zu", lo, hi, m->nparams);
-    for (int i = 0; i < m->ngrad_places; i++) {
-        so_grad_place *p = &m->grad_places[i];
+    if (lo >= hi || hi > nparams)
+        return so_err(SO_EINVAL, "%s range [%zu, %zu) is not inside the model's %zu", what, lo, hi, nparams);
+    for (int i = 0; i < *n; i++) {
+        so_buf_place *p = &(*t)[i];
         if (p->lo == lo && p->hi == hi) {
-            if (where) {
+            if (where)
                 p->where = where;
-            } else {
-                *p = m->grad_places[m->ngrad_places - 1];
-                m->ngrad_places--;
-            }
+            else
+                *p = (*t)[--*n];
             return 0;
         }
         if (lo < p->hi && p->lo < hi)
-            return so_err(SO_EINVAL, "gradient range [%zu, %zu) overlaps [%zu, %zu), already placed", lo, hi, p->lo,
+            return so_err(SO_EINVAL, "%s range [%zu, %zu) overlaps [%zu, %zu), already placed", what, lo, hi, p->lo,
                           p->hi);
     }
     if (!where)
         return 0;
-    so_grad_place *grown = realloc(m->grad_places, (size_t)(m->ngrad_places + 1) * sizeof *grown);
+    so_buf_place *grown = realloc(*t, (size_t)(*n + 1) * sizeof *grown);
     if (!grown)
-        return so_err(SO_ENOMEM, "out of memory for a gradient range");
-    m->grad_places = grown;
-    m->grad_places[m->ngrad_places++] = (so_grad_place){lo, hi, where};
+        return so_err(SO_ENOMEM, "out of memory for a %s range", what);
+    *t = grown;
+    (*t)[(*n)++] = (so_buf_place){lo, hi, where};
     return 0;
+}
+
+float *so_model_grads_at(const so_model *m, size_t off)
+{
+    return placed_at(m->grad_places, m->ngrad_places, m->grads, off);
+}
+
+int so_model_place_grads(so_model *m, size_t lo, size_t hi, float *where)
+{
+    return place(&m->grad_places, &m->ngrad_places, m->nparams, lo, hi, where, "gradient");
+}
+
+float *so_model_params_at(const so_model *m, size_t off)
+{
+    return placed_at(m->param_places, m->nparam_places, m->params, off);
+}
+
+int so_model_place_params(so_model *m, size_t lo, size_t hi, float *where)
+{
+    return place(&m->param_places, &m->nparam_places, m->nparams, lo, hi, where, "parameter");
 }
 
 void so_model_param_range(const so_model *m, int lo, int hi, size_t *off, size_t *n)

@@ -188,12 +188,15 @@ static int read_order(const so_graph *g, shard_layout *l)
         free(counted);
         return so_err(SO_ENOMEM, "out of memory for the shard layout");
     }
+    l->widest = 1;
     for (int i = 0; i < nodes; i++) {
         int tie = tied_unit(g, l, i);
         l->use_lo[i] = l->use_hi[i] = -1;
         read_unit(l, i, tie);
         for (int k = 0; l->unit_of[i] >= 0 && k < l->chunks[i]; k++)
             read_unit(l, i, l->unit_of[i] + k);
+        int span = l->use_lo[i] < 0 || l->chunks[i] > 1 ? 1 : l->use_hi[i] - l->use_lo[i] + 1;
+        l->widest = span > l->widest ? span : l->widest;
         if (tie >= 0 && tie != l->unit_of[i] && !counted[tie]) {
             counted[tie] = 1;
             l->tied += l->lo[tie + 1] - l->lo[tie];
@@ -295,16 +298,19 @@ static double largest_run(const shard_layout *l, int k)
  * and whole goes into a slot; a tied table (its two users write it at both
  * ends of backward) stays mapped in the whole buffer; a row chunk of a
  * layer is mapped and given back there. */
+
 static int slot_kind(const shard_layout *l, int u)
 {
-    int seen = 0;
-    for (int p = 0; p < l->nseq; p++)
-        seen += l->seq[p] == u;
-    if (seen > 1)
+    if (shard_unit_tied(l, u))
         return SHARD_SLOT_TIED;
+    return shard_unit_chunk(l, u) ? SHARD_SLOT_NONE : 0;
+}
+
+int shard_unit_chunk(const shard_layout *l, int u)
+{
     for (int n = l->node_lo[u]; n < l->node_hi[u]; n++)
         if (l->chunks[n] > 1)
-            return SHARD_SLOT_NONE;
+            return 1;
     return 0;
 }
 
@@ -322,6 +328,72 @@ void shard_slots(const shard_layout *l, signed char *slot_of, size_t len[2])
         slot_of[u] = (signed char)i;
         len[i] = n > len[i] ? n : len[i];
     }
+}
+
+/* Bytes of the largest set of units read at k consecutive places of the
+ * read order (zero3's gathered window; a unit read twice counts once). */
+static double largest_window(const shard_layout *l, int k)
+{
+    size_t best = 0;
+    for (int p = 0; p < l->nseq; p++) {
+        size_t sum = 0;
+        for (int q = p; q < l->nseq && q < p + k; q++) {
+            int seen = 0;
+            for (int r = p; r < q; r++)
+                seen |= l->seq[r] == l->seq[q];
+            sum += seen ? 0 : l->lo[l->seq[q] + 1] - l->lo[l->seq[q]];
+        }
+        best = sum > best ? sum : best;
+    }
+    return (double)best * sizeof(float);
+}
+
+int shard_unit_tied(const shard_layout *l, int u)
+{
+    int seen = 0;
+    for (int p = 0; p < l->nseq; p++)
+        seen += l->seq[p] == u;
+    return seen > 1;
+}
+
+int shard_param_slots(const shard_layout *l, int prefetch, size_t *len, int cap)
+{
+    int n = prefetch > l->widest ? prefetch : l->widest;
+    n = n < cap ? n : cap;
+    for (int k = 0; k < n; k++)
+        len[k] = 0;
+    for (int u = 0; u < l->nunits; u++) { /* keep the n largest, largest first */
+        size_t v = l->lo[u + 1] - l->lo[u];
+        if (shard_unit_tied(l, u) || shard_unit_chunk(l, u))
+            continue;
+        for (int k = 0; k < n; k++)
+            if (v > len[k]) {
+                size_t t = len[k];
+                len[k] = v;
+                v = t;
+            }
+    }
+    return n;
+}
+
+/* Bytes of zero3's gathered parameters: its slots, plus what is mapped in
+ * the whole buffer while gathered: the largest tied table, and the row
+ * chunks of cut layers (the largest window of them). */
+static double param_slot_bytes(const shard_layout *l, int prefetch)
+{
+    size_t len[SHARD_MAX_PSLOTS], sum = 0, tied = 0, chunks = 0;
+    int n = shard_param_slots(l, prefetch, len, SHARD_MAX_PSLOTS);
+    for (int k = 0; k < n; k++)
+        sum += len[k];
+    for (int u = 0; u < l->nunits; u++) {
+        size_t v = l->lo[u + 1] - l->lo[u];
+        if (shard_unit_tied(l, u) && v > tied)
+            tied = v;
+        if (shard_unit_chunk(l, u))
+            chunks = 1;
+    }
+    double window = chunks ? largest_window(l, prefetch) : 0; /* an upper bound on the chunks mapped at once */
+    return (double)(sum + tied) * sizeof(float) + window;
 }
 
 /* Bytes of zero2/3's gradients backward writes with one micro-batch: the
@@ -344,29 +416,12 @@ static double slot_bytes(const shard_layout *l)
     return (double)(len[0] + len[1] + pair) * sizeof(float);
 }
 
-/* Bytes of the largest set of units read at k consecutive places of the
- * read order (zero3's gathered window; a unit read twice counts once). */
-static double largest_window(const shard_layout *l, int k)
-{
-    size_t best = 0;
-    for (int p = 0; p < l->nseq; p++) {
-        size_t sum = 0;
-        for (int q = p; q < l->nseq && q < p + k; q++) {
-            int seen = 0;
-            for (int r = p; r < q; r++)
-                seen |= l->seq[r] == l->seq[q];
-            sum += seen ? 0 : l->lo[l->seq[q] + 1] - l->lo[l->seq[q]];
-        }
-        best = sum > best ? sum : best;
-    }
-    return (double)best * sizeof(float);
-}
 
 void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
                   so_strategy_memory *out)
 {
     double whole = (double)nparams * sizeof(float), mine = (double)l->nmine * sizeof(float);
-    double gathered = largest_window(l, prefetch);
+    double gathered = prefetch > SHARD_MAX_PSLOTS ? largest_window(l, prefetch) : param_slot_bytes(l, prefetch);
     double writing = (accumulate > 1 ? largest_run(l, 2) : slot_bytes(l)) + (double)l->tied * sizeof(float);
     *out = (so_strategy_memory){.params = stage == 3 ? mine + gathered : whole,
                                 .grads = stage == 1 || accumulate > 1 ? whole : mine + writing,

@@ -62,6 +62,7 @@ typedef struct {
     int *seq, nseq;
     int *use_lo, *use_hi;        /* per node: the positions in seq of the units it reads, -1 for none */
     size_t tied;                 /* floats of the units holding a table another unit's layer ties to */
+    int widest;                  /* the most places one window call reads (a tied layer: 2; a chunk: 1) */
 } shard_layout;
 
 int shard_layout_build(const so_graph *g, const shard_units *u, int shards, int shard, shard_layout *l);
@@ -85,6 +86,23 @@ void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, 
  * row chunk, mapped there and given back after its reduction; len the
  * floats of each slot. */
 enum { SHARD_SLOT_NONE = -1, SHARD_SLOT_TIED = -2 };
+
+/* zero3's parameter slots: a gathered unit's parameters go into a free slot
+ * that holds it (the smallest), placed there for the model
+ * (so_model_place_params), and the slot is free again when the unit is;
+ * a tied table's unit (gathered at both ends of the pass) and a row chunk
+ * (the layer reads its chunks from one address) are mapped in the whole
+ * buffer instead. At most max(prefetch, l->widest) units are gathered
+ * at once, so that many slots, of the largest such units' sizes (len,
+ * largest first), hold any window. Returns the number of slots (at most
+ * `cap`, the length of len). Above SHARD_MAX_PSLOTS units gathered at once,
+ * zero3 maps every unit in the whole buffer (no slots). */
+#define SHARD_MAX_PSLOTS 64
+/* 1 when unit u is read at more than one place of the read order (a tied table). */
+int shard_unit_tied(const shard_layout *l, int u);
+/* 1 when unit u is a row chunk of a cut layer. */
+int shard_unit_chunk(const shard_layout *l, int u);
+int shard_param_slots(const shard_layout *l, int prefetch, size_t *len, int cap);
 void shard_slots(const shard_layout *l, signed char *slot_of, size_t len[2]);
 
 /* Memory of whole-model size whose pages are mapped only where used:

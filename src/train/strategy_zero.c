@@ -71,6 +71,12 @@ struct zero_state {
     double fwd_waited;           /* seconds the current forward pass waited for gathers */
     float *slots[2];             /* zero2/3: the two buffers backward writes the placed units' gradients in */
     signed char *slot_of;        /* per unit: its slot (0, 1), or SHARD_SLOT_TIED / _NONE: in m->grads (shard_slots) */
+    float *pslot[SHARD_MAX_PSLOTS]; /* zero3: the gathered units' parameter slots (shard_param_slots) */
+    size_t pslot_len[SHARD_MAX_PSLOTS];
+    int pslot_unit[SHARD_MAX_PSLOTS]; /* the unit in the slot, -1: free */
+    int npslots;
+    int *pslot_of;               /* zero3, per unit: the slot its gathered parameters are in, -1: the whole buffer */
+    int gather_whole;            /* gather into the whole buffer (zero_params_whole: dumps and exports read it) */
     so_state_layout state;
 };
 
@@ -188,27 +194,54 @@ static int drain(zero_state *s, int keep)
     return rc;
 }
 
-/* Starts gathering unit u's parameters into the model's buffer: from the
- * whole buffer's own blocks (zero1/2, in place) or the compact shard (zero3,
- * whose pages for the unit are mapped first). */
+/* zero3: where unit u's gathered parameters go: the smallest free slot
+ * that holds it, placed for the model; else (a tied table, no slot, or
+ * gather_whole) its pages of the whole buffer, mapped. */
+static int place_gathered(zero_state *s, int u)
+{
+    const shard_layout *L = &s->L;
+    size_t n = L->lo[u + 1] - L->lo[u];
+    int best = -1;
+    int whole = s->gather_whole || shard_unit_tied(L, u) || shard_unit_chunk(L, u);
+    for (int k = 0; !whole && k < s->npslots; k++)
+        if (s->pslot_unit[k] < 0 && s->pslot_len[k] >= n && (best < 0 || s->pslot_len[k] < s->pslot_len[best]))
+            best = k;
+    if (best < 0) {
+        shard_commit(s->m->params, L->lo[u], L->lo[u + 1]);
+        return 0;
+    }
+    int rc = so_model_place_params(s->m, L->lo[u], L->lo[u + 1], s->pslot[best]);
+    if (!rc) {
+        s->pslot_unit[best] = u;
+        s->pslot_of[u] = best;
+    }
+    return rc;
+}
+
+/* Starts gathering unit u's parameters: from the whole buffer's own blocks
+ * into the buffer (zero1/2, in place) or from the compact shard (zero3) into
+ * a slot or the unit's pages of the buffer (place_gathered). */
 static int gather_unit(zero_state *s, int u)
 {
     const shard_layout *L = &s->L;
     float *p = s->m->params;
     const float *mine = s->stage == 3 ? s->pshard + L->cbase[u] : p + L->mine_off[u];
     if (s->stage == 3) {
-        shard_commit(p, L->lo[u], L->lo[u + 1]);
+        int rc = place_gathered(s, u);
+        if (rc)
+            return rc;
         s->resident[u] = 1;
     }
+    float *dst = so_model_params_at(s->m, L->lo[u]);
     s->fresh[u] = 1;
     if (!s->shard_grp) {
         if (s->stage == 3)
-            memcpy(p + L->lo[u], mine, L->mine_len[u] * sizeof *p);
+            memcpy(dst, mine, L->mine_len[u] * sizeof *p);
         return 0;
     }
     so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + u};
-    return so_group_iallgather(s->shard_grp, mine, p + L->lo[u], L->lo[u + 1] - L->lo[u],
-                               L->counts + (size_t)u * L->shards, SO_DTYPE_F32, &o, &s->ag[u]);
+    return so_group_iallgather(s->shard_grp, mine, dst, L->lo[u + 1] - L->lo[u], L->counts + (size_t)u * L->shards,
+                               SO_DTYPE_F32, &o, &s->ag[u]);
 }
 
 /* Waits for unit u's gather; after a gather its layers re-read their
@@ -229,8 +262,14 @@ static int gathered(zero_state *s, int u)
 /* zero3: unit u's parameters are no longer needed here. */
 static int free_unit(zero_state *s, int u)
 {
-    int rc = wait_handle(s, &s->ag[u]);
-    shard_release(s->m->params, s->L.lo[u], s->L.lo[u + 1]);
+    int rc = wait_handle(s, &s->ag[u]), k = s->pslot_of ? s->pslot_of[u] : -1;
+    if (k >= 0) { /* the slot is free; the whole buffer's pages were never mapped */
+        so_model_place_params(s->m, s->L.lo[u], s->L.lo[u + 1], NULL);
+        s->pslot_unit[k] = -1;
+        s->pslot_of[u] = -1;
+    } else {
+        shard_release(s->m->params, s->L.lo[u], s->L.lo[u + 1]);
+    }
     s->resident[u] = 0;
     return rc;
 }
@@ -568,10 +607,15 @@ static int zero_params_whole(void *self)
         for (int u = 0; !rc && s->stale && u < s->L.nunits; u++)
             rc = gather_unit(s, u);
         s->stale = 0;
-    } else {
+    } else { /* callers read the whole buffer: units in slots move there */
+        for (int u = 0; !rc && u < s->L.nunits; u++)
+            if (s->resident[u] && s->pslot_of && s->pslot_of[u] >= 0)
+                rc = free_unit(s, u);
+        s->gather_whole = 1;
         for (int u = 0; !rc && u < s->L.nunits; u++)
             if (!s->resident[u])
                 rc = gather_unit(s, u);
+        s->gather_whole = 0;
     }
     for (int u = 0; !rc && u < s->L.nunits; u++)
         rc = gathered(s, u);
@@ -643,6 +687,12 @@ static void zero_destroy(void *self)
     shard_layout_free(&s->L);
     so_free(s->pshard);
     unplace_slots(s); /* the strategy goes before the model (parts_free) */
+    for (int u = 0; s->pslot_of && u < s->L.nunits; u++)
+        if (s->pslot_of[u] >= 0)
+            so_model_place_params(s->m, s->L.lo[u], s->L.lo[u + 1], NULL);
+    for (int k = 0; k < s->npslots; k++)
+        so_free(s->pslot[k]);
+    free(s->pslot_of);
     so_free(s->slots[0]);
     so_free(s->slots[1]);
     shard_unreserve(NULL, s->gshard);
@@ -787,6 +837,19 @@ static int allocate(zero_state *s)
         s->gshard = shard_reserve(NULL, n * sizeof(float));
     if (s->stage == 3)
         s->pshard = so_alloc(n * sizeof(float));
+    if (s->stage == 3 && s->prefetch <= SHARD_MAX_PSLOTS) {
+        s->npslots = shard_param_slots(&s->L, s->prefetch, s->pslot_len, SHARD_MAX_PSLOTS);
+        s->pslot_of = malloc((size_t)U * sizeof *s->pslot_of);
+        for (int u = 0; s->pslot_of && u < U; u++)
+            s->pslot_of[u] = -1;
+        for (int k = 0; k < s->npslots; k++) {
+            s->pslot_unit[k] = -1;
+            if (s->pslot_len[k] && !(s->pslot[k] = so_alloc(s->pslot_len[k] * sizeof(float))))
+                return so_err(SO_ENOMEM, "out of memory for zero3's parameter slots");
+        }
+        if (!s->pslot_of)
+            return so_err(SO_ENOMEM, "out of memory for zero3's parameter slots");
+    }
     if (!s->jobs || !s->rs || !s->ag || !s->resident || !s->fresh || !s->want || !s->flight || (s->stage > 1 && !s->gshard) ||
         (s->stage == 3 && !s->pshard))
         return so_err(SO_ENOMEM, "out of memory for the shard of %zu parameters", s->L.nmine);

@@ -47,7 +47,7 @@ static int bn_mems(od_state *s, int node, od_bn *b)
     size_t c = (size_t)nd->out.c;
     dnnl_memory_desc_t v;
     od_md_1d(&v, (int64_t)c);
-    float *p = s->m->params + nd->param_off, *r = s->m->bufs + nd->buf_off;
+    float *p = so_model_params_at(s->m, nd->param_off), *r = s->m->bufs + nd->buf_off;
     int rc = od_mem_wrap(s, node, &v, p, &b->scale);
     if (!rc)
         rc = od_mem_wrap(s, node, &v, p + c, &b->shift);
@@ -354,7 +354,7 @@ static int bn_backward_sync_fix(od_state *s, int node, od_bn *b, const float *ls
     int rc = s->m->bn_allsum(s->m->bn_allsum_arg, b->sync_v, 2 * c);
     if (rc || !so_graph_needs_diff(s->g, node, 0))
         return rc;
-    const float *gamma = s->m->params + nd->param_off;
+    const float *gamma = so_model_params_at(s->m, nd->param_off);
     double nl = (double)s->m->batch * nd->out.h * nd->out.w, ng = b->sync_count;
     for (int k = 0; k < c; k++) {
         double invstd = 1.0 / sqrt((double)b->var[k] + nd->a.eps), k0 = gamma[k] * invstd;
@@ -370,9 +370,22 @@ static int bn_backward_sync_fix(od_state *s, int node, od_bn *b, const float *ls
     return rc;
 }
 
+/* Scale and shift where the parameters are now (a sharded strategy may
+ * gather them elsewhere: so_model_params_at). */
+static int bn_bind_params(od_state *s, int node, od_bn *b)
+{
+    const so_node *nd = od_node(s, node);
+    float *p = so_model_params_at(s->m, nd->param_off);
+    int rc = od_mem_rebind(s, node, b->scale, p);
+    return rc ? rc : od_mem_rebind(s, node, b->shift, p + nd->out.c);
+}
+
 static int bn_forward(od_state *s, int node, int training)
 {
     od_bn *b = s->t[node].priv;
+    int brc = bn_bind_params(s, node, b);
+    if (brc)
+        return brc;
     b->used_part = 0;
     b->synced = 0;
     if (training && s->m->bn_allsum)
@@ -403,7 +416,9 @@ static int bn_backward(od_state *s, int node)
     const so_node *nd = od_node(s, node);
     int acc = s->m->accumulate_grads;
     float *base = so_model_grads_at(s->m, nd->param_off);
-    int rc = od_mem_rebind(s, node, b->gscale, base);
+    int rc = bn_bind_params(s, node, b);
+    if (!rc)
+        rc = od_mem_rebind(s, node, b->gscale, base);
     if (!rc)
         rc = od_mem_rebind(s, node, b->gshift, base + nd->out.c);
     if (rc)

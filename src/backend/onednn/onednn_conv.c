@@ -152,9 +152,9 @@ static int create_fwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
     if (!rc)
         rc = od_tensor_alloc(s, node, &dst);
     if (!rc)
-        rc = od_wcache_init(s, node, &cg->w_user, s->m->params + nd->param_off, &w, &c->w_fwd);
+        rc = od_wcache_init(s, node, &cg->w_user, nd->param_off, &w, &c->w_fwd);
     if (!rc && nd->a.bias)
-        rc = od_mem_wrap(s, node, &cg->b, s->m->params + nd->param_off + cg->wcount, &c->bias);
+        rc = od_mem_wrap(s, node, &cg->b, so_model_params_at(s->m, nd->param_off) + cg->wcount, &c->bias);
     if (!rc && od_bf16(s))
         rc = od_tobf16_init(s, node, &od_in(s, node, 0)->md, OD_H16_SRC, &c->src_h);
     int m = rc ? 0 : own_wino(s, node, SO_PROP_FWD);
@@ -194,7 +194,7 @@ static int create_bwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
     dnnl_memory_desc_t wb = od_query_md(&c->bwd_data, dnnl_query_weights_md);
     c->w_bwd_shared = od_md_equal(&wf, &wb);
     if (!c->w_bwd_shared)
-        rc = od_wcache_init(s, node, &cg->w_user, s->m->params + nd->param_off, &wb, &c->w_bwd);
+        rc = od_wcache_init(s, node, &cg->w_user, nd->param_off, &wb, &c->w_bwd);
     return rc;
 }
 
@@ -230,7 +230,12 @@ static int conv_forward(od_state *s, int node, int training)
     if (c->wino[SO_PROP_FWD].m)
         return od_wino_exec(s, node, &c->wino[SO_PROP_FWD], od_in(s, node, 0)->buf, s->t[node].buf);
     dnnl_memory_t w, x = od_in(s, node, 0)->mem;
-    int rc = od_wcache_get(s, node, &c->w_fwd, &w);
+    const so_node *nd = od_node(s, node);
+    int rc = c->bias ? od_mem_rebind(s, node, c->bias, so_model_params_at(s->m, nd->param_off) + nd->nparam -
+                                                           (size_t)nd->a.out)
+                     : 0;
+    if (!rc)
+        rc = od_wcache_get(s, node, &c->w_fwd, &w);
     if (!rc && c->src_h.mem)
         rc = od_tobf16_exec(s, node, &c->src_h, od_in(s, node, 0)->mem, &x);
     if (rc)

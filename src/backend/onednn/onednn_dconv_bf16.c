@@ -464,7 +464,7 @@ static int dconvh_forward(od_state *s, int node, int training)
     (void)training;
     od_dconvh *d = s->t[node].priv;
     const so_node *nd = od_node(s, node);
-    const float *W = s->m->params + nd->param_off;
+    const float *W = so_model_params_at(s->m, nd->param_off);
     if (!d->f_valid) {
         pack(d, W, 0);
         d->f_valid = 1;
@@ -513,7 +513,7 @@ static int dconvh_backward(od_state *s, int node)
 {
     od_dconvh *d = s->t[node].priv;
     if (d->has_bd && !d->bd_valid) {
-        pack(d, s->m->params + od_node(s, node)->param_off, 1);
+        pack(d, so_model_params_at(s->m, od_node(s, node)->param_off), 1);
         d->bd_valid = 1;
     }
     od_tensor *in = od_in(s, node, 0), *t = &s->t[node];

@@ -427,7 +427,7 @@ static int dconv_forward(od_state *s, int node, int training)
     (void)training;
     od_dconv *d = s->t[node].priv;
     const so_node *nd = od_node(s, node);
-    const float *W = s->m->params + nd->param_off;
+    const float *W = so_model_params_at(s->m, nd->param_off);
     if (!d->f_valid)
         pack_fwd(d, W);
     const float *bias = d->bias ? W + (size_t)d->oc * d->f.ntaps : NULL;
@@ -477,7 +477,7 @@ static int dconv_backward(od_state *s, int node)
     od_dconv *d = s->t[node].priv;
     const so_node *nd = od_node(s, node);
     if (d->has_bd && !d->bd_valid)
-        pack_bd(d, s->m->params + nd->param_off);
+        pack_bd(d, so_model_params_at(s->m, nd->param_off));
     od_tensor *in = od_in(s, node, 0), *t = &s->t[node];
     float *dx = d->has_bd ? (od_diff_staged(s, node, 0) ? s->scratch : in->dbuf) : NULL;
     int batch = s->m->batch, used = 1;

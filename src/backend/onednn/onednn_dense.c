@@ -98,9 +98,9 @@ static int create_fwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
     if (!rc)
         rc = od_mem_wrap(s, node, &dg->d2, t->dbuf, &d->ddst2);
     if (!rc)
-        rc = od_wcache_init(s, node, &dg->w_user, s->m->params + nd->param_off, &w, &d->w_fwd);
+        rc = od_wcache_init(s, node, &dg->w_user, nd->param_off, &w, &d->w_fwd);
     if (!rc)
-        rc = od_mem_wrap(s, node, &dg->b, s->m->params + nd->param_off + dg->wcount, &d->bias);
+        rc = od_mem_wrap(s, node, &dg->b, so_model_params_at(s->m, nd->param_off) + dg->wcount, &d->bias);
     if (!rc && dg->copy_src)
         rc = create_copies(s, node, d, dg);
     else if (!rc && od_bf16(s))
@@ -136,7 +136,7 @@ static int create_bwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
     dnnl_memory_desc_t wb = od_query_md(&d->bwd_data, dnnl_query_weights_md);
     d->w_bwd_shared = od_md_equal(&wf, &wb);
     if (!d->w_bwd_shared)
-        rc = od_wcache_init(s, node, &dg->w_user, s->m->params + nd->param_off, &wb, &d->w_bwd);
+        rc = od_wcache_init(s, node, &dg->w_user, nd->param_off, &wb, &d->w_bwd);
     return rc;
 }
 
@@ -192,7 +192,12 @@ static int dense_forward(od_state *s, int node, int training)
     if (d->chunked)
         return so_err(SO_EINVAL, "node %s runs in chunks, not whole", od_node(s, node)->name);
     dnnl_memory_t w, x = NULL;
-    int rc = od_wcache_get(s, node, &d->w_fwd, &w);
+    const so_node *nd = od_node(s, node);
+    int rc = d->bias ? od_mem_rebind(s, node, d->bias, so_model_params_at(s->m, nd->param_off) + nd->nparam -
+                                                           (size_t)nd->a.out)
+                     : 0;
+    if (!rc)
+        rc = od_wcache_get(s, node, &d->w_fwd, &w);
     if (!rc)
         rc = dense_source(s, node, d, &x);
     if (rc)
@@ -253,7 +258,7 @@ static int chunk_forward(od_state *s, int node, int k, int r0, int r1)
     od_dense *d = s->t[node].priv;
     const so_node *nd = od_node(s, node);
     dnnl_dim_t N = s->m->batch, out = nd->a.out, in = (dnnl_dim_t)((nd->nparam - (size_t)out) / (size_t)out);
-    const float *w = s->m->params + nd->param_off;
+    const float *w = so_model_params_at(s->m, nd->param_off);
     float *y = s->t[node].buf;
     if (k == 0) {
         int rc = od_reorder_exec(s, node, "dense source copy", &d->x_to_plain, od_in(s, node, 0)->mem, d->x_mem);
@@ -302,7 +307,7 @@ static int chunk_backward(od_state *s, int node, int k, int r0, int r1)
     od_dense *d = s->t[node].priv;
     const so_node *nd = od_node(s, node);
     dnnl_dim_t N = s->m->batch, out = nd->a.out, in = (dnnl_dim_t)((nd->nparam - (size_t)out) / (size_t)out);
-    const float *w = s->m->params + nd->param_off, *dy = s->t[node].dbuf;
+    const float *w = so_model_params_at(s->m, nd->param_off), *dy = s->t[node].dbuf;
     float *dw = so_model_grads_at(s->m, nd->param_off);
     int K = s->m->chunks[node];
     if (k == K - 1)

@@ -219,8 +219,9 @@ typedef struct {
     od_prim reorder;
     void *own;                   /* BF16 only: the layer's own copy */
     int valid;                   /* own holds the current parameters */
+    size_t user_off;             /* the weights' first parameter (so_model_params_at, at each use) */
 } od_wcache;
-int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, float *user,
+int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, size_t user_off,
                    const dnnl_memory_desc_t *prim_md, od_wcache *c);
 /* The weights in primitive layout, valid until the next od_wcache_get. */
 int od_wcache_get(od_state *s, int node, od_wcache *c, dnnl_memory_t *out);

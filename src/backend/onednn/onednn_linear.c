@@ -93,7 +93,7 @@ static int create_fwd(od_state *s, int node, od_linear *l)
     int rc = od_linear_matmul(s, node, "matmul forward", &x, &w, nd->a.bias ? &b : NULL, &y, 0, &l->fwd);
     if (!rc)
         rc = diff_in_place(s, node) ? od_tensor_alloc_inplace(s, node, &plain) : od_tensor_alloc(s, node, &plain);
-    float *p = s->m->params;
+    float *p = s->m->params; /* nothing is placed at build; linear_forward binds the weights again */
     size_t boff = nd->param_off + (nd->a.tie ? 0 : (size_t)(l->N * l->K));
     if (!rc)
         rc = od_mem_wrap(s, node, &x, od_in(s, node, 0)->buf, &l->x);
@@ -126,7 +126,7 @@ static int create_bwd(od_state *s, int node, od_linear *l)
         rc = od_linear_matmul(s, node, "matmul backward weights", &dyt, &x, NULL, &dw, 1, &l->bwd_w_add);
     if (rc || !so_graph_needs_diff(s->g, node, 0))
         return rc;
-    rc = od_mem_wrap(s, node, &wd, s->m->params + weight_off(s, node), &l->wd);
+    rc = od_mem_wrap(s, node, &wd, so_model_params_at(s->m, weight_off(s, node)), &l->wd);
     if (!rc)
         rc = od_mem_wrap(s, node, &dx, od_in(s, node, 0)->dbuf, &l->dx);
     if (!rc)
@@ -152,8 +152,8 @@ static int create_bf16(od_state *s, int node, od_linear *l)
         return rc;
     int dx = so_graph_needs_diff(s->g, node, 0);
     od_linear_bf16_io io = {.R = l->R, .K = l->K, .N = l->N, .x = od_in(s, node, 0)->buf,
-                            .w = s->m->params + weight_off(s, node),
-                            .bias = nd->a.bias ? s->m->params + bias_off(s, node, l) : NULL,
+                            .w_off = weight_off(s, node), .has_bias = nd->a.bias != 0,
+                            .bias_off = nd->a.bias ? bias_off(s, node, l) : 0,
                             .y = s->t[node].buf, .dy = s->t[node].dbuf, .dx = dx ? od_in(s, node, 0)->dbuf : NULL,
                             .dw_off = weight_off(s, node),
                             .dx_add = dx && so_graph_diff_accumulate(s->g, node, 0)};
@@ -193,17 +193,17 @@ static int linear_create(od_state *s, int node)
 static void gemm_forward(od_state *s, int node, od_linear *l)
 {
     const so_node *nd = od_node(s, node);
-    const float *w = s->m->params + weight_off(s, node);
+    const float *w = so_model_params_at(s->m, weight_off(s, node));
     od_gemm_args g = {.ta = 0, .tb = 1, .M = (int)l->R, .N = (int)l->N, .K = (int)l->K,
                       .A = od_in(s, node, 0)->buf, .lda = (int)l->K, .B = w, .ldb = (int)l->K,
                       .C = s->t[node].buf, .ldc = (int)l->N,
-                      .bias = nd->a.bias ? s->m->params + nd->param_off + (nd->a.tie ? 0 : (size_t)(l->N * l->K)) : NULL};
+                      .bias = nd->a.bias ? so_model_params_at(s->m, nd->param_off) + (nd->a.tie ? 0 : (size_t)(l->N * l->K)) : NULL};
     od_gemm(l->gemm, &g, s->wtmp, l->nthr);
 }
 
 static void gemm_backward(od_state *s, int node, od_linear *l)
 {
-    const float *w = s->m->params + weight_off(s, node), *dy = s->t[node].dbuf;
+    const float *w = so_model_params_at(s->m, weight_off(s, node)), *dy = s->t[node].dbuf;
     if (so_graph_needs_diff(s->g, node, 0)) {
         od_gemm_args d = {.ta = 0, .tb = 0, .M = (int)l->R, .N = (int)l->K, .K = (int)l->N, .A = dy,
                           .lda = (int)l->N, .B = w, .ldb = (int)l->K, .C = od_in(s, node, 0)->dbuf, .ldc = (int)l->K,
@@ -226,6 +226,13 @@ static int linear_forward(od_state *s, int node, int training)
         gemm_forward(s, node, l);
         return 0;
     }
+    const so_node *nd = od_node(s, node);
+    int rc = od_mem_rebind(s, node, l->w, so_model_params_at(s->m, weight_off(s, node)));
+    if (!rc && l->b)
+        rc = od_mem_rebind(s, node, l->b,
+                           so_model_params_at(s->m, nd->param_off) + (nd->a.tie ? 0 : (size_t)(l->N * l->K)));
+    if (rc)
+        return rc;
     dnnl_exec_arg_t a[4] = {{DNNL_ARG_SRC, l->x}, {DNNL_ARG_WEIGHTS, l->w}, {DNNL_ARG_DST, l->y},
                             {DNNL_ARG_BIAS, l->b}};
     return od_exec(s, node, "matmul forward", &l->fwd, l->b ? 4 : 3, a);
@@ -272,7 +279,9 @@ static int linear_backward(od_state *s, int node)
             bias_grad(s, node, l);
         return 0;
     }
-    if (l->bwd_data.p) {
+    if (l->bwd_data.p)
+        rc = od_mem_rebind(s, node, l->wd, so_model_params_at(s->m, weight_off(s, node)));
+    if (!rc && l->bwd_data.p) {
         dnnl_exec_arg_t a[3] = {{DNNL_ARG_SRC, l->dy}, {DNNL_ARG_WEIGHTS, l->wd}, {DNNL_ARG_DST, l->dx}};
         rc = od_exec(s, node, "matmul backward data", &l->bwd_data, 3, a);
     }

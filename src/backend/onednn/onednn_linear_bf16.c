@@ -70,7 +70,7 @@ static int create_fwd(od_state *s, int node, od_linear_bf16 *l)
     md2(&wuser, io->K, io->N, dnnl_f32, dnnl_ba);
     md2(&b, 1, io->N, dnnl_f32, dnnl_ab);
     md2(&y, io->R, io->N, dnnl_f32, dnnl_ab);
-    int rc = od_linear_matmul(s, node, "bf16 matmul forward", &x, &w, io->bias ? &b : NULL, &y, 0, &l->fwd);
+    int rc = od_linear_matmul(s, node, "bf16 matmul forward", &x, &w, io->has_bias ? &b : NULL, &y, 0, &l->fwd);
     if (rc)
         return rc;
     w = od_query_md(&l->fwd, dnnl_query_weights_md);
@@ -84,9 +84,9 @@ static int create_fwd(od_state *s, int node, od_linear_bf16 *l)
     if (!rc)
         rc = od_mem_wrap(s, node, &w, l->wf, &l->w);
     if (!rc)
-        rc = od_mem_wrap(s, node, &wuser, (void *)io->w, &l->wuser);
-    if (!rc && io->bias)
-        rc = od_mem_wrap(s, node, &b, (void *)io->bias, &l->b);
+        rc = od_mem_wrap(s, node, &wuser, so_model_params_at(s->m, io->w_off), &l->wuser);
+    if (!rc && io->has_bias)
+        rc = od_mem_wrap(s, node, &b, so_model_params_at(s->m, io->bias_off), &l->b);
     if (!rc)
         rc = od_mem_wrap(s, node, &y, io->y, &l->y);
     return rc;
@@ -145,6 +145,11 @@ int od_linear_bf16_create(od_state *s, int node, const od_linear_bf16_io *io, od
 int od_linear_bf16_forward(od_state *s, int node, od_linear_bf16 *l)
 {
     const od_linear_bf16_io *io = &l->io;
+    int brc = l->b ? od_mem_rebind(s, node, l->b, so_model_params_at(s->m, io->bias_off)) : 0;
+    if (!brc && !l->wf_valid)
+        brc = od_mem_rebind(s, node, l->wuser, so_model_params_at(s->m, io->w_off));
+    if (brc)
+        return brc;
     if (!l->wf_valid) {
         int rc = od_reorder_exec(s, node, "bf16 weights reorder", &l->w_reorder, l->wuser, l->w);
         if (rc)
@@ -164,7 +169,7 @@ int od_linear_bf16_backward(od_state *s, int node, od_linear_bf16 *l)
     int rc = 0;
     if (l->bwd_data.p) {
         if (!l->wb_valid) {
-            to_bf16(l->wb, io->w, (size_t)io->N * (size_t)io->K);
+            to_bf16(l->wb, so_model_params_at(s->m, io->w_off), (size_t)io->N * (size_t)io->K);
             atomic_fetch_add(&weight_builds, 1);
         }
         l->wb_valid = 1;

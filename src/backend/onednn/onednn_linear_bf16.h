@@ -15,7 +15,9 @@ typedef struct od_linear_bf16 od_linear_bf16;
  * when the input needs no diff; bias NULL when the layer has none. */
 typedef struct {
     int64_t R, K, N;
-    const float *x, *w, *bias;   /* input (R,K), weights (N,K), bias (N) */
+    const float *x;              /* input (R,K) */
+    size_t w_off, bias_off;      /* weights (N,K), bias (N): so_model_params_at, at each use */
+    int has_bias;
     float *y;                    /* output (R,N) */
     const float *dy;             /* output diff (R,N) */
     float *dx;                   /* input diff (R,K) */

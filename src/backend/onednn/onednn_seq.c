@@ -147,7 +147,7 @@ static int embed_forward(od_state *s, int node, int training)
     const so_node *nd = od_node(s, node);
     int T = nd->out.h, C = nd->out.w;
     size_t pos0 = s->m->decode_pos > 0 ? (size_t)s->m->decode_pos : 0; /* so_model_decode's position */
-    const float *wte = s->m->params + nd->param_off, *wpe = wte + (size_t)nd->a.vocab * C + pos0 * C;
+    const float *wte = so_model_params_at(s->m, nd->param_off), *wpe = wte + (size_t)nd->a.vocab * C + pos0 * C;
     size_t rows = (size_t)s->m->batch * T;
 #pragma omp parallel num_threads(o->nthr)
     {
@@ -197,7 +197,7 @@ static int ln_forward(od_state *s, int node, int training)
     od_seqop *o = s->t[node].priv;
     const so_node *nd = od_node(s, node);
     int C = nd->out.w;
-    const float *w = s->m->params + nd->param_off;
+    const float *w = so_model_params_at(s->m, nd->param_off);
     size_t rows = rows_of(s, node);
 #pragma omp parallel num_threads(o->nthr)
     {
@@ -223,7 +223,7 @@ static int ln_backward(od_state *s, int node)
         chunk(rows, omp_get_num_threads(), t, 1, &lo, &hi);
         float *dw = o->part + (size_t)t * o->part_floats;
         memset(dw, 0, 2 * (size_t)C * sizeof *dw);
-        o->k->ln_bwd(od_in(s, node, 0)->buf, s->m->params + nd->param_off, o->keep, s->t[node].dbuf, dx, add, dw,
+        o->k->ln_bwd(od_in(s, node, 0)->buf, so_model_params_at(s->m, nd->param_off), o->keep, s->t[node].dbuf, dx, add, dw,
                      dw + C, lo, hi, C);
     }
     reduce_parts(s, o, 0, so_model_grads_at(s->m, nd->param_off), 2 * (size_t)C);

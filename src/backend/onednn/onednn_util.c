@@ -285,10 +285,11 @@ int od_reorder_exec(od_state *s, int node, const char *what, const od_prim *p, d
 
 /* ---- cached weights ---- */
 
-int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, float *user,
+int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, size_t user_off,
                    const dnnl_memory_desc_t *prim_md, od_wcache *c)
 {
-    int rc = od_mem_wrap(s, node, user_md, user, &c->user);
+    c->user_off = user_off;
+    int rc = od_mem_wrap(s, node, user_md, so_model_params_at(s->m, user_off), &c->user);
     if (rc || od_md_equal(user_md, prim_md))
         return rc; /* the primitive reads the flat buffer itself */
     size_t bytes = dnnl_memory_desc_get_size(prim_md);
@@ -308,6 +309,9 @@ int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, flo
 
 int od_wcache_get(od_state *s, int node, od_wcache *c, dnnl_memory_t *out)
 {
+    int rc = od_mem_rebind(s, node, c->user, so_model_params_at(s->m, c->user_off));
+    if (rc)
+        return rc;
     if (!c->mem) {
         *out = c->user;
         return 0;

@@ -152,7 +152,7 @@ void od_wino_free(od_state *s)
 int od_wino_exec(od_state *s, int node, const od_wino *w, const float *src, float *dst)
 {
     const so_node *nd = od_node(s, node);
-    const float *W = s->m->params + nd->param_off;
+    const float *W = so_model_params_at(s->m, nd->param_off);
     const float *bias = nd->a.bias && !w->flip ? W + (size_t)w->ic * w->oc * 9 : NULL;
     od_wino plan = *w;
     plan.tb = s->wino_tb;

@@ -48,7 +48,7 @@ static inline const float *ref_in(const ref_state *s, int i, int slot)
 {
     return s->act[ref_node(s, i)->inputs[slot]];
 }
-static inline float *ref_params(const ref_state *s, int i) { return s->m->params + ref_node(s, i)->param_off; }
+static inline float *ref_params(const ref_state *s, int i) { return so_model_params_at(s->m, ref_node(s, i)->param_off); }
 
 /* Diff buffer of node i's input `slot` ready for `+=`: zeroed when node i is
  * the first writer in backward order, kept when another consumer already

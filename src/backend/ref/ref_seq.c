@@ -130,8 +130,8 @@ int ref_linear_forward(ref_state *s, int i, int training)
     const so_node *nd = ref_node(s, i);
     int in = ref_in_shape(s, i, 0).w, out = nd->a.out;
     size_t rows = in_rows(s, i);
-    const float *x = ref_in(s, i, 0), *w = s->m->params + linear_weight_off(s, i);
-    const float *b = nd->a.bias ? s->m->params + nd->param_off + (nd->a.tie ? 0 : (size_t)out * in) : NULL;
+    const float *x = ref_in(s, i, 0), *w = so_model_params_at(s->m, linear_weight_off(s, i));
+    const float *b = nd->a.bias ? so_model_params_at(s->m, nd->param_off) + (nd->a.tie ? 0 : (size_t)out * in) : NULL;
 #pragma omp parallel for schedule(static) if ((double)rows * out * in > REF_PAR_WORK)
     for (size_t r = 0; r < rows; r++)
         for (int o = 0; o < out; o++) {
@@ -150,7 +150,7 @@ int ref_linear_backward(ref_state *s, int i)
     const so_node *nd = ref_node(s, i);
     int in = ref_in_shape(s, i, 0).w, out = nd->a.out;
     size_t rows = in_rows(s, i), woff = linear_weight_off(s, i);
-    const float *x = ref_in(s, i, 0), *dy = s->diff[i], *w = s->m->params + woff;
+    const float *x = ref_in(s, i, 0), *dy = s->diff[i], *w = so_model_params_at(s->m, woff);
     float *own = ref_dw(s, i), *dw = so_model_grads_at(s->m, woff);
     float *db = nd->a.bias ? own + (nd->a.tie ? 0 : (size_t)out * in) : NULL;
     if (nd->a.tie && !s->m->accumulate_grads)
