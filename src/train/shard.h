@@ -90,9 +90,9 @@ enum { SHARD_SLOT_NONE = -1, SHARD_SLOT_TIED = -2 };
 /* zero3's parameter slots: a gathered unit's parameters go into a free slot
  * that holds it (the smallest), placed there for the model
  * (so_model_place_params), and the slot is free again when the unit is;
- * a tied table's unit (gathered at both ends of the pass) and a row chunk
- * (the layer reads its chunks from one address) are mapped in the whole
- * buffer instead. At most max(prefetch, l->widest) units are gathered
+ * a tied table's unit (gathered at both ends of the pass) has a slot of its
+ * own, beside these; a row chunk (the layer reads its chunks from one
+ * address) is mapped in the whole buffer instead. At most max(prefetch, l->widest) units are gathered
  * at once, so that many slots, of the largest such units' sizes (len,
  * largest first), hold any window. Returns the number of slots (at most
  * `cap`, the length of len). Above SHARD_MAX_PSLOTS units gathered at once,

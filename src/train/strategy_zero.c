@@ -75,6 +75,7 @@ struct zero_state {
     size_t pslot_len[SHARD_MAX_PSLOTS];
     int pslot_unit[SHARD_MAX_PSLOTS]; /* the unit in the slot, -1: free */
     int npslots;
+    int tied_slot;               /* the slot kept for tied tables (the largest), -1: none */
     int *pslot_of;               /* zero3, per unit: the slot its gathered parameters are in, -1: the whole buffer */
     int gather_whole;            /* gather into the whole buffer (zero_params_whole: dumps and exports read it) */
     so_state_layout state;
@@ -195,16 +196,18 @@ static int drain(zero_state *s, int keep)
 }
 
 /* zero3: where unit u's gathered parameters go: the smallest free slot
- * that holds it, placed for the model; else (a tied table, no slot, or
- * gather_whole) its pages of the whole buffer, mapped. */
+ * that holds it, placed for the model (a tied table: the slot of its own,
+ * which its three gathers a step reuse); else (a row chunk, no free slot,
+ * or gather_whole) its pages of the whole buffer, mapped. */
 static int place_gathered(zero_state *s, int u)
 {
     const shard_layout *L = &s->L;
     size_t n = L->lo[u + 1] - L->lo[u];
     int best = -1;
-    int whole = s->gather_whole || shard_unit_tied(L, u) || shard_unit_chunk(L, u);
+    int whole = s->gather_whole || shard_unit_chunk(L, u), tied = shard_unit_tied(L, u);
     for (int k = 0; !whole && k < s->npslots; k++)
-        if (s->pslot_unit[k] < 0 && s->pslot_len[k] >= n && (best < 0 || s->pslot_len[k] < s->pslot_len[best]))
+        if ((k == s->tied_slot) == tied && s->pslot_unit[k] < 0 && s->pslot_len[k] >= n &&
+            (best < 0 || s->pslot_len[k] < s->pslot_len[best]))
             best = k;
     if (best < 0) {
         shard_commit(s->m->params, L->lo[u], L->lo[u + 1]);
@@ -842,6 +845,13 @@ static int allocate(zero_state *s)
         s->pslot_of = malloc((size_t)U * sizeof *s->pslot_of);
         for (int u = 0; s->pslot_of && u < U; u++)
             s->pslot_of[u] = -1;
+        size_t tied = 0; /* a slot of its own for the largest tied table (accounted apart: shard_memory) */
+        for (int u = 0; u < U; u++)
+            if (shard_unit_tied(&s->L, u) && s->L.lo[u + 1] - s->L.lo[u] > tied)
+                tied = s->L.lo[u + 1] - s->L.lo[u];
+        s->tied_slot = tied && s->npslots < SHARD_MAX_PSLOTS ? s->npslots++ : -1;
+        if (s->tied_slot >= 0)
+            s->pslot_len[s->tied_slot] = tied;
         for (int k = 0; k < s->npslots; k++) {
             s->pslot_unit[k] = -1;
             if (s->pslot_len[k] && !(s->pslot[k] = so_alloc(s->pslot_len[k] * sizeof(float))))
@@ -882,7 +892,7 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
         return rc;
     }
     *s = (zero_state){.stage = stage, .m = m, .d = c->dist, .prefetch = c->shard_prefetch > 0 ? c->shard_prefetch : 2,
-                      .accumulate = c->accumulate > 1 ? c->accumulate : 1, .cur_pos = -1};
+                      .accumulate = c->accumulate > 1 ? c->accumulate : 1, .cur_pos = -1, .tied_slot = -1};
     *st = (so_strategy){.ops = &zero_ops, .self = s};
     rc = groups(s, c);
     s->auto_units = c->auto_buckets && !c->shard_unit && c->dist && c->dist->cost;
