@@ -230,10 +230,7 @@ static int conv_forward(od_state *s, int node, int training)
     if (c->wino[SO_PROP_FWD].m)
         return od_wino_exec(s, node, &c->wino[SO_PROP_FWD], od_in(s, node, 0)->buf, s->t[node].buf);
     dnnl_memory_t w, x = od_in(s, node, 0)->mem;
-    const so_node *nd = od_node(s, node);
-    int rc = c->bias ? od_mem_rebind(s, node, c->bias, so_model_params_at(s->m, nd->param_off) + nd->nparam -
-                                                           (size_t)nd->a.out)
-                     : 0;
+    int rc = od_bias_rebind(s, node, c->bias);
     if (!rc)
         rc = od_wcache_get(s, node, &c->w_fwd, &w);
     if (!rc && c->src_h.mem)

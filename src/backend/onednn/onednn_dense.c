@@ -192,10 +192,7 @@ static int dense_forward(od_state *s, int node, int training)
     if (d->chunked)
         return so_err(SO_EINVAL, "node %s runs in chunks, not whole", od_node(s, node)->name);
     dnnl_memory_t w, x = NULL;
-    const so_node *nd = od_node(s, node);
-    int rc = d->bias ? od_mem_rebind(s, node, d->bias, so_model_params_at(s->m, nd->param_off) + nd->nparam -
-                                                           (size_t)nd->a.out)
-                     : 0;
+    int rc = od_bias_rebind(s, node, d->bias);
     if (!rc)
         rc = od_wcache_get(s, node, &d->w_fwd, &w);
     if (!rc)

@@ -175,6 +175,9 @@ int od_mem_wrap(od_state *s, int node, const dnnl_memory_desc_t *md, void *ptr, 
 /* Points `mem` at ptr when it points elsewhere: memories over gradients,
  * which a strategy may place outside m->grads (so_model_grads_at). */
 int od_mem_rebind(od_state *s, int node, dnnl_memory_t mem, void *ptr);
+/* A memory over node's bias (its last a.out parameters, NULL: none)
+ * pointed where they are now (so_model_params_at). */
+int od_bias_rebind(od_state *s, int node, dnnl_memory_t bias);
 /* Zeroed aligned buffer sized for md plus a memory object over it. */
 int od_mem_alloc(od_state *s, int node, const dnnl_memory_desc_t *md, float **buf, dnnl_memory_t *out);
 void od_mem_free(dnnl_memory_t *mem, float **buf);

@@ -70,6 +70,13 @@ int od_mem_rebind(od_state *s, int node, dnnl_memory_t mem, void *ptr)
     return 0;
 }
 
+int od_bias_rebind(od_state *s, int node, dnnl_memory_t bias)
+{
+    const so_node *nd = od_node(s, node);
+    return bias ? od_mem_rebind(s, node, bias, so_model_params_at(s->m, nd->param_off) + nd->nparam - (size_t)nd->a.out)
+                : 0;
+}
+
 int od_mem_alloc(od_state *s, int node, const dnnl_memory_desc_t *md, float **buf, dnnl_memory_t *out)
 {
     size_t bytes = dnnl_memory_desc_get_size(md);
