@@ -348,6 +348,15 @@ static double largest_window(const shard_layout *l, int k)
     return (double)best * sizeof(float);
 }
 
+size_t shard_largest_tied(const shard_layout *l)
+{
+    size_t best = 0;
+    for (int u = 0; u < l->nunits; u++)
+        if (shard_unit_tied(l, u) && l->lo[u + 1] - l->lo[u] > best)
+            best = l->lo[u + 1] - l->lo[u];
+    return best;
+}
+
 int shard_unit_tied(const shard_layout *l, int u)
 {
     int seen = 0;
@@ -381,17 +390,12 @@ int shard_param_slots(const shard_layout *l, int prefetch, size_t *len, int cap)
  * chunks of cut layers (the largest window of them). */
 static double param_slot_bytes(const shard_layout *l, int prefetch)
 {
-    size_t len[SHARD_MAX_PSLOTS], sum = 0, tied = 0, chunks = 0;
+    size_t len[SHARD_MAX_PSLOTS], sum = 0, tied = shard_largest_tied(l), chunks = 0;
     int n = shard_param_slots(l, prefetch, len, SHARD_MAX_PSLOTS);
     for (int k = 0; k < n; k++)
         sum += len[k];
-    for (int u = 0; u < l->nunits; u++) {
-        size_t v = l->lo[u + 1] - l->lo[u];
-        if (shard_unit_tied(l, u) && v > tied)
-            tied = v;
-        if (shard_unit_chunk(l, u))
-            chunks = 1;
-    }
+    for (int u = 0; u < l->nunits; u++)
+        chunks |= (size_t)shard_unit_chunk(l, u);
     double window = chunks ? largest_window(l, prefetch) : 0; /* an upper bound on the chunks mapped at once */
     return (double)(sum + tied) * sizeof(float) + window;
 }

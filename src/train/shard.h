@@ -100,6 +100,8 @@ enum { SHARD_SLOT_NONE = -1, SHARD_SLOT_TIED = -2 };
 #define SHARD_MAX_PSLOTS 64
 /* 1 when unit u is read at more than one place of the read order (a tied table). */
 int shard_unit_tied(const shard_layout *l, int u);
+/* Floats of the largest tied table's unit (0: none). */
+size_t shard_largest_tied(const shard_layout *l);
 /* 1 when unit u is a row chunk of a cut layer. */
 int shard_unit_chunk(const shard_layout *l, int u);
 int shard_param_slots(const shard_layout *l, int prefetch, size_t *len, int cap);

@@ -104,11 +104,9 @@ static int wait_handle(zero_state *s, so_handle **h)
     return rc ? rc : s->err;
 }
 
-/* Where backward wrote unit u's gradients: its slot, or the whole buffer. */
-static float *unit_grads(zero_state *s, int u)
-{
-    return s->slot_of && s->slot_of[u] >= 0 ? s->slots[s->slot_of[u]] : s->m->grads + s->L.lo[u];
-}
+/* Where backward wrote unit u's gradients: its slot, or the whole buffer
+ * (the model's placement, set between steps only). */
+static float *unit_grads(zero_state *s, int u) { return so_model_grads_at(s->m, s->L.lo[u]); }
 
 /* This rank's block of unit u's gradients, where backward wrote them. */
 static float *unit_block(zero_state *s, int u) { return unit_grads(s, u) + (s->L.mine_off[u] - s->L.lo[u]); }
@@ -845,10 +843,7 @@ static int allocate(zero_state *s)
         s->pslot_of = malloc((size_t)U * sizeof *s->pslot_of);
         for (int u = 0; s->pslot_of && u < U; u++)
             s->pslot_of[u] = -1;
-        size_t tied = 0; /* a slot of its own for the largest tied table (accounted apart: shard_memory) */
-        for (int u = 0; u < U; u++)
-            if (shard_unit_tied(&s->L, u) && s->L.lo[u + 1] - s->L.lo[u] > tied)
-                tied = s->L.lo[u + 1] - s->L.lo[u];
+        size_t tied = shard_largest_tied(&s->L); /* a slot of its own (accounted apart: shard_memory) */
         s->tied_slot = tied && s->npslots < SHARD_MAX_PSLOTS ? s->npslots++ : -1;
         if (s->tied_slot >= 0)
             s->pslot_len[s->tied_slot] = tied;
