@@ -116,3 +116,28 @@ def peak_line(isa, ghz, gflops):
                 f"{FLOP_PER_CYCLE[isa]} FLOP/cycle x {ghz:.2f} GHz = {nominal:.0f}: this CPU splits wide operations)")
     return (f"MFU peak: {isa}, {FLOP_PER_CYCLE[isa]} FLOP/cycle x {ghz:.2f} GHz = "
             f"{gflops:.0f} GFLOP/s per core (FP32)")
+
+
+def leave_spawned(out):
+    """Ends a spawned rank once its result is queued and every rank is past a
+    last barrier: os._exit, without tearing gloo down. torch 1.13's
+    ~ProcessGroupGloo, run from DDP's Reducer destructor with the GIL held,
+    joins a gloo thread that waits for the GIL: rank 0 then blocks for good
+    (seen in tests/gpt2_tta.sh under CI load, about 1 run in 10). The queue's
+    feeder thread is flushed first, so the result is in the pipe."""
+    if out is not None and hasattr(out, "join_thread"):
+        out.close()
+        out.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def join_spawned(procs, seconds=60):
+    """Waits for spawned ranks whose result is already in hand; one still
+    alive after `seconds` is killed (its result is not needed)."""
+    for p in procs:
+        p.join(timeout=seconds)
+        if p.is_alive():
+            p.kill()
+            p.join()

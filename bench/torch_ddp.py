@@ -53,6 +53,9 @@ def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
     elapsed = time.perf_counter() - t0
     if rank == 0:
         out.put(a.np * a.steps * a.batch / elapsed)
+    dist.barrier()
+    if pin:  # across hosts main() prints rank 0's result first
+        peer_env.leave_spawned(out)
     dist.destroy_process_group()
 
 
@@ -83,8 +86,7 @@ def main():
     for p in procs:
         p.start()
     ips = out.get(timeout=3600)
-    for p in procs:
-        p.join()
+    peer_env.join_spawned(procs)
     print(json.dumps({"images_per_sec": ips, "np": a.np}))
 
 

@@ -132,7 +132,7 @@ def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
                  "hook": a.hook, "local": a.local, "np": a.np, "torch": torch.__version__})
     dist.barrier()  # every rank is past its last collective
     if pin:  # spawned on one host; across hosts the caller leaves at once (below)
-        dist.destroy_process_group()
+        peer_env.leave_spawned(out)
 
 
 def launch(worker, a):
@@ -171,8 +171,7 @@ def launch(worker, a):
                 for p in procs:
                     p.terminate()
                 raise SystemExit(f"{os.path.basename(sys.argv[0])}: a rank failed: {[p.exitcode for p in procs]}")
-    for p in procs:
-        p.join()
+    peer_env.join_spawned(procs)
     print(json.dumps(res))
 
 

@@ -51,7 +51,8 @@ def worker(rank, a, port, out):
     if rank == 0:
         out.put({"ms": ms, "tokens_per_sec": a.np * a.batch * a.seq * len(ms) / (sum(ms) / 1e3),
                  "loss": loss.item(), "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024})
-    dist.destroy_process_group()
+    dist.barrier()
+    peer_env.leave_spawned(out)
 
 
 def main():
@@ -73,10 +74,9 @@ def main():
     for p in procs:
         p.start()
     res = out.get()
-    for p in procs:
-        p.join()
-        if p.exitcode:
-            sys.exit("torch_gpt2_ddp: a rank failed (%d)" % p.exitcode)
+    peer_env.join_spawned(procs)
+    if any(p.exitcode for p in procs):
+        sys.exit("torch_gpt2_ddp: a rank failed (%s)" % [p.exitcode for p in procs])
     print(json.dumps(res))
 
 

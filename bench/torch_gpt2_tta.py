@@ -98,7 +98,7 @@ def worker(rank, a, port, out, addr="127.0.0.1", pin=True):
                  "steps_per_epoch": steps_per_epoch, "hook": a.hook, "np": a.np, "torch": torch.__version__})
     dist.barrier()  # every rank is past its last collective
     if pin:  # spawned on one host; across hosts the caller leaves at once (torch_ddp_tta.py says why)
-        dist.destroy_process_group()
+        peer_env.leave_spawned(out)
 
 
 def write_init(a):

@@ -102,7 +102,8 @@ def worker(rank, a, port, out):
     elapsed = time.perf_counter() - t0
     out.put({"rank": rank, "images_per_sec": a.np * a.steps * a.batch / elapsed,
              "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024})
-    dist.destroy_process_group()
+    dist.barrier()
+    peer_env.leave_spawned(out)
 
 
 def main():
@@ -125,10 +126,7 @@ def main():
     for p in procs:
         p.start()
     res = [out.get(timeout=3600) for _ in procs]
-    for p in procs:
-        p.join(timeout=60)
-        if p.is_alive():
-            p.kill()
+    peer_env.join_spawned(procs)
     errors = [r["error"] for r in res if "error" in r]
     if errors:
         print(json.dumps({"mode": a.mode, "sharding": a.sharding, "np": a.np, "error": errors[0]}))

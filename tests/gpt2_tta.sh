@@ -21,7 +21,7 @@ spec=gpt2:L=1,H=2,C=32,T=16,V=300
 "$py" "$src/bench/torch_gpt2_tta.py" --write-init "$work/init.bin" --spec "$spec" --seed 7
 common=(--seq-len 16 --batch-size 4 --optimizer adamw --lr 3e-3 --weight-decay 0 --clip-norm 1)
 # the peer's 3 epochs; scaleout's target is then set between its epoch 1's and epoch 2's loss
-"$py" "$src/bench/torch_gpt2_tta.py" --np 2 --init "$work/init.bin" --data-dir "$work/tok" --seq 16 --batch 4 \
+timeout -k 5 90 "$py" "$src/bench/torch_gpt2_tta.py" --np 2 --init "$work/init.bin" --data-dir "$work/tok" --seq 16 --batch 4 \
   --lr 3e-3 --clip 1 --target-loss 0.01 --max-epochs 3 >"$work/pt.log" 2>&1 ||
   { tail -5 "$work/pt.log"; echo "FAIL: torch_gpt2_tta.py"; exit 1; }
 target=$("$py" -c 'import json, sys; e = json.loads([l for l in open(sys.argv[1]) if l.startswith("{")][-1])["losses"]
