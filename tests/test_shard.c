@@ -901,8 +901,8 @@ static void test_units(void **state)
     struct {
         const char *text;
         int min, max;
-    } cases[] = {{"layer", layers, layers}, {"block", 12, 12}, {"0.25", 2, 5}, {NULL, 2, 12}};
-    for (int i = 0; i < 4; i++) {
+    } cases[] = {{"layer", layers, layers}, {"block", 12, 12}, {"0.25", 2, 5}, {NULL, 2, 12}, {"auto", 1, 1}};
+    for (int i = 0; i < 5; i++) {
         shard_units u = {SHARD_UNIT_BUCKETS, 256 << 10, 64 << 10, 0};
         if (cases[i].text)
             assert_int_equal(shard_units_parse(cases[i].text, &u), 0);
@@ -942,6 +942,54 @@ static void test_units(void **state)
     assert_int_equal(shard_units_parse("bricks", &u), SO_EINVAL);
     assert_int_equal(shard_units_parse("-1", &u), SO_EINVAL);
     so_graph_destroy(g);
+}
+
+/* Unit u's flat range in bytes. */
+static size_t unit_bytes(const shard_layout *L, int u) { return (L->lo[u + 1] - L->lo[u]) * sizeof(float); }
+
+/* auto units (zero3's default) merge whole blocks greedily up to the cap:
+ * no unit above it unless a single block, each block in one unit, and no
+ * two neighbours that would fit together; a tied table is a unit alone. */
+static void test_auto_units(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model;
+        int c, h, w, classes;
+    } models[] = {{"resnet50", 3, 224, 224, 1000}, {"gpt2:L=3,H=2,C=16,T=8,V=40", 1, 8, 1, 40}};
+    for (int m = 0; m < 2; m++) {
+        so_graph *g;
+        assert_int_equal(so_zoo_build(models[m].model, models[m].c, models[m].h, models[m].w, models[m].classes, &g), 0);
+        shard_units u, blk;
+        assert_int_equal(shard_units_parse("auto", &u), 0);
+        assert_int_equal(shard_units_parse("block", &blk), 0);
+        shard_layout L, B;
+        assert_int_equal(shard_layout_build(g, &u, 2, 0, &L), 0);
+        assert_int_equal(shard_layout_build(g, &blk, 2, 0, &B), 0);
+        size_t cap = shard_auto_cap(g), largest = 0;
+        assert_true(cap >= SHARD_AUTO_FLOOR);
+        for (int v = 0; v < B.nunits; v++)
+            largest = unit_bytes(&B, v) > largest && !shard_unit_tied(&B, v) ? unit_bytes(&B, v) : largest;
+        assert_int_equal(cap, largest > SHARD_AUTO_FLOOR ? largest : SHARD_AUTO_FLOOR);
+        assert_true(L.nunits < B.nunits);
+        for (int i = 1; i < so_graph_size(g); i++) { /* a block's nodes share their auto unit */
+            int b = B.unit_of[i];
+            if (b >= 0 && i > B.node_lo[b])
+                assert_int_equal(L.unit_of[i], L.unit_of[B.node_lo[b]]);
+        }
+        for (int v = 0; v < L.nunits; v++) {
+            int tied = shard_unit_tied(&L, v);
+            if (tied)
+                assert_int_equal(unit_bytes(&L, v), (size_t)B.lo[1] * sizeof(float)); /* the token table alone */
+            else
+                assert_true(unit_bytes(&L, v) <= cap);
+            if (v + 1 < L.nunits && !tied && !shard_unit_tied(&L, v + 1))
+                assert_true(unit_bytes(&L, v) + unit_bytes(&L, v + 1) > cap);
+        }
+        shard_layout_free(&L);
+        shard_layout_free(&B);
+        so_graph_destroy(g);
+    }
 }
 
 /* GPT-2's units by blocks: the embedding, each transformer.h.<l>, ln_f
@@ -992,6 +1040,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_bound),
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_units),
+        cmocka_unit_test(test_auto_units),
         cmocka_unit_test(test_tied_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

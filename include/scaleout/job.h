@@ -76,7 +76,7 @@ typedef struct {
      * "data" is its old name), "zero1", "zero2", "zero3" (sharded data
      * parallelism); data parallelism's options follow */
     const char *strategy;
-    const char *shard_unit;      /* zero*: "layer", "block" or a size in MiB (NULL: the strategy's default) */
+    const char *shard_unit;      /* zero*: "auto", "layer", "block" or a size in MiB (NULL: the strategy's default) */
     int shard_prefetch;          /* zero3: units gathered at once, at most (>= 1) */
     const char *shard_group;     /* zero*: "all" (shard over every rank) or "node" (HYBRID_SHARD) */
     const char *allreduce;       /* gradient allreduce algorithm (scaleout/comm.h names) */

@@ -56,9 +56,9 @@ typedef struct so_strategy_config {
     size_t first_bucket_bytes;
     int auto_buckets;             /* --bucket-mb auto */
     int accumulate;               /* micro-batches per step (for the memory accounting) */
-    /* Sharded strategies: what is gathered and reduced together ("layer",
-     * "block", or a size in MiB as text; NULL: zero1/2 the buckets, zero3
-     * "block"), at most this many units gathered at once (zero3, >= 1), and
+    /* Sharded strategies: what is gathered and reduced together ("auto",
+     * "layer", "block", or a size in MiB as text; NULL: zero1/2 the buckets,
+     * zero3 "auto"), at most this many units gathered at once (zero3, >= 1), and
      * sharding within each node only, replicating across nodes (HYBRID_SHARD). */
     const char *shard_unit;
     int shard_prefetch;

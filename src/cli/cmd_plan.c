@@ -110,7 +110,7 @@ static int parse(plan_args *a, int argc, char **argv)
         {"world", OPT_INT, &a->world, "N", "--strategy: ranks", 1, 1 << 20, NULL},
         {"ranks-per-node", OPT_INT, &a->ranks_per_node, "K", "--strategy: ranks per node in the cost model (0: one node)", 0, 1 << 20, NULL},
         {"tune", OPT_STR, &a->tune, "FILE", "--strategy: the cost model from a tuning table (`scaleout tune`)", 0, -1, NULL},
-        {"shard-unit", OPT_STR, &a->shard_unit, "layer|block|MB", "--strategy: units as in train", 0, -1, NULL},
+        {"shard-unit", OPT_STR, &a->shard_unit, "auto|layer|block|MB", "--strategy: units as in train", 0, -1, NULL},
         {"shard-prefetch", OPT_INT, &a->shard_prefetch, "K", "--strategy: zero3's units gathered at once", 1, 1 << 20, NULL},
         {"accumulate", OPT_INT, &a->accumulate, "K", "--strategy: micro-batches per step", 1, 1 << 16, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};

@@ -17,14 +17,19 @@
 
 int shard_units_parse(const char *text, shard_units *u)
 {
-    if (!strcmp(text, "layer") || !strcmp(text, "block")) {
-        *u = (shard_units){.kind = text[0] == 'l' ? SHARD_UNIT_LAYER : SHARD_UNIT_BLOCK};
-        return 0;
-    }
+    static const struct {
+        const char *name;
+        shard_unit_kind kind;
+    } named[] = {{"auto", SHARD_UNIT_AUTO}, {"layer", SHARD_UNIT_LAYER}, {"block", SHARD_UNIT_BLOCK}};
+    for (size_t i = 0; i < sizeof named / sizeof *named; i++)
+        if (!strcmp(text, named[i].name)) {
+            *u = (shard_units){.kind = named[i].kind};
+            return 0;
+        }
     char *end;
     double mb = strtod(text, &end);
     if (end == text || *end || !(mb > 0) || mb > 1e6)
-        return so_err(SO_EINVAL, "--shard-unit: '%s' is not layer, block or a size in MiB", text);
+        return so_err(SO_EINVAL, "--shard-unit: '%s' is not auto, layer, block or a size in MiB", text);
     *u = (shard_units){.kind = SHARD_UNIT_SIZE, .bytes = (size_t)(mb * 1048576.0)};
     return 0;
 }
@@ -39,7 +44,7 @@ int shard_units_for(const so_strategy_config *c, int stage, shard_units *u)
         return rc;
     }
     if (stage == 3 && !c->auto_buckets)
-        u->kind = SHARD_UNIT_BLOCK;
+        u->kind = SHARD_UNIT_AUTO;
     return 0;
 }
 
@@ -73,8 +78,59 @@ static int same_block(const so_node *a, const so_node *b)
     return n == block_key(b->name) && !strncmp(a->name, b->name, n);
 }
 
-/* Whether node i (with parameters) starts a new unit after node prev. */
-static int opens_unit(const so_graph *g, const shard_units *u, int prev, int i, size_t open_lo)
+/* The block that node i (with parameters) opens: its bytes, and whether it
+ * holds a table another layer ties to. */
+static size_t block_bytes(const so_graph *g, int i, int *tied)
+{
+    size_t n = 0;
+    *tied = 0;
+    for (int j = i; j < so_graph_size(g); j++) {
+        const so_node *nd = so_graph_node(g, j);
+        if (!nd->nparam)
+            continue;
+        if (!same_block(so_graph_node(g, i), nd))
+            break;
+        n += nd->nparam;
+        *tied |= so_graph_tied_by(g, j) > 0;
+    }
+    return n * sizeof(float);
+}
+
+size_t shard_auto_cap(const so_graph *g)
+{
+    size_t cap = SHARD_AUTO_FLOOR;
+    int prev = -1, tied;
+    for (int i = 1; i < so_graph_size(g); i++) {
+        if (!so_graph_node(g, i)->nparam)
+            continue;
+        if (prev < 0 || !same_block(so_graph_node(g, prev), so_graph_node(g, i))) {
+            size_t b = block_bytes(g, i, &tied);
+            cap = !tied && b > cap ? b : cap;
+        }
+        prev = i;
+    }
+    return cap;
+}
+
+/* Whether a layer of the open unit (from flat offset open_lo to node prev)
+ * holds a table another layer ties to. */
+static int open_unit_tied(const so_graph *g, int prev, size_t open_lo)
+{
+    for (int j = prev; j > 0; j--) {
+        const so_node *nd = so_graph_node(g, j);
+        if (nd->nparam && nd->param_off < open_lo)
+            break;
+        if (nd->nparam && so_graph_tied_by(g, j) > 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether node i (with parameters) starts a new unit after node prev, the
+ * open unit starting at open_lo; cap: SHARD_UNIT_AUTO's (shard_auto_cap).
+ * auto opens a unit at a block that would take the open one past the cap,
+ * and around a tied table's block. */
+static int opens_unit(const so_graph *g, const shard_units *u, int prev, int i, size_t open_lo, size_t cap)
 {
     const so_node *nd = so_graph_node(g, i);
     if (prev < 0)
@@ -86,6 +142,13 @@ static int opens_unit(const so_graph *g, const shard_units *u, int prev, int i, 
         return !same_block(so_graph_node(g, prev), nd);
     case SHARD_UNIT_SIZE:
         return (nd->param_off - open_lo) * sizeof(float) >= u->bytes;
+    case SHARD_UNIT_AUTO: {
+        if (same_block(so_graph_node(g, prev), nd))
+            return 0;
+        int tied;
+        size_t b = block_bytes(g, i, &tied);
+        return tied || open_unit_tied(g, prev, open_lo) || (nd->param_off - open_lo) * sizeof(float) + b > cap;
+    }
     default:
         return 0;
     }
@@ -105,13 +168,13 @@ static int unit_bounds(const so_graph *g, const shard_units *u, size_t *lo, int 
         so_bucket_plan_free(&p);
     } else {
         int prev = -1, prev_chunked = 0;
-        size_t open_lo = 0;
+        size_t open_lo = 0, cap = u->kind == SHARD_UNIT_AUTO ? shard_auto_cap(g) : 0;
         for (int i = 1; i < so_graph_size(g); i++) {
             const so_node *nd = so_graph_node(g, i);
             if (!nd->nparam)
                 continue;
             int K = so_graph_dense_chunks(g, i, u->chunk_bytes);
-            if (K > 1 || prev_chunked || opens_unit(g, u, prev, i, open_lo))
+            if (K > 1 || prev_chunked || opens_unit(g, u, prev, i, open_lo, cap))
                 lo[(*n)++] = open_lo = nd->param_off;
             for (int k = 1; k < K; k++) { /* a unit per chunk of rows */
                 int r0, r1;

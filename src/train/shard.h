@@ -14,8 +14,15 @@ typedef enum {
     SHARD_UNIT_BUCKETS, /* the gradient bucket plan (zero1/2's default) */
     SHARD_UNIT_LAYER,   /* every node with parameters */
     SHARD_UNIT_BLOCK,   /* nodes of one block: "layer1.0.conv1" and "layer1.0.bn1" are layer1.0 */
-    SHARD_UNIT_SIZE     /* consecutive layers of at least `bytes` */
+    SHARD_UNIT_SIZE,    /* consecutive layers of at least `bytes` */
+    SHARD_UNIT_AUTO     /* zero3's default: consecutive blocks merged while the unit stays within
+                           max(the largest block, SHARD_AUTO_FLOOR) (shard_auto_cap) */
 } shard_unit_kind;
+
+/* auto's least cap: below it a unit's gather costs more in latency and
+ * wake-ups than its memory is worth (ResNet-20 at np 2: blocks 0.90 of dp,
+ * 4 MiB units 0.99; docs/PARALLELISM.md). */
+#define SHARD_AUTO_FLOOR (4u << 20)
 
 typedef struct {
     shard_unit_kind kind;
@@ -24,12 +31,12 @@ typedef struct {
     size_t chunk_bytes;          /* > 0: dense layers above it are units of row chunks (so_graph_dense_chunks) */
 } shard_units;
 
-/* "layer", "block" or a size in MiB (a positive number) -> u; SO_EINVAL
- * naming --shard-unit otherwise. */
+/* "auto", "layer", "block" or a size in MiB (a positive number) -> u;
+ * SO_EINVAL naming --shard-unit otherwise. */
 int shard_units_parse(const char *text, shard_units *u);
 
 /* The units a stage's configuration asks for: --shard-unit, else zero3's
- * blocks and zero1/2's bucket plan (auto: its default sizes, until measured).
+ * auto units and zero1/2's bucket plan (auto: its default sizes, until measured).
  * --shard-unit N also cuts a dense layer of more than N MiB of weights into
  * units of row chunks of about N MiB, which the model computes one at a
  * time (so_model_opts.chunk_bytes): a zero2/3 rank holds one chunk's
@@ -66,6 +73,11 @@ typedef struct {
 } shard_layout;
 
 int shard_layout_build(const so_graph *g, const shard_units *u, int shards, int shard, shard_layout *l);
+/* SHARD_UNIT_AUTO's cap in bytes: the largest block that holds no table
+ * another layer ties to (a tied table is a unit of its own, with a slot of
+ * its own), at least SHARD_AUTO_FLOOR. Merging blocks up to it keeps what
+ * zero3 holds gathered at blocks' size while cutting the gathers a step. */
+size_t shard_auto_cap(const so_graph *g);
 void shard_layout_free(shard_layout *l);
 
 /* What a rank of stage 1-3 holds by the layout (so_strategy_memory): zero3's
