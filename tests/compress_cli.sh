@@ -33,6 +33,8 @@ refuse "--error-feedback.*--compress" --error-feedback on
 refuse "--error-feedback" --compress topk:0.1 --error-feedback maybe
 refuse "--compress fp16 runs under data parallelism only: --pipeline-stages 2" --compress fp16 --pipeline-stages 2
 refuse "--compress topk:0.1 runs under --strategy dp only: zero2" --compress topk:0.1 --strategy zero2
+refuse "--compress auto runs under --strategy dp only: zero1" --compress auto --strategy zero1
+refuse "--error-feedback on with --strategy zero3" --compress bf16 --error-feedback on --strategy zero3
 
 run() { # run NP NAME args...: trains, --json in $tmp/NAME.json, log in $tmp/NAME.log
   local np=$1 name=$2; shift 2

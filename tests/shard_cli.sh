@@ -3,6 +3,7 @@
 # "Sharding"; the wider matrix is shard_matrix.sh):
 #  - zero1, zero2, zero3 train like dp at np 2: LeNet-5, AdamW with weight
 #    decay, clipping, accumulation 2, units cut inside tensors: 1e-6 relative
+#  - --compress bf16|fp16 (the reduce-scatter on a 16-bit wire) like dp's, bitwise
 #  - resume: np 2 zero2 -> np 2 zero2 bit for bit; -> np 3 zero3 and -> np 1
 #    dp re-shard (same global batch) and continue like the whole run (1e-6);
 #    `ckpt export` of the sharded checkpoint is the model
@@ -21,6 +22,22 @@ bin=$1
 # Like dp at np 2 (the reduce-scatter adds what the allreduce adds).
 like_dp adamw 2 1e-6 --model lenet5 --steps 20 --batch-size 8 --accumulate 2 --optimizer adamw \
   --weight-decay 0.05 --lr 0.001 --shard-unit 0.05
+
+# --compress fp16|bf16 put the reduce-scatter on the 16-bit wire: like dp's
+# compressor on its allreduce, bit for bit at np 2 (each block's two values
+# rounded once, added in FP32, rounded once); not the FP32 run's values;
+# half the FP32 bytes counted per step.
+for w in bf16 fp16; do
+  like_dp "wire-$w" 2 0 --model lenet5 --steps 10 --batch-size 8 --optimizer adamw --lr 0.001 --compress "$w" \
+    --json "$tmp/wire-$w.json"
+done
+run 2 wire-f32 --strategy zero2 --model lenet5 --steps 10 --batch-size 8 --optimizer adamw --lr 0.001 &&
+  ! compare wire-f32 wire-bf16-zero2 1e-4 && ok || bad "zero2 --compress bf16 trains as FP32: the wire is not used"
+/usr/bin/python3 - "$tmp/wire-bf16.json" <<'PY' && ok || bad "zero3 --compress bf16: bytes per step are not half FP32's"
+import json, sys
+c = json.load(open(sys.argv[1]))["compression"]
+assert c["method"] == "bf16" and not c["error_feedback"] and c["bytes_per_step"] * 2 == c["dense_bytes_per_step"] > 0, c
+PY
 
 # Resume with the same global batch of 24: np 2 zero2 for 10 steps, then on.
 rs=(--model lenet5 --shard-unit layer)

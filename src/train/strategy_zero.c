@@ -79,6 +79,9 @@ struct zero_state {
     int *pslot_of;               /* zero3, per unit: the slot its gathered parameters are in, -1: the whole buffer */
     int gather_whole;            /* gather into the whole buffer (zero_params_whole: dumps and exports read it) */
     so_state_layout state;
+    so_dtype grad_wire;          /* --compress fp16|bf16: the gradients' reduce-scatter on that 16-bit wire; else F32 */
+    double grad_bytes_sent;      /* this rank's bytes put into its gradient reduce-scatters (and HYBRID's allreduces) */
+    double grad_bytes_dense;     /* the same on the FP32 wire */
 };
 
 /* ---- the communication of a unit -------------------------------------------------- */
@@ -111,6 +114,13 @@ static float *unit_grads(zero_state *s, int u) { return so_model_grads_at(s->m, 
 /* This rank's block of unit u's gradients, where backward wrote them. */
 static float *unit_block(zero_state *s, int u) { return unit_grads(s, u) + (s->L.mine_off[u] - s->L.lo[u]); }
 
+/* n gradient elements put into a collective (the --json compress_bytes_*). */
+static void count_grad_bytes(zero_state *s, size_t n)
+{
+    s->grad_bytes_sent += (double)n * (double)so_dtype_size(s->grad_wire);
+    s->grad_bytes_dense += (double)n * sizeof(float);
+}
+
 /* HYBRID_SHARD: the node's sum of this block, summed over the nodes. */
 static int cross_sum(void *arg, int status, so_handle **follow)
 {
@@ -120,7 +130,8 @@ static int cross_sum(void *arg, int status, so_handle **follow)
     float *g = unit_block(s, j->u);
     if (status)
         return status;
-    so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + j->u};
+    so_group_opts o = {s->grad_wire, SO_STRATEGY_TAG + j->u};
+    count_grad_bytes(s, n);
     return so_group_iallreduce(s->cross, g, g, n, SO_DTYPE_F32, SO_REDUCE_SUM, &o, follow);
 }
 
@@ -159,8 +170,10 @@ static int reduce_unit(zero_state *s, int u)
         return s->stage > 1 ? finish_block(j, 0, NULL) : 0;
     float *g = unit_grads(s, u);
     so_handle *h = NULL;
-    so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + u};
+    so_group_opts o = {s->grad_wire, SO_STRATEGY_TAG + u};
     int rc = 0;
+    if (s->shard_grp)
+        count_grad_bytes(s, L->lo[u + 1] - L->lo[u]);
     if (s->shard_grp)
         rc = so_group_ireduce_scatter(s->shard_grp, g, unit_block(s, u), L->lo[u + 1] - L->lo[u],
                                       L->counts + (size_t)u * L->shards, SO_DTYPE_F32,
@@ -635,6 +648,12 @@ static void zero_finish(void *self)
     s->cur_pos = -1;
     unplace_slots(s);
     so_model_set_node_hooks(s->m, NULL);
+    if (s->r && s->grad_wire != SO_DTYPE_F32) { /* as dp's compressor reports its bytes */
+        s->r->compress_bytes_sent = s->grad_bytes_sent;
+        s->r->compress_bytes_dense = s->grad_bytes_dense;
+        s->r->compress_encode_s = s->r->compress_decode_s = 0; /* the conversions run inside the collective */
+        s->r->compress_error_feedback = 0;
+    }
 }
 
 static void zero_memory(void *self, so_strategy_memory *out)
@@ -870,6 +889,24 @@ static void state_view(zero_state *s)
                                  .ctx = s};
 }
 
+/* --compress under a sharded strategy: fp16 or bf16 put the gradients'
+ * reduce-scatter on that 16-bit wire (rounded once on the way in, reduced
+ * in FP32, the same bits on every rank); other methods need dp's buckets. */
+static int grad_wire(const so_strategy_config *c, int stage, so_dtype *wire)
+{
+    *wire = SO_DTYPE_F32;
+    switch (c->compress.method) {
+    case SO_COMPRESS_NONE: return 0;
+    case SO_COMPRESS_FP16: *wire = SO_DTYPE_F16; break;
+    case SO_COMPRESS_BF16: *wire = SO_DTYPE_BF16; break;
+    default:
+        return so_err(SO_EINVAL, "--strategy zero%d: its reduce-scatter carries --compress fp16 or bf16 only", stage);
+    }
+    return c->error_feedback > 0 ? so_err(SO_EINVAL, "--strategy zero%d: --compress %s without error feedback only",
+                                          stage, *wire == SO_DTYPE_F16 ? "fp16" : "bf16")
+                                 : 0;
+}
+
 static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_strategy **out)
 {
     if (c->dist && c->dist->world > 1 && !c->group)
@@ -889,7 +926,9 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
     *s = (zero_state){.stage = stage, .m = m, .d = c->dist, .prefetch = c->shard_prefetch > 0 ? c->shard_prefetch : 2,
                       .accumulate = c->accumulate > 1 ? c->accumulate : 1, .cur_pos = -1, .tied_slot = -1};
     *st = (so_strategy){.ops = &zero_ops, .self = s};
-    rc = groups(s, c);
+    rc = grad_wire(c, stage, &s->grad_wire);
+    if (!rc)
+        rc = groups(s, c);
     s->auto_units = c->auto_buckets && !c->shard_unit && c->dist && c->dist->cost;
     if (!rc && s->auto_units)
         rc = auto_units(s, c, &units);
