@@ -5,6 +5,8 @@
 #    2, warm start): checkpoint at step 6, resume, and the parameters after
 #    12 steps equal an uninterrupted 12-step run BITWISE; the manifest
 #    records the residuals and Q's (rank_state), `ckpt verify` passes
+#  - --compress auto (a slow link by test hook): the resume takes the
+#    checkpoint's choice and state instead of choosing again: bitwise
 #  - the same checkpoint resumed on 3 ranks or with another --compress:
 #    one logged line says the state was dropped, training goes on
 # Usage: compress_ckpt.sh path/to/scaleout
@@ -45,6 +47,28 @@ resumes() {
 }
 resumes topk topk:0.05
 resumes psgd powersgd:2:2
+
+# --compress auto on a link it is told is 0.05 Gbit/s (a test hook: on one
+# host it would keep FP32) chooses a compressing method after step 3; the
+# run checkpointed at step 6 and resumed takes that method and its state
+# from the checkpoint instead of choosing again: bitwise the uninterrupted
+# run, whichever method it was.
+auto_ck=(--ckpt-every 6 --ckpt-dir "$tmp/auto.ck" --ckpt-keep 5)
+export SCALEOUT_COMPRESS_TEST_LINK_GBPS=0.05
+if run 2 auto.ck --steps 12 --compress auto "${auto_ck[@]}" --json "$tmp/auto.json" --dump-params "$tmp/auto.ck.bin"; then
+  picked=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["compress_auto"]["picked"])' \
+    "$tmp/auto.json")
+  [ -n "$picked" ] && [ "$picked" != none ] && ok || bad "auto on a 0.05 Gbit/s link kept FP32 ($picked)"
+  grep -q "^rank_state compress=auto,error_feedback=default$" "$tmp/auto.ck/ckpt-0000000006/MANIFEST" && ok ||
+    bad "auto: the manifest has no rank_state line"
+  keep_only 6 "$tmp/auto.ck"
+  run 2 auto.res --steps 12 --compress auto "${auto_ck[@]}" --resume auto --json "$tmp/auto.res.json" \
+      --dump-params "$tmp/auto.res.bin" &&
+    grep -q "compress auto: $picked, as chosen before the checkpoint" "$tmp/auto.res.log" &&
+    ! grep -q "after step" "$tmp/auto.res.log" && same auto.ck.bin auto.res.bin "auto ($picked): resume at step 6" ||
+    bad "auto: the resume did not take $picked from the checkpoint: $(grep -i "compress auto" "$tmp/auto.res.log")"
+fi
+unset SCALEOUT_COMPRESS_TEST_LINK_GBPS
 
 # Another world size, method or error-feedback setting: one line, no crash.
 dropped() { # dropped NAME WHAT: exactly one line in NAME's log says the state was dropped

@@ -215,6 +215,9 @@ typedef struct so_train_result {
     int compress_auto_n, compress_auto_pick;
     long compress_auto_step;
     char compress_auto_name[SO_COMPRESS_AUTO_MAX][24];
+    /* --compress auto resumed from a checkpoint written after the choice:
+     * the method it took from there ("" otherwise; nothing weighed again). */
+    char compress_auto_resumed[24];
     double compress_auto_predicted[SO_COMPRESS_AUTO_MAX], compress_auto_ratio[SO_COMPRESS_AUTO_MAX],
         compress_auto_overhead[SO_COMPRESS_AUTO_MAX];
     /* ... each one's steps to the target over FP32's (what the pick weighs

@@ -414,7 +414,8 @@ static void report_compress(const so_job_config *c, const so_train_result *r)
     if (r->compress_bytes_dense <= 0 || r->steps <= 0)
         return;
     double steps = (double)r->steps;
-    if (!c->compress || !strcmp(c->compress, "none") || (r->compress_auto_n > 0 && r->compress_auto_pick == 0)) {
+    if (!c->compress || !strcmp(c->compress, "none") || (r->compress_auto_n > 0 && r->compress_auto_pick == 0) ||
+        !strcmp(r->compress_auto_resumed, "none")) {
         /* plain FP32 averaging (auto's "none" too) */
         printf("gradient averaging: %.1f KB sent per step by each rank (FP32, uncompressed)\n",
                r->compress_bytes_sent / steps / 1e3);

@@ -1,5 +1,5 @@
 /* --compress auto's report, shared by `train` and `bench accuracy`: one
- * line naming the method chosen, the link it measured and every
+ * line naming the method chosen (or taken from the checkpoint resumed), the link it measured and every
  * candidate's predicted step time, the share of the gradient its message
  * lost and the steps-to-target factor that gives, and the same under
  * "compress_auto" in --json with the step's predicted terms (compute, each
@@ -12,6 +12,9 @@
 
 void cli_compress_auto_print(const so_train_result *r)
 {
+    if (r->compress_auto_resumed[0])
+        printf("compress auto: %s, as chosen before the checkpoint this run resumed (its state restored)\n",
+               r->compress_auto_resumed);
     if (r->compress_auto_n <= 0)
         return;
     printf("compress auto: %s after step %ld; link %.0f us + %.3f Gbyte/s; predicted step (x steps to target, from error)",
@@ -25,6 +28,12 @@ void cli_compress_auto_print(const so_train_result *r)
 
 void cli_compress_auto_json(so_json *js, const so_train_result *r)
 {
+    if (r->compress_auto_resumed[0]) {
+        so_json_obj_begin(js, "compress_auto");
+        so_json_str(js, "picked", r->compress_auto_resumed);
+        so_json_bool(js, "resumed", 1);
+        so_json_obj_end(js);
+    }
     if (r->compress_auto_n <= 0)
         return;
     so_json_obj_begin(js, "compress_auto");

@@ -4,7 +4,9 @@
  * else go uncompressed inside their bucket. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/test_hooks.h"
 #include "grad_compress.h"
 #include "scaleout/err.h"
 #include "scaleout/graph.h"
@@ -96,6 +98,35 @@ static const char *const auto_methods[] = {"none", "fp16", "bf16", "topk:0.01", 
 #define NAUTO ((int)(sizeof auto_methods / sizeof auto_methods[0]))
 #define AUTO_MARGIN 0.02 /* a method must be predicted this much sooner at the target than FP32 */
 
+int grad_compress_auto_state_bytes(int error_feedback, uint64_t seed, const so_model *m, uint64_t *bytes)
+{
+    *bytes = GRAD_AUTO_NAME_BYTES;
+    for (int i = 0; i < NAUTO; i++) {
+        so_compress_spec spec;
+        so_compressor *x = NULL;
+        int rc = so_compress_parse(auto_methods[i], &spec);
+        if (!rc)
+            rc = grad_compress_create(&spec, error_feedback, seed, m, &x);
+        if (rc)
+            return rc;
+        uint64_t n = x ? GRAD_AUTO_NAME_BYTES + so_compressor_state_bytes(x) : 0;
+        *bytes = n > *bytes ? n : *bytes;
+        so_compressor_destroy(x);
+    }
+    return 0;
+}
+
+int grad_compress_auto_method(const char *name, so_compress_spec *spec)
+{
+    for (int i = 0; i < NAUTO; i++) {
+        char spelled[GRAD_AUTO_NAME_BYTES];
+        if (!so_compress_parse(auto_methods[i], spec) && so_compress_format(spec, spelled, sizeof spelled) >= 0 &&
+            !strcmp(spelled, name))
+            return 0;
+    }
+    return so_err(SO_EINVAL, "--compress auto: '%s' is not one of the methods it weighs", name);
+}
+
 /* The link as measured: the slowest rank's best of PROBE_REPS allreduces of
  * PROBE_SMALL and PROBE_LARGE floats on the job's own group (the algorithm it
  * picks for that size, over the real wires), fitted as alpha + beta bytes. It
@@ -126,6 +157,17 @@ static int probe_time(so_group *g, float *buf, size_t count, so_dtype wire, doub
     return 0;
 }
 
+/* Tests only (SCALEOUT_COMPRESS_TEST_LINK_GBPS=G, src/core/test_hooks.h):
+ * the link is G Gbit/s with 50 us latency, so auto's choice on one host can
+ * be one a slow network would make (every rank reads the same value). */
+static void test_link(grad_link *l)
+{
+    const char *v = so_test_hook("SCALEOUT_COMPRESS_TEST_LINK_GBPS");
+    double gbps = v ? atof(v) : 0;
+    if (gbps > 0)
+        *l = (grad_link){.alpha = 50e-6, .beta = 8 / (gbps * 1e9), .wire_ratio = {0.5, 0.5}};
+}
+
 static int link_probe(const so_dist *d, grad_link *out)
 {
     float *buf = calloc(PROBE_LARGE, sizeof *buf);
@@ -150,6 +192,7 @@ static int link_probe(const so_dist *d, grad_link *out)
     out->alpha = out->alpha > 0 ? out->alpha : 0;
     for (int w = 0; w < 2; w++)
         out->wire_ratio[w] = t[1] > out->alpha ? (t[2 + w] - out->alpha) / (t[1] - out->alpha) : 0;
+    test_link(out);
     return 0;
 }
 

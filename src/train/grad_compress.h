@@ -25,6 +25,16 @@ void grad_compress_rank_state(so_compressor *x, const so_compress_spec *spec, so
  * predictions and the pick go to r; *pick = the chosen method. */
 int grad_compress_auto(const so_train_config *c, const so_model *m, const so_dist *d, const so_predict_compute *pc,
                        const size_t *bounds, int nb, so_train_result *r, so_compress_spec *pick);
+/* --compress auto's per-rank checkpoint state, sized before the choice so
+ * the checkpoint's layout is fixed for the run: the chosen method's name in
+ * GRAD_AUTO_NAME_BYTES ("" before the choice), then its compressor's state,
+ * zero-padded to the largest candidate's (*bytes, each candidate made once
+ * to size it). */
+#define GRAD_AUTO_NAME_BYTES 32
+int grad_compress_auto_state_bytes(int error_feedback, uint64_t seed, const so_model *m, uint64_t *bytes);
+/* The candidate auto weighs that is spelled `name` (as so_compress_format
+ * spells it) -> *spec; SO_EINVAL for any other name. */
+int grad_compress_auto_method(const char *name, so_compress_spec *spec);
 /* The compressor's counters into r (and destroys nothing). */
 void grad_compress_report(const so_compressor *x, so_train_result *r);
 /* Plain FP32 averaging's counters into r: nparams floats sent per step

@@ -5,6 +5,7 @@
  * communication overlaps the rest of backward. The optimizer then steps each
  * bucket as soon as its average is in, so the last bucket's allreduce (the
  * one backward's end exposes) runs under the update of the others. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +30,14 @@ typedef struct {
     int auto_compress;  /* --compress auto: the compressor is chosen after measuring */
     so_compressor *cx;  /* --compress: buckets compressed over d->group (NULL: d->grad_submit) */
     so_rank_state rs;   /* cx's residuals and Q's, for checkpoints (made at create) */
+    /* --compress auto: the method chosen, by this run or by the run whose
+     * checkpoint it resumed (auto_state_set), and what its compressor is
+     * made with. */
+    int auto_picked, auto_resumed;
+    so_compress_spec auto_pick;
+    int auto_ef;
+    uint64_t auto_seed;
+    const so_model *auto_model;
     long step;          /* the step being computed (the compressor's draws) */
     int *order;         /* buckets in the order this step submitted them (plan.n + 1 entries) */
     int nsub;           /* how many of them */
@@ -37,6 +46,8 @@ typedef struct {
                            grads_done (not an inner strategy of local SGD or a pipeline) */
     int deferred;       /* this step's grads_done left buckets in flight for the update */
 } dp_state;
+
+static void auto_state_set(void *ctx, const void *src);
 
 static int submit_bucket(dp_state *s, int b)
 {
@@ -76,11 +87,14 @@ static int dp_start(void *self, so_model *m, const so_train_config *c, so_train_
     s->start_step = s->step = c->start_step;
     if (c->compress.method != SO_COMPRESS_NONE && !s->d->group)
         return so_err(SO_EINVAL, "--compress needs the collective vocabulary (so_dist.group)");
-    s->auto_compress = c->compress.method == SO_COMPRESS_AUTO;
+    s->auto_compress = c->compress.method == SO_COMPRESS_AUTO && !s->auto_picked; /* else resumed with its pick */
     if (s->auto_compress && (!s->d->cost || !s->d->max))
         return so_err(SO_EINVAL, "--compress auto needs the communication layer's cost model (so_dist.cost)");
-    int rc = s->cx || s->auto_compress ? 0
-             : grad_compress_create(&c->compress, c->error_feedback, c->compress_seed, m, &s->cx);
+    if (s->auto_resumed)
+        so_compress_format(&s->auto_pick, r->compress_auto_resumed, sizeof r->compress_auto_resumed);
+    int rc = s->cx || s->auto_compress || s->auto_picked
+                 ? 0
+                 : grad_compress_create(&c->compress, c->error_feedback, c->compress_seed, m, &s->cx);
     if (!rc)
         rc = so_bucket_plan_build(m->g, c->first_bucket_bytes, c->bucket_bytes, &s->plan);
     if (!rc && !(s->order = malloc(((size_t)so_graph_size(m->g) + 1) * sizeof *s->order)))
@@ -237,11 +251,13 @@ static int choose_compressor(dp_state *s, long step)
     bounds[nb] = m->nparams;
     so_predict_compute pc = {.g = m->g, .t_fwd = s->t0, .t_bwd = s->t0 + n, .t_other = s->t0[2 * n], .batch = m->batch,
                              .first_bucket_bytes = s->r->first_bucket_bytes, .bucket_bytes = s->r->bucket_bytes};
-    so_compress_spec pick;
-    int rc = grad_compress_auto(s->c, m, s->d, &pc, bounds, nb, s->r, &pick);
+    int rc = grad_compress_auto(s->c, m, s->d, &pc, bounds, nb, s->r, &s->auto_pick);
     free(bounds);
     s->r->compress_auto_step = step;
-    return rc ? rc : grad_compress_create(&pick, s->c->error_feedback, s->c->compress_seed, m, &s->cx);
+    if (!rc)
+        rc = grad_compress_create(&s->auto_pick, s->c->error_feedback, s->c->compress_seed, m, &s->cx);
+    s->auto_picked = !rc;
+    return rc;
 }
 
 static int measuring(const dp_state *s)
@@ -324,7 +340,7 @@ static void dp_use_dist(void *self, const so_dist *d)
 static const so_rank_state *dp_rank_state(void *self)
 {
     dp_state *s = self;
-    return s->cx && s->rs.bytes ? &s->rs : NULL;
+    return (s->cx || s->rs.set == auto_state_set) && s->rs.bytes ? &s->rs : NULL;
 }
 
 static void dp_destroy(void *self)
@@ -377,12 +393,65 @@ static int local_grads_done(void *self, double *exposed)
 
 static const so_strategy_ops local_ops = {.name = "local", .grads_done = local_grads_done};
 
+/* --compress auto's checkpoint state (grad_compress_auto_state_bytes): the
+ * chosen method's name, then its compressor's state; zeros before the
+ * choice, which a resume then makes again. */
+static void auto_state_get(void *ctx, void *dst)
+{
+    dp_state *s = ctx;
+    memset(dst, 0, s->rs.bytes);
+    if (!s->auto_picked)
+        return;
+    so_compress_format(&s->auto_pick, dst, GRAD_AUTO_NAME_BYTES);
+    if (s->cx)
+        so_compressor_state_get(s->cx, (char *)dst + GRAD_AUTO_NAME_BYTES);
+}
+
+/* A resume takes the checkpoint's choice and its compressor's state, so it
+ * goes on as the run that chose (bitwise); a name it does not know (or no
+ * memory) leaves the choice to be made again. */
+static void auto_state_set(void *ctx, const void *src)
+{
+    dp_state *s = ctx;
+    char name[GRAD_AUTO_NAME_BYTES];
+    memcpy(name, src, sizeof name);
+    name[sizeof name - 1] = '\0';
+    so_compress_spec spec;
+    so_compressor *x = NULL;
+    if (!name[0] || grad_compress_auto_method(name, &spec) ||
+        grad_compress_create(&spec, s->auto_ef, s->auto_seed, s->auto_model, &x))
+        return;
+    if (x && so_compressor_state_bytes(x) > s->rs.bytes - GRAD_AUTO_NAME_BYTES) {
+        so_compressor_destroy(x);
+        return;
+    }
+    if (x)
+        so_compressor_state_set(x, (const char *)src + GRAD_AUTO_NAME_BYTES);
+    so_compressor_destroy(s->cx);
+    s->cx = x;
+    s->auto_pick = spec;
+    s->auto_picked = s->auto_resumed = 1;
+}
+
+/* auto's state is sized for every candidate and tagged as auto: a resume
+ * under auto with the same error-feedback setting and ranks takes it. */
+static int auto_rank_state(const so_strategy_config *c, const so_model *m, dp_state *s)
+{
+    s->auto_ef = c->error_feedback;
+    s->auto_seed = c->compress_seed;
+    s->auto_model = m;
+    s->rs = (so_rank_state){.get = auto_state_get, .set = auto_state_set, .ctx = s};
+    snprintf(s->rs.tag, sizeof s->rs.tag, "compress=auto,error_feedback=%s",
+             c->error_feedback < 0 ? "default" : c->error_feedback ? "on" : "off");
+    return grad_compress_auto_state_bytes(c->error_feedback, c->compress_seed, m, &s->rs.bytes);
+}
+
 /* --compress's compressor, made before the first step so a resume can put
  * its checkpointed residuals and Q's back (dp_rank_state). */
 static int dp_compressor(const so_strategy_config *c, so_model *m, dp_state *s)
 {
     if (c->compress.method == SO_COMPRESS_AUTO) /* chosen after a few steps (choose_compressor) */
-        return 0;
+        return auto_rank_state(c, m, s);
     int rc = grad_compress_create(&c->compress, c->error_feedback, c->compress_seed, m, &s->cx);
     if (!rc && s->cx)
         grad_compress_rank_state(s->cx, &c->compress, &s->rs);
