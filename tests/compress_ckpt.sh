@@ -55,7 +55,9 @@ resumes psgd powersgd:2:2
 # run, whichever method it was.
 auto_ck=(--ckpt-every 6 --ckpt-dir "$tmp/auto.ck" --ckpt-keep 5)
 export SCALEOUT_COMPRESS_TEST_LINK_GBPS=0.05
-if run 2 auto.ck --steps 12 --compress auto "${auto_ck[@]}" --json "$tmp/auto.json" --dump-params "$tmp/auto.ck.bin"; then
+if [ "${SCALEOUT_TEST_HOOKS:-1}" != 1 ]; then
+  echo "skip: the auto resume needs a build with -DSCALEOUT_TEST_HOOKS=ON"
+elif run 2 auto.ck --steps 12 --compress auto "${auto_ck[@]}" --json "$tmp/auto.json" --dump-params "$tmp/auto.ck.bin"; then
   picked=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["compress_auto"]["picked"])' \
     "$tmp/auto.json")
   [ -n "$picked" ] && [ "$picked" != none ] && ok || bad "auto on a 0.05 Gbit/s link kept FP32 ($picked)"
