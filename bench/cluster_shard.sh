@@ -5,8 +5,10 @@
 # and each strategy's ratio to dp (docs/PERFORMANCE.md). Root only; takes
 # /tmp/scaleout-cluster.lock. Run it whole under a benchmark lock on a shared machine (it takes
 # no benchmark lock itself, unlike cluster_train's launches).
-#   bench/cluster_shard.sh [REPEATS] [RATES] [MODELS]
+#   [STRATEGIES="dp zero1 zero2 zero3"] bench/cluster_shard.sh [REPEATS] [RATES] [MODELS]
 #   defaults: 3 "1gbit 10gbit" "resnet20:64:20 resnet50:16:4"   (NAME:BATCH:TIMED_STEPS)
+# A strategy may name a --compress method after a plus: zero2+bf16 is
+# --strategy zero2 --compress bf16 (its ratio is still to plain dp).
 set -euo pipefail
 
 repeats="${1:-3}" rates="${2:-1gbit 10gbit}" models="${3:-resnet20:64:20 resnet50:16:4}"
@@ -14,7 +16,7 @@ exec 9>/tmp/scaleout-cluster.lock
 flock 9
 . "$(dirname "${BASH_SOURCE[0]}")/cluster_lib.sh" cluster-shard
 warm=2
-strategies="dp zero1 zero2 zero3"
+strategies="${STRATEGIES:-dp zero1 zero2 zero3}"
 
 for rate in $rates; do
   cluster_restart "$rate"
@@ -23,19 +25,21 @@ for rate in $rates; do
       IFS=: read -r model batch steps <<<"$spec"
       order=$strategies
       [ $((r % 2)) -eq 0 ] && order=$(echo "$strategies" | tr ' ' '\n' | tac | tr '\n' ' ')
-      for s in $order; do
-        name="$rate-$model-$s-$r"
+      for who in $order; do
+        s=${who%%+*} compress=none
+        [ "$s" != "$who" ] && compress=${who#*+}
+        name="$rate-$model-$who-$r"
         "$cluster" mpirun -np 2 --ranks-per-node 1 "$src/build/scaleout" train --model "$model" \
           --dataset synthetic --batch-size "$batch" --synthetic-samples $((batch * (steps + warm + 1))) \
           --steps $((steps + warm)) --warmup-steps $warm --eval-every -1 --progress none --optimizer adamw \
-          --lr 0.001 --strategy "$s" --json "$out/$name.json" >"$out/$name.log" 2>&1 ||
+          --lr 0.001 --strategy "$s" --compress "$compress" --json "$out/$name.json" >"$out/$name.log" 2>&1 ||
           { echo "cluster_shard: $name failed: $(tail -3 "$out/$name.log")" >&2; exit 1; }
       done
     done
   done
 done
 echo "# runs in $out; 2 nodes x 1 rank, 1 thread, AdamW"
-/usr/bin/python3 - "$out" <<'PY'
+/usr/bin/python3 - "$out" $strategies <<'PY'
 import glob, json, os, statistics, sys
 d = sys.argv[1]
 cells = {}
@@ -51,7 +55,7 @@ print("| model | link | strategy | img/s | / dp | peak RSS per rank MB |")
 print("|---|---|---|---:|---:|---:|")
 for (model, rate) in sorted(cells, key=lambda k: (k[0], float(k[1].rstrip("gbit")))):
     dp = statistics.median(cells[(model, rate)]["dp"]["ips"])
-    for who in ["dp", "zero1", "zero2", "zero3"]:
+    for who in sys.argv[2:]:
         c = cells[(model, rate)].get(who)
         if c:
             print(f"| {model} | {rate} | {who} | {cell(c['ips'])} | {statistics.median(c['ips']) / dp:.3f} | "

@@ -244,7 +244,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"shuffle", OPT_CHOICE, &c->shuffle, "ORDER", "training order: on (random windows of T+1 tokens; images shuffled), off (llm.c's order; images in file order), llmc (llm.c's shuffle, token data)", 0, -1, shuffles},
         {"eval-batches", OPT_INT, &c->eval_batches, "N", "evaluate on the first N batches per rank (0 = the whole test split)", 0, 1 << 30, NULL},
         {"strategy", OPT_STR, &c->strategy, "NAME", "how ranks share the model: dp (data parallelism), zero1 (optimizer state sharded), zero2 (and gradients), zero3 (and parameters); docs/PARALLELISM.md", 0, -1, NULL},
-        {"shard-unit", OPT_STR, &c->shard_unit, "auto|layer|block|MB", "zero*: what is gathered and reduced together: a layer, a block (layer1.0, h.3), layers of at least MB MiB, or auto: blocks merged up to the largest block or 4 MiB (default: zero1/2 the gradient buckets, zero3 auto)", 0, -1, NULL},
+        {"shard-unit", OPT_STR, &c->shard_unit, "auto|layer|block|MB", "zero*: what is gathered and reduced together: a layer, a block (layer1.0, h.3), layers of at least MB MiB, or auto: small blocks merged into units of up to 1 MiB (default: zero1/2 the gradient buckets, zero3 auto)", 0, -1, NULL},
         {"shard-prefetch", OPT_INT, &c->shard_prefetch, "K", "zero3: units gathered at once, at most (the one computing and K-1 prefetched)", 1, 1 << 20, NULL},
         {"shard-group", OPT_CHOICE, &c->shard_group, "all|node", "zero*: shard over every rank, or within each node and replicate across nodes (HYBRID_SHARD)", 0, -1, shard_groups},
         {"init", OPT_CHOICE, &c->init, "SCHEME", "parameter initialisation: torch (PyTorch's, so its recipes transfer), he, glorot", 0, -1, inits},

@@ -96,22 +96,6 @@ static size_t block_bytes(const so_graph *g, int i, int *tied)
     return n * sizeof(float);
 }
 
-size_t shard_auto_cap(const so_graph *g)
-{
-    size_t cap = SHARD_AUTO_FLOOR;
-    int prev = -1, tied;
-    for (int i = 1; i < so_graph_size(g); i++) {
-        if (!so_graph_node(g, i)->nparam)
-            continue;
-        if (prev < 0 || !same_block(so_graph_node(g, prev), so_graph_node(g, i))) {
-            size_t b = block_bytes(g, i, &tied);
-            cap = !tied && b > cap ? b : cap;
-        }
-        prev = i;
-    }
-    return cap;
-}
-
 /* Whether a layer of the open unit (from flat offset open_lo to node prev)
  * holds a table another layer ties to. */
 static int open_unit_tied(const so_graph *g, int prev, size_t open_lo)
@@ -127,10 +111,10 @@ static int open_unit_tied(const so_graph *g, int prev, size_t open_lo)
 }
 
 /* Whether node i (with parameters) starts a new unit after node prev, the
- * open unit starting at open_lo; cap: SHARD_UNIT_AUTO's (shard_auto_cap).
- * auto opens a unit at a block that would take the open one past the cap,
- * and around a tied table's block. */
-static int opens_unit(const so_graph *g, const shard_units *u, int prev, int i, size_t open_lo, size_t cap)
+ * open unit starting at open_lo. auto opens a unit at a block that would
+ * take the open one past SHARD_AUTO_BYTES, and around a tied table's block
+ * (it has a parameter slot of its own). */
+static int opens_unit(const so_graph *g, const shard_units *u, int prev, int i, size_t open_lo)
 {
     const so_node *nd = so_graph_node(g, i);
     if (prev < 0)
@@ -147,7 +131,8 @@ static int opens_unit(const so_graph *g, const shard_units *u, int prev, int i, 
             return 0;
         int tied;
         size_t b = block_bytes(g, i, &tied);
-        return tied || open_unit_tied(g, prev, open_lo) || (nd->param_off - open_lo) * sizeof(float) + b > cap;
+        return tied || open_unit_tied(g, prev, open_lo) ||
+               (nd->param_off - open_lo) * sizeof(float) + b > SHARD_AUTO_BYTES;
     }
     default:
         return 0;
@@ -168,13 +153,13 @@ static int unit_bounds(const so_graph *g, const shard_units *u, size_t *lo, int 
         so_bucket_plan_free(&p);
     } else {
         int prev = -1, prev_chunked = 0;
-        size_t open_lo = 0, cap = u->kind == SHARD_UNIT_AUTO ? shard_auto_cap(g) : 0;
+        size_t open_lo = 0;
         for (int i = 1; i < so_graph_size(g); i++) {
             const so_node *nd = so_graph_node(g, i);
             if (!nd->nparam)
                 continue;
             int K = so_graph_dense_chunks(g, i, u->chunk_bytes);
-            if (K > 1 || prev_chunked || opens_unit(g, u, prev, i, open_lo, cap))
+            if (K > 1 || prev_chunked || opens_unit(g, u, prev, i, open_lo))
                 lo[(*n)++] = open_lo = nd->param_off;
             for (int k = 1; k < K; k++) { /* a unit per chunk of rows */
                 int r0, r1;

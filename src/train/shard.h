@@ -16,13 +16,16 @@ typedef enum {
     SHARD_UNIT_BLOCK,   /* nodes of one block: "layer1.0.conv1" and "layer1.0.bn1" are layer1.0 */
     SHARD_UNIT_SIZE,    /* consecutive layers of at least `bytes` */
     SHARD_UNIT_AUTO     /* zero3's default: consecutive blocks merged while the unit stays within
-                           max(the largest block, SHARD_AUTO_FLOOR) (shard_auto_cap) */
+                           SHARD_AUTO_BYTES; a larger block is a unit alone */
 } shard_unit_kind;
 
-/* auto's least cap: below it a unit's gather costs more in latency and
- * wake-ups than its memory is worth (ResNet-20 at np 2: blocks 0.90 of dp,
- * 4 MiB units 0.99; docs/PARALLELISM.md). */
-#define SHARD_AUTO_FLOOR (4u << 20)
+/* auto's merge limit: blocks this small cost a gather's latency and a
+ * wake-up of the communication thread more than their memory is worth
+ * (ResNet-20 at np 2: its 12 blocks 0.89 of dp, merged into units of up to
+ * 1 MiB 0.98). Larger blocks stay units of their own: merging ResNet-50's
+ * up to 4 MiB (layer1 and layer2 into two units) was no faster than its
+ * blocks on the same VM. docs/PARALLELISM.md. */
+#define SHARD_AUTO_BYTES (1u << 20)
 
 typedef struct {
     shard_unit_kind kind;
@@ -73,11 +76,6 @@ typedef struct {
 } shard_layout;
 
 int shard_layout_build(const so_graph *g, const shard_units *u, int shards, int shard, shard_layout *l);
-/* SHARD_UNIT_AUTO's cap in bytes: the largest block that holds no table
- * another layer ties to (a tied table is a unit of its own, with a slot of
- * its own), at least SHARD_AUTO_FLOOR. Merging blocks up to it keeps what
- * zero3 holds gathered at blocks' size while cutting the gathers a step. */
-size_t shard_auto_cap(const so_graph *g);
 void shard_layout_free(shard_layout *l);
 
 /* What a rank of stage 1-3 holds by the layout (so_strategy_memory): zero3's
