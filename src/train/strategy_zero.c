@@ -131,7 +131,6 @@ static int cross_sum(void *arg, int status, so_handle **follow)
     if (status)
         return status;
     so_group_opts o = {s->grad_wire, SO_STRATEGY_TAG + j->u};
-    count_grad_bytes(s, n);
     return so_group_iallreduce(s->cross, g, g, n, SO_DTYPE_F32, SO_REDUCE_SUM, &o, follow);
 }
 
@@ -172,8 +171,10 @@ static int reduce_unit(zero_state *s, int u)
     so_handle *h = NULL;
     so_group_opts o = {s->grad_wire, SO_STRATEGY_TAG + u};
     int rc = 0;
-    if (s->shard_grp)
+    if (s->shard_grp) /* counted here, on the training thread: cross_sum may run on the communication thread */
         count_grad_bytes(s, L->lo[u + 1] - L->lo[u]);
+    if (s->cross)
+        count_grad_bytes(s, L->mine_len[u]);
     if (s->shard_grp)
         rc = so_group_ireduce_scatter(s->shard_grp, g, unit_block(s, u), L->lo[u + 1] - L->lo[u],
                                       L->counts + (size_t)u * L->shards, SO_DTYPE_F32,
