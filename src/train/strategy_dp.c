@@ -47,8 +47,6 @@ typedef struct {
     int deferred;       /* this step's grads_done left buckets in flight for the update */
 } dp_state;
 
-static void auto_state_set(void *ctx, const void *src);
-
 static int submit_bucket(dp_state *s, int b)
 {
     so_bucket bk = s->plan.b[b];
@@ -340,7 +338,7 @@ static void dp_use_dist(void *self, const so_dist *d)
 static const so_rank_state *dp_rank_state(void *self)
 {
     dp_state *s = self;
-    return (s->cx || s->rs.set == auto_state_set) && s->rs.bytes ? &s->rs : NULL;
+    return s->rs.bytes ? &s->rs : NULL; /* set at create: a named method's compressor with state, or auto */
 }
 
 static void dp_destroy(void *self)
