@@ -233,6 +233,12 @@ const so_strategy_kind *so_strategy_kind_at(int i);
 int so_strategy_sync_lookup(so_sync_method m, const so_strategy_kind **out);
 /* model_opts then create, for callers that build the model between them. */
 int so_strategy_create(const so_strategy_kind *k, const so_strategy_config *c, so_model *m, struct so_strategy **out);
+/* The wire a sharded strategy (zero1/2/3, named `strategy`) reduces its
+ * gradients on under --compress cs: F32 for none, F16/BF16 for fp16/bf16;
+ * SO_EINVAL naming the flag for any other method or error_feedback > 0
+ * (its residual would be the whole gradient on every rank). */
+int so_strategy_zero_wire(const so_compress_spec *cs, int error_feedback, const char *strategy, so_dtype *wire);
+
 /* What the strategy's rank holds; without a memory op the whole model's
  * parameters, gradients and optimizer state. */
 void so_strategy_memory_use(const struct so_strategy *s, const so_model *m, so_strategy_memory *out);

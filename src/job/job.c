@@ -305,24 +305,6 @@ static int check_sync_local(const so_job_config *c)
 }
 
 /* --sync: the grammar, and the strategies each method can run beside. */
-/* What a sharded strategy's reduce-scatter can carry: its gradients on a
- * 16-bit wire (fp16, bf16; reduced in FP32), without error feedback, whose
- * residual would be the whole gradient on every rank (zero2/3 keep a
- * shard). Sparse, quantised and low-rank methods need dp's buckets. */
-static int check_zero_compress(const so_job_config *c, const so_compress_spec *cs, const char *strategy)
-{
-    if (cs->method == SO_COMPRESS_NONE)
-        return 0;
-    if (cs->method != SO_COMPRESS_FP16 && cs->method != SO_COMPRESS_BF16)
-        return so_err(SO_EINVAL, "--compress %s runs under --strategy dp only: %s reduce-scatters its gradients "
-                      "into shards, which carry fp16 or bf16 but no sparse, quantised or low-rank method",
-                      c->compress, strategy);
-    if (c->error_feedback > 0)
-        return so_err(SO_EINVAL, "--error-feedback on with --strategy %s: the residual would be the whole gradient "
-                      "on every rank; %s's 16-bit wire runs without it", strategy, strategy);
-    return 0;
-}
-
 static int check_sync(const so_job_config *c, const so_strategy_kind *k)
 {
     so_sync_spec ss;
@@ -358,7 +340,8 @@ static int check_strategy(const so_job_config *c)
     so_compress_spec cs;
     if ((rc = so_compress_parse(c->compress ? c->compress : "none", &cs)))
         return rc;
-    if (k->zero_stage && (rc = check_zero_compress(c, &cs, k->name)))
+    so_dtype wire;
+    if (k->zero_stage && (rc = so_strategy_zero_wire(&cs, c->error_feedback, k->name, &wire)))
         return rc;
     if (cs.method != SO_COMPRESS_NONE && c->pipeline_stages > 1)
         return so_err(SO_EINVAL, "--compress %s runs under data parallelism only: --pipeline-stages %d sends "

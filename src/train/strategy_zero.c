@@ -19,6 +19,7 @@
  * Nothing is outstanding between steps, so the blocking reductions of the
  * loop and of the observers (checkpoints) never meet a collective of ours. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -892,20 +893,26 @@ static void state_view(zero_state *s)
 
 /* --compress under a sharded strategy: fp16 or bf16 put the gradients'
  * reduce-scatter on that 16-bit wire (rounded once on the way in, reduced
- * in FP32, the same bits on every rank); other methods need dp's buckets. */
-static int grad_wire(const so_strategy_config *c, int stage, so_dtype *wire)
+ * in FP32, the same bits on every rank); sparse, quantised and low-rank
+ * methods need dp's buckets. */
+int so_strategy_zero_wire(const so_compress_spec *cs, int error_feedback, const char *strategy, so_dtype *wire)
 {
+    char name[64];
     *wire = SO_DTYPE_F32;
-    switch (c->compress.method) {
+    switch (cs->method) {
     case SO_COMPRESS_NONE: return 0;
     case SO_COMPRESS_FP16: *wire = SO_DTYPE_F16; break;
     case SO_COMPRESS_BF16: *wire = SO_DTYPE_BF16; break;
     default:
-        return so_err(SO_EINVAL, "--strategy zero%d: its reduce-scatter carries --compress fp16 or bf16 only", stage);
+        so_compress_format(cs, name, sizeof name);
+        return so_err(SO_EINVAL, "--compress %s runs under --strategy dp only: %s reduce-scatters its gradients "
+                      "into shards, which carry fp16 or bf16 but no sparse, quantised or low-rank method",
+                      name, strategy);
     }
-    return c->error_feedback > 0 ? so_err(SO_EINVAL, "--strategy zero%d: --compress %s without error feedback only",
-                                          stage, *wire == SO_DTYPE_F16 ? "fp16" : "bf16")
-                                 : 0;
+    if (error_feedback > 0)
+        return so_err(SO_EINVAL, "--error-feedback on with --strategy %s: the residual would be the whole gradient "
+                      "on every rank; %s's 16-bit wire runs without it", strategy, strategy);
+    return 0;
 }
 
 static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_strategy **out)
@@ -927,7 +934,9 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
     *s = (zero_state){.stage = stage, .m = m, .d = c->dist, .prefetch = c->shard_prefetch > 0 ? c->shard_prefetch : 2,
                       .accumulate = c->accumulate > 1 ? c->accumulate : 1, .cur_pos = -1, .tied_slot = -1};
     *st = (so_strategy){.ops = &zero_ops, .self = s};
-    rc = grad_wire(c, stage, &s->grad_wire);
+    char name[8];
+    snprintf(name, sizeof name, "zero%d", stage);
+    rc = so_strategy_zero_wire(&c->compress, c->error_feedback, name, &s->grad_wire);
     if (!rc)
         rc = groups(s, c);
     s->auto_units = c->auto_buckets && !c->shard_unit && c->dist && c->dist->cost;
