@@ -131,6 +131,11 @@ typedef struct so_model_opts {
     /* SO_PRECISION_BF16 needs the onednn backend and so_cpu_has_bf16();
      * so_model_create_opts refuses it otherwise (SO_EINVAL). */
     so_precision precision;
+    /* 1: batch norm will run with statistics over ranks (so_model.bn_allsum,
+     * --sync-bn). Its sums are FP32 loops, so under BF16 the onednn backend
+     * keeps the tensors around batch norm FP32; a bn_allsum set on a model
+     * created without it fails at the first training forward (SO_EUNSUP). */
+    int sync_bn;
 } so_model_opts;
 
 typedef struct so_model {
@@ -152,6 +157,7 @@ typedef struct so_model {
     so_node_span_fn on_node;     /* per-node spans (NULL: off, costs one branch per node) */
     void *on_node_arg;
     so_allsum_fn bn_allsum;      /* synchronised batchnorm (NULL: off) */
+    int sync_bn;                 /* from so_model_opts: bn_allsum may be set */
     void *bn_allsum_arg;
     void (*grads_free)(void *ctx, void *p); /* from so_model_opts (NULL: so_free) */
     void *grads_ctx;

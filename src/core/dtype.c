@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "bf16_bits.h"
 #include "isa_target.h"
 #include "vec_clones.h"
 #include "scaleout/cpu.h"
@@ -58,39 +59,16 @@ const char *so_reduce_op_name(so_reduce_op op)
     return (unsigned)op <= SO_REDUCE_MIN ? names[op] : NULL;
 }
 
-/* ---- BF16: integer operations on the binary32 bits ----------------------------- */
+/* ---- BF16: integer operations on the binary32 bits (bf16_bits.h) ---------------- */
 
-static inline uint32_t bits_of(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static inline float float_of(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-/* Round to nearest even on bit 16; a NaN keeps its sign and top payload bits
- * and is made quiet (else rounding could carry it into an infinity). */
-static inline uint16_t bf16_round(uint32_t u)
-{
-    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    uint32_t nan = (u >> 16) | 0x40u;
-    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
-}
-
-uint16_t so_f32_to_bf16_1(float x) { return bf16_round(bits_of(x)); }
-float so_bf16_to_f32_1(uint16_t h) { return float_of((uint32_t)h << 16); }
+uint16_t so_f32_to_bf16_1(float x) { return so_bf16_narrow(x); }
+float so_bf16_to_f32_1(uint16_t h) { return so_bf16_widen(h); }
 
 SO_VEC_CLONES static void f32_to_bf16_loop(uint16_t *restrict dst, const float *restrict src, size_t n)
 {
     const uint32_t *u = (const uint32_t *)(const void *)src;
     for (size_t i = 0; i < n; i++)
-        dst[i] = bf16_round(u[i]);
+        dst[i] = so_bf16_round(u[i]);
 }
 
 SO_VEC_CLONES static void bf16_to_f32_loop(float *restrict dst, const uint16_t *restrict src, size_t n)
@@ -111,7 +89,7 @@ void so_bf16_to_f32(float *dst, const uint16_t *src, size_t n) { bf16_to_f32_loo
 
 uint16_t so_f32_to_f16_1(float x)
 {
-    uint32_t u = bits_of(x), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+    uint32_t u = so_bits_of(x), sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
     if (a > 0x7f800000u) /* NaN */
         return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
     if (a >= 0x477ff000u) /* rounds to 65536 or more, or infinity */
@@ -135,18 +113,18 @@ float so_f16_to_f32_1(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     if (e == 0x1f) /* infinity, NaN (made quiet, as VCVTPH2PS does) */
-        return float_of(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0));
+        return so_float_of(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0));
     if (e == 0) {
         if (!m)
-            return float_of(sign);
+            return so_float_of(sign);
         int k = 0; /* normalise the subnormal */
         while (!(m & 0x400u)) {
             m <<= 1;
             k++;
         }
-        return float_of(sign | ((uint32_t)(113 - k) << 23) | ((m & 0x3ffu) << 13));
+        return so_float_of(sign | ((uint32_t)(113 - k) << 23) | ((m & 0x3ffu) << 13));
     }
-    return float_of(sign | ((e + 112u) << 23) | (m << 13));
+    return so_float_of(sign | ((e + 112u) << 23) | (m << 13));
 }
 
 static void f32_to_f16_scalar(uint16_t *dst, const float *src, size_t n)

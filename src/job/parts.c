@@ -302,7 +302,7 @@ int parts_build(const so_job_config *a, const so_dist *d, job_parts *j)
      * that misses one), so the random values would only be overwritten. */
     so_model_opts mo = {.backend = a->backend, .batch = a->batch, .seed = (uint64_t)a->seed,
                         .recv_layout = j->recv_layout, .recv_layout_ctx = j->recv_layout_ctx,
-                        .skip_init = a->ckpt.init_from != NULL};
+                        .skip_init = a->ckpt.init_from != NULL, .sync_bn = a->sync_bn};
     int rc = so_init_parse(a->init ? a->init : "torch", &mo.init);
     if (rc) {
         so_graph_destroy(j->g);

@@ -201,7 +201,7 @@ static int build_trial(void *ctx, so_model **m)
     so_graph *dg = NULL;
     so_pipe_stage_edges scratch;
     so_model_opts mo = {.backend = t->c->backend, .batch = g->microbatch, .seed = (uint64_t)t->c->seed,
-                        .recv_layout = so_pipe_layouts_of, .recv_layout_ctx = g->layouts};
+                        .recv_layout = so_pipe_layouts_of, .recv_layout_ctx = g->layouts, .sync_bn = t->c->sync_bn};
     int rc = so_conv_algo_parse(t->c->conv_algo ? t->c->conv_algo : "auto", &mo.conv_algo);
     if (!rc)
         rc = so_precision_resolve(t->c->precision, &mo.precision);

@@ -291,6 +291,7 @@ int so_model_create_opts(so_graph *g, const so_model_opts *o, so_model **out)
     m->recv_layout_ctx = o->recv_layout_ctx;
     m->init = o->init;
     m->precision = o->precision;
+    m->sync_bn = o->sync_bn;
     m->nparams = so_graph_nparams(g);
     m->nbufs = so_graph_nbufs(g);
     int rc = alloc_grads(m, o);

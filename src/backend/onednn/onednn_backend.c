@@ -92,6 +92,7 @@ static int build(od_state *s)
     dnnl_memory_desc_t md;
     od_md_plain(s, 0, &md);
     int rc = od_tensor_alloc(s, 0, &md); /* the graph input stays plain NCHW */
+    od_half_plan(s);
     for (int i = 1; !rc && i < s->n; i++) {
         s->t[i].op = op_table(od_node(s, i)->op);
         if (!s->t[i].op)

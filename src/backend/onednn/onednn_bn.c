@@ -319,6 +319,9 @@ static int bn_global_stats(od_state *s, int node, od_bn *b, double *count)
 
 static int bn_forward_sync(od_state *s, int node, od_bn *b)
 {
+    if (s->t[node].half) /* the sums below read FP32 */
+        return so_err(SO_EUNSUP, "batch norm %s: synchronised statistics on BF16 activations (create the model "
+                                 "with so_model_opts.sync_bn)", od_node(s, node)->name);
     double cnt = 0;
     int rc = b->sync_v ? 0 : sync_setup(s, node, b);
     if (!rc)

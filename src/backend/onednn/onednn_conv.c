@@ -41,7 +41,7 @@ typedef struct {
 
 /* Channel counts for which oneDNN 2.6 has no blocked jit kernel (see
  * conv_geometry): plain NCHW and im2col+gemm, or the backend's direct kernel. */
-static int small_channels(od_state *s, int node)
+int od_conv_small(od_state *s, int node)
 {
     const so_node *nd = od_node(s, node);
     so_shape is = od_node(s, nd->inputs[0])->out;
@@ -70,11 +70,13 @@ static void conv_geometry(od_state *s, int node, conv_geom *cg)
      * reference kernel (2.5 s per step). Plain nchw keeps both on jit/gemm
      * (nhwc does not: a nchw -> nhwc convolution is ref-only too). The same
      * holds for the data gradient of a convolution reading such a source. */
-    int small = small_channels(s, node);
+    int small = od_conv_small(s, node);
     int wino = own_wino(s, node, SO_PROP_FWD) || own_wino(s, node, SO_PROP_BWD_DATA);
     /* scaleout's Winograd writes (and reads diffs in) nChw8c */
     od_md_4d(&cg->d_any, s->m->batch, a->out, nd->out.h, nd->out.w,
              wino ? dnnl_nChw8c : small ? dnnl_nchw : dnnl_format_tag_any);
+    if (s->t[node].half) /* BF16 activation storage (onednn_half.c) */
+        cg->d_any = od_md_as(&cg->d_any, dnnl_bf16);
     cg->strides[0] = a->sh;
     cg->strides[1] = a->sw;
     cg->pad[0] = a->ph;
@@ -110,8 +112,9 @@ static dnnl_status_t conv_desc(od_state *s, int node, const conv_geom *cg, conv_
                                dnnl_alg_kind_t alg, dnnl_convolution_desc_t *cd)
 {
     const so_node *nd = od_node(s, node);
-    /* BF16: source, weights and diff_dst in BF16 (same layouts), dst,
-     * diff_src, diff_weights and bias in FP32 (FP32 accumulation). */
+    /* BF16: source, weights and diff_dst in BF16 (same layouts), dst and
+     * diff_src in the data type the tensors are stored in (FP32 or BF16,
+     * onednn_half.c), diff_weights and bias in FP32 (FP32 accumulation). */
     dnnl_data_type_t lo = od_bf16(s) ? dnnl_bf16 : dnnl_f32;
     const dnnl_memory_desc_t *x = &od_in(s, node, 0)->md, *b = nd->a.bias ? &cg->b : NULL;
     dnnl_memory_desc_t src = od_md_as(x, lo), ddst = prop == PROP_FWD ? cg->d_any : od_md_as(&s->t[node].md, lo);
@@ -155,7 +158,7 @@ static int create_fwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
         rc = od_wcache_init(s, node, &cg->w_user, nd->param_off, &w, &c->w_fwd);
     if (!rc && nd->a.bias)
         rc = od_mem_wrap(s, node, &cg->b, so_model_params_at(s->m, nd->param_off) + cg->wcount, &c->bias);
-    if (!rc && od_bf16(s))
+    if (!rc && od_bf16(s) && !od_in(s, node, 0)->half)
         rc = od_tobf16_init(s, node, &od_in(s, node, 0)->md, OD_H16_SRC, &c->src_h);
     int m = rc ? 0 : own_wino(s, node, SO_PROP_FWD);
     if (m)
@@ -179,7 +182,7 @@ static int create_bwd(od_state *s, int node, od_conv *c, const conv_geom *cg)
     }
     if (!rc && nd->a.relu)
         rc = od_relu_bwd_init(s, node, &c->relu_bwd);
-    if (!rc && od_bf16(s))
+    if (!rc && od_bf16(s) && !s->t[node].half)
         rc = od_tobf16_init(s, node, &s->t[node].md, OD_H16_DIFF, &c->ddst_h);
     /* The first convolution of a network needs no data gradient: skip it. */
     if (rc || !so_graph_needs_diff(s->g, node, 0))
@@ -206,7 +209,7 @@ static int conv_create(od_state *s, int node)
      * BF16 kernels for these layers (LeNet-5's 1->6 and 6->16 5x5, batch 64,
      * one thread) take 2.3-4.7x the direct kernel's FP32 time on a Zen 5
      * core (AVX512_BF16), so the rule is the FP32 one. */
-    if (small_channels(s, node) && od_dconv_applies(s, node) && !own_wino(s, node, SO_PROP_FWD)) {
+    if (od_conv_small(s, node) && od_dconv_applies(s, node) && !own_wino(s, node, SO_PROP_FWD)) {
         s->t[node].op = od_bf16(s) && so_cpu_has_bf16() ? &od_op_dconv_bf16 : od_dconv_op();
         return s->t[node].op->create(s, node);
     }

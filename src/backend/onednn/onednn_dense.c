@@ -58,8 +58,9 @@ static void dense_geometry(od_state *s, int node, dense_geom *dg)
     od_md_4d(&dg->w_user, nd->a.out, is.c, is.h, is.w, dnnl_oihw);
     od_md_1d(&dg->b, nd->a.out);
     dnnl_memory_desc_init_by_tag(&dg->d2, 2, d2, dnnl_f32, dnnl_nc);
-    /* BF16 (autocast): source, weights and diff_dst BF16; dst, diff_src,
-     * diff_weights and bias FP32. Not for chunked layers (create_chunked). */
+    /* BF16 (autocast): source, weights and diff_dst BF16; dst, diff_weights
+     * and bias FP32, diff_src as the source is stored (FP32, or BF16 after a
+     * BF16 tensor, onednn_half.c). Not for chunked layers (create_chunked). */
     dnnl_data_type_t lo = od_bf16(s) ? dnnl_bf16 : dnnl_f32;
     dg->w_in = od_md_as(&dg->w_any, lo);
     dg->src_in = od_md_as(&dg->src, lo);
@@ -103,7 +104,7 @@ static int create_fwd(od_state *s, int node, od_dense *d, const dense_geom *dg)
         rc = od_mem_wrap(s, node, &dg->b, so_model_params_at(s->m, nd->param_off) + dg->wcount, &d->bias);
     if (!rc && dg->copy_src)
         rc = create_copies(s, node, d, dg);
-    else if (!rc && od_bf16(s))
+    else if (!rc && od_bf16(s) && !od_in(s, node, 0)->half)
         rc = od_tobf16_init(s, node, &od_in(s, node, 0)->md, OD_H16_SRC, &d->src_h);
     return rc;
 }

@@ -37,7 +37,8 @@ typedef struct {
 typedef struct {
     dnnl_memory_desc_t md;
     size_t bytes;
-    float *buf, *dbuf;           /* activation, diff (dbuf NULL for the input) */
+    float *buf, *dbuf;           /* activation, diff (dbuf NULL for the input); uint16_t BF16 values when half */
+    int half;                    /* activation and diff stored as BF16 (--precision bf16, od_half_plan) */
     dnnl_memory_t mem, dmem;
     dnnl_memory_t acc;           /* md over s->scratch: staging for accumulated diffs */
     const od_op *op;
@@ -251,6 +252,27 @@ int od_tobf16_exec(od_state *s, int node, od_tobf16 *c, dnnl_memory_t src, dnnl_
 void od_tobf16_fini(od_tobf16 *c);
 int od_bf16_alloc(od_state *s);
 void od_bf16_free(od_state *s);
+
+/* ---- BF16 activation storage (onednn_half.c, --precision bf16) ----
+ * Tensors between layers that all read and write BF16 (oneDNN convolutions,
+ * batch norm, ReLU, adds, pooling) are stored as BF16, their diffs too, as
+ * PyTorch's autocast keeps them: half the activation memory, and no
+ * conversion before the convolutions that read them. Decided from the graph
+ * before any op is created (t[i].half), so each op builds its primitives on
+ * the data types its neighbours will use. */
+void od_half_plan(od_state *s);
+/* Whether a convolution node runs scaleout's small-channel direct kernel
+ * (onednn_conv.c): then it reads and writes FP32. */
+int od_conv_small(od_state *s, int node);
+/* dst += src over n BF16 values (sum in FP32, rounded to nearest even). */
+void od_half_add(uint16_t *dst, const uint16_t *src, size_t n);
+void od_half_store(uint16_t *dst, const uint16_t *src, size_t n, int add);
+void od_half_relu(uint16_t *x, size_t n);
+void od_half_relu_bwd(uint16_t *d, const uint16_t *out, size_t n);
+/* y = x0 + x1, ReLU'd when relu (two loops: a flag inside kept it scalar). */
+void od_half_add2(uint16_t *y, const uint16_t *x0, const uint16_t *x1, size_t n, int relu);
+/* d0 = d1 = (mask ? (out > 0 ? d : 0) : d): an add's diff to both inputs. */
+void od_half_to_pair(const uint16_t *d, const uint16_t *out, uint16_t *d0, uint16_t *d1, size_t n, int mask);
 
 /* ---- weight gradients (primitive layout -> flat PyTorch layout) ----
  * When the primitive's layout is the flat one (dense layers on plain inputs:

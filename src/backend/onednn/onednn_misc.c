@@ -57,11 +57,31 @@ static int add_create(od_state *s, int node)
     return rc;
 }
 
+/* The same over BF16 tensors (onednn_half.c): each partial sum rounded. */
+static void add_loop_half(od_state *s, int node)
+{
+    const so_node *nd = od_node(s, node);
+    od_tensor *t = &s->t[node];
+    size_t n = t->bytes / sizeof(uint16_t);
+    uint16_t *y = (uint16_t *)(void *)t->buf;
+    int relu_now = nd->a.relu && nd->ninputs == 2;
+    od_half_add2(y, (const uint16_t *)(void *)od_in(s, node, 0)->buf, (const uint16_t *)(void *)od_in(s, node, 1)->buf,
+                 n, relu_now);
+    for (int k = 2; k < nd->ninputs; k++)
+        od_half_add(y, (const uint16_t *)(void *)od_in(s, node, k)->buf, n);
+    if (nd->a.relu && !relu_now)
+        od_half_relu(y, n);
+}
+
 /* y = x0 + x1 (+ ...), ReLU'd when fused; one pass over memory. */
 static void add_loop(od_state *s, int node)
 {
     const so_node *nd = od_node(s, node);
     od_tensor *t = &s->t[node];
+    if (t->half) {
+        add_loop_half(s, node);
+        return;
+    }
     size_t n = t->bytes / sizeof(float);
     float *y = t->buf;
     const float *x0 = od_in(s, node, 0)->buf, *x1 = od_in(s, node, 1)->buf;
@@ -97,7 +117,9 @@ static int add_forward(od_state *s, int node, int training)
         args[k] = (dnnl_exec_arg_t){DNNL_ARG_MULTIPLE_SRC + k, od_in(s, node, k)->mem};
     args[nd->ninputs] = (dnnl_exec_arg_t){DNNL_ARG_DST, t->mem};
     int rc = od_exec(s, node, "sum", &a->sum, nd->ninputs + 1, args);
-    if (!rc && nd->a.relu)
+    if (!rc && nd->a.relu && t->half)
+        od_half_relu((uint16_t *)(void *)t->buf, t->bytes / sizeof(uint16_t));
+    else if (!rc && nd->a.relu)
         od_vec_relu(t->buf, t->bytes / sizeof(float));
     return rc;
 }
@@ -139,11 +161,39 @@ static int pair_store(od_state *s, int node)
     return 1;
 }
 
+/* add_backward over BF16 tensors (onednn_half.c). */
+static int add_backward_half(od_state *s, int node)
+{
+    od_add *a = s->t[node].priv;
+    const so_node *nd = od_node(s, node);
+    od_tensor *t = &s->t[node];
+    size_t n = t->bytes / sizeof(uint16_t);
+    uint16_t *d = (uint16_t *)(void *)t->dbuf;
+    const uint16_t *out = (const uint16_t *)(void *)t->buf;
+    if (a->same && pair_store(s, node)) {
+        od_half_to_pair(d, out, (uint16_t *)(void *)od_in(s, node, 0)->dbuf, (uint16_t *)(void *)od_in(s, node, 1)->dbuf,
+                        n, nd->a.relu);
+        return 0;
+    }
+    if (nd->a.relu)
+        od_half_relu_bwd(d, out, n);
+    int rc = 0;
+    for (int k = nd->ninputs - 1; a->same && k >= 0; k--)
+        if (so_graph_needs_diff(s->g, node, k))
+            od_half_store((uint16_t *)(void *)od_in(s, node, k)->dbuf, d, n, so_graph_diff_accumulate(s->g, node, k));
+    for (int k = nd->ninputs - 1; !a->same && !rc && k >= 0; k--)
+        if (a->bwd[k].p)
+            rc = od_reorder_exec(s, node, "add backward reorder", &a->bwd[k], t->dmem, od_in(s, node, k)->dmem);
+    return rc;
+}
+
 static int add_backward(od_state *s, int node)
 {
     od_add *a = s->t[node].priv;
     const so_node *nd = od_node(s, node);
     od_tensor *t = &s->t[node];
+    if (t->half)
+        return add_backward_half(s, node);
     if (a->same && pair_store(s, node)) {
         size_t n = t->bytes / sizeof(float);
         if (nd->a.relu)

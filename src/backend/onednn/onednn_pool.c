@@ -329,12 +329,14 @@ static int pool_create_alg(od_state *s, int node, dnnl_alg_kind_t alg, int kh, i
     if (!p)
         return so_err(SO_ENOMEM, "out of memory for node %s", od_node(s, node)->name);
     s->t[node].priv = p;
-    if (alg == dnnl_pooling_max && plain_src(s, node))
+    if (alg == dnnl_pooling_max && plain_src(s, node) && !od_in(s, node, 0)->half) /* its loops are FP32 */
         return pmax_create(s, node, p);
     const so_node *nd = od_node(s, node);
     od_tensor *in = od_in(s, node, 0), *t = &s->t[node];
     dnnl_memory_desc_t d_any;
     od_md_4d(&d_any, s->m->batch, nd->out.c, nd->out.h, nd->out.w, dnnl_format_tag_any);
+    if (t->half) /* the source's type (onednn_half.c: pooling reads and writes one) */
+        d_any = od_md_as(&d_any, dnnl_bf16);
     dnnl_dims_t k = {kh, kw}, st = {sh, sw}, pad = {ph, pw};
     dnnl_pooling_desc_t pd;
     OD_CHECK(s, node, "pooling forward desc",

@@ -419,7 +419,11 @@ dnnl_memory_t od_diff_target(od_state *s, int node, int slot)
 void od_diff_finish(od_state *s, int node, int slot)
 {
     od_tensor *in = od_in(s, node, slot);
-    if (so_graph_needs_diff(s->g, node, slot) && so_graph_diff_accumulate(s->g, node, slot))
+    if (!so_graph_needs_diff(s->g, node, slot) || !so_graph_diff_accumulate(s->g, node, slot))
+        return;
+    if (in->half)
+        od_half_add((uint16_t *)(void *)in->dbuf, (const uint16_t *)(void *)s->scratch, in->bytes / sizeof(uint16_t));
+    else
         od_vec_add(in->dbuf, s->scratch, in->bytes / sizeof(float));
 }
 
