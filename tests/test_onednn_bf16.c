@@ -1,7 +1,8 @@
 /* --precision bf16 in the oneDNN backend (autocast: BF16 sources, weights and
  * diff_dst, FP32 accumulation). Per op, onednn in BF16 against the FP32 ref
  * backend run on BF16-rounded inputs and weights; whole models a few steps in
- * BF16 against FP32; BF16 refused where the CPU (or SCALEOUT_MAX_ISA) lacks it.
+ * BF16 against FP32 (on BF16 activation storage, and its memory against FP32
+ * storage); BF16 refused where the CPU (or SCALEOUT_MAX_ISA) lacks it.
  * Needs AVX512_BF16: every BF16 computation skips, with a message, without it. */
 #include <math.h>
 #include <setjmp.h>
@@ -356,6 +357,131 @@ static void test_resnet20(void **state)
     model_case("resnet20", 3, 32, 8, 6, 0.05f);
 }
 
+/* ---- BF16 activation storage, op by op ---- */
+
+/* recv -> conv 3x3 -> bn+relu -> conv 1x1 -> bn -> add (the bn+relu again:
+ * an identity shortcut whose diff is accumulated) + relu -> max pool ->
+ * flatten -> dense -> loss: every tensor from the first conv to the pool is
+ * stored as BF16 (onednn_half.c), the flatten converts for the dense layer. */
+static so_graph *storage_graph(void)
+{
+    so_graph *g = so_graph_create(1, 1, 1);
+    assert_non_null(g);
+    int x = so_g_recv(g, "x", (so_shape){16, 8, 8});
+    int r1 = so_g_relu(g, so_g_bn(g, so_g_conv(g, x, "c1", 32, 3, 1, 1, 0), "b1"));
+    int b2 = so_g_bn(g, so_g_conv(g, r1, "c2", 32, 1, 1, 0, 0), "b2");
+    int p = so_g_maxpool(g, so_g_relu(g, so_g_add(g, b2, r1)), 2, 2, 0);
+    so_g_loss(g, so_g_dense(g, so_g_flatten(g, p), "fc", CLASSES));
+    assert_int_equal(so_graph_fuse(g), 0);
+    assert_int_equal(so_graph_finalize(g), 0);
+    return g;
+}
+
+typedef struct {
+    so_model *m;
+    float *dx;
+} storage_run;
+
+static void storage_open(so_precision p, const float *x, size_t nx, storage_run *r)
+{
+    so_model_opts o = {.backend = "onednn", .batch = BATCH, .seed = 42, .init = SO_INIT_HE, .precision = p};
+    assert_int_equal(so_model_create_opts(storage_graph(), &o, &r->m), 0);
+    round_all(r->m->params, r->m->nparams);
+    so_model_params_changed(r->m);
+    r->dx = calloc(nx, sizeof *r->dx);
+    assert_non_null(r->dx);
+    assert_int_equal(so_model_bind_edge(r->m, find_node(r->m->g, SO_OP_RECV), (float *)x, r->dx), 0);
+    float x0[BATCH] = {0};
+    int32_t y[BATCH] = {3, 0, 15, 7};
+    assert_int_equal(so_model_forward(r->m, x0, y, BATCH, 1), 0);
+    assert_int_equal(so_model_backward(r->m), 0);
+}
+
+/* |a - b| / |b| over n values (RMS). */
+static double rel_rms(const float *a, const float *b, size_t n)
+{
+    double e = 0.0, s = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        s += (double)b[i] * b[i];
+    }
+    return s > 0.0 ? sqrt(e / s) : sqrt(e);
+}
+
+/* Each stored BF16 value is off by at most 2^-9 relative, the sums inside
+ * the ops by FP32 reordering: five layers deep the outputs stay within a few
+ * 2^-9 of FP32 (measured 2-4e-3; tolerance 2e-2). The gradients pass batch
+ * norm's backward, dx = g/sd (dy - mean(dy) - xhat mean(dy xhat)), whose
+ * terms cancel over a batch of 4 x 8 x 8: the rounding of dy and x comes out
+ * relatively larger (measured 2-4e-2 with FP32 storage, 3-7e-2 with BF16;
+ * tolerance 0.15). A tensor read as the wrong type, or a shortcut's diff
+ * dropped instead of added, is off by 0.5 or more. */
+static void test_storage_ops(void **state)
+{
+    (void)state;
+    skip_without_bf16();
+    size_t nx = (size_t)BATCH * 16 * 8 * 8;
+    float *x = malloc(nx * sizeof *x);
+    assert_non_null(x);
+    so_rng r;
+    so_rng_seed(&r, 5);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = bf16_round(so_rng_normal(&r));
+    storage_run h, f;
+    storage_open(SO_PRECISION_BF16, x, nx, &h);
+    storage_open(SO_PRECISION_FP32, x, nx, &f);
+    int ok = 1;
+    for (int i = 1; i < so_graph_size(f.m->g); i++) {
+        const so_node *nd = so_graph_node(f.m->g, i);
+        size_t n = node_floats(f.m, i);
+        if (nd->op == SO_OP_SOFTMAX_XENT)
+            continue;
+        float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+        assert_non_null(a);
+        assert_non_null(b);
+        assert_int_equal(so_model_node_output(h.m, i, a), 0);
+        assert_int_equal(so_model_node_output(f.m, i, b), 0);
+        double e = rel_rms(a, b, n);
+        print_message("  %-10s %-9s output off by %.2e (RMS, relative)\n", nd->name, so_op_name(nd->op), e);
+        ok &= e <= 2e-2;
+        if (nd->nparam) {
+            double eg = rel_rms(h.m->grads + nd->param_off, f.m->grads + nd->param_off, nd->nparam);
+            print_message("  %-10s %-9s gradients off by %.2e\n", nd->name, "", eg);
+            ok &= eg <= 0.15;
+        }
+        free(a);
+        free(b);
+    }
+    double ed = rel_rms(h.dx, f.dx, nx);
+    print_message("  input diff off by %.2e\n", ed);
+    ok &= ed <= 0.15;
+    so_model_destroy(h.m);
+    so_model_destroy(f.m);
+    free(h.dx);
+    free(f.dx);
+    free(x);
+    assert_true(ok);
+}
+
+/* Under BF16 the tensors between convolutions, batch norm, ReLU, adds and
+ * pooling are stored as BF16 (onednn_half.c): ResNet-20's activation
+ * memory, almost all such tensors, is well under the FP32-storage run's
+ * (SCALEOUT_BF16_ACTIVATIONS=f32), whose BF16 compute is the same. */
+static void test_storage(void **state)
+{
+    (void)state;
+    skip_without_bf16();
+    setenv("SCALEOUT_BF16_ACTIVATIONS", "f32", 1);
+    so_model *wide = zoo_model("resnet20", 3, 32, 16, SO_PRECISION_BF16);
+    unsetenv("SCALEOUT_BF16_ACTIVATIONS");
+    so_model *half = zoo_model("resnet20", 3, 32, 16, SO_PRECISION_BF16);
+    size_t w = so_model_activation_bytes(wide), h = so_model_activation_bytes(half);
+    print_message("  resnet20 b16 activations: %zu bytes stored FP32, %zu stored BF16\n", w, h);
+    assert_true(h > 0 && (double)h < 0.6 * (double)w);
+    so_model_destroy(wide);
+    so_model_destroy(half);
+}
+
 /* Without native BF16 (or under SCALEOUT_MAX_ISA=avx2: the _avx2 run of this
  * test) so_model_create_opts refuses BF16 with SO_EINVAL; with it, accepts. */
 static void test_refused_without_bf16(void **state)
@@ -386,6 +512,8 @@ int main(void)
         tests[nt++] = (struct CMUnitTest){opcases[i].name, test_op, NULL, NULL, (void *)&opcases[i]};
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_lenet5);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_resnet20);
+    tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_storage_ops);
+    tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_storage);
     tests[nt++] = (struct CMUnitTest)cmocka_unit_test(test_refused_without_bf16);
     return _cmocka_run_group_tests("onednn_bf16", tests, (size_t)nt, NULL, NULL);
 }
