@@ -207,6 +207,27 @@ int od_exec(od_state *s, int node, const char *what, const od_prim *p, int nargs
 int od_reorder_exec(od_state *s, int node, const char *what, const od_prim *p, dnnl_memory_t src,
                     dnnl_memory_t dst);
 
+/* ---- weight layouts (onednn_wlayout.c) ----
+ * A 4-D weight layout blocked over O and I only (at most 16 of each per
+ * inner block), in FP32 or BF16, converted to and from the flat OIHW
+ * layout by scaleout's loops instead of oneDNN's reorders. */
+typedef struct {
+    int64_t dims[4], pdims[4];   /* O, I, H, W: logical and padded to whole blocks */
+    int64_t stride[4];           /* elements per step of each dimension's outer (block) index */
+    int64_t blk[2];              /* O and I per inner block */
+    int nin;                     /* elements per inner block, blk[0] * blk[1] */
+    uint8_t pos_o[256], pos_i[256]; /* each inner position's o and i within its block */
+    int32_t src_off[256];        /* the same position's offset in the flat layout */
+    int bf16;                    /* the blocked side holds BF16 */
+} od_wlayout;
+/* 1 when md is such a layout (L filled), 0 when oneDNN's reorder must do it
+ * (L zeroed: nin 0 marks a layout the loops do not handle). */
+int od_wlayout_plan(const dnnl_memory_desc_t *md, od_wlayout *L);
+/* Flat FP32 OIHW -> blocked (FP32, or BF16 rounded to nearest even); padding zeroed. */
+void od_wlayout_pack(const od_wlayout *L, const float *oihw, void *blocked);
+/* Blocked FP32 -> flat FP32 OIHW, written or added. */
+void od_wlayout_unpack(const od_wlayout *L, const float *blocked, float *oihw, int add);
+
 /* ---- cached weight reorders (flat PyTorch layout -> primitive layout) ---- */
 /* Weights in a primitive's layout. Parameters change every optimizer step,
  * so a per-layer copy would be rebuilt once per step anyway: instead every
@@ -220,7 +241,8 @@ int od_reorder_exec(od_state *s, int node, const char *what, const od_prim *p, d
  * and both backward propagations of a step read it. */
 typedef struct {
     dnnl_memory_t user, mem;     /* mem NULL when the primitive takes the user layout */
-    od_prim reorder;
+    od_prim reorder;             /* unused when fast.nin: scaleout's loops (od_wlayout) convert */
+    od_wlayout fast;
     void *own;                   /* BF16 only: the layer's own copy */
     int valid;                   /* own holds the current parameters */
     size_t user_off;             /* the weights' first parameter (so_model_params_at, at each use) */
@@ -283,7 +305,8 @@ void od_half_to_pair(const uint16_t *d, const uint16_t *out, uint16_t *d0, uint1
  * from its backward-weights call to the reorder right after it. */
 typedef struct {
     dnnl_memory_t diff, user;
-    od_prim write, add;
+    od_prim write, add;          /* unused when fast.nin: scaleout's loops (od_wlayout) convert */
+    od_wlayout fast;
     dnnl_memory_desc_t prim_md;
     int direct;                  /* prim layout == flat layout */
     size_t grad_off;             /* the gradient's first element (so_model_grads_at, at each backward) */

@@ -309,7 +309,7 @@ int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, siz
         s->wtmp_bytes = bytes; /* allocated once all nodes are built */
     }
     rc = od_mem_wrap(s, node, prim_md, c->own ? c->own : DNNL_MEMORY_NONE, &c->mem);
-    if (!rc)
+    if (!rc && !od_wlayout_plan(prim_md, &c->fast))
         rc = od_reorder_init(s, node, "weight reorder", user_md, prim_md, 0, &c->reorder);
     return rc;
 }
@@ -324,12 +324,19 @@ int od_wcache_get(od_state *s, int node, od_wcache *c, dnnl_memory_t *out)
         return 0;
     }
     *out = c->mem;
+    const float *flat = so_model_params_at(s->m, c->user_off);
     if (c->own) { /* BF16: converted once per parameter change */
-        int rc = c->valid ? 0 : od_reorder_exec(s, node, "weight conversion", &c->reorder, c->user, c->mem);
+        if (!c->valid && c->fast.nin)
+            od_wlayout_pack(&c->fast, flat, c->own);
+        int rc = c->valid || c->fast.nin ? 0 : od_reorder_exec(s, node, "weight conversion", &c->reorder, c->user, c->mem);
         c->valid = !rc;
         return rc;
     }
     OD_CHECK(s, node, "weight buffer", dnnl_memory_set_data_handle(c->mem, s->wtmp));
+    if (c->fast.nin) {
+        od_wlayout_pack(&c->fast, flat, s->wtmp);
+        return 0;
+    }
     return od_reorder_exec(s, node, "weight reorder", &c->reorder, c->user, c->mem);
 }
 
@@ -353,6 +360,8 @@ int od_gradw_init(od_state *s, int node, const dnnl_memory_desc_t *prim_md,
     g->direct = od_md_equal(prim_md, user_md);
     g->grad_off = grad_off;
     int rc = od_mem_wrap(s, node, user_md, so_model_grads_at(s->m, grad_off), &g->user);
+    if (!rc && !g->direct && prim_md->data_type == dnnl_f32 && od_wlayout_plan(prim_md, &g->fast))
+        return 0;
     if (!rc && !g->direct)
         rc = od_reorder_init(s, node, "weight gradient reorder", prim_md, user_md, 0, &g->write);
     if (!rc)
@@ -391,6 +400,10 @@ int od_gradw_store(od_state *s, int node, od_gradw *g)
 {
     if (g->direct && !s->m->accumulate_grads)
         return 0;
+    if (g->fast.nin) {
+        od_wlayout_unpack(&g->fast, s->wstage, so_model_grads_at(s->m, g->grad_off), s->m->accumulate_grads);
+        return 0;
+    }
     const od_prim *r = s->m->accumulate_grads ? &g->add : &g->write;
     return od_reorder_exec(s, node, "weight gradient reorder", r, g->diff, g->user);
 }
