@@ -106,34 +106,36 @@ void od_half_plan(od_state *s)
     }
 }
 
-/* ---- loops: one clone per ISA (SO_VEC_CLONES), split over the OpenMP team ---- */
+/* ---- loops: one clone per ISA (SO_VEC_CLONES), split over the OpenMP team ----
+ * Named half_* although static: clang 14 gives each target_clones function a
+ * global resolver symbol, which would clash with another file's add_loop. */
 
-SO_VEC_CLONES static void add_loop(uint16_t *restrict dst, const uint16_t *restrict src, size_t n)
+SO_VEC_CLONES static void half_add_loop(uint16_t *restrict dst, const uint16_t *restrict src, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         dst[i] = so_bf16_narrow(so_bf16_widen(dst[i]) + so_bf16_widen(src[i]));
 }
 
-SO_VEC_CLONES static void relu_loop(uint16_t *restrict x, size_t n)
+SO_VEC_CLONES static void half_relu_loop(uint16_t *restrict x, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         x[i] = so_bf16_widen(x[i]) > 0.0f ? x[i] : 0;
 }
 
-SO_VEC_CLONES static void relu_bwd_loop(uint16_t *restrict d, const uint16_t *restrict out, size_t n)
+SO_VEC_CLONES static void half_relu_bwd_loop(uint16_t *restrict d, const uint16_t *restrict out, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         d[i] = so_bf16_widen(out[i]) > 0.0f ? d[i] : 0;
 }
 
-SO_VEC_CLONES static void sum2_loop(uint16_t *restrict y, const uint16_t *restrict x0, const uint16_t *restrict x1,
+SO_VEC_CLONES static void half_sum2_loop(uint16_t *restrict y, const uint16_t *restrict x0, const uint16_t *restrict x1,
                                     size_t n)
 {
     for (size_t i = 0; i < n; i++)
         y[i] = so_bf16_narrow(so_bf16_widen(x0[i]) + so_bf16_widen(x1[i]));
 }
 
-SO_VEC_CLONES static void sum2_relu_loop(uint16_t *restrict y, const uint16_t *restrict x0,
+SO_VEC_CLONES static void half_sum2_relu_loop(uint16_t *restrict y, const uint16_t *restrict x0,
                                          const uint16_t *restrict x1, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -142,7 +144,7 @@ SO_VEC_CLONES static void sum2_relu_loop(uint16_t *restrict y, const uint16_t *r
     }
 }
 
-SO_VEC_CLONES static void mask_pair_loop(const uint16_t *restrict d, const uint16_t *restrict out,
+SO_VEC_CLONES static void half_mask_pair_loop(const uint16_t *restrict d, const uint16_t *restrict out,
                                          uint16_t *restrict d0, uint16_t *restrict d1, size_t n)
 {
     for (size_t i = 0; i < n; i++) { /* a mask, not a select: GCC left the select scalar and branchy */
@@ -152,7 +154,7 @@ SO_VEC_CLONES static void mask_pair_loop(const uint16_t *restrict d, const uint1
     }
 }
 
-SO_VEC_CLONES static void copy_pair_loop(const uint16_t *restrict d, uint16_t *restrict d0, uint16_t *restrict d1,
+SO_VEC_CLONES static void half_copy_pair_loop(const uint16_t *restrict d, uint16_t *restrict d0, uint16_t *restrict d1,
                                          size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -182,7 +184,7 @@ void od_half_add(uint16_t *dst, const uint16_t *src, size_t n)
     {
         size_t lo, hi;
         share(n, &lo, &hi);
-        add_loop(dst + lo, src + lo, hi - lo);
+        half_add_loop(dst + lo, src + lo, hi - lo);
     }
 }
 
@@ -200,7 +202,7 @@ void od_half_relu(uint16_t *x, size_t n)
     {
         size_t lo, hi;
         share(n, &lo, &hi);
-        relu_loop(x + lo, hi - lo);
+        half_relu_loop(x + lo, hi - lo);
     }
 }
 
@@ -210,7 +212,7 @@ void od_half_relu_bwd(uint16_t *d, const uint16_t *out, size_t n)
     {
         size_t lo, hi;
         share(n, &lo, &hi);
-        relu_bwd_loop(d + lo, out + lo, hi - lo);
+        half_relu_bwd_loop(d + lo, out + lo, hi - lo);
     }
 }
 
@@ -221,9 +223,9 @@ void od_half_add2(uint16_t *y, const uint16_t *x0, const uint16_t *x1, size_t n,
         size_t lo, hi;
         share(n, &lo, &hi);
         if (relu)
-            sum2_relu_loop(y + lo, x0 + lo, x1 + lo, hi - lo);
+            half_sum2_relu_loop(y + lo, x0 + lo, x1 + lo, hi - lo);
         else
-            sum2_loop(y + lo, x0 + lo, x1 + lo, hi - lo);
+            half_sum2_loop(y + lo, x0 + lo, x1 + lo, hi - lo);
     }
 }
 
@@ -234,8 +236,8 @@ void od_half_to_pair(const uint16_t *d, const uint16_t *out, uint16_t *d0, uint1
         size_t lo, hi;
         share(n, &lo, &hi);
         if (mask)
-            mask_pair_loop(d + lo, out + lo, d0 + lo, d1 + lo, hi - lo);
+            half_mask_pair_loop(d + lo, out + lo, d0 + lo, d1 + lo, hi - lo);
         else
-            copy_pair_loop(d + lo, d0 + lo, d1 + lo, hi - lo);
+            half_copy_pair_loop(d + lo, d0 + lo, d1 + lo, hi - lo);
     }
 }
