@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "compress_internal.h"
+#include "core/bf16_bits.h"
 #include "core/isa_target.h"
 #include "scaleout/compress.h"
 
@@ -22,20 +23,6 @@
 #endif
 
 static size_t words32(size_t n) { return (n + 31) / 32; }
-
-static inline uint32_t float_bits(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-
-static inline float bits_float(uint32_t u)
-{
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
 /* Walks the blocks of D values: the factor of the block holding i. */
 typedef struct {
@@ -48,7 +35,7 @@ typedef struct {
 
 static float block_factor(const block_walk *w, size_t b)
 {
-    float norm = bits_float(w->norms[b]);
+    float norm = so_float_of(w->norms[b]);
     if (w->encode)
         return norm > 0 ? w->levels / norm : 0.0f;
     return norm / w->levels;
@@ -75,7 +62,7 @@ static void norms_of(uint32_t *norms, const float *g, size_t n, size_t block)
 {
     for (size_t b = 0, lo = 0; lo < n; b++, lo += block) {
         size_t len = n - lo < block ? n - lo : block;
-        norms[b] = float_bits((float)sqrt(cx_sum8(g + lo, len, 1)));
+        norms[b] = so_bits_of((float)sqrt(cx_sum8(g + lo, len, 1)));
     }
 }
 
@@ -281,7 +268,7 @@ SO_ISA_END
 
 void so_compress_sign_encode(uint32_t *msg, const float *g, size_t n)
 {
-    msg[0] = float_bits(n ? (float)(cx_sum8(g, n, 0) / (double)n) : 0.0f);
+    msg[0] = so_bits_of(n ? (float)(cx_sum8(g, n, 0) / (double)n) : 0.0f);
     uint32_t *plane = msg + 1;
     memset(plane, 0, words32(n) * sizeof *plane);
     size_t i = 0;
@@ -295,7 +282,7 @@ void so_compress_sign_encode(uint32_t *msg, const float *g, size_t n)
 
 void so_compress_sign_decode(float *dst, const uint32_t *msg, size_t n, int add)
 {
-    float scale = bits_float(msg[0]);
+    float scale = so_float_of(msg[0]);
     const uint32_t *plane = msg + 1;
     size_t i = 0;
 #ifdef HAVE_X86

@@ -1,6 +1,6 @@
-/* BF16 as the top half of a binary32: the integer operations on the bits
- * that dtype.c's conversions and the backends' BF16 loops share, inline so
- * the compiler vectorises the loops that call them. */
+/* A binary32's bits, and BF16 as their top half: the integer operations
+ * that dtype.c's conversions, the compressors' bit packing and the backends'
+ * BF16 loops share, inline so the compiler vectorises the loops calling them. */
 #ifndef SO_BF16_BITS_H
 #define SO_BF16_BITS_H
 #include <stdint.h>

@@ -67,9 +67,32 @@ int od_wlayout_plan(const dnnl_memory_desc_t *md, od_wlayout *L)
     return 0;
 }
 
-/* One tile (A, B) at kernel position (h, w): flat -> blocked. */
-static void pack_tile(const od_wlayout *L, const float *src, void *dst, int64_t A, int64_t B, int64_t h, int64_t w)
+/* What one pass does to each tile (A, B) at kernel position (h, w). */
+typedef struct tile_job tile_job;
+struct tile_job {
+    void (*fn)(const od_wlayout *L, const tile_job *j, int64_t A, int64_t B, int64_t h, int64_t w);
+    const float *src;
+    void *dst;
+    int add;                     /* unpack: add to the flat layout instead of writing */
+};
+
+/* Tiles in parallel; within one, every kernel position before the next tile. */
+static void each_tile(const od_wlayout *L, const tile_job *j)
 {
+    int64_t nA = L->pdims[0] / L->blk[0], nB = L->pdims[1] / L->blk[1], H = L->dims[2], W = L->dims[3];
+#pragma omp parallel for collapse(2) schedule(static) if (nA * nB > 16)
+    for (int64_t A = 0; A < nA; A++)
+        for (int64_t B = 0; B < nB; B++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t w = 0; w < W; w++)
+                    j->fn(L, j, A, B, h, w);
+}
+
+/* Flat -> blocked. */
+static void pack_tile(const od_wlayout *L, const tile_job *j, int64_t A, int64_t B, int64_t h, int64_t w)
+{
+    const float *src = j->src;
+    void *dst = j->dst;
     int64_t O = L->dims[0], I = L->dims[1], H = L->dims[2], W = L->dims[3];
     int64_t o0 = A * L->blk[0], i0 = B * L->blk[1];
     int64_t at = A * L->stride[0] + B * L->stride[1] + h * L->stride[2] + w * L->stride[3];
@@ -88,19 +111,15 @@ static void pack_tile(const od_wlayout *L, const float *src, void *dst, int64_t 
 
 void od_wlayout_pack(const od_wlayout *L, const float *oihw, void *blocked)
 {
-    int64_t nA = L->pdims[0] / L->blk[0], nB = L->pdims[1] / L->blk[1], H = L->dims[2], W = L->dims[3];
-#pragma omp parallel for collapse(2) schedule(static) if (nA * nB > 16)
-    for (int64_t A = 0; A < nA; A++)
-        for (int64_t B = 0; B < nB; B++)
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t w = 0; w < W; w++)
-                    pack_tile(L, oihw, blocked, A, B, h, w);
+    each_tile(L, &(tile_job){pack_tile, oihw, blocked, 0});
 }
 
-/* One tile back: blocked FP32 -> flat, written or added; padding skipped. */
-static void unpack_tile(const od_wlayout *L, const float *src, float *dst, int add, int64_t A, int64_t B, int64_t h,
-                        int64_t w)
+/* Blocked FP32 -> flat, written or added; padding skipped. */
+static void unpack_tile(const od_wlayout *L, const tile_job *j, int64_t A, int64_t B, int64_t h, int64_t w)
 {
+    const float *src = j->src;
+    float *dst = j->dst;
+    int add = j->add;
     int64_t O = L->dims[0], I = L->dims[1], H = L->dims[2], W = L->dims[3];
     int64_t o0 = A * L->blk[0], i0 = B * L->blk[1];
     const float *s = src + A * L->stride[0] + B * L->stride[1] + h * L->stride[2] + w * L->stride[3];
@@ -116,11 +135,5 @@ static void unpack_tile(const od_wlayout *L, const float *src, float *dst, int a
 
 void od_wlayout_unpack(const od_wlayout *L, const float *blocked, float *oihw, int add)
 {
-    int64_t nA = L->pdims[0] / L->blk[0], nB = L->pdims[1] / L->blk[1], H = L->dims[2], W = L->dims[3];
-#pragma omp parallel for collapse(2) schedule(static) if (nA * nB > 16)
-    for (int64_t A = 0; A < nA; A++)
-        for (int64_t B = 0; B < nB; B++)
-            for (int64_t h = 0; h < H; h++)
-                for (int64_t w = 0; w < W; w++)
-                    unpack_tile(L, blocked, oihw, add, A, B, h, w);
+    each_tile(L, &(tile_job){unpack_tile, blocked, oihw, add});
 }
