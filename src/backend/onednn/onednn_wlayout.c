@@ -9,6 +9,7 @@
 
 #include "backend/onednn/onednn_internal.h"
 #include "core/bf16_bits.h"
+#include "core/vec_clones.h"
 
 /* The inner blocks of md over O (dim 0) and I (dim 1) only, at most 16 of
  * each: each inner position's (o, i) within the tile. 0 when not handled. */
@@ -88,24 +89,60 @@ static void each_tile(const od_wlayout *L, const tile_job *j)
                     j->fn(L, j, A, B, h, w);
 }
 
+/* Whole tiles, one clone per ISA (SO_VEC_CLONES; wl_ names: clang 14's
+ * clone resolvers are global): a gather of the flat rows per inner block. */
+SO_VEC_CLONES static void wl_gather(float *restrict d, const float *restrict s, const int32_t *restrict off, int n)
+{
+    for (int p = 0; p < n; p++)
+        d[p] = s[off[p]];
+}
+
+SO_VEC_CLONES static void wl_gather_bf16(uint16_t *restrict d, const float *restrict s, const int32_t *restrict off,
+                                        int n)
+{
+    for (int p = 0; p < n; p++)
+        d[p] = so_bf16_narrow(s[off[p]]);
+}
+
+SO_VEC_CLONES static void wl_scatter(float *restrict d, const float *restrict s, const int32_t *restrict off, int n,
+                                    int add)
+{
+    if (add)
+        for (int p = 0; p < n; p++)
+            d[off[p]] += s[p];
+    else
+        for (int p = 0; p < n; p++)
+            d[off[p]] = s[p];
+}
+
+/* Inner position p of the tile at (o0, i0) holds a weight (not padding). */
+static int in_range(const od_wlayout *L, int64_t o0, int64_t i0, int p)
+{
+    return o0 + L->pos_o[p] < L->dims[0] && i0 + L->pos_i[p] < L->dims[1];
+}
+
 /* Flat -> blocked. */
 static void pack_tile(const od_wlayout *L, const tile_job *j, int64_t A, int64_t B, int64_t h, int64_t w)
 {
-    const float *src = j->src;
-    void *dst = j->dst;
-    int64_t O = L->dims[0], I = L->dims[1], H = L->dims[2], W = L->dims[3];
+    int64_t I = L->dims[1], H = L->dims[2], W = L->dims[3];
     int64_t o0 = A * L->blk[0], i0 = B * L->blk[1];
     int64_t at = A * L->stride[0] + B * L->stride[1] + h * L->stride[2] + w * L->stride[3];
-    const float *s = src + (o0 * I + i0) * H * W + h * W + w;
-    int whole = o0 + L->blk[0] <= O && i0 + L->blk[1] <= I;
+    const float *s = j->src + (o0 * I + i0) * H * W + h * W + w;
+    int whole = o0 + L->blk[0] <= L->dims[0] && i0 + L->blk[1] <= I;
     if (L->bf16) {
-        uint16_t *d = (uint16_t *)dst + at;
-        for (int p = 0; p < L->nin; p++)
-            d[p] = whole || (o0 + L->pos_o[p] < O && i0 + L->pos_i[p] < I) ? so_bf16_narrow(s[L->src_off[p]]) : 0;
+        uint16_t *d = (uint16_t *)j->dst + at;
+        if (whole)
+            wl_gather_bf16(d, s, L->src_off, L->nin);
+        else
+            for (int p = 0; p < L->nin; p++)
+                d[p] = in_range(L, o0, i0, p) ? so_bf16_narrow(s[L->src_off[p]]) : 0;
     } else {
-        float *d = (float *)dst + at;
-        for (int p = 0; p < L->nin; p++)
-            d[p] = whole || (o0 + L->pos_o[p] < O && i0 + L->pos_i[p] < I) ? s[L->src_off[p]] : 0.0f;
+        float *d = (float *)j->dst + at;
+        if (whole)
+            wl_gather(d, s, L->src_off, L->nin);
+        else
+            for (int p = 0; p < L->nin; p++)
+                d[p] = in_range(L, o0, i0, p) ? s[L->src_off[p]] : 0.0f;
     }
 }
 
@@ -117,20 +154,19 @@ void od_wlayout_pack(const od_wlayout *L, const float *oihw, void *blocked)
 /* Blocked FP32 -> flat, written or added; padding skipped. */
 static void unpack_tile(const od_wlayout *L, const tile_job *j, int64_t A, int64_t B, int64_t h, int64_t w)
 {
-    const float *src = j->src;
-    float *dst = j->dst;
-    int add = j->add;
-    int64_t O = L->dims[0], I = L->dims[1], H = L->dims[2], W = L->dims[3];
+    int64_t I = L->dims[1], H = L->dims[2], W = L->dims[3];
     int64_t o0 = A * L->blk[0], i0 = B * L->blk[1];
-    const float *s = src + A * L->stride[0] + B * L->stride[1] + h * L->stride[2] + w * L->stride[3];
-    float *d = dst + (o0 * I + i0) * H * W + h * W + w;
-    int whole = o0 + L->blk[0] <= O && i0 + L->blk[1] <= I;
-    for (int p = 0; p < L->nin; p++) {
-        if (!whole && (o0 + L->pos_o[p] >= O || i0 + L->pos_i[p] >= I))
-            continue;
-        float *t = d + L->src_off[p];
-        *t = add ? *t + s[p] : s[p];
+    const float *s = j->src + A * L->stride[0] + B * L->stride[1] + h * L->stride[2] + w * L->stride[3];
+    float *d = (float *)j->dst + (o0 * I + i0) * H * W + h * W + w;
+    if (o0 + L->blk[0] <= L->dims[0] && i0 + L->blk[1] <= I) {
+        wl_scatter(d, s, L->src_off, L->nin, j->add);
+        return;
     }
+    for (int p = 0; p < L->nin; p++)
+        if (in_range(L, o0, i0, p)) {
+            float *t = d + L->src_off[p];
+            *t = j->add ? *t + s[p] : s[p];
+        }
 }
 
 void od_wlayout_unpack(const od_wlayout *L, const float *blocked, float *oihw, int add)
