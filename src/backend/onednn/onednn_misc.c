@@ -57,6 +57,14 @@ static int add_create(od_state *s, int node)
     return rc;
 }
 
+static void relu_in_place(od_tensor *t)
+{
+    if (t->half)
+        od_half_relu((uint16_t *)(void *)t->buf, t->bytes / sizeof(uint16_t));
+    else
+        od_vec_relu(t->buf, t->bytes / sizeof(float));
+}
+
 /* The same over BF16 tensors (onednn_half.c): each partial sum rounded. */
 static void add_loop_half(od_state *s, int node)
 {
@@ -70,7 +78,7 @@ static void add_loop_half(od_state *s, int node)
     for (int k = 2; k < nd->ninputs; k++)
         od_half_add(y, (const uint16_t *)(void *)od_in(s, node, k)->buf, n);
     if (nd->a.relu && !relu_now)
-        od_half_relu(y, n);
+        relu_in_place(t);
 }
 
 /* y = x0 + x1 (+ ...), ReLU'd when fused; one pass over memory. */
@@ -99,7 +107,7 @@ static void add_loop(od_state *s, int node)
     for (int k = 2; k < nd->ninputs; k++)
         od_vec_add(y, od_in(s, node, k)->buf, n);
     if (nd->a.relu && nd->ninputs > 2)
-        od_vec_relu(y, n);
+        relu_in_place(t);
 }
 
 static int add_forward(od_state *s, int node, int training)
@@ -117,10 +125,8 @@ static int add_forward(od_state *s, int node, int training)
         args[k] = (dnnl_exec_arg_t){DNNL_ARG_MULTIPLE_SRC + k, od_in(s, node, k)->mem};
     args[nd->ninputs] = (dnnl_exec_arg_t){DNNL_ARG_DST, t->mem};
     int rc = od_exec(s, node, "sum", &a->sum, nd->ninputs + 1, args);
-    if (!rc && nd->a.relu && t->half)
-        od_half_relu((uint16_t *)(void *)t->buf, t->bytes / sizeof(uint16_t));
-    else if (!rc && nd->a.relu)
-        od_vec_relu(t->buf, t->bytes / sizeof(float));
+    if (!rc && nd->a.relu)
+        relu_in_place(t);
     return rc;
 }
 
@@ -161,30 +167,37 @@ static int pair_store(od_state *s, int node)
     return 1;
 }
 
-/* add_backward over BF16 tensors (onednn_half.c). */
-static int add_backward_half(od_state *s, int node)
+/* The element passes of add's backward on the tensors' storage type (BF16
+ * loops in onednn_half.c): the diff to both inputs (masked by the fused
+ * ReLU), the mask in place, one input's diff written or added. */
+static void diff_to_pair(od_state *s, int node)
 {
-    od_add *a = s->t[node].priv;
-    const so_node *nd = od_node(s, node);
     od_tensor *t = &s->t[node];
-    size_t n = t->bytes / sizeof(uint16_t);
-    uint16_t *d = (uint16_t *)(void *)t->dbuf;
-    const uint16_t *out = (const uint16_t *)(void *)t->buf;
-    if (a->same && pair_store(s, node)) {
-        od_half_to_pair(d, out, (uint16_t *)(void *)od_in(s, node, 0)->dbuf, (uint16_t *)(void *)od_in(s, node, 1)->dbuf,
-                        n, nd->a.relu);
-        return 0;
-    }
-    if (nd->a.relu)
-        od_half_relu_bwd(d, out, n);
-    int rc = 0;
-    for (int k = nd->ninputs - 1; a->same && k >= 0; k--)
-        if (so_graph_needs_diff(s->g, node, k))
-            od_half_store((uint16_t *)(void *)od_in(s, node, k)->dbuf, d, n, so_graph_diff_accumulate(s->g, node, k));
-    for (int k = nd->ninputs - 1; !a->same && !rc && k >= 0; k--)
-        if (a->bwd[k].p)
-            rc = od_reorder_exec(s, node, "add backward reorder", &a->bwd[k], t->dmem, od_in(s, node, k)->dmem);
-    return rc;
+    int relu = od_node(s, node)->a.relu;
+    void *d0 = od_in(s, node, 0)->dbuf, *d1 = od_in(s, node, 1)->dbuf;
+    if (t->half)
+        od_half_to_pair((const uint16_t *)(void *)t->dbuf, (const uint16_t *)(void *)t->buf, d0, d1,
+                        t->bytes / sizeof(uint16_t), relu);
+    else if (relu)
+        mask_to_pair(t->dbuf, t->buf, d0, d1, t->bytes / sizeof(float));
+    else
+        copy_to_pair(t->dbuf, d0, d1, t->bytes / sizeof(float));
+}
+
+static void relu_mask(od_tensor *t)
+{
+    if (t->half)
+        od_half_relu_bwd((uint16_t *)(void *)t->dbuf, (const uint16_t *)(void *)t->buf, t->bytes / sizeof(uint16_t));
+    else
+        od_vec_relu_bwd(t->dbuf, t->buf, t->bytes / sizeof(float));
+}
+
+static void diff_store(od_tensor *in, const od_tensor *t, int add)
+{
+    if (t->half)
+        od_half_store((uint16_t *)(void *)in->dbuf, (const uint16_t *)(void *)t->dbuf, t->bytes / sizeof(uint16_t), add);
+    else
+        od_vec_store(in->dbuf, t->dbuf, t->bytes / sizeof(float), add);
 }
 
 static int add_backward(od_state *s, int node)
@@ -192,23 +205,16 @@ static int add_backward(od_state *s, int node)
     od_add *a = s->t[node].priv;
     const so_node *nd = od_node(s, node);
     od_tensor *t = &s->t[node];
-    if (t->half)
-        return add_backward_half(s, node);
     if (a->same && pair_store(s, node)) {
-        size_t n = t->bytes / sizeof(float);
-        if (nd->a.relu)
-            mask_to_pair(t->dbuf, t->buf, od_in(s, node, 0)->dbuf, od_in(s, node, 1)->dbuf, n);
-        else
-            copy_to_pair(t->dbuf, od_in(s, node, 0)->dbuf, od_in(s, node, 1)->dbuf, n);
+        diff_to_pair(s, node);
         return 0;
     }
     if (nd->a.relu)
-        od_vec_relu_bwd(t->dbuf, t->buf, t->bytes / sizeof(float));
+        relu_mask(t);
     int rc = 0;
     for (int k = nd->ninputs - 1; a->same && k >= 0; k--)
         if (so_graph_needs_diff(s->g, node, k))
-            od_vec_store(od_in(s, node, k)->dbuf, t->dbuf, t->bytes / sizeof(float),
-                         so_graph_diff_accumulate(s->g, node, k));
+            diff_store(od_in(s, node, k), t, so_graph_diff_accumulate(s->g, node, k));
     for (int k = nd->ninputs - 1; !a->same && !rc && k >= 0; k--)
         if (a->bwd[k].p)
             rc = od_reorder_exec(s, node, "add backward reorder", &a->bwd[k], t->dmem, od_in(s, node, k)->dmem);

@@ -314,6 +314,16 @@ int od_wcache_init(od_state *s, int node, const dnnl_memory_desc_t *user_md, siz
     return rc;
 }
 
+/* The weights into buf (c->mem's buffer) in the primitive's layout: by
+ * scaleout's loops where they take it, else oneDNN's reorder. */
+static int wcache_fill(od_state *s, int node, od_wcache *c, void *buf)
+{
+    if (!c->fast.nin)
+        return od_reorder_exec(s, node, "weight reorder", &c->reorder, c->user, c->mem);
+    od_wlayout_pack(&c->fast, so_model_params_at(s->m, c->user_off), buf);
+    return 0;
+}
+
 int od_wcache_get(od_state *s, int node, od_wcache *c, dnnl_memory_t *out)
 {
     int rc = od_mem_rebind(s, node, c->user, so_model_params_at(s->m, c->user_off));
@@ -324,20 +334,13 @@ int od_wcache_get(od_state *s, int node, od_wcache *c, dnnl_memory_t *out)
         return 0;
     }
     *out = c->mem;
-    const float *flat = so_model_params_at(s->m, c->user_off);
     if (c->own) { /* BF16: converted once per parameter change */
-        if (!c->valid && c->fast.nin)
-            od_wlayout_pack(&c->fast, flat, c->own);
-        int rc = c->valid || c->fast.nin ? 0 : od_reorder_exec(s, node, "weight conversion", &c->reorder, c->user, c->mem);
+        int rc = c->valid ? 0 : wcache_fill(s, node, c, c->own);
         c->valid = !rc;
         return rc;
     }
     OD_CHECK(s, node, "weight buffer", dnnl_memory_set_data_handle(c->mem, s->wtmp));
-    if (c->fast.nin) {
-        od_wlayout_pack(&c->fast, flat, s->wtmp);
-        return 0;
-    }
-    return od_reorder_exec(s, node, "weight reorder", &c->reorder, c->user, c->mem);
+    return wcache_fill(s, node, c, s->wtmp);
 }
 
 void od_wcache_invalidate(od_wcache *c) { c->valid = 0; }
