@@ -482,6 +482,31 @@ static int rank_held(rank_run *rr, const so_strategy *st, const so_model *m)
 static atomic_int slotted_writes;
 /* Forward or backward runs of a node whose parameters are in zero3's slots. */
 static atomic_int slotted_reads;
+/* Row chunks of cut layers: backward passes of a chunk whose gradients were
+ * in the whole buffer, and runs of a chunk whose parameters were (zero3). */
+static atomic_int chunk_whole_writes, chunk_whole_reads;
+
+static int outside(const so_model *m, const float *whole, const float *p)
+{
+    return p < whole || p >= whole + m->nparams;
+}
+
+/* After a chunked layer's pass: where each chunk's gradients went (placed
+ * for the whole step) and where the chunk that ran last (forward: K-1,
+ * backward: 0) read its parameters. */
+static void probe_chunks(const so_model *m, int node, int backward)
+{
+    int K = m->chunks[node], r0, r1;
+    size_t lo, hi;
+    for (int k = 0; backward && k < K; k++) {
+        so_graph_chunk_rows(m->g, node, K, k, &r0, &r1, &lo, &hi);
+        if (!outside(m, m->grads, so_model_grads_at(m, lo)))
+            atomic_fetch_add(&chunk_whole_writes, 1);
+    }
+    so_graph_chunk_rows(m->g, node, K, backward ? 0 : K - 1, &r0, &r1, &lo, &hi);
+    if (!outside(m, m->params, so_model_params_at(m, lo)))
+        atomic_fetch_add(&chunk_whole_reads, 1);
+}
 
 /* After every node's forward and backward: zero3's mapped units, and where
  * the node's gradients went. */
@@ -490,12 +515,12 @@ static void probe(void *arg, int node, int backward, double t0, double t1)
     rank_run *rr = arg;
     (void)t0, (void)t1;
     const so_node *nd = so_graph_node(rr->m->g, node);
-    const float *g = so_model_grads_at(rr->m, nd->param_off);
-    if (backward && nd->nparam && (g < rr->m->grads || g >= rr->m->grads + rr->m->nparams))
+    if (backward && nd->nparam && outside(rr->m, rr->m->grads, so_model_grads_at(rr->m, nd->param_off)))
         atomic_fetch_add(&slotted_writes, 1);
-    const float *p = so_model_params_at(rr->m, nd->param_off);
-    if (nd->nparam && (p < rr->m->params || p >= rr->m->params + rr->m->nparams))
+    if (nd->nparam && outside(rr->m, rr->m->params, so_model_params_at(rr->m, nd->param_off)))
         atomic_fetch_add(&slotted_reads, 1);
+    if (rr->m->chunks && rr->m->chunks[node] > 1)
+        probe_chunks(rr->m, node, backward);
     if (!rr->units)
         return;
     int n = mapped_units(rr->m, rr->units);
@@ -738,6 +763,35 @@ static void test_grad_slots(void **state)
         if ((read > 0) != cases[i].param_slots)
             fail_msg("%s on %s: %d layer runs read parameters from slots, expected %s", cases[i].strategy,
                      cases[i].backend, read, cases[i].param_slots ? "some" : "none");
+    }
+}
+
+/* Row chunks are units like any other: with one micro-batch, zero2/3 write
+ * every chunk's gradients into the slots, and zero3's chunks read their
+ * gathered parameters from its parameter slots, on both backends (each
+ * addresses a chunk from its own offset); no chunk's pages of the whole
+ * buffers are mapped a step. LeNet-5 in 10 KiB units: fc1 in 19 chunks,
+ * fc2 in 4. test_like_dp checks the values. */
+static void test_chunk_slots(void **state)
+{
+    (void)state;
+    static const char *strategies[] = {"zero2", "zero3"}, *backends[] = {"ref", "onednn"};
+    for (int i = 0; i < 4; i++) {
+        run_config c = {.model = "lenet5", .strategy = strategies[i & 1], .backend = backends[i >> 1],
+                        .optim = SO_OPT_MOMENTUM, .N = 2, .accumulate = 1, .unit = "0.01", .steps = 2};
+        float *p;
+        size_t n;
+        atomic_store(&chunk_whole_writes, 0);
+        atomic_store(&chunk_whole_reads, 0);
+        atomic_store(&slotted_writes, 0);
+        train_ranks(&c, &p, &n, NULL, NULL);
+        free(p);
+        int writes = atomic_load(&chunk_whole_writes), reads = atomic_load(&chunk_whole_reads);
+        if (writes || !atomic_load(&slotted_writes))
+            fail_msg("%s on %s: %d chunk backward passes wrote the whole gradient buffer", c.strategy, c.backend,
+                     writes);
+        if ((i & 1) && reads)
+            fail_msg("%s on %s: %d chunk runs read the whole parameter buffer", c.strategy, c.backend, reads);
     }
 }
 
@@ -1034,6 +1088,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunked_grads),
+        cmocka_unit_test(test_chunk_slots),
         cmocka_unit_test(test_like_dp),
         cmocka_unit_test(test_grad_slots),
         cmocka_unit_test(test_loaded_before_create),

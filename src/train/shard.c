@@ -342,35 +342,20 @@ static double largest_run(const shard_layout *l, int k)
     return (double)best * sizeof(float);
 }
 
-/* Where unit u's gradients live with slots: a unit backward writes once
- * and whole goes into a slot; a tied table (its two users write it at both
- * ends of backward) stays mapped in the whole buffer; a row chunk of a
- * layer is mapped and given back there. */
-
-static int slot_kind(const shard_layout *l, int u)
-{
-    if (shard_unit_tied(l, u))
-        return SHARD_SLOT_TIED;
-    return shard_unit_chunk(l, u) ? SHARD_SLOT_NONE : 0;
-}
-
-int shard_unit_chunk(const shard_layout *l, int u)
-{
-    for (int n = l->node_lo[u]; n < l->node_hi[u]; n++)
-        if (l->chunks[n] > 1)
-            return 1;
-    return 0;
-}
-
 void shard_slots(const shard_layout *l, signed char *slot_of, size_t len[2])
 {
+    enum { UNSEEN = -1 };
     len[0] = len[1] = 0;
-    memset(slot_of, SHARD_SLOT_NONE, (size_t)l->nunits);
+    memset(slot_of, UNSEEN, (size_t)l->nunits);
     int k = 0;
     for (int p = l->nseq - 1; p >= 0; p--) {
         int u = l->seq[p];
-        if (slot_of[u] >= 0 || (slot_of[u] = (signed char)slot_kind(l, u)) < 0)
+        if (slot_of[u] != UNSEEN)
             continue;
+        if (shard_unit_tied(l, u)) { /* its two users write it at both ends of backward */
+            slot_of[u] = SHARD_SLOT_TIED;
+            continue;
+        }
         int i = k++ & 1;
         size_t n = l->lo[u + 1] - l->lo[u];
         slot_of[u] = (signed char)i;
@@ -421,7 +406,7 @@ int shard_param_slots(const shard_layout *l, int prefetch, size_t *len, int cap)
         len[k] = 0;
     for (int u = 0; u < l->nunits; u++) { /* keep the n largest, largest first */
         size_t v = l->lo[u + 1] - l->lo[u];
-        if (shard_unit_tied(l, u) || shard_unit_chunk(l, u))
+        if (shard_unit_tied(l, u))
             continue;
         for (int k = 0; k < n; k++)
             if (v > len[k]) {
@@ -433,41 +418,29 @@ int shard_param_slots(const shard_layout *l, int prefetch, size_t *len, int cap)
     return n;
 }
 
-/* Bytes of zero3's gathered parameters: its slots, plus what is mapped in
- * the whole buffer while gathered: the largest tied table, and the row
- * chunks of cut layers (the largest window of them). */
+/* Bytes of zero3's gathered parameters: its slots, plus the largest tied
+ * table (a slot of its own). */
 static double param_slot_bytes(const shard_layout *l, int prefetch)
 {
-    size_t len[SHARD_MAX_PSLOTS], sum = 0, tied = shard_largest_tied(l), chunks = 0;
+    size_t len[SHARD_MAX_PSLOTS], sum = 0;
     int n = shard_param_slots(l, prefetch, len, SHARD_MAX_PSLOTS);
     for (int k = 0; k < n; k++)
         sum += len[k];
-    for (int u = 0; u < l->nunits; u++)
-        chunks |= (size_t)shard_unit_chunk(l, u);
-    double window = chunks ? largest_window(l, prefetch) : 0; /* an upper bound on the chunks mapped at once */
-    return (double)(sum + tied) * sizeof(float) + window;
+    return (double)(sum + shard_largest_tied(l)) * sizeof(float);
 }
 
 /* Bytes of zero2/3's gradients backward writes with one micro-batch: the
- * two slots, plus the largest two consecutive row chunks (mapped and given
- * back one by one); the tied tables are counted apart. */
+ * two slots (the tied tables are counted apart). */
 static double slot_bytes(const shard_layout *l)
 {
     signed char *slot_of = malloc((size_t)(l->nunits ? l->nunits : 1));
-    size_t len[2] = {0, 0}, pair = 0;
+    size_t len[2] = {0, 0};
     if (!slot_of)
         return largest_run(l, 2);
     shard_slots(l, slot_of, len);
-    for (int u = 0; u + 1 < l->nunits; u++)
-        if (slot_of[u] == SHARD_SLOT_NONE && slot_of[u + 1] == SHARD_SLOT_NONE && l->lo[u + 2] - l->lo[u] > pair)
-            pair = l->lo[u + 2] - l->lo[u];
-    for (int u = 0; u < l->nunits; u++)
-        if (slot_of[u] == SHARD_SLOT_NONE && l->lo[u + 1] - l->lo[u] > pair)
-            pair = l->lo[u + 1] - l->lo[u];
     free(slot_of);
-    return (double)(len[0] + len[1] + pair) * sizeof(float);
+    return (double)(len[0] + len[1]) * sizeof(float);
 }
-
 
 void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
                   so_strategy_memory *out)

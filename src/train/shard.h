@@ -89,21 +89,21 @@ void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, 
                   so_strategy_memory *out);
 
 /* zero2/3's gradient slots with one micro-batch (strategy_zero.c): the
- * units backward writes once and whole alternate between two buffers in
- * backward's order. slot_of (nunits) gets each unit's slot (0, 1), or
- * SHARD_SLOT_TIED for a tied table, which stays mapped in the whole buffer
- * (two layers write it, at both ends of backward), or SHARD_SLOT_NONE for a
- * row chunk, mapped there and given back after its reduction; len the
- * floats of each slot. */
-enum { SHARD_SLOT_NONE = -1, SHARD_SLOT_TIED = -2 };
+ * units backward writes once and whole (a row chunk of a cut layer is one)
+ * alternate between two buffers in backward's order. slot_of (nunits) gets
+ * each unit's slot (0, 1), or SHARD_SLOT_TIED for a tied table, which stays
+ * mapped in the whole buffer (two layers write it, at both ends of
+ * backward); len the floats of each slot. */
+enum { SHARD_SLOT_TIED = -2 };
 
 /* zero3's parameter slots: a gathered unit's parameters go into a free slot
  * that holds it (the smallest), placed there for the model
  * (so_model_place_params), and the slot is free again when the unit is;
  * a tied table's unit (gathered at both ends of the pass) has a slot of its
- * own, beside these; a row chunk (the layer reads its chunks from one
- * address) is mapped in the whole buffer instead. At most max(prefetch, l->widest) units are gathered
- * at once, so that many slots, of the largest such units' sizes (len,
+ * own, beside these (a row chunk of a cut layer is a unit like any other:
+ * the layer addresses each chunk from its own offset). At most
+ * max(prefetch, l->widest) units are gathered at once, so that many slots,
+ * of the largest such units' sizes (len,
  * largest first), hold any window. Returns the number of slots (at most
  * `cap`, the length of len). Above SHARD_MAX_PSLOTS units gathered at once,
  * zero3 maps every unit in the whole buffer (no slots). */
@@ -112,8 +112,6 @@ enum { SHARD_SLOT_NONE = -1, SHARD_SLOT_TIED = -2 };
 int shard_unit_tied(const shard_layout *l, int u);
 /* Floats of the largest tied table's unit (0: none). */
 size_t shard_largest_tied(const shard_layout *l);
-/* 1 when unit u is a row chunk of a cut layer. */
-int shard_unit_chunk(const shard_layout *l, int u);
 int shard_param_slots(const shard_layout *l, int prefetch, size_t *len, int cap);
 void shard_slots(const shard_layout *l, signed char *slot_of, size_t len[2]);
 

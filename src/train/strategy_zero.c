@@ -71,7 +71,7 @@ struct zero_state {
     int in_pass;                 /* inside a node hook of a forward (1) or backward (2) */
     double fwd_waited;           /* seconds the current forward pass waited for gathers */
     float *slots[2];             /* zero2/3: the two buffers backward writes the placed units' gradients in */
-    signed char *slot_of;        /* per unit: its slot (0, 1), or SHARD_SLOT_TIED / _NONE: in m->grads (shard_slots) */
+    signed char *slot_of;        /* per unit: its slot (0, 1), or SHARD_SLOT_TIED: in m->grads (shard_slots) */
     float *pslot[SHARD_MAX_PSLOTS]; /* zero3: the gathered units' parameter slots (shard_param_slots) */
     size_t pslot_len[SHARD_MAX_PSLOTS];
     int pslot_unit[SHARD_MAX_PSLOTS]; /* the unit in the slot, -1: free */
@@ -152,7 +152,7 @@ static int finish_block(void *arg, int status, so_handle **follow)
         so_optim_scale(g, L->mine_len[j->u], 1.0f / (float)(L->shards * s->cross->size));
     if (s->stage > 1) {
         memcpy(s->gshard + L->cbase[j->u], g, L->mine_len[j->u] * sizeof(float));
-        if (!s->slot_of || s->slot_of[j->u] == SHARD_SLOT_NONE)
+        if (!s->slot_of)
             shard_release(s->m->grads, L->lo[j->u], L->lo[j->u + 1]);
     }
     return 0;
@@ -210,14 +210,14 @@ static int drain(zero_state *s, int keep)
 
 /* zero3: where unit u's gathered parameters go: the smallest free slot
  * that holds it, placed for the model (a tied table: the slot of its own,
- * which its three gathers a step reuse); else (a row chunk, no free slot,
- * or gather_whole) its pages of the whole buffer, mapped. */
+ * which its three gathers a step reuse); else (no free slot, or
+ * gather_whole) its pages of the whole buffer, mapped. */
 static int place_gathered(zero_state *s, int u)
 {
     const shard_layout *L = &s->L;
     size_t n = L->lo[u + 1] - L->lo[u];
     int best = -1;
-    int whole = s->gather_whole || shard_unit_chunk(L, u), tied = shard_unit_tied(L, u);
+    int whole = s->gather_whole, tied = shard_unit_tied(L, u);
     for (int k = 0; !whole && k < s->npslots; k++)
         if ((k == s->tied_slot) == tied && s->pslot_unit[k] < 0 && s->pslot_len[k] >= n &&
             (best < 0 || s->pslot_len[k] < s->pslot_len[best]))

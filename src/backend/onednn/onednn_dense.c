@@ -250,13 +250,15 @@ static int dense_backward(od_state *s, int node)
 }
 
 /* Forward of rows [r0, r1): y[:, r0:r1] = x W[r0:r1]^T (x (N, in) plain,
- * y (N, out)); the last chunk adds the bias and applies the ReLU. */
+ * y (N, out)); the last chunk adds the bias and applies the ReLU. A chunk's
+ * rows and the bias are addressed from their own offsets: a sharded
+ * strategy places each chunk's range (its unit) in a buffer of its own. */
 static int chunk_forward(od_state *s, int node, int k, int r0, int r1)
 {
     od_dense *d = s->t[node].priv;
     const so_node *nd = od_node(s, node);
     dnnl_dim_t N = s->m->batch, out = nd->a.out, in = (dnnl_dim_t)((nd->nparam - (size_t)out) / (size_t)out);
-    const float *w = so_model_params_at(s->m, nd->param_off);
+    const float *w = so_model_params_at(s->m, nd->param_off + (size_t)r0 * in);
     float *y = s->t[node].buf;
     if (k == 0) {
         int rc = od_reorder_exec(s, node, "dense source copy", &d->x_to_plain, od_in(s, node, 0)->mem, d->x_mem);
@@ -265,10 +267,10 @@ static int chunk_forward(od_state *s, int node, int k, int r0, int r1)
         OD_CHECK(s, node, "stream wait", dnnl_stream_wait(s->strm));
     }
     OD_CHECK(s, node, "chunk gemm forward",
-             dnnl_sgemm('N', 'T', N, r1 - r0, in, 1.0f, d->x, in, w + (size_t)r0 * in, in, 0.0f, y + r0, out));
+             dnnl_sgemm('N', 'T', N, r1 - r0, in, 1.0f, d->x, in, w, in, 0.0f, y + r0, out));
     if (k < s->m->chunks[node] - 1)
         return 0;
-    const float *b = w + (size_t)out * in;
+    const float *b = so_model_params_at(s->m, nd->param_off + (size_t)out * in);
 #pragma omp parallel for schedule(static) if (N * out > 32768)
     for (dnnl_dim_t n = 0; n < N; n++)
         for (dnnl_dim_t o = 0; o < out; o++) {
@@ -284,7 +286,7 @@ static void chunk_backward_head(od_state *s, int node)
 {
     const so_node *nd = od_node(s, node);
     dnnl_dim_t N = s->m->batch, out = nd->a.out;
-    float *dy = s->t[node].dbuf, *db = so_model_grads_at(s->m, nd->param_off) + nd->nparam - (size_t)out;
+    float *dy = s->t[node].dbuf, *db = so_model_grads_at(s->m, nd->param_off + nd->nparam - (size_t)out);
     const float *y = s->t[node].buf;
     if (nd->a.relu)
         for (dnnl_dim_t i = 0; i < N * out; i++)
@@ -305,18 +307,18 @@ static int chunk_backward(od_state *s, int node, int k, int r0, int r1)
     od_dense *d = s->t[node].priv;
     const so_node *nd = od_node(s, node);
     dnnl_dim_t N = s->m->batch, out = nd->a.out, in = (dnnl_dim_t)((nd->nparam - (size_t)out) / (size_t)out);
-    const float *w = so_model_params_at(s->m, nd->param_off), *dy = s->t[node].dbuf;
-    float *dw = so_model_grads_at(s->m, nd->param_off);
+    const float *w = so_model_params_at(s->m, nd->param_off + (size_t)r0 * in), *dy = s->t[node].dbuf;
+    float *dw = so_model_grads_at(s->m, nd->param_off + (size_t)r0 * in);
     int K = s->m->chunks[node];
     if (k == K - 1)
         chunk_backward_head(s, node);
     OD_CHECK(s, node, "chunk gemm weights",
              dnnl_sgemm('T', 'N', r1 - r0, in, N, 1.0f, dy + r0, out, d->x, in, s->m->accumulate_grads ? 1.0f : 0.0f,
-                        dw + (size_t)r0 * in, in));
+                        dw, in));
     if (!d->dx)
         return 0;
     OD_CHECK(s, node, "chunk gemm data",
-             dnnl_sgemm('N', 'N', N, in, r1 - r0, 1.0f, dy + r0, out, w + (size_t)r0 * in, in, k == K - 1 ? 0.0f : 1.0f,
+             dnnl_sgemm('N', 'N', N, in, r1 - r0, 1.0f, dy + r0, out, w, in, k == K - 1 ? 0.0f : 1.0f,
                         d->dx, in));
     if (k > 0)
         return 0;

@@ -34,13 +34,13 @@ int ref_dense_forward(ref_state *s, int i, int training)
 
 /* dW[o] += sum_n dy[n][o] x[n] for rows [r0, r1). */
 static void dense_bwd_weights_rows(const ref_state *s, int f, int out, int r0, int r1, const float *x,
-                                   const float *dy, float *dw)
+                                   const float *dy, float *dw_rows)
 {
     for (int o = r0; o < r1; o++)
         for (int n = 0; n < s->batch; n++) {
             float d = dy[(size_t)n * out + o];
             for (int k = 0; k < f; k++)
-                dw[(size_t)o * f + k] += d * x[(size_t)n * f + k];
+                dw_rows[(size_t)(o - r0) * f + k] += d * x[(size_t)n * f + k];
         }
 }
 
@@ -90,18 +90,25 @@ int ref_dense_backward(ref_state *s, int i)
 /* Rows [r0, r1) of a dense layer run in chunks (so_backend_ops.dense_chunk):
  * forward writes those outputs (the last chunk adds the bias and the ReLU);
  * backward, from the last chunk down, masks dy and writes db first, then
- * each chunk its rows of dW and its share of dx (cleared by the first). */
+ * each chunk its rows of dW and its share of dx (cleared by the first).
+ * A chunk's rows (and the last chunk's bias) are addressed from their own
+ * offset: a sharded strategy may place each chunk's range elsewhere. */
+static const float *chunk_rows(ref_state *s, int i, int r0, int f)
+{
+    return so_model_params_at(s->m, ref_node(s, i)->param_off + (size_t)r0 * f);
+}
+
 static void chunk_forward(ref_state *s, int i, int r0, int r1, int last)
 {
     const so_node *nd = ref_node(s, i);
     int f = in_features(s, i), out = nd->out.c;
-    const float *x = ref_in(s, i, 0), *w = ref_params(s, i), *b = w + (size_t)out * f;
+    const float *x = ref_in(s, i, 0), *w = chunk_rows(s, i, r0, f), *b = chunk_rows(s, i, out, f);
     float *y = s->act[i];
     for (int n = 0; n < s->batch; n++)
         for (int o = r0; o < r1; o++) {
             float sum = 0.0f;
             for (int k = 0; k < f; k++)
-                sum += w[(size_t)o * f + k] * x[(size_t)n * f + k];
+                sum += w[(size_t)(o - r0) * f + k] * x[(size_t)n * f + k];
             y[(size_t)n * out + o] = sum;
         }
     for (int n = 0; last && n < s->batch; n++)
@@ -115,8 +122,9 @@ static void chunk_backward(ref_state *s, int i, int r0, int r1, int first)
 {
     const so_node *nd = ref_node(s, i);
     int f = in_features(s, i), out = nd->out.c;
-    float *dy = ref_out_diff(s, i), *dw = so_model_grads_at(s->m, nd->param_off), *db = dw + (size_t)out * f;
-    const float *x = ref_in(s, i, 0), *w = ref_params(s, i), *y = s->act[i];
+    float *dy = ref_out_diff(s, i), *dw = so_model_grads_at(s->m, nd->param_off + (size_t)r0 * f);
+    float *db = so_model_grads_at(s->m, nd->param_off + (size_t)out * f);
+    const float *x = ref_in(s, i, 0), *w = chunk_rows(s, i, r0, f), *y = s->act[i];
     for (size_t k = 0; first && nd->a.relu && k < (size_t)s->batch * out; k++)
         dy[k] = y[k] > 0.0f ? dy[k] : 0.0f;
     for (int o = first ? 0 : out; o < out; o++) {
@@ -126,7 +134,7 @@ static void chunk_backward(ref_state *s, int i, int r0, int r1, int first)
         db[o] = s->m->accumulate_grads ? db[o] + sum : sum;
     }
     if (!s->m->accumulate_grads)
-        memset(dw + (size_t)r0 * f, 0, (size_t)(r1 - r0) * f * sizeof *dw);
+        memset(dw, 0, (size_t)(r1 - r0) * f * sizeof *dw);
     dense_bwd_weights_rows(s, f, out, r0, r1, x, dy, dw);
     float *dx = so_graph_needs_diff(s->g, i, 0) ? s->diff[nd->inputs[0]] : NULL;
     if (dx && first && !so_graph_diff_accumulate(s->g, i, 0))
@@ -134,7 +142,7 @@ static void chunk_backward(ref_state *s, int i, int r0, int r1, int first)
     for (int n = 0; dx && n < s->batch; n++)
         for (int o = r0; o < r1; o++)
             for (int k = 0; k < f; k++)
-                dx[(size_t)n * f + k] += dy[(size_t)n * out + o] * w[(size_t)o * f + k];
+                dx[(size_t)n * f + k] += dy[(size_t)n * out + o] * w[(size_t)(o - r0) * f + k];
 }
 
 int ref_dense_chunk(ref_state *s, int i, int k, int r0, int r1, int backward)
