@@ -6,7 +6,9 @@
 # without it (the throughput zero3 is held to), repeats interleaved; prints
 # the plan's memory table beside the one each run accounted (--json), with
 # the peak resident sets. 4 ranks on this 2-core VM are oversubscribed (two
-# ranks per core). Run it alone on the machine.
+# ranks per core). Run it alone on the machine. A run's step time is the
+# median of its timed steps, img/s the global batch over it; the table gives
+# the median (min-max) over the repeats.
 #   bench/shard_vgg.sh [CAP] [BATCH] [STEPS] [REPEATS]     defaults: 1800M 2 3 2
 #   WORLD=2 runs 2 ranks instead of 4; SHARDED="zero1 zero3" (default) chooses the sharded strategies run under the cap
 #   UNIT=32 cuts dense layers above 32 MiB into row chunks (--shard-unit; default layer)
@@ -40,12 +42,16 @@ for ((r = 1; r <= repeats; r++)); do
   done
 done
 echo "# runs in $out; $world ranks x 1 thread on 2 cores, $model b$batch per rank, AdamW, --shard-unit $unit"
-/usr/bin/python3 - "$out" "$repeats" "$cap" "$((world * batch))" ${SHARDED:-zero1 zero3} <<'PY'
+WARM=$warm /usr/bin/python3 - "$out" "$repeats" "$cap" "$((world * batch))" ${SHARDED:-zero1 zero3} <<'PY'
 import json, os, statistics, sys
 d, repeats, cap, per_step, sharded = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5:]
 plan = {r["strategy"]: r for r in json.load(open(os.path.join(d, "plan.json")))["strategies"]}
 runs = {w: [json.load(open(os.path.join(d, f"{w}-{r}.json"))) for r in range(1, repeats + 1)] for w in sharded + ["dp"]}
-ips = {w: [j["images_per_sec"] for j in runs[w]] for w in runs}
+# A run's step time is the median of its timed steps (step_seconds after the
+# warm-up): stalls of the VM of several seconds hit single steps of any strategy.
+warm = int(os.environ.get("WARM", "1"))
+ms = {w: [1000 * statistics.median(j["step_seconds"][warm:]) for j in runs[w]] for w in runs}
+ips = {w: [1000 * per_step / v for v in ms[w]] for w in ms}
 mb = lambda x: f"{x / 1e6:,.0f}"
 print(f"| strategy | plan: weights / grads / optim / act / total MB | measured rank 0 (accounted) | peak RSS max rank MB |")
 print("|---|---|---|---:|")
@@ -60,7 +66,6 @@ for s in ("dp", "zero1", "zero2", "zero3"):
         row += " | | |"
     print(row)
 med = lambda v: f"{statistics.median(v):.3f} ({min(v):.3f}-{max(v):.3f})"
-ms = {w: [1000 * per_step / v for v in ips[w]] for w in ips}  # the timed steps' mean, per run
 msf = lambda v: f"{statistics.median(v):.0f} ({min(v):.0f}-{max(v):.0f})"
 print(f"dp without the cap: {med(ips['dp'])} img/s, step {msf(ms['dp'])} ms")
 for s in sharded:
