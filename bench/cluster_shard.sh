@@ -8,7 +8,8 @@
 #   [STRATEGIES="dp zero1 zero2 zero3"] bench/cluster_shard.sh [REPEATS] [RATES] [MODELS]
 #   defaults: 3 "1gbit 10gbit" "resnet20:64:20 resnet50:16:4"   (NAME:BATCH:TIMED_STEPS)
 # A strategy may name a --compress method after a plus: zero2+bf16 is
-# --strategy zero2 --compress bf16 (its ratio is still to plain dp).
+# --strategy zero2 --compress bf16 (its ratio is still to plain dp), and
+# zero3's parameter gather wire after an at: zero3@bf16 is --shard-gather bf16.
 set -euo pipefail
 
 repeats="${1:-3}" rates="${2:-1gbit 10gbit}" models="${3:-resnet20:64:20 resnet50:16:4}"
@@ -26,13 +27,15 @@ for rate in $rates; do
       order=$strategies
       [ $((r % 2)) -eq 0 ] && order=$(echo "$strategies" | tr ' ' '\n' | tac | tr '\n' ' ')
       for who in $order; do
-        s=${who%%+*} compress=none
-        [ "$s" != "$who" ] && compress=${who#*+}
+        s=${who%%[+@]*} compress=none gather=fp32
+        case $who in *+*) compress=${who#*+} ;; *@*) gather=${who#*@} ;; esac
+        gopt=()
+        [ "$gather" != fp32 ] && gopt=(--shard-gather "$gather")
         name="$rate-$model-$who-$r"
         "$cluster" mpirun -np 2 --ranks-per-node 1 "$src/build/scaleout" train --model "$model" \
           --dataset synthetic --batch-size "$batch" --synthetic-samples $((batch * (steps + warm + 1))) \
           --steps $((steps + warm)) --warmup-steps $warm --eval-every -1 --progress none --optimizer adamw \
-          --lr 0.001 --strategy "$s" --compress "$compress" --json "$out/$name.json" >"$out/$name.log" 2>&1 ||
+          --lr 0.001 --strategy "$s" --compress "$compress" "${gopt[@]}" --json "$out/$name.json" >"$out/$name.log" 2>&1 ||
           { echo "cluster_shard: $name failed: $(tail -3 "$out/$name.log")" >&2; exit 1; }
       done
     done

@@ -60,6 +60,7 @@ typedef struct slot {
     size_t count;
     const size_t *counts;
     so_dtype dt;
+    so_dtype wire;          /* an allgather's: F32 buffers delivered rounded to BF16 / F16, as the library's */
     so_reduce_op op;
     arrival a[MAXR];
     struct slot *next;
@@ -169,6 +170,10 @@ static void perform(world *w, slot *s, int size)
         else
             for (int k = 0; k < size; k++)
                 memcpy((char *)tmp[r] + block_off(s->counts, k) * es, s->a[k].send, s->counts[k] * es);
+        for (size_t i = 0; s->kind == OP_AG && s->wire == SO_DTYPE_BF16 && i < n; i++)
+            ((float *)tmp[r])[i] = so_bf16_to_f32_1(so_f32_to_bf16_1(((float *)tmp[r])[i]));
+        for (size_t i = 0; s->kind == OP_AG && s->wire == SO_DTYPE_F16 && i < n; i++)
+            ((float *)tmp[r])[i] = so_f16_to_f32_1(so_f32_to_f16_1(((float *)tmp[r])[i]));
     }
     for (int r = 0; r < size; r++) {
         size_t n = s->kind == OP_RS ? s->counts[r] : s->count;
@@ -180,8 +185,8 @@ static void perform(world *w, slot *s, int size)
         complete(w, s->a[r].h, 0);
 }
 
-static int submit(so_group *g, op_kind kind, const void *send, void *recv, size_t count, const size_t *counts,
-                  so_dtype dt, so_reduce_op op, so_handle **out)
+static int submit_wire(so_group *g, op_kind kind, const void *send, void *recv, size_t count,
+                       const size_t *counts, so_dtype dt, so_dtype wire, so_reduce_op op, so_handle **out)
 {
     fake_group *fg = g->impl;
     world *w = fg->w;
@@ -193,8 +198,8 @@ static int submit(so_group *g, op_kind kind, const void *send, void *recv, size_
         s = s->next;
     if (!s) {
         s = calloc(1, sizeof *s);
-        *s = (slot){.gid = fg->gid, .seq = seq, .kind = kind, .count = count, .counts = counts, .dt = dt, .op = op,
-                    .next = w->slots};
+        *s = (slot){.gid = fg->gid, .seq = seq, .kind = kind, .count = count, .counts = counts, .dt = dt,
+                    .wire = wire, .op = op, .next = w->slots};
         w->slots = s;
     }
     assert_int_equal(s->kind, kind); /* every rank runs the same collective */
@@ -206,6 +211,12 @@ static int submit(so_group *g, op_kind kind, const void *send, void *recv, size_
         perform(w, s, g->size);
     pthread_mutex_unlock(&w->mu);
     return 0;
+}
+
+static int submit(so_group *g, op_kind kind, const void *send, void *recv, size_t count, const size_t *counts,
+                  so_dtype dt, so_reduce_op op, so_handle **out)
+{
+    return submit_wire(g, kind, send, recv, count, counts, dt, SO_DTYPE_F32, op, out);
 }
 
 static int f_allreduce(so_group *g, const void *send, void *recv, size_t count, so_dtype dt, so_reduce_op op,
@@ -225,8 +236,7 @@ static int f_rs(so_group *g, const void *send, void *recv, size_t count, const s
 static int f_ag(so_group *g, const void *send, void *recv, size_t count, const size_t *counts, so_dtype dt,
                 const so_group_opts *o, so_handle **out)
 {
-    (void)o;
-    return submit(g, OP_AG, send, recv, count, counts, dt, SO_REDUCE_SUM, out);
+    return submit_wire(g, OP_AG, send, recv, count, counts, dt, o ? o->wire : SO_DTYPE_F32, SO_REDUCE_SUM, out);
 }
 
 static int f_bcast(so_group *g, void *buf, size_t count, so_dtype dt, int root, const so_group_opts *o,
@@ -382,6 +392,7 @@ typedef struct {
     float eps;              /* > 0: Adam's eps instead of the default 1e-8 */
     long steps;
     int loaded;             /* every parameter written between the model and the strategy (--init-from's place) */
+    so_dtype gather;        /* zero3's --shard-gather wire (0: F32) */
 } run_config;
 
 typedef struct {
@@ -482,6 +493,17 @@ static int rank_held(rank_run *rr, const so_strategy *st, const so_model *m)
 static atomic_int slotted_writes;
 /* Forward or backward runs of a node whose parameters are in zero3's slots. */
 static atomic_int slotted_reads;
+/* Forward or backward runs of a node that read a weight with any of its low
+ * 16 bits set (not a BF16 value). */
+static atomic_int unrounded_reads;
+
+static int bf16_exact(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return (u & 0xffffu) == 0;
+}
+
 /* Row chunks of cut layers: backward passes of a chunk whose gradients were
  * in the whole buffer, and runs of a chunk whose parameters were (zero3). */
 static atomic_int chunk_whole_writes, chunk_whole_reads;
@@ -521,6 +543,12 @@ static void probe(void *arg, int node, int backward, double t0, double t1)
         atomic_fetch_add(&slotted_reads, 1);
     if (rr->m->chunks && rr->m->chunks[node] > 1)
         probe_chunks(rr->m, node, backward);
+    const float *w = nd->nparam ? so_model_params_at(rr->m, nd->param_off) : NULL;
+    for (size_t i = 0; w && (!rr->m->chunks || rr->m->chunks[node] == 1) && i < nd->nparam; i++)
+        if (!bf16_exact(w[i])) {
+            atomic_fetch_add(&unrounded_reads, 1);
+            break;
+        }
     if (!rr->units)
         return;
     int n = mapped_units(rr->m, rr->units);
@@ -543,7 +571,8 @@ static void *rank_main(void *arg)
     const so_strategy_kind *k = NULL;
     const so_zoo_entry *z = so_zoo_find(c->model);
     so_strategy_config sc = {.dist = &fd.d, .group = g, .bucket_bytes = 8192, .first_bucket_bytes = 2048,
-                             .shard_unit = c->unit, .shard_prefetch = c->prefetch, .shard_node = c->node < c->N};
+                             .shard_unit = c->unit, .shard_prefetch = c->prefetch, .shard_node = c->node < c->N,
+                             .shard_gather = c->gather};
     so_optim_defaults(&sc.optim, c->optim);
     sc.optim.weight_decay = c->optim == SO_OPT_ADAMW ? 0.05f : 0.0f;
     if (c->eps > 0)
@@ -792,6 +821,43 @@ static void test_chunk_slots(void **state)
                      writes);
         if ((i & 1) && reads)
             fail_msg("%s on %s: %d chunk runs read the whole parameter buffer", c.strategy, c.backend, reads);
+    }
+}
+
+/* --shard-gather bf16 (FSDP's param_dtype): zero3 gathers each rank's
+ * block rounded to BF16, so every layer computes forward and backward with
+ * BF16 values on every rank, while the optimizer steps the FP32 shard: the
+ * export (params_whole) holds weights BF16 cannot represent, and the run
+ * stays near the FP32 gather's: 3 steps of momentum SGD on weights rounded
+ * by at most 2^-9 relative differ by 1.6e-3 of the largest weight (5e-3
+ * allowed). The same probe on FP32 gathers must see unrounded weights, so
+ * it can fail. */
+static void test_gather_wire(void **state)
+{
+    (void)state;
+    for (int N = 1; N <= 3; N++) {
+        float *ref = NULL, *got;
+        size_t n, m;
+        for (int b = 0; b < 2; b++) {
+            run_config c = {.model = "lenet5", .strategy = "zero3", .optim = SO_OPT_MOMENTUM, .N = N,
+                            .accumulate = 1, .unit = "layer", .steps = 3, .gather = b ? SO_DTYPE_BF16 : SO_DTYPE_F32};
+            atomic_store(&unrounded_reads, 0);
+            train_ranks(&c, b ? &got : &ref, b ? &m : &n, NULL, NULL);
+            int unrounded = atomic_load(&unrounded_reads);
+            if (b && unrounded)
+                fail_msg("N=%d bf16 gathers: %d layer runs read weights not rounded to BF16", N, unrounded);
+            if (!b && !unrounded)
+                fail_msg("N=%d fp32 gathers: no layer run read an unrounded weight (the probe cannot fail)", N);
+        }
+        size_t exact = 0;
+        for (size_t i = 0; i < m; i++)
+            exact += bf16_exact(got[i]);
+        if (exact == m)
+            fail_msg("N=%d bf16 gathers: every exported weight is a BF16 value, not the FP32 shard's", N);
+        assert_int_equal(n, m);
+        assert_close(ref, got, n, 5e-3, "zero3 bf16 gathers against fp32 gathers");
+        free(ref);
+        free(got);
     }
 }
 
@@ -1089,6 +1155,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chunked_grads),
         cmocka_unit_test(test_chunk_slots),
+        cmocka_unit_test(test_gather_wire),
         cmocka_unit_test(test_like_dp),
         cmocka_unit_test(test_grad_slots),
         cmocka_unit_test(test_loaded_before_create),

@@ -78,6 +78,7 @@ typedef struct {
     const char *strategy;
     const char *shard_unit;      /* zero*: "auto", "layer", "block" or a size in MiB (NULL: the strategy's default) */
     int shard_prefetch;          /* zero3: units gathered at once, at most (>= 1) */
+    const char *shard_gather;    /* zero3: the parameters' allgather wire, "fp32" (as they are), "bf16" or "fp16" */
     const char *shard_group;     /* zero*: "all" (shard over every rank) or "node" (HYBRID_SHARD) */
     const char *allreduce;       /* gradient allreduce algorithm (scaleout/comm.h names) */
     double bucket_mb;            /* gradient bucket size in MiB; < 0: chosen from the cost model */

@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "scaleout/compress.h"
+#include "scaleout/dtype.h"
 #include "scaleout/model.h"
 #include "scaleout/optim.h"
 #include "scaleout/sync.h"
@@ -63,6 +64,11 @@ typedef struct so_strategy_config {
     const char *shard_unit;
     int shard_prefetch;
     int shard_node;
+    /* zero3: the wire of the parameters' allgathers (F32: as they are; BF16
+     * or F16: each rank's block rounded once and gathered at half the bytes,
+     * so forward and backward compute with the rounded weights on every rank
+     * while the optimizer steps the FP32 shard: FSDP's param_dtype). */
+    so_dtype shard_gather;
     /* dp: gradient compression (scaleout/compress.h; method NONE: off), made
      * at create so its state can be checkpointed and restored before the
      * first step. error_feedback as so_compressor_config. */

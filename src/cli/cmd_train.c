@@ -44,6 +44,7 @@ static const char *const pipe_schedules[] = {"gpipe", "1f1b", "interleaved", NUL
 static const char *const placements[] = {"stage-major", "replica-major", NULL};
 static const char *const on_off[] = {"on", "off", NULL};
 static const char *const shard_groups[] = {"all", "node", NULL};
+static const char *const shard_gathers[] = {"fp32", "bf16", "fp16", NULL};
 
 #define SUMMARY "Trains a zoo model (see `scaleout models`) on one process, or on every rank under mpirun."
 
@@ -137,6 +138,7 @@ static const cli_need train_needs[] = {
     {"shard-unit", sharded, "--strategy zero1, zero2 or zero3"},
     {"shard-group", sharded, "--strategy zero1, zero2 or zero3"},
     {"shard-prefetch", zero3, "--strategy zero3"},
+    {"shard-gather", zero3, "--strategy zero3"},
     {"image-size", image_data, "--dataset imagefolder or tfrecord"},
     {"resize", image_data, "--dataset imagefolder or tfrecord"},
     {"crop-scale", image_data, "--dataset imagefolder or tfrecord"},
@@ -246,6 +248,7 @@ static int parse(train_args *a, int argc, char **argv)
         {"strategy", OPT_STR, &c->strategy, "NAME", "how ranks share the model: dp (data parallelism), zero1 (optimizer state sharded), zero2 (and gradients), zero3 (and parameters); docs/PARALLELISM.md", 0, -1, NULL},
         {"shard-unit", OPT_STR, &c->shard_unit, "auto|layer|block|MB", "zero*: what is gathered and reduced together: a layer, a block (layer1.0, h.3), layers of at least MB MiB, or auto: small blocks merged into units of up to 1 MiB (default: zero1/2 the gradient buckets, zero3 auto)", 0, -1, NULL},
         {"shard-prefetch", OPT_INT, &c->shard_prefetch, "K", "zero3: units gathered at once, at most (the one computing and K-1 prefetched)", 1, 1 << 20, NULL},
+        {"shard-gather", OPT_CHOICE, &c->shard_gather, "fp32|bf16|fp16", "zero3: the wire of the parameters' allgathers: bf16 or fp16 halve their bytes, forward and backward then compute with the rounded weights (FSDP's param_dtype) while the optimizer steps the FP32 shard", 0, -1, shard_gathers},
         {"shard-group", OPT_CHOICE, &c->shard_group, "all|node", "zero*: shard over every rank, or within each node and replicate across nodes (HYBRID_SHARD)", 0, -1, shard_groups},
         {"init", OPT_CHOICE, &c->init, "SCHEME", "parameter initialisation: torch (PyTorch's, so its recipes transfer), he, glorot", 0, -1, inits},
         /* image data sets (--dataset imagefolder|tfrecord, docs/DATA.md) */

@@ -51,7 +51,7 @@ void so_job_defaults(so_job_config *c)
                          .backend = "onednn", .conv_algo = "auto", .precision = "fp32", .threads = 1, .pin_threads = 1,
                          .optimizer = "momentum", .lr = 0.01f, .momentum = 0.9f, .lr_schedule = "constant",
                          .lr_step_epochs = 30, .lr_gamma = 0.1f, .epochs = 1, .eval_every = 1, .accumulate = 1,
-                         .warmup_steps = 10, .strategy = "dp", .shard_prefetch = 2, .shard_group = "all", .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
+                         .warmup_steps = 10, .strategy = "dp", .shard_prefetch = 2, .shard_gather = "fp32", .shard_group = "all", .allreduce = "auto", .bucket_mb = 25, .first_bucket_mb = 1,
                          .compress = "none", .error_feedback = -1,
                          .sync = "sync", .outer_lr = 0.7f, .outer_momentum = 0.9f, .ps_ranks = 1,
                          .overlap = 1, .stall_warning_s = 60, .comm_timeout_s = 300, .microbatches = 1,
@@ -79,15 +79,16 @@ static void config_text(const so_job_config *a, const so_graph *g, char *buf, si
              "schedule=%s\nwarmup_epochs=%g\nseed=%ld\naccumulate=%d\naugment=%d\nsync_bn=%d\n"
              "bucket_mb=%s\nfirst_bucket_mb=%g\nallreduce=%s\noverlap=%d\npipeline_stages=%d\nmicrobatches=%d\n"
              "pipeline_schedule=%s\nvirtual_stages=%d\npartition=%s\nplacement=%s\nmax_memory=%.0f\n"
-             "clip_norm=%g\nstrategy=%s\nshard_unit=%s\nshard_prefetch=%d\nshard_group=%s\ncompress=%s\n"
-             "error_feedback=%d\n",
+             "clip_norm=%g\nstrategy=%s\nshard_unit=%s\nshard_prefetch=%d\nshard_gather=%s\nshard_group=%s\n"
+             "compress=%s\nerror_feedback=%d\n",
              SCALEOUT_VERSION, a->model, in.c, in.h, in.w, so_graph_classes(g), so_graph_nparams(g), a->backend,
              a->conv_algo, a->dataset, a->batch, a->epochs, a->steps, a->optimizer, a->lr, a->momentum,
              a->weight_decay, a->lr_schedule, a->warmup_epochs, a->seed, a->accumulate, a->augment, a->sync_bn,
              bucket, a->first_bucket_mb, a->allreduce, a->overlap, a->pipeline_stages, a->microbatches,
              a->schedule ? a->schedule : "", a->virtual_stages > 1 ? a->virtual_stages : 1, a->partition ? a->partition : "", a->placement ? a->placement : "",
              a->max_memory, (double)a->clip_norm, a->strategy ? a->strategy : "dp",
-             a->shard_unit ? a->shard_unit : "", a->shard_prefetch, a->shard_group ? a->shard_group : "all",
+             a->shard_unit ? a->shard_unit : "", a->shard_prefetch, a->shard_gather ? a->shard_gather : "fp32",
+             a->shard_group ? a->shard_group : "all",
              a->compress ? a->compress : "none", a->error_feedback);
     size_t used = strlen(buf);
     if (used < len)
@@ -337,6 +338,13 @@ static int check_strategy(const so_job_config *c)
         return so_err(SO_EINVAL, "--shard-group: '%s' is not all or node", c->shard_group);
     if (c->shard_prefetch < 1)
         return so_err(SO_EINVAL, "--shard-prefetch %d must be >= 1", c->shard_prefetch);
+    so_dtype gather;
+    if ((rc = parts_gather_wire(c, &gather)))
+        return rc;
+    if (gather != SO_DTYPE_F32 && strcmp(k->name, "zero3"))
+        return so_err(SO_EINVAL, "--shard-gather %s with --strategy %s: only zero3 gathers parameters into "
+                      "buffers of their own (zero1/2 gather into the FP32 weights the optimizer steps)",
+                      c->shard_gather, k->name);
     so_compress_spec cs;
     if ((rc = so_compress_parse(c->compress ? c->compress : "none", &cs)))
         return rc;

@@ -168,6 +168,19 @@ static int image_loader_config(const so_job_config *a, so_loader_config *lc)
  * (parts_load) and after (the caller's dist_agree) this call. A rank that ran
  * out of memory inside so_model_create_opts after it would free the buffer
  * alone and block; its peers' dist_agree then times out (watched) and aborts. */
+int parts_gather_wire(const so_job_config *c, so_dtype *out)
+{
+    const char *w = c->shard_gather ? c->shard_gather : "fp32";
+    *out = SO_DTYPE_F32;
+    if (!strcmp(w, "bf16"))
+        *out = SO_DTYPE_BF16;
+    else if (!strcmp(w, "fp16"))
+        *out = SO_DTYPE_F16;
+    else if (strcmp(w, "fp32"))
+        return so_err(SO_EINVAL, "--shard-gather: '%s' is not fp32, bf16 or fp16", w);
+    return 0;
+}
+
 /* --strategy's configuration (its name was checked with the input). */
 static int strategy_config(const so_job_config *a, const so_dist *d, so_strategy_config *sc)
 {
@@ -180,6 +193,8 @@ static int strategy_config(const so_job_config *a, const so_dist *d, so_strategy
                                .auto_buckets = a->bucket_mb < 0, .accumulate = a->accumulate, .shard_unit = a->shard_unit,
                                .shard_prefetch = a->shard_prefetch,
                                .shard_node = a->shard_group && !strcmp(a->shard_group, "node")};
+    if ((rc = parts_gather_wire(a, &sc->shard_gather)))
+        return rc;
     if ((rc = so_compress_parse(a->compress ? a->compress : "none", &sc->compress)))
         return rc;
     sc->error_feedback = a->error_feedback;

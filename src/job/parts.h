@@ -4,6 +4,7 @@
 #ifndef SCALEOUT_JOB_PARTS_H
 #define SCALEOUT_JOB_PARTS_H
 #include "scaleout/job.h"
+#include "scaleout/dtype.h"
 #include "scaleout/zoo.h"
 
 typedef struct {
@@ -32,6 +33,9 @@ int parts_synthetic_shape(const so_job_config *c, so_zoo_entry *out);
  * is collective when d has buf_alloc (the gradient buffer is registered
  * memory), so call it only after all ranks agreed parts_load succeeded. */
 int parts_build(const so_job_config *c, const so_dist *d, job_parts *p);
+/* --shard-gather's wire type: F32 for "fp32" (or unset), BF16, F16; SO_EINVAL
+ * naming the flag otherwise. */
+int parts_gather_wire(const so_job_config *c, so_dtype *out);
 /* Per-node forward and backward seconds of training steps of m on a fixed
  * synthetic batch (so_predict_measure with run; timed may be NULL). */
 int parts_measure(so_model *m, so_optim *opt, const so_predict_run *run, double *t_fwd, double *t_bwd, double *t_other,

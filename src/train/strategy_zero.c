@@ -79,8 +79,10 @@ struct zero_state {
     int tied_slot;               /* the slot kept for tied tables (the largest), -1: none */
     int *pslot_of;               /* zero3, per unit: the slot its gathered parameters are in, -1: the whole buffer */
     int gather_whole;            /* gather into the whole buffer (zero_params_whole: dumps and exports read it) */
+    int whole_unrounded;         /* --shard-gather bf16|fp16: units left gathered in FP32 by zero_params_whole */
     so_state_layout state;
     so_dtype grad_wire;          /* --compress fp16|bf16: the gradients' reduce-scatter on that 16-bit wire; else F32 */
+    so_dtype param_wire;         /* zero3, --shard-gather bf16|fp16: the parameters' allgathers on that wire; else F32 */
     double grad_bytes_sent;      /* this rank's bytes put into its gradient reduce-scatters (and HYBRID's allreduces) */
     double grad_bytes_dense;     /* the same on the FP32 wire */
 };
@@ -234,6 +236,18 @@ static int place_gathered(zero_state *s, int u)
     return rc;
 }
 
+/* One rank's gather: the block copied as a gather on `wire` delivers it
+ * (rounded to the 16-bit type and widened, or as it is). */
+static void copy_on_wire(so_dtype wire, float *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; wire == SO_DTYPE_BF16 && i < n; i++)
+        dst[i] = so_bf16_to_f32_1(so_f32_to_bf16_1(src[i]));
+    for (size_t i = 0; wire == SO_DTYPE_F16 && i < n; i++)
+        dst[i] = so_f16_to_f32_1(so_f32_to_f16_1(src[i]));
+    if (wire == SO_DTYPE_F32)
+        memcpy(dst, src, n * sizeof *dst);
+}
+
 /* Starts gathering unit u's parameters: from the whole buffer's own blocks
  * into the buffer (zero1/2, in place) or from the compact shard (zero3) into
  * a slot or the unit's pages of the buffer (place_gathered). */
@@ -249,13 +263,15 @@ static int gather_unit(zero_state *s, int u)
         s->resident[u] = 1;
     }
     float *dst = so_model_params_at(s->m, L->lo[u]);
+    /* forward and backward compute with --shard-gather's rounding; dumps and exports read the FP32 shard */
+    so_dtype wire = s->stage == 3 && !s->gather_whole ? s->param_wire : SO_DTYPE_F32;
     s->fresh[u] = 1;
     if (!s->shard_grp) {
         if (s->stage == 3)
-            memcpy(dst, mine, L->mine_len[u] * sizeof *p);
+            copy_on_wire(wire, dst, mine, L->mine_len[u]);
         return 0;
     }
-    so_group_opts o = {SO_DTYPE_F32, SO_STRATEGY_TAG + u};
+    so_group_opts o = {wire, SO_STRATEGY_TAG + u};
     return so_group_iallgather(s->shard_grp, mine, dst, L->lo[u + 1] - L->lo[u], L->counts + (size_t)u * L->shards,
                                SO_DTYPE_F32, &o, &s->ag[u]);
 }
@@ -336,6 +352,12 @@ static int forward_begin(void *arg, int node)
         return 0;
     if (node == s->L.node_lo[0]) /* a pass begins */
         s->fwd_waited = 0;
+    for (int u = 0; s->whole_unrounded && u < s->L.nunits; u++) { /* compute on the gather's rounding only */
+        int rc = s->resident[u] ? free_unit(s, u) : 0;
+        if (rc)
+            return rc;
+    }
+    s->whole_unrounded = 0;
     if (s->L.chunks[node] > 1) /* chunk by chunk: chunk_begin */
         return 0;
     s->in_pass = 1;
@@ -623,15 +645,16 @@ static int zero_params_whole(void *self)
         for (int u = 0; !rc && s->stale && u < s->L.nunits; u++)
             rc = gather_unit(s, u);
         s->stale = 0;
-    } else { /* callers read the whole buffer: units in slots move there */
+    } else { /* callers read the whole buffer: units in slots move there, rounded ones are gathered again */
         for (int u = 0; !rc && u < s->L.nunits; u++)
-            if (s->resident[u] && s->pslot_of && s->pslot_of[u] >= 0)
+            if (s->resident[u] && ((s->pslot_of && s->pslot_of[u] >= 0) || s->param_wire != SO_DTYPE_F32))
                 rc = free_unit(s, u);
         s->gather_whole = 1;
         for (int u = 0; !rc && u < s->L.nunits; u++)
             if (!s->resident[u])
                 rc = gather_unit(s, u);
         s->gather_whole = 0;
+        s->whole_unrounded = s->param_wire != SO_DTYPE_F32;
     }
     for (int u = 0; !rc && u < s->L.nunits; u++)
         rc = gathered(s, u);
@@ -920,6 +943,9 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
     if (c->dist && c->dist->world > 1 && !c->group)
         return so_err(SO_EUNSUP, "--strategy zero%d: this build's communication layer has no collective "
                       "vocabulary (reduce-scatter and allgather with handles) yet", stage);
+    if (stage < 3 && c->shard_gather != SO_DTYPE_F32)
+        return so_err(SO_EINVAL, "--shard-gather with --strategy zero%d: only zero3 gathers parameters into "
+                      "buffers of their own", stage);
     shard_units units;
     int rc = shard_units_for(c, stage, &units);
     zero_state *s = calloc(1, sizeof *s);
@@ -932,6 +958,7 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
         return rc;
     }
     *s = (zero_state){.stage = stage, .m = m, .d = c->dist, .prefetch = c->shard_prefetch > 0 ? c->shard_prefetch : 2,
+                      .param_wire = stage == 3 ? c->shard_gather : SO_DTYPE_F32,
                       .accumulate = c->accumulate > 1 ? c->accumulate : 1, .cur_pos = -1, .tied_slot = -1};
     *st = (so_strategy){.ops = &zero_ops, .self = s};
     char name[8];
