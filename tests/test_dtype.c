@@ -167,7 +167,14 @@ static void test_lengths(void **state)
             so_f32_to_f16(a + off, x + off, n);
             so_f16_to_f32(y + off, a + off, n);
             so_f32_to_bf16(b + off, x + off, n);
+            float rb[67], rh[67];
+            memcpy(rb, x, sizeof rb);
+            memcpy(rh, x, sizeof rh);
+            so_round_to(SO_DTYPE_BF16, rb + off, n);
+            so_round_to(SO_DTYPE_F16, rh + off, n);
             for (size_t i = off; i < off + n; i++) {
+                assert_int_equal(bits(rb[i]), bits(so_bf16_to_f32_1(b[i])));
+                assert_int_equal(bits(rh[i]), bits(y[i]));
                 assert_int_equal(a[i], so_f32_to_f16_1(x[i]));
                 assert_int_equal(b[i], so_f32_to_bf16_1(x[i]));
                 assert_int_equal(bits(y[i]), bits(so_f16_to_f32_1(a[i])));

@@ -170,10 +170,8 @@ static void perform(world *w, slot *s, int size)
         else
             for (int k = 0; k < size; k++)
                 memcpy((char *)tmp[r] + block_off(s->counts, k) * es, s->a[k].send, s->counts[k] * es);
-        for (size_t i = 0; s->kind == OP_AG && s->wire == SO_DTYPE_BF16 && i < n; i++)
-            ((float *)tmp[r])[i] = so_bf16_to_f32_1(so_f32_to_bf16_1(((float *)tmp[r])[i]));
-        for (size_t i = 0; s->kind == OP_AG && s->wire == SO_DTYPE_F16 && i < n; i++)
-            ((float *)tmp[r])[i] = so_f16_to_f32_1(so_f32_to_f16_1(((float *)tmp[r])[i]));
+        if (s->kind == OP_AG)
+            so_round_to(s->wire, tmp[r], n);
     }
     for (int r = 0; r < size; r++) {
         size_t n = s->kind == OP_RS ? s->counts[r] : s->count;

@@ -48,6 +48,11 @@ void so_bf16_to_f32(float *dst, const uint16_t *src, size_t n);
 void so_f32_to_f16(uint16_t *dst, const float *src, size_t n);
 void so_f16_to_f32(float *dst, const uint16_t *src, size_t n);
 
+/* n FP32 values rounded in place to the nearest value of `to` (BF16 or F16,
+ * as a conversion there and back gives; F32 leaves them): what an FP32
+ * buffer holds after a trip over a 16-bit wire. */
+void so_round_to(so_dtype to, float *x, size_t n);
+
 /* One value, for tests and references. */
 uint16_t so_f32_to_bf16_1(float x);
 float so_bf16_to_f32_1(uint16_t h);

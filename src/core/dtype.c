@@ -216,3 +216,18 @@ void so_f16_to_f32(float *dst, const uint16_t *src, size_t n)
     pthread_once(&f16_once, f16_pick);
     f16k.to32(dst, src, n);
 }
+
+void so_round_to(so_dtype to, float *x, size_t n)
+{
+    uint16_t h[1024];
+    for (size_t i = 0; (to == SO_DTYPE_BF16 || to == SO_DTYPE_F16) && i < n; i += 1024) {
+        size_t k = n - i < 1024 ? n - i : 1024;
+        if (to == SO_DTYPE_BF16) {
+            so_f32_to_bf16(h, x + i, k);
+            so_bf16_to_f32(x + i, h, k);
+        } else {
+            so_f32_to_f16(h, x + i, k);
+            so_f16_to_f32(x + i, h, k);
+        }
+    }
+}

@@ -170,14 +170,10 @@ static int image_loader_config(const so_job_config *a, so_loader_config *lc)
  * alone and block; its peers' dist_agree then times out (watched) and aborts. */
 int parts_gather_wire(const so_job_config *c, so_dtype *out)
 {
-    const char *w = c->shard_gather ? c->shard_gather : "fp32";
     *out = SO_DTYPE_F32;
-    if (!strcmp(w, "bf16"))
-        *out = SO_DTYPE_BF16;
-    else if (!strcmp(w, "fp16"))
-        *out = SO_DTYPE_F16;
-    else if (strcmp(w, "fp32"))
-        return so_err(SO_EINVAL, "--shard-gather: '%s' is not fp32, bf16 or fp16", w);
+    if (c->shard_gather && (so_dtype_parse(c->shard_gather, out) ||
+                            (*out != SO_DTYPE_F32 && *out != SO_DTYPE_BF16 && *out != SO_DTYPE_F16)))
+        return so_err(SO_EINVAL, "--shard-gather: '%s' is not fp32, bf16 or fp16", c->shard_gather);
     return 0;
 }
 

@@ -236,18 +236,6 @@ static int place_gathered(zero_state *s, int u)
     return rc;
 }
 
-/* One rank's gather: the block copied as a gather on `wire` delivers it
- * (rounded to the 16-bit type and widened, or as it is). */
-static void copy_on_wire(so_dtype wire, float *dst, const float *src, size_t n)
-{
-    for (size_t i = 0; wire == SO_DTYPE_BF16 && i < n; i++)
-        dst[i] = so_bf16_to_f32_1(so_f32_to_bf16_1(src[i]));
-    for (size_t i = 0; wire == SO_DTYPE_F16 && i < n; i++)
-        dst[i] = so_f16_to_f32_1(so_f32_to_f16_1(src[i]));
-    if (wire == SO_DTYPE_F32)
-        memcpy(dst, src, n * sizeof *dst);
-}
-
 /* Starts gathering unit u's parameters: from the whole buffer's own blocks
  * into the buffer (zero1/2, in place) or from the compact shard (zero3) into
  * a slot or the unit's pages of the buffer (place_gathered). */
@@ -267,8 +255,10 @@ static int gather_unit(zero_state *s, int u)
     so_dtype wire = s->stage == 3 && !s->gather_whole ? s->param_wire : SO_DTYPE_F32;
     s->fresh[u] = 1;
     if (!s->shard_grp) {
-        if (s->stage == 3)
-            copy_on_wire(wire, dst, mine, L->mine_len[u]);
+        if (s->stage == 3) { /* what a gather on the wire would deliver */
+            memcpy(dst, mine, L->mine_len[u] * sizeof *p);
+            so_round_to(wire, dst, L->mine_len[u]);
+        }
         return 0;
     }
     so_group_opts o = {wire, SO_STRATEGY_TAG + u};
