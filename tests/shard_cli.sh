@@ -44,14 +44,31 @@ PY
 # run is near the FP32 gathers' (10 momentum steps: 1e-3 of the largest
 # weight measured, 5e-3 allowed) but not equal to it, and the dump holds the
 # FP32 shard, not BF16 values (test_shard checks the rounding per layer).
-run 2 gather-f32 --strategy zero3 --model lenet5 --steps 10 --batch-size 8 &&
-  run 2 gather-bf16 --strategy zero3 --model lenet5 --steps 10 --batch-size 8 --shard-gather bf16 &&
+# With a unit per layer LeNet-5's units leave the prefetch window between
+# forward and backward: --json counts the gathers' bytes, each on its wire
+# (BF16's exactly half FP32's, FP32's over one model per step and at most
+# two), one model's reduce-scatter per step, and the BF16 wire's conversion
+# scratch (the largest unit) in the accounted messages.
+g3=(--strategy zero3 --model lenet5 --steps 10 --batch-size 8 --shard-unit layer)
+run 2 gather-f32 "${g3[@]}" --json "$tmp/gather-f32.json" &&
+  run 2 gather-bf16 "${g3[@]}" --shard-gather bf16 --json "$tmp/gather-bf16.json" &&
   compare gather-f32 gather-bf16 5e-3 >/dev/null && ! compare gather-f32 gather-bf16 0 &&
   /usr/bin/python3 - "$tmp/gather-bf16.bin" <<'PY' && ok || bad "zero3 --shard-gather bf16: $(relerr gather-f32 gather-bf16)"
 import array, sys
 a = array.array("I")
 a.frombytes(open(sys.argv[1], "rb").read())
 assert sum(1 for x in a if x & 0xFFFF) > len(a) // 2, "the dump holds BF16 values"
+PY
+/usr/bin/python3 - "$tmp/gather-f32.json" "$tmp/gather-bf16.json" <<'PY' && ok || bad "zero3 --json: gather bytes or wire scratch"
+import json, sys
+f, b = (json.load(open(a)) for a in sys.argv[1:])
+model = 4 * f["config"]["parameters"]
+fs, bs = f["shards"], b["shards"]
+assert fs["gradient_bytes_per_step"] == bs["gradient_bytes_per_step"] == model, (fs, model)
+assert model < fs["gather_bytes_per_step"] <= 2 * model and bs["gather_bytes_per_step"] * 2 == fs["gather_bytes_per_step"], (fs, bs)
+assert (fs["gather_wire"], bs["gather_wire"]) == ("fp32", "bf16"), (fs, bs)
+extra = b["memory_accounted"]["messages"] - f["memory_accounted"]["messages"]
+assert extra == 2 * fs["largest_unit_parameters"], (extra, fs)
 PY
 
 # Resume with the same global batch of 24: np 2 zero2 for 10 steps, then on.

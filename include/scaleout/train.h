@@ -243,6 +243,10 @@ typedef struct so_train_result {
      * and the steps between averages (1 for gossip). */
     double sync_bytes_sent;
     long sync_rounds;
+    /* --strategy zero1|2|3: this rank's bytes put into the gradients'
+     * reduce-scatters (and HYBRID's allreduces across nodes) and into the
+     * parameters' allgathers, each unit counted whole at its wire's width. */
+    double shard_grad_bytes, shard_gather_bytes;
     int sync_period;
 } so_train_result;
 

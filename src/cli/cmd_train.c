@@ -344,8 +344,9 @@ static void write_ranks(so_json *js, const double *v, int world)
     so_json_arr_end(js);
 }
 
-/* A sharded strategy's units and shards (the memory formulas' terms). */
-static void write_shards(so_json *js, const so_strategy *st, const so_job_config *c)
+/* A sharded strategy's units and shards (the memory formulas' terms), and
+ * rank 0's bytes per step into its gradient and parameter collectives. */
+static void write_shards(so_json *js, const so_strategy *st, const so_job_config *c, const so_train_result *r)
 {
     const so_state_layout *l = st && st->ops->state ? st->ops->state(st->self) : NULL;
     if (!l)
@@ -365,6 +366,9 @@ static void write_shards(so_json *js, const so_strategy *st, const so_job_config
     so_json_int(js, "shard_group", l->shards);
     so_json_int(js, "replicas", l->replicas);
     so_json_int(js, "prefetch", c->shard_prefetch);
+    so_json_str(js, "gather_wire", c->shard_gather ? c->shard_gather : "fp32");
+    so_json_num(js, "gradient_bytes_per_step", r->steps > 0 ? r->shard_grad_bytes / (double)r->steps : 0);
+    so_json_num(js, "gather_bytes_per_step", r->steps > 0 ? r->shard_gather_bytes / (double)r->steps : 0);
     so_json_obj_end(js);
 }
 
@@ -669,7 +673,7 @@ static void write_json(FILE *f, const train_args *a, so_job *j, const so_train_r
     }
     so_json_obj_end(&js);
     write_ranks(&js, ranks, world);
-    write_shards(&js, so_job_strategy(j), c);
+    write_shards(&js, so_job_strategy(j), c, r);
     so_json_int(&js, "peak_rss_bytes", (int64_t)so_peak_rss());
     so_job_memory mu;
     so_job_memory_use(j, &mu);

@@ -85,6 +85,7 @@ struct zero_state {
     so_dtype param_wire;         /* zero3, --shard-gather bf16|fp16: the parameters' allgathers on that wire; else F32 */
     double grad_bytes_sent;      /* this rank's bytes put into its gradient reduce-scatters (and HYBRID's allreduces) */
     double grad_bytes_dense;     /* the same on the FP32 wire */
+    double gather_bytes;         /* the parameters' allgathers: the units' bytes on their wire (zero_params_whole's not) */
 };
 
 /* ---- the communication of a unit -------------------------------------------------- */
@@ -262,6 +263,8 @@ static int gather_unit(zero_state *s, int u)
         return 0;
     }
     so_group_opts o = {wire, SO_STRATEGY_TAG + u};
+    if (!s->gather_whole)
+        s->gather_bytes += (double)(L->lo[u + 1] - L->lo[u]) * (double)so_dtype_size(wire);
     return so_group_iallgather(s->shard_grp, mine, dst, L->lo[u + 1] - L->lo[u], L->counts + (size_t)u * L->shards,
                                SO_DTYPE_F32, &o, &s->ag[u]);
 }
@@ -663,6 +666,10 @@ static void zero_finish(void *self)
     s->cur_pos = -1;
     unplace_slots(s);
     so_model_set_node_hooks(s->m, NULL);
+    if (s->r) {
+        s->r->shard_grad_bytes = s->grad_bytes_sent;
+        s->r->shard_gather_bytes = s->gather_bytes;
+    }
     if (s->r && s->grad_wire != SO_DTYPE_F32) { /* as dp's compressor reports its bytes */
         s->r->compress_bytes_sent = s->grad_bytes_sent;
         s->r->compress_bytes_dense = s->grad_bytes_dense;
@@ -675,6 +682,10 @@ static void zero_memory(void *self, so_strategy_memory *out)
 {
     zero_state *s = self;
     shard_memory(s->stage, &s->L, s->m->nparams, so_optim_nslots(s->opt), s->prefetch, s->accumulate, out);
+    /* a 16-bit wire converts through the communication thread's scratch, grown to the largest unit */
+    so_dtype wire = s->grad_wire != SO_DTYPE_F32 ? s->grad_wire : s->stage == 3 ? s->param_wire : SO_DTYPE_F32;
+    if (wire != SO_DTYPE_F32 && s->shard_grp)
+        out->messages += (double)s->L.max_unit * (double)so_dtype_size(wire);
 }
 
 static void zero_use_dist(void *self, const so_dist *d) { ((zero_state *)self)->d = d; }
