@@ -117,6 +117,20 @@ PY
 "$bin" "${pl[@]}" --max-memory "$cap" --json "$tmp/plan-cap.json" >"$tmp/plan-cap.log" 2>&1 &&
   grep -q "fastest that fits --max-memory: zero3" "$tmp/plan-cap.log" && ok ||
   bad "plan --max-memory $cap does not name zero3: $(cat "$tmp/plan-cap.log")"
+# Ranks x threads beyond a node's cores take turns: 8 ranks on 2 cores
+# compute at a quarter of the speed measured alone, 8 on 8 at all of it.
+for k in 2 8; do
+  "$bin" plan --model resnet20 --strategy dp --world 8 --cores $k --batch-size 2 --json "$tmp/plan-c$k.json" \
+    >"$tmp/plan-c$k.log" 2>&1 || bad "plan --cores $k: $(tail -2 "$tmp/plan-c$k.log")"
+done
+grep -q "share 2 core(s): the layers' times are 4.00x" "$tmp/plan-c2.log" && ! grep -q "share" "$tmp/plan-c8.log" &&
+  /usr/bin/python3 - "$tmp/plan-c2.json" "$tmp/plan-c8.json" <<'PY' && ok || bad "plan --cores: $(cat "$tmp/plan-c2.log")"
+import json, sys
+assert [json.load(open(a))["compute_slowdown_sharing_cores"] for a in sys.argv[1:]] == [4, 1]
+PY
+"$bin" plan --model resnet20 --cores 2 >"$tmp/plan-cores.out" 2>"$tmp/plan-cores.err"
+[ $? -eq 2 ] && grep -q -- "--cores.*--strategy" "$tmp/plan-cores.err" && ok ||
+  bad "plan --cores without --strategy: $(cat "$tmp/plan-cores.err")"
 tr=(--model resnet20 --batch-size 2 --optimizer adamw --max-memory "$cap")
 refused_each dp-capped "max-memory" 2 "${tr[@]}" --strategy dp
 run 2 capped --strategy zero3 --shard-unit layer "${tr[@]}" --steps 2 --json "$tmp/capped.json" &&

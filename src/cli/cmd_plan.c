@@ -23,6 +23,7 @@ typedef struct {
     const char *model, *schedule, *partition, *max_memory, *optimizer, *json;
     const char *strategy, *shard_unit, *tune;  /* --strategy: sharded data parallelism instead (strategy_table.c) */
     int world, ranks_per_node, shard_prefetch, accumulate;
+    int cores;               /* --strategy: cores per node (0: this machine's) */
     int stages, microbatches, batch, virtual_stages, threads, steps;
     int seq_len;             /* GPT-2: tokens per sequence of the run planned (0: train's default) */
     size_t max_bytes;
@@ -54,6 +55,7 @@ static const cli_need plan_needs[] = {
     {"shard-unit", strategies, "--strategy"},
     {"shard-prefetch", strategies, "--strategy"},
     {"accumulate", strategies, "--strategy"},
+    {"cores", strategies, "--strategy"},
     {"pipeline-stages", pipeline, "a pipeline plan (not --strategy)"},
     {"microbatches", pipeline, "a pipeline plan (not --strategy)"},
     {"schedule", pipeline, "a pipeline plan (not --strategy)"},
@@ -113,6 +115,8 @@ static int parse(plan_args *a, int argc, char **argv)
         {"shard-unit", OPT_STR, &a->shard_unit, "auto|layer|block|MB", "--strategy: units as in train", 0, -1, NULL},
         {"shard-prefetch", OPT_INT, &a->shard_prefetch, "K", "--strategy: zero3's units gathered at once", 1, 1 << 20, NULL},
         {"accumulate", OPT_INT, &a->accumulate, "K", "--strategy: micro-batches per step", 1, 1 << 16, NULL},
+        {"cores", OPT_INT, &a->cores, "N", "--strategy: cores per node (default: this machine's); a node's ranks x "
+         "--threads beyond them share cores and their layers take longer in proportion", 1, 1 << 20, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
     unsigned char seen[sizeof opts / sizeof *opts] = {0};
     int rc = cli_parse_seen("plan", "Prints a pipeline partition of a model: stages, parameters, FLOPs, activations, "
@@ -403,7 +407,7 @@ static int plan_strategies(const plan_args *a)
     strat_plan_args s = {.model = a->model, .optimizer = a->optimizer, .strategies = a->strategy, .json = a->json,
                          .tune = a->tune, .batch = a->batch, .world = a->world, .ranks_per_node = a->ranks_per_node,
                          .threads = a->threads, .steps = a->steps, .accumulate = a->accumulate, .seq_len = a->seq_len,
-                         .max_bytes = (double)a->max_bytes,
+                         .cores = a->cores, .max_bytes = (double)a->max_bytes,
                          .sc = {.bucket_bytes = 25u << 20, .first_bucket_bytes = 1u << 20, .shard_unit = a->shard_unit,
                                 .shard_prefetch = a->shard_prefetch}};
     return strat_plan(&s);

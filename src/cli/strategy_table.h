@@ -46,6 +46,7 @@ void strat_json(so_json *js, const strat_row *rows, int n, int best);
 typedef struct {
     const char *model, *optimizer, *strategies, *json, *tune;
     int batch, world, ranks_per_node, threads, steps, accumulate;
+    int cores;                   /* per node; 0: this machine's online CPUs */
     int seq_len;                 /* a GPT-2's tokens per sequence (0: so_job_config's default) */
     double max_bytes;
     so_strategy_config sc;       /* shard_unit, shard_prefetch, bucket sizes */
