@@ -11,7 +11,8 @@
 # the median (min-max) over the repeats.
 #   bench/shard_vgg.sh [CAP] [BATCH] [STEPS] [REPEATS]     defaults: 1800M 2 3 2
 #   WORLD=2 runs 2 ranks instead of 4; SHARDED="zero1 zero3" (default) chooses the sharded strategies run under the cap
-#   UNIT=32 cuts dense layers above 32 MiB into row chunks (--shard-unit; default layer)
+#   UNIT=32 cuts dense layers above 32 MiB into row chunks (--shard-unit; default layer); UNIT=default
+#   passes no --shard-unit (the strategies' own units: buckets, zero3's auto, 32 MiB chunks)
 #   MODEL=gpt2-medium another zoo model (a GPT-2 on synthetic token ids at train's --seq-len 64)
 set -euo pipefail
 world="${WORLD:-4}" model="${MODEL:-vgg16}" unit="${UNIT:-layer}"
@@ -20,11 +21,13 @@ src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bin="$src/build/scaleout"
 out="$(mktemp -d /tmp/scaleout-shard-vgg.XXXXXX)"
 warm=1
+unit_flag=(--shard-unit "$unit")
+[ "$unit" = default ] && unit_flag=()
 common=(train --model "$model" --dataset synthetic --batch-size "$batch" --synthetic-samples $((world * batch * (steps + warm + 1)))
         --steps $((steps + warm)) --warmup-steps $warm --eval-every -1 --progress none --optimizer adamw --lr 0.0001)
 
 "$bin" plan --model "$model" --strategy all --world "$world" --batch-size "$batch" --optimizer adamw --max-memory "$cap" \
-  --shard-unit "$unit" --json "$out/plan.json" | tee "$out/plan.txt"
+  "${unit_flag[@]}" --json "$out/plan.json" | tee "$out/plan.txt"
 
 "$src/scripts/mpirun.sh" -np "$world" "$bin" "${common[@]}" --strategy dp --max-memory "$cap" >"$out/dp-capped.log" 2>&1 &&
   { echo "shard_vgg: dp trained under --max-memory $cap: choose a smaller cap" >&2; exit 1; }
@@ -35,7 +38,7 @@ echo "dp under --max-memory $cap: exit 2: $(grep -m1 -- '--max-memory' "$out/dp-
 for ((r = 1; r <= repeats; r++)); do
   for who in ${SHARDED:-zero1 zero3} dp; do
     extra=()
-    [ "$who" != dp ] && extra=(--max-memory "$cap" --shard-unit "$unit")
+    [ "$who" != dp ] && extra=(--max-memory "$cap" "${unit_flag[@]}")
     "$src/scripts/mpirun.sh" -np "$world" "$bin" "${common[@]}" --strategy "$who" "${extra[@]}" \
       --json "$out/$who-$r.json" >"$out/$who-$r.log" 2>&1 ||
       { echo "shard_vgg: $who failed: $(tail -3 "$out/$who-$r.log")" >&2; exit 1; }

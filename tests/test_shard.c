@@ -29,6 +29,7 @@
 #include "scaleout/train.h"
 #include "scaleout/zoo.h"
 #include "scaleout/group.h"
+#include "train/buckets.h"
 #include "train/shard.h"
 
 enum { MAXR = 4, BATCH = 4, SAMPLES = 128 };
@@ -1062,6 +1063,66 @@ static void test_units(void **state)
     so_graph_destroy(g);
 }
 
+/* Without --shard-unit every stage cuts dense layers above SHARD_CHUNK_BYTES
+ * into row chunks, inside zero1/2's bucket plan too: VGG-16's 411 MB fc6
+ * whole made zero2 hold more gradient memory than zero1 at N = 2 (two slots
+ * of it beside the shard). Each chunked layer's units are its chunks, and
+ * the buckets' boundaries stay (LeNet-5 in 10 KiB chunks). */
+static void test_default_chunks(void **state)
+{
+    (void)state;
+    so_strategy_config c = {.bucket_bytes = 25u << 20, .first_bucket_bytes = 1u << 20};
+    shard_units u;
+    for (int stage = 1; stage <= 3; stage++) {
+        assert_int_equal(shard_units_for(&c, stage, &u), 0);
+        assert_int_equal(u.chunk_bytes, SHARD_CHUNK_BYTES);
+    }
+    so_graph *g;
+    assert_int_equal(so_zoo_build("vgg16", 3, 224, 224, 1000, &g), 0);
+    assert_int_equal(shard_units_for(&c, 2, &u), 0);
+    shard_layout L;
+    assert_int_equal(shard_layout_build(g, &u, 2, 0, &L), 0);
+    size_t largest = 0;
+    for (int v = 0; v < L.nunits; v++)
+        largest = L.lo[v + 1] - L.lo[v] > largest ? L.lo[v + 1] - L.lo[v] : largest;
+    assert_true(largest * sizeof(float) <= SHARD_CHUNK_BYTES + 25088 * sizeof(float)); /* a chunk and a row of fc6 */
+    so_strategy_memory z1, z2;
+    shard_memory(1, &L, so_graph_nparams(g), 2, 2, 1, &z1);
+    shard_memory(2, &L, so_graph_nparams(g), 2, 2, 1, &z2);
+    if (!(z2.grads < z1.grads))
+        fail_msg("VGG-16 at N = 2: zero2 holds %.0f MB of gradients, zero1 %.0f", z2.grads / 1e6, z1.grads / 1e6);
+    shard_layout_free(&L);
+    so_graph_destroy(g);
+
+    assert_int_equal(so_zoo_build("lenet5", 1, 28, 28, 10, &g), 0);
+    u = (shard_units){SHARD_UNIT_BUCKETS, 256 << 10, 64 << 10, 10240};
+    assert_int_equal(shard_layout_build(g, &u, 2, 1, &L), 0);
+    so_bucket_plan p;
+    assert_int_equal(so_bucket_plan_build(g, u.first_bytes, u.bytes, &p), 0);
+    for (int b = 0; b < p.n; b++) { /* every bucket starts a unit */
+        int found = 0;
+        for (int v = 0; v <= L.nunits; v++)
+            found |= L.lo[v] == p.b[b].lo;
+        assert_true(found);
+    }
+    so_bucket_plan_free(&p);
+    int chunked = 0;
+    for (int i = 1; i < so_graph_size(g); i++) {
+        int K = L.chunks[i], r0, r1;
+        for (int k = 0; K > 1 && k < K; k++) {
+            size_t lo, hi;
+            so_graph_chunk_rows(g, i, K, k, &r0, &r1, &lo, &hi);
+            assert_int_equal(L.lo[L.unit_of[i] + k], lo);
+            assert_int_equal(L.lo[L.unit_of[i] + k + 1], hi);
+            assert_int_equal(L.node_lo[L.unit_of[i] + k], i);
+        }
+        chunked += K > 1;
+    }
+    assert_int_equal(chunked, 2); /* fc1 and fc2 */
+    shard_layout_free(&L);
+    so_graph_destroy(g);
+}
+
 /* Unit u's flat range in bytes. */
 static size_t unit_bytes(const shard_layout *L, int u) { return (L->lo[u + 1] - L->lo[u]) * sizeof(float); }
 
@@ -1162,6 +1223,7 @@ int main(void)
         cmocka_unit_test(test_prefetch_bound),
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_units),
+        cmocka_unit_test(test_default_chunks),
         cmocka_unit_test(test_auto_units),
         cmocka_unit_test(test_tied_units),
     };

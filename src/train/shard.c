@@ -36,7 +36,7 @@ int shard_units_parse(const char *text, shard_units *u)
 
 int shard_units_for(const so_strategy_config *c, int stage, shard_units *u)
 {
-    *u = (shard_units){SHARD_UNIT_BUCKETS, c->bucket_bytes, c->first_bucket_bytes, 0};
+    *u = (shard_units){SHARD_UNIT_BUCKETS, c->bucket_bytes, c->first_bucket_bytes, SHARD_CHUNK_BYTES};
     if (c->shard_unit) {
         int rc = shard_units_parse(c->shard_unit, u);
         if (!rc && u->kind == SHARD_UNIT_SIZE)
@@ -139,6 +139,36 @@ static int opens_unit(const so_graph *g, const shard_units *u, int prev, int i, 
     }
 }
 
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* A chunked dense layer is units of its own, one per chunk of rows: its
+ * start, its chunks' starts and its end join the buckets' boundaries. */
+static void add_chunk_bounds(const so_graph *g, const shard_units *u, size_t *lo, int *n)
+{
+    for (int i = 1; i < so_graph_size(g); i++) {
+        const so_node *nd = so_graph_node(g, i);
+        int K = nd->nparam ? so_graph_dense_chunks(g, i, u->chunk_bytes) : 1;
+        for (int k = 0; k < K && K > 1; k++) {
+            int r0, r1;
+            size_t hi;
+            so_graph_chunk_rows(g, i, K, k, &r0, &r1, &lo[*n], &hi);
+            (*n)++;
+        }
+        if (K > 1 && nd->param_off + nd->nparam < so_graph_nparams(g))
+            lo[(*n)++] = nd->param_off + nd->nparam;
+    }
+    qsort(lo, (size_t)*n, sizeof *lo, cmp_size);
+    int m = 0;
+    for (int k = 0; k < *n; k++)
+        if (!m || lo[k] != lo[m - 1])
+            lo[m++] = lo[k];
+    *n = m;
+}
+
 /* The unit boundaries in flat order: lo[0..n], n returned in *n. */
 static int unit_bounds(const so_graph *g, const shard_units *u, size_t *lo, int *n)
 {
@@ -151,6 +181,7 @@ static int unit_bounds(const so_graph *g, const shard_units *u, size_t *lo, int 
         for (int b = p.n - 1; b >= 0; b--) /* buckets come in backward order: the highest first */
             lo[(*n)++] = p.b[b].lo;
         so_bucket_plan_free(&p);
+        add_chunk_bounds(g, u, lo, n);
     } else {
         int prev = -1, prev_chunked = 0;
         size_t open_lo = 0;

@@ -27,6 +27,14 @@ typedef enum {
  * blocks on the same VM. docs/PARALLELISM.md. */
 #define SHARD_AUTO_BYTES (1u << 20)
 
+/* Without --shard-unit, a dense layer of more weights than this is units of
+ * row chunks of about this size (as --shard-unit 32 cuts it): VGG-16's
+ * 411 MB fc6 whole took two gradient slots of it at zero2 and prefetch
+ * slots at zero3, more memory per rank than zero1 at np 2 (DeepSpeed#1302's
+ * complaint); in 32 MiB chunks zero2 and zero3 kept 1.01 and 0.93 of dp's
+ * step (docs/PERFORMANCE.md, "What only sharding trains"). */
+#define SHARD_CHUNK_BYTES (32u << 20)
+
 typedef struct {
     shard_unit_kind kind;
     size_t bytes;                /* SIZE: the least; BUCKETS: the regular bucket */
@@ -40,9 +48,9 @@ int shard_units_parse(const char *text, shard_units *u);
 
 /* The units a stage's configuration asks for: --shard-unit, else zero3's
  * auto units and zero1/2's bucket plan (auto: its default sizes, until measured).
- * --shard-unit N also cuts a dense layer of more than N MiB of weights into
- * units of row chunks of about N MiB, which the model computes one at a
- * time (so_model_opts.chunk_bytes): a zero2/3 rank holds one chunk's
+ * --shard-unit N (without it, SHARD_CHUNK_BYTES) also cuts a dense layer of
+ * more than N MiB of weights into units of row chunks of about N MiB, which
+ * the model computes one at a time (so_model_opts.chunk_bytes): a zero2/3 rank holds one chunk's
  * gathered parameters and gradients, not the layer's (zero1 the same
  * units, so the three stages add alike). */
 int shard_units_for(const so_strategy_config *c, int stage, shard_units *u);
