@@ -71,6 +71,16 @@ extra = b["memory_accounted"]["messages"] - f["memory_accounted"]["messages"]
 assert extra == 2 * fs["largest_unit_parameters"], (extra, fs)
 PY
 
+# On one node every stage's reduce-scatters and allgathers read the peer's
+# send buffers in place (zero1/2's parameters and gradients, zero2/3's
+# gradient slots, zero3's parameter shard in registered memory): no hier
+# call copies through its window.
+for st in zero1 zero2 zero3; do
+  "$mpirun" -np 2 "$bin" "${common[@]}" --model lenet5 --steps 4 --batch-size 8 --strategy $st --shard-unit layer \
+    >"$tmp/zc-$st.log" 2>&1 && grep -Eq "^hier: [1-9][0-9]* collectives zero-copy on registered buffers, 0 copied" \
+    "$tmp/zc-$st.log" && ok || bad "$st: hier copied through its window: $(grep hier "$tmp/zc-$st.log")"
+done
+
 # Resume with the same global batch of 24: np 2 zero2 for 10 steps, then on.
 rs=(--model lenet5 --shard-unit layer)
 run 2 rs-whole --strategy zero2 "${rs[@]}" --batch-size 12 --steps 20 &&

@@ -71,6 +71,7 @@ struct zero_state {
     int in_pass;                 /* inside a node hook of a forward (1) or backward (2) */
     double fwd_waited;           /* seconds the current forward pass waited for gathers */
     float *slots[2];             /* zero2/3: the two buffers backward writes the placed units' gradients in */
+    int slots_shared;            /* ... in memory the node's peers read in place (shared_alloc) */
     signed char *slot_of;        /* per unit: its slot (0, 1), or SHARD_SLOT_TIED: in m->grads (shard_slots) */
     float *pslot[SHARD_MAX_PSLOTS]; /* zero3: the gathered units' parameter slots (shard_param_slots) */
     size_t pslot_len[SHARD_MAX_PSLOTS];
@@ -465,6 +466,46 @@ static int zero3_initial(zero_state *s)
 
 /* ---- the gradient slots of zero2/3 ---------------------------------------------------- */
 
+/* Memory the peers of this node read in place (so_dist.buf_alloc): the
+ * send buffers of zero2/3's reduce-scatters (the gradient slots) and of
+ * zero3's allgathers (the parameter shard), so hier's reduce-scatter and
+ * allgather on one node take no copies through its window (VGG-16 at np 2:
+ * fc6's chunks gathered and reduced through the window were most of
+ * zero3's exposed communication). Collective: every rank allocates and
+ * frees these in the same order, with nothing in flight. Plain memory
+ * without a dist (a fake, one process): the same layout, the copy path. */
+static void *shared_alloc(zero_state *s, size_t bytes)
+{
+    return s->d && s->d->buf_alloc ? s->d->buf_alloc(s->d->ctx, bytes) : so_alloc(bytes);
+}
+
+static void shared_free(zero_state *s, void *p)
+{
+    if (s->d && s->d->buf_alloc && s->d->buf_free)
+        s->d->buf_free(s->d->ctx, p);
+    else
+        so_free(p);
+}
+
+/* The two slots: in shared memory at the start of training (nothing in
+ * flight yet; their lengths are the same on every rank), else in plain
+ * memory when backward first places them. */
+static int alloc_slots(zero_state *s, int shared)
+{
+    size_t len[2];
+    signed char *slot_of = malloc((size_t)s->L.nunits);
+    if (!slot_of)
+        return so_err(SO_ENOMEM, "out of memory for the gradient slots");
+    shard_slots(&s->L, slot_of, len);
+    free(slot_of);
+    for (int i = 0; i < 2; i++)
+        if (len[i] && !s->slots[i] && !(s->slots[i] = shared ? shared_alloc(s, len[i] * sizeof(float))
+                                                             : so_alloc(len[i] * sizeof(float))))
+            return so_err(SO_ENOMEM, "out of memory for a gradient slot of %zu floats", len[i]);
+    s->slots_shared = shared;
+    return 0;
+}
+
 static void unplace_slots(zero_state *s);
 
 /* zero2/3 with overlap and one micro-batch a step: the units backward
@@ -480,13 +521,10 @@ static int place_slots(zero_state *s)
 {
     const shard_layout *L = &s->L;
     size_t len[2];
-    if (!s->slot_of && !(s->slot_of = malloc((size_t)L->nunits)))
+    if (!(s->slot_of = malloc((size_t)L->nunits)))
         return so_err(SO_ENOMEM, "out of memory for the gradient slots");
     shard_slots(L, s->slot_of, len);
-    int rc = 0;
-    for (int i = 0; !rc && i < 2; i++)
-        if (len[i] && !s->slots[i] && !(s->slots[i] = so_alloc(len[i] * sizeof(float))))
-            rc = so_err(SO_ENOMEM, "out of memory for a gradient slot of %zu floats", len[i]);
+    int rc = s->slots[0] ? 0 : alloc_slots(s, 0); /* done at the start of training, unless it began without slots */
     for (int u = 0; !rc && u < L->nunits; u++)
         if (s->slot_of[u] >= 0)
             rc = so_model_place_grads(s->m, L->lo[u], L->lo[u + 1], s->slots[s->slot_of[u]]);
@@ -532,6 +570,8 @@ static int zero_start(void *self, so_model *m, const so_train_config *c, so_trai
     if (s->stage == 3) /* the parameters live in the shard from here */
         shard_release(m->params, 0, m->nparams);
     so_model_params_changed(m);
+    if (!rc && s->stage > 1 && c->overlap && s->accumulate == 1) /* zero_backward_begin places them */
+        rc = alloc_slots(s, 1);
     return rc;
 }
 
@@ -731,7 +771,7 @@ static void zero_destroy(void *self)
 {
     zero_state *s = self;
     shard_layout_free(&s->L);
-    so_free(s->pshard);
+    shared_free(s, s->pshard);
     unplace_slots(s); /* the strategy goes before the model (parts_free) */
     for (int u = 0; s->pslot_of && u < s->L.nunits; u++)
         if (s->pslot_of[u] >= 0)
@@ -739,8 +779,11 @@ static void zero_destroy(void *self)
     for (int k = 0; k < s->npslots; k++)
         so_free(s->pslot[k]);
     free(s->pslot_of);
-    so_free(s->slots[0]);
-    so_free(s->slots[1]);
+    for (int i = 0; i < 2; i++)
+        if (s->slots_shared)
+            shared_free(s, s->slots[i]);
+        else
+            so_free(s->slots[i]);
     shard_unreserve(NULL, s->gshard);
     free(s->jobs);
     free(s->rs);
@@ -882,7 +925,7 @@ static int allocate(zero_state *s)
     if (s->stage > 1) /* mapped as the first reductions write it, not beside the whole model at create */
         s->gshard = shard_reserve(NULL, n * sizeof(float));
     if (s->stage == 3)
-        s->pshard = so_alloc(n * sizeof(float));
+        s->pshard = shared_alloc(s, n * sizeof(float));
     if (s->stage == 3 && s->prefetch <= SHARD_MAX_PSLOTS) {
         s->npslots = shard_param_slots(&s->L, s->prefetch, s->pslot_len, SHARD_MAX_PSLOTS);
         s->pslot_of = malloc((size_t)U * sizeof *s->pslot_of);
@@ -995,9 +1038,10 @@ static int zero_create(int stage, const so_strategy_config *c, so_model *m, so_s
 }
 
 /* zero2/3's gradients and zero3's parameters are mapped a unit at a time;
- * with --shard-unit N, dense layers above N MiB run in chunks of rows.
+ * dense layers above --shard-unit N MiB (default 32) run in chunks of rows.
  * zero1 keeps the caller's gradient allocator: data parallelism's registered
- * memory, from which the reduce-scatter on one node reads without copies. */
+ * memory, from which the reduce-scatter on one node reads without copies
+ * (zero2/3's slots and zero3's shard are registered too: shared_alloc). */
 static int zero_model_opts(int stage, const so_strategy_config *c, so_model_opts *o)
 {
     shard_units u;
@@ -1005,14 +1049,18 @@ static int zero_model_opts(int stage, const so_strategy_config *c, so_model_opts
     if (rc)
         return rc;
     o->chunk_bytes = u.chunk_bytes;
+    /* zero1/2 gather the updated blocks in place in the parameter buffer:
+     * in the caller's registered memory (the allocator it gave for the
+     * gradients, so_dist.buf_alloc) the peers on a node copy them straight
+     * out of it */
+    o->params_alloc = stage < 3 ? o->grads_alloc : shard_reserve;
+    o->params_free = stage < 3 ? o->grads_free : shard_unreserve;
+    o->params_ctx = stage < 3 ? o->grads_ctx : NULL;
     if (stage > 1) {
         o->grads_alloc = shard_reserve;
         o->grads_free = shard_unreserve;
         o->grads_ctx = NULL;
     }
-    o->params_alloc = stage > 2 ? shard_reserve : NULL;
-    o->params_free = stage > 2 ? shard_unreserve : NULL;
-    o->params_ctx = NULL;
     return 0;
 }
 
