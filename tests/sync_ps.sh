@@ -5,7 +5,8 @@
 #  - ssp:2 and async train LeNet-5 (300 steps: the loss falls below 1.6 from 2.3) and report
 #    their bytes and staleness in --json; ssp's staleness stays <= S
 #  - with one worker slowed 30% (SCALEOUT_TEST_SLOW_RANK), ssp:3 observes a staleness above 1
-#    and at most 3, and async runs to the end
+#    and at most 3, and async runs to the end; twice as slow, ssp:8 above 4 and at most 8,
+#    async above 8, and a SIGTERM under ssp:8 stops every rank after the checkpointed step
 #  - bad input: --ps-ranks >= the world, and the combinations it does not run, exit 2 with one line
 # Usage: sync_ps.sh path/to/scaleout
 set -u
@@ -73,6 +74,39 @@ if sys.argv[2].startswith("ssp:"):
     assert ps["staleness_max"] <= int(sys.argv[2][4:]), ps
 PY
 done
+
+# ssp:S holds a fast worker back at S clocks, not sooner: the job's step-end
+# agreements complete S + 2 steps after they are posted (so_strategy.lead).
+# With worker 1 twice as slow, ssp:8 observes a staleness above 4 (where the
+# agreements stopped it when they completed 2 steps on) and at most 8, and
+# async above 8. A SIGTERM still stops every rank after the same step, with
+# the checkpoint of that step complete.
+if [ ${#slowed[@]} -gt 0 ]; then
+  for m in ssp:8 async; do
+    SCALEOUT_TEST_SLOW_RANK=1:1.0 run 3 "lead-$m" --steps 100 --eval-every -1 --sync "$m" --json "$tmp/lead-$m.json" ||
+      continue
+    /usr/bin/python3 - "$tmp/lead-$m.json" "$m" <<'PY' && ok || bad "$m, worker 1 twice as slow: $(tail -1 "$tmp/lead-$m.log")"
+import json, sys
+ps = json.load(open(sys.argv[1]))["parameter_server"]
+if sys.argv[2] == "ssp:8":
+    assert 4 < ps["staleness_max"] <= 8, ps
+else:
+    assert ps["staleness_max"] > 8, ps
+PY
+  done
+  SCALEOUT_TEST_SLOW_RANK=1:1.0 "$mpirun" -np 3 "$bin" "${common[@]}" --steps 100000 --eval-every -1 --sync ssp:8 \
+    --ckpt-every 50 --ckpt-dir "$tmp/lead-ck" >"$tmp/lead-term.log" 2>&1 &
+  job=$!
+  for _ in $(seq 300); do compgen -G "$tmp/lead-ck/ckpt-*/MANIFEST" >/dev/null && break; sleep 0.1; done
+  pkill -TERM -f "^$bin .*$tmp/lead-ck"
+  for _ in $(seq 400); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+  kill -0 $job 2>/dev/null && { bad "ssp:8: still running 40 s after SIGTERM"; pkill -KILL -f "^$bin .*$tmp/lead-ck"; }
+  wait $job
+  step=$(sed -n 's/.*SIGTERM: stopped after step \([0-9]*\) and checkpointed it.*/\1/p' "$tmp/lead-term.log")
+  [ -n "$step" ] && "$bin" ckpt verify "$tmp/lead-ck" >"$tmp/lead-verify" 2>&1 &&
+    grep -qE "ckpt-0*$step .* OK" "$tmp/lead-verify" && ok ||
+    bad "ssp:8 SIGTERM: no checkpoint of the stop step ($step): $(tail -2 "$tmp/lead-term.log") $(cat "$tmp/lead-verify")"
+fi
 
 refuse() { # refuse NP PATTERN args...: exit 2 and one line from scaleout (mpiexec adds its own) matching PATTERN
   local np=$1 pat=$2; shift 2

@@ -200,6 +200,12 @@ typedef struct so_strategy_ops {
     const so_rank_state *(*rank_state)(void *self);
 } so_strategy_ops;
 
+/* How far --sync async lets a worker run ahead of the slowest. Its method
+ * sets no bound, but a stop on a signal needs one: every rank stops after
+ * the same step, which the stop agreement tells a rank that many steps
+ * after it was posted. */
+#define SO_PS_ASYNC_LEAD 16
+
 typedef struct so_strategy {
     const so_strategy_ops *ops;
     void *self;
@@ -209,6 +215,11 @@ typedef struct so_strategy {
     /* 1: this rank computes no loss (an early pipeline stage): the loss the
      * step reports is NaN, and that is no divergence. */
     int no_loss;
+    /* Steps a rank may run ahead of the slowest (the same on every rank;
+     * 0: lockstep). The job's step-end agreements complete that many steps
+     * after they are posted, so they do not hold a fast rank back sooner:
+     * the parameter server's ssp:S (S) and async (SO_PS_ASYNC_LEAD). */
+    int lead;
     /* The optimizer it steps, owned (so_strategy_create); NULL: the caller's. */
     so_optim *opt;
 } so_strategy;

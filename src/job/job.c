@@ -446,7 +446,7 @@ static int observers(so_job *j)
                             &j->tc, &j->ckpt);
     if (rc)
         return rc;
-    if ((rc = dist_agree(j->dh, stop_open(j->dh, &j->stop))))
+    if ((rc = dist_agree(j->dh, stop_open(j->dh, st ? st->lead : 0, &j->stop))))
         return rc;
     if ((rc = prof_glue_start(&c->prof, c->allreduce, c->build_id, j->dh, j->parts.m, &j->prof)))
         return rc;

@@ -11,8 +11,9 @@ typedef struct stop_state stop_state;
 
 /* Sets the process's flag (async-signal-safe). */
 void stop_request(void);
-/* Collective: every rank calls it (a channel for the agreement). */
-int stop_open(dist_handle *dh, stop_state **out);
+/* Collective: every rank calls it (a channel for the agreement), with the
+ * same lead (so_strategy.lead: steps its ranks may run ahead of the slowest). */
+int stop_open(dist_handle *dh, int lead, stop_state **out);
 /* At every step end, first among the observers: *stop = 1 when the ranks
  * agree to stop after step s (the same answer on every rank). */
 int stop_step_end(stop_state *st, const so_train_state *s, int *stop);

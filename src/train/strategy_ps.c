@@ -698,7 +698,7 @@ static int ps_create(const so_strategy_config *c, so_model *m, so_strategy **out
     *s = (ps_state){.g = c->group, .m = m, .async = c->sync.method == SO_SYNC_ASYNC,
                     .staleness = c->sync.staleness, .K = c->ps_ranks, .W = world - c->ps_ranks, .rank = c->dist->rank};
     *st = (so_strategy){.ops = is_server(s) ? &ps_server_ops : &ps_worker_ops, .self = s, .replicas = s->W,
-                        .no_loss = is_server(s)};
+                        .no_loss = is_server(s), .lead = s->async ? SO_PS_ASYNC_LEAD : s->staleness};
     if ((rc = ps_layout(s, m->nparams)) == 0) {
         size_t n = is_server(s) ? block_n(s, s->rank - s->W) : 1; /* workers step nothing (one float: a valid optimizer) */
         rc = so_optim_create(&c->optim, n, &st->opt);
