@@ -70,6 +70,20 @@ assert (fs["gather_wire"], bs["gather_wire"]) == ("fp32", "bf16"), (fs, bs)
 extra = b["memory_accounted"]["messages"] - f["memory_accounted"]["messages"]
 assert extra == 2 * fs["largest_unit_parameters"], (extra, fs)
 PY
+# plan --shard-gather: the same scratch in the plan's messages as train
+# accounted, and the gathers' time in the cost model at half the bytes.
+for w in fp32 bf16; do
+  "$bin" plan --model lenet5 --strategy zero3 --world 2 --batch-size 8 --shard-unit layer --shard-gather $w \
+    --json "$tmp/plan-g-$w.json" >"$tmp/plan-g-$w.log" 2>&1 || bad "plan --shard-gather $w: $(tail -2 "$tmp/plan-g-$w.log")"
+done
+/usr/bin/python3 - "$tmp/plan-g-fp32.json" "$tmp/plan-g-bf16.json" "$tmp/gather-bf16.json" <<'PY' && ok ||
+import json, sys
+f, b = (json.load(open(a))["strategies"][0] for a in sys.argv[1:3])
+t = json.load(open(sys.argv[3]))["memory_accounted"]
+assert f["messages"] == 0 and b["messages"] == t["messages"] > 0, (f, b, t)
+assert b["comm_seconds"] < f["comm_seconds"], (f, b)
+PY
+  bad "plan --shard-gather bf16: messages or gather time not as train's wire"
 
 # On one node every stage's reduce-scatters and allgathers read the peer's
 # send buffers in place (zero1/2's parameters and gradients, zero2/3's

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "scaleout/gpt2.h"
+#include "scaleout/dtype.h"
 #include "scaleout/err.h"
 #include "scaleout/job.h"
 #include "scaleout/json.h"
@@ -22,6 +23,7 @@
 typedef struct {
     const char *model, *schedule, *partition, *max_memory, *optimizer, *json;
     const char *strategy, *shard_unit, *tune;  /* --strategy: sharded data parallelism instead (strategy_table.c) */
+    const char *shard_gather;                  /* --strategy: zero3's gather wire, fp32|bf16|fp16 */
     int world, ranks_per_node, shard_prefetch, accumulate;
     int cores;               /* --strategy: cores per node (0: this machine's) */
     int stages, microbatches, batch, virtual_stages, threads, steps;
@@ -33,6 +35,7 @@ typedef struct {
 } plan_args;
 
 static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", NULL};
+static const char *const gather_wires[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam", "adamw", NULL};
 static const int optimizer_slots[] = {0, 1, 1, 1, 1, 2, 2}; /* fp32 state per parameter (so_optim_nslots) */
 
@@ -56,6 +59,7 @@ static const cli_need plan_needs[] = {
     {"shard-prefetch", strategies, "--strategy"},
     {"accumulate", strategies, "--strategy"},
     {"cores", strategies, "--strategy"},
+    {"shard-gather", strategies, "--strategy"},
     {"pipeline-stages", pipeline, "a pipeline plan (not --strategy)"},
     {"microbatches", pipeline, "a pipeline plan (not --strategy)"},
     {"schedule", pipeline, "a pipeline plan (not --strategy)"},
@@ -115,6 +119,8 @@ static int parse(plan_args *a, int argc, char **argv)
         {"shard-unit", OPT_STR, &a->shard_unit, "auto|layer|block|MB", "--strategy: units as in train", 0, -1, NULL},
         {"shard-prefetch", OPT_INT, &a->shard_prefetch, "K", "--strategy: zero3's units gathered at once", 1, 1 << 20, NULL},
         {"accumulate", OPT_INT, &a->accumulate, "K", "--strategy: micro-batches per step", 1, 1 << 16, NULL},
+        {"shard-gather", OPT_CHOICE, &a->shard_gather, "fp32|bf16|fp16", "--strategy: zero3's parameter gathers on "
+         "that wire, as train's (half the bytes, a unit's conversion scratch)", 0, -1, gather_wires},
         {"cores", OPT_INT, &a->cores, "N", "--strategy: cores per node (default: this machine's); a node's ranks x "
          "--threads beyond them share cores and their layers take longer in proportion", 1, 1 << 20, NULL},
         {NULL, 0, NULL, NULL, NULL, 0, 0, NULL}};
@@ -410,6 +416,8 @@ static int plan_strategies(const plan_args *a)
                          .cores = a->cores, .max_bytes = (double)a->max_bytes,
                          .sc = {.bucket_bytes = 25u << 20, .first_bucket_bytes = 1u << 20, .shard_unit = a->shard_unit,
                                 .shard_prefetch = a->shard_prefetch}};
+    if (a->shard_gather && so_dtype_parse(a->shard_gather, &s.sc.shard_gather)) /* a choice: parses */
+        return cli_error("plan", CLI_USAGE, "--shard-gather: %s", so_errmsg());
     return strat_plan(&s);
 }
 

@@ -181,6 +181,7 @@ typedef struct {
     so_predict_cost_fn cost;
     void *ctx;
     double t, engine, comm;      /* the compute thread's clock, the engine free at, its busy seconds */
+    double gather_width;         /* zero3's gathers: bytes per FP32 byte (--shard-gather bf16|fp16: 0.5) */
     double *ag_end, *rs_end;     /* per unit: its gather / reduce-scatter ends */
     char *resident;
 } zsim;
@@ -206,7 +207,7 @@ static void window(zsim *z, int u, int dir)
         int v = dir ? u - k : u + k;
         if (v >= 0 && v < z->L->nunits && !z->resident[v]) {
             z->resident[v] = 1;
-            z->ag_end[v] = submit(z, unit_bytes(z, v));
+            z->ag_end[v] = submit(z, unit_bytes(z, v) * z->gather_width);
         }
     }
 }
@@ -270,8 +271,12 @@ static int predict_zero(const so_predict_compute *c, int stage, const so_strateg
         return rc;
     int prefetch = sc->shard_prefetch > 0 ? sc->shard_prefetch : 2;
     shard_memory(stage, &L, so_graph_nparams(c->g), nslots, prefetch, sc->accumulate, &out->mem);
+    so_dtype wire = stage == 3 ? sc->shard_gather : SO_DTYPE_F32;
+    if (ranks > 1)
+        out->mem.messages += shard_wire_scratch(&L, wire);
     out->units = L.nunits;
-    zsim z = {.c = c, .L = &L, .stage = stage, .K = prefetch, .cost = cost, .ctx = ctx};
+    zsim z = {.c = c, .L = &L, .stage = stage, .K = prefetch, .cost = cost, .ctx = ctx,
+              .gather_width = (double)so_dtype_size(wire) / sizeof(float)};
     z.ag_end = calloc((size_t)L.nunits, sizeof *z.ag_end);
     z.rs_end = calloc((size_t)L.nunits, sizeof *z.rs_end);
     z.resident = calloc((size_t)L.nunits, 1);

@@ -484,6 +484,11 @@ void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, 
                                 .optimizer = mine * nslots};
 }
 
+double shard_wire_scratch(const shard_layout *l, so_dtype wire)
+{
+    return wire == SO_DTYPE_F32 ? 0 : (double)l->max_unit * (double)so_dtype_size(wire);
+}
+
 /* ---- memory mapped per unit ----------------------------------------------------- */
 
 /* The mapping starts one page before the pointer handed out: that page

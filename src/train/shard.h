@@ -95,6 +95,9 @@ void shard_layout_free(shard_layout *l);
  * backward to the owner's. */
 void shard_memory(int stage, const shard_layout *l, size_t nparams, int nslots, int prefetch, int accumulate,
                   so_strategy_memory *out);
+/* The communication thread's scratch for a unit on a 16-bit wire (the
+ * largest unit at that width; 0 for F32): the accounted messages. */
+double shard_wire_scratch(const shard_layout *l, so_dtype wire);
 
 /* zero2/3's gradient slots with one micro-batch (strategy_zero.c): the
  * units backward writes once and whole (a row chunk of a cut layer is one)

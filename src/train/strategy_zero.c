@@ -724,8 +724,8 @@ static void zero_memory(void *self, so_strategy_memory *out)
     shard_memory(s->stage, &s->L, s->m->nparams, so_optim_nslots(s->opt), s->prefetch, s->accumulate, out);
     /* a 16-bit wire converts through the communication thread's scratch, grown to the largest unit */
     so_dtype wire = s->grad_wire != SO_DTYPE_F32 ? s->grad_wire : s->stage == 3 ? s->param_wire : SO_DTYPE_F32;
-    if (wire != SO_DTYPE_F32 && s->shard_grp)
-        out->messages += (double)s->L.max_unit * (double)so_dtype_size(wire);
+    if (s->shard_grp)
+        out->messages += shard_wire_scratch(&s->L, wire);
 }
 
 static void zero_use_dist(void *self, const so_dist *d) { ((zero_state *)self)->d = d; }
