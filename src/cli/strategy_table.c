@@ -150,15 +150,15 @@ static int optim_nslots(const char *name, int *n)
     return rc;
 }
 
-/* How much slower a rank computes than measured here when its node's ranks
- * x threads outnumber the node's cores (1: they do not): the ranks take
- * turns on the cores. VGG-16 b2 at np 4 on 2 cores stepped 1.9 s where the
- * layers timed alone predicted 0.65 s. */
-static double core_sharing(const strat_plan_args *a, int ranks_on_node)
+/* How much slower a rank computes than measured here when a node's ranks x
+ * threads outnumber its cores (*cores; 1: they do not): the ranks
+ * take turns on the cores. VGG-16 b2 at np 4 on 2 cores steps in 2.0 s
+ * where its layers timed alone add up to 1.1 s. */
+static double core_sharing(const strat_plan_args *a, int ranks_on_node, long *cores)
 {
-    long cores = a->cores > 0 ? a->cores : sysconf(_SC_NPROCESSORS_ONLN);
-    double want = (double)ranks_on_node * (a->threads > 0 ? a->threads : 1);
-    return cores > 0 && want > (double)cores ? want / (double)cores : 1;
+    *cores = a->cores > 0 ? a->cores : sysconf(_SC_NPROCESSORS_ONLN);
+    long want = (long)ranks_on_node * (a->threads > 0 ? a->threads : 1);
+    return *cores > 0 && want > *cores ? (double)want / (double)*cores : 1;
 }
 
 static void scale_layer_times(so_job_layer_times *lt, double k)
@@ -221,7 +221,8 @@ int strat_plan(const strat_plan_args *a)
     so_job_layer_times lt;
     if ((rc = so_job_measure_model(&c, &mc, &lt)))
         return cli_error("plan", cli_exit_code(rc), "measuring %s: %s", a->model, so_errmsg());
-    double sharing = core_sharing(a, pc.rpn ? pc.rpn : a->world);
+    long cores;
+    double sharing = core_sharing(a, pc.rpn ? pc.rpn : a->world, &cores);
     scale_layer_times(&lt, sharing);
     so_graph *g = NULL;
     strat_row rows[STRAT_MAX];
@@ -245,9 +246,8 @@ int strat_plan(const strat_plan_args *a)
                a->model, a->world, pc.rpn ? " (nodes of --ranks-per-node)" : " on one node", a->batch, seqs, a->optimizer,
                lt.measured_batch);
         if (sharing > 1)
-            printf("%d rank(s) x %d thread(s) per node share %.0f core(s): the layers' times are %.2fx those measured\n",
-                   pc.rpn ? pc.rpn : a->world, a->threads > 0 ? a->threads : 1,
-                   (pc.rpn ? pc.rpn : a->world) * (a->threads > 0 ? a->threads : 1) / sharing, sharing);
+            printf("%d rank(s) x %d thread(s) per node share %ld core(s): the layers' times are %.2fx those measured\n",
+                   pc.rpn ? pc.rpn : a->world, a->threads > 0 ? a->threads : 1, cores, sharing);
         strat_print(&q, rows, nk, best);
         if (a->json)
             rc = write_plan_json(a, &lt, rows, nk, best, T, sharing);

@@ -124,6 +124,12 @@ int so_bucket_plan_auto(const so_graph *g, const double *t_bwd, so_comm_cost_fn 
     return 0;
 }
 
+void so_bucket_plan_lows(const so_bucket_plan *p, size_t *lo)
+{
+    for (int b = 0; b < p->n; b++)
+        lo[b] = p->b[p->n - 1 - b].lo;
+}
+
 void so_bucket_plan_free(so_bucket_plan *p)
 {
     free(p->b);

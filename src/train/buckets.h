@@ -27,6 +27,9 @@ typedef struct {
  * for the end of backward. */
 int so_bucket_plan_build(const so_graph *g, size_t first_bytes, size_t bucket_bytes, so_bucket_plan *p);
 void so_bucket_plan_free(so_bucket_plan *p);
+/* The buckets' first offsets in flat order, lo[0..p->n): the plan holds
+ * them in backward order, highest first. */
+void so_bucket_plan_lows(const so_bucket_plan *p, size_t *lo);
 
 /* Predicted seconds of one gradient allreduce of `bytes` (the communication
  * layer's cost model, with the algorithm it would use for that size). */

@@ -178,8 +178,8 @@ static int unit_bounds(const so_graph *g, const shard_units *u, size_t *lo, int 
         int rc = so_bucket_plan_build(g, u->first_bytes, u->bytes, &p);
         if (rc)
             return rc;
-        for (int b = p.n - 1; b >= 0; b--) /* buckets come in backward order: the highest first */
-            lo[(*n)++] = p.b[b].lo;
+        so_bucket_plan_lows(&p, lo);
+        *n = p.n;
         so_bucket_plan_free(&p);
         add_chunk_bounds(g, u, lo, n);
     } else {

@@ -227,12 +227,6 @@ static int replan(dp_state *s, long step)
     return rc;
 }
 
-static int by_size(const void *a, const void *b)
-{
-    size_t x = *(const size_t *)a, y = *(const size_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* --compress auto: each candidate timed on this step's gradient over the
  * real buckets, the step predicted with the link's cost model, and the
  * fastest one's compressor made for the following steps. */
@@ -243,9 +237,7 @@ static int choose_compressor(dp_state *s, long step)
     size_t *bounds = malloc(((size_t)nb + 1) * sizeof *bounds);
     if (!bounds)
         return so_err(SO_ENOMEM, "out of memory choosing a compressor");
-    for (int b = 0; b < nb; b++)
-        bounds[b] = s->plan.b[b].lo;
-    qsort(bounds, (size_t)nb, sizeof *bounds, by_size);
+    so_bucket_plan_lows(&s->plan, bounds);
     bounds[nb] = m->nparams;
     so_predict_compute pc = {.g = m->g, .t_fwd = s->t0, .t_bwd = s->t0 + n, .t_other = s->t0[2 * n], .batch = m->batch,
                              .first_bucket_bytes = s->r->first_bucket_bytes, .bucket_bytes = s->r->bucket_bytes};

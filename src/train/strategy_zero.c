@@ -487,23 +487,35 @@ static void shared_free(zero_state *s, void *p)
         so_free(p);
 }
 
-/* The two slots: in shared memory at the start of training (nothing in
- * flight yet; their lengths are the same on every rank), else in plain
+/* The two slots, once: in shared memory at the start of training (nothing
+ * in flight yet; their lengths are the same on every rank), else in plain
  * memory when backward first places them. */
 static int alloc_slots(zero_state *s, int shared)
 {
+    if (s->slots[0] || s->slots[1])
+        return 0;
     size_t len[2];
     signed char *slot_of = malloc((size_t)s->L.nunits);
     if (!slot_of)
         return so_err(SO_ENOMEM, "out of memory for the gradient slots");
     shard_slots(&s->L, slot_of, len);
     free(slot_of);
-    for (int i = 0; i < 2; i++)
-        if (len[i] && !s->slots[i] && !(s->slots[i] = shared ? shared_alloc(s, len[i] * sizeof(float))
-                                                             : so_alloc(len[i] * sizeof(float))))
-            return so_err(SO_ENOMEM, "out of memory for a gradient slot of %zu floats", len[i]);
     s->slots_shared = shared;
+    for (int i = 0; i < 2; i++)
+        if (len[i] && !(s->slots[i] = shared ? shared_alloc(s, len[i] * sizeof(float)) : so_alloc(len[i] * sizeof(float))))
+            return so_err(SO_ENOMEM, "out of memory for a gradient slot of %zu floats", len[i]);
     return 0;
+}
+
+static void free_slots(zero_state *s)
+{
+    for (int i = 0; i < 2; i++) {
+        if (s->slots_shared)
+            shared_free(s, s->slots[i]);
+        else
+            so_free(s->slots[i]);
+        s->slots[i] = NULL;
+    }
 }
 
 static void unplace_slots(zero_state *s);
@@ -524,7 +536,7 @@ static int place_slots(zero_state *s)
     if (!(s->slot_of = malloc((size_t)L->nunits)))
         return so_err(SO_ENOMEM, "out of memory for the gradient slots");
     shard_slots(L, s->slot_of, len);
-    int rc = s->slots[0] ? 0 : alloc_slots(s, 0); /* done at the start of training, unless it began without slots */
+    int rc = alloc_slots(s, 0); /* done at the start of training, unless it began without slots */
     for (int u = 0; !rc && u < L->nunits; u++)
         if (s->slot_of[u] >= 0)
             rc = so_model_place_grads(s->m, L->lo[u], L->lo[u + 1], s->slots[s->slot_of[u]]);
@@ -779,11 +791,7 @@ static void zero_destroy(void *self)
     for (int k = 0; k < s->npslots; k++)
         so_free(s->pslot[k]);
     free(s->pslot_of);
-    for (int i = 0; i < 2; i++)
-        if (s->slots_shared)
-            shared_free(s, s->slots[i]);
-        else
-            so_free(s->slots[i]);
+    free_slots(s);
     shard_unreserve(NULL, s->gshard);
     free(s->jobs);
     free(s->rs);
